@@ -13,7 +13,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define MAX_SEEDS 256
-#define MAX_INPUT (1u << 20)
+#define FUZZ_INPUT_MAX (1u << 20)
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
@@ -32,8 +32,8 @@ static uint8_t *file_read(const char *path, size_t *size)
 
 	if (!f)
 		return NULL;
-	buf = malloc(MAX_INPUT);
-	*size = buf ? fread(buf, 1, MAX_INPUT, f) : 0;
+	buf = malloc(FUZZ_INPUT_MAX);
+	*size = buf ? fread(buf, 1, FUZZ_INPUT_MAX, f) : 0;
 	fclose(f);
 	return buf;
 }
@@ -63,14 +63,14 @@ static void input_mutate(uint8_t *buf, size_t *size, const uint8_t *other, size_
 			if (other_size && *size) {
 				size_t at = rng_next() % *size, from = rng_next() % other_size;
 				size_t n = other_size - from;
-				if (at + n > MAX_INPUT)
-					n = MAX_INPUT - at;
+				if (at + n > FUZZ_INPUT_MAX)
+					n = FUZZ_INPUT_MAX - at;
 				memcpy(buf + at, other + from, n);
 				*size = at + n;
 			}
 			break;
 		case 4: /* grow with random bytes */
-			if (*size + 64 <= MAX_INPUT) {
+			if (*size + 64 <= FUZZ_INPUT_MAX) {
 				for (int i = 0; i < 64; i++)
 					buf[(*size)++] = (uint8_t)rng_next();
 			}
@@ -106,7 +106,7 @@ int main(int argc, char **argv)
 		seed_size[0] = 64;
 		nseeds = 1;
 	}
-	work = malloc(MAX_INPUT);
+	work = malloc(FUZZ_INPUT_MAX);
 	if (!work)
 		return 1;
 	for (unsigned long i = 0; i < iterations; i++) {

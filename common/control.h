@@ -1,0 +1,27 @@
+/* The control socket: how ternd's operators and tools (ternd status, ckpt,
+ * the libvirt hooks, the CRIU plugin) talk to the supervisor.
+ *
+ * One request per connection: a command line ending in '\n', answered by one
+ * JSON object and the close of the connection. Only root (or whoever can open
+ * the socket file) can connect: the socket's permissions are the access
+ * control.
+ */
+#ifndef TERN_CONTROL_H
+#define TERN_CONTROL_H
+
+#include <stddef.h>
+
+#define CONTROL_DEFAULT_PATH "/run/tern/control.sock"
+#define CONTROL_REPLY_MAX (1u << 20)
+
+/* Send @command to the ternd at @path; on success *reply is a NUL-terminated
+ * malloc'd string the caller frees. 0 or -errno (-ECONNREFUSED/-ENOENT when no
+ * ternd runs there, -ETIMEDOUT after @timeout_ms). */
+int control_request(const char *path, const char *command, int timeout_ms, char **reply);
+
+/* Read one '\n'-terminated line (without it) within @timeout_ms. Returns its
+ * length or -errno; -EMSGSIZE if longer than cap - 1. */
+int control_line_read(int fd, char *buf, size_t cap, int timeout_ms);
+int control_write_all(int fd, const void *buf, size_t len);
+
+#endif

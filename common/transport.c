@@ -1,0 +1,272 @@
+#define LOG_PREFIX "transport: "
+#include "transport.h"
+#include "log.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <linux/vm_sockets.h>
+
+static int parse_port(const char *text, unsigned *port)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(text, &end, 10);
+	if (errno || end == text || *end || v == 0 || v > 65535)
+		return -EINVAL;
+	*port = (unsigned)v;
+	return 0;
+}
+
+int transport_url_parse(const char *text, struct transport_url *url)
+{
+	const char *rest;
+	const char *colon;
+
+	memset(url, 0, sizeof(*url));
+	if (!text || !*text)
+		return -EINVAL;
+	if (text[0] == '/' || !strncmp(text, "unix:", 5)) {
+		rest = text[0] == '/' ? text : text + 5;
+		if (!*rest || strlen(rest) >= sizeof(url->path))
+			return -EINVAL;
+		url->kind = TRANSPORT_UNIX;
+		strcpy(url->path, rest);
+		return 0;
+	}
+	if (!strncmp(text, "tcp://", 6)) {
+		rest = text + 6;
+		colon = strrchr(rest, ':');
+		if (!colon || colon == rest || (size_t)(colon - rest) >= sizeof(url->host))
+			return -EINVAL;
+		url->kind = TRANSPORT_TCP;
+		memcpy(url->host, rest, (size_t)(colon - rest));
+		/* [::1]:port */
+		if (url->host[0] == '[') {
+			size_t n = strlen(url->host);
+
+			if (n < 3 || url->host[n - 1] != ']')
+				return -EINVAL;
+			memmove(url->host, url->host + 1, n - 2);
+			url->host[n - 2] = 0;
+		}
+		return parse_port(colon + 1, &url->port);
+	}
+	if (!strncmp(text, "vsock://", 8)) {
+		char *end;
+		unsigned long cid;
+
+		rest = text + 8;
+		errno = 0;
+		cid = strtoul(rest, &end, 10);
+		if (errno || end == rest || *end != ':' || cid > 0xffffffffu)
+			return -EINVAL;
+		url->kind = TRANSPORT_VSOCK;
+		url->cid = (unsigned)cid;
+		return parse_port(end + 1, &url->port);
+	}
+	return -EINVAL;
+}
+
+void transport_url_format(const struct transport_url *url, char *buf, unsigned cap)
+{
+	switch (url->kind) {
+	case TRANSPORT_UNIX:
+		snprintf(buf, cap, "unix:%s", url->path);
+		break;
+	case TRANSPORT_TCP:
+		snprintf(buf, cap, strchr(url->host, ':') ? "tcp://[%s]:%u" : "tcp://%s:%u",
+			 url->host, url->port);
+		break;
+	case TRANSPORT_VSOCK:
+		snprintf(buf, cap, "vsock://%u:%u", url->cid, url->port);
+		break;
+	}
+}
+
+bool transport_url_needs_token(const struct transport_url *url)
+{
+	return url->kind == TRANSPORT_TCP;
+}
+
+static int unix_addr(const struct transport_url *url, struct sockaddr_un *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	if (strlen(url->path) >= sizeof(sa->sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa->sun_path, url->path);
+	return 0;
+}
+
+static int tcp_resolve(const struct transport_url *url, bool passive, struct addrinfo **res)
+{
+	struct addrinfo hints = { 0 };
+	char port[8];
+	int ret;
+
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = passive ? AI_PASSIVE : 0;
+	snprintf(port, sizeof(port), "%u", url->port);
+	ret = getaddrinfo(url->host, port, &hints, res);
+	if (ret) {
+		pr_err("cannot resolve %s: %s", url->host, gai_strerror(ret));
+		return -EHOSTUNREACH;
+	}
+	return 0;
+}
+
+int transport_listen(const struct transport_url *url)
+{
+	int fd, one = 1, ret;
+
+	switch (url->kind) {
+	case TRANSPORT_UNIX: {
+		struct sockaddr_un sa;
+		struct stat st;
+
+		ret = unix_addr(url, &sa);
+		if (ret)
+			return ret;
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		/* A socket file left by a ternd that died is in the way; anything else is not ours. */
+		if (!lstat(url->path, &st) && S_ISSOCK(st.st_mode))
+			unlink(url->path);
+		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			goto fail;
+		break;
+	}
+	case TRANSPORT_TCP: {
+		struct addrinfo *res;
+
+		ret = tcp_resolve(url, true, &res);
+		if (ret)
+			return ret;
+		fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0) {
+			ret = -errno;
+			freeaddrinfo(res);
+			return ret;
+		}
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		ret = bind(fd, res->ai_addr, res->ai_addrlen);
+		freeaddrinfo(res);
+		if (ret < 0)
+			goto fail;
+		break;
+	}
+	case TRANSPORT_VSOCK: {
+		struct sockaddr_vm sa = { 0 };
+
+		fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		sa.svm_family = AF_VSOCK;
+		sa.svm_cid = url->cid;
+		sa.svm_port = url->port;
+		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			goto fail;
+		break;
+	}
+	default:
+		return -EINVAL;
+	}
+	if (listen(fd, 64) < 0)
+		goto fail;
+	return fd;
+fail:
+	ret = -errno;
+	close(fd);
+	return ret;
+}
+
+int transport_accept(int listen_fd)
+{
+	int fd, one = 1;
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	do {
+		fd = accept4(listen_fd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC);
+	} while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		return -errno;
+	if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+int transport_connect(const struct transport_url *url)
+{
+	int fd, ret, one = 1;
+
+	switch (url->kind) {
+	case TRANSPORT_UNIX: {
+		struct sockaddr_un sa;
+
+		ret = unix_addr(url, &sa);
+		if (ret)
+			return ret;
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			goto fail;
+		return fd;
+	}
+	case TRANSPORT_TCP: {
+		struct addrinfo *res, *ai;
+
+		ret = tcp_resolve(url, false, &res);
+		if (ret)
+			return ret;
+		ret = -ECONNREFUSED;
+		for (ai = res; ai; ai = ai->ai_next) {
+			fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			if (fd < 0)
+				continue;
+			if (!connect(fd, ai->ai_addr, ai->ai_addrlen)) {
+				setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+				freeaddrinfo(res);
+				return fd;
+			}
+			ret = -errno;
+			close(fd);
+		}
+		freeaddrinfo(res);
+		return ret;
+	}
+	case TRANSPORT_VSOCK: {
+		struct sockaddr_vm sa = { 0 };
+
+		fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		sa.svm_family = AF_VSOCK;
+		sa.svm_cid = url->cid;
+		sa.svm_port = url->port;
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			goto fail;
+		return fd;
+	}
+	default:
+		return -EINVAL;
+	}
+fail:
+	ret = -errno;
+	close(fd);
+	return ret;
+}

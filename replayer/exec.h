@@ -1,0 +1,99 @@
+/* The executor: one session's state and the handlers of every remoted call.
+ *
+ * A worker process owns one struct exec. Requests are decoded by the
+ * generated dispatcher (wire_dispatch.h) and land in exec_<call>() handlers,
+ * spread over exec_*.c by object. Handlers treat every field as hostile:
+ * handles are looked up by kind, device ranges must lie inside one live
+ * allocation (or a module global), sizes are capped, and any failure is the
+ * CUresult of that request alone.
+ *
+ * Not thread-safe: one worker thread drives it.
+ */
+#ifndef TERN_EXEC_H
+#define TERN_EXEC_H
+
+#include <stdint.h>
+
+#include "arena.h"
+#include "backend.h"
+#include "handle_table.h"
+#include "session_slot.h"
+#include "wire.h"
+
+struct exec_config {
+	int device;                 /* real device index the session runs on */
+	uint64_t arena_base;
+	uint64_t arena_size;
+	uint64_t quota;             /* bytes of device memory; 0 = no limit */
+};
+
+/* Parameter layout of a function or kernel, cached at lookup. */
+struct exec_params {
+	uint32_t count;
+	uint32_t bytes;             /* last offset + size */
+	uint32_t *offset;
+	uint32_t *size;
+};
+
+struct exec_kernel_info {
+	struct exec_params params;
+	CUfunction function;        /* cuKernelGetFunction for the session context */
+};
+
+/* A device range outside the arena that the guest may copy to and from:
+ * module and library globals. */
+struct exec_extra_range {
+	uint64_t addr, size;
+	uint64_t owner;             /* module or library handle */
+};
+
+struct exec {
+	struct backend *be;
+	struct handle_table *handles;
+	struct arena *arena;
+	struct session_slot *slot;  /* shared with the supervisor, may be NULL */
+	struct exec_config cfg;
+	CUdevice device;
+	uint64_t primary_ctx;       /* virtual handle, 0 until first retained */
+	int primary_refs;
+	uint64_t ctx_current;       /* the context made current in the backend */
+	struct exec_extra_range *extra;
+	unsigned extra_count, extra_cap;
+	void *copy_buf;             /* device-to-host replies, reused */
+	size_t copy_cap;
+	uint32_t guest_pid;
+};
+
+/* Open the backend's device and reserve the arena. 0 or -errno. */
+int exec_open(struct exec *ex, struct backend *be, const struct exec_config *cfg,
+	      struct session_slot *slot);
+void exec_close(struct exec *ex);
+
+/* Make the request's context current before dispatch (0 = none). */
+CUresult exec_context_switch(struct exec *ex, uint64_t ctx);
+
+/* Helpers shared by the handler files. */
+CUresult exec_stream_real(struct exec *ex, uint64_t handle, CUstream *out);
+CUresult exec_function_real(struct exec *ex, uint64_t handle, CUfunction *out,
+			    const struct exec_params **params);
+bool exec_device_range_valid(struct exec *ex, uint64_t addr, uint64_t len);
+CUresult exec_params_query(struct exec *ex, CUfunction fn, CUkernel kernel,
+			   struct exec_params *out);
+void exec_params_release(struct exec_params *p);
+void exec_extra_range_add(struct exec *ex, uint64_t addr, uint64_t size, uint64_t owner);
+void exec_extra_range_drop_owner(struct exec *ex, uint64_t owner);
+/* Encode a params layout as the wire's params blob into @buf (2 * count u32). */
+struct wire_blob exec_params_blob(const struct exec_params *p, uint32_t *buf);
+void *exec_copy_buffer(struct exec *ex, size_t size);
+
+
+
+/* The guest sees its session's device as device 0. */
+static inline CUresult exec_device_real(struct exec *ex, int32_t device, CUdevice *out)
+{
+	if (device != 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*out = ex->device;
+	return CUDA_SUCCESS;
+}
+#endif

@@ -1,0 +1,150 @@
+/* Session, driver and device calls. */
+#define LOG_PREFIX "exec: "
+#include <string.h>
+#include <unistd.h>
+
+#include "exec.h"
+#include "log.h"
+#include "wire_dispatch.h"
+
+CUresult exec_hello(struct exec *ex, const struct wire_hello_req *req, struct wire_hello_rep *rep)
+{
+	/* The supervisor checked protocol and token before forking us. */
+	ex->guest_pid = req->pid;
+	rep->worker_pid = (uint32_t)getpid();
+	rep->arena_base = arena_base(ex->arena);
+	rep->arena_size = arena_size(ex->arena);
+	rep->quota = ex->cfg.quota;
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_goodbye(struct exec *ex, const struct wire_goodbye_req *req, struct wire_goodbye_rep *rep)
+{
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_init(struct exec *ex, const struct wire_init_req *req, struct wire_init_rep *rep)
+{
+	/* cuInit accepts only 0; the backend was initialised at session start. */
+	return req->flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+CUresult exec_driver_get_version(struct exec *ex, const struct wire_driver_get_version_req *req,
+				 struct wire_driver_get_version_rep *rep)
+{
+	int v = 0;
+	CUresult res = ex->be->cuDriverGetVersion(&v);
+
+	rep->version = v;
+	return res;
+}
+
+CUresult exec_device_get_count(struct exec *ex, const struct wire_device_get_count_req *req,
+			       struct wire_device_get_count_rep *rep)
+{
+	rep->count = 1;
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_device_get(struct exec *ex, const struct wire_device_get_req *req,
+			 struct wire_device_get_rep *rep)
+{
+	if (req->ordinal != 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	rep->device = 0;
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_device_get_name(struct exec *ex, const struct wire_device_get_name_req *req,
+			      struct wire_device_get_name_rep *rep)
+{
+	CUdevice dev;
+	CUresult res = exec_device_real(ex, req->device, &dev);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	return ex->be->cuDeviceGetName(rep->name, 256, dev);
+}
+
+CUresult exec_device_get_uuid(struct exec *ex, const struct wire_device_get_uuid_req *req,
+			      struct wire_device_get_uuid_rep *rep)
+{
+	static CUuuid uuid;     /* the reply references it until sent */
+	CUdevice dev;
+	CUresult res = exec_device_real(ex, req->device, &dev);
+
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuDeviceGetUuid(&uuid, dev);
+	if (res == CUDA_SUCCESS)
+		rep->uuid = (struct wire_blob){ (const uint8_t *)uuid.bytes, sizeof(uuid.bytes) };
+	return res;
+}
+
+CUresult exec_device_total_mem(struct exec *ex, const struct wire_device_total_mem_req *req,
+			       struct wire_device_total_mem_rep *rep)
+{
+	size_t bytes = 0;
+	CUdevice dev;
+	CUresult res = exec_device_real(ex, req->device, &dev);
+
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuDeviceTotalMem(&bytes, dev);
+	/* A session sees its quota as the device's size. */
+	if (ex->cfg.quota && bytes > ex->cfg.quota)
+		bytes = ex->cfg.quota;
+	rep->bytes = bytes;
+	return res;
+}
+
+CUresult exec_device_get_attribute(struct exec *ex, const struct wire_device_get_attribute_req *req,
+				   struct wire_device_get_attribute_rep *rep)
+{
+	int v = 0;
+	CUdevice dev;
+	CUresult res = exec_device_real(ex, req->device, &dev);
+
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuDeviceGetAttribute(&v, (CUdevice_attribute)req->attrib, dev);
+	rep->value = v;
+	return res;
+}
+
+#define ATTRIBUTES_MAX 1024
+
+CUresult exec_device_get_attributes(struct exec *ex, const struct wire_device_get_attributes_req *req,
+				    struct wire_device_get_attributes_rep *rep)
+{
+	static uint8_t values[ATTRIBUTES_MAX * 4];
+	CUdevice dev;
+	CUresult res = exec_device_real(ex, req->device, &dev);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (req->count > ATTRIBUTES_MAX || req->first > INT32_MAX - req->count)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (uint32_t i = 0; i < req->count; i++) {
+		int v = 0;
+		uint32_t u;
+
+		if (ex->be->cuDeviceGetAttribute(&v, (CUdevice_attribute)(req->first + i), dev) != CUDA_SUCCESS)
+			v = INT32_MIN;
+		u = (uint32_t)v;
+		for (int k = 0; k < 4; k++)
+			values[4 * i + k] = (uint8_t)(u >> (8 * k));
+	}
+	rep->values = (struct wire_blob){ values, req->count * 4 };
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_device_get_pci_bus_id(struct exec *ex, const struct wire_device_get_pci_bus_id_req *req,
+				    struct wire_device_get_pci_bus_id_rep *rep)
+{
+	CUdevice dev;
+	CUresult res = exec_device_real(ex, req->device, &dev);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (!ex->be->cuDeviceGetPCIBusId)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	return ex->be->cuDeviceGetPCIBusId(rep->bus_id, 64, dev);
+}

@@ -1,0 +1,212 @@
+/* Kernel launches and occupancy queries. */
+#define LOG_PREFIX "exec: "
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+#include "log.h"
+#include "wire_dispatch.h"
+
+#define LAUNCH_ARGS_MAX (32u << 10)     /* the driver's kernel parameter limit */
+#define LAUNCH_ATTRS_MAX 16
+#define ATTR_RECORD 72                  /* u32 id, u32 reserved, 64-byte value */
+
+_Static_assert(sizeof(CUlaunchAttribute) == ATTR_RECORD, "CUlaunchAttribute layout changed");
+
+/* Build the driver's kernelParams from the packed argument blob, checking it
+ * against the function's layout. @store must hold LAUNCH_ARGS_MAX bytes. */
+static CUresult launch_params(const struct exec_params *p, struct wire_blob args,
+			      uint8_t *store, void **params)
+{
+	if (args.len != p->bytes || args.len > LAUNCH_ARGS_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(store, args.ptr, args.len);
+	for (uint32_t i = 0; i < p->count; i++)
+		params[i] = store + p->offset[i];
+	return CUDA_SUCCESS;
+}
+
+/* Decode launch attributes; those that carry handles are translated, unknown
+ * ones refused: the driver would dereference whatever the guest put there. */
+static CUresult launch_attrs(struct exec *ex, struct wire_blob blob, CUlaunchAttribute *attrs,
+			     unsigned *count)
+{
+	unsigned n = blob.len / ATTR_RECORD;
+
+	if (blob.len % ATTR_RECORD || n > LAUNCH_ATTRS_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned i = 0; i < n; i++) {
+		CUlaunchAttribute *a = &attrs[i];
+		uint32_t id;
+
+		memset(a, 0, sizeof(*a));
+		memcpy(&id, blob.ptr + i * ATTR_RECORD, 4);
+		a->id = (CUlaunchAttributeID)id;
+		memcpy(&a->value, blob.ptr + i * ATTR_RECORD + 8, sizeof(a->value));
+		switch (a->id) {
+		case CU_LAUNCH_ATTRIBUTE_IGNORE:
+		case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+		case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+		case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+		case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+		case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+		case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+		case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+		case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+		case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
+		case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+			break;
+		case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:
+		case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT: {
+			/* Both keep the event first in the value. */
+			struct handle_entry *ev = handle_table_get(ex->handles,
+				(uint64_t)(uintptr_t)a->value.programmaticEvent.event, HANDLE_EVENT);
+
+			if (!ev)
+				return CUDA_ERROR_INVALID_HANDLE;
+			a->value.programmaticEvent.event = ev->real;
+			break;
+		}
+		default:
+			return CUDA_ERROR_NOT_SUPPORTED;
+		}
+	}
+	*count = n;
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_launch_kernel(struct exec *ex, const struct wire_launch_kernel_req *req,
+			    struct wire_launch_kernel_rep *rep)
+{
+	static uint8_t store[LAUNCH_ARGS_MAX];
+	static void *params[8192];
+	const struct exec_params *layout;
+	CUfunction fn;
+	CUstream s;
+	CUresult res = exec_function_real(ex, req->function, &fn, &layout);
+
+	if (res == CUDA_SUCCESS)
+		res = exec_stream_real(ex, req->stream, &s);
+	if (res == CUDA_SUCCESS)
+		res = launch_params(layout, req->args, store, params);
+	if (res != CUDA_SUCCESS)
+		return res;
+	return ex->be->cuLaunchKernel(fn, req->grid_x, req->grid_y, req->grid_z,
+				      req->block_x, req->block_y, req->block_z,
+				      req->shared_bytes, s, layout->count ? params : NULL, NULL);
+}
+
+CUresult exec_launch_kernel_ex(struct exec *ex, const struct wire_launch_kernel_ex_req *req,
+			       struct wire_launch_kernel_ex_rep *rep)
+{
+	static uint8_t store[LAUNCH_ARGS_MAX];
+	static void *params[8192];
+	CUlaunchAttribute attrs[LAUNCH_ATTRS_MAX];
+	CUlaunchConfig cfg = { 0 };
+	const struct exec_params *layout;
+	unsigned nattrs = 0;
+	CUfunction fn;
+	CUstream s;
+	CUresult res = exec_function_real(ex, req->function, &fn, &layout);
+
+	if (res == CUDA_SUCCESS)
+		res = exec_stream_real(ex, req->stream, &s);
+	if (res == CUDA_SUCCESS)
+		res = launch_params(layout, req->args, store, params);
+	if (res == CUDA_SUCCESS)
+		res = launch_attrs(ex, req->attrs, attrs, &nattrs);
+	if (res != CUDA_SUCCESS)
+		return res;
+	cfg.gridDimX = req->grid_x;
+	cfg.gridDimY = req->grid_y;
+	cfg.gridDimZ = req->grid_z;
+	cfg.blockDimX = req->block_x;
+	cfg.blockDimY = req->block_y;
+	cfg.blockDimZ = req->block_z;
+	cfg.sharedMemBytes = req->shared_bytes;
+	cfg.hStream = s;
+	cfg.attrs = nattrs ? attrs : NULL;
+	cfg.numAttrs = nattrs;
+	return ex->be->cuLaunchKernelEx(&cfg, fn, layout->count ? params : NULL, NULL);
+}
+
+#define OCCUPANCY_QUERIES_MAX 1024
+#define OCCUPANCY_RECORD 16
+
+CUresult exec_occupancy_max_active_blocks(struct exec *ex,
+					  const struct wire_occupancy_max_active_blocks_req *req,
+					  struct wire_occupancy_max_active_blocks_rep *rep)
+{
+	static uint8_t out[OCCUPANCY_QUERIES_MAX * 4];
+	unsigned n = req->queries.len / OCCUPANCY_RECORD;
+	CUfunction fn;
+	CUresult res = exec_function_real(ex, req->function, &fn, NULL);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (req->queries.len % OCCUPANCY_RECORD || n > OCCUPANCY_QUERIES_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned i = 0; i < n; i++) {
+		const uint8_t *q = req->queries.ptr + i * OCCUPANCY_RECORD;
+		int32_t block_size;
+		uint64_t smem;
+		int blocks = 0;
+
+		memcpy(&block_size, q, 4);
+		memcpy(&smem, q + 8, 8);
+		res = ex->be->cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, fn, block_size,
+										    smem, req->flags);
+		if (res != CUDA_SUCCESS)
+			return res;
+		memcpy(out + 4 * i, &blocks, 4);
+	}
+	rep->blocks = (struct wire_blob){ out, n * 4 };
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_occupancy_available_dynamic_smem(struct exec *ex,
+					       const struct wire_occupancy_available_dynamic_smem_req *req,
+					       struct wire_occupancy_available_dynamic_smem_rep *rep)
+{
+	size_t bytes = 0;
+	CUfunction fn;
+	CUresult res = exec_function_real(ex, req->function, &fn, NULL);
+
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuOccupancyAvailableDynamicSMemPerBlock(&bytes, fn, req->blocks, req->block_size);
+	rep->bytes = bytes;
+	return res;
+}
+
+CUresult exec_occupancy_cluster(struct exec *ex, const struct wire_occupancy_cluster_req *req,
+				struct wire_occupancy_cluster_rep *rep)
+{
+	CUlaunchAttribute attrs[LAUNCH_ATTRS_MAX];
+	CUlaunchConfig cfg = { 0 };
+	unsigned nattrs = 0;
+	int value = 0;
+	CUfunction fn;
+	CUresult res = exec_function_real(ex, req->function, &fn, NULL);
+
+	if (res == CUDA_SUCCESS)
+		res = launch_attrs(ex, req->attrs, attrs, &nattrs);
+	if (res != CUDA_SUCCESS)
+		return res;
+	cfg.gridDimX = req->grid_x;
+	cfg.gridDimY = req->grid_y;
+	cfg.gridDimZ = req->grid_z;
+	cfg.blockDimX = req->block_x;
+	cfg.blockDimY = req->block_y;
+	cfg.blockDimZ = req->block_z;
+	cfg.sharedMemBytes = req->shared_bytes;
+	cfg.attrs = nattrs ? attrs : NULL;
+	cfg.numAttrs = nattrs;
+	if (req->query == 0)
+		res = ex->be->cuOccupancyMaxActiveClusters(&value, fn, &cfg);
+	else if (req->query == 1)
+		res = ex->be->cuOccupancyMaxPotentialClusterSize(&value, fn, &cfg);
+	else
+		res = CUDA_ERROR_INVALID_VALUE;
+	rep->value = value;
+	return res;
+}

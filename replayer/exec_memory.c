@@ -1,0 +1,194 @@
+/* Device memory: allocation in the arena, copies and memsets.
+ *
+ * Every device range the guest names is checked against the arena's live
+ * allocations (or a module global) before the backend sees it: a stray
+ * pointer is the guest's CUDA_ERROR_INVALID_VALUE, never a fault here. */
+#define LOG_PREFIX "exec: "
+#include "exec.h"
+#include "log.h"
+#include "wire_dispatch.h"
+
+static void memory_publish(struct exec *ex)
+{
+	if (ex->slot)
+		atomic_store_explicit(&ex->slot->memory, arena_bytes_mapped(ex->arena),
+				      memory_order_relaxed);
+}
+
+CUresult exec_mem_alloc(struct exec *ex, const struct wire_mem_alloc_req *req,
+			struct wire_mem_alloc_rep *rep)
+{
+	uint64_t addr = 0;
+	CUresult res;
+
+	if (req->bytes == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	/* The quota counts what is mapped, granularity included: that is what the device loses. */
+	if (ex->cfg.quota && (req->bytes > ex->cfg.quota ||
+			      arena_bytes_mapped(ex->arena) > ex->cfg.quota - req->bytes))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	res = arena_alloc(ex->arena, req->bytes, &addr);
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (ex->cfg.quota && arena_bytes_mapped(ex->arena) > ex->cfg.quota) {
+		arena_free(ex->arena, addr);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	rep->address = addr;
+	memory_publish(ex);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_mem_free(struct exec *ex, const struct wire_mem_free_req *req,
+		       struct wire_mem_free_rep *rep)
+{
+	CUresult res;
+
+	if (req->address == 0)
+		return CUDA_SUCCESS;    /* cuMemFree(0) is a no-op */
+	/* Freeing memory a kernel may still use: the driver synchronises too. */
+	ex->be->cuCtxSynchronize();
+	res = arena_free(ex->arena, req->address);
+	memory_publish(ex);
+	return res;
+}
+
+CUresult exec_mem_get_info(struct exec *ex, const struct wire_mem_get_info_req *req,
+			   struct wire_mem_get_info_rep *rep)
+{
+	size_t free_b = 0, total = 0;
+	CUresult res = ex->be->cuMemGetInfo(&free_b, &total);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (ex->cfg.quota) {
+		uint64_t used = arena_bytes_mapped(ex->arena);
+		uint64_t left = used < ex->cfg.quota ? ex->cfg.quota - used : 0;
+
+		total = ex->cfg.quota < total ? ex->cfg.quota : total;
+		free_b = left < free_b ? left : free_b;
+	}
+	rep->free = free_b;
+	rep->total = total;
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_mem_get_address_range(struct exec *ex, const struct wire_mem_get_address_range_req *req,
+				    struct wire_mem_get_address_range_rep *rep)
+{
+	const struct arena_alloc *al = arena_find(ex->arena, req->address);
+
+	if (!al)
+		return CUDA_ERROR_NOT_FOUND;
+	rep->base = al->addr;
+	rep->bytes = al->size;
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_pointer_get_info(struct exec *ex, const struct wire_pointer_get_info_req *req,
+			       struct wire_pointer_get_info_rep *rep)
+{
+	const struct arena_alloc *al = arena_find(ex->arena, req->address);
+
+	if (!al)
+		return CUDA_ERROR_INVALID_VALUE;
+	rep->memory_type = CU_MEMORYTYPE_DEVICE;
+	rep->ctx = ex->primary_ctx;
+	rep->device = 0;
+	rep->base = al->addr;
+	rep->bytes = al->size;
+	rep->buffer_id = al->id;
+	rep->flags = 0;
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_memcpy_htod(struct exec *ex, const struct wire_memcpy_htod_req *req,
+			  struct wire_memcpy_htod_rep *rep)
+{
+	CUstream s;
+	CUresult res;
+
+	if (!exec_device_range_valid(ex, req->dst, req->data.len))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!req->async)
+		return ex->be->cuMemcpyHtoD(req->dst, req->data.ptr, req->data.len);
+	res = exec_stream_real(ex, req->stream, &s);
+	if (res != CUDA_SUCCESS)
+		return res;
+	/* The payload buffer is reused by the next request; a pageable source is
+	 * consumed before the driver returns, as for any pageable async copy. */
+	return ex->be->cuMemcpyHtoDAsync(req->dst, req->data.ptr, req->data.len, s);
+}
+
+CUresult exec_memcpy_dtoh(struct exec *ex, const struct wire_memcpy_dtoh_req *req,
+			  struct wire_memcpy_dtoh_rep *rep)
+{
+	void *buf;
+	CUstream s;
+	CUresult res;
+
+	if (req->bytes > WIRE_COPY_PIECE || !exec_device_range_valid(ex, req->src, req->bytes))
+		return CUDA_ERROR_INVALID_VALUE;
+	buf = exec_copy_buffer(ex, req->bytes);
+	if (!buf)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (!req->async) {
+		res = ex->be->cuMemcpyDtoH(buf, req->src, req->bytes);
+	} else {
+		res = exec_stream_real(ex, req->stream, &s);
+		if (res == CUDA_SUCCESS)
+			res = ex->be->cuMemcpyDtoHAsync(buf, req->src, req->bytes, s);
+		/* The bytes travel in the reply, so the copy must be done by then. */
+		if (res == CUDA_SUCCESS)
+			res = ex->be->cuStreamSynchronize(s);
+	}
+	if (res == CUDA_SUCCESS)
+		rep->data = (struct wire_blob){ buf, (uint32_t)req->bytes };
+	return res;
+}
+
+CUresult exec_memcpy_dtod(struct exec *ex, const struct wire_memcpy_dtod_req *req,
+			  struct wire_memcpy_dtod_rep *rep)
+{
+	CUstream s;
+	CUresult res;
+
+	if (!exec_device_range_valid(ex, req->dst, req->bytes) ||
+	    !exec_device_range_valid(ex, req->src, req->bytes))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!req->async)
+		return ex->be->cuMemcpyDtoD(req->dst, req->src, req->bytes);
+	res = exec_stream_real(ex, req->stream, &s);
+	if (res != CUDA_SUCCESS)
+		return res;
+	return ex->be->cuMemcpyDtoDAsync(req->dst, req->src, req->bytes, s);
+}
+
+CUresult exec_memset(struct exec *ex, const struct wire_memset_req *req,
+		     struct wire_memset_rep *rep)
+{
+	CUstream s = NULL;
+	CUresult res;
+
+	if ((req->width != 1 && req->width != 2 && req->width != 4) ||
+	    req->count > UINT64_MAX / req->width ||
+	    !exec_device_range_valid(ex, req->dst, req->count * req->width) ||
+	    req->dst % req->width)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (req->async) {
+		res = exec_stream_real(ex, req->stream, &s);
+		if (res != CUDA_SUCCESS)
+			return res;
+	}
+	switch (req->width) {
+	case 1:
+		return req->async ? ex->be->cuMemsetD8Async(req->dst, (unsigned char)req->value, req->count, s)
+				  : ex->be->cuMemsetD8(req->dst, (unsigned char)req->value, req->count);
+	case 2:
+		return req->async ? ex->be->cuMemsetD16Async(req->dst, (unsigned short)req->value, req->count, s)
+				  : ex->be->cuMemsetD16(req->dst, (unsigned short)req->value, req->count);
+	default:
+		return req->async ? ex->be->cuMemsetD32Async(req->dst, req->value, req->count, s)
+				  : ex->be->cuMemsetD32(req->dst, req->value, req->count);
+	}
+}

@@ -1,0 +1,373 @@
+/* Modules, libraries, functions and kernels. */
+#define LOG_PREFIX "exec: "
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+#include "log.h"
+#include "wire_dispatch.h"
+
+/* Images are copied to aligned memory: the payload buffer gives no alignment
+ * guarantee and the driver reads ELF structures in place. */
+static void *image_copy(struct wire_blob image)
+{
+	void *p;
+
+	if (image.len == 0)
+		return NULL;
+	p = aligned_alloc(64, (image.len + 64) / 64 * 64);
+	if (!p)
+		return NULL;
+	memcpy(p, image.ptr, image.len);
+	/* PTX must be NUL-terminated; a missing terminator is added, not read past. */
+	((uint8_t *)p)[image.len] = 0;
+	return p;
+}
+
+CUresult exec_module_load_data(struct exec *ex, const struct wire_module_load_data_req *req,
+			       struct wire_module_load_data_rep *rep)
+{
+	void *image = image_copy(req->image);
+	CUmodule mod;
+	CUresult res;
+
+	if (!image)
+		return req->image.len ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_IMAGE;
+	res = ex->be->cuModuleLoadData(&mod, image);
+	free(image);
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (handle_table_add(ex->handles, HANDLE_MODULE, mod, 0, NULL, &rep->module)) {
+		ex->be->cuModuleUnload(mod);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return CUDA_SUCCESS;
+}
+
+static int entry_drop_children(struct handle_entry *e, void *arg)
+{
+	struct exec *ex = ((void **)arg)[0];
+	uint64_t parent = *(uint64_t *)((void **)arg)[1];
+
+	if (e->parent != parent)
+		return 0;
+	if (e->kind == HANDLE_FUNCTION || e->kind == HANDLE_KERNEL) {
+		struct exec_kernel_info *ki = e->info;
+
+		exec_params_release(&ki->params);
+		free(ki);
+	}
+	handle_table_remove(ex->handles, e->handle);
+	return 0;
+}
+
+/* Forget the functions, kernels and modules that came from @parent. */
+static void children_drop(struct exec *ex, uint64_t parent)
+{
+	void *arg[2] = { ex, &parent };
+
+	handle_table_foreach(ex->handles, entry_drop_children, arg);
+	exec_extra_range_drop_owner(ex, parent);
+}
+
+CUresult exec_module_unload(struct exec *ex, const struct wire_module_unload_req *req,
+			    struct wire_module_unload_rep *rep)
+{
+	struct handle_entry *e = handle_table_get(ex->handles, req->module, HANDLE_MODULE);
+	CUresult res;
+
+	if (!e)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (e->parent)          /* a library's module goes with its library */
+		return CUDA_ERROR_NOT_PERMITTED;
+	res = ex->be->cuModuleUnload(e->real);
+	if (res != CUDA_SUCCESS)
+		return res;
+	children_drop(ex, req->module);
+	handle_table_remove(ex->handles, req->module);
+	return CUDA_SUCCESS;
+}
+
+/* Issue a handle for a function or kernel, with its parameter layout. */
+static CUresult callable_add(struct exec *ex, enum handle_kind kind, void *real, uint64_t parent,
+			     uint64_t *handle, struct wire_blob *params_blob)
+{
+	static uint32_t blob[2 * 8192];
+	struct exec_kernel_info *ki;
+	struct handle_entry *known = handle_table_find_real(ex->handles, kind, real);
+	CUresult res;
+
+	if (known) {            /* asking twice gives the same handle, as the driver does */
+		ki = known->info;
+		*handle = known->handle;
+		*params_blob = exec_params_blob(&ki->params, blob);
+		return CUDA_SUCCESS;
+	}
+	ki = calloc(1, sizeof(*ki));
+	if (!ki)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	res = kind == HANDLE_KERNEL ? exec_params_query(ex, NULL, real, &ki->params)
+				    : exec_params_query(ex, real, NULL, &ki->params);
+	if (res != CUDA_SUCCESS) {
+		free(ki);
+		return res;
+	}
+	if (handle_table_add(ex->handles, kind, real, parent, ki, handle)) {
+		exec_params_release(&ki->params);
+		free(ki);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	*params_blob = exec_params_blob(&ki->params, blob);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_module_get_function(struct exec *ex, const struct wire_module_get_function_req *req,
+				  struct wire_module_get_function_rep *rep)
+{
+	struct handle_entry *e = handle_table_get(ex->handles, req->module, HANDLE_MODULE);
+	CUfunction fn;
+	CUresult res;
+
+	if (!e)
+		return CUDA_ERROR_INVALID_HANDLE;
+	res = ex->be->cuModuleGetFunction(&fn, e->real, req->name);
+	if (res != CUDA_SUCCESS)
+		return res;
+	return callable_add(ex, HANDLE_FUNCTION, fn, req->module, &rep->function, &rep->params);
+}
+
+CUresult exec_module_get_global(struct exec *ex, const struct wire_module_get_global_req *req,
+				struct wire_module_get_global_rep *rep)
+{
+	struct handle_entry *e = handle_table_get(ex->handles, req->module, HANDLE_MODULE);
+	CUdeviceptr addr = 0;
+	size_t bytes = 0;
+	CUresult res;
+
+	if (!e)
+		return CUDA_ERROR_INVALID_HANDLE;
+	res = ex->be->cuModuleGetGlobal(&addr, &bytes, e->real, req->name);
+	if (res != CUDA_SUCCESS)
+		return res;
+	exec_extra_range_add(ex, addr, bytes, e->parent ? e->parent : req->module);
+	rep->address = addr;
+	rep->bytes = bytes;
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_library_load_data(struct exec *ex, const struct wire_library_load_data_req *req,
+				struct wire_library_load_data_rep *rep)
+{
+	void *image = image_copy(req->image);
+	CUlibrary lib;
+	CUresult res;
+
+	if (!image)
+		return req->image.len ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_IMAGE;
+	res = ex->be->cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0);
+	free(image);
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (handle_table_add(ex->handles, HANDLE_LIBRARY, lib, 0, NULL, &rep->library)) {
+		ex->be->cuLibraryUnload(lib);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_library_unload(struct exec *ex, const struct wire_library_unload_req *req,
+			     struct wire_library_unload_rep *rep)
+{
+	struct handle_entry *e = handle_table_get(ex->handles, req->library, HANDLE_LIBRARY);
+	CUresult res;
+
+	if (!e)
+		return CUDA_ERROR_INVALID_HANDLE;
+	res = ex->be->cuLibraryUnload(e->real);
+	if (res != CUDA_SUCCESS)
+		return res;
+	children_drop(ex, req->library);
+	handle_table_remove(ex->handles, req->library);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_library_get_kernel(struct exec *ex, const struct wire_library_get_kernel_req *req,
+				 struct wire_library_get_kernel_rep *rep)
+{
+	struct handle_entry *e = handle_table_get(ex->handles, req->library, HANDLE_LIBRARY);
+	CUkernel k;
+	CUresult res;
+
+	if (!e)
+		return CUDA_ERROR_INVALID_HANDLE;
+	res = ex->be->cuLibraryGetKernel(&k, e->real, req->name);
+	if (res != CUDA_SUCCESS)
+		return res;
+	return callable_add(ex, HANDLE_KERNEL, k, req->library, &rep->kernel, &rep->params);
+}
+
+CUresult exec_library_get_module(struct exec *ex, const struct wire_library_get_module_req *req,
+				 struct wire_library_get_module_rep *rep)
+{
+	struct handle_entry *e = handle_table_get(ex->handles, req->library, HANDLE_LIBRARY);
+	struct handle_entry *known;
+	CUmodule mod;
+	CUresult res;
+
+	if (!e)
+		return CUDA_ERROR_INVALID_HANDLE;
+	res = ex->be->cuLibraryGetModule(&mod, e->real);
+	if (res != CUDA_SUCCESS)
+		return res;
+	known = handle_table_find_real(ex->handles, HANDLE_MODULE, mod);
+	if (known) {
+		rep->module = known->handle;
+		return CUDA_SUCCESS;
+	}
+	return handle_table_add(ex->handles, HANDLE_MODULE, mod, req->library, NULL, &rep->module) ?
+	       CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+CUresult exec_library_get_global(struct exec *ex, const struct wire_library_get_global_req *req,
+				 struct wire_library_get_global_rep *rep)
+{
+	struct handle_entry *e = handle_table_get(ex->handles, req->library, HANDLE_LIBRARY);
+	CUdeviceptr addr = 0;
+	size_t bytes = 0;
+	CUresult res;
+
+	if (!e)
+		return CUDA_ERROR_INVALID_HANDLE;
+	res = ex->be->cuLibraryGetGlobal(&addr, &bytes, e->real, req->name);
+	if (res != CUDA_SUCCESS)
+		return res;
+	exec_extra_range_add(ex, addr, bytes, req->library);
+	rep->address = addr;
+	rep->bytes = bytes;
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_kernel_get_function(struct exec *ex, const struct wire_kernel_get_function_req *req,
+				  struct wire_kernel_get_function_rep *rep)
+{
+	struct handle_entry *e = handle_table_get(ex->handles, req->kernel, HANDLE_KERNEL);
+	CUfunction fn;
+	CUresult res;
+
+	if (!e)
+		return CUDA_ERROR_INVALID_HANDLE;
+	res = exec_function_real(ex, req->kernel, &fn, NULL);
+	if (res != CUDA_SUCCESS)
+		return res;
+	return callable_add(ex, HANDLE_FUNCTION, fn, e->parent, &rep->function, &rep->params);
+}
+
+CUresult exec_func_get_attribute(struct exec *ex, const struct wire_func_get_attribute_req *req,
+				 struct wire_func_get_attribute_rep *rep)
+{
+	CUfunction fn;
+	int v = 0;
+	CUresult res = exec_function_real(ex, req->function, &fn, NULL);
+
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuFuncGetAttribute(&v, (CUfunction_attribute)req->attrib, fn);
+	rep->value = v;
+	return res;
+}
+
+CUresult exec_func_set_attribute(struct exec *ex, const struct wire_func_set_attribute_req *req,
+				 struct wire_func_set_attribute_rep *rep)
+{
+	CUfunction fn;
+	CUresult res = exec_function_real(ex, req->function, &fn, NULL);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	return ex->be->cuFuncSetAttribute(fn, (CUfunction_attribute)req->attrib, req->value);
+}
+
+CUresult exec_func_set_cache_config(struct exec *ex, const struct wire_func_set_cache_config_req *req,
+				    struct wire_func_set_cache_config_rep *rep)
+{
+	CUfunction fn;
+	CUresult res = exec_function_real(ex, req->function, &fn, NULL);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	return ex->be->cuFuncSetCacheConfig(fn, (CUfunc_cache)req->config);
+}
+
+CUresult exec_func_get_name(struct exec *ex, const struct wire_func_get_name_req *req,
+			    struct wire_func_get_name_rep *rep)
+{
+	CUfunction fn;
+	const char *name = NULL;
+	CUresult res = exec_function_real(ex, req->function, &fn, NULL);
+
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuFuncGetName ? ex->be->cuFuncGetName(&name, fn) : CUDA_ERROR_NOT_SUPPORTED;
+	if (res == CUDA_SUCCESS && name)
+		snprintf(rep->name, sizeof(rep->name), "%s", name);
+	return res;
+}
+
+CUresult exec_kernel_get_attribute(struct exec *ex, const struct wire_kernel_get_attribute_req *req,
+				   struct wire_kernel_get_attribute_rep *rep)
+{
+	struct handle_entry *e = handle_table_get(ex->handles, req->kernel, HANDLE_KERNEL);
+	CUdevice dev;
+	int v = 0;
+	CUresult res;
+
+	if (!e)
+		return CUDA_ERROR_INVALID_HANDLE;
+	res = exec_device_real(ex, req->device, &dev);
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuKernelGetAttribute(&v, (CUfunction_attribute)req->attrib, e->real, dev);
+	rep->value = v;
+	return res;
+}
+
+CUresult exec_kernel_set_attribute(struct exec *ex, const struct wire_kernel_set_attribute_req *req,
+				   struct wire_kernel_set_attribute_rep *rep)
+{
+	struct handle_entry *e = handle_table_get(ex->handles, req->kernel, HANDLE_KERNEL);
+	CUdevice dev;
+	CUresult res;
+
+	if (!e)
+		return CUDA_ERROR_INVALID_HANDLE;
+	res = exec_device_real(ex, req->device, &dev);
+	if (res != CUDA_SUCCESS)
+		return res;
+	return ex->be->cuKernelSetAttribute((CUfunction_attribute)req->attrib, req->value, e->real, dev);
+}
+
+CUresult exec_kernel_get_name(struct exec *ex, const struct wire_kernel_get_name_req *req,
+			      struct wire_kernel_get_name_rep *rep)
+{
+	struct handle_entry *e = handle_table_get(ex->handles, req->kernel, HANDLE_KERNEL);
+	const char *name = NULL;
+	CUresult res;
+
+	if (!e)
+		return CUDA_ERROR_INVALID_HANDLE;
+	res = ex->be->cuKernelGetName ? ex->be->cuKernelGetName(&name, e->real) : CUDA_ERROR_NOT_SUPPORTED;
+	if (res == CUDA_SUCCESS && name)
+		snprintf(rep->name, sizeof(rep->name), "%s", name);
+	return res;
+}
+
+CUresult exec_func_get_params(struct exec *ex, const struct wire_func_get_params_req *req,
+			      struct wire_func_get_params_rep *rep)
+{
+	static uint32_t blob[2 * 8192];
+	const struct exec_params *params;
+	CUfunction fn;
+	CUresult res = exec_function_real(ex, req->function, &fn, &params);
+
+	if (res == CUDA_SUCCESS)
+		rep->params = exec_params_blob(params, blob);
+	return res;
+}

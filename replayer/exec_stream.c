@@ -1,0 +1,176 @@
+/* Streams and events. */
+#define LOG_PREFIX "exec: "
+#include "exec.h"
+#include "log.h"
+#include "wire_dispatch.h"
+
+CUresult exec_stream_create(struct exec *ex, const struct wire_stream_create_req *req,
+			    struct wire_stream_create_rep *rep)
+{
+	CUstream s;
+	CUresult res;
+
+	if (req->flags & ~(uint32_t)CU_STREAM_NON_BLOCKING)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = ex->be->cuStreamCreateWithPriority(&s, req->flags, req->priority);
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (handle_table_add(ex->handles, HANDLE_STREAM, s, ex->ctx_current, NULL, &rep->stream)) {
+		ex->be->cuStreamDestroy(s);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_stream_destroy(struct exec *ex, const struct wire_stream_destroy_req *req,
+			     struct wire_stream_destroy_rep *rep)
+{
+	struct handle_entry *e = handle_table_get(ex->handles, req->stream, HANDLE_STREAM);
+	CUresult res;
+
+	if (!e)
+		return CUDA_ERROR_INVALID_HANDLE;
+	res = ex->be->cuStreamDestroy(e->real);
+	if (res == CUDA_SUCCESS)
+		handle_table_remove(ex->handles, req->stream);
+	return res;
+}
+
+CUresult exec_stream_synchronize(struct exec *ex, const struct wire_stream_synchronize_req *req,
+				 struct wire_stream_synchronize_rep *rep)
+{
+	CUstream s;
+	CUresult res = exec_stream_real(ex, req->stream, &s);
+
+	return res == CUDA_SUCCESS ? ex->be->cuStreamSynchronize(s) : res;
+}
+
+CUresult exec_stream_query(struct exec *ex, const struct wire_stream_query_req *req,
+			   struct wire_stream_query_rep *rep)
+{
+	CUstream s;
+	CUresult res = exec_stream_real(ex, req->stream, &s);
+
+	return res == CUDA_SUCCESS ? ex->be->cuStreamQuery(s) : res;
+}
+
+CUresult exec_stream_wait_event(struct exec *ex, const struct wire_stream_wait_event_req *req,
+				struct wire_stream_wait_event_rep *rep)
+{
+	struct handle_entry *ev = handle_table_get(ex->handles, req->event, HANDLE_EVENT);
+	CUstream s;
+	CUresult res = exec_stream_real(ex, req->stream, &s);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (!ev)
+		return CUDA_ERROR_INVALID_HANDLE;
+	return ex->be->cuStreamWaitEvent(s, ev->real, req->flags);
+}
+
+CUresult exec_stream_get_flags(struct exec *ex, const struct wire_stream_get_flags_req *req,
+			       struct wire_stream_get_flags_rep *rep)
+{
+	unsigned flags = 0;
+	CUstream s;
+	CUresult res = exec_stream_real(ex, req->stream, &s);
+
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuStreamGetFlags(s, &flags);
+	rep->flags = flags;
+	return res;
+}
+
+CUresult exec_stream_get_priority(struct exec *ex, const struct wire_stream_get_priority_req *req,
+				  struct wire_stream_get_priority_rep *rep)
+{
+	int prio = 0;
+	CUstream s;
+	CUresult res = exec_stream_real(ex, req->stream, &s);
+
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuStreamGetPriority(s, &prio);
+	rep->priority = prio;
+	return res;
+}
+
+CUresult exec_event_create(struct exec *ex, const struct wire_event_create_req *req,
+			   struct wire_event_create_rep *rep)
+{
+	const uint32_t known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+	CUevent ev;
+	CUresult res;
+
+	if (req->flags & ~known)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = ex->be->cuEventCreate(&ev, req->flags);
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (handle_table_add(ex->handles, HANDLE_EVENT, ev, ex->ctx_current, NULL, &rep->event)) {
+		ex->be->cuEventDestroy(ev);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_event_record(struct exec *ex, const struct wire_event_record_req *req,
+			   struct wire_event_record_rep *rep)
+{
+	struct handle_entry *ev = handle_table_get(ex->handles, req->event, HANDLE_EVENT);
+	CUstream s;
+	CUresult res;
+
+	if (!ev)
+		return CUDA_ERROR_INVALID_HANDLE;
+	res = exec_stream_real(ex, req->stream, &s);
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (req->flags)
+		return ex->be->cuEventRecordWithFlags(ev->real, s, req->flags);
+	return ex->be->cuEventRecord(ev->real, s);
+}
+
+CUresult exec_event_synchronize(struct exec *ex, const struct wire_event_synchronize_req *req,
+				struct wire_event_synchronize_rep *rep)
+{
+	struct handle_entry *ev = handle_table_get(ex->handles, req->event, HANDLE_EVENT);
+
+	return ev ? ex->be->cuEventSynchronize(ev->real) : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult exec_event_query(struct exec *ex, const struct wire_event_query_req *req,
+			  struct wire_event_query_rep *rep)
+{
+	struct handle_entry *ev = handle_table_get(ex->handles, req->event, HANDLE_EVENT);
+
+	return ev ? ex->be->cuEventQuery(ev->real) : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult exec_event_elapsed_time(struct exec *ex, const struct wire_event_elapsed_time_req *req,
+				 struct wire_event_elapsed_time_rep *rep)
+{
+	struct handle_entry *a = handle_table_get(ex->handles, req->start, HANDLE_EVENT);
+	struct handle_entry *b = handle_table_get(ex->handles, req->end, HANDLE_EVENT);
+	float ms = 0;
+	CUresult res;
+
+	if (!a || !b)
+		return CUDA_ERROR_INVALID_HANDLE;
+	res = ex->be->cuEventElapsedTime(&ms, a->real, b->real);
+	rep->ms = ms;
+	return res;
+}
+
+CUresult exec_event_destroy(struct exec *ex, const struct wire_event_destroy_req *req,
+			    struct wire_event_destroy_rep *rep)
+{
+	struct handle_entry *ev = handle_table_get(ex->handles, req->event, HANDLE_EVENT);
+	CUresult res;
+
+	if (!ev)
+		return CUDA_ERROR_INVALID_HANDLE;
+	res = ex->be->cuEventDestroy(ev->real);
+	if (res == CUDA_SUCCESS)
+		handle_table_remove(ex->handles, req->event);
+	return res;
+}

@@ -1,0 +1,65 @@
+/* Virtual handles: what the guest holds instead of the backend's real handles.
+ *
+ * A virtual handle is (kind << 56) | serial. Serials only grow, so a handle is
+ * never reused within a session and a stale one is reported as invalid, never
+ * mistaken for a newer object. The replayer recreates objects under the same
+ * virtual handles, so the guest's handles outlive a restore.
+ *
+ * Not thread-safe: a session's table is used by its worker thread only.
+ */
+#ifndef TERN_HANDLE_TABLE_H
+#define TERN_HANDLE_TABLE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum handle_kind {
+	HANDLE_CONTEXT = 1,
+	HANDLE_MODULE = 2,
+	HANDLE_LIBRARY = 3,
+	HANDLE_FUNCTION = 4,
+	HANDLE_KERNEL = 5,
+	HANDLE_STREAM = 6,
+	HANDLE_EVENT = 7,
+	HANDLE_KIND_MAX = 8,
+};
+
+struct handle_entry {
+	uint64_t handle;        /* 0 marks a free slot */
+	enum handle_kind kind;
+	void *real;             /* the backend's handle */
+	uint64_t parent;        /* virtual handle of the owner, 0 if none */
+	void *info;             /* kind-specific data owned by the executor */
+};
+
+struct handle_table;
+
+int handle_table_create(struct handle_table **out);
+void handle_table_destroy(struct handle_table *ht);
+
+/* Issue a new handle for @real. 0 on success, -ENOMEM. */
+int handle_table_add(struct handle_table *ht, enum handle_kind kind, void *real,
+		     uint64_t parent, void *info, uint64_t *handle);
+/* Insert under a given handle (restore); -EEXIST if taken. */
+int handle_table_add_at(struct handle_table *ht, uint64_t handle, void *real,
+			uint64_t parent, void *info);
+/* The entry for @handle if it is live and of @kind, else NULL. The pointer is
+ * valid until the next add or remove. */
+struct handle_entry *handle_table_get(struct handle_table *ht, uint64_t handle,
+				      enum handle_kind kind);
+/* The live entry whose real handle is @real (reverse lookup), or NULL. */
+struct handle_entry *handle_table_find_real(struct handle_table *ht,
+					    enum handle_kind kind, const void *real);
+void handle_table_remove(struct handle_table *ht, uint64_t handle);
+
+/* Visit every live entry; stop early when @fn returns non-zero. */
+int handle_table_foreach(struct handle_table *ht,
+			 int (*fn)(struct handle_entry *e, void *arg), void *arg);
+unsigned handle_table_count(const struct handle_table *ht);
+
+static inline enum handle_kind handle_kind_of(uint64_t handle)
+{
+	return (enum handle_kind)(handle >> 56);
+}
+
+#endif

@@ -1,0 +1,33 @@
+/* What the supervisor knows of each session: one slot per worker, in a shared
+ * anonymous mapping made before the workers are forked. The worker writes its
+ * counters; the supervisor reads them for `ternd status` and frees the slot
+ * when it reaps the worker. Fields are written by one side only, so relaxed
+ * atomics are enough.
+ */
+#ifndef TERN_SESSION_SLOT_H
+#define TERN_SESSION_SLOT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define SESSION_SLOTS 256
+#define SESSION_ID_MAX 128
+
+enum session_state {
+	SESSION_FREE = 0,
+	SESSION_STARTING = 1,   /* forked, hello not yet accepted */
+	SESSION_ACTIVE = 2,
+};
+
+struct session_slot {
+	_Atomic uint32_t state;
+	_Atomic int32_t pid;
+	char id[SESSION_ID_MAX];
+	char peer[64];
+	_Atomic int32_t device;
+	_Atomic uint64_t memory;    /* device bytes mapped */
+	_Atomic uint64_t calls;
+	_Atomic uint64_t started;   /* CLOCK_REALTIME seconds */
+};
+
+#endif

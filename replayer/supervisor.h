@@ -1,0 +1,28 @@
+/* ternd's supervisor: listens, forks one worker per connection, answers the
+ * control socket, reaps workers and shuts down cleanly on SIGTERM.
+ *
+ * Single-threaded: one poll loop over the listeners, the control socket and a
+ * signalfd. Session slots live in a shared mapping created before any fork.
+ */
+#ifndef TERN_SUPERVISOR_H
+#define TERN_SUPERVISOR_H
+
+#include "transport.h"
+#include "worker.h"
+
+#define SUPERVISOR_LISTEN_MAX 8
+#define SUPERVISOR_SIM_KERNELS_MAX 16
+
+struct supervisor_config {
+	struct transport_url listen[SUPERVISOR_LISTEN_MAX];
+	unsigned listen_count;
+	char control_path[108];
+	struct worker_config worker;
+	char token[256];            /* empty: tcp listeners refuse every guest */
+	int shutdown_grace_ms;
+};
+
+/* Run until SIGTERM or SIGINT. Returns the process exit status. */
+int supervisor_run(struct supervisor_config *cfg);
+
+#endif

@@ -1,0 +1,323 @@
+/* ternd: the tern daemon.
+ *
+ *   ternd [options]            run the supervisor (foreground)
+ *   ternd status [--json]      list the sessions of a running ternd
+ *
+ * Options come from an optional config file (--config FILE, `key = value`
+ * lines, the same keys as the long options without dashes) and then the
+ * command line, which wins.
+ */
+#define LOG_PREFIX "ternd: "
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "log.h"
+#include "supervisor.h"
+#include "units.h"
+
+#define ARENA_BASE_DEFAULT 0x200000000000ull    /* 32 TiB: clear of the heap, libraries and stacks */
+#define ARENA_SIZE_DEFAULT (512ull << 30)
+
+struct ternd_options {
+	struct supervisor_config sv;
+	const char *sim_kernels[SUPERVISOR_SIM_KERNELS_MAX + 1];
+	unsigned sim_kernel_count;
+	char backend[16];
+	char log_file[4096];
+	int log_level;
+	bool json;
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: ternd [options]\n"
+		"       ternd status [--control PATH] [--json]\n"
+		"\n"
+		"  --listen URL         unix:PATH, tcp://HOST:PORT or vsock://CID:PORT (repeatable;\n"
+		"                       default " TRANSPORT_DEFAULT_URL ")\n"
+		"  --control PATH       control socket (default " CONTROL_DEFAULT_PATH ")\n"
+		"  --backend NAME       cuda, sim or auto (default auto: cuda when a GPU driver loads)\n"
+		"  --driver PATH        libcuda.so.1 for the cuda backend (default: the system's)\n"
+		"  --sim-kernels PATH   CPU kernel plugin for the sim backend (repeatable)\n"
+		"  --device N           GPU index sessions run on (default 0)\n"
+		"  --quota SIZE         device memory per session, e.g. 8G (default: no limit)\n"
+		"  --arena-base ADDR    fixed address of each session's arena (default 0x%llx)\n"
+		"  --arena-size SIZE    size of the arena (default 512G)\n"
+		"  --token-file FILE    shared secret that tcp guests must present\n"
+		"  --log-level LEVEL    error, warn, info or debug (default info)\n"
+		"  --log-file FILE      append the log there instead of stderr\n"
+		"  --config FILE        read options from FILE first\n",
+		ARENA_BASE_DEFAULT);
+}
+
+static int token_read(const char *path, char *buf, size_t cap)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	if (!f)
+		return -errno;
+	n = fread(buf, 1, cap - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+		buf[--n] = 0;
+	return n ? 0 : -EINVAL;
+}
+
+/* One place for every option, from the command line or the config file. */
+static int option_apply(struct ternd_options *o, const char *key, const char *value)
+{
+	uint64_t v;
+	int ret;
+
+	if (!strcmp(key, "listen")) {
+		if (o->sv.listen_count == SUPERVISOR_LISTEN_MAX)
+			return -E2BIG;
+		return transport_url_parse(value, &o->sv.listen[o->sv.listen_count++]);
+	}
+	if (!strcmp(key, "control"))
+		return snprintf(o->sv.control_path, sizeof(o->sv.control_path), "%s", value) <
+		       (int)sizeof(o->sv.control_path) ? 0 : -ENAMETOOLONG;
+	if (!strcmp(key, "backend")) {
+		if (strcmp(value, "cuda") && strcmp(value, "sim") && strcmp(value, "auto"))
+			return -EINVAL;
+		snprintf(o->backend, sizeof(o->backend), "%s", value);
+		return 0;
+	}
+	if (!strcmp(key, "driver")) {
+		o->sv.worker.backend_cfg.driver_path = strdup(value);
+		return 0;
+	}
+	if (!strcmp(key, "sim-kernels") || !strcmp(key, "sim_kernels")) {
+		char *list = strdup(value), *save = NULL;
+
+		for (char *p = strtok_r(list, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
+			if (o->sim_kernel_count == SUPERVISOR_SIM_KERNELS_MAX)
+				return -E2BIG;
+			o->sim_kernels[o->sim_kernel_count++] = p;
+		}
+		return 0;
+	}
+	if (!strcmp(key, "device")) {
+		char *end;
+		long d = strtol(value, &end, 10);
+
+		if (*end || d < 0 || d > 1024)
+			return -EINVAL;
+		o->sv.worker.exec_cfg.device = (int)d;
+		return 0;
+	}
+	if (!strcmp(key, "quota")) {
+		ret = units_size_parse(value, &v);
+		o->sv.worker.exec_cfg.quota = v;
+		return ret;
+	}
+	if (!strcmp(key, "arena-base") || !strcmp(key, "arena_base")) {
+		ret = units_size_parse(value, &v);
+		o->sv.worker.exec_cfg.arena_base = v;
+		return ret;
+	}
+	if (!strcmp(key, "arena-size") || !strcmp(key, "arena_size")) {
+		ret = units_size_parse(value, &v);
+		o->sv.worker.exec_cfg.arena_size = v;
+		return ret;
+	}
+	if (!strcmp(key, "token-file") || !strcmp(key, "token_file"))
+		return token_read(value, o->sv.token, sizeof(o->sv.token));
+	if (!strcmp(key, "log-level") || !strcmp(key, "log_level")) {
+		ret = log_level_parse(value);
+		if (ret < 0)
+			return ret;
+		o->log_level = ret;
+		return 0;
+	}
+	if (!strcmp(key, "log-file") || !strcmp(key, "log_file"))
+		return snprintf(o->log_file, sizeof(o->log_file), "%s", value) < (int)sizeof(o->log_file) ?
+		       0 : -ENAMETOOLONG;
+	return -ENOENT;
+}
+
+static int config_read(struct ternd_options *o, const char *path)
+{
+	char line[4096];
+	unsigned lineno = 0;
+	FILE *f = fopen(path, "r");
+
+	if (!f) {
+		fprintf(stderr, "ternd: cannot read %s: %s\n", path, strerror(errno));
+		return -errno;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *key = line, *eq, *value, *end;
+		int ret;
+
+		lineno++;
+		key += strspn(key, " \t");
+		if (*key == '#' || *key == '\n' || !*key)
+			continue;
+		eq = strchr(key, '=');
+		if (!eq) {
+			fprintf(stderr, "ternd: %s:%u: expected key = value\n", path, lineno);
+			fclose(f);
+			return -EINVAL;
+		}
+		for (end = eq; end > key && (end[-1] == ' ' || end[-1] == '\t'); end--)
+			;
+		*end = 0;
+		value = eq + 1 + strspn(eq + 1, " \t");
+		value[strcspn(value, "\r\n")] = 0;
+		for (end = value + strlen(value); end > value && (end[-1] == ' ' || end[-1] == '\t'); end--)
+			*--end = 0;
+		ret = option_apply(o, key, value);
+		if (ret) {
+			fprintf(stderr, "ternd: %s:%u: %s = %s: %s\n", path, lineno, key, value,
+				ret == -ENOENT ? "unknown option" : strerror(-ret));
+			fclose(f);
+			return ret;
+		}
+	}
+	fclose(f);
+	return 0;
+}
+
+static bool cuda_driver_present(const char *path)
+{
+	void *h;
+
+	/* Loading the driver without cuInit leaves nothing behind for the workers. */
+	if (access("/dev/nvidiactl", F_OK))
+		return false;
+	h = dlopen(path ? path : "libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+	if (!h)
+		return false;
+	dlclose(h);
+	return true;
+}
+
+/* Sockets default to /run/tern, which may not exist yet. */
+static void socket_dir_make(const char *socket_path)
+{
+	char dir[4096], *slash;
+
+	snprintf(dir, sizeof(dir), "%s", socket_path);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = 0;
+		mkdir(dir, 0755);
+	}
+}
+
+static int status_print(const char *control, bool json)
+{
+	char *reply = NULL, *p;
+	int ret = control_request(control, "status", 5000, &reply);
+
+	if (ret) {
+		fprintf(stderr, "ternd: no ternd answers on %s (%s); is it running? start it with `ternd`\n",
+			control, strerror(-ret));
+		return 1;
+	}
+	if (json) {
+		fputs(reply, stdout);
+		free(reply);
+		return 0;
+	}
+	/* A table from the JSON we produced ourselves: walk the session objects. */
+	printf("%-32s %8s %6s %12s %10s %s\n", "SESSION", "PID", "DEVICE", "MEMORY", "CALLS", "STATE");
+	for (p = strstr(reply, "{\"id\":"); p; p = strstr(p + 1, "{\"id\":")) {
+		char id[SESSION_ID_MAX], state[16], mem[32];
+		int pid, dev;
+		unsigned long long memory, calls;
+
+		if (sscanf(p, "{\"id\":\"%127[^\"]\",\"pid\":%d,\"state\":\"%15[^\"]\",\"device\":%d,\"memory\":%llu,\"calls\":%llu",
+			   id, &pid, state, &dev, &memory, &calls) == 6) {
+			units_size_format(memory, mem, sizeof(mem));
+			printf("%-32s %8d %6d %12s %10llu %s\n", id, pid, dev, mem, calls, state);
+		}
+	}
+	free(reply);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct ternd_options o = { 0 };
+	const char *config = NULL;
+	bool status = false;
+	int i, ret, log_fd = -1;
+
+	o.log_level = LOG_INFO;
+	snprintf(o.backend, sizeof(o.backend), "auto");
+	snprintf(o.sv.control_path, sizeof(o.sv.control_path), "%s", CONTROL_DEFAULT_PATH);
+	o.sv.worker.exec_cfg.arena_base = ARENA_BASE_DEFAULT;
+	o.sv.worker.exec_cfg.arena_size = ARENA_SIZE_DEFAULT;
+	o.sv.worker.hello_timeout_ms = 10000;
+	o.sv.shutdown_grace_ms = 5000;
+	if (argc > 1 && !strcmp(argv[1], "status"))
+		status = true;
+	for (i = 1 + status; i < argc; i++)
+		if (!strcmp(argv[i], "--config") && i + 1 < argc)
+			config = argv[i + 1];
+	if (config && config_read(&o, config))
+		return 2;
+	for (i = 1 + status; i < argc; i++) {
+		const char *arg = argv[i];
+
+		if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+			usage(stdout);
+			return 0;
+		}
+		if (!strcmp(arg, "--json")) {
+			o.json = true;
+			continue;
+		}
+		if (strncmp(arg, "--", 2) || i + 1 >= argc) {
+			fprintf(stderr, "ternd: unexpected argument '%s'\n", arg);
+			usage(stderr);
+			return 2;
+		}
+		if (!strcmp(arg, "--config")) {
+			i++;
+			continue;
+		}
+		ret = option_apply(&o, arg + 2, argv[i + 1]);
+		if (ret) {
+			fprintf(stderr, "ternd: %s %s: %s\n", arg, argv[i + 1],
+				ret == -ENOENT ? "unknown option" : strerror(-ret));
+			return 2;
+		}
+		i++;
+	}
+	if (status)
+		return status_print(o.sv.control_path, o.json);
+
+	if (o.log_file[0]) {
+		log_fd = open(o.log_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+		if (log_fd < 0) {
+			fprintf(stderr, "ternd: cannot open %s: %s\n", o.log_file, strerror(errno));
+			return 2;
+		}
+	}
+	log_open("ternd", (enum log_level)o.log_level, log_fd);
+	if (!o.sv.listen_count)
+		transport_url_parse(TRANSPORT_DEFAULT_URL, &o.sv.listen[o.sv.listen_count++]);
+	if (!strcmp(o.backend, "auto"))
+		snprintf(o.backend, sizeof(o.backend), "%s",
+			 cuda_driver_present(o.sv.worker.backend_cfg.driver_path) ? "cuda" : "sim");
+	o.sv.worker.backend = o.backend;
+	o.sv.worker.backend_cfg.sim_kernels = o.sim_kernel_count ? o.sim_kernels : NULL;
+	for (i = 0; i < (int)o.sv.listen_count; i++)
+		if (o.sv.listen[i].kind == TRANSPORT_UNIX)
+			socket_dir_make(o.sv.listen[i].path);
+	socket_dir_make(o.sv.control_path);
+	return supervisor_run(&o.sv);
+}

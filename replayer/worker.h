@@ -1,0 +1,28 @@
+/* A session worker: the process ternd forks for each session.
+ *
+ * It authenticates the guest's hello, opens the backend (the CUDA driver must
+ * be loaded after fork, never before), and then serves requests on the
+ * connection one at a time until the guest leaves. A guest can make its own
+ * requests fail, never the worker exit, except by closing the connection or
+ * breaking the framing.
+ */
+#ifndef TERN_WORKER_H
+#define TERN_WORKER_H
+
+#include "backend.h"
+#include "exec.h"
+#include "session_slot.h"
+
+struct worker_config {
+	const char *backend;            /* "cuda" or "sim" */
+	struct backend_config backend_cfg;
+	struct exec_config exec_cfg;
+	const char *token;              /* required when require_token */
+	bool require_token;
+	int hello_timeout_ms;
+};
+
+/* Serve the session on @fd; returns the process exit status. */
+int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slot);
+
+#endif
