@@ -1,0 +1,119 @@
+/* Transport URLs and a loopback round trip over unix and tcp. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <errno.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "transport.h"
+
+static void test_url_parse(void **state)
+{
+	struct transport_url u;
+	char text[300];
+
+	assert_int_equal(transport_url_parse("unix:/run/tern/ternd.sock", &u), 0);
+	assert_int_equal(u.kind, TRANSPORT_UNIX);
+	assert_string_equal(u.path, "/run/tern/ternd.sock");
+	assert_int_equal(transport_url_parse("/tmp/x.sock", &u), 0);
+	assert_int_equal(u.kind, TRANSPORT_UNIX);
+	assert_int_equal(transport_url_parse("tcp://127.0.0.1:7000", &u), 0);
+	assert_int_equal(u.kind, TRANSPORT_TCP);
+	assert_string_equal(u.host, "127.0.0.1");
+	assert_int_equal(u.port, 7000);
+	assert_true(transport_url_needs_token(&u));
+	assert_int_equal(transport_url_parse("tcp://[::1]:7001", &u), 0);
+	assert_string_equal(u.host, "::1");
+	transport_url_format(&u, text, sizeof(text));
+	assert_string_equal(text, "tcp://[::1]:7001");
+	assert_int_equal(transport_url_parse("vsock://2:9999", &u), 0);
+	assert_int_equal(u.kind, TRANSPORT_VSOCK);
+	assert_int_equal(u.cid, 2);
+	assert_int_equal(u.port, 9999);
+	assert_false(transport_url_needs_token(&u));
+	assert_int_equal(transport_url_parse("tcp://host", &u), -EINVAL);
+	assert_int_equal(transport_url_parse("tcp://host:0", &u), -EINVAL);
+	assert_int_equal(transport_url_parse("tcp://host:70000", &u), -EINVAL);
+	assert_int_equal(transport_url_parse("vsock://x:1", &u), -EINVAL);
+	assert_int_equal(transport_url_parse("http://x", &u), -EINVAL);
+	assert_int_equal(transport_url_parse("unix:", &u), -EINVAL);
+	assert_int_equal(transport_url_parse("", &u), -EINVAL);
+}
+
+static void *accept_echo(void *arg)
+{
+	int lfd = *(int *)arg, fd = transport_accept(lfd);
+	char buf[16];
+	ssize_t n;
+
+	if (fd < 0)
+		return NULL;
+	n = read(fd, buf, sizeof(buf));
+	if (n > 0 && write(fd, buf, (size_t)n) != n)
+		n = -1;
+	close(fd);
+	return NULL;
+}
+
+static void roundtrip(const char *text)
+{
+	struct transport_url u;
+	pthread_t t;
+	char buf[16] = { 0 };
+	int lfd, fd;
+
+	assert_int_equal(transport_url_parse(text, &u), 0);
+	lfd = transport_listen(&u);
+	assert_true(lfd >= 0);
+	pthread_create(&t, NULL, accept_echo, &lfd);
+	fd = transport_connect(&u);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "ping", 4), 4);
+	assert_int_equal(read(fd, buf, sizeof(buf)), 4);
+	assert_string_equal(buf, "ping");
+	close(fd);
+	pthread_join(t, NULL);
+	close(lfd);
+}
+
+static void test_unix_roundtrip(void **state)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "unix:/tmp/tern-test-%d.sock", (int)getpid());
+	roundtrip(path);
+	unlink(path + 5);
+}
+
+static void test_tcp_roundtrip(void **state)
+{
+	char url[64];
+
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", 20000 + (int)(getpid() % 20000));
+	roundtrip(url);
+}
+
+static void test_connect_refused(void **state)
+{
+	struct transport_url u;
+
+	assert_int_equal(transport_url_parse("unix:/tmp/tern-no-such.sock", &u), 0);
+	assert_true(transport_connect(&u) < 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_url_parse),
+		cmocka_unit_test(test_unix_roundtrip),
+		cmocka_unit_test(test_tcp_roundtrip),
+		cmocka_unit_test(test_connect_refused),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

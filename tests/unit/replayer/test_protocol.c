@@ -1,0 +1,317 @@
+/* ternd against a hostile guest: malformed messages, unknown calls, bad
+ * handles and pointers, bad tokens. Each must get an error reply while the
+ * worker (and ternd) stay up. Starts its own ternd with the sim backend.
+ *
+ *     test_protocol PATH/TO/ternd
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "transport.h"
+#include "wire.h"
+#include "wire_calls.h"
+#include <cuda.h>
+
+static const char *ternd_path;
+static char dir[64], sock_url[128], tcp_url[64], control[128];
+static pid_t ternd_pid;
+
+struct reply {
+	struct wire_header h;
+	uint32_t status;
+	uint8_t payload[4096];
+	uint32_t len;
+};
+
+static int request_send(int fd, uint32_t call, uint64_t seq, const struct wire_msg *body_in,
+			uint32_t fake_len)
+{
+	struct wire_msg m = *body_in;
+	struct iovec iov[WIRE_MSG_IOV_MAX];
+	struct wire_header h = { .call = call, .seq = seq };
+	int n = wire_msg_finish(&m, &h, iov);
+
+	if (fake_len != UINT32_MAX) {
+		/* Rewrite the length field in place: the header lies about the payload. */
+		uint8_t *raw = iov[0].iov_base;
+
+		raw[12] = (uint8_t)fake_len;
+		raw[13] = (uint8_t)(fake_len >> 8);
+		raw[14] = (uint8_t)(fake_len >> 16);
+		raw[15] = (uint8_t)(fake_len >> 24);
+	}
+	return wire_send(fd, iov, n);
+}
+
+static int reply_read(int fd, struct reply *r)
+{
+	uint8_t raw[WIRE_HEADER_SIZE];
+	int ret = wire_recv_exact(fd, raw, sizeof(raw));
+
+	if (ret)
+		return ret;
+	ret = wire_header_decode(raw, &r->h);
+	if (ret)
+		return ret;
+	if (r->h.length > sizeof(r->payload) || r->h.length < 4)
+		return -EPROTO;
+	ret = wire_recv_exact(fd, r->payload, r->h.length);
+	if (ret)
+		return ret;
+	memcpy(&r->status, r->payload, 4);
+	r->len = r->h.length;
+	return 0;
+}
+
+static int session_open(const char *url_text, const char *token, uint32_t *status)
+{
+	struct transport_url url;
+	struct wire_hello_req hello = { .protocol = WIRE_VERSION, .pid = (uint32_t)getpid() };
+	struct wire_msg m;
+	struct reply r;
+	int fd;
+
+	assert_int_equal(transport_url_parse(url_text, &url), 0);
+	fd = transport_connect(&url);
+	assert_true(fd >= 0);
+	snprintf(hello.session, sizeof(hello.session), "protocol-test-%d", (int)getpid());
+	snprintf(hello.host, sizeof(hello.host), "localhost");
+	hello.token = (struct wire_blob){ (const uint8_t *)token, (uint32_t)strlen(token) };
+	wire_msg_init(&m);
+	wire_hello_req_encode(&m, &hello);
+	assert_int_equal(request_send(fd, WIRE_CALL_HELLO, 1, &m, UINT32_MAX), 0);
+	wire_msg_release(&m);
+	assert_int_equal(reply_read(fd, &r), 0);
+	assert_int_equal(r.h.call, WIRE_CALL_HELLO);
+	assert_true(r.h.flags & WIRE_F_REPLY);
+	*status = r.status;
+	return fd;
+}
+
+/* A call that must still work: the worker is alive and in sync. */
+static void assert_alive(int fd, uint64_t seq)
+{
+	struct wire_msg m;
+	struct reply r;
+	int32_t count;
+
+	wire_msg_init(&m);
+	wire_msg_reset(&m);
+	assert_int_equal(request_send(fd, WIRE_CALL_DEVICE_GET_COUNT, seq, &m, UINT32_MAX), 0);
+	wire_msg_release(&m);
+	assert_int_equal(reply_read(fd, &r), 0);
+	assert_int_equal(r.h.seq, seq);
+	assert_int_equal(r.status, CUDA_SUCCESS);
+	memcpy(&count, r.payload + 4, 4);
+	assert_int_equal(count, 1);
+}
+
+static uint32_t call_status(int fd, uint32_t call, uint64_t seq, struct wire_msg *m, uint32_t fake_len,
+			    uint16_t *flags)
+{
+	struct reply r;
+
+	assert_int_equal(request_send(fd, call, seq, m, fake_len), 0);
+	assert_int_equal(reply_read(fd, &r), 0);
+	assert_int_equal(r.h.seq, seq);
+	if (flags)
+		*flags = r.h.flags;
+	return r.status;
+}
+
+static void test_malformed(void **state)
+{
+	struct wire_msg m;
+	uint32_t status;
+	uint16_t flags;
+	int fd = session_open(sock_url, "", &status);
+
+	assert_int_equal(status, CUDA_SUCCESS);
+	assert_alive(fd, 2);
+
+	/* Truncated: mem_alloc needs 8 bytes of payload. */
+	wire_msg_init(&m);
+	wire_put_u32(&m, 1 << 20);
+	assert_int_equal(call_status(fd, WIRE_CALL_MEM_ALLOC, 3, &m, UINT32_MAX, &flags),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_true(flags & WIRE_F_ERROR);
+	assert_alive(fd, 4);
+
+	/* Trailing garbage is as bad as a short payload. */
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 1 << 20);
+	wire_put_u32(&m, 0xdead);
+	assert_int_equal(call_status(fd, WIRE_CALL_MEM_ALLOC, 5, &m, UINT32_MAX, NULL), CUDA_ERROR_INVALID_VALUE);
+	assert_alive(fd, 6);
+
+	/* Unknown call id. */
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 0);
+	assert_int_equal(call_status(fd, 60000, 7, &m, UINT32_MAX, &flags), CUDA_ERROR_NOT_SUPPORTED);
+	assert_true(flags & WIRE_F_ERROR);
+	assert_alive(fd, 8);
+
+	/* Bad handles of every shape: unknown, wrong kind, never issued. */
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 0x0600000000000999ull);
+	assert_int_equal(call_status(fd, WIRE_CALL_STREAM_SYNCHRONIZE, 9, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_HANDLE);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 0x0700000000000001ull);      /* an event handle where a stream goes */
+	assert_int_equal(call_status(fd, WIRE_CALL_STREAM_QUERY, 10, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_HANDLE);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 0x0200000000000001ull);
+	wire_put_str(&m, "no_such_kernel");
+	assert_int_equal(call_status(fd, WIRE_CALL_MODULE_GET_FUNCTION, 11, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_HANDLE);
+	assert_alive(fd, 12);
+
+	/* Device pointers outside any allocation. */
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 0x1000);       /* src */
+	wire_put_u64(&m, 64);           /* bytes */
+	wire_put_u64(&m, 0);            /* stream */
+	wire_put_u32(&m, 0);            /* async */
+	assert_int_equal(call_status(fd, WIRE_CALL_MEMCPY_DTOH, 13, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 0xffffffffffffff00ull);        /* dst near the top: no wrap-around */
+	wire_put_u32(&m, 0);
+	wire_put_u32(&m, 4);
+	wire_put_u64(&m, 1ull << 62);
+	wire_put_u64(&m, 0);
+	wire_put_u32(&m, 0);
+	assert_int_equal(call_status(fd, WIRE_CALL_MEMSET, 14, &m, UINT32_MAX, NULL), CUDA_ERROR_INVALID_VALUE);
+	assert_alive(fd, 15);
+
+	/* Oversized: the header claims more than the cap; the payload is sent and dropped. */
+	{
+		static uint8_t junk[1 << 20];
+		uint8_t raw[WIRE_HEADER_SIZE];
+		struct wire_header h = { WIRE_MAGIC, WIRE_VERSION, 0, WIRE_CALL_MEM_ALLOC,
+					 WIRE_PAYLOAD_MAX + (1u << 20), 16, 0 };
+		struct iovec iov = { raw, sizeof(raw) };
+		struct reply r;
+
+		wire_header_encode(raw, &h);
+		assert_int_equal(wire_send(fd, &iov, 1), 0);
+		for (uint32_t sent = 0; sent < h.length; sent += sizeof(junk)) {
+			iov = (struct iovec){ junk, sizeof(junk) };
+			assert_int_equal(wire_send(fd, &iov, 1), 0);
+		}
+		assert_int_equal(reply_read(fd, &r), 0);
+		assert_int_equal(r.status, CUDA_ERROR_INVALID_VALUE);
+	}
+	assert_alive(fd, 17);
+
+	/* Bad magic: framing is lost, so an error reply and the connection closes. */
+	{
+		uint8_t raw[WIRE_HEADER_SIZE] = { 'n', 'o', 'p', 'e' };
+		struct iovec iov = { raw, sizeof(raw) };
+		struct reply r;
+
+		assert_int_equal(wire_send(fd, &iov, 1), 0);
+		assert_int_equal(reply_read(fd, &r), 0);
+		assert_int_equal(r.status, CUDA_ERROR_INVALID_VALUE);
+		assert_int_equal(reply_read(fd, &r), -ECONNRESET);
+	}
+	wire_msg_release(&m);
+	close(fd);
+
+	/* ternd still serves new sessions. */
+	fd = session_open(sock_url, "", &status);
+	assert_int_equal(status, CUDA_SUCCESS);
+	assert_alive(fd, 2);
+	close(fd);
+}
+
+static void test_token(void **state)
+{
+	uint32_t status;
+	int fd = session_open(tcp_url, "wrong-token", &status);
+
+	assert_int_equal(status, CUDA_ERROR_NOT_PERMITTED);
+	close(fd);
+	fd = session_open(tcp_url, "", &status);
+	assert_int_equal(status, CUDA_ERROR_NOT_PERMITTED);
+	close(fd);
+	fd = session_open(tcp_url, "s3cret-token", &status);
+	assert_int_equal(status, CUDA_SUCCESS);
+	assert_alive(fd, 2);
+	close(fd);
+}
+
+static int ternd_start(void **state)
+{
+	char token_file[128], sock[128];
+	FILE *f;
+	int port = 30000 + (int)(getpid() % 20000);
+
+	snprintf(dir, sizeof(dir), "/tmp/tern-protocol-XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(sock, sizeof(sock), "%s/ternd.sock", dir);
+	snprintf(sock_url, sizeof(sock_url), "unix:%s", sock);
+	snprintf(tcp_url, sizeof(tcp_url), "tcp://127.0.0.1:%d", port);
+	snprintf(control, sizeof(control), "%s/control.sock", dir);
+	snprintf(token_file, sizeof(token_file), "%s/token", dir);
+	f = fopen(token_file, "w");
+	fputs("s3cret-token\n", f);
+	fclose(f);
+	ternd_pid = fork();
+	if (ternd_pid == 0) {
+		execl(ternd_path, "ternd", "--backend", "sim", "--listen", sock_url, "--listen", tcp_url,
+		      "--control", control, "--token-file", token_file, "--log-level", "warn",
+		      "--sim-memory", "1G", (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 200 && access(control, F_OK); i++)
+		usleep(10000);
+	return access(control, F_OK);
+}
+
+static int ternd_stop(void **state)
+{
+	int status = 0;
+
+	kill(ternd_pid, SIGTERM);
+	waitpid(ternd_pid, &status, 0);
+	/* A clean SIGTERM: exit status 0 and the sockets removed. */
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !access(control, F_OK))
+		return -1;
+	{
+		char token_file[128];
+
+		snprintf(token_file, sizeof(token_file), "%s/token", dir);
+		unlink(token_file);
+	}
+	rmdir(dir);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_malformed),
+		cmocka_unit_test(test_token),
+	};
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s PATH/TO/ternd\n", argv[0]);
+		return 2;
+	}
+	ternd_path = argv[1];
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, ternd_start, ternd_stop);
+}
