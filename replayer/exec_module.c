@@ -5,35 +5,44 @@
 #include <string.h>
 
 #include "exec.h"
+#include "fatbin.h"
 #include "log.h"
 #include "wire_dispatch.h"
 
 /* Images are copied to aligned memory: the payload buffer gives no alignment
- * guarantee and the driver reads ELF structures in place. */
-static void *image_copy(struct wire_blob image)
+ * guarantee and the driver reads ELF structures in place. The driver API
+ * passes no size, so the driver (and the sim) trust the image's own headers:
+ * an image whose headers claim more than the guest sent is refused here. */
+static CUresult image_copy(struct wire_blob image, void **out)
 {
+	size_t measured;
 	void *p;
 
 	if (image.len == 0)
-		return NULL;
+		return CUDA_ERROR_INVALID_IMAGE;
 	p = aligned_alloc(64, (image.len + 64) / 64 * 64);
 	if (!p)
-		return NULL;
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	memcpy(p, image.ptr, image.len);
 	/* PTX must be NUL-terminated; a missing terminator is added, not read past. */
 	((uint8_t *)p)[image.len] = 0;
-	return p;
+	if (cuimage_measure(p, image.len + 1, &measured) || measured > image.len + 1) {
+		free(p);
+		return CUDA_ERROR_INVALID_IMAGE;
+	}
+	*out = p;
+	return CUDA_SUCCESS;
 }
 
 CUresult exec_module_load_data(struct exec *ex, const struct wire_module_load_data_req *req,
 			       struct wire_module_load_data_rep *rep)
 {
-	void *image = image_copy(req->image);
+	void *image;
 	CUmodule mod;
-	CUresult res;
+	CUresult res = image_copy(req->image, &image);
 
-	if (!image)
-		return req->image.len ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_IMAGE;
+	if (res != CUDA_SUCCESS)
+		return res;
 	res = ex->be->cuModuleLoadData(&mod, image);
 	free(image);
 	if (res != CUDA_SUCCESS)
@@ -159,12 +168,12 @@ CUresult exec_module_get_global(struct exec *ex, const struct wire_module_get_gl
 CUresult exec_library_load_data(struct exec *ex, const struct wire_library_load_data_req *req,
 				struct wire_library_load_data_rep *rep)
 {
-	void *image = image_copy(req->image);
+	void *image;
 	CUlibrary lib;
-	CUresult res;
+	CUresult res = image_copy(req->image, &image);
 
-	if (!image)
-		return req->image.len ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_IMAGE;
+	if (res != CUDA_SUCCESS)
+		return res;
 	res = ex->be->cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0);
 	free(image);
 	if (res != CUDA_SUCCESS)

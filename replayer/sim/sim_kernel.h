@@ -32,7 +32,10 @@
  * stream order; it loops over the grid itself. Kernels that need
  * __syncthreads() between phases write the phases as separate loops over the
  * block. A launch of a kernel with no CPU version fails with
- * CUDA_ERROR_NOT_SUPPORTED and a log line naming it.
+ * CUDA_ERROR_NOT_SUPPORTED and a log line naming it. A kernel that faults
+ * (SIGSEGV/SIGBUS) leaves its context with the sticky
+ * CUDA_ERROR_ILLEGAL_ADDRESS instead of killing the worker. docs/sim.md has
+ * the rest.
  */
 #ifndef TERN_SIM_KERNEL_H
 #define TERN_SIM_KERNEL_H

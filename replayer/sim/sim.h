@@ -1,0 +1,282 @@
+/* Internal state of the sim backend: a CPU device behind the CUDA driver API.
+ *
+ * The backend's entry points have the driver's signatures, which carry no
+ * backend argument, so the open backend is one process-wide object (as the
+ * real driver is): sim_self. Only one sim backend may be open at a time.
+ *
+ * Locking: one mutex, sim->lock, guards every table below and each device's
+ * queue. API entry points take it for their whole body except while they wait
+ * (on sim->done). A device thread takes it to pop a command and to publish its
+ * completion, never while running the command, so a slow kernel does not block
+ * queries. Objects referenced by queued commands (streams, events) are freed
+ * only once those commands completed.
+ */
+#ifndef TERN_SIM_H
+#define TERN_SIM_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "sim_kernel.h"
+
+#define SIM_GRANULARITY (2ull << 20)
+#define SIM_DEFAULT_MEMORY (16ull << 30)
+#define SIM_MAX_DEVICES 16
+#define SIM_SMEM_DEFAULT (48u << 10)
+#define SIM_SMEM_OPTIN (227u << 10)
+#define SIM_SMEM_PER_SM (228u << 10)
+#define SIM_SMEM_RESERVED (1u << 10)
+#define SIM_SM_COUNT 132
+#define SIM_THREADS_PER_SM 2048
+#define SIM_BLOCKS_PER_SM 32
+#define SIM_REGS_PER_SM 65536
+#define SIM_FUNC_REGS 32
+
+struct sim;
+struct sim_dev;
+
+enum sim_range_kind {
+	SIM_RANGE_RESERVED,     /* cuMemAddressReserve: PROT_NONE */
+	SIM_RANGE_MAPPED,       /* cuMemMap inside a reservation */
+	SIM_RANGE_HOST,         /* cuMemHostRegister */
+	SIM_RANGE_GLOBAL,       /* a module's __device__ variable */
+};
+
+/* One address range known to the device. Reservations and mappings overlap
+ * (a mapping lies inside a reservation), so lookups filter by kind. */
+struct sim_range {
+	struct sim_range *next;
+	enum sim_range_kind kind;
+	uintptr_t base;
+	size_t size;
+	int prot;                       /* PROT_* the device may use */
+	struct sim_alloc *alloc;        /* MAPPED: backing allocation */
+};
+
+/* A cuMemCreate allocation: a memfd, alive while the handle or a mapping is. */
+struct sim_alloc {
+	struct sim_alloc *next;
+	struct sim_dev *dev;
+	int fd;
+	size_t size;
+	unsigned maps;
+	bool released;
+};
+
+enum sim_cmd_kind {
+	SIM_CMD_COPY,
+	SIM_CMD_MEMSET,
+	SIM_CMD_KERNEL,
+	SIM_CMD_EVENT,
+	SIM_CMD_WAIT,
+};
+
+struct sim_func;
+struct sim_event;
+struct sim_stream;
+
+struct sim_cmd {
+	struct sim_cmd *next;
+	enum sim_cmd_kind kind;
+	struct sim_stream *stream;
+	uint64_t seq;                   /* position in the device's FIFO */
+	union {
+		struct {
+			void *dst;
+			const void *src;
+			size_t bytes;
+			void *staging;  /* owned copy of pageable H2D source */
+		} copy;
+		struct {
+			void *dst;
+			uint32_t value;
+			unsigned elem;  /* 1, 2 or 4 bytes */
+			size_t count;
+		} memset;
+		struct {
+			struct sim_func *fn;
+			struct sim_launch launch;
+			void *block;    /* params, pointer and size arrays */
+		} kernel;
+		struct {
+			struct sim_event *ev;
+			uint64_t gen;
+		} event;
+	};
+};
+
+struct sim_ctx {
+	struct sim_dev *dev;
+	unsigned refs;                  /* primary context retains */
+	unsigned flags;
+	bool active;
+	CUresult sticky;                /* a kernel fault poisons the context */
+	size_t limits[CU_LIMIT_MAX];
+	CUfunc_cache cache_config;
+	struct sim_stream *legacy;      /* NULL / CU_STREAM_LEGACY */
+	struct sim_stream *per_thread;  /* CU_STREAM_PER_THREAD */
+};
+
+struct sim_dev {
+	struct sim *sim;
+	int ordinal;
+	size_t total;
+	size_t used;                    /* bytes of live cuMemCreate allocations */
+	struct sim_ctx ctx;             /* the primary context */
+	pthread_t thread;
+	bool thread_started;
+	struct sim_cmd *head, *tail;    /* pending commands, FIFO */
+	uint64_t submitted, completed;  /* command sequence numbers */
+	pthread_cond_t work;
+};
+
+struct sim_stream {
+	struct sim_stream *next;
+	struct sim_ctx *ctx;
+	unsigned flags;
+	int priority;
+	bool builtin;                   /* a context's NULL or per-thread stream */
+	bool destroyed;                 /* freed once its commands completed */
+	uint64_t submitted, completed;
+};
+
+struct sim_event {
+	struct sim_event *next;
+	struct sim_ctx *ctx;
+	unsigned flags;
+	bool destroyed;
+	uint64_t gen;                   /* records enqueued */
+	uint64_t done;                  /* records reached by the device */
+	uint64_t pending;               /* queued commands referring to it */
+	uint64_t time_ns;               /* CLOCK_MONOTONIC of the last one reached */
+};
+
+struct sim_param {
+	uint32_t offset;
+	uint32_t size;
+};
+
+/* A kernel of a loaded image. CUfunction and CUkernel handles both point here:
+ * the sim has one device-independent function per kernel. */
+struct sim_func {
+	struct sim_module *module;
+	char *name;
+	uint32_t param_count;
+	uint32_t param_bytes;
+	struct sim_param *params;
+	sim_kernel_fn cpu;
+	bool warned;                    /* missing CPU kernel logged */
+	int attrs[CU_FUNC_ATTRIBUTE_MAX];  /* cuFuncGetAttribute values */
+	CUfunc_cache cache_config;
+};
+
+struct sim_global {
+	char *name;
+	void *storage;                  /* page-aligned mmap, a SIM_RANGE_GLOBAL */
+	size_t size;
+	size_t map_size;
+};
+
+struct sim_module {
+	struct sim_module *next;
+	struct sim_ctx *ctx;            /* NULL for a library's module */
+	struct sim_library *library;    /* owner, if loaded by cuLibraryLoadData */
+	uint32_t func_count;
+	struct sim_func *funcs;
+	uint32_t global_count;
+	struct sim_global *globals;
+};
+
+struct sim_library {
+	struct sim_library *next;
+	struct sim_module *module;
+};
+
+struct sim_plugin_kernel {
+	const char *name;
+	sim_kernel_fn fn;
+};
+
+struct sim {
+	pthread_mutex_t lock;
+	pthread_cond_t done;            /* a command completed */
+	bool initialized;               /* cuInit called */
+	bool stopping;
+	bool fault_installed;
+	uint64_t generation;            /* tells this open from a previous one */
+	unsigned dev_count;
+	struct sim_dev *devs;
+	struct sim_range *ranges;
+	struct sim_alloc *allocs;
+	struct sim_stream *streams;
+	struct sim_event *events;
+	struct sim_module *modules;
+	struct sim_library *libraries;
+	void **plugins;                 /* dlopen handles */
+	unsigned plugin_count;
+	struct sim_plugin_kernel *kernels;
+	unsigned kernel_count;
+};
+
+extern struct sim *sim_self;
+
+/* Entry guard: lock and check cuInit; returns with the lock held on success. */
+CUresult sim_enter(struct sim **out);
+void sim_leave(struct sim *sim);
+/* The calling thread's current context, or NULL; lock held. */
+struct sim_ctx *sim_ctx_current(struct sim *sim);
+/* Current context that is active, else CUDA_ERROR_INVALID_CONTEXT. */
+CUresult sim_ctx_require(struct sim *sim, struct sim_ctx **out);
+
+/* Ranges (sim_memory.c); lock held. */
+/* Is [ptr, ptr + bytes) device memory the device may access with @prot
+ * (mapped with access set, a module global or registered host memory)? */
+bool sim_range_device_ok(struct sim *sim, uintptr_t ptr, size_t bytes, int prot);
+bool sim_range_host_registered(struct sim *sim, uintptr_t ptr, size_t bytes);
+int sim_range_add(struct sim *sim, enum sim_range_kind kind, uintptr_t base, size_t size);
+void sim_range_remove(struct sim *sim, enum sim_range_kind kind, uintptr_t base);
+void sim_memory_teardown(struct sim *sim);
+
+/* Queue (sim_queue.c); lock held unless said otherwise. */
+int sim_dev_start(struct sim_dev *dev);
+void sim_dev_stop(struct sim_dev *dev);     /* lock not held */
+CUresult sim_stream_resolve(struct sim *sim, CUstream h, struct sim_ctx *ctx,
+			    struct sim_stream **out);
+struct sim_cmd *sim_cmd_new(enum sim_cmd_kind kind);
+/* Queue cmd on stream (takes ownership); returns its sequence number. */
+uint64_t sim_cmd_submit(struct sim *sim, struct sim_stream *stream, struct sim_cmd *cmd);
+void sim_cmd_free(struct sim_cmd *cmd);
+/* Wait until the device of ctx completed seq; drops the lock while waiting. */
+void sim_dev_wait(struct sim *sim, struct sim_dev *dev, uint64_t seq);
+/* Wait for every device to drain (cuMemUnmap and friends are synchronous). */
+void sim_all_wait(struct sim *sim);
+struct sim_stream *sim_stream_new(struct sim_ctx *ctx, unsigned flags, int priority,
+				  bool builtin);
+void sim_ctx_streams_destroy(struct sim *sim, struct sim_ctx *ctx);
+
+/* Modules (sim_module.c). */
+int sim_plugins_load(struct sim *sim, const char *const *paths);
+void sim_plugins_unload(struct sim *sim);
+void sim_modules_teardown(struct sim *sim, struct sim_ctx *ctx);
+/* Run a launch on the device thread; a fault inside the CPU kernel poisons
+ * ctx with CUDA_ERROR_ILLEGAL_ADDRESS instead of killing the process. */
+void sim_kernel_run(struct sim_cmd *cmd, struct sim_ctx *ctx);
+/* Catch faults of CPU kernels: process-wide SIGSEGV/SIGBUS handlers that
+ * hand any other fault to the previous handler. */
+int sim_fault_install(void);
+void sim_fault_uninstall(void);
+/* Per device thread: an alternate signal stack, so a kernel's stack
+ * overflow is caught too. Returns the stack to free with _release. */
+void *sim_fault_thread_init(void);
+void sim_fault_thread_release(void *stack);
+
+/* Every entry point, sim_<driver name>, declared from its PFN typedef so that
+ * a definition with another signature fails to compile. */
+#define SIM_DECLARE(name, version) __typeof__(*(PFN_##name##_v##version)0) sim_##name;
+BACKEND_ENTRIES(SIM_DECLARE)
+
+#endif

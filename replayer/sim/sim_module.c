@@ -1,0 +1,1213 @@
+/* Modules, libraries, functions and launches of the sim, and the CPU kernel
+ * plugins that give launches something to run.
+ *
+ * Images are read with common/fatbin.h for kernel names, parameter layouts
+ * and globals; the code itself is never run. A launch runs the plugin
+ * function registered under the kernel's mangled name.
+ */
+#define LOG_PREFIX "sim: "
+
+#include "sim.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "fatbin.h"
+#include "log.h"
+
+#define SIM_TARGET_SM 90
+#define SIM_EXTRA_MAX 64            /* key/value pairs read from `extra` */
+
+/* ---- CPU kernel plugins ------------------------------------------------ */
+
+static sim_kernel_fn sim_plugin_find(struct sim *sim, const char *name)
+{
+	for (unsigned i = 0; i < sim->kernel_count; i++)
+		if (!strcmp(sim->kernels[i].name, name))
+			return sim->kernels[i].fn;
+	return NULL;
+}
+
+static int sim_plugin_add(struct sim *sim, const char *path)
+{
+	const struct sim_kernel_table *table;
+	const struct sim_kernel *k;
+	struct sim_plugin_kernel *grown;
+	unsigned n = 0;
+	void **handles;
+	void *dl;
+
+	dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!dl) {
+		pr_err("kernel plugin %s: %s", path, dlerror());
+		return -ENOENT;
+	}
+	table = dlsym(dl, "tern_sim_kernel_table");
+	if (!table || table->abi != SIM_KERNEL_ABI || !table->kernels) {
+		pr_err("kernel plugin %s: no tern_sim_kernel_table of ABI %d", path,
+		       SIM_KERNEL_ABI);
+		dlclose(dl);
+		return -EINVAL;
+	}
+	for (k = table->kernels; k->name; k++)
+		n++;
+	handles = realloc(sim->plugins, (sim->plugin_count + 1) * sizeof(*handles));
+	if (!handles)
+		goto out_nomem;
+	sim->plugins = handles;
+	grown = realloc(sim->kernels, (sim->kernel_count + n) * sizeof(*grown));
+	if (!grown)
+		goto out_nomem;
+	sim->kernels = grown;
+	sim->plugins[sim->plugin_count++] = dl;
+	for (k = table->kernels; k->name; k++) {
+		if (!k->fn)
+			continue;
+		/* The first plugin to name a kernel keeps it. */
+		if (sim_plugin_find(sim, k->name)) {
+			pr_warn("kernel plugin %s: %s already registered, ignored", path, k->name);
+			continue;
+		}
+		sim->kernels[sim->kernel_count].name = k->name;
+		sim->kernels[sim->kernel_count].fn = k->fn;
+		sim->kernel_count++;
+	}
+	pr_info("kernel plugin %s: %u kernels", path, n);
+	return 0;
+
+out_nomem:
+	dlclose(dl);
+	return -ENOMEM;
+}
+
+int sim_plugins_load(struct sim *sim, const char *const *paths)
+{
+	int ret;
+
+	for (unsigned i = 0; paths && paths[i]; i++) {
+		ret = sim_plugin_add(sim, paths[i]);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+void sim_plugins_unload(struct sim *sim)
+{
+	for (unsigned i = 0; i < sim->plugin_count; i++)
+		dlclose(sim->plugins[i]);
+	free(sim->plugins);
+	free(sim->kernels);
+	sim->plugins = NULL;
+	sim->kernels = NULL;
+	sim->plugin_count = sim->kernel_count = 0;
+}
+
+/* ---- modules ----------------------------------------------------------- */
+
+static void sim_module_free(struct sim *sim, struct sim_module *m)
+{
+	for (uint32_t i = 0; i < m->func_count; i++) {
+		free(m->funcs[i].name);
+		free(m->funcs[i].params);
+	}
+	free(m->funcs);
+	for (uint32_t i = 0; i < m->global_count; i++) {
+		struct sim_global *g = &m->globals[i];
+
+		if (g->storage) {
+			sim_range_remove(sim, SIM_RANGE_GLOBAL, (uintptr_t)g->storage);
+			munmap(g->storage, g->map_size);
+		}
+		free(g->name);
+	}
+	free(m->globals);
+	free(m);
+}
+
+static void sim_func_defaults(struct sim_func *f)
+{
+	memset(f->attrs, 0, sizeof(f->attrs));
+	f->attrs[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;
+	f->attrs[CU_FUNC_ATTRIBUTE_NUM_REGS] = SIM_FUNC_REGS;
+	f->attrs[CU_FUNC_ATTRIBUTE_PTX_VERSION] = SIM_TARGET_SM;
+	f->attrs[CU_FUNC_ATTRIBUTE_BINARY_VERSION] = SIM_TARGET_SM;
+	f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = SIM_SMEM_DEFAULT;
+	f->attrs[CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT] = -1;
+	f->cache_config = CU_FUNC_CACHE_PREFER_NONE;
+}
+
+static int sim_module_fill(struct sim *sim, struct sim_module *m, const struct cuimage *img)
+{
+	unsigned nk = cuimage_kernel_count(img), ng = cuimage_global_count(img);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	m->funcs = calloc(nk ? nk : 1, sizeof(*m->funcs));
+	m->globals = calloc(ng ? ng : 1, sizeof(*m->globals));
+	if (!m->funcs || !m->globals)
+		return -ENOMEM;
+	for (unsigned i = 0; i < nk; i++) {
+		const struct cuimage_kernel *k = cuimage_kernel(img, i);
+		struct sim_func *f = &m->funcs[i];
+
+		m->func_count++;
+		f->module = m;
+		f->name = strdup(k->name);
+		f->params = calloc(k->param_count ? k->param_count : 1, sizeof(*f->params));
+		if (!f->name || !f->params)
+			return -ENOMEM;
+		f->param_count = k->param_count;
+		f->param_bytes = k->param_bytes;
+		for (uint32_t p = 0; p < k->param_count; p++) {
+			f->params[p].offset = k->params[p].offset;
+			f->params[p].size = k->params[p].size;
+			/* The parser bounds these; a launch relies on it. */
+			if ((uint64_t)k->params[p].offset + k->params[p].size > k->param_bytes)
+				return -EINVAL;
+		}
+		f->cpu = sim_plugin_find(sim, f->name);
+		sim_func_defaults(f);
+	}
+	for (unsigned i = 0; i < ng; i++) {
+		const struct cuimage_global *cg = cuimage_global(img, i);
+		struct sim_global *g = &m->globals[i];
+		size_t map = cg->size ? ((size_t)cg->size + page - 1) & ~(page - 1) : page;
+
+		m->global_count++;
+		g->name = strdup(cg->name);
+		if (!g->name)
+			return -ENOMEM;
+		if (cg->size > sim->devs[0].total)
+			return -ENOMEM;
+		g->storage = mmap(NULL, map, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (g->storage == MAP_FAILED) {
+			g->storage = NULL;
+			return -ENOMEM;
+		}
+		g->size = (size_t)cg->size;
+		g->map_size = map;
+		if (cg->init)
+			memcpy(g->storage, cg->init, g->size);
+		if (sim_range_add(sim, SIM_RANGE_GLOBAL, (uintptr_t)g->storage,
+				  g->size ? g->size : 1)) {
+			munmap(g->storage, map);
+			g->storage = NULL;
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+/* Parse @image (fatbin, cudart wrapper, cubin or PTX) into a new module.
+ * The driver takes a bare pointer, so the image measures itself: the caller
+ * (the executor) has already checked that its headers fit what it received. */
+static CUresult sim_module_create(struct sim *sim, const void *image, struct sim_module **out)
+{
+	struct cuimage *img = NULL;
+	struct sim_module *m;
+	const void *data = image;
+	size_t size;
+	int ret;
+
+	if (!image)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (cuimage_format_detect(image, 16) == CUIMAGE_FORMAT_WRAPPER) {
+		data = cuimage_wrapper_data(image);
+		if (!data)
+			return CUDA_ERROR_INVALID_IMAGE;
+	}
+	ret = cuimage_measure(data, CUIMAGE_SIZE_MAX, &size);
+	if (!ret)
+		ret = cuimage_parse(data, size, SIM_TARGET_SM, &img);
+	if (ret) {
+		pr_info("module image rejected: %s", strerror(-ret));
+		if (ret == -ENOMEM)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		return ret == -ENOENT ? CUDA_ERROR_NO_BINARY_FOR_GPU : CUDA_ERROR_INVALID_IMAGE;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m) {
+		cuimage_free(img);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	ret = sim_module_fill(sim, m, img);
+	cuimage_free(img);
+	if (ret) {
+		sim_module_free(sim, m);
+		return ret == -ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_IMAGE;
+	}
+	*out = m;
+	return CUDA_SUCCESS;
+}
+
+static void sim_module_unlink(struct sim *sim, struct sim_module *m)
+{
+	for (struct sim_module **p = &sim->modules; *p; p = &(*p)->next)
+		if (*p == m) {
+			*p = m->next;
+			return;
+		}
+}
+
+/* Free the modules of ctx (NULL: libraries and every module); devices idle. */
+void sim_modules_teardown(struct sim *sim, struct sim_ctx *ctx)
+{
+	struct sim_module **p = &sim->modules;
+
+	while (*p) {
+		struct sim_module *m = *p;
+
+		if (!ctx || m->ctx == ctx) {
+			*p = m->next;
+			sim_module_free(sim, m);
+		} else {
+			p = &m->next;
+		}
+	}
+	if (ctx)
+		return;
+	while (sim->libraries) {
+		struct sim_library *l = sim->libraries;
+
+		sim->libraries = l->next;
+		free(l);
+	}
+}
+
+static CUresult sim_module_resolve(struct sim *sim, CUmodule h, struct sim_module **out)
+{
+	for (struct sim_module *m = sim->modules; m; m = m->next)
+		if ((CUmodule)m == h) {
+			*out = m;
+			return CUDA_SUCCESS;
+		}
+	return CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult sim_library_resolve(struct sim *sim, CUlibrary h, struct sim_library **out)
+{
+	for (struct sim_library *l = sim->libraries; l; l = l->next)
+		if ((CUlibrary)l == h) {
+			*out = l;
+			return CUDA_SUCCESS;
+		}
+	return CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* CUfunction and CUkernel: an element of some module's funcs array. */
+static CUresult sim_func_resolve(struct sim *sim, const void *h, struct sim_func **out)
+{
+	uintptr_t p = (uintptr_t)h;
+
+	for (struct sim_module *m = sim->modules; m; m = m->next) {
+		uintptr_t base = (uintptr_t)m->funcs;
+
+		if (p >= base && p < base + m->func_count * sizeof(*m->funcs) &&
+		    (p - base) % sizeof(*m->funcs) == 0) {
+			*out = (struct sim_func *)h;
+			return CUDA_SUCCESS;
+		}
+	}
+	return CUDA_ERROR_INVALID_HANDLE;
+}
+
+static struct sim_func *sim_module_func_find(struct sim_module *m, const char *name)
+{
+	for (uint32_t i = 0; i < m->func_count; i++)
+		if (!strcmp(m->funcs[i].name, name))
+			return &m->funcs[i];
+	return NULL;
+}
+
+static CUresult sim_module_global_find(struct sim_module *m, const char *name,
+				       CUdeviceptr *dptr, size_t *bytes)
+{
+	for (uint32_t i = 0; i < m->global_count; i++)
+		if (!strcmp(m->globals[i].name, name)) {
+			/* Either output may be NULL, as in the driver. */
+			if (dptr)
+				*dptr = (CUdeviceptr)(uintptr_t)m->globals[i].storage;
+			if (bytes)
+				*bytes = m->globals[i].size;
+			return CUDA_SUCCESS;
+		}
+	return CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult sim_cuModuleLoadData(CUmodule *module, const void *image)
+{
+	struct sim_module *m;
+	struct sim_ctx *ctx;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!module || !image)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_ctx_require(sim, &ctx);
+	if (!rc)
+		rc = sim_module_create(sim, image, &m);
+	if (!rc) {
+		m->ctx = ctx;
+		m->next = sim->modules;
+		sim->modules = m;
+		*module = (CUmodule)m;
+	}
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuModuleUnload(CUmodule hmod)
+{
+	struct sim_module *m;
+	struct sim *sim;
+	CUresult rc;
+
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_module_resolve(sim, hmod, &m);
+	/* A library's module goes with cuLibraryUnload. */
+	if (!rc && m->library)
+		rc = CUDA_ERROR_INVALID_HANDLE;
+	if (!rc) {
+		/* Queued launches still use its functions and globals. */
+		sim_all_wait(sim);
+		sim_module_unlink(sim, m);
+		sim_module_free(sim, m);
+	}
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+	struct sim_module *m;
+	struct sim_func *f;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!hfunc || !name)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_module_resolve(sim, hmod, &m);
+	if (!rc) {
+		f = sim_module_func_find(m, name);
+		if (f)
+			*hfunc = (CUfunction)f;
+		else
+			rc = CUDA_ERROR_NOT_FOUND;
+	}
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
+{
+	struct sim_module *m;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!name)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_module_resolve(sim, hmod, &m);
+	if (!rc)
+		rc = sim_module_global_find(m, name, dptr, bytes);
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jit_options,
+			       void **jit_values, unsigned int num_jit,
+			       CUlibraryOption *lib_options, void **lib_values,
+			       unsigned int num_lib)
+{
+	struct sim_library *l;
+	struct sim_module *m;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!library || !code || (num_jit && (!jit_options || !jit_values)) ||
+	    (num_lib && (!lib_options || !lib_values)))
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	/* Libraries are context-independent: no current context needed. */
+	rc = sim_module_create(sim, code, &m);
+	if (rc)
+		goto out;
+	l = calloc(1, sizeof(*l));
+	if (!l) {
+		sim_module_free(sim, m);
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	l->module = m;
+	m->library = l;
+	m->next = sim->modules;
+	sim->modules = m;
+	l->next = sim->libraries;
+	sim->libraries = l;
+	*library = (CUlibrary)l;
+out:
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuLibraryUnload(CUlibrary hlib)
+{
+	struct sim_library *l;
+	struct sim *sim;
+	CUresult rc;
+
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_library_resolve(sim, hlib, &l);
+	if (!rc) {
+		sim_all_wait(sim);
+		for (struct sim_library **p = &sim->libraries; *p; p = &(*p)->next)
+			if (*p == l) {
+				*p = l->next;
+				break;
+			}
+		sim_module_unlink(sim, l->module);
+		sim_module_free(sim, l->module);
+		free(l);
+	}
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuLibraryGetKernel(CUkernel *kernel, CUlibrary hlib, const char *name)
+{
+	struct sim_library *l;
+	struct sim_func *f;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!kernel || !name)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_library_resolve(sim, hlib, &l);
+	if (!rc) {
+		f = sim_module_func_find(l->module, name);
+		if (f)
+			*kernel = (CUkernel)f;
+		else
+			rc = CUDA_ERROR_NOT_FOUND;
+	}
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuLibraryGetModule(CUmodule *module, CUlibrary hlib)
+{
+	struct sim_library *l;
+	struct sim_ctx *ctx;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!module)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_ctx_require(sim, &ctx);
+	if (!rc)
+		rc = sim_library_resolve(sim, hlib, &l);
+	if (!rc)
+		*module = (CUmodule)l->module;
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary hlib,
+				const char *name)
+{
+	struct sim_library *l;
+	struct sim_ctx *ctx;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!name)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_ctx_require(sim, &ctx);
+	if (!rc)
+		rc = sim_library_resolve(sim, hlib, &l);
+	if (!rc)
+		rc = sim_module_global_find(l->module, name, dptr, bytes);
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuKernelGetFunction(CUfunction *pfunc, CUkernel kernel)
+{
+	struct sim_ctx *ctx;
+	struct sim_func *f;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!pfunc)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_ctx_require(sim, &ctx);
+	if (!rc)
+		rc = sim_func_resolve(sim, kernel, &f);
+	if (!rc)
+		*pfunc = (CUfunction)f;
+	sim_leave(sim);
+	return rc;
+}
+
+/* ---- function attributes ----------------------------------------------- */
+
+static CUresult sim_func_attr_get(struct sim_func *f, CUfunction_attribute attrib, int *pi)
+{
+	if ((unsigned)attrib >= CU_FUNC_ATTRIBUTE_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pi = f->attrs[attrib];
+	return CUDA_SUCCESS;
+}
+
+static CUresult sim_func_attr_set(struct sim_func *f, CUfunction_attribute attrib, int value)
+{
+	switch (attrib) {
+	case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+		if (value < 0 || (unsigned)value > SIM_SMEM_OPTIN - f->attrs[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES])
+			return CUDA_ERROR_INVALID_VALUE;
+		break;
+	case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+		if (value < -1 || value > 100)
+			return CUDA_ERROR_INVALID_VALUE;
+		break;
+	case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+	case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+	case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
+		if (value < 0 || value > 16)
+			return CUDA_ERROR_INVALID_VALUE;
+		break;
+	case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+		if (value != 0 && value != 1)
+			return CUDA_ERROR_INVALID_VALUE;
+		break;
+	case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+		if (value < CU_CLUSTER_SCHEDULING_POLICY_DEFAULT ||
+		    value > CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING)
+			return CUDA_ERROR_INVALID_VALUE;
+		break;
+	default:
+		/* Read-only attributes. */
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	f->attrs[attrib] = value;
+	return CUDA_SUCCESS;
+}
+
+/* Enter and resolve a function or kernel handle in one step. */
+static CUresult sim_enter_func(const void *h, struct sim **psim, struct sim_func **pf)
+{
+	CUresult rc = sim_enter(psim);
+
+	if (rc)
+		return rc;
+	rc = sim_func_resolve(*psim, h, pf);
+	if (rc)
+		sim_leave(*psim);
+	return rc;
+}
+
+static CUresult sim_check_device(struct sim *sim, CUdevice dev)
+{
+	return dev >= 0 && (unsigned)dev < sim->dev_count ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+CUresult sim_cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
+{
+	struct sim_func *f;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!pi)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter_func(hfunc, &sim, &f);
+	if (rc)
+		return rc;
+	rc = sim_func_attr_get(f, attrib, pi);
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
+{
+	struct sim_func *f;
+	struct sim *sim;
+	CUresult rc;
+
+	rc = sim_enter_func(hfunc, &sim, &f);
+	if (rc)
+		return rc;
+	rc = sim_func_attr_set(f, attrib, value);
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel,
+				  CUdevice dev)
+{
+	struct sim_func *f;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!pi)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter_func(kernel, &sim, &f);
+	if (rc)
+		return rc;
+	rc = sim_check_device(sim, dev);
+	if (!rc)
+		rc = sim_func_attr_get(f, attrib, pi);
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuKernelSetAttribute(CUfunction_attribute attrib, int value, CUkernel kernel,
+				  CUdevice dev)
+{
+	struct sim_func *f;
+	struct sim *sim;
+	CUresult rc;
+
+	rc = sim_enter_func(kernel, &sim, &f);
+	if (rc)
+		return rc;
+	rc = sim_check_device(sim, dev);
+	if (!rc)
+		rc = sim_func_attr_set(f, attrib, value);
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
+{
+	struct sim_func *f;
+	struct sim *sim;
+	CUresult rc;
+
+	if ((unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter_func(hfunc, &sim, &f);
+	if (rc)
+		return rc;
+	f->cache_config = config;
+	sim_leave(sim);
+	return CUDA_SUCCESS;
+}
+
+static CUresult sim_param_info(const void *h, size_t index, size_t *offset, size_t *size)
+{
+	struct sim_func *f;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!offset)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter_func(h, &sim, &f);
+	if (rc)
+		return rc;
+	if (index >= f->param_count) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+	} else {
+		*offset = f->params[index].offset;
+		if (size)
+			*size = f->params[index].size;
+	}
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuFuncGetParamInfo(CUfunction func, size_t index, size_t *offset, size_t *size)
+{
+	return sim_param_info(func, index, offset, size);
+}
+
+CUresult sim_cuKernelGetParamInfo(CUkernel kernel, size_t index, size_t *offset, size_t *size)
+{
+	return sim_param_info(kernel, index, offset, size);
+}
+
+static CUresult sim_name_get(const void *h, const char **name)
+{
+	struct sim_func *f;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!name)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter_func(h, &sim, &f);
+	if (rc)
+		return rc;
+	/* Valid until the module is unloaded, as the driver's is. */
+	*name = f->name;
+	sim_leave(sim);
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_cuFuncGetName(const char **name, CUfunction hfunc)
+{
+	return sim_name_get(hfunc, name);
+}
+
+CUresult sim_cuKernelGetName(const char **name, CUkernel kernel)
+{
+	return sim_name_get(kernel, name);
+}
+
+/* ---- launch ------------------------------------------------------------ */
+
+struct sim_launch_args {
+	unsigned grid[3], block[3];
+	unsigned shared_bytes;
+	CUstream stream;
+	void **params;
+	void **extra;
+};
+
+static bool sim_dims_ok(const struct sim_launch_args *a)
+{
+	uint64_t threads = (uint64_t)a->block[0] * a->block[1] * a->block[2];
+
+	if (!a->grid[0] || !a->grid[1] || !a->grid[2] || !threads)
+		return false;
+	return a->grid[0] <= 2147483647u && a->grid[1] <= 65535 && a->grid[2] <= 65535 &&
+	       a->block[0] <= 1024 && a->block[1] <= 1024 && a->block[2] <= 64 &&
+	       threads <= 1024;
+}
+
+/* Copy the arguments into one block: bytes at their image offsets, then the
+ * pointer array and the size array of struct sim_launch. */
+static CUresult sim_params_pack(const struct sim_func *f, const struct sim_launch_args *a,
+				struct sim_cmd *cmd)
+{
+	size_t ptrs_at = ((size_t)f->param_bytes + 15) & ~(size_t)15;
+	size_t sizes_at = ptrs_at + f->param_count * sizeof(void *);
+	void **ptrs;
+	uint32_t *sizes;
+	uint8_t *block;
+
+	if (a->params && a->extra)
+		return CUDA_ERROR_INVALID_VALUE;
+	block = calloc(1, sizes_at + f->param_count * sizeof(uint32_t) + 1);
+	if (!block)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	ptrs = (void **)(block + ptrs_at);
+	sizes = (uint32_t *)(block + sizes_at);
+	cmd->kernel.block = block;
+	if (a->params) {
+		for (uint32_t i = 0; i < f->param_count; i++) {
+			if (!a->params[i])
+				return CUDA_ERROR_INVALID_VALUE;
+			memcpy(block + f->params[i].offset, a->params[i], f->params[i].size);
+		}
+	} else if (a->extra) {
+		const void *buf = NULL;
+		const size_t *buf_size = NULL;
+		unsigned i;
+
+		for (i = 0; i < SIM_EXTRA_MAX && a->extra[2 * i] != CU_LAUNCH_PARAM_END; i++) {
+			void *key = a->extra[2 * i], *value = a->extra[2 * i + 1];
+
+			if (key == CU_LAUNCH_PARAM_BUFFER_POINTER)
+				buf = value;
+			else if (key == CU_LAUNCH_PARAM_BUFFER_SIZE)
+				buf_size = value;
+			else
+				return CUDA_ERROR_INVALID_VALUE;
+		}
+		if (i == SIM_EXTRA_MAX || !buf || !buf_size || *buf_size < f->param_bytes)
+			return CUDA_ERROR_INVALID_VALUE;
+		memcpy(block, buf, f->param_bytes);
+	} else if (f->param_count) {
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	for (uint32_t i = 0; i < f->param_count; i++) {
+		ptrs[i] = block + f->params[i].offset;
+		sizes[i] = f->params[i].size;
+	}
+	cmd->kernel.launch.param_count = f->param_count;
+	cmd->kernel.launch.params = ptrs;
+	cmd->kernel.launch.param_sizes = sizes;
+	return CUDA_SUCCESS;
+}
+
+static CUresult sim_launch(const void *hfunc, const struct sim_launch_args *a)
+{
+	struct sim_stream *s;
+	struct sim_ctx *ctx;
+	struct sim_cmd *cmd;
+	struct sim_func *f;
+	struct sim *sim;
+	CUresult rc;
+
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_ctx_require(sim, &ctx);
+	if (!rc)
+		rc = sim_func_resolve(sim, hfunc, &f);
+	if (!rc)
+		rc = sim_stream_resolve(sim, a->stream, ctx, &s);
+	if (!rc)
+		rc = ctx->sticky;
+	if (rc)
+		goto out;
+	if (!sim_dims_ok(a) ||
+	    a->shared_bytes > (unsigned)f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES]) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	cmd = sim_cmd_new(SIM_CMD_KERNEL);
+	if (!cmd) {
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	rc = sim_params_pack(f, a, cmd);
+	if (!rc && !f->cpu) {
+		if (!f->warned)
+			pr_warn("no CPU version of kernel %s: launch not supported", f->name);
+		f->warned = true;
+		rc = CUDA_ERROR_NOT_SUPPORTED;
+	}
+	if (rc) {
+		sim_cmd_free(cmd);
+		goto out;
+	}
+	cmd->kernel.fn = f;
+	cmd->kernel.launch.grid = (struct sim_dim3){ a->grid[0], a->grid[1], a->grid[2] };
+	cmd->kernel.launch.block = (struct sim_dim3){ a->block[0], a->block[1], a->block[2] };
+	cmd->kernel.launch.shared_bytes = a->shared_bytes;
+	sim_cmd_submit(sim, s, cmd);
+out:
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+			    unsigned int bx, unsigned int by, unsigned int bz,
+			    unsigned int shared_bytes, CUstream stream, void **params, void **extra)
+{
+	struct sim_launch_args a = {
+		{ gx, gy, gz }, { bx, by, bz }, shared_bytes, stream, params, extra,
+	};
+
+	return sim_launch(f, &a);
+}
+
+CUresult sim_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params,
+			      void **extra)
+{
+	struct sim_launch_args a;
+
+	if (!config || (config->numAttrs && !config->attrs))
+		return CUDA_ERROR_INVALID_VALUE;
+	a = (struct sim_launch_args){
+		{ config->gridDimX, config->gridDimY, config->gridDimZ },
+		{ config->blockDimX, config->blockDimY, config->blockDimZ },
+		config->sharedMemBytes, config->hStream, params, extra,
+	};
+	/* Launch attributes (clusters, priorities, ...) change scheduling
+	 * only; the sim runs the grid in order on one thread anyway. */
+	return sim_launch(f, &a);
+}
+
+/* ---- faults inside CPU kernels ----------------------------------------- */
+
+static __thread sigjmp_buf *sim_fault_env;
+static struct sigaction sim_fault_old_segv, sim_fault_old_bus;
+static pthread_mutex_t sim_fault_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool sim_fault_on;
+
+static void sim_fault_handler(int sig, siginfo_t *info, void *uctx)
+{
+	if (sim_fault_env)
+		siglongjmp(*sim_fault_env, sig);
+	/* Not a CPU kernel's fault: put the previous handler back and return,
+	 * so the faulting instruction runs again under it. */
+	sigaction(sig, sig == SIGBUS ? &sim_fault_old_bus : &sim_fault_old_segv, NULL);
+}
+
+/* (Re)install the handler for one signal if someone replaced it since (a
+ * test harness, a sanitizer): theirs becomes the one faults fall back to. */
+static int sim_fault_claim(int sig, struct sigaction *old)
+{
+	struct sigaction sa, cur;
+
+	if (sigaction(sig, NULL, &cur))
+		return -errno;
+	if (cur.sa_flags & SA_SIGINFO && cur.sa_sigaction == sim_fault_handler)
+		return 0;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = sim_fault_handler;
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(sig, &sa, NULL))
+		return -errno;
+	*old = cur;
+	return 0;
+}
+
+static int sim_fault_arm(void)
+{
+	int ret;
+
+	pthread_mutex_lock(&sim_fault_lock);
+	ret = sim_fault_claim(SIGSEGV, &sim_fault_old_segv);
+	if (!ret)
+		ret = sim_fault_claim(SIGBUS, &sim_fault_old_bus);
+	pthread_mutex_unlock(&sim_fault_lock);
+	return ret;
+}
+
+int sim_fault_install(void)
+{
+	int ret = sim_fault_arm();
+
+	if (!ret)
+		sim_fault_on = true;
+	return ret;
+}
+
+static void sim_fault_release(int sig, const struct sigaction *old)
+{
+	struct sigaction cur;
+
+	if (!sigaction(sig, NULL, &cur) && cur.sa_flags & SA_SIGINFO &&
+	    cur.sa_sigaction == sim_fault_handler)
+		sigaction(sig, old, NULL);
+}
+
+void sim_fault_uninstall(void)
+{
+	pthread_mutex_lock(&sim_fault_lock);
+	if (sim_fault_on) {
+		sim_fault_release(SIGSEGV, &sim_fault_old_segv);
+		sim_fault_release(SIGBUS, &sim_fault_old_bus);
+		sim_fault_on = false;
+	}
+	pthread_mutex_unlock(&sim_fault_lock);
+}
+
+void *sim_fault_thread_init(void)
+{
+	stack_t ss = { 0 };
+
+	ss.ss_size = 64 << 10;
+	ss.ss_sp = malloc(ss.ss_size);
+	if (ss.ss_sp && sigaltstack(&ss, NULL)) {
+		free(ss.ss_sp);
+		return NULL;
+	}
+	return ss.ss_sp;
+}
+
+void sim_fault_thread_release(void *stack)
+{
+	stack_t ss = { 0 };
+
+	if (!stack)
+		return;
+	ss.ss_flags = SS_DISABLE;
+	sigaltstack(&ss, NULL);
+	free(stack);
+}
+
+void sim_kernel_run(struct sim_cmd *cmd, struct sim_ctx *ctx)
+{
+	struct sim_launch *l = &cmd->kernel.launch;
+	struct sim_func *f = cmd->kernel.fn;
+	sigjmp_buf env;
+
+	l->shared = NULL;
+	if (l->shared_bytes) {
+		l->shared = calloc(1, l->shared_bytes);
+		if (!l->shared) {
+			__atomic_store_n(&ctx->sticky, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
+					 __ATOMIC_RELEASE);
+			return;
+		}
+	}
+	if (sim_fault_arm())
+		pr_warn("kernel %s runs without its fault guard", f->name);
+	if (sigsetjmp(env, 1) == 0) {
+		sim_fault_env = &env;
+		f->cpu(l);
+		sim_fault_env = NULL;
+	} else {
+		sim_fault_env = NULL;
+		pr_err("kernel %s: illegal memory access, context poisoned", f->name);
+		__atomic_store_n(&ctx->sticky, CUDA_ERROR_ILLEGAL_ADDRESS, __ATOMIC_RELEASE);
+	}
+	free(l->shared);
+	l->shared = NULL;
+}
+
+/* ---- occupancy --------------------------------------------------------- */
+
+static int sim_blocks_per_sm(const struct sim_func *f, int block_size, size_t dyn_smem)
+{
+	int warps = (block_size + 31) / 32;
+	size_t smem = dyn_smem + (size_t)f->attrs[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES] +
+		      SIM_SMEM_RESERVED;
+	int by_threads, by_regs, by_smem, n;
+
+	if (block_size > f->attrs[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] ||
+	    dyn_smem > (size_t)f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES])
+		return 0;
+	by_threads = SIM_THREADS_PER_SM / 32 / warps;
+	/* Registers are allocated per warp in units of 256. */
+	by_regs = SIM_REGS_PER_SM / (warps * ((f->attrs[CU_FUNC_ATTRIBUTE_NUM_REGS] * 32 + 255) & ~255));
+	by_smem = (int)(SIM_SMEM_PER_SM / smem);
+	n = SIM_BLOCKS_PER_SM;
+	if (by_threads < n)
+		n = by_threads;
+	if (by_regs < n)
+		n = by_regs;
+	if (by_smem < n)
+		n = by_smem;
+	return n;
+}
+
+CUresult sim_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *num_blocks, CUfunction func,
+								  int block_size, size_t dyn_smem,
+								  unsigned int flags)
+{
+	struct sim_func *f;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!num_blocks || block_size <= 0 || flags & ~(unsigned)CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter_func(func, &sim, &f);
+	if (rc)
+		return rc;
+	*num_blocks = sim_blocks_per_sm(f, block_size, dyn_smem);
+	sim_leave(sim);
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_cuOccupancyAvailableDynamicSMemPerBlock(size_t *dyn_smem, CUfunction func,
+						     int num_blocks, int block_size)
+{
+	struct sim_func *f;
+	struct sim *sim;
+	size_t per_block, stat;
+	CUresult rc;
+
+	if (!dyn_smem || num_blocks <= 0 || block_size <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter_func(func, &sim, &f);
+	if (rc)
+		return rc;
+	stat = (size_t)f->attrs[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES] + SIM_SMEM_RESERVED;
+	per_block = SIM_SMEM_PER_SM / (unsigned)num_blocks;
+	if (num_blocks > SIM_BLOCKS_PER_SM ||
+	    (uint64_t)num_blocks * (unsigned)((block_size + 31) & ~31) > SIM_THREADS_PER_SM ||
+	    per_block <= stat) {
+		*dyn_smem = 0;
+	} else {
+		per_block = (per_block - stat) & ~(size_t)127;
+		if (per_block > (size_t)f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES])
+			per_block = (size_t)f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES];
+		*dyn_smem = per_block;
+	}
+	sim_leave(sim);
+	return CUDA_SUCCESS;
+}
+
+/* Cluster size a config asks for: its attribute, else the function's. */
+static unsigned sim_cluster_size(const struct sim_func *f, const CUlaunchConfig *config)
+{
+	for (unsigned i = 0; i < config->numAttrs; i++)
+		if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+			return config->attrs[i].value.clusterDim.x *
+			       config->attrs[i].value.clusterDim.y *
+			       config->attrs[i].value.clusterDim.z;
+	if (f->attrs[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH])
+		return (unsigned)(f->attrs[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH] *
+				  (f->attrs[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT] ?: 1) *
+				  (f->attrs[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH] ?: 1));
+	return 1;
+}
+
+static unsigned sim_cluster_max(const struct sim_func *f)
+{
+	return f->attrs[CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED] ? 16 : 8;
+}
+
+CUresult sim_cuOccupancyMaxPotentialClusterSize(int *cluster_size, CUfunction func,
+						const CUlaunchConfig *config)
+{
+	struct sim_func *f;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!cluster_size || !config || (config->numAttrs && !config->attrs))
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter_func(func, &sim, &f);
+	if (rc)
+		return rc;
+	*cluster_size = (int)sim_cluster_max(f);
+	sim_leave(sim);
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_cuOccupancyMaxActiveClusters(int *num_clusters, CUfunction func,
+					  const CUlaunchConfig *config)
+{
+	unsigned cluster, threads;
+	struct sim_func *f;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!num_clusters || !config || (config->numAttrs && !config->attrs))
+		return CUDA_ERROR_INVALID_VALUE;
+	threads = config->blockDimX * config->blockDimY * config->blockDimZ;
+	if (!threads || threads > 1024)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter_func(func, &sim, &f);
+	if (rc)
+		return rc;
+	cluster = sim_cluster_size(f, config);
+	if (!cluster || cluster > sim_cluster_max(f)) {
+		rc = CUDA_ERROR_INVALID_CLUSTER_SIZE;
+	} else {
+		/* 132 SMs in GPCs of up to 18: a cluster stays inside one. */
+		int per_sm = sim_blocks_per_sm(f, (int)threads, config->sharedMemBytes);
+
+		*num_clusters = per_sm * SIM_SM_COUNT / (int)cluster;
+	}
+	sim_leave(sim);
+	return rc;
+}

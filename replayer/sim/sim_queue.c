@@ -1,0 +1,650 @@
+/* The device thread, its command FIFO, streams and events.
+ *
+ * Each device runs one thread that executes its commands in submission order,
+ * whatever their stream: stronger ordering than a GPU gives, which every
+ * correct CUDA program accepts. Streams count what they submitted and what
+ * completed, so stream and event queries answer as the driver does.
+ */
+#define LOG_PREFIX "sim: "
+
+#include "sim.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+static uint64_t sim_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+struct sim_cmd *sim_cmd_new(enum sim_cmd_kind kind)
+{
+	struct sim_cmd *cmd = calloc(1, sizeof(*cmd));
+
+	if (cmd)
+		cmd->kind = kind;
+	return cmd;
+}
+
+void sim_cmd_free(struct sim_cmd *cmd)
+{
+	if (!cmd)
+		return;
+	if (cmd->kind == SIM_CMD_COPY)
+		free(cmd->copy.staging);
+	if (cmd->kind == SIM_CMD_KERNEL)
+		free(cmd->kernel.block);
+	free(cmd);
+}
+
+uint64_t sim_cmd_submit(struct sim *sim, struct sim_stream *stream, struct sim_cmd *cmd)
+{
+	struct sim_dev *dev = stream->ctx->dev;
+
+	cmd->stream = stream;
+	cmd->seq = ++dev->submitted;
+	stream->submitted++;
+	if (cmd->kind == SIM_CMD_EVENT || cmd->kind == SIM_CMD_WAIT)
+		cmd->event.ev->pending++;
+	cmd->next = NULL;
+	if (dev->tail)
+		dev->tail->next = cmd;
+	else
+		dev->head = cmd;
+	dev->tail = cmd;
+	pthread_cond_signal(&dev->work);
+	return cmd->seq;
+}
+
+static void sim_stream_unlink(struct sim *sim, struct sim_stream *s)
+{
+	for (struct sim_stream **p = &sim->streams; *p; p = &(*p)->next)
+		if (*p == s) {
+			*p = s->next;
+			return;
+		}
+}
+
+static void sim_event_unlink(struct sim *sim, struct sim_event *e)
+{
+	for (struct sim_event **p = &sim->events; *p; p = &(*p)->next)
+		if (*p == e) {
+			*p = e->next;
+			return;
+		}
+}
+
+/* Run one command without the lock. */
+static void sim_cmd_run(struct sim *sim, struct sim_cmd *cmd)
+{
+	struct sim_ctx *ctx = cmd->stream->ctx;
+
+	switch (cmd->kind) {
+	case SIM_CMD_COPY:
+		memmove(cmd->copy.dst, cmd->copy.staging ? cmd->copy.staging : cmd->copy.src,
+			cmd->copy.bytes);
+		break;
+	case SIM_CMD_MEMSET:
+		if (cmd->memset.elem == 1) {
+			memset(cmd->memset.dst, (int)cmd->memset.value, cmd->memset.count);
+		} else if (cmd->memset.elem == 2) {
+			uint16_t *p = cmd->memset.dst;
+
+			for (size_t i = 0; i < cmd->memset.count; i++)
+				p[i] = (uint16_t)cmd->memset.value;
+		} else {
+			uint32_t *p = cmd->memset.dst;
+
+			for (size_t i = 0; i < cmd->memset.count; i++)
+				p[i] = cmd->memset.value;
+		}
+		break;
+	case SIM_CMD_KERNEL:
+		/* A poisoned context runs nothing more, as on a GPU. */
+		if (__atomic_load_n(&ctx->sticky, __ATOMIC_ACQUIRE) == CUDA_SUCCESS)
+			sim_kernel_run(cmd, ctx);
+		break;
+	case SIM_CMD_EVENT:
+		cmd->event.ev->time_ns = sim_now_ns();
+		break;
+	case SIM_CMD_WAIT: {
+		/* Only an event of another device can still be pending here:
+		 * this device's own records ran before, in FIFO order. */
+		struct sim_event *ev = cmd->event.ev;
+
+		pthread_mutex_lock(&sim->lock);
+		while (ev->done < cmd->event.gen && !sim->stopping)
+			pthread_cond_wait(&sim->done, &sim->lock);
+		pthread_mutex_unlock(&sim->lock);
+		break;
+	}
+	}
+}
+
+/* Publish a completed command; lock held. */
+static void sim_cmd_complete(struct sim *sim, struct sim_dev *dev, struct sim_cmd *cmd)
+{
+	struct sim_stream *s = cmd->stream;
+
+	if (cmd->kind == SIM_CMD_EVENT || cmd->kind == SIM_CMD_WAIT) {
+		struct sim_event *ev = cmd->event.ev;
+
+		if (cmd->kind == SIM_CMD_EVENT && cmd->event.gen > ev->done)
+			ev->done = cmd->event.gen;
+		if (--ev->pending == 0 && ev->destroyed)
+			free(ev);
+	}
+	dev->completed = cmd->seq;
+	s->completed++;
+	if (s->destroyed && s->completed == s->submitted)
+		free(s);
+	sim_cmd_free(cmd);
+	pthread_cond_broadcast(&sim->done);
+}
+
+static void *sim_dev_main(void *arg)
+{
+	struct sim_dev *dev = arg;
+	struct sim *sim = dev->sim;
+	struct sim_cmd *cmd;
+	void *altstack = sim_fault_thread_init();
+
+	pthread_mutex_lock(&sim->lock);
+	for (;;) {
+		while (!dev->head && !sim->stopping)
+			pthread_cond_wait(&dev->work, &sim->lock);
+		if (!dev->head)
+			break;
+		cmd = dev->head;
+		dev->head = cmd->next;
+		if (!dev->head)
+			dev->tail = NULL;
+		pthread_mutex_unlock(&sim->lock);
+		sim_cmd_run(sim, cmd);
+		pthread_mutex_lock(&sim->lock);
+		sim_cmd_complete(sim, dev, cmd);
+	}
+	pthread_mutex_unlock(&sim->lock);
+	sim_fault_thread_release(altstack);
+	return NULL;
+}
+
+int sim_dev_start(struct sim_dev *dev)
+{
+	int ret = pthread_create(&dev->thread, NULL, sim_dev_main, dev);
+
+	if (ret)
+		return -ret;
+	dev->thread_started = true;
+	return 0;
+}
+
+/* Drains the queue first: close is a synchronisation point. */
+void sim_dev_stop(struct sim_dev *dev)
+{
+	struct sim *sim = dev->sim;
+
+	if (!dev->thread_started)
+		return;
+	pthread_mutex_lock(&sim->lock);
+	sim_dev_wait(sim, dev, dev->submitted);
+	sim->stopping = true;
+	pthread_cond_broadcast(&dev->work);
+	pthread_cond_broadcast(&sim->done);
+	pthread_mutex_unlock(&sim->lock);
+	pthread_join(dev->thread, NULL);
+	dev->thread_started = false;
+}
+
+void sim_dev_wait(struct sim *sim, struct sim_dev *dev, uint64_t seq)
+{
+	while (dev->completed < seq && dev->thread_started)
+		pthread_cond_wait(&sim->done, &sim->lock);
+}
+
+void sim_all_wait(struct sim *sim)
+{
+	for (unsigned i = 0; i < sim->dev_count; i++)
+		sim_dev_wait(sim, &sim->devs[i], sim->devs[i].submitted);
+}
+
+struct sim_stream *sim_stream_new(struct sim_ctx *ctx, unsigned flags, int priority,
+				  bool builtin)
+{
+	struct sim_stream *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->ctx = ctx;
+	s->flags = flags;
+	s->priority = priority;
+	s->builtin = builtin;
+	return s;
+}
+
+/* Lock held; the device is idle for ctx (its caller waited). */
+void sim_ctx_streams_destroy(struct sim *sim, struct sim_ctx *ctx)
+{
+	struct sim_stream **ps = &sim->streams;
+	struct sim_event **pe = &sim->events;
+
+	while (*ps) {
+		struct sim_stream *s = *ps;
+
+		if (s->ctx == ctx) {
+			*ps = s->next;
+			free(s);
+		} else {
+			ps = &s->next;
+		}
+	}
+	while (*pe) {
+		struct sim_event *e = *pe;
+
+		if (e->ctx == ctx) {
+			*pe = e->next;
+			free(e);
+		} else {
+			pe = &e->next;
+		}
+	}
+}
+
+CUresult sim_stream_resolve(struct sim *sim, CUstream h, struct sim_ctx *ctx,
+			    struct sim_stream **out)
+{
+	if (h == NULL || h == CU_STREAM_LEGACY) {
+		*out = ctx->legacy;
+		return CUDA_SUCCESS;
+	}
+	if (h == CU_STREAM_PER_THREAD) {
+		*out = ctx->per_thread;
+		return CUDA_SUCCESS;
+	}
+	for (struct sim_stream *s = sim->streams; s; s = s->next)
+		if ((CUstream)s == h && !s->builtin) {
+			/* A stream of another context is not usable here. */
+			if (s->ctx != ctx)
+				return CUDA_ERROR_INVALID_HANDLE;
+			*out = s;
+			return CUDA_SUCCESS;
+		}
+	return CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult sim_event_resolve(struct sim *sim, CUevent h, struct sim_event **out)
+{
+	for (struct sim_event *e = sim->events; e; e = e->next)
+		if ((CUevent)e == h) {
+			*out = e;
+			return CUDA_SUCCESS;
+		}
+	return CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* Enter, require a current context and resolve a stream in one step. */
+static CUresult sim_enter_stream(CUstream h, struct sim **psim, struct sim_stream **ps)
+{
+	struct sim_ctx *ctx;
+	CUresult rc;
+
+	rc = sim_enter(psim);
+	if (rc)
+		return rc;
+	rc = sim_ctx_require(*psim, &ctx);
+	if (!rc)
+		rc = sim_stream_resolve(*psim, h, ctx, ps);
+	if (rc)
+		sim_leave(*psim);
+	return rc;
+}
+
+static CUresult sim_stream_create(CUstream *ph, unsigned flags, int priority)
+{
+	struct sim_stream *s;
+	struct sim_ctx *ctx;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!ph || flags & ~(unsigned)CU_STREAM_NON_BLOCKING)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_ctx_require(sim, &ctx);
+	if (rc)
+		goto out;
+	/* Out-of-range priorities are clamped, as documented. */
+	if (priority > 0)
+		priority = 0;
+	if (priority < -5)
+		priority = -5;
+	s = sim_stream_new(ctx, flags, priority, false);
+	if (!s) {
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	s->next = sim->streams;
+	sim->streams = s;
+	*ph = (CUstream)s;
+out:
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuStreamCreate(CUstream *ph, unsigned int flags)
+{
+	return sim_stream_create(ph, flags, 0);
+}
+
+CUresult sim_cuStreamCreateWithPriority(CUstream *ph, unsigned int flags, int priority)
+{
+	return sim_stream_create(ph, flags, priority);
+}
+
+CUresult sim_cuStreamDestroy(CUstream h)
+{
+	struct sim_stream *s;
+	struct sim *sim;
+	CUresult rc;
+
+	rc = sim_enter_stream(h, &sim, &s);
+	if (rc)
+		return rc;
+	if (s->builtin) {
+		rc = CUDA_ERROR_INVALID_HANDLE;
+		goto out;
+	}
+	/* Work already queued still runs; the stream goes when it is done. */
+	sim_stream_unlink(sim, s);
+	if (s->completed == s->submitted)
+		free(s);
+	else
+		s->destroyed = true;
+out:
+	sim_leave(sim);
+	return rc;
+}
+
+/* Wait for what the stream had queued at the call; lock held. */
+static void sim_stream_wait(struct sim *sim, struct sim_stream *s)
+{
+	uint64_t target = s->submitted;
+
+	while (s->completed < target && s->ctx->dev->thread_started)
+		pthread_cond_wait(&sim->done, &sim->lock);
+}
+
+CUresult sim_cuStreamSynchronize(CUstream h)
+{
+	struct sim_stream *s;
+	struct sim *sim;
+	CUresult rc;
+
+	rc = sim_enter_stream(h, &sim, &s);
+	if (rc)
+		return rc;
+	/* The legacy stream synchronises with every blocking stream; the
+	 * device FIFO already orders them, so waiting for the device's
+	 * submissions so far is both correct and what the driver waits for. */
+	if (s == s->ctx->legacy)
+		sim_dev_wait(sim, s->ctx->dev, s->ctx->dev->submitted);
+	else
+		sim_stream_wait(sim, s);
+	rc = s->ctx->sticky;
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuStreamQuery(CUstream h)
+{
+	struct sim_stream *s;
+	struct sim *sim;
+	CUresult rc;
+
+	rc = sim_enter_stream(h, &sim, &s);
+	if (rc)
+		return rc;
+	rc = s->ctx->sticky;
+	if (!rc && s->completed < s->submitted)
+		rc = CUDA_ERROR_NOT_READY;
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuStreamWaitEvent(CUstream h, CUevent hev, unsigned int flags)
+{
+	struct sim_stream *s;
+	struct sim_event *ev;
+	struct sim_cmd *cmd;
+	struct sim *sim;
+	CUresult rc;
+
+	if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter_stream(h, &sim, &s);
+	if (rc)
+		return rc;
+	rc = sim_event_resolve(sim, hev, &ev);
+	if (rc)
+		goto out;
+	/* Nothing recorded, or already reached, or queued on the same
+	 * device before this point: the FIFO already gives the order. */
+	if (ev->done >= ev->gen || ev->ctx->dev == s->ctx->dev)
+		goto out;
+	cmd = sim_cmd_new(SIM_CMD_WAIT);
+	if (!cmd) {
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	cmd->event.ev = ev;
+	cmd->event.gen = ev->gen;
+	sim_cmd_submit(sim, s, cmd);
+out:
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuStreamGetFlags(CUstream h, unsigned int *flags)
+{
+	struct sim_stream *s;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter_stream(h, &sim, &s);
+	if (rc)
+		return rc;
+	*flags = s->flags;
+	sim_leave(sim);
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_cuStreamGetPriority(CUstream h, int *priority)
+{
+	struct sim_stream *s;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!priority)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter_stream(h, &sim, &s);
+	if (rc)
+		return rc;
+	*priority = s->priority;
+	sim_leave(sim);
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_cuEventCreate(CUevent *ph, unsigned int flags)
+{
+	const unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING |
+			       CU_EVENT_INTERPROCESS;
+	struct sim_event *ev;
+	struct sim_ctx *ctx;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!ph || flags & ~known)
+		return CUDA_ERROR_INVALID_VALUE;
+	/* Interprocess events must also disable timing. */
+	if (flags & CU_EVENT_INTERPROCESS && !(flags & CU_EVENT_DISABLE_TIMING))
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_ctx_require(sim, &ctx);
+	if (rc)
+		goto out;
+	ev = calloc(1, sizeof(*ev));
+	if (!ev) {
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	ev->ctx = ctx;
+	ev->flags = flags;
+	ev->next = sim->events;
+	sim->events = ev;
+	*ph = (CUevent)ev;
+out:
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuEventRecordWithFlags(CUevent hev, CUstream h, unsigned int flags)
+{
+	struct sim_stream *s;
+	struct sim_event *ev;
+	struct sim_cmd *cmd;
+	struct sim *sim;
+	CUresult rc;
+
+	/* EXTERNAL only means something under stream capture, which the sim
+	 * never is in; the driver accepts it outside capture. */
+	if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter_stream(h, &sim, &s);
+	if (rc)
+		return rc;
+	rc = sim_event_resolve(sim, hev, &ev);
+	if (rc)
+		goto out;
+	if (ev->ctx != s->ctx) {
+		rc = CUDA_ERROR_INVALID_HANDLE;
+		goto out;
+	}
+	cmd = sim_cmd_new(SIM_CMD_EVENT);
+	if (!cmd) {
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	cmd->event.ev = ev;
+	cmd->event.gen = ++ev->gen;
+	sim_cmd_submit(sim, s, cmd);
+out:
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuEventRecord(CUevent hev, CUstream h)
+{
+	return sim_cuEventRecordWithFlags(hev, h, CU_EVENT_RECORD_DEFAULT);
+}
+
+CUresult sim_cuEventQuery(CUevent hev)
+{
+	struct sim_event *ev;
+	struct sim *sim;
+	CUresult rc;
+
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_event_resolve(sim, hev, &ev);
+	/* Never recorded counts as complete, as in the driver. */
+	if (!rc && ev->done < ev->gen)
+		rc = CUDA_ERROR_NOT_READY;
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuEventSynchronize(CUevent hev)
+{
+	struct sim_event *ev;
+	struct sim *sim;
+	uint64_t target;
+	CUresult rc;
+
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_event_resolve(sim, hev, &ev);
+	if (!rc) {
+		target = ev->gen;
+		/* The event cannot be freed meanwhile: a pending record holds it. */
+		while (ev->done < target && ev->ctx->dev->thread_started)
+			pthread_cond_wait(&sim->done, &sim->lock);
+		rc = ev->ctx->sticky;
+	}
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuEventElapsedTime(float *ms, CUevent hstart, CUevent hend)
+{
+	struct sim_event *a, *b;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!ms)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_event_resolve(sim, hstart, &a);
+	if (!rc)
+		rc = sim_event_resolve(sim, hend, &b);
+	if (rc)
+		goto out;
+	/* The driver's order of checks: timing disabled or never recorded is
+	 * an invalid handle; recorded but not reached is not ready. */
+	if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING || !a->gen || !b->gen)
+		rc = CUDA_ERROR_INVALID_HANDLE;
+	else if (a->done < a->gen || b->done < b->gen)
+		rc = CUDA_ERROR_NOT_READY;
+	else
+		*ms = (float)((double)((int64_t)(b->time_ns - a->time_ns)) / 1e6);
+out:
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuEventDestroy(CUevent hev)
+{
+	struct sim_event *ev;
+	struct sim *sim;
+	CUresult rc;
+
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_event_resolve(sim, hev, &ev);
+	if (!rc) {
+		/* A pending record still runs; the event goes after it. */
+		sim_event_unlink(sim, ev);
+		if (ev->pending)
+			ev->destroyed = true;
+		else
+			free(ev);
+	}
+	sim_leave(sim);
+	return rc;
+}
