@@ -1,0 +1,455 @@
+/* Contexts: the primary context, the per-thread context stack and the
+ * context-wide queries. The stack lives only in the guest: the current
+ * context travels in every request header (wire.h), so switching contexts
+ * costs no round trip. */
+#define LOG_PREFIX "shim: "
+
+#include "shim.h"
+
+#include <stdlib.h>
+
+#include "export_table.h"
+#include "log.h"
+
+#define CTX_STACK_MAX 64
+
+static __thread struct {
+	CUcontext stack[CTX_STACK_MAX];
+	unsigned depth;
+} ctx_tls;
+
+uint64_t ctx_current(void)
+{
+	return ctx_tls.depth ? (uint64_t)(uintptr_t)ctx_tls.stack[ctx_tls.depth - 1] : 0;
+}
+
+static void ctx_table_put(uint64_t handle, CUdevice dev, unsigned flags, bool primary)
+{
+	struct shim_process *p = shim_process();
+	struct shim_ctx *c;
+
+	pthread_mutex_lock(&p->cache_lock);
+	for (c = p->ctxs; c; c = c->next)
+		if (c->handle == handle)
+			break;
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (c) {
+			c->next = p->ctxs;
+			p->ctxs = c;
+		}
+	}
+	if (c) {
+		c->handle = handle;
+		c->device = dev;
+		c->flags = flags;
+		c->primary = primary;
+	}
+	pthread_mutex_unlock(&p->cache_lock);
+}
+
+static bool ctx_table_find(uint64_t handle, struct shim_ctx *out)
+{
+	struct shim_process *p = shim_process();
+	struct shim_ctx *c;
+	bool found = false;
+
+	pthread_mutex_lock(&p->cache_lock);
+	for (c = p->ctxs; c; c = c->next) {
+		if (c->handle == handle) {
+			*out = *c;
+			found = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&p->cache_lock);
+	return found;
+}
+
+static void ctx_table_drop(uint64_t handle)
+{
+	struct shim_process *p = shim_process();
+	struct shim_ctx **pp;
+
+	pthread_mutex_lock(&p->cache_lock);
+	for (pp = &p->ctxs; *pp; pp = &(*pp)->next) {
+		if ((*pp)->handle == handle) {
+			struct shim_ctx *c = *pp;
+
+			*pp = c->next;
+			free(c);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&p->cache_lock);
+}
+
+void ctx_table_reset(struct shim_process *p)
+{
+	while (p->ctxs) {
+		struct shim_ctx *c = p->ctxs;
+
+		p->ctxs = c->next;
+		free(c);
+	}
+	ctx_tls.depth = 0;
+}
+
+/* Primary context */
+
+SHIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+	struct wire_primary_ctx_retain_req req = { .device = dev };
+	struct wire_primary_ctx_retain_rep rep;
+	CUresult res;
+
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_primary_ctx_retain(&req, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	ctx_table_put(rep.ctx, dev, 0, true);
+	*pctx = (CUcontext)(uintptr_t)rep.ctx;
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+	struct wire_primary_ctx_release_req req = { .device = dev };
+	struct wire_primary_ctx_release_rep rep;
+
+	return rpc_primary_ctx_release(&req, &rep);
+}
+
+SHIM_API CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+	struct wire_primary_ctx_set_flags_req req = { .device = dev, .flags = flags };
+	struct wire_primary_ctx_set_flags_rep rep;
+
+	return rpc_primary_ctx_set_flags(&req, &rep);
+}
+
+SHIM_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+	struct wire_primary_ctx_get_state_req req = { .device = dev };
+	struct wire_primary_ctx_get_state_rep rep;
+	CUresult res;
+
+	if (!flags || !active)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_primary_ctx_get_state(&req, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	*flags = rep.flags;
+	*active = rep.active;
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+	struct wire_primary_ctx_reset_req req = { .device = dev };
+	struct wire_primary_ctx_reset_rep rep;
+
+	return rpc_primary_ctx_reset(&req, &rep);
+}
+
+/* The pre-11.0 ABI of the three calls above: same arguments, and what
+ * cudart 13 still resolves at version 7000. */
+SHIM_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+	return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+SHIM_API CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+	return cuDevicePrimaryCtxReset_v2(dev);
+}
+
+SHIM_API CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
+{
+	return cuDevicePrimaryCtxSetFlags_v2(dev, flags);
+}
+
+/* The context stack */
+
+SHIM_API CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pctx = (CUcontext)(uintptr_t)ctx_current();
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+	if (ctx_tls.depth == 0) {
+		if (ctx)
+			ctx_tls.stack[ctx_tls.depth++] = ctx;
+	} else if (ctx) {
+		ctx_tls.stack[ctx_tls.depth - 1] = ctx;
+	} else {
+		ctx_tls.depth--;
+	}
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+	if (!ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (ctx_tls.depth == CTX_STACK_MAX)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	ctx_tls.stack[ctx_tls.depth++] = ctx;
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+	if (ctx_tls.depth == 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	ctx_tls.depth--;
+	if (pctx)
+		*pctx = ctx_tls.stack[ctx_tls.depth];
+	return CUDA_SUCCESS;
+}
+
+/* Versions 2000-3999 of push and pop: same arguments. */
+SHIM_API CUresult cuCtxPushCurrent(CUcontext ctx)
+{
+	return cuCtxPushCurrent_v2(ctx);
+}
+
+SHIM_API CUresult cuCtxPopCurrent(CUcontext *pctx)
+{
+	return cuCtxPopCurrent_v2(pctx);
+}
+
+/* Contexts created by the app */
+
+static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+	struct wire_ctx_create_req req = { .flags = flags, .device = dev };
+	struct wire_ctx_create_rep rep;
+	CUresult res;
+
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (ctx_tls.depth == CTX_STACK_MAX)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	res = rpc_ctx_create(&req, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	ctx_table_put(rep.ctx, dev, flags, false);
+	*pctx = (CUcontext)(uintptr_t)rep.ctx;
+	/* A new context becomes current by being pushed, as the driver does. */
+	ctx_tls.stack[ctx_tls.depth++] = *pctx;
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+	return ctx_create(pctx, flags, dev);
+}
+
+SHIM_API CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray,
+				 int numParams, unsigned int flags, CUdevice dev)
+{
+	if (numParams > 0 || paramsArray) {
+		pr_warn("cuCtxCreate_v3: execution affinity is not supported");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	return ctx_create(pctx, flags, dev);
+}
+
+SHIM_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params,
+				 unsigned int flags, CUdevice dev)
+{
+	if (params && (params->numExecAffinityParams > 0 || params->execAffinityParams ||
+		       params->cigParams)) {
+		pr_warn("cuCtxCreate_v4: execution affinity and CIG are not supported");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	return ctx_create(pctx, flags, dev);
+}
+
+SHIM_API CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+	struct wire_ctx_destroy_req req = { .ctx = (uint64_t)(uintptr_t)ctx };
+	struct wire_ctx_destroy_rep rep;
+	CUresult res;
+	unsigned i, j;
+
+	if (!ctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_ctx_destroy(&req, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	/* The destroyed context leaves this thread's stack wherever it is. */
+	for (i = j = 0; i < ctx_tls.depth; i++)
+		if (ctx_tls.stack[i] != ctx)
+			ctx_tls.stack[j++] = ctx_tls.stack[i];
+	ctx_tls.depth = j;
+	ctx_table_drop(req.ctx);
+	export_table_context_destroyed(ctx);
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuCtxDestroy(CUcontext ctx)
+{
+	return cuCtxDestroy_v2(ctx);
+}
+
+/* Context-wide queries; ctx 0 means the current one. */
+
+static CUresult ctx_device(uint64_t ctx, CUdevice *dev)
+{
+	struct wire_ctx_get_device_req req = { .ctx = ctx };
+	struct wire_ctx_get_device_rep rep;
+	struct shim_ctx c;
+	CUresult res;
+
+	if (!dev)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (ctx_table_find(ctx, &c)) {
+		*dev = c.device;
+		return CUDA_SUCCESS;
+	}
+	res = rpc_ctx_get_device(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*dev = rep.device;
+	return res;
+}
+
+SHIM_API CUresult cuCtxGetDevice(CUdevice *device)
+{
+	return ctx_device(ctx_current(), device);
+}
+
+SHIM_API CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+	return ctx_device(ctx ? (uint64_t)(uintptr_t)ctx : ctx_current(), device);
+}
+
+SHIM_API CUresult cuCtxSynchronize(void)
+{
+	struct wire_ctx_synchronize_req req = { .ctx = ctx_current() };
+	struct wire_ctx_synchronize_rep rep;
+
+	if (!req.ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return rpc_ctx_synchronize(&req, &rep);
+}
+
+SHIM_API CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+	struct wire_ctx_synchronize_req req = {
+		.ctx = ctx ? (uint64_t)(uintptr_t)ctx : ctx_current(),
+	};
+	struct wire_ctx_synchronize_rep rep;
+
+	if (!req.ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return rpc_ctx_synchronize(&req, &rep);
+}
+
+SHIM_API CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+{
+	struct wire_ctx_set_limit_req req = { .limit = (uint32_t)limit, .value = value };
+	struct wire_ctx_set_limit_rep rep;
+
+	return rpc_ctx_set_limit(&req, &rep);
+}
+
+SHIM_API CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+{
+	struct wire_ctx_get_limit_req req = { .limit = (uint32_t)limit };
+	struct wire_ctx_get_limit_rep rep;
+	CUresult res;
+
+	if (!pvalue)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_ctx_get_limit(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*pvalue = (size_t)rep.value;
+	return res;
+}
+
+SHIM_API CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+	struct wire_ctx_get_stream_priority_range_req req = { 0 };
+	struct wire_ctx_get_stream_priority_range_rep rep;
+	CUresult res;
+
+	res = rpc_ctx_get_stream_priority_range(&req, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	/* Either pointer may be NULL, as with the driver. */
+	if (leastPriority)
+		*leastPriority = rep.least;
+	if (greatestPriority)
+		*greatestPriority = rep.greatest;
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuCtxSetCacheConfig(CUfunc_cache config)
+{
+	struct wire_ctx_set_cache_config_req req = { .config = (uint32_t)config };
+	struct wire_ctx_set_cache_config_rep rep;
+
+	return rpc_ctx_set_cache_config(&req, &rep);
+}
+
+SHIM_API CUresult cuCtxGetCacheConfig(CUfunc_cache *pconfig)
+{
+	struct wire_ctx_get_cache_config_req req = { 0 };
+	struct wire_ctx_get_cache_config_rep rep;
+	CUresult res;
+
+	if (!pconfig)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_ctx_get_cache_config(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*pconfig = (CUfunc_cache)rep.config;
+	return res;
+}
+
+SHIM_API CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
+{
+	uint64_t h = ctx ? (uint64_t)(uintptr_t)ctx : ctx_current();
+
+	if (!version)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!h)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	/* Every context the shim creates speaks the v2 (64-bit) context API. */
+	*version = 3020;
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuCtxGetFlags(unsigned int *flags)
+{
+	uint64_t h = ctx_current();
+	struct shim_ctx c;
+	unsigned active_flags;
+	int active;
+	CUresult res;
+
+	if (!flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!h)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (ctx_table_find(h, &c) && !c.primary) {
+		*flags = c.flags;
+		return CUDA_SUCCESS;
+	}
+	res = cuCtxGetDevice(&c.device);
+	if (res != CUDA_SUCCESS)
+		return res;
+	/* A primary context's flags may change under cuDevicePrimaryCtxSetFlags. */
+	res = cuDevicePrimaryCtxGetState(c.device, &active_flags, &active);
+	if (res == CUDA_SUCCESS)
+		*flags = active_flags;
+	return res;
+}

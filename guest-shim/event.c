@@ -1,0 +1,102 @@
+/* Events. */
+#include "shim.h"
+
+SHIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+	struct wire_event_create_req req = { .flags = Flags };
+	struct wire_event_create_rep rep;
+	CUresult res;
+
+	if (!phEvent)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_event_create(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*phEvent = (CUevent)(uintptr_t)rep.event;
+	return res;
+}
+
+static CUresult event_record(CUevent ev, uint64_t stream, unsigned flags)
+{
+	struct wire_event_record_req req = {
+		.event = (uint64_t)(uintptr_t)ev, .stream = stream, .flags = flags,
+	};
+	struct wire_event_record_rep rep;
+
+	return rpc_event_record(&req, &rep);
+}
+
+SHIM_API CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+	return event_record(hEvent, shim_stream(hStream, false), 0);
+}
+
+SHIM_API CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
+{
+	return event_record(hEvent, shim_stream(hStream, true), 0);
+}
+
+SHIM_API CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+	return event_record(hEvent, shim_stream(hStream, false), flags);
+}
+
+SHIM_API CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream,
+					      unsigned int flags)
+{
+	return event_record(hEvent, shim_stream(hStream, true), flags);
+}
+
+SHIM_API CUresult cuEventSynchronize(CUevent hEvent)
+{
+	struct wire_event_synchronize_req req = { .event = (uint64_t)(uintptr_t)hEvent };
+	struct wire_event_synchronize_rep rep;
+
+	return rpc_event_synchronize(&req, &rep);
+}
+
+SHIM_API CUresult cuEventQuery(CUevent hEvent)
+{
+	struct wire_event_query_req req = { .event = (uint64_t)(uintptr_t)hEvent };
+	struct wire_event_query_rep rep;
+
+	return rpc_event_query(&req, &rep);
+}
+
+static CUresult event_elapsed(float *ms, CUevent start, CUevent end)
+{
+	struct wire_event_elapsed_time_req req = {
+		.start = (uint64_t)(uintptr_t)start, .end = (uint64_t)(uintptr_t)end,
+	};
+	struct wire_event_elapsed_time_rep rep;
+	CUresult res;
+
+	if (!ms)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_event_elapsed_time(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*ms = rep.ms;
+	return res;
+}
+
+SHIM_API CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+	return event_elapsed(pMilliseconds, hStart, hEnd);
+}
+
+SHIM_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+	return event_elapsed(pMilliseconds, hStart, hEnd);
+}
+
+SHIM_API CUresult cuEventDestroy_v2(CUevent hEvent)
+{
+	struct wire_event_destroy_req req = { .event = (uint64_t)(uintptr_t)hEvent };
+	struct wire_event_destroy_rep rep;
+
+	return rpc_event_destroy(&req, &rep);
+}
+
+SHIM_API CUresult cuEventDestroy(CUevent hEvent)
+{
+	return cuEventDestroy_v2(hEvent);
+}

@@ -1,0 +1,188 @@
+/* Kernel launches. kernelParams is an array of pointers whose sizes only the
+ * kernel's parameter layout knows: the shim packs the arguments into one
+ * buffer by that layout (docs/wire-protocol.md, "params blob"). An `extra`
+ * launch already holds such a buffer and sends it as is. */
+#define LOG_PREFIX "shim: "
+
+#include "shim.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define LAUNCH_ARGS_MAX 32768u
+#define LAUNCH_ATTR_VALUE 64u
+#define LAUNCH_ATTR_RECORD (8u + LAUNCH_ATTR_VALUE)
+#define LAUNCH_ATTRS_MAX 64u
+
+_Static_assert(sizeof(CUlaunchAttributeValue) == LAUNCH_ATTR_VALUE,
+	       "CUlaunchAttributeValue is 64 bytes in CUDA 13");
+_Static_assert(offsetof(CUlaunchAttribute, value) == 8, "CUlaunchAttribute layout");
+
+/* The argument buffer: *@buf is malloc'ed (free it) or NULL for none. */
+static CUresult launch_args(uint64_t fn, void **kernelParams, void **extra, uint8_t **buf,
+			    uint32_t *len)
+{
+	*buf = NULL;
+	*len = 0;
+	if (kernelParams && extra)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (kernelParams) {
+		struct shim_func *f;
+		CUresult res;
+
+		f = func_table_get(fn, &res);
+		if (!f)
+			return res;
+		if (!f->args_bytes)
+			return CUDA_SUCCESS;
+		*buf = calloc(1, f->args_bytes);
+		if (!*buf)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		for (uint32_t i = 0; i < f->param_count; i++) {
+			if (!kernelParams[i]) {
+				free(*buf);
+				*buf = NULL;
+				return CUDA_ERROR_INVALID_VALUE;
+			}
+			memcpy(*buf + f->params[i].offset, kernelParams[i], f->params[i].size);
+		}
+		*len = f->args_bytes;
+		return CUDA_SUCCESS;
+	}
+	if (extra) {
+		const void *ptr = NULL;
+		size_t size = 0;
+		bool have_size = false;
+
+		for (unsigned i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+			if (i >= 64)
+				return CUDA_ERROR_INVALID_VALUE;
+			if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+				ptr = extra[i + 1];
+			} else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
+				if (!extra[i + 1])
+					return CUDA_ERROR_INVALID_VALUE;
+				size = *(const size_t *)extra[i + 1];
+				have_size = true;
+			} else {
+				return CUDA_ERROR_INVALID_VALUE;
+			}
+		}
+		if (!ptr || !have_size || size > LAUNCH_ARGS_MAX)
+			return CUDA_ERROR_INVALID_VALUE;
+		*buf = malloc(size ? size : 1);
+		if (!*buf)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		memcpy(*buf, ptr, size);
+		*len = (uint32_t)size;
+	}
+	return CUDA_SUCCESS;
+}
+
+static CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+			      unsigned by, unsigned bz, unsigned shmem, uint64_t stream,
+			      void **kernelParams, void **extra)
+{
+	struct wire_launch_kernel_req req = {
+		.function = (uint64_t)(uintptr_t)f,
+		.grid_x = gx, .grid_y = gy, .grid_z = gz,
+		.block_x = bx, .block_y = by, .block_z = bz,
+		.shared_bytes = shmem, .stream = stream,
+	};
+	struct wire_launch_kernel_rep rep;
+	uint8_t *args;
+	CUresult res;
+
+	if (!f)
+		return CUDA_ERROR_INVALID_HANDLE;
+	res = launch_args(req.function, kernelParams, extra, &args, &req.args.len);
+	if (res != CUDA_SUCCESS)
+		return res;
+	req.args.ptr = args;
+	res = rpc_launch_kernel(&req, &rep);
+	free(args);
+	return res;
+}
+
+SHIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+				 unsigned int gridDimZ, unsigned int blockDimX,
+				 unsigned int blockDimY, unsigned int blockDimZ,
+				 unsigned int sharedMemBytes, CUstream hStream,
+				 void **kernelParams, void **extra)
+{
+	return launch_kernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+			     sharedMemBytes, shim_stream(hStream, false), kernelParams, extra);
+}
+
+SHIM_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+				      unsigned int gridDimZ, unsigned int blockDimX,
+				      unsigned int blockDimY, unsigned int blockDimZ,
+				      unsigned int sharedMemBytes, CUstream hStream,
+				      void **kernelParams, void **extra)
+{
+	return launch_kernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+			     sharedMemBytes, shim_stream(hStream, true), kernelParams, extra);
+}
+
+static CUresult launch_kernel_ex(const CUlaunchConfig *config, CUfunction f,
+				 void **kernelParams, void **extra, bool per_thread)
+{
+	struct wire_launch_kernel_ex_req req = { .function = (uint64_t)(uintptr_t)f };
+	struct wire_launch_kernel_ex_rep rep;
+	uint8_t *args = NULL, *attrs = NULL;
+	CUresult res;
+
+	if (!config)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!f)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (config->numAttrs > LAUNCH_ATTRS_MAX || (config->numAttrs && !config->attrs))
+		return CUDA_ERROR_INVALID_VALUE;
+	req.grid_x = config->gridDimX;
+	req.grid_y = config->gridDimY;
+	req.grid_z = config->gridDimZ;
+	req.block_x = config->blockDimX;
+	req.block_y = config->blockDimY;
+	req.block_z = config->blockDimZ;
+	req.shared_bytes = config->sharedMemBytes;
+	req.stream = shim_stream(config->hStream, per_thread);
+	if (config->numAttrs) {
+		attrs = calloc(config->numAttrs, LAUNCH_ATTR_RECORD);
+		if (!attrs)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		for (unsigned i = 0; i < config->numAttrs; i++) {
+			uint8_t *r = attrs + (size_t)i * LAUNCH_ATTR_RECORD;
+			uint32_t id = (uint32_t)config->attrs[i].id;
+
+			/* u32 id, u32 reserved, then the value's 64 bytes. */
+			for (unsigned b = 0; b < 4; b++)
+				r[b] = (uint8_t)(id >> (8 * b));
+			memcpy(r + 8, &config->attrs[i].value, LAUNCH_ATTR_VALUE);
+		}
+		req.attrs.ptr = attrs;
+		req.attrs.len = config->numAttrs * LAUNCH_ATTR_RECORD;
+	}
+	res = launch_args(req.function, kernelParams, extra, &args, &req.args.len);
+	if (res == CUDA_SUCCESS) {
+		req.args.ptr = args;
+		res = rpc_launch_kernel_ex(&req, &rep);
+	}
+	free(args);
+	free(attrs);
+	return res;
+}
+
+SHIM_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
+				   void **kernelParams, void **extra)
+{
+	return launch_kernel_ex(config, f, kernelParams, extra, false);
+}
+
+SHIM_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
+					void **kernelParams, void **extra)
+{
+	return launch_kernel_ex(config, f, kernelParams, extra, true);
+}

@@ -1,0 +1,444 @@
+/* Modules, libraries, functions and kernels. Images are copied to the worker
+ * (measured by image.c); every function or kernel handle the worker returns
+ * comes with its parameter layout, which func_table keeps for launches. */
+#define LOG_PREFIX "shim: "
+
+#include "shim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fatbin.h"
+#include "log.h"
+
+/* An image and its fields must fit one message. */
+#define MODULE_IMAGE_MAX (WIRE_PAYLOAD_MAX - 4096u)
+
+static CUresult image_blob(const void *image, struct wire_blob *blob)
+{
+	const void *data;
+	size_t size;
+
+	if (!image)
+		return CUDA_ERROR_INVALID_VALUE;
+	/* cudart hands over its fatbin wrapper; the worker gets what it points at.
+	 * The app's pointer is trusted as the driver trusts it. */
+	data = cuimage_wrapper_data(image);
+	if (!data)
+		data = image;
+	if (cuimage_measure(data, CUIMAGE_SIZE_MAX, &size)) {
+		pr_warn("module image at %p is not a fatbin, cubin or PTX", image);
+		return CUDA_ERROR_INVALID_IMAGE;
+	}
+	if (size > MODULE_IMAGE_MAX) {
+		pr_err("module image of %zu bytes exceeds the wire limit", size);
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	blob->ptr = data;
+	blob->len = (uint32_t)size;
+	return CUDA_SUCCESS;
+}
+
+/* Reads a whole file for cuModuleLoad / cuLibraryLoadFromFile; free() it. */
+static CUresult file_read(const char *path, void **out)
+{
+	struct stat st;
+	uint8_t *buf;
+	size_t done = 0;
+	int fd;
+
+	if (!path)
+		return CUDA_ERROR_INVALID_VALUE;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return CUDA_ERROR_FILE_NOT_FOUND;
+	if (fstat(fd, &st) || st.st_size <= 0 || (uint64_t)st.st_size > MODULE_IMAGE_MAX) {
+		close(fd);
+		return CUDA_ERROR_INVALID_IMAGE;
+	}
+	/* One spare NUL so that a PTX file measures as text. */
+	buf = calloc(1, (size_t)st.st_size + 1);
+	if (!buf) {
+		close(fd);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	while (done < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + done, (size_t)st.st_size - done);
+
+		if (n <= 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			break;
+		}
+		done += (size_t)n;
+	}
+	close(fd);
+	if (done != (size_t)st.st_size) {
+		free(buf);
+		return CUDA_ERROR_FILE_NOT_FOUND;
+	}
+	*out = buf;
+	return CUDA_SUCCESS;
+}
+
+static void params_remember(uint64_t handle, struct wire_blob params)
+{
+	if (func_table_set_params(handle, params.ptr, params.len))
+		pr_warn("function %#llx: malformed parameter layout from ternd",
+			(unsigned long long)handle);
+}
+
+/* Modules */
+
+static CUresult module_load(CUmodule *module, const void *image)
+{
+	struct wire_module_load_data_req req = { 0 };
+	struct wire_module_load_data_rep rep;
+	CUresult res;
+
+	if (!module)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = image_blob(image, &req.image);
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = rpc_module_load_data(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*module = (CUmodule)(uintptr_t)rep.module;
+	return res;
+}
+
+SHIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image)
+{
+	return module_load(module, image);
+}
+
+SHIM_API CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+				     CUjit_option *options, void **optionValues)
+{
+	/* JIT options tune compilation on the worker's side; none change what
+	 * the module holds, so they are not forwarded. */
+	return module_load(module, image);
+}
+
+SHIM_API CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
+{
+	return module_load(module, fatCubin);
+}
+
+SHIM_API CUresult cuModuleLoad(CUmodule *module, const char *fname)
+{
+	void *buf = NULL;
+	CUresult res;
+
+	if (!module)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = file_read(fname, &buf);
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = module_load(module, buf);
+	free(buf);
+	return res;
+}
+
+SHIM_API CUresult cuModuleUnload(CUmodule hmod)
+{
+	struct wire_module_unload_req req = { .module = (uint64_t)(uintptr_t)hmod };
+	struct wire_module_unload_rep rep;
+
+	return rpc_module_unload(&req, &rep);
+}
+
+static CUresult name_copy(char *dst, size_t cap, const char *name)
+{
+	size_t n;
+
+	if (!name)
+		return CUDA_ERROR_INVALID_VALUE;
+	n = strnlen(name, cap);
+	if (n == cap)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(dst, name, n + 1);
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+	struct wire_module_get_function_req req = { .module = (uint64_t)(uintptr_t)hmod };
+	struct wire_module_get_function_rep rep;
+	CUresult res;
+
+	if (!hfunc || name_copy(req.name, sizeof(req.name), name))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_module_get_function(&req, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	params_remember(rep.function, rep.params);
+	*hfunc = (CUfunction)(uintptr_t)rep.function;
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
+				       const char *name)
+{
+	struct wire_module_get_global_req req = { .module = (uint64_t)(uintptr_t)hmod };
+	struct wire_module_get_global_rep rep;
+	CUresult res;
+
+	if (name_copy(req.name, sizeof(req.name), name))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_module_get_global(&req, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (dptr)
+		*dptr = rep.address;
+	if (bytes)
+		*bytes = (size_t)rep.bytes;
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
+{
+	const char *env = getenv("CUDA_MODULE_LOADING");
+
+	if (!mode)
+		return CUDA_ERROR_INVALID_VALUE;
+	/* The driver's answer: lazy unless the environment asks for eager. */
+	*mode = env && !strcmp(env, "EAGER") ? CU_MODULE_EAGER_LOADING : CU_MODULE_LAZY_LOADING;
+	return CUDA_SUCCESS;
+}
+
+/* Libraries */
+
+static CUresult library_load(CUlibrary *library, const void *code)
+{
+	struct wire_library_load_data_req req = { 0 };
+	struct wire_library_load_data_rep rep;
+	CUresult res;
+
+	if (!library)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = image_blob(code, &req.image);
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = rpc_library_load_data(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*library = (CUlibrary)(uintptr_t)rep.library;
+	return res;
+}
+
+SHIM_API CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+				    void **jitOptionsValues, unsigned int numJitOptions,
+				    CUlibraryOption *libraryOptions, void **libraryOptionValues,
+				    unsigned int numLibraryOptions)
+{
+	/* The image is copied at once, so BINARY_IS_PRESERVED needs nothing;
+	 * JIT options are not forwarded (see cuModuleLoadDataEx). */
+	return library_load(library, code);
+}
+
+SHIM_API CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName,
+					CUjit_option *jitOptions, void **jitOptionsValues,
+					unsigned int numJitOptions, CUlibraryOption *libraryOptions,
+					void **libraryOptionValues, unsigned int numLibraryOptions)
+{
+	void *buf = NULL;
+	CUresult res;
+
+	if (!library)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = file_read(fileName, &buf);
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = library_load(library, buf);
+	free(buf);
+	return res;
+}
+
+SHIM_API CUresult cuLibraryUnload(CUlibrary library)
+{
+	struct wire_library_unload_req req = { .library = (uint64_t)(uintptr_t)library };
+	struct wire_library_unload_rep rep;
+
+	return rpc_library_unload(&req, &rep);
+}
+
+SHIM_API CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+{
+	struct wire_library_get_kernel_req req = { .library = (uint64_t)(uintptr_t)library };
+	struct wire_library_get_kernel_rep rep;
+	CUresult res;
+
+	if (!pKernel || name_copy(req.name, sizeof(req.name), name))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_library_get_kernel(&req, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	params_remember(rep.kernel, rep.params);
+	*pKernel = (CUkernel)(uintptr_t)rep.kernel;
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
+{
+	struct wire_library_get_module_req req = { .library = (uint64_t)(uintptr_t)library };
+	struct wire_library_get_module_rep rep;
+	CUresult res;
+
+	if (!pMod)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_library_get_module(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*pMod = (CUmodule)(uintptr_t)rep.module;
+	return res;
+}
+
+SHIM_API CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
+				     const char *name)
+{
+	struct wire_library_get_global_req req = { .library = (uint64_t)(uintptr_t)library };
+	struct wire_library_get_global_rep rep;
+	CUresult res;
+
+	if (name_copy(req.name, sizeof(req.name), name))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_library_get_global(&req, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (dptr)
+		*dptr = rep.address;
+	if (bytes)
+		*bytes = (size_t)rep.bytes;
+	return CUDA_SUCCESS;
+}
+
+/* Kernels */
+
+SHIM_API CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
+{
+	struct wire_kernel_get_function_req req = { .kernel = (uint64_t)(uintptr_t)kernel };
+	struct wire_kernel_get_function_rep rep;
+	CUresult res;
+
+	if (!pFunc)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_kernel_get_function(&req, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	params_remember(rep.function, rep.params);
+	*pFunc = (CUfunction)(uintptr_t)rep.function;
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel,
+				       CUdevice dev)
+{
+	struct wire_kernel_get_attribute_req req = {
+		.attrib = (uint32_t)attrib, .kernel = (uint64_t)(uintptr_t)kernel, .device = dev,
+	};
+	struct wire_kernel_get_attribute_rep rep;
+	CUresult res;
+
+	if (!pi)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_kernel_get_attribute(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*pi = rep.value;
+	return res;
+}
+
+SHIM_API CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel,
+				       CUdevice dev)
+{
+	struct wire_kernel_set_attribute_req req = {
+		.attrib = (uint32_t)attrib, .value = val,
+		.kernel = (uint64_t)(uintptr_t)kernel, .device = dev,
+	};
+	struct wire_kernel_set_attribute_rep rep;
+
+	return rpc_kernel_set_attribute(&req, &rep);
+}
+
+SHIM_API CUresult cuKernelGetName(const char **name, CUkernel hfunc)
+{
+	return func_table_name((uint64_t)(uintptr_t)hfunc, true, name);
+}
+
+static CUresult param_info(uint64_t handle, size_t index, size_t *offset, size_t *size)
+{
+	struct shim_func *f;
+	CUresult res;
+
+	if (!handle)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (!offset && !size)
+		return CUDA_ERROR_INVALID_VALUE;
+	f = func_table_get(handle, &res);
+	if (!f)
+		return res;
+	if (index >= f->param_count)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (offset)
+		*offset = f->params[index].offset;
+	if (size)
+		*size = f->params[index].size;
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset,
+				       size_t *paramSize)
+{
+	return param_info((uint64_t)(uintptr_t)kernel, paramIndex, paramOffset, paramSize);
+}
+
+/* Functions */
+
+SHIM_API CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset,
+				     size_t *paramSize)
+{
+	return param_info((uint64_t)(uintptr_t)func, paramIndex, paramOffset, paramSize);
+}
+
+SHIM_API CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
+{
+	struct wire_func_get_attribute_req req = {
+		.attrib = (uint32_t)attrib, .function = (uint64_t)(uintptr_t)hfunc,
+	};
+	struct wire_func_get_attribute_rep rep;
+	CUresult res;
+
+	if (!pi)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_func_get_attribute(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*pi = rep.value;
+	return res;
+}
+
+SHIM_API CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
+{
+	struct wire_func_set_attribute_req req = {
+		.attrib = (uint32_t)attrib, .function = (uint64_t)(uintptr_t)hfunc, .value = value,
+	};
+	struct wire_func_set_attribute_rep rep;
+
+	return rpc_func_set_attribute(&req, &rep);
+}
+
+SHIM_API CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
+{
+	struct wire_func_set_cache_config_req req = {
+		.function = (uint64_t)(uintptr_t)hfunc, .config = (uint32_t)config,
+	};
+	struct wire_func_set_cache_config_rep rep;
+
+	return rpc_func_set_cache_config(&req, &rep);
+}
+
+SHIM_API CUresult cuFuncGetName(const char **name, CUfunction hfunc)
+{
+	return func_table_name((uint64_t)(uintptr_t)hfunc, false, name);
+}

@@ -1,0 +1,216 @@
+/* Occupancy queries. cuOccupancyMaxPotentialBlockSize* takes a guest
+ * callback (dynamic shared memory per block size), which cannot cross the
+ * wire: the shim evaluates it for every candidate block size and asks the
+ * worker for all of them in one occupancy_max_active_blocks call. */
+#include "shim.h"
+
+#include <string.h>
+
+/* docs/wire-protocol.md: i32 block_size, u32 reserved, u64 dynamic_smem. */
+#define OCC_RECORD 16u
+#define OCC_CANDIDATES_MAX 1024u
+
+enum occ_cluster_query {
+	OCC_MAX_ACTIVE_CLUSTERS = 0,
+	OCC_MAX_POTENTIAL_CLUSTER_SIZE = 1,
+};
+
+static void put_le(uint8_t *p, uint64_t v, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static int32_t get_le32(const uint8_t *p)
+{
+	return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+			 (uint32_t)p[3] << 24);
+}
+
+/* Blocks per SM for each (block size, smem) pair in @q; @out gets @n values. */
+static CUresult occ_blocks(CUfunction func, unsigned flags, const uint8_t *q, unsigned n, int *out)
+{
+	struct wire_occupancy_max_active_blocks_req req = {
+		.function = (uint64_t)(uintptr_t)func, .flags = flags,
+		.queries = { .ptr = q, .len = n * OCC_RECORD },
+	};
+	struct wire_occupancy_max_active_blocks_rep rep;
+	CUresult res;
+
+	if (!func)
+		return CUDA_ERROR_INVALID_HANDLE;
+	res = rpc_occupancy_max_active_blocks(&req, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (rep.blocks.len != 4 * n)
+		return CUDA_ERROR_UNKNOWN;
+	for (unsigned i = 0; i < n; i++)
+		out[i] = get_le32(rep.blocks.ptr + 4 * i);
+	return CUDA_SUCCESS;
+}
+
+static CUresult occ_one(int *numBlocks, CUfunction func, int blockSize, size_t smem, unsigned flags)
+{
+	uint8_t q[OCC_RECORD] = { 0 };
+
+	if (!numBlocks)
+		return CUDA_ERROR_INVALID_VALUE;
+	put_le(q, (uint32_t)blockSize, 4);
+	put_le(q + 8, smem, 8);
+	return occ_blocks(func, flags, q, 1, numBlocks);
+}
+
+SHIM_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func,
+							      int blockSize, size_t dynamicSMemSize)
+{
+	return occ_one(numBlocks, func, blockSize, dynamicSMemSize, 0);
+}
+
+SHIM_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks,
+								       CUfunction func,
+								       int blockSize,
+								       size_t dynamicSMemSize,
+								       unsigned int flags)
+{
+	return occ_one(numBlocks, func, blockSize, dynamicSMemSize, flags);
+}
+
+/* The block size with the highest occupancy; ties go to the larger block,
+ * as in the runtime's cudaOccupancyMaxPotentialBlockSize. */
+static CUresult occ_potential(int *minGridSize, int *blockSize, CUfunction func,
+			      CUoccupancyB2DSize b2smem, size_t smem, int limit, unsigned flags)
+{
+	uint8_t q[OCC_CANDIDATES_MAX * OCC_RECORD];
+	int blocks[OCC_CANDIDATES_MAX], sizes[OCC_CANDIDATES_MAX];
+	int dev_max, fn_max, warp, sms, best = -1, best_occ = 0;
+	unsigned n = 0;
+	CUdevice dev;
+	CUresult res;
+
+	if (!minGridSize || !blockSize || !func)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = cuCtxGetDevice(&dev);
+	if (res == CUDA_SUCCESS)
+		res = device_attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &dev_max);
+	if (res == CUDA_SUCCESS)
+		res = device_attribute(dev, CU_DEVICE_ATTRIBUTE_WARP_SIZE, &warp);
+	if (res == CUDA_SUCCESS)
+		res = device_attribute(dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &sms);
+	if (res == CUDA_SUCCESS)
+		res = cuFuncGetAttribute(&fn_max, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, func);
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (warp <= 0 || dev_max <= 0)
+		return CUDA_ERROR_UNKNOWN;
+	if (limit <= 0 || limit > dev_max)
+		limit = dev_max;
+	if (fn_max > 0 && limit > fn_max)
+		limit = fn_max;
+	for (int aligned = (limit + warp - 1) / warp * warp; aligned > 0 && n < OCC_CANDIDATES_MAX;
+	     aligned -= warp) {
+		int size = aligned < limit ? aligned : limit;
+		size_t dyn = b2smem ? b2smem(size) : smem;
+
+		memset(q + n * OCC_RECORD, 0, OCC_RECORD);
+		put_le(q + n * OCC_RECORD, (uint32_t)size, 4);
+		put_le(q + n * OCC_RECORD + 8, dyn, 8);
+		sizes[n++] = size;
+	}
+	res = occ_blocks(func, flags, q, n, blocks);
+	if (res != CUDA_SUCCESS)
+		return res;
+	for (unsigned i = 0; i < n; i++) {
+		if (blocks[i] * sizes[i] > best_occ) {
+			best_occ = blocks[i] * sizes[i];
+			best = (int)i;
+		}
+	}
+	if (best < 0) {
+		*minGridSize = 0;
+		*blockSize = 0;
+		return CUDA_SUCCESS;
+	}
+	*minGridSize = blocks[best] * sms;
+	*blockSize = sizes[best];
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize,
+						   CUfunction func,
+						   CUoccupancyB2DSize blockSizeToDynamicSMemSize,
+						   size_t dynamicSMemSize, int blockSizeLimit)
+{
+	return occ_potential(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
+			     dynamicSMemSize, blockSizeLimit, 0);
+}
+
+SHIM_API CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockSize,
+							    CUfunction func,
+							    CUoccupancyB2DSize blockSizeToDynamicSMemSize,
+							    size_t dynamicSMemSize,
+							    int blockSizeLimit, unsigned int flags)
+{
+	return occ_potential(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
+			     dynamicSMemSize, blockSizeLimit, flags);
+}
+
+SHIM_API CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func,
+							  int numBlocks, int blockSize)
+{
+	struct wire_occupancy_available_dynamic_smem_req req = {
+		.function = (uint64_t)(uintptr_t)func, .blocks = numBlocks, .block_size = blockSize,
+	};
+	struct wire_occupancy_available_dynamic_smem_rep rep;
+	CUresult res;
+
+	if (!dynamicSmemSize)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_occupancy_available_dynamic_smem(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*dynamicSmemSize = (size_t)rep.bytes;
+	return res;
+}
+
+static CUresult occ_cluster(int *value, enum occ_cluster_query query, CUfunction func,
+			    const CUlaunchConfig *config)
+{
+	struct wire_occupancy_cluster_req req = {
+		.query = query, .function = (uint64_t)(uintptr_t)func,
+	};
+	struct wire_occupancy_cluster_rep rep;
+	uint8_t attrs[16 * 72];
+	CUresult res;
+
+	if (!value || !config || config->numAttrs > 16 || (config->numAttrs && !config->attrs))
+		return CUDA_ERROR_INVALID_VALUE;
+	req.grid_x = config->gridDimX;
+	req.grid_y = config->gridDimY;
+	req.grid_z = config->gridDimZ;
+	req.block_x = config->blockDimX;
+	req.block_y = config->blockDimY;
+	req.block_z = config->blockDimZ;
+	req.shared_bytes = config->sharedMemBytes;
+	for (unsigned i = 0; i < config->numAttrs; i++) {
+		memset(attrs + 72 * i, 0, 8);
+		put_le(attrs + 72 * i, (uint32_t)config->attrs[i].id, 4);
+		memcpy(attrs + 72 * i + 8, &config->attrs[i].value, 64);
+	}
+	req.attrs.ptr = attrs;
+	req.attrs.len = 72 * config->numAttrs;
+	res = rpc_occupancy_cluster(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*value = rep.value;
+	return res;
+}
+
+SHIM_API CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func,
+					       const CUlaunchConfig *config)
+{
+	return occ_cluster(numClusters, OCC_MAX_ACTIVE_CLUSTERS, func, config);
+}
+
+SHIM_API CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func,
+						     const CUlaunchConfig *config)
+{
+	return occ_cluster(clusterSize, OCC_MAX_POTENTIAL_CLUSTER_SIZE, func, config);
+}

@@ -1,0 +1,145 @@
+/* The guest shim's internals: tern's libcuda.so.1.
+ *
+ * Every driver entry point the shim implements is a strong definition marked
+ * SHIM_API (the project compiles with -fvisibility=hidden; the version script
+ * then limits the exports to the driver's own list). Everything else is
+ * hidden.
+ *
+ * State: one process context (struct shim_process, rpc.c) holds the
+ * connection and every cache; each part has its own lock so that a slow round
+ * trip never blocks a cache lookup. Per-thread state (the context stack and
+ * the reply buffer) is thread-local. After fork() the child drops the parent's
+ * connection and caches and starts a new session at its next call.
+ */
+#ifndef TERN_SHIM_H
+#define TERN_SHIM_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "wire_client.h"
+
+#define SHIM_API __attribute__((visibility("default")))
+
+/* Devices whose attributes are cached; a larger ordinal asks every time. */
+#define SHIM_DEVICE_CACHE 64
+
+/* A kernel's parameter layout, as the worker reported it. */
+struct shim_param {
+	uint32_t offset;
+	uint32_t size;
+};
+
+/* What the shim remembers about a function or kernel handle. Entries are
+ * never freed while the session lives (handles are never reused within a
+ * session), so a pointer returned by func_table_lookup() stays valid; the
+ * name is what cuFuncGetName/cuKernelGetName hand out. */
+struct shim_func {
+	uint64_t handle;
+	bool have_params;
+	uint32_t param_count;
+	uint32_t args_bytes;            /* last offset + size */
+	struct shim_param *params;
+	char *name;                     /* NULL until asked for */
+	struct shim_func *next;
+};
+
+#define SHIM_FUNC_BUCKETS 256
+
+/* A host range the shim handed out or registered (cuMemHostAlloc,
+ * cuMemHostRegister): pointer attributes answer "host" for it. */
+struct shim_host_range {
+	uintptr_t base;
+	size_t size;
+	unsigned flags;
+	bool owned;                     /* allocated here: cuMemFreeHost frees it */
+	struct shim_host_range *next;
+};
+
+/* A context the shim has seen created or retained. */
+struct shim_ctx {
+	uint64_t handle;
+	CUdevice device;
+	unsigned flags;
+	bool primary;
+	struct shim_ctx *next;
+};
+
+struct shim_process {
+	/* Connection; guarded by conn_lock, which also serialises round trips. */
+	pthread_mutex_t conn_lock;
+	int fd;                         /* -1 when not connected */
+	bool lost;                      /* the session died: calls fail at once */
+	pid_t owner;                    /* process that made fd */
+	bool forked;                    /* this process is a fork of a shim user */
+	uint64_t seq;
+	char server[512];
+	char session[256];
+	char token[4096];
+	uint32_t token_len;
+	uint64_t arena_base, arena_size, quota;
+	uint32_t worker_pid;
+
+	/* Device attribute cache; guarded by cache_lock like everything below. */
+	pthread_mutex_t cache_lock;
+	int32_t *attrs[SHIM_DEVICE_CACHE];  /* CU_DEVICE_ATTRIBUTE_MAX values */
+	struct shim_func *funcs[SHIM_FUNC_BUCKETS];
+	struct shim_host_range *host_ranges;
+	struct shim_ctx *ctxs;
+};
+
+/* The process context, initialised on first use (logging, environment). */
+struct shim_process *shim_process(void);
+
+/* rpc.c */
+/* Connect now if not connected (cuInit does this so that a missing ternd is
+ * reported there). CUDA_SUCCESS or the error the app should see. */
+CUresult rpc_connect(void);
+/* True when [addr, addr+len) lies in the session's device arena. Answers
+ * false before the first successful connection. */
+bool rpc_arena_contains(uint64_t addr, uint64_t len);
+/* Logged once by each unimplemented entry point (generated defaults). */
+void shim_unimplemented_report(const char *name);
+
+/* context.c */
+/* The calling thread's current context handle, 0 if none. */
+uint64_t ctx_current(void);
+/* Forget everything about contexts (the child after fork). */
+void ctx_table_reset(struct shim_process *p);
+
+/* func_table.c: parameter layouts and names by function/kernel handle. */
+/* Record the layout blob (u32 offset, u32 size pairs) for @handle. 0 or
+ * -EINVAL for a malformed blob, -ENOMEM. */
+int func_table_set_params(uint64_t handle, const uint8_t *blob, uint32_t len);
+/* The entry for @handle, fetching the layout from the worker when unknown.
+ * NULL with *@res set when the worker does not know the handle. */
+struct shim_func *func_table_get(uint64_t handle, CUresult *res);
+/* The handle's name, fetched once with kernel_get_name/func_get_name. */
+CUresult func_table_name(uint64_t handle, bool kernel, const char **name);
+void func_table_reset(struct shim_process *p);
+
+/* memory.c */
+void host_range_reset(struct shim_process *p);
+/* Copies in WIRE_COPY_PIECE pieces. */
+CUresult memory_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stream, bool async);
+CUresult memory_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, bool async);
+
+/* device.c */
+void device_cache_reset(struct shim_process *p);
+/* One attribute, from the per-device cache. */
+CUresult device_attribute(CUdevice dev, int attrib, int *value);
+
+/* Stream handles as the worker sees them; the per-thread (_ptds, _ptsz) entry points treat
+ * the NULL stream as the per-thread default stream. */
+static inline uint64_t shim_stream(CUstream s, bool per_thread)
+{
+	if (!s && per_thread)
+		return (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD;
+	return (uint64_t)(uintptr_t)s;
+}
+
+#endif

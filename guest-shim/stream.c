@@ -1,0 +1,144 @@
+/* Streams. Handles are the worker's virtual handles; 0, CU_STREAM_LEGACY and
+ * CU_STREAM_PER_THREAD pass through as themselves (docs/wire-protocol.md). */
+#include "shim.h"
+
+static CUresult stream_create(CUstream *ph, unsigned flags, int priority)
+{
+	struct wire_stream_create_req req = { .flags = flags, .priority = priority };
+	struct wire_stream_create_rep rep;
+	CUresult res;
+
+	if (!ph)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_stream_create(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*ph = (CUstream)(uintptr_t)rep.stream;
+	return res;
+}
+
+SHIM_API CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+	return stream_create(phStream, Flags, 0);
+}
+
+SHIM_API CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+	return stream_create(phStream, flags, priority);
+}
+
+SHIM_API CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+	struct wire_stream_destroy_req req = { .stream = (uint64_t)(uintptr_t)hStream };
+	struct wire_stream_destroy_rep rep;
+
+	return rpc_stream_destroy(&req, &rep);
+}
+
+SHIM_API CUresult cuStreamDestroy(CUstream hStream)
+{
+	return cuStreamDestroy_v2(hStream);
+}
+
+static CUresult stream_synchronize(uint64_t s)
+{
+	struct wire_stream_synchronize_req req = { .stream = s };
+	struct wire_stream_synchronize_rep rep;
+
+	return rpc_stream_synchronize(&req, &rep);
+}
+
+SHIM_API CUresult cuStreamSynchronize(CUstream hStream)
+{
+	return stream_synchronize(shim_stream(hStream, false));
+}
+
+SHIM_API CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
+	return stream_synchronize(shim_stream(hStream, true));
+}
+
+static CUresult stream_query(uint64_t s)
+{
+	struct wire_stream_query_req req = { .stream = s };
+	struct wire_stream_query_rep rep;
+
+	return rpc_stream_query(&req, &rep);
+}
+
+SHIM_API CUresult cuStreamQuery(CUstream hStream)
+{
+	return stream_query(shim_stream(hStream, false));
+}
+
+SHIM_API CUresult cuStreamQuery_ptsz(CUstream hStream)
+{
+	return stream_query(shim_stream(hStream, true));
+}
+
+static CUresult stream_wait_event(uint64_t s, CUevent ev, unsigned flags)
+{
+	struct wire_stream_wait_event_req req = {
+		.stream = s, .event = (uint64_t)(uintptr_t)ev, .flags = flags,
+	};
+	struct wire_stream_wait_event_rep rep;
+
+	return rpc_stream_wait_event(&req, &rep);
+}
+
+SHIM_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+	return stream_wait_event(shim_stream(hStream, false), hEvent, Flags);
+}
+
+SHIM_API CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+	return stream_wait_event(shim_stream(hStream, true), hEvent, Flags);
+}
+
+static CUresult stream_get_flags(uint64_t s, unsigned int *flags)
+{
+	struct wire_stream_get_flags_req req = { .stream = s };
+	struct wire_stream_get_flags_rep rep;
+	CUresult res;
+
+	if (!flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_stream_get_flags(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*flags = rep.flags;
+	return res;
+}
+
+SHIM_API CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)
+{
+	return stream_get_flags(shim_stream(hStream, false), flags);
+}
+
+SHIM_API CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
+{
+	return stream_get_flags(shim_stream(hStream, true), flags);
+}
+
+static CUresult stream_get_priority(uint64_t s, int *priority)
+{
+	struct wire_stream_get_priority_req req = { .stream = s };
+	struct wire_stream_get_priority_rep rep;
+	CUresult res;
+
+	if (!priority)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_stream_get_priority(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*priority = rep.priority;
+	return res;
+}
+
+SHIM_API CUresult cuStreamGetPriority(CUstream hStream, int *priority)
+{
+	return stream_get_priority(shim_stream(hStream, false), priority);
+}
+
+SHIM_API CUresult cuStreamGetPriority_ptsz(CUstream hStream, int *priority)
+{
+	return stream_get_priority(shim_stream(hStream, true), priority);
+}

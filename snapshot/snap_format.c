@@ -1,0 +1,625 @@
+/* Encoders and bounds-checked decoders of the snapshot store's files.
+ * Layouts are given by the offset tables below; docs/snapshot-format.md
+ * describes the same bytes for humans. */
+#include "snap_format.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+/* Manifest fixed part. */
+enum {
+	MAN_MAGIC = 0, MAN_VERSION = 8, MAN_FIXED = 12, MAN_CREATED = 16,
+	MAN_CHUNK_SIZE = 24, MAN_DRIVER = 28, MAN_UUID = 32, MAN_CODEC = 48,
+	MAN_LEVEL = 52, MAN_REGIONS = 56, MAN_CHUNKS = 64, MAN_ZERO = 72,
+	MAN_NEW = 80, MAN_LOGICAL = 88, MAN_NEW_STORED = 96, MAN_REF_STORED = 104,
+	MAN_JOURNAL_BYTES = 112, MAN_CHUNKS_BYTES = 120, MAN_JOURNAL_HASH = 128,
+	MAN_CHUNKS_HASH = 144, MAN_LEN_NAME = 160, MAN_LEN_PARENT = 162,
+	MAN_LEN_SESSION = 164, MAN_LEN_DEVICE = 166, MAN_RESERVED = 168,
+	MAN_END = 216,
+};
+_Static_assert(MAN_END == SNAP_MANIFEST_FIXED_BYTES, "manifest fixed part");
+
+enum {
+	CL_MAGIC = 0, CL_VERSION = 8, CL_CHUNK_SIZE = 12, CL_REGIONS = 16,
+	CL_CHUNKS = 24, CL_RESERVED = 32, CL_END = 40,
+};
+_Static_assert(CL_END == SNAP_CHUNKS_HEADER_BYTES, "chunk list header");
+
+enum { RG_ADDR = 0, RG_SIZE = 8, RG_FLAGS = 16, RG_RESERVED = 20, RG_CHUNKS = 24, RG_END = 32 };
+_Static_assert(RG_END == SNAP_REGION_RECORD_BYTES, "region record");
+
+enum { CR_HASH = 0, CR_DEVHASH = 16, CR_STORED = 24, CR_FLAGS = 28, CR_END = 32 };
+_Static_assert(CR_END == SNAP_CHUNK_RECORD_BYTES, "chunk record");
+
+enum { PK_MAGIC = 0, PK_VERSION = 8, PK_RESERVED = 12, PK_ID = 16, PK_CREATED = 24, PK_END = 32 };
+_Static_assert(PK_END == SNAP_PACK_HEADER_BYTES, "pack header");
+
+enum {
+	FR_MAGIC = 0, FR_CODEC = 4, FR_HASH = 8, FR_RAW = 24, FR_STORED = 28,
+	FR_STORED_SUM = 32, FR_HEADER_SUM = 40, FR_END = 48,
+};
+_Static_assert(FR_END == SNAP_FRAME_HEADER_BYTES, "frame header");
+
+enum {
+	IX_MAGIC = 0, IX_VERSION = 8, IX_RESERVED = 12, IX_PACK = 16,
+	IX_PACK_BYTES = 24, IX_COUNT = 32, IX_END = 40,
+};
+_Static_assert(IX_END == SNAP_INDEX_HEADER_BYTES, "index header");
+
+enum { IR_HASH = 0, IR_OFFSET = 16, IR_RAW = 24, IR_STORED = 28, IR_END = 32 };
+_Static_assert(IR_END == SNAP_INDEX_RECORD_BYTES, "index record");
+
+enum { JH_MAGIC = 0, JH_VERSION = 8, JH_RESERVED = 12, JH_END = 16 };
+_Static_assert(JH_END == SNAP_JOURNAL_HEADER_BYTES, "journal header");
+
+void snap_le32_put(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+void snap_le64_put(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+uint32_t snap_le32_get(const uint8_t *p)
+{
+	uint32_t v = 0;
+
+	for (int i = 3; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+uint64_t snap_le64_get(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static void le16_put(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static uint16_t le16_get(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+void snap_hash128(const void *data, size_t len, uint8_t out[SNAP_HASH_BYTES])
+{
+	XXH128_hash_t h = XXH3_128bits(data, len);
+
+	snap_le64_put(out, h.low64);
+	snap_le64_put(out + 8, h.high64);
+}
+
+int snap_hash_is_zero(const uint8_t hash[SNAP_HASH_BYTES])
+{
+	for (int i = 0; i < SNAP_HASH_BYTES; i++)
+		if (hash[i])
+			return 0;
+	return 1;
+}
+
+void snap_hash_hex(const uint8_t hash[SNAP_HASH_BYTES], char out[33])
+{
+	static const char digits[] = "0123456789abcdef";
+
+	/* Most significant byte first, as XXH128 is usually printed. */
+	for (int i = 0; i < SNAP_HASH_BYTES; i++) {
+		uint8_t b = hash[SNAP_HASH_BYTES - 1 - i];
+		out[2 * i] = digits[b >> 4];
+		out[2 * i + 1] = digits[b & 15];
+	}
+	out[32] = '\0';
+}
+
+int snap_name_valid(const char *name)
+{
+	size_t n = 0;
+
+	if (!name || name[0] == '\0' || name[0] == '.')
+		return 0;
+	for (; name[n]; n++) {
+		char c = name[n];
+		if (n >= SNAP_NAME_MAX)
+			return 0;
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+void snap_buf_free(struct snap_buf *b)
+{
+	free(b->data);
+	memset(b, 0, sizeof(*b));
+}
+
+/* Reserve @n bytes at the end of @b; NULL (and a sticky error) on failure. */
+static uint8_t *buf_grow(struct snap_buf *b, size_t n)
+{
+	uint8_t *p;
+
+	if (b->error)
+		return NULL;
+	if (n > SIZE_MAX / 2 - b->len) {
+		b->error = -ENOMEM;
+		return NULL;
+	}
+	if (b->len + n > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		while (cap < b->len + n)
+			cap *= 2;
+		p = realloc(b->data, cap);
+		if (!p) {
+			b->error = -ENOMEM;
+			return NULL;
+		}
+		b->data = p;
+		b->cap = cap;
+	}
+	p = b->data + b->len;
+	memset(p, 0, n);
+	b->len += n;
+	return p;
+}
+
+static void buf_trailer_put(struct snap_buf *b)
+{
+	uint8_t sum[SNAP_HASH_BYTES];
+	uint8_t *p;
+
+	if (b->error)
+		return;
+	snap_hash128(b->data, b->len, sum);
+	p = buf_grow(b, SNAP_TRAILER_BYTES);
+	if (p)
+		memcpy(p, sum, SNAP_TRAILER_BYTES);
+}
+
+/* Check the XXH3-128 trailer of a whole file image. */
+static int trailer_check(const uint8_t *buf, size_t len)
+{
+	uint8_t sum[SNAP_HASH_BYTES];
+
+	if (len < SNAP_TRAILER_BYTES)
+		return -EBADMSG;
+	snap_hash128(buf, len - SNAP_TRAILER_BYTES, sum);
+	if (memcmp(sum, buf + len - SNAP_TRAILER_BYTES, SNAP_TRAILER_BYTES) != 0)
+		return -EBADMSG;
+	return 0;
+}
+
+static int magic_version_check(const uint8_t *buf, size_t len, const char *magic)
+{
+	if (len < 12 || memcmp(buf, magic, 8) != 0)
+		return -EBADMSG;
+	if (snap_le32_get(buf + 8) != SNAP_FORMAT_VERSION)
+		return -ENOTSUP;
+	return 0;
+}
+
+static int zeros_only(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return 0;
+	return 1;
+}
+
+/* ---- manifest ---- */
+
+static size_t str_len_capped(const char *s)
+{
+	return strnlen(s, SNAP_NAME_MAX + 1);
+}
+
+int snap_manifest_encode(const struct snap_manifest *m, struct snap_buf *out)
+{
+	const char *strs[4] = { m->name, m->parent, m->session_id, m->device_name };
+	size_t lens[4];
+	uint8_t *p;
+
+	for (int i = 0; i < 4; i++) {
+		lens[i] = str_len_capped(strs[i]);
+		if (lens[i] > SNAP_NAME_MAX)
+			return -ENAMETOOLONG;
+	}
+	p = buf_grow(out, MAN_END);
+	if (!p)
+		return out->error;
+	memcpy(p + MAN_MAGIC, SNAP_MAGIC_MANIFEST, 8);
+	snap_le32_put(p + MAN_VERSION, SNAP_FORMAT_VERSION);
+	snap_le32_put(p + MAN_FIXED, MAN_END);
+	snap_le64_put(p + MAN_CREATED, m->created_ns);
+	snap_le32_put(p + MAN_CHUNK_SIZE, m->chunk_size);
+	snap_le32_put(p + MAN_DRIVER, m->driver_version);
+	memcpy(p + MAN_UUID, m->device_uuid, 16);
+	snap_le32_put(p + MAN_CODEC, m->codec);
+	snap_le32_put(p + MAN_LEVEL, (uint32_t)m->codec_level);
+	snap_le64_put(p + MAN_REGIONS, m->region_count);
+	snap_le64_put(p + MAN_CHUNKS, m->chunk_count);
+	snap_le64_put(p + MAN_ZERO, m->zero_chunks);
+	snap_le64_put(p + MAN_NEW, m->new_chunks);
+	snap_le64_put(p + MAN_LOGICAL, m->logical_bytes);
+	snap_le64_put(p + MAN_NEW_STORED, m->new_stored_bytes);
+	snap_le64_put(p + MAN_REF_STORED, m->ref_stored_bytes);
+	snap_le64_put(p + MAN_JOURNAL_BYTES, m->journal_bytes);
+	snap_le64_put(p + MAN_CHUNKS_BYTES, m->chunks_bytes);
+	memcpy(p + MAN_JOURNAL_HASH, m->journal_hash, SNAP_HASH_BYTES);
+	memcpy(p + MAN_CHUNKS_HASH, m->chunks_hash, SNAP_HASH_BYTES);
+	for (int i = 0; i < 4; i++)
+		le16_put(p + MAN_LEN_NAME + 2 * i, (uint16_t)lens[i]);
+	for (int i = 0; i < 4; i++) {
+		p = buf_grow(out, lens[i]);
+		if (!p)
+			return out->error;
+		memcpy(p, strs[i], lens[i]);
+	}
+	buf_trailer_put(out);
+	return out->error;
+}
+
+int snap_manifest_decode(const uint8_t *buf, size_t len, struct snap_manifest *m)
+{
+	char *strs[4];
+	size_t off = MAN_END;
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	strs[0] = m->name;
+	strs[1] = m->parent;
+	strs[2] = m->session_id;
+	strs[3] = m->device_name;
+	rc = magic_version_check(buf, len, SNAP_MAGIC_MANIFEST);
+	if (rc)
+		return rc;
+	if (len < MAN_END + SNAP_TRAILER_BYTES || snap_le32_get(buf + MAN_FIXED) != MAN_END)
+		return -EBADMSG;
+	rc = trailer_check(buf, len);
+	if (rc)
+		return rc;
+	if (!zeros_only(buf + MAN_RESERVED, MAN_END - MAN_RESERVED))
+		return -EBADMSG;
+	for (int i = 0; i < 4; i++) {
+		size_t n = le16_get(buf + MAN_LEN_NAME + 2 * i);
+		if (n > SNAP_NAME_MAX || n > len - SNAP_TRAILER_BYTES - off)
+			return -EBADMSG;
+		memcpy(strs[i], buf + off, n);
+		strs[i][n] = '\0';
+		if (strlen(strs[i]) != n)
+			return -EBADMSG; /* embedded NUL */
+		off += n;
+	}
+	if (off != len - SNAP_TRAILER_BYTES)
+		return -EBADMSG;
+	m->version = SNAP_FORMAT_VERSION;
+	m->created_ns = snap_le64_get(buf + MAN_CREATED);
+	m->chunk_size = snap_le32_get(buf + MAN_CHUNK_SIZE);
+	m->driver_version = snap_le32_get(buf + MAN_DRIVER);
+	memcpy(m->device_uuid, buf + MAN_UUID, 16);
+	m->codec = snap_le32_get(buf + MAN_CODEC);
+	m->codec_level = (int32_t)snap_le32_get(buf + MAN_LEVEL);
+	m->region_count = snap_le64_get(buf + MAN_REGIONS);
+	m->chunk_count = snap_le64_get(buf + MAN_CHUNKS);
+	m->zero_chunks = snap_le64_get(buf + MAN_ZERO);
+	m->new_chunks = snap_le64_get(buf + MAN_NEW);
+	m->logical_bytes = snap_le64_get(buf + MAN_LOGICAL);
+	m->new_stored_bytes = snap_le64_get(buf + MAN_NEW_STORED);
+	m->ref_stored_bytes = snap_le64_get(buf + MAN_REF_STORED);
+	m->journal_bytes = snap_le64_get(buf + MAN_JOURNAL_BYTES);
+	m->chunks_bytes = snap_le64_get(buf + MAN_CHUNKS_BYTES);
+	memcpy(m->journal_hash, buf + MAN_JOURNAL_HASH, SNAP_HASH_BYTES);
+	memcpy(m->chunks_hash, buf + MAN_CHUNKS_HASH, SNAP_HASH_BYTES);
+	if (m->chunk_size < SNAP_CHUNK_SIZE_MIN || m->chunk_size > SNAP_CHUNK_SIZE_MAX)
+		return -EBADMSG;
+	if (!snap_name_valid(m->name) || (m->parent[0] && !snap_name_valid(m->parent)))
+		return -EBADMSG;
+	if (m->zero_chunks > m->chunk_count || m->new_chunks > m->chunk_count)
+		return -EBADMSG;
+	return 0;
+}
+
+/* ---- chunk list ---- */
+
+uint32_t snap_region_chunk_bytes(const struct snap_region *r, uint32_t chunk_size, uint64_t index)
+{
+	uint64_t start = index * chunk_size;
+
+	if (index >= r->chunk_count || start >= r->size)
+		return 0;
+	return (uint32_t)(r->size - start < chunk_size ? r->size - start : chunk_size);
+}
+
+static uint64_t chunks_for(uint64_t size, uint32_t chunk_size)
+{
+	return size / chunk_size + (size % chunk_size != 0);
+}
+
+int snap_chunk_list_encode(const struct snap_chunk_list *cl, struct snap_buf *out)
+{
+	uint8_t *p = buf_grow(out, CL_END);
+
+	if (!p)
+		return out->error;
+	memcpy(p + CL_MAGIC, SNAP_MAGIC_CHUNKS, 8);
+	snap_le32_put(p + CL_VERSION, SNAP_FORMAT_VERSION);
+	snap_le32_put(p + CL_CHUNK_SIZE, cl->chunk_size);
+	snap_le64_put(p + CL_REGIONS, cl->region_count);
+	snap_le64_put(p + CL_CHUNKS, cl->chunk_count);
+	for (uint64_t i = 0; i < cl->region_count; i++) {
+		const struct snap_region *r = &cl->regions[i];
+		p = buf_grow(out, RG_END);
+		if (!p)
+			return out->error;
+		snap_le64_put(p + RG_ADDR, r->addr);
+		snap_le64_put(p + RG_SIZE, r->size);
+		snap_le32_put(p + RG_FLAGS, r->flags);
+		snap_le64_put(p + RG_CHUNKS, r->chunk_count);
+		for (uint64_t c = 0; c < r->chunk_count; c++) {
+			const struct snap_chunk_ref *ref = &r->chunks[c];
+			p = buf_grow(out, CR_END);
+			if (!p)
+				return out->error;
+			memcpy(p + CR_HASH, ref->hash, SNAP_HASH_BYTES);
+			snap_le64_put(p + CR_DEVHASH, ref->device_hash);
+			snap_le32_put(p + CR_STORED, ref->stored_size);
+			snap_le32_put(p + CR_FLAGS, ref->flags);
+		}
+	}
+	buf_trailer_put(out);
+	return out->error;
+}
+
+void snap_chunk_list_free(struct snap_chunk_list *cl)
+{
+	if (!cl)
+		return;
+	for (uint64_t i = 0; cl->regions && i < cl->region_count; i++)
+		free(cl->regions[i].chunks);
+	free(cl->regions);
+	memset(cl, 0, sizeof(*cl));
+}
+
+int snap_chunk_list_decode(const uint8_t *buf, size_t len, struct snap_chunk_list *cl)
+{
+	uint64_t regions, chunks, seen = 0;
+	size_t off = CL_END, body;
+	int rc;
+
+	memset(cl, 0, sizeof(*cl));
+	rc = magic_version_check(buf, len, SNAP_MAGIC_CHUNKS);
+	if (rc)
+		return rc;
+	if (len < CL_END + SNAP_TRAILER_BYTES)
+		return -EBADMSG;
+	rc = trailer_check(buf, len);
+	if (rc)
+		return rc;
+	body = len - SNAP_TRAILER_BYTES;
+	cl->chunk_size = snap_le32_get(buf + CL_CHUNK_SIZE);
+	regions = snap_le64_get(buf + CL_REGIONS);
+	chunks = snap_le64_get(buf + CL_CHUNKS);
+	if (cl->chunk_size < SNAP_CHUNK_SIZE_MIN || cl->chunk_size > SNAP_CHUNK_SIZE_MAX ||
+	    snap_le64_get(buf + CL_RESERVED) != 0)
+		return -EBADMSG;
+	/* Bound every count by the bytes that would have to hold it. */
+	if (regions > (body - off) / RG_END || chunks > (body - off) / CR_END)
+		return -EBADMSG;
+	cl->regions = calloc(regions ? regions : 1, sizeof(*cl->regions));
+	if (!cl->regions)
+		return -ENOMEM;
+	cl->region_count = regions;
+	cl->chunk_count = chunks;
+	for (uint64_t i = 0; i < regions; i++) {
+		struct snap_region *r = &cl->regions[i];
+		if (body - off < RG_END)
+			goto out_bad;
+		r->addr = snap_le64_get(buf + off + RG_ADDR);
+		r->size = snap_le64_get(buf + off + RG_SIZE);
+		r->flags = snap_le32_get(buf + off + RG_FLAGS);
+		r->chunk_count = snap_le64_get(buf + off + RG_CHUNKS);
+		if (snap_le32_get(buf + off + RG_RESERVED) != 0 || r->size == 0 ||
+		    r->addr + r->size < r->addr ||
+		    r->chunk_count != chunks_for(r->size, cl->chunk_size))
+			goto out_bad;
+		off += RG_END;
+		if (r->chunk_count > (body - off) / CR_END || r->chunk_count > chunks - seen)
+			goto out_bad;
+		r->chunks = calloc(r->chunk_count, sizeof(*r->chunks));
+		if (!r->chunks) {
+			rc = -ENOMEM;
+			goto out_free;
+		}
+		for (uint64_t c = 0; c < r->chunk_count; c++, off += CR_END) {
+			struct snap_chunk_ref *ref = &r->chunks[c];
+			memcpy(ref->hash, buf + off + CR_HASH, SNAP_HASH_BYTES);
+			ref->device_hash = snap_le64_get(buf + off + CR_DEVHASH);
+			ref->stored_size = snap_le32_get(buf + off + CR_STORED);
+			ref->flags = snap_le32_get(buf + off + CR_FLAGS);
+			if (ref->flags & ~SNAP_CHUNK_FLAGS_KNOWN)
+				goto out_bad;
+			if (ref->flags & SNAP_CHUNK_ZERO) {
+				if (ref->stored_size || !snap_hash_is_zero(ref->hash))
+					goto out_bad;
+			} else if (ref->stored_size == 0) {
+				goto out_bad;
+			}
+		}
+		seen += r->chunk_count;
+	}
+	if (seen != chunks || off != body)
+		goto out_bad;
+	return 0;
+out_bad:
+	rc = -EBADMSG;
+out_free:
+	snap_chunk_list_free(cl);
+	return rc;
+}
+
+/* ---- pack header and frames ---- */
+
+void snap_pack_header_encode(uint64_t pack_id, uint64_t created_ns, uint8_t out[SNAP_PACK_HEADER_BYTES])
+{
+	memset(out, 0, SNAP_PACK_HEADER_BYTES);
+	memcpy(out + PK_MAGIC, SNAP_MAGIC_PACK, 8);
+	snap_le32_put(out + PK_VERSION, SNAP_FORMAT_VERSION);
+	snap_le64_put(out + PK_ID, pack_id);
+	snap_le64_put(out + PK_CREATED, created_ns);
+}
+
+int snap_pack_header_decode(const uint8_t *buf, size_t len, uint64_t *pack_id)
+{
+	int rc = magic_version_check(buf, len, SNAP_MAGIC_PACK);
+
+	if (rc)
+		return rc;
+	if (len < PK_END || snap_le32_get(buf + PK_RESERVED) != 0)
+		return -EBADMSG;
+	*pack_id = snap_le64_get(buf + PK_ID);
+	return 0;
+}
+
+void snap_frame_encode(const struct snap_frame *f, uint8_t out[SNAP_FRAME_HEADER_BYTES])
+{
+	snap_le32_put(out + FR_MAGIC, SNAP_FRAME_MAGIC);
+	snap_le32_put(out + FR_CODEC, f->codec);
+	memcpy(out + FR_HASH, f->hash, SNAP_HASH_BYTES);
+	snap_le32_put(out + FR_RAW, f->raw_size);
+	snap_le32_put(out + FR_STORED, f->stored_size);
+	snap_le64_put(out + FR_STORED_SUM, f->stored_xxh64);
+	snap_le64_put(out + FR_HEADER_SUM, XXH3_64bits(out, FR_HEADER_SUM));
+}
+
+int snap_frame_decode(const uint8_t *buf, size_t len, struct snap_frame *f)
+{
+	if (len < FR_END || snap_le32_get(buf + FR_MAGIC) != SNAP_FRAME_MAGIC)
+		return -EBADMSG;
+	if (snap_le64_get(buf + FR_HEADER_SUM) != XXH3_64bits(buf, FR_HEADER_SUM))
+		return -EBADMSG;
+	f->codec = snap_le32_get(buf + FR_CODEC);
+	memcpy(f->hash, buf + FR_HASH, SNAP_HASH_BYTES);
+	f->raw_size = snap_le32_get(buf + FR_RAW);
+	f->stored_size = snap_le32_get(buf + FR_STORED);
+	f->stored_xxh64 = snap_le64_get(buf + FR_STORED_SUM);
+	if (f->codec != SNAP_CODEC_RAW && f->codec != SNAP_CODEC_ZSTD)
+		return -EBADMSG;
+	if (f->raw_size == 0 || f->raw_size > SNAP_CHUNK_SIZE_MAX || f->stored_size == 0)
+		return -EBADMSG;
+	if (f->codec == SNAP_CODEC_RAW && f->stored_size != f->raw_size)
+		return -EBADMSG;
+	/* zstd never needs more than its bound; reject absurd sizes early. */
+	if (f->stored_size > f->raw_size + (f->raw_size >> 7) + 512)
+		return -EBADMSG;
+	return 0;
+}
+
+int snap_frame_body_check(const struct snap_frame *f, const uint8_t *stored, size_t stored_len)
+{
+	if (stored_len != f->stored_size)
+		return -EBADMSG;
+	if (XXH3_64bits(stored, stored_len) != f->stored_xxh64)
+		return -EBADMSG;
+	return 0;
+}
+
+/* ---- pack index ---- */
+
+int snap_index_encode(const struct snap_index *idx, struct snap_buf *out)
+{
+	uint8_t *p = buf_grow(out, IX_END);
+
+	if (!p)
+		return out->error;
+	memcpy(p + IX_MAGIC, SNAP_MAGIC_INDEX, 8);
+	snap_le32_put(p + IX_VERSION, SNAP_FORMAT_VERSION);
+	snap_le64_put(p + IX_PACK, idx->pack_id);
+	snap_le64_put(p + IX_PACK_BYTES, idx->pack_bytes);
+	snap_le64_put(p + IX_COUNT, idx->count);
+	for (uint64_t i = 0; i < idx->count; i++) {
+		const struct snap_index_entry *e = &idx->entries[i];
+		p = buf_grow(out, IR_END);
+		if (!p)
+			return out->error;
+		memcpy(p + IR_HASH, e->hash, SNAP_HASH_BYTES);
+		snap_le64_put(p + IR_OFFSET, e->offset);
+		snap_le32_put(p + IR_RAW, e->raw_size);
+		snap_le32_put(p + IR_STORED, e->stored_size);
+	}
+	buf_trailer_put(out);
+	return out->error;
+}
+
+int snap_index_decode(const uint8_t *buf, size_t len, struct snap_index *idx)
+{
+	size_t body;
+	int rc;
+
+	memset(idx, 0, sizeof(*idx));
+	rc = magic_version_check(buf, len, SNAP_MAGIC_INDEX);
+	if (rc)
+		return rc;
+	if (len < IX_END + SNAP_TRAILER_BYTES || snap_le32_get(buf + IX_RESERVED) != 0)
+		return -EBADMSG;
+	rc = trailer_check(buf, len);
+	if (rc)
+		return rc;
+	body = len - SNAP_TRAILER_BYTES - IX_END;
+	idx->pack_id = snap_le64_get(buf + IX_PACK);
+	idx->pack_bytes = snap_le64_get(buf + IX_PACK_BYTES);
+	idx->count = snap_le64_get(buf + IX_COUNT);
+	if (idx->count != body / IR_END || body % IR_END)
+		return -EBADMSG;
+	idx->entries = calloc(idx->count ? idx->count : 1, sizeof(*idx->entries));
+	if (!idx->entries)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < idx->count; i++) {
+		const uint8_t *p = buf + IX_END + i * IR_END;
+		struct snap_index_entry *e = &idx->entries[i];
+		memcpy(e->hash, p + IR_HASH, SNAP_HASH_BYTES);
+		e->offset = snap_le64_get(p + IR_OFFSET);
+		e->raw_size = snap_le32_get(p + IR_RAW);
+		e->stored_size = snap_le32_get(p + IR_STORED);
+		if (e->offset < SNAP_PACK_HEADER_BYTES || e->stored_size == 0 ||
+		    e->offset > idx->pack_bytes ||
+		    idx->pack_bytes - e->offset < (uint64_t)SNAP_FRAME_HEADER_BYTES + e->stored_size) {
+			free(idx->entries);
+			memset(idx, 0, sizeof(*idx));
+			return -EBADMSG;
+		}
+	}
+	return 0;
+}
+
+/* ---- journal copy ---- */
+
+void snap_journal_header_encode(uint8_t out[SNAP_JOURNAL_HEADER_BYTES])
+{
+	memset(out, 0, SNAP_JOURNAL_HEADER_BYTES);
+	memcpy(out + JH_MAGIC, SNAP_MAGIC_JOURNAL, 8);
+	snap_le32_put(out + JH_VERSION, SNAP_FORMAT_VERSION);
+}
+
+int snap_journal_header_decode(const uint8_t *buf, size_t len)
+{
+	int rc = magic_version_check(buf, len, SNAP_MAGIC_JOURNAL);
+
+	if (rc)
+		return rc;
+	if (len < JH_END || snap_le32_get(buf + JH_RESERVED) != 0)
+		return -EBADMSG;
+	return 0;
+}

@@ -1,0 +1,425 @@
+/* Reading snapshots: chunk reads, parallel region reads for restore, the
+ * journal copy, and snap_store_verify (a reader that reads everything). */
+#define LOG_PREFIX "snapshot: "
+#include "snap_reader.h"
+#include "snap_internal.h"
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+struct pack_fd {
+	uint64_t id;
+	int fd;
+};
+
+struct snap_reader {
+	struct snap_store *s;
+	int lock_fd;
+	int dir_fd;                    /* snaps/NAME */
+	struct snap_manifest m;
+	struct snap_chunk_list cl;
+	struct snap_chunk_map map;     /* read-only after open */
+	pthread_mutex_t mu;            /* guards packs */
+	struct pack_fd *packs;
+	unsigned npacks, packs_cap;
+};
+
+int snap_reader_open(struct snap_store *s, const char *name, struct snap_reader **out)
+{
+	struct snap_reader *r;
+	int rc;
+
+	*out = NULL;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->s = s;
+	r->dir_fd = -1;
+	pthread_mutex_init(&r->mu, NULL);
+	snap_chunk_map_init(&r->map);
+	rc = snap_store_lock(s, 0, 0);
+	if (rc < 0) {
+		r->lock_fd = -1;
+		goto out_close;
+	}
+	r->lock_fd = rc;
+	rc = snap_store_snapshot_load(s, name, &r->m, &r->cl);
+	if (rc)
+		goto out_close;
+	r->dir_fd = openat(s->snaps_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (r->dir_fd < 0) {
+		rc = -errno;
+		goto out_close;
+	}
+	rc = snap_store_map_load(s, &r->map);
+	if (rc) {
+		snap_store_fail(s, rc, "%s: cannot load pack indexes: %s", s->path, strerror(-rc));
+		goto out_close;
+	}
+	*out = r;
+	return 0;
+out_close:
+	snap_reader_close(r);
+	return rc;
+}
+
+void snap_reader_close(struct snap_reader *r)
+{
+	if (!r)
+		return;
+	for (unsigned i = 0; i < r->npacks; i++)
+		close(r->packs[i].fd);
+	free(r->packs);
+	snap_chunk_map_free(&r->map);
+	snap_chunk_list_free(&r->cl);
+	if (r->dir_fd >= 0)
+		close(r->dir_fd);
+	if (r->lock_fd >= 0)
+		close(r->lock_fd);
+	pthread_mutex_destroy(&r->mu);
+	free(r);
+}
+
+const struct snap_manifest *snap_reader_manifest(const struct snap_reader *r)
+{
+	return &r->m;
+}
+
+const struct snap_chunk_list *snap_reader_chunk_list(const struct snap_reader *r)
+{
+	return &r->cl;
+}
+
+static int pack_fd_get(struct snap_reader *r, uint64_t id)
+{
+	char name[64];
+	int fd = -1;
+
+	pthread_mutex_lock(&r->mu);
+	for (unsigned i = 0; i < r->npacks; i++) {
+		if (r->packs[i].id == id) {
+			fd = r->packs[i].fd;
+			goto out_unlock;
+		}
+	}
+	if (r->npacks == r->packs_cap) {
+		unsigned cap = r->packs_cap ? r->packs_cap * 2 : 8;
+		struct pack_fd *p = realloc(r->packs, cap * sizeof(*p));
+		if (!p) {
+			fd = -ENOMEM;
+			goto out_unlock;
+		}
+		r->packs = p;
+		r->packs_cap = cap;
+	}
+	snap_pack_name(name, sizeof(name), id, "pack");
+	fd = openat(r->s->packs_fd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		fd = -errno;
+		goto out_unlock;
+	}
+	r->packs[r->npacks].id = id;
+	r->packs[r->npacks++].fd = fd;
+out_unlock:
+	pthread_mutex_unlock(&r->mu);
+	return fd;
+}
+
+/* Read and check one chunk.  @scratch holds at least stored_size bytes. */
+static int chunk_read(struct snap_reader *r, uint32_t region, uint64_t index, void *dst,
+		      size_t cap, ZSTD_DCtx *zctx, uint8_t *scratch, size_t scratch_cap)
+{
+	const struct snap_region *reg;
+	const struct snap_chunk_ref *ref;
+	const struct snap_chunk_loc *loc;
+	struct snap_frame f;
+	const char *what;
+	char hex[33];
+	uint32_t len;
+	int fd, rc;
+
+	if (region >= r->cl.region_count || index >= r->cl.regions[region].chunk_count)
+		return snap_store_fail(r->s, -EINVAL, "snapshot %s: no region %u chunk %llu",
+				       r->m.name, region, (unsigned long long)index);
+	reg = &r->cl.regions[region];
+	ref = &reg->chunks[index];
+	len = snap_region_chunk_bytes(reg, r->cl.chunk_size, index);
+	if (cap < len)
+		return -EINVAL;
+	if (ref->flags & SNAP_CHUNK_ZERO) {
+		memset(dst, 0, len);
+		return 0;
+	}
+	snap_hash_hex(ref->hash, hex);
+	loc = snap_chunk_map_find(&r->map, ref->hash);
+	if (!loc) {
+		what = "is in no pack of the store (lost or its index is damaged)";
+		rc = -EBADMSG;
+		goto out_fail;
+	}
+	if (loc->raw_size != len || loc->stored_size != ref->stored_size ||
+	    loc->stored_size > scratch_cap) {
+		what = "has a size in the pack index that disagrees with the snapshot";
+		rc = -EBADMSG;
+		goto out_fail;
+	}
+	fd = pack_fd_get(r, loc->pack_id);
+	if (fd < 0) {
+		what = "cannot be read: its pack file cannot be opened";
+		rc = fd;
+		goto out_fail;
+	}
+	rc = snap_pack_frame_read(fd, loc, &f, scratch);
+	if (rc) {
+		what = rc == -EBADMSG ? "is damaged: frame header or stored-bytes checksum "
+			"mismatch" : "cannot be read from its pack";
+		goto out_fail;
+	}
+	rc = snap_frame_decode_into(&f, scratch, dst, cap, zctx);
+	if (rc) {
+		what = "is damaged: it does not decompress to bytes of its content hash";
+		goto out_fail;
+	}
+	return 0;
+out_fail:
+	return snap_store_fail(r->s, rc, "snapshot %s: region %u (addr 0x%llx) chunk %llu "
+			       "(offset 0x%llx): chunk %s %s%s%s", r->m.name, region,
+			       (unsigned long long)reg->addr, (unsigned long long)index,
+			       (unsigned long long)index * r->cl.chunk_size, hex, what,
+			       rc == -EBADMSG ? "" : ": ", rc == -EBADMSG ? "" : strerror(-rc));
+}
+
+static size_t scratch_bytes(const struct snap_reader *r)
+{
+	return ZSTD_compressBound(r->cl.chunk_size);
+}
+
+int snap_reader_chunk_read(struct snap_reader *r, uint32_t region, uint64_t index,
+			   void *dst, size_t cap, void *zctx)
+{
+	ZSTD_DCtx *own = NULL;
+	uint8_t *scratch;
+	int rc;
+
+	scratch = malloc(scratch_bytes(r));
+	if (!zctx)
+		zctx = own = ZSTD_createDCtx();
+	if (!scratch || !zctx) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	rc = chunk_read(r, region, index, dst, cap, zctx, scratch, scratch_bytes(r));
+out_free:
+	ZSTD_freeDCtx(own);
+	free(scratch);
+	return rc;
+}
+
+struct region_job {
+	struct snap_reader *r;
+	uint32_t region;
+	uint8_t *dst;
+	size_t cap;
+	snap_chunk_ready_fn ready;
+	void *arg;
+	pthread_mutex_t mu;
+	uint64_t next;                 /* next chunk to take */
+	int error;
+};
+
+static void *region_worker(void *arg)
+{
+	struct region_job *j = arg;
+	const struct snap_region *reg = &j->r->cl.regions[j->region];
+	uint32_t cs = j->r->cl.chunk_size;
+	ZSTD_DCtx *zctx = ZSTD_createDCtx();
+	uint8_t *scratch = malloc(scratch_bytes(j->r));
+	int rc = (zctx && scratch) ? 0 : -ENOMEM;
+
+	for (;;) {
+		uint64_t index;
+		uint32_t len;
+
+		pthread_mutex_lock(&j->mu);
+		if (rc && !j->error)
+			j->error = rc;
+		if (j->error || j->next == reg->chunk_count) {
+			pthread_mutex_unlock(&j->mu);
+			break;
+		}
+		index = j->next++;
+		pthread_mutex_unlock(&j->mu);
+		len = snap_region_chunk_bytes(reg, cs, index);
+		rc = chunk_read(j->r, j->region, index, j->dst + index * cs, len, zctx, scratch,
+				scratch_bytes(j->r));
+		if (!rc && j->ready)
+			rc = j->ready(j->arg, index, index * cs, len);
+	}
+	ZSTD_freeDCtx(zctx);
+	free(scratch);
+	return NULL;
+}
+
+int snap_reader_region_read(struct snap_reader *r, uint32_t region, void *dst, size_t cap,
+			    unsigned threads, snap_chunk_ready_fn ready, void *arg)
+{
+	struct region_job j = { .r = r, .region = region, .dst = dst, .cap = cap,
+				.ready = ready, .arg = arg };
+	pthread_t *tids;
+	unsigned started = 0;
+
+	if (region >= r->cl.region_count)
+		return snap_store_fail(r->s, -EINVAL, "snapshot %s: no region %u", r->m.name, region);
+	if (cap < r->cl.regions[region].size)
+		return -EINVAL;
+	if (!threads)
+		threads = r->s->cfg.workers;
+	if (threads > r->cl.regions[region].chunk_count)
+		threads = (unsigned)r->cl.regions[region].chunk_count;
+	tids = calloc(threads, sizeof(*tids));
+	if (!tids)
+		return -ENOMEM;
+	pthread_mutex_init(&j.mu, NULL);
+	for (; started < threads; started++)
+		if (pthread_create(&tids[started], NULL, region_worker, &j) != 0)
+			break;
+	if (started == 0)
+		region_worker(&j); /* no thread: do it here */
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(tids[i], NULL);
+	pthread_mutex_destroy(&j.mu);
+	free(tids);
+	return j.error;
+}
+
+/* Stream the journal copy, checking it against the manifest; @fd < 0 only
+ * checks. */
+static int journal_stream(struct snap_reader *r, int fd)
+{
+	uint8_t hash[SNAP_HASH_BYTES];
+	XXH3_state_t *st = XXH3_createState();
+	uint8_t *buf = malloc(1 << 20);
+	uint64_t off = 0;
+	XXH128_hash_t h;
+	int in, rc;
+
+	in = openat(r->dir_fd, SNAP_JOURNAL_FILE, O_RDONLY | O_CLOEXEC);
+	rc = in < 0 ? -errno : (!st || !buf) ? -ENOMEM : 0;
+	if (rc)
+		goto out_free;
+	XXH3_128bits_reset(st);
+	/* Check the whole copy before handing out a byte of it. */
+	for (int pass = 0; pass < (fd >= 0 ? 2 : 1) && !rc; pass++) {
+		off = 0;
+		for (;;) {
+			ssize_t n = pread(in, buf, 1 << 20, (off_t)off);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				rc = -errno;
+				break;
+			}
+			if (n == 0)
+				break;
+			if (pass == 0) {
+				XXH3_128bits_update(st, buf, (size_t)n);
+				if (off == 0 && snap_journal_header_decode(buf, (size_t)n))
+					rc = -EBADMSG;
+			} else {
+				size_t skip = off < SNAP_JOURNAL_HEADER_BYTES ?
+					      SNAP_JOURNAL_HEADER_BYTES - off : 0;
+				if ((size_t)n > skip)
+					rc = snap_io_write_all(r->s, fd, buf + skip, (size_t)n - skip);
+			}
+			off += (uint64_t)n;
+			if (rc)
+				break;
+		}
+		if (pass == 0 && !rc) {
+			h = XXH3_128bits_digest(st);
+			snap_le64_put(hash, h.low64);
+			snap_le64_put(hash + 8, h.high64);
+			if (off != r->m.journal_bytes || memcmp(hash, r->m.journal_hash, 16))
+				rc = -EBADMSG;
+		}
+	}
+out_free:
+	if (rc == -EBADMSG || rc == -ENOENT)
+		rc = snap_store_fail(r->s, -EBADMSG, "snapshot %s: journal copy is %s",
+				     r->m.name, rc == -ENOENT ? "missing" :
+				     "damaged (checksum in the manifest does not match)");
+	else if (rc)
+		snap_store_fail(r->s, rc, "snapshot %s: journal copy: %s", r->m.name, strerror(-rc));
+	if (in >= 0)
+		close(in);
+	XXH3_freeState(st);
+	free(buf);
+	return rc;
+}
+
+int snap_reader_journal_write(struct snap_reader *r, int fd)
+{
+	return journal_stream(r, fd);
+}
+
+int snap_store_verify(struct snap_store *s, const char *name, struct snap_verify_stats *stats)
+{
+	struct snap_chunk_map seen;
+	struct snap_reader *r;
+	ZSTD_DCtx *zctx = NULL;
+	uint8_t *scratch = NULL, *dst = NULL;
+	int rc;
+
+	if (stats)
+		memset(stats, 0, sizeof(*stats));
+	rc = snap_reader_open(s, name, &r);
+	if (rc)
+		return rc;
+	snap_chunk_map_init(&seen);
+	rc = journal_stream(r, -1);
+	if (rc)
+		goto out_close;
+	rc = -ENOMEM;
+	zctx = ZSTD_createDCtx();
+	scratch = malloc(scratch_bytes(r));
+	dst = malloc(r->cl.chunk_size);
+	if (!zctx || !scratch || !dst)
+		goto out_close;
+	rc = 0;
+	for (uint32_t i = 0; i < r->cl.region_count && !rc; i++) {
+		const struct snap_region *reg = &r->cl.regions[i];
+		for (uint64_t c = 0; c < reg->chunk_count && !rc; c++) {
+			struct snap_chunk_loc *l;
+			int added;
+
+			if (reg->chunks[c].flags & SNAP_CHUNK_ZERO)
+				continue;
+			/* Each distinct chunk is read once. */
+			added = snap_chunk_map_insert(&seen, reg->chunks[c].hash, &l);
+			if (added <= 0) {
+				rc = added;
+				continue;
+			}
+			rc = chunk_read(r, i, c, dst, r->cl.chunk_size, zctx, scratch,
+					scratch_bytes(r));
+			if (!rc && stats) {
+				stats->chunks_checked++;
+				stats->bytes_checked += snap_region_chunk_bytes(reg, r->cl.chunk_size, c);
+			}
+		}
+	}
+out_close:
+	ZSTD_freeDCtx(zctx);
+	free(scratch);
+	free(dst);
+	snap_chunk_map_free(&seen);
+	snap_reader_close(r);
+	return rc;
+}

@@ -1,0 +1,243 @@
+/* CPU versions of the test programs' kernels, for ternd's sim backend
+ * (loaded with `ternd --backend sim --sim-kernels libtern_test_kernels.so`;
+ * see replayer/sim/sim_kernel.h). Each mirrors its .cu kernel exactly,
+ * including integer wrap-around, so the programs' exact checks hold on sim.
+ *
+ * Every kernel first checks the argument count and sizes the sim took from
+ * the image. On a mismatch it logs and writes nothing, so the program's own
+ * check fails instead of the kernel reading past an argument. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sim_kernel.h"
+#include "kernel_args.h"
+
+static int args_ok(const struct sim_launch *l, const char *kernel, uint32_t count,
+		   const uint32_t *sizes)
+{
+	if (l->param_count != count) {
+		fprintf(stderr, "tern_test_kernels: %s: %u arguments, expected %u\n", kernel,
+			l->param_count, count);
+		return 0;
+	}
+	for (uint32_t i = 0; i < count; i++) {
+		if (l->param_sizes[i] != sizes[i]) {
+			fprintf(stderr, "tern_test_kernels: %s: argument %u is %u bytes, expected %u\n",
+				kernel, i, l->param_sizes[i], sizes[i]);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+#define ARGS_OK(l, ...)                                                        \
+	args_ok((l), __func__, sizeof((const uint32_t[]){ __VA_ARGS__ }) / sizeof(uint32_t), \
+		(const uint32_t[]){ __VA_ARGS__ })
+
+/* Arguments are copied out: the sim gives no alignment promise for them. */
+static void arg_get(const struct sim_launch *l, uint32_t i, void *dst, size_t size)
+{
+	memcpy(dst, l->params[i], size);
+}
+
+#define ARG(l, i, var) arg_get((l), (i), &(var), sizeof(var))
+
+static uint64_t thread_count(const struct sim_launch *l)
+{
+	return (uint64_t)l->grid.x * l->grid.y * l->grid.z * l->block.x * l->block.y *
+	       l->block.z;
+}
+
+/* vector_add.cu */
+static void vec_add(const struct sim_launch *l)
+{
+	const float *a, *b;
+	float *c;
+	int32_t n;
+
+	if (!ARGS_OK(l, 8, 8, 8, 4))
+		return;
+	ARG(l, 0, a);
+	ARG(l, 1, b);
+	ARG(l, 2, c);
+	ARG(l, 3, n);
+	SIM_FOR_EACH_THREAD(l, i)
+		if (i < (uint64_t)(int64_t)n)
+			c[i] = a[i] + b[i];
+}
+
+/* kernel_args.cu */
+static void ka_echo(const struct sim_launch *l)
+{
+	struct ka_mixed m;
+	char c;
+	double d;
+	const uint32_t *p;
+	int16_t s;
+	struct ka_big big;
+	struct ka_out *out;
+	uint64_t threads = thread_count(l);
+
+	if (!ARGS_OK(l, sizeof(struct ka_mixed), 1, 8, 8, 2, sizeof(struct ka_big), 8))
+		return;
+	ARG(l, 0, m);
+	ARG(l, 1, c);
+	ARG(l, 2, d);
+	ARG(l, 3, p);
+	ARG(l, 4, s);
+	ARG(l, 5, big);
+	ARG(l, 6, out);
+	for (uint64_t t = 0; t < threads && t < KA_BIG_WORDS; t++)
+		out->big[t] = big.words[t];
+	if (threads > 0) {
+		out->mixed = m;
+		out->c = c;
+		out->d = d;
+		out->ptr = (uint64_t)(uintptr_t)p;
+		out->s = s;
+		out->ptr_word = *p;
+	}
+	out->threads_seen += (uint32_t)threads;
+}
+
+/* streams_events.cu: grid-stride loops cover [0, n) whatever the grid. */
+static void se_scale_add(const struct sim_launch *l)
+{
+	const int32_t *x;
+	int32_t *y, k, add, n;
+
+	if (!ARGS_OK(l, 8, 8, 4, 4, 4))
+		return;
+	ARG(l, 0, x);
+	ARG(l, 1, y);
+	ARG(l, 2, k);
+	ARG(l, 3, add);
+	ARG(l, 4, n);
+	if (thread_count(l) == 0)
+		return;
+	for (int32_t i = 0; i < n; i++)
+		y[i] = (int32_t)((uint32_t)x[i] * (uint32_t)k + (uint32_t)add);
+}
+
+static void se_sum(const struct sim_launch *l)
+{
+	const int32_t *a, *b;
+	int32_t *z, n;
+
+	if (!ARGS_OK(l, 8, 8, 8, 4))
+		return;
+	ARG(l, 0, a);
+	ARG(l, 1, b);
+	ARG(l, 2, z);
+	ARG(l, 3, n);
+	if (thread_count(l) == 0)
+		return;
+	for (int32_t i = 0; i < n; i++)
+		z[i] = (int32_t)((uint32_t)a[i] + (uint32_t)b[i]);
+}
+
+/* mod_a.cu, mod_b.cu (two_modules.cu) */
+static void ma_iota(const struct sim_launch *l)
+{
+	int32_t *out, base, n;
+
+	if (!ARGS_OK(l, 8, 4, 4))
+		return;
+	ARG(l, 0, out);
+	ARG(l, 1, base);
+	ARG(l, 2, n);
+	SIM_FOR_EACH_THREAD(l, i)
+		if (i < (uint64_t)(int64_t)n)
+			out[i] = (int32_t)((uint32_t)base + (uint32_t)i);
+}
+
+static void mb_axpy(const struct sim_launch *l)
+{
+	float a, *y;
+	const int32_t *x;
+	int32_t n;
+
+	if (!ARGS_OK(l, 4, 8, 8, 4))
+		return;
+	ARG(l, 0, a);
+	ARG(l, 1, x);
+	ARG(l, 2, y);
+	ARG(l, 3, n);
+	SIM_FOR_EACH_THREAD(l, i)
+		if (i < (uint64_t)(int64_t)n)
+			y[i] = a * (float)x[i] + y[i];
+}
+
+/* multi_main.cu, multi_other.cu */
+static void mt_square(const struct sim_launch *l)
+{
+	int32_t *d, n;
+
+	if (!ARGS_OK(l, 8, 4))
+		return;
+	ARG(l, 0, d);
+	ARG(l, 1, n);
+	SIM_FOR_EACH_THREAD(l, i)
+		if (i < (uint64_t)(int64_t)n)
+			d[i] = (int32_t)((uint32_t)d[i] * (uint32_t)d[i]);
+}
+
+static void mt_twice(const struct sim_launch *l)
+{
+	int32_t *d, n;
+
+	if (!ARGS_OK(l, 8, 4))
+		return;
+	ARG(l, 0, d);
+	ARG(l, 1, n);
+	SIM_FOR_EACH_THREAD(l, i)
+		if (i < (uint64_t)(int64_t)n)
+			d[i] = (int32_t)((uint32_t)d[i] * 2u);
+}
+
+/* errors.cu */
+static void err_affine(const struct sim_launch *l)
+{
+	const int32_t *x;
+	int32_t *y, k, n;
+
+	if (!ARGS_OK(l, 8, 8, 4, 4))
+		return;
+	ARG(l, 0, x);
+	ARG(l, 1, y);
+	ARG(l, 2, k);
+	ARG(l, 3, n);
+	SIM_FOR_EACH_THREAD(l, i)
+		if (i < (uint64_t)(int64_t)n)
+			y[i] = (int32_t)((uint32_t)k * (uint32_t)x[i] + (uint32_t)i);
+}
+
+/* long_run.cu */
+static void lr_step(const struct sim_launch *l)
+{
+	uint32_t *d, add;
+	int32_t n;
+
+	if (!ARGS_OK(l, 8, 4, 4))
+		return;
+	ARG(l, 0, d);
+	ARG(l, 1, add);
+	ARG(l, 2, n);
+	SIM_FOR_EACH_THREAD(l, i)
+		if (i < (uint64_t)(int64_t)n)
+			d[i] = d[i] + add + (uint32_t)i;
+}
+
+SIM_KERNELS_BEGIN
+	SIM_KERNEL("vec_add", vec_add),
+	SIM_KERNEL("ka_echo", ka_echo),
+	SIM_KERNEL("se_scale_add", se_scale_add),
+	SIM_KERNEL("se_sum", se_sum),
+	SIM_KERNEL("ma_iota", ma_iota),
+	SIM_KERNEL("mb_axpy", mb_axpy),
+	SIM_KERNEL("mt_square", mt_square),
+	SIM_KERNEL("_Z8mt_twicePii", mt_twice),
+	SIM_KERNEL("err_affine", err_affine),
+	SIM_KERNEL("lr_step", lr_step),
+SIM_KERNELS_END
