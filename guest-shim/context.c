@@ -332,6 +332,20 @@ SHIM_API CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 	return ctx_device(ctx ? (uint64_t)(uintptr_t)ctx : ctx_current(), device);
 }
 
+/* A context's id is unique in the process and never reused: the serial of
+ * its virtual handle has both properties, and survives a restore. */
+SHIM_API CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id)
+{
+	uint64_t h = ctx ? (uint64_t)(uintptr_t)ctx : ctx_current();
+
+	if (!id)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!h)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*id = h & ((1ull << 56) - 1);
+	return CUDA_SUCCESS;
+}
+
 SHIM_API CUresult cuCtxSynchronize(void)
 {
 	struct wire_ctx_synchronize_req req = { .ctx = ctx_current() };
