@@ -389,3 +389,21 @@ int wire_recv_discard(int fd, uint64_t n)
 	}
 	return 0;
 }
+
+size_t wire_msg_payload_copy(const struct wire_msg *m, void *out, size_t cap)
+{
+	uint8_t *dst = out;
+	size_t done = WIRE_HEADER_SIZE, n = 0;
+
+	if (m->failed || !m->buf || m->payload_len > cap)
+		return 0;
+	for (unsigned i = 0; i < m->npieces; i++) {
+		memcpy(dst + n, m->buf + done, m->piece[i].at - done);
+		n += m->piece[i].at - done;
+		done = m->piece[i].at;
+		memcpy(dst + n, m->piece[i].ptr, m->piece[i].len);
+		n += m->piece[i].len;
+	}
+	memcpy(dst + n, m->buf + done, m->len - done);
+	return n + m->len - done;
+}

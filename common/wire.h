@@ -38,7 +38,10 @@ struct wire_header {
 	uint32_t call;
 	uint32_t length;        /* payload bytes after the header */
 	uint64_t seq;           /* request sequence number; a reply echoes it */
-	uint64_t ctx;           /* requester's current context (virtual handle), 0 if none */
+	/* Request: the requester's current context (virtual handle), 0 if none.
+	 * Reply: the sequence number of the session's latest durable snapshot
+	 * (0 if none): requests up to it need never be sent again. */
+	uint64_t ctx;
 };
 
 /* Bytes on the wire are encoded field by field; this struct is never sent raw. */
@@ -114,6 +117,10 @@ void wire_put_bytes(struct wire_msg *m, const void *p, size_t n);
  * -EMSGSIZE. The iovecs point into @m and the referenced blobs. */
 #define WIRE_MSG_IOV_MAX (WIRE_MSG_PIECES * 2 + 1)
 int wire_msg_finish(struct wire_msg *m, const struct wire_header *h, struct iovec *iov);
+
+/* Copy the payload of @m (inline bytes and referenced blobs, no header) into
+ * @out. Returns its length, or 0 if it does not fit @cap. */
+size_t wire_msg_payload_copy(const struct wire_msg *m, void *out, size_t cap);
 
 /* Read/write whole messages on a stream socket. */
 /* Send: 0 or -errno. Handles short writes and EINTR. */

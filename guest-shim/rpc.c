@@ -2,10 +2,16 @@
  *
  * Round trips are serialised by conn_lock: a request and its reply are one
  * critical section, so replies need no demultiplexing; a sequence number
- * and the echoed call id catch a peer that lost framing. A transport failure
- * marks the session lost: every later call fails with
- * CUDA_ERROR_DEVICE_UNAVAILABLE instead of talking to a worker that no longer
- * holds the app's objects.
+ * and the echoed call id catch a peer that lost framing.
+ *
+ * Session continuity: when the connection breaks, the shim reconnects under
+ * the same session id. If ternd restored the session from a snapshot taken
+ * at request R, the shim sends again, in order, every request after R (kept
+ * in the replay log since the latest durable snapshot) and then the one in
+ * flight, so the app sees each call applied exactly once. If the session
+ * came back empty, or the log no longer reaches back to R, the session is
+ * lost: every later call fails with CUDA_ERROR_DEVICE_UNAVAILABLE instead of
+ * talking to a worker that does not hold the app's objects.
  */
 #define LOG_PREFIX "shim: "
 
@@ -16,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -23,6 +30,17 @@
 #include "wire.h"
 
 #define RPC_PROTOCOL 1u
+#define REPLAY_MAX_DEFAULT (256ull << 20)
+#define RECONNECT_MS_DEFAULT 60000
+
+/* One request as sent: header and payload, flattened. */
+struct shim_replay {
+	struct shim_replay *next;
+	uint64_t seq;
+	uint32_t call;
+	size_t len;
+	uint8_t bytes[];
+};
 
 static struct shim_process shim = {
 	.conn_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -92,6 +110,16 @@ static void atfork_child(void)
 	shim.lost = false;
 	shim.seq = 0;
 	shim.arena_base = shim.arena_size = 0;
+	/* The child's session is a new one: the parent's replay log is not its history. */
+	while (shim.replay_head) {
+		struct shim_replay *e = shim.replay_head;
+
+		shim.replay_head = e->next;
+		free(e);
+	}
+	shim.replay_tail = NULL;
+	shim.replay_bytes = 0;
+	shim.durable_seq = shim.resume_seq = shim.replay_gap = 0;
 	func_table_reset(&shim);
 	host_range_reset(&shim);
 	device_cache_reset(&shim);
@@ -122,6 +150,11 @@ static void shim_init_once(void)
 	snprintf(shim.server, sizeof(shim.server), "%s",
 		 server && *server ? server : TRANSPORT_DEFAULT_URL);
 	token_load(&shim);
+	shim.replay_max = REPLAY_MAX_DEFAULT;
+	if (getenv("TERN_REPLAY_MAX"))
+		shim.replay_max = strtoull(getenv("TERN_REPLAY_MAX"), NULL, 0);
+	shim.reconnect_ms = getenv("TERN_RECONNECT_TIMEOUT_MS") ? atoi(getenv("TERN_RECONNECT_TIMEOUT_MS"))
+								 : RECONNECT_MS_DEFAULT;
 	pthread_key_create(&reply_key, reply_buf_free);
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
@@ -186,41 +219,27 @@ static void conn_drop_locked(struct shim_process *p, const char *what, int err)
 	p->lost = true;
 }
 
-/* One request/reply exchange on the connection. The reply payload lands in
- * the thread's buffer; *@status is its CUresult. Returns 0 or -errno for a
- * transport or framing failure (the caller drops the connection), -EMSGSIZE
- * for a request too large to send (the connection stays up). */
-static int conn_exchange_locked(struct shim_process *p, uint32_t id, struct wire_msg *req,
-				struct wire_cursor *rep, CUresult *status)
+static int reply_read_locked(struct shim_process *p, uint32_t id, uint64_t seq,
+			     struct wire_cursor *rep, CUresult *status)
 {
-	struct iovec iov[WIRE_MSG_IOV_MAX];
-	struct wire_header h = { .call = id, .ctx = ctx_current() };
 	struct wire_header rh;
 	uint8_t hdr[WIRE_HEADER_SIZE];
 	uint32_t st;
-	int n, ret;
+	int ret;
 
-	if (req->failed)
-		return -EMSGSIZE;
-	h.seq = ++p->seq;
-	n = wire_msg_finish(req, &h, iov);
-	if (n < 0)
-		return -EMSGSIZE;
-	ret = wire_send(p->fd, iov, n);
-	if (ret)
-		return ret;
 	ret = wire_recv_exact(p->fd, hdr, sizeof(hdr));
 	if (ret)
 		return ret;
 	ret = wire_header_decode(hdr, &rh);
 	if (ret)
 		return -EPROTO;
-	if (!(rh.flags & WIRE_F_REPLY) || rh.call != id || rh.seq != h.seq || rh.length < 4) {
+	if (!(rh.flags & WIRE_F_REPLY) || rh.call != id || rh.seq != seq || rh.length < 4) {
 		pr_err("reply out of step: call %u seq %llu flags %#x, expected call %u seq %llu",
-		       rh.call, (unsigned long long)rh.seq, rh.flags, id,
-		       (unsigned long long)h.seq);
+		       rh.call, (unsigned long long)rh.seq, rh.flags, id, (unsigned long long)seq);
 		return -EPROTO;
 	}
+	if (rh.ctx > p->durable_seq)
+		p->durable_seq = rh.ctx;
 	ret = reply_reserve(rh.length);
 	if (ret)
 		return ret;
@@ -237,6 +256,78 @@ static int conn_exchange_locked(struct shim_process *p, uint32_t id, struct wire
 			*status = CUDA_ERROR_UNKNOWN;
 	}
 	return 0;
+}
+
+/* One request/reply exchange under sequence number @seq. The reply payload
+ * lands in the thread's buffer; *@status is its CUresult. Returns 0 or
+ * -errno for a transport or framing failure, -EMSGSIZE for a request too
+ * large to send (the connection stays up). */
+static int conn_exchange_locked(struct shim_process *p, uint32_t id, uint64_t seq, struct wire_msg *req,
+				struct iovec *iov, int *niov, struct wire_cursor *rep, CUresult *status)
+{
+	struct wire_header h = { .call = id, .ctx = ctx_current(), .seq = seq };
+	struct iovec sent[WIRE_MSG_IOV_MAX];
+	int ret;
+
+	if (req->failed)
+		return -EMSGSIZE;
+	*niov = wire_msg_finish(req, &h, iov);
+	if (*niov < 0)
+		return -EMSGSIZE;
+	/* wire_send consumes its iovec array; keep ours for the replay log. */
+	memcpy(sent, iov, sizeof(*iov) * (size_t)*niov);
+	ret = wire_send(p->fd, sent, *niov);
+	if (ret)
+		return ret;
+	return reply_read_locked(p, id, seq, rep, status);
+}
+
+static void replay_trim_locked(struct shim_process *p)
+{
+	while (p->replay_head && (p->replay_head->seq <= p->durable_seq ||
+				  p->replay_bytes > p->replay_max)) {
+		struct shim_replay *e = p->replay_head;
+
+		if (e->seq > p->durable_seq)
+			p->replay_gap = e->seq;         /* evicted, not durable */
+		p->replay_head = e->next;
+		if (!p->replay_head)
+			p->replay_tail = NULL;
+		p->replay_bytes -= e->len;
+		free(e);
+	}
+}
+
+static void replay_append_locked(struct shim_process *p, uint32_t id, uint64_t seq,
+				 const struct iovec *iov, int niov)
+{
+	struct shim_replay *e;
+	size_t len = 0;
+
+	if (!p->replay_max)
+		return;
+	for (int i = 0; i < niov; i++)
+		len += iov[i].iov_len;
+	e = malloc(sizeof(*e) + len);
+	if (!e) {
+		p->replay_gap = seq;
+		return;
+	}
+	e->next = NULL;
+	e->seq = seq;
+	e->call = id;
+	e->len = 0;
+	for (int i = 0; i < niov; i++) {
+		memcpy(e->bytes + e->len, iov[i].iov_base, iov[i].iov_len);
+		e->len += iov[i].iov_len;
+	}
+	if (p->replay_tail)
+		p->replay_tail->next = e;
+	else
+		p->replay_head = e;
+	p->replay_tail = e;
+	p->replay_bytes += e->len;
+	replay_trim_locked(p);
 }
 
 static CUresult conn_open_locked(struct shim_process *p)
@@ -263,7 +354,6 @@ static CUresult conn_open_locked(struct shim_process *p)
 	}
 	p->fd = fd;
 	p->owner = getpid();
-	p->seq = 0;
 	session_name(p);
 	gethostname(host, sizeof(host) - 1);
 	snprintf(req.session, sizeof(req.session), "%s", p->session);
@@ -271,10 +361,17 @@ static CUresult conn_open_locked(struct shim_process *p)
 	req.token.ptr = (const uint8_t *)p->token;
 	req.token.len = p->token_len;
 	req.pid = (uint32_t)getpid();
+	req.last_seq = p->seq;
 
 	wire_msg_init(&m);
 	wire_hello_req_encode(&m, &req);
-	ret = conn_exchange_locked(p, WIRE_CALL_HELLO, &m, &cur, &status);
+	{
+		struct iovec iov[WIRE_MSG_IOV_MAX];
+		int niov;
+
+		/* The hello is outside the request sequence. */
+		ret = conn_exchange_locked(p, WIRE_CALL_HELLO, 0, &m, iov, &niov, &cur, &status);
+	}
 	wire_msg_release(&m);
 	if (!ret && status == CUDA_SUCCESS && wire_hello_rep_decode(&cur, &rep))
 		ret = -EPROTO;
@@ -290,6 +387,7 @@ static CUresult conn_open_locked(struct shim_process *p)
 	p->arena_size = rep.arena_size;
 	p->quota = rep.quota;
 	p->worker_pid = rep.worker_pid;
+	p->resume_seq = rep.resume_seq;
 	pr_info("session %s on %s: worker %u, arena %#llx+%#llx, quota %llu", p->session,
 		p->server, rep.worker_pid, (unsigned long long)rep.arena_base,
 		(unsigned long long)rep.arena_size, (unsigned long long)rep.quota);
@@ -321,23 +419,104 @@ CUresult rpc_connect(void)
 	return res;
 }
 
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* The connection broke while request @seq was in flight: reconnect under the
+ * same session and replay what the worker lacks. 0 when @seq can be sent
+ * again; -ESTALE when the session cannot be brought back. */
+static int session_recover_locked(struct shim_process *p, uint64_t seq)
+{
+	int waited = 0;
+
+	for (;;) {
+		struct shim_replay *e;
+		CUresult res;
+		uint64_t resume;
+		int ret = 0;
+
+		if (p->fd >= 0)
+			close(p->fd);
+		p->fd = -1;
+		res = conn_open_locked(p);
+		if (res == CUDA_ERROR_NO_DEVICE && waited < p->reconnect_ms) {
+			/* ternd itself may be restarting: keep trying for a while. */
+			sleep_ms(100);
+			waited += 100;
+			continue;
+		}
+		if (res != CUDA_SUCCESS)
+			return -ESTALE;
+		resume = p->resume_seq;
+		if (!resume || resume >= seq) {
+			pr_err("session %s came back %s: its objects are gone", p->session,
+			       resume ? "ahead of the app" : "empty");
+			return -ESTALE;
+		}
+		if (resume + 1 < seq && p->replay_gap > resume) {
+			pr_err("session %s was restored at request %llu, but requests after it were "
+			       "dropped from the replay log (TERN_REPLAY_MAX)", p->session,
+			       (unsigned long long)resume);
+			return -ESTALE;
+		}
+		pr_info("session %s restored at request %llu: replaying %llu requests", p->session,
+			(unsigned long long)resume, (unsigned long long)(seq - 1 - resume));
+		p->durable_seq = resume;
+		for (e = p->replay_head; e && !ret; e = e->next) {
+			struct iovec iov = { e->bytes, e->len };
+			struct wire_cursor cur;
+			CUresult st;
+
+			if (e->seq <= resume || e->seq >= seq)
+				continue;
+			ret = wire_send(p->fd, &iov, 1);
+			if (!ret)
+				ret = reply_read_locked(p, e->call, e->seq, &cur, &st);
+			if (!ret && st != CUDA_SUCCESS)
+				pr_warn("replayed request %llu (%s) now fails with %d", (unsigned long long)e->seq,
+					wire_call_name(e->call) ? wire_call_name(e->call) : "?", st);
+		}
+		if (!ret)
+			return 0;
+		pr_warn("connection lost again during the replay: %s", strerror(-ret));
+	}
+}
+
 CUresult rpc_call(uint32_t id, struct wire_msg *req, struct wire_cursor *rep)
 {
 	struct shim_process *p = shim_process();
+	struct iovec iov[WIRE_MSG_IOV_MAX];
 	CUresult status = CUDA_ERROR_UNKNOWN;
-	int ret;
+	uint64_t seq;
+	int niov = 0, ret;
 
 	pthread_mutex_lock(&p->conn_lock);
 	status = conn_ready_locked(p);
 	if (status != CUDA_SUCCESS)
 		goto out_unlock;
-	ret = conn_exchange_locked(p, id, req, rep, &status);
-	if (ret == -EMSGSIZE) {
-		pr_warn("%s: request too large for the wire", wire_call_name(id));
-		status = CUDA_ERROR_INVALID_VALUE;
-	} else if (ret) {
-		conn_drop_locked(p, wire_call_name(id) ? wire_call_name(id) : "call", ret);
-		status = CUDA_ERROR_DEVICE_UNAVAILABLE;
+	seq = ++p->seq;
+	for (;;) {
+		ret = conn_exchange_locked(p, id, seq, req, iov, &niov, rep, &status);
+		if (!ret) {
+			replay_append_locked(p, id, seq, iov, niov);
+			break;
+		}
+		if (ret == -EMSGSIZE) {
+			pr_warn("%s: request too large for the wire", wire_call_name(id));
+			status = CUDA_ERROR_INVALID_VALUE;
+			break;
+		}
+		pr_warn("connection to ternd lost during %s (%s): reconnecting",
+			wire_call_name(id) ? wire_call_name(id) : "call", strerror(-ret));
+		if (session_recover_locked(p, seq)) {
+			conn_drop_locked(p, wire_call_name(id) ? wire_call_name(id) : "call", ret);
+			status = CUDA_ERROR_DEVICE_UNAVAILABLE;
+			break;
+		}
 	}
 out_unlock:
 	pthread_mutex_unlock(&p->conn_lock);

@@ -69,6 +69,8 @@ struct shim_ctx {
 	struct shim_ctx *next;
 };
 
+struct shim_replay;
+
 struct shim_process {
 	/* Connection; guarded by conn_lock, which also serialises round trips. */
 	pthread_mutex_t conn_lock;
@@ -83,6 +85,14 @@ struct shim_process {
 	uint32_t token_len;
 	uint64_t arena_base, arena_size, quota;
 	uint32_t worker_pid;
+	/* Requests since the latest durable snapshot, to send again after a
+	 * restore (docs/checkpoint.md, "Session continuity"). */
+	struct shim_replay *replay_head, *replay_tail;
+	uint64_t replay_bytes, replay_max;
+	uint64_t durable_seq;           /* requests up to it need no replay */
+	uint64_t resume_seq;            /* the worker restored the session at it */
+	uint64_t replay_gap;            /* requests up to it were evicted */
+	int reconnect_ms;
 
 	/* Device attribute cache; guarded by cache_lock like everything below. */
 	pthread_mutex_t cache_lock;

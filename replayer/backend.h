@@ -77,6 +77,10 @@
 	BACKEND_ENTRY(cuMemSetAccess, 10020)                            \
 	BACKEND_ENTRY(cuMemGetAllocationGranularity, 10020)             \
 	BACKEND_ENTRY(cuMemGetInfo, 3020)                               \
+	BACKEND_ENTRY(cuMemAlloc, 3020)                                 \
+	BACKEND_ENTRY(cuMemFree, 3020)                                  \
+	BACKEND_ENTRY(cuMemHostAlloc, 2020)                             \
+	BACKEND_ENTRY(cuMemFreeHost, 2000)                              \
 	BACKEND_ENTRY(cuMemHostRegister, 6050)                          \
 	BACKEND_ENTRY(cuMemHostUnregister, 4000)                        \
 	BACKEND_ENTRY(cuMemcpyHtoD, 3020)                               \

@@ -1,4 +1,5 @@
 #define LOG_PREFIX "exec: "
+#include "capture.h"
 #include "exec.h"
 #include "log.h"
 
@@ -74,6 +75,8 @@ void exec_close(struct exec *ex)
 {
 	if (ex->be && ex->be->cuCtxSynchronize && ex->handles)
 		ex->be->cuCtxSynchronize();
+	capture_close(ex->capture);
+	exec_journal_close(ex);
 	arena_close(ex->arena);
 	if (ex->handles) {
 		handle_table_foreach(ex->handles, entry_release, NULL);

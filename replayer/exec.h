@@ -20,6 +20,9 @@
 #include "session_slot.h"
 #include "wire.h"
 
+struct tracker;
+struct capture;
+
 struct exec_config {
 	int device;                 /* real device index the session runs on */
 	uint64_t arena_base;
@@ -62,6 +65,11 @@ struct exec {
 	void *copy_buf;             /* device-to-host replies, reused */
 	size_t copy_cap;
 	uint32_t guest_pid;
+	uint64_t resume_seq;        /* restored at this request, 0 for a fresh session */
+	struct tracker *journal;    /* NULL when the session is not journaled */
+	struct capture *capture;    /* snapshot data path, opened at the first snapshot */
+	char device_name[256];
+	bool journal_broken;        /* a journal write failed: no snapshots */
 };
 
 /* Open the backend's device and reserve the arena. 0 or -errno. */
@@ -71,6 +79,21 @@ void exec_close(struct exec *ex);
 
 /* Make the request's context current before dispatch (0 = none). */
 CUresult exec_context_switch(struct exec *ex, uint64_t ctx);
+
+/* exec_journal.c: objects and regions, recorded as they are created. */
+int exec_journal_open(struct exec *ex, const char *dir, const char *session);
+void exec_journal_close(struct exec *ex);
+int exec_journal_object(struct exec *ex, uint64_t handle, enum handle_kind kind, uint64_t parent,
+			const void *args, uint32_t args_len);
+/* Issue a virtual handle for @real and journal it with its creation arguments. */
+CUresult exec_object_add(struct exec *ex, enum handle_kind kind, void *real, uint64_t parent,
+			 void *info, const void *args, uint32_t args_len, uint64_t *handle);
+/* The same for a module or library: its image is journaled by hash. */
+CUresult exec_object_add_image(struct exec *ex, enum handle_kind kind, void *real,
+			       const void *image, size_t size, uint64_t *handle);
+void exec_object_remove(struct exec *ex, uint64_t handle);
+void exec_journal_region(struct exec *ex, uint64_t addr, uint64_t size);
+void exec_journal_region_drop(struct exec *ex, uint64_t addr);
 
 /* Helpers shared by the handler files. */
 CUresult exec_stream_real(struct exec *ex, uint64_t handle, CUstream *out);

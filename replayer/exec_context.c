@@ -84,7 +84,7 @@ static int entry_destroy(struct handle_entry *e, void *arg)
 		return 0;
 	}
 	exec_extra_range_drop_owner(ex, e->handle);
-	handle_table_remove(ex->handles, e->handle);
+	exec_object_remove(ex, e->handle);
 	return 0;
 }
 
@@ -97,7 +97,7 @@ static int entry_forget_function(struct handle_entry *e, void *arg)
 
 		exec_params_release(&ki->params);
 		free(ki);
-		handle_table_remove(ex->handles, e->handle);
+		exec_object_remove(ex, e->handle);
 	}
 	return 0;
 }
@@ -113,8 +113,12 @@ CUresult exec_primary_ctx_reset(struct exec *ex, const struct wire_primary_ctx_r
 	ex->be->cuCtxSynchronize();
 	handle_table_foreach(ex->handles, entry_forget_function, ex);
 	handle_table_foreach(ex->handles, entry_destroy, ex);
-	while (arena_count(ex->arena))
-		arena_free(ex->arena, arena_at(ex->arena, 0)->addr);
+	while (arena_count(ex->arena)) {
+		uint64_t addr = arena_at(ex->arena, 0)->addr;
+
+		arena_free(ex->arena, addr);
+		exec_journal_region_drop(ex, addr);
+	}
 	ex->primary_refs = 0;
 	if (ex->slot)
 		atomic_store_explicit(&ex->slot->memory, 0, memory_order_relaxed);

@@ -15,6 +15,7 @@ CUresult exec_hello(struct exec *ex, const struct wire_hello_req *req, struct wi
 	rep->arena_base = arena_base(ex->arena);
 	rep->arena_size = arena_size(ex->arena);
 	rep->quota = ex->cfg.quota;
+	rep->resume_seq = ex->resume_seq;
 	return CUDA_SUCCESS;
 }
 

@@ -35,6 +35,7 @@ CUresult exec_mem_alloc(struct exec *ex, const struct wire_mem_alloc_req *req,
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	rep->address = addr;
+	exec_journal_region(ex, addr, req->bytes);
 	memory_publish(ex);
 	return CUDA_SUCCESS;
 }
@@ -49,6 +50,8 @@ CUresult exec_mem_free(struct exec *ex, const struct wire_mem_free_req *req,
 	/* Freeing memory a kernel may still use: the driver synchronises too. */
 	ex->be->cuCtxSynchronize();
 	res = arena_free(ex->arena, req->address);
+	if (res == CUDA_SUCCESS)
+		exec_journal_region_drop(ex, req->address);
 	memory_publish(ex);
 	return res;
 }

@@ -44,20 +44,23 @@ CUresult exec_module_load_data(struct exec *ex, const struct wire_module_load_da
 	if (res != CUDA_SUCCESS)
 		return res;
 	res = ex->be->cuModuleLoadData(&mod, image);
-	free(image);
-	if (res != CUDA_SUCCESS)
-		return res;
-	if (handle_table_add(ex->handles, HANDLE_MODULE, mod, 0, NULL, &rep->module)) {
-		ex->be->cuModuleUnload(mod);
-		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (res == CUDA_SUCCESS) {
+		res = exec_object_add_image(ex, HANDLE_MODULE, mod, req->image.ptr, req->image.len,
+					    &rep->module);
+		if (res != CUDA_SUCCESS)
+			ex->be->cuModuleUnload(mod);
 	}
-	return CUDA_SUCCESS;
+	free(image);
+	return res;
 }
 
-static int entry_drop_children(struct handle_entry *e, void *arg)
+static void children_drop(struct exec *ex, uint64_t parent);
+
+static int entry_drop_child(struct handle_entry *e, void *arg)
 {
 	struct exec *ex = ((void **)arg)[0];
 	uint64_t parent = *(uint64_t *)((void **)arg)[1];
+	uint64_t handle = e->handle;
 
 	if (e->parent != parent)
 		return 0;
@@ -66,8 +69,12 @@ static int entry_drop_children(struct handle_entry *e, void *arg)
 
 		exec_params_release(&ki->params);
 		free(ki);
+		e->info = NULL;
 	}
-	handle_table_remove(ex->handles, e->handle);
+	/* A kernel's functions go with it. Removal leaves tombstones, so the
+	 * walk in progress stays valid. */
+	children_drop(ex, handle);
+	exec_object_remove(ex, handle);
 	return 0;
 }
 
@@ -76,7 +83,7 @@ static void children_drop(struct exec *ex, uint64_t parent)
 {
 	void *arg[2] = { ex, &parent };
 
-	handle_table_foreach(ex->handles, entry_drop_children, arg);
+	handle_table_foreach(ex->handles, entry_drop_child, arg);
 	exec_extra_range_drop_owner(ex, parent);
 }
 
@@ -94,13 +101,13 @@ CUresult exec_module_unload(struct exec *ex, const struct wire_module_unload_req
 	if (res != CUDA_SUCCESS)
 		return res;
 	children_drop(ex, req->module);
-	handle_table_remove(ex->handles, req->module);
+	exec_object_remove(ex, req->module);
 	return CUDA_SUCCESS;
 }
 
 /* Issue a handle for a function or kernel, with its parameter layout. */
 static CUresult callable_add(struct exec *ex, enum handle_kind kind, void *real, uint64_t parent,
-			     uint64_t *handle, struct wire_blob *params_blob)
+			     const char *name, uint64_t *handle, struct wire_blob *params_blob)
 {
 	static uint32_t blob[2 * 8192];
 	struct exec_kernel_info *ki;
@@ -122,10 +129,22 @@ static CUresult callable_add(struct exec *ex, enum handle_kind kind, void *real,
 		free(ki);
 		return res;
 	}
-	if (handle_table_add(ex->handles, kind, real, parent, ki, handle)) {
+	/* The journal keeps the name (u32 length, bytes): a restore looks the
+	 * function up again. */
+	{
+		static uint8_t args[4 + WIRE_STR_MAX];
+		uint32_t len = name ? (uint32_t)strnlen(name, WIRE_STR_MAX) : 0;
+
+		for (int i = 0; i < 4; i++)
+			args[i] = (uint8_t)(len >> (8 * i));
+		if (len)
+			memcpy(args + 4, name, len);
+		res = exec_object_add(ex, kind, real, parent, ki, args, name ? 4 + len : 0, handle);
+	}
+	if (res != CUDA_SUCCESS) {
 		exec_params_release(&ki->params);
 		free(ki);
-		return CUDA_ERROR_OUT_OF_MEMORY;
+		return res;
 	}
 	*params_blob = exec_params_blob(&ki->params, blob);
 	return CUDA_SUCCESS;
@@ -143,7 +162,7 @@ CUresult exec_module_get_function(struct exec *ex, const struct wire_module_get_
 	res = ex->be->cuModuleGetFunction(&fn, e->real, req->name);
 	if (res != CUDA_SUCCESS)
 		return res;
-	return callable_add(ex, HANDLE_FUNCTION, fn, req->module, &rep->function, &rep->params);
+	return callable_add(ex, HANDLE_FUNCTION, fn, req->module, req->name, &rep->function, &rep->params);
 }
 
 CUresult exec_module_get_global(struct exec *ex, const struct wire_module_get_global_req *req,
@@ -175,14 +194,14 @@ CUresult exec_library_load_data(struct exec *ex, const struct wire_library_load_
 	if (res != CUDA_SUCCESS)
 		return res;
 	res = ex->be->cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0);
-	free(image);
-	if (res != CUDA_SUCCESS)
-		return res;
-	if (handle_table_add(ex->handles, HANDLE_LIBRARY, lib, 0, NULL, &rep->library)) {
-		ex->be->cuLibraryUnload(lib);
-		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (res == CUDA_SUCCESS) {
+		res = exec_object_add_image(ex, HANDLE_LIBRARY, lib, req->image.ptr, req->image.len,
+					    &rep->library);
+		if (res != CUDA_SUCCESS)
+			ex->be->cuLibraryUnload(lib);
 	}
-	return CUDA_SUCCESS;
+	free(image);
+	return res;
 }
 
 CUresult exec_library_unload(struct exec *ex, const struct wire_library_unload_req *req,
@@ -197,7 +216,7 @@ CUresult exec_library_unload(struct exec *ex, const struct wire_library_unload_r
 	if (res != CUDA_SUCCESS)
 		return res;
 	children_drop(ex, req->library);
-	handle_table_remove(ex->handles, req->library);
+	exec_object_remove(ex, req->library);
 	return CUDA_SUCCESS;
 }
 
@@ -213,7 +232,7 @@ CUresult exec_library_get_kernel(struct exec *ex, const struct wire_library_get_
 	res = ex->be->cuLibraryGetKernel(&k, e->real, req->name);
 	if (res != CUDA_SUCCESS)
 		return res;
-	return callable_add(ex, HANDLE_KERNEL, k, req->library, &rep->kernel, &rep->params);
+	return callable_add(ex, HANDLE_KERNEL, k, req->library, req->name, &rep->kernel, &rep->params);
 }
 
 CUresult exec_library_get_module(struct exec *ex, const struct wire_library_get_module_req *req,
@@ -234,8 +253,7 @@ CUresult exec_library_get_module(struct exec *ex, const struct wire_library_get_
 		rep->module = known->handle;
 		return CUDA_SUCCESS;
 	}
-	return handle_table_add(ex->handles, HANDLE_MODULE, mod, req->library, NULL, &rep->module) ?
-	       CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+	return exec_object_add(ex, HANDLE_MODULE, mod, req->library, NULL, NULL, 0, &rep->module);
 }
 
 CUresult exec_library_get_global(struct exec *ex, const struct wire_library_get_global_req *req,
@@ -269,7 +287,7 @@ CUresult exec_kernel_get_function(struct exec *ex, const struct wire_kernel_get_
 	res = exec_function_real(ex, req->kernel, &fn, NULL);
 	if (res != CUDA_SUCCESS)
 		return res;
-	return callable_add(ex, HANDLE_FUNCTION, fn, e->parent, &rep->function, &rep->params);
+	return callable_add(ex, HANDLE_FUNCTION, fn, req->kernel, NULL, &rep->function, &rep->params);
 }
 
 CUresult exec_func_get_attribute(struct exec *ex, const struct wire_func_get_attribute_req *req,

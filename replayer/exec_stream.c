@@ -1,5 +1,7 @@
 /* Streams and events. */
 #define LOG_PREFIX "exec: "
+#include <string.h>
+
 #include "exec.h"
 #include "log.h"
 #include "wire_dispatch.h"
@@ -15,11 +17,17 @@ CUresult exec_stream_create(struct exec *ex, const struct wire_stream_create_req
 	res = ex->be->cuStreamCreateWithPriority(&s, req->flags, req->priority);
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (handle_table_add(ex->handles, HANDLE_STREAM, s, ex->ctx_current, NULL, &rep->stream)) {
-		ex->be->cuStreamDestroy(s);
-		return CUDA_ERROR_OUT_OF_MEMORY;
+	{
+		uint8_t args[8];
+
+		memcpy(args, &req->flags, 4);
+		memcpy(args + 4, &req->priority, 4);
+		res = exec_object_add(ex, HANDLE_STREAM, s, ex->ctx_current, NULL, args, sizeof(args),
+				      &rep->stream);
 	}
-	return CUDA_SUCCESS;
+	if (res != CUDA_SUCCESS)
+		ex->be->cuStreamDestroy(s);
+	return res;
 }
 
 CUresult exec_stream_destroy(struct exec *ex, const struct wire_stream_destroy_req *req,
@@ -32,7 +40,7 @@ CUresult exec_stream_destroy(struct exec *ex, const struct wire_stream_destroy_r
 		return CUDA_ERROR_INVALID_HANDLE;
 	res = ex->be->cuStreamDestroy(e->real);
 	if (res == CUDA_SUCCESS)
-		handle_table_remove(ex->handles, req->stream);
+		exec_object_remove(ex, req->stream);
 	return res;
 }
 
@@ -106,11 +114,10 @@ CUresult exec_event_create(struct exec *ex, const struct wire_event_create_req *
 	res = ex->be->cuEventCreate(&ev, req->flags);
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (handle_table_add(ex->handles, HANDLE_EVENT, ev, ex->ctx_current, NULL, &rep->event)) {
+	res = exec_object_add(ex, HANDLE_EVENT, ev, ex->ctx_current, NULL, &req->flags, 4, &rep->event);
+	if (res != CUDA_SUCCESS)
 		ex->be->cuEventDestroy(ev);
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	return CUDA_SUCCESS;
+	return res;
 }
 
 CUresult exec_event_record(struct exec *ex, const struct wire_event_record_req *req,
@@ -171,6 +178,6 @@ CUresult exec_event_destroy(struct exec *ex, const struct wire_event_destroy_req
 		return CUDA_ERROR_INVALID_HANDLE;
 	res = ex->be->cuEventDestroy(ev->real);
 	if (res == CUDA_SUCCESS)
-		handle_table_remove(ex->handles, req->event);
+		exec_object_remove(ex, req->event);
 	return res;
 }

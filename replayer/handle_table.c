@@ -184,3 +184,14 @@ unsigned handle_table_count(const struct handle_table *ht)
 {
 	return ht->live;
 }
+
+uint64_t handle_table_next_serial(const struct handle_table *ht, enum handle_kind kind)
+{
+	return kind > 0 && kind < HANDLE_KIND_MAX ? ht->next_serial[kind] : 0;
+}
+
+void handle_table_next_serial_set(struct handle_table *ht, enum handle_kind kind, uint64_t serial)
+{
+	if (kind > 0 && kind < HANDLE_KIND_MAX && serial > ht->next_serial[kind])
+		ht->next_serial[kind] = serial;
+}

@@ -2,8 +2,10 @@
 #include "supervisor.h"
 #include "control.h"
 #include "log.h"
+#include "snap_store.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,9 +13,40 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/* The supervisor's end of a worker's line channel, and the ckpt client
+ * waiting on it (snapshot, suspend, or a restore this worker performs). */
+struct worker_link {
+	int fd;
+	char buf[WORKER_LINE_MAX];
+	size_t len;
+	int client_fd;
+	bool suspending;
+	char snapshot[SNAP_NAME_MAX + 1];   /* the one being written */
+};
+
+/* What the supervisor remembers of a session beyond its worker's life. */
+enum session_plan {
+	PLAN_NONE,
+	PLAN_SUSPENDED,         /* parked in a snapshot until `resume` */
+	PLAN_RESTORE,           /* the next worker of the session restores */
+};
+
+#define SESSIONS_KNOWN 256
+
+struct session_known {
+	char id[SESSION_ID_MAX];
+	enum session_plan plan;
+	char snapshot[SNAP_NAME_MAX + 1];  /* for the plan */
+	int device;
+	char latest[SNAP_NAME_MAX + 1];    /* latest durable snapshot */
+	int client_fd;                     /* waiting for the restore to happen */
+	int waiting_slot;                  /* a worker told to wait, or -1 */
+};
 
 struct supervisor {
 	struct supervisor_config *cfg;
@@ -21,10 +54,43 @@ struct supervisor {
 	int control_fd;
 	int signal_fd;
 	struct session_slot *slots;
+	struct worker_link links[SESSION_SLOTS];
+	struct session_known known[SESSIONS_KNOWN];
 	unsigned long sessions_started;
 };
 
-static struct session_slot *slot_claim(struct supervisor *sv)
+static void client_finish(int *fd, const char *json)
+{
+	if (*fd < 0)
+		return;
+	control_write_all(*fd, json, strlen(json));
+	control_write_all(*fd, "\n", 1);
+	close(*fd);
+	*fd = -1;
+}
+
+static struct session_known *known_get(struct supervisor *sv, const char *id, bool create)
+{
+	struct session_known *free_entry = NULL;
+
+	for (unsigned i = 0; i < SESSIONS_KNOWN; i++) {
+		struct session_known *k = &sv->known[i];
+
+		if (k->id[0] && !strcmp(k->id, id))
+			return k;
+		if (!k->id[0] && !free_entry)
+			free_entry = k;
+	}
+	if (!create || !free_entry)
+		return NULL;
+	memset(free_entry, 0, sizeof(*free_entry));
+	snprintf(free_entry->id, sizeof(free_entry->id), "%s", id);
+	free_entry->client_fd = -1;
+	free_entry->waiting_slot = -1;
+	return free_entry;
+}
+
+static struct session_slot *slot_claim(struct supervisor *sv, unsigned *index)
 {
 	for (unsigned i = 0; i < SESSION_SLOTS; i++) {
 		uint32_t expect = SESSION_FREE;
@@ -39,10 +105,21 @@ static struct session_slot *slot_claim(struct supervisor *sv)
 			atomic_store(&s->memory, 0);
 			atomic_store(&s->calls, 0);
 			atomic_store(&s->started, (uint64_t)time(NULL));
+			*index = i;
 			return s;
 		}
 	}
 	return NULL;
+}
+
+/* The live worker serving @id, other than slot @except. */
+static int slot_of_session(struct supervisor *sv, const char *id, int except)
+{
+	for (unsigned i = 0; i < SESSION_SLOTS; i++)
+		if ((int)i != except && atomic_load(&sv->slots[i].state) != SESSION_FREE &&
+		    atomic_load(&sv->slots[i].pid) > 0 && !strcmp(sv->slots[i].id, id))
+			return (int)i;
+	return -1;
 }
 
 static void session_start(struct supervisor *sv, int listen_idx)
@@ -50,54 +127,185 @@ static void session_start(struct supervisor *sv, int listen_idx)
 	const struct transport_url *url = &sv->cfg->listen[listen_idx];
 	struct worker_config wcfg = sv->cfg->worker;
 	struct session_slot *slot;
-	int fd = transport_accept(sv->listen_fd[listen_idx]);
+	unsigned index;
+	int fd = transport_accept(sv->listen_fd[listen_idx]), pair[2];
 	pid_t pid;
 
 	if (fd < 0) {
 		pr_warn("accept failed: %s", strerror(-fd));
 		return;
 	}
-	slot = slot_claim(sv);
+	slot = slot_claim(sv, &index);
 	if (!slot) {
 		pr_warn("%d sessions already: connection refused", SESSION_SLOTS);
 		close(fd);
 		return;
 	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair)) {
+		pr_err("socketpair: %s", strerror(errno));
+		atomic_store(&slot->state, SESSION_FREE);
+		close(fd);
+		return;
+	}
 	wcfg.require_token = transport_url_needs_token(url);
 	wcfg.token = sv->cfg->token[0] ? sv->cfg->token : NULL;
+	wcfg.state_dir = sv->cfg->state_dir;
+	wcfg.cmd_fd = pair[1];
 	transport_url_format(url, slot->peer, sizeof(slot->peer));
 	pid = fork();
 	if (pid < 0) {
 		pr_err("fork failed: %s", strerror(errno));
 		atomic_store(&slot->state, SESSION_FREE);
 		close(fd);
+		close(pair[0]);
+		close(pair[1]);
 		return;
 	}
 	if (pid == 0) {
-		int status;
-
-		/* The worker keeps only its connection. */
+		/* The worker keeps only its connection and its line to us. */
 		for (unsigned i = 0; i < sv->cfg->listen_count; i++)
 			close(sv->listen_fd[i]);
+		for (unsigned i = 0; i < SESSION_SLOTS; i++) {
+			if (sv->links[i].fd >= 0)
+				close(sv->links[i].fd);
+			if (sv->links[i].client_fd >= 0)
+				close(sv->links[i].client_fd);
+		}
 		close(sv->control_fd);
 		close(sv->signal_fd);
+		close(pair[0]);
 		sigprocmask(SIG_SETMASK, &(sigset_t){ 0 }, NULL);
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGINT, SIG_DFL);
 		signal(SIGPIPE, SIG_IGN);
-		status = worker_run(&wcfg, fd, slot);
-		_exit(status);
+		_exit(worker_run(&wcfg, fd, slot));
 	}
+	close(pair[1]);
+	sv->links[index] = (struct worker_link){ .fd = pair[0], .client_fd = -1 };
 	atomic_store(&slot->pid, pid);
 	sv->sessions_started++;
 	close(fd);
 }
 
-static struct session_slot *slot_by_pid(struct supervisor *sv, pid_t pid)
+static int link_send(struct worker_link *l, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int link_send(struct worker_link *l, const char *fmt, ...)
+{
+	char line[WORKER_LINE_MAX];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0 || n >= (int)sizeof(line) - 1)
+		return -EMSGSIZE;
+	line[n++] = '\n';
+	return control_write_all(l->fd, line, (size_t)n);
+}
+
+/* A worker read the hello of @id: tell it whether to start fresh, restore,
+ * wait for a resume, or give up. */
+static void worker_hello(struct supervisor *sv, unsigned index, const char *id)
+{
+	struct worker_link *l = &sv->links[index];
+	struct session_known *k = known_get(sv, id, false);
+	int other = slot_of_session(sv, id, (int)index);
+
+	if (k && k->plan == PLAN_RESTORE) {
+		link_send(l, "restore %s %d", k->snapshot, k->device);
+		/* Whoever asked for the restore hears when it is done. */
+		l->client_fd = k->client_fd;
+		k->client_fd = -1;
+		k->plan = PLAN_NONE;
+		return;
+	}
+	if (k && k->plan == PLAN_SUSPENDED) {
+		link_send(l, "wait");
+		k->waiting_slot = (int)index;
+		return;
+	}
+	if (other >= 0) {
+		link_send(l, "refuse session %s is served by worker %d", id, atomic_load(&sv->slots[other].pid));
+		return;
+	}
+	link_send(l, "new");
+}
+
+static bool json_ok(const char *json)
+{
+	return strstr(json, "\"ok\":true") != NULL;
+}
+
+static void worker_line(struct supervisor *sv, unsigned index, char *line)
+{
+	struct worker_link *l = &sv->links[index];
+	struct session_slot *slot = &sv->slots[index];
+	char *arg = strchr(line, ' ');
+
+	arg = arg ? arg + 1 : line + strlen(line);
+	if (!strncmp(line, "hello ", 6)) {
+		char id[SESSION_ID_MAX];
+
+		if (sscanf(arg, "%127s", id) == 1)
+			worker_hello(sv, index, id);
+	} else if (!strncmp(line, "ready ", 6)) {
+		client_finish(&l->client_fd, arg);
+	} else if (!strncmp(line, "progress ", 9)) {
+		if (l->client_fd >= 0 && (control_write_all(l->client_fd, arg, strlen(arg)) ||
+					  control_write_all(l->client_fd, "\n", 1))) {
+			close(l->client_fd);
+			l->client_fd = -1;
+		}
+	} else if (!strncmp(line, "result ", 7)) {
+		struct session_known *k = known_get(sv, slot->id, json_ok(arg));
+
+		if (json_ok(arg) && k) {
+			snprintf(k->latest, sizeof(k->latest), "%s", l->snapshot);
+			if (l->suspending) {
+				k->plan = PLAN_SUSPENDED;
+				snprintf(k->snapshot, sizeof(k->snapshot), "%s", l->snapshot);
+				pr_info("session %s suspended in '%s'", slot->id, l->snapshot);
+			}
+		}
+		l->suspending = false;
+		client_finish(&l->client_fd, arg);
+	} else {
+		pr_warn("worker %d: unexpected line '%.60s'", atomic_load(&slot->pid), line);
+	}
+}
+
+static void worker_readable(struct supervisor *sv, unsigned index)
+{
+	struct worker_link *l = &sv->links[index];
+	ssize_t n = read(l->fd, l->buf + l->len, sizeof(l->buf) - 1 - l->len);
+	char *nl;
+
+	if (n <= 0) {
+		close(l->fd);
+		l->fd = -1;
+		return;
+	}
+	l->len += (size_t)n;
+	l->buf[l->len] = 0;
+	while ((nl = strchr(l->buf, '\n'))) {
+		*nl = 0;
+		worker_line(sv, index, l->buf);
+		memmove(l->buf, nl + 1, l->len - (size_t)(nl + 1 - l->buf) + 1);
+		l->len -= (size_t)(nl + 1 - l->buf);
+	}
+	if (l->len == sizeof(l->buf) - 1)
+		l->len = 0;
+}
+
+static struct session_slot *slot_by_pid(struct supervisor *sv, pid_t pid, unsigned *index)
 {
 	for (unsigned i = 0; i < SESSION_SLOTS; i++)
-		if (atomic_load(&sv->slots[i].state) != SESSION_FREE && atomic_load(&sv->slots[i].pid) == pid)
+		if (atomic_load(&sv->slots[i].state) != SESSION_FREE && atomic_load(&sv->slots[i].pid) == pid) {
+			*index = i;
 			return &sv->slots[i];
+		}
 	return NULL;
 }
 
@@ -107,7 +315,8 @@ static void workers_reap(struct supervisor *sv)
 	pid_t pid;
 
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-		struct session_slot *s = slot_by_pid(sv, pid);
+		unsigned index = 0;
+		struct session_slot *s = slot_by_pid(sv, pid, &index);
 		const char *id = s && s->id[0] ? s->id : "(no hello)";
 
 		if (WIFSIGNALED(status))
@@ -116,45 +325,235 @@ static void workers_reap(struct supervisor *sv)
 			pr_info("session %s: worker %d exited with %d", id, pid, WEXITSTATUS(status));
 		else
 			pr_info("session %s: worker %d done", id, pid);
-		if (s)
-			atomic_store(&s->state, SESSION_FREE);
+		if (!s)
+			continue;
+		/* Read what it said last before forgetting it. */
+		while (sv->links[index].fd >= 0)
+			worker_readable(sv, index);
+		client_finish(&sv->links[index].client_fd,
+			      "{\"error\":\"the session's worker exited before answering; see ternd's log\"}");
+		for (unsigned i = 0; i < SESSIONS_KNOWN; i++)
+			if (sv->known[i].waiting_slot == (int)index)
+				sv->known[i].waiting_slot = -1;
+		atomic_store(&s->state, SESSION_FREE);
 	}
 }
 
-/* The control reply for "status": one JSON object. */
-static size_t status_json(struct supervisor *sv, char *buf, size_t cap)
+static size_t json_sessions(struct supervisor *sv, char *buf, size_t cap)
 {
 	size_t n = 0;
 	bool first = true;
 
-	n += (size_t)snprintf(buf + n, cap - n, "{\"pid\":%d,\"backend\":\"%s\",\"sessions_started\":%lu,\"sessions\":[",
-			      (int)getpid(), sv->cfg->worker.backend, sv->sessions_started);
+	n += (size_t)snprintf(buf + n, cap - n, "{\"pid\":%d,\"backend\":\"%s\",\"state_dir\":\"%s\","
+			      "\"sessions_started\":%lu,\"sessions\":[", (int)getpid(),
+			      sv->cfg->worker.backend, sv->cfg->state_dir, sv->sessions_started);
 	for (unsigned i = 0; i < SESSION_SLOTS && n < cap; i++) {
 		struct session_slot *s = &sv->slots[i];
 		uint32_t state = atomic_load(&s->state);
+		struct session_known *k;
 
 		if (state == SESSION_FREE || !atomic_load(&s->pid))
 			continue;
+		k = s->id[0] ? known_get(sv, s->id, false) : NULL;
 		n += (size_t)snprintf(buf + n, cap - n,
 			"%s{\"id\":\"%s\",\"pid\":%d,\"state\":\"%s\",\"device\":%d,\"memory\":%llu,"
-			"\"calls\":%llu,\"started\":%llu,\"listener\":\"%s\"}",
+			"\"calls\":%llu,\"started\":%llu,\"listener\":\"%s\",\"snapshot\":\"%s\"}",
 			first ? "" : ",", s->id, atomic_load(&s->pid),
-			state == SESSION_ACTIVE ? "active" : "starting", atomic_load(&s->device),
-			(unsigned long long)atomic_load(&s->memory), (unsigned long long)atomic_load(&s->calls),
-			(unsigned long long)atomic_load(&s->started), s->peer);
+			(k && k->plan == PLAN_SUSPENDED) || (k && k->waiting_slot == (int)i) ? "suspended" :
+			state == SESSION_ACTIVE ? "active" : "starting",
+			atomic_load(&s->device), (unsigned long long)atomic_load(&s->memory),
+			(unsigned long long)atomic_load(&s->calls), (unsigned long long)atomic_load(&s->started),
+			s->peer, k ? k->latest : "");
+		first = false;
+	}
+	/* Suspended sessions have no worker but are sessions all the same. */
+	for (unsigned i = 0; i < SESSIONS_KNOWN && n < cap; i++) {
+		struct session_known *k = &sv->known[i];
+
+		if (!k->id[0] || k->plan == PLAN_NONE || slot_of_session(sv, k->id, -1) >= 0)
+			continue;
+		n += (size_t)snprintf(buf + n, cap - n,
+			"%s{\"id\":\"%s\",\"pid\":0,\"state\":\"%s\",\"device\":%d,\"memory\":0,\"calls\":0,"
+			"\"started\":0,\"listener\":\"\",\"snapshot\":\"%s\"}", first ? "" : ",", k->id,
+			k->plan == PLAN_SUSPENDED ? "suspended" : "restoring", k->device, k->snapshot);
 		first = false;
 	}
 	if (n < cap)
-		n += (size_t)snprintf(buf + n, cap - n, "]}\n");
+		n += (size_t)snprintf(buf + n, cap - n, "]}");
 	return n < cap ? n : cap - 1;
+}
+
+static void store_path(struct supervisor *sv, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s/store", sv->cfg->state_dir);
+}
+
+static void reply_snapshots(struct supervisor *sv, int client)
+{
+	char dir[4200];
+	struct snap_store *store = NULL;
+	struct snap_info *list = NULL;
+	unsigned count = 0;
+	size_t cap = 1 << 20, n = 0;
+	char *buf = malloc(cap);
+	int ret;
+
+	store_path(sv, dir, sizeof(dir));
+	ret = snap_store_open(dir, NULL, SNAP_STORE_CREATE, &store);
+	if (!ret)
+		ret = snap_store_list(store, &list, &count);
+	if (ret || !buf) {
+		char err[512];
+
+		snprintf(err, sizeof(err), "{\"error\":\"cannot list the snapshot store %s: %s\"}", dir,
+			 strerror(ret ? -ret : ENOMEM));
+		client_finish(&client, err);
+		goto out;
+	}
+	n += (size_t)snprintf(buf + n, cap - n, "{\"ok\":true,\"store\":\"%s\",\"snapshots\":[", dir);
+	for (unsigned i = 0; i < count && n < cap - 1024; i++) {
+		struct snap_manifest m;
+		char session[SESSION_ID_MAX] = "";
+
+		if (!snap_store_manifest_get(store, list[i].name, &m))
+			snprintf(session, sizeof(session), "%s", m.session_id);
+		n += (size_t)snprintf(buf + n, cap - n,
+			"%s{\"name\":\"%s\",\"parent\":\"%s\",\"session\":\"%s\",\"created_ns\":%llu,"
+			"\"logical_bytes\":%llu,\"stored_bytes\":%llu,\"complete\":%s}", i ? "," : "",
+			list[i].name, list[i].parent, session, (unsigned long long)list[i].created_ns,
+			(unsigned long long)list[i].logical_bytes, (unsigned long long)list[i].stored_bytes,
+			list[i].complete ? "true" : "false");
+	}
+	snprintf(buf + n, cap - n, "]}");
+	client_finish(&client, buf);
+out:
+	free(list);
+	free(buf);
+	snap_store_close(store);
+}
+
+/* "snapshot SESSION [NAME] [--incremental]" and "suspend SESSION". */
+static void request_snapshot(struct supervisor *sv, int client, char **argv, int argc, bool suspend)
+{
+	char err[512], name[SNAP_NAME_MAX + 1] = "";
+	const char *parent = "-";
+	bool incremental = false;
+	struct session_known *k;
+	struct worker_link *l;
+	struct timespec ts;
+	int index;
+
+	for (int i = 2; i < argc; i++) {
+		if (!strcmp(argv[i], "--incremental"))
+			incremental = true;
+		else
+			snprintf(name, sizeof(name), "%s", argv[i]);
+	}
+	index = argc > 1 ? slot_of_session(sv, argv[1], -1) : -1;
+	if (index < 0 || atomic_load(&sv->slots[index].state) != SESSION_ACTIVE) {
+		snprintf(err, sizeof(err), "{\"error\":\"no active session '%s': see `ckpt ls`\"}",
+			 argc > 1 ? argv[1] : "");
+		client_finish(&client, err);
+		return;
+	}
+	l = &sv->links[index];
+	if (l->client_fd >= 0 || l->fd < 0) {
+		client_finish(&client, "{\"error\":\"the session is busy with another snapshot; retry when it is done\"}");
+		return;
+	}
+	k = known_get(sv, argv[1], true);
+	if (incremental) {
+		if (!k || !k->latest[0]) {
+			client_finish(&client, "{\"error\":\"no earlier snapshot of this session to base an incremental one on; take a full snapshot first\"}");
+			return;
+		}
+		parent = k->latest;
+	}
+	if (!name[0]) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		snprintf(name, sizeof(name), "%.40s-%lld%03ld", argv[1], (long long)ts.tv_sec, ts.tv_nsec / 1000000);
+	}
+	if (!snap_name_valid(name)) {
+		client_finish(&client, "{\"error\":\"invalid snapshot name: use letters, digits, '.', '_' and '-'\"}");
+		return;
+	}
+	snprintf(l->snapshot, sizeof(l->snapshot), "%s", name);
+	l->suspending = suspend;
+	l->client_fd = client;
+	if (link_send(l, "snapshot %s %s %d", name, parent, suspend ? 1 : 0)) {
+		l->client_fd = -1;
+		client_finish(&client, "{\"error\":\"the session's worker does not answer\"}");
+	}
+}
+
+/* "resume SESSION|SNAPSHOT [--device N]" and "restore SNAPSHOT [--device N]". */
+static void request_restore(struct supervisor *sv, int client, char **argv, int argc, bool resume)
+{
+	char err[600], dir[4200], session[SESSION_ID_MAX] = "", snapshot[SNAP_NAME_MAX + 1] = "";
+	struct session_known *k = NULL;
+	struct snap_manifest m;
+	struct snap_store *store = NULL;
+	int device = sv->cfg->worker.exec_cfg.device, live;
+
+	for (int i = 2; i + 1 < argc; i++)
+		if (!strcmp(argv[i], "--device"))
+			device = atoi(argv[i + 1]);
+	if (argc < 2) {
+		client_finish(&client, "{\"error\":\"name a session or snapshot\"}");
+		return;
+	}
+	if (resume)
+		k = known_get(sv, argv[1], false);
+	if (k && k->plan == PLAN_SUSPENDED) {
+		snprintf(session, sizeof(session), "%s", k->id);
+		snprintf(snapshot, sizeof(snapshot), "%s", k->snapshot);
+	} else {
+		/* A snapshot name: its manifest says whose it is. */
+		store_path(sv, dir, sizeof(dir));
+		if (snap_store_open(dir, NULL, 0, &store) || snap_store_manifest_get(store, argv[1], &m)) {
+			snprintf(err, sizeof(err), "{\"error\":\"'%s' is neither a suspended session nor a complete "
+				 "snapshot in %s: see `ckpt ls`\"}", argv[1], dir);
+			snap_store_close(store);
+			client_finish(&client, err);
+			return;
+		}
+		snap_store_close(store);
+		snprintf(session, sizeof(session), "%s", m.session_id);
+		snprintf(snapshot, sizeof(snapshot), "%s", argv[1]);
+		k = known_get(sv, session, true);
+		if (!k) {
+			client_finish(&client, "{\"error\":\"too many sessions known\"}");
+			return;
+		}
+	}
+	if (k->client_fd >= 0)
+		close(k->client_fd);
+	k->plan = PLAN_RESTORE;
+	k->device = device;
+	snprintf(k->snapshot, sizeof(k->snapshot), "%s", snapshot);
+	k->client_fd = client;
+	if (k->waiting_slot >= 0) {
+		/* A worker holds the guest's reconnect already: restore now. */
+		worker_hello(sv, (unsigned)k->waiting_slot, session);
+		k->waiting_slot = -1;
+		return;
+	}
+	live = slot_of_session(sv, session, -1);
+	if (live >= 0) {
+		/* Its guest reconnects to the restored state. */
+		pr_info("session %s: stopping worker %d for the restore of '%s'", session,
+			atomic_load(&sv->slots[live].pid), snapshot);
+		kill(atomic_load(&sv->slots[live].pid), SIGKILL);
+	}
+	pr_info("session %s: '%s' is restored when its guest reconnects", session, snapshot);
 }
 
 static void control_serve(struct supervisor *sv)
 {
-	char cmd[256];
-	static char reply[SESSION_SLOTS * 512 + 1024];
+	static char reply[SESSION_SLOTS * 600 + 4096];
+	char cmd[1024], *argv[16], *save = NULL;
+	int argc = 0;
 	int fd = transport_accept(sv->control_fd);
-	size_t n;
 
 	if (fd < 0)
 		return;
@@ -162,12 +561,22 @@ static void control_serve(struct supervisor *sv)
 		close(fd);
 		return;
 	}
-	if (!strcmp(cmd, "status"))
-		n = status_json(sv, reply, sizeof(reply));
-	else
-		n = (size_t)snprintf(reply, sizeof(reply), "{\"error\":\"unknown command\"}\n");
-	control_write_all(fd, reply, n);
-	close(fd);
+	for (char *t = strtok_r(cmd, " \t", &save); t && argc < 16; t = strtok_r(NULL, " \t", &save))
+		argv[argc++] = t;
+	if (!argc) {
+		client_finish(&fd, "{\"error\":\"empty command\"}");
+	} else if (!strcmp(argv[0], "status")) {
+		json_sessions(sv, reply, sizeof(reply));
+		client_finish(&fd, reply);
+	} else if (!strcmp(argv[0], "snapshot") || !strcmp(argv[0], "suspend")) {
+		request_snapshot(sv, fd, argv, argc, !strcmp(argv[0], "suspend"));
+	} else if (!strcmp(argv[0], "resume") || !strcmp(argv[0], "restore")) {
+		request_restore(sv, fd, argv, argc, !strcmp(argv[0], "resume"));
+	} else if (!strcmp(argv[0], "snapshots")) {
+		reply_snapshots(sv, fd);
+	} else {
+		client_finish(&fd, "{\"error\":\"unknown command: use status, snapshot, suspend, resume, restore or snapshots\"}");
+	}
 }
 
 static void workers_stop(struct supervisor *sv)
@@ -203,16 +612,22 @@ static void workers_stop(struct supervisor *sv)
 
 int supervisor_run(struct supervisor_config *cfg)
 {
-	struct supervisor sv = { .cfg = cfg, .control_fd = -1, .signal_fd = -1 };
-	struct pollfd pfd[SUPERVISOR_LISTEN_MAX + 2];
+	static struct supervisor sv;
+	struct pollfd pfd[SUPERVISOR_LISTEN_MAX + 2 + SESSION_SLOTS];
+	unsigned link_of[SESSION_SLOTS];
 	struct transport_url control_url = { .kind = TRANSPORT_UNIX };
 	sigset_t mask;
 	unsigned i;
 	int status = 1;
 	bool running = true;
 
+	sv.cfg = cfg;
+	sv.control_fd = -1;
+	sv.signal_fd = -1;
 	for (i = 0; i < SUPERVISOR_LISTEN_MAX; i++)
 		sv.listen_fd[i] = -1;
+	for (i = 0; i < SESSION_SLOTS; i++)
+		sv.links[i] = (struct worker_link){ .fd = -1, .client_fd = -1 };
 	sv.slots = mmap(NULL, SESSION_SLOTS * sizeof(*sv.slots), PROT_READ | PROT_WRITE,
 			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sv.slots == MAP_FAILED) {
@@ -246,14 +661,20 @@ int supervisor_run(struct supervisor_config *cfg)
 		pr_err("cannot listen on the control socket %s: %s", cfg->control_path, strerror(-sv.control_fd));
 		goto out;
 	}
-	pr_info("ternd ready: backend %s, control %s", cfg->worker.backend, cfg->control_path);
+	pr_info("ternd ready: backend %s, control %s, state %s", cfg->worker.backend, cfg->control_path,
+		cfg->state_dir);
 	while (running) {
-		unsigned n = 0;
+		unsigned n = 0, links = 0;
 
 		for (i = 0; i < cfg->listen_count; i++)
 			pfd[n++] = (struct pollfd){ .fd = sv.listen_fd[i], .events = POLLIN };
 		pfd[n++] = (struct pollfd){ .fd = sv.control_fd, .events = POLLIN };
 		pfd[n++] = (struct pollfd){ .fd = sv.signal_fd, .events = POLLIN };
+		for (i = 0; i < SESSION_SLOTS; i++)
+			if (sv.links[i].fd >= 0) {
+				link_of[links++] = i;
+				pfd[n++] = (struct pollfd){ .fd = sv.links[i].fd, .events = POLLIN };
+			}
 		if (poll(pfd, n, -1) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -265,6 +686,9 @@ int supervisor_run(struct supervisor_config *cfg)
 				session_start(&sv, (int)i);
 		if (pfd[cfg->listen_count].revents & POLLIN)
 			control_serve(&sv);
+		for (i = 0; i < links; i++)
+			if (pfd[cfg->listen_count + 2 + i].revents & (POLLIN | POLLHUP) && sv.links[link_of[i]].fd >= 0)
+				worker_readable(&sv, link_of[i]);
 		if (pfd[cfg->listen_count + 1].revents & POLLIN) {
 			struct signalfd_siginfo si;
 

@@ -20,6 +20,7 @@ struct supervisor_config {
 	struct worker_config worker;
 	char token[256];            /* empty: tcp listeners refuse every guest */
 	int shutdown_grace_ms;
+	char state_dir[4096];       /* journals and the snapshot store */
 };
 
 /* Run until SIGTERM or SIGINT. Returns the process exit status. */

@@ -52,6 +52,7 @@ static void usage(FILE *out)
 		"  --quota SIZE         device memory per session, e.g. 8G (default: no limit)\n"
 		"  --arena-base ADDR    fixed address of each session's arena (default 0x%llx)\n"
 		"  --arena-size SIZE    size of the arena (default 512G)\n"
+		"  --state-dir DIR      journals and the snapshot store (default /var/lib/tern)\n"
 		"  --token-file FILE    shared secret that tcp guests must present\n"
 		"  --log-level LEVEL    error, warn, info or debug (default info)\n"
 		"  --log-file FILE      append the log there instead of stderr\n"
@@ -137,6 +138,9 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 		o->sv.worker.exec_cfg.arena_size = v;
 		return ret;
 	}
+	if (!strcmp(key, "state-dir") || !strcmp(key, "state_dir"))
+		return snprintf(o->sv.state_dir, sizeof(o->sv.state_dir), "%s", value) <
+		       (int)sizeof(o->sv.state_dir) ? 0 : -ENAMETOOLONG;
 	if (!strcmp(key, "token-file") || !strcmp(key, "token_file"))
 		return token_read(value, o->sv.token, sizeof(o->sv.token));
 	if (!strcmp(key, "log-level") || !strcmp(key, "log_level")) {
@@ -264,6 +268,7 @@ int main(int argc, char **argv)
 	o.log_level = LOG_INFO;
 	snprintf(o.backend, sizeof(o.backend), "auto");
 	snprintf(o.sv.control_path, sizeof(o.sv.control_path), "%s", CONTROL_DEFAULT_PATH);
+	snprintf(o.sv.state_dir, sizeof(o.sv.state_dir), "/var/lib/tern");
 	o.sv.worker.exec_cfg.arena_base = ARENA_BASE_DEFAULT;
 	o.sv.worker.exec_cfg.arena_size = ARENA_SIZE_DEFAULT;
 	o.sv.worker.hello_timeout_ms = 10000;
@@ -325,5 +330,9 @@ int main(int argc, char **argv)
 		if (o.sv.listen[i].kind == TRANSPORT_UNIX)
 			socket_dir_make(o.sv.listen[i].path);
 	socket_dir_make(o.sv.control_path);
+	if (mkdir(o.sv.state_dir, 0700) && errno != EEXIST) {
+		fprintf(stderr, "ternd: cannot create the state directory %s: %s\n", o.sv.state_dir, strerror(errno));
+		return 2;
+	}
 	return supervisor_run(&o.sv);
 }

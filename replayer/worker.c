@@ -1,28 +1,52 @@
 #define LOG_PREFIX "worker: "
 #include "worker.h"
+#include "checkpoint.h"
+#include "control.h"
 #include "log.h"
 #include "wire_dispatch.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Replies up to this size are kept with a snapshot for a resend after restore;
+ * larger ones are reads, served again instead. */
+#define KEPT_REPLY_MAX (1u << 20)
 
 struct worker_conn {
 	int fd;
 	uint8_t *payload;
 	size_t cap;
 	struct wire_msg reply;
+	uint64_t durable_seq;           /* latest durable snapshot's sequence number */
+};
+
+struct worker_session {
+	const struct worker_config *cfg;
+	struct worker_conn c;
+	struct exec ex;
+	char id[SESSION_ID_MAX];
+	uint64_t seq;                   /* last request applied */
+	uint64_t resume_seq;            /* restored at this sequence number, 0 if fresh */
+	void *resume_reply;             /* the reply of resume_seq, as snapshotted */
+	size_t resume_reply_len;
+	struct checkpoint_job *job;
+	bool suspend_after_job;
+	char job_name[128];
 };
 
 static int reply_send(struct worker_conn *c, const struct wire_header *req, uint16_t flags)
 {
 	struct iovec iov[WIRE_MSG_IOV_MAX];
 	struct wire_header h = { .flags = (uint16_t)(WIRE_F_REPLY | flags), .call = req->call,
-				 .seq = req->seq };
+				 .seq = req->seq, .ctx = c->durable_seq };
 	int n = wire_msg_finish(&c->reply, &h, iov);
 
 	if (n < 0)
@@ -85,14 +109,18 @@ static bool token_equal(const char *want, struct wire_blob got)
 	return diff == 0;
 }
 
-static void slot_set_id(struct session_slot *slot, const char *id)
+/* Session ids name files and appear in status output: keep them tame. */
+static void session_id_clean(char *out, const char *id)
 {
 	size_t i;
 
-	/* The id is shown by `ternd status`: keep it printable. */
 	for (i = 0; id[i] && i < SESSION_ID_MAX - 1; i++)
-		slot->id[i] = (id[i] > 0x20 && id[i] < 0x7f && id[i] != '"' && id[i] != '\\') ? id[i] : '_';
-	slot->id[i] = 0;
+		out[i] = (id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'z') ||
+			 (id[i] >= 'A' && id[i] <= 'Z') || id[i] == '-' || id[i] == '.' || id[i] == '_' ?
+			 id[i] : '_';
+	out[i] = 0;
+	if (!i || out[0] == '.')
+		out[0] = '_';
 }
 
 static int hello_wait(struct worker_conn *c, const struct worker_config *cfg,
@@ -128,80 +156,342 @@ static int hello_wait(struct worker_conn *c, const struct worker_config *cfg,
 	return 0;
 }
 
-int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slot)
+static int cmd_send(const struct worker_config *cfg, const char *kind, const char *text)
 {
-	struct worker_conn c = { .fd = fd };
-	struct wire_hello_req *hello = calloc(1, sizeof(*hello));
-	struct backend *be = NULL;
-	struct exec ex;
-	struct wire_header h;
-	struct wire_cursor cur;
-	int ret, status = 1;
+	char line[WORKER_LINE_MAX];
+	int n = snprintf(line, sizeof(line), "%s %s\n", kind, text);
 
-	wire_msg_init(&c.reply);
-	if (!hello)
-		goto out;
-	ret = hello_wait(&c, cfg, &h, hello);
-	if (ret)
-		goto out;
-	if (slot)
-		slot_set_id(slot, hello->session);
+	if (cfg->cmd_fd < 0)
+		return 0;
+	if (n >= (int)sizeof(line)) {
+		line[sizeof(line) - 2] = '\n';
+		n = sizeof(line) - 1;
+	}
+	return control_write_all(cfg->cmd_fd, line, (size_t)n);
+}
+
+/* A fresh, empty journal directory for the session. */
+static int journal_dir_reset(const char *state_dir, const char *id, char *path, size_t cap)
+{
+	DIR *d;
+	struct dirent *de;
+
+	snprintf(path, cap, "%s/journal", state_dir);
+	mkdir(state_dir, 0700);
+	mkdir(path, 0700);
+	snprintf(path, cap, "%s/journal/%s", state_dir, id);
+	if (mkdir(path, 0700) && errno != EEXIST)
+		return -errno;
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		char file[4400];
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
+		unlink(file);
+	}
+	closedir(d);
+	return 0;
+}
+
+static void store_dir(const struct worker_config *cfg, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s/store", cfg->state_dir);
+}
+
+static void snapshot_start(struct worker_session *s, const char *name, const char *parent, bool suspend)
+{
+	struct checkpoint_request req = { 0 };
+	char sdir[4200], err[512] = "", json[1024];
+	static uint8_t kept[KEPT_REPLY_MAX];
+	size_t kept_len = 0;
+
+	if (s->job) {
+		cmd_send(s->cfg, "result", "{\"error\":\"a snapshot of this session is still being written; retry when it is done\"}");
+		return;
+	}
+	store_dir(s->cfg, sdir, sizeof(sdir));
+	if (s->seq)
+		kept_len = wire_msg_payload_copy(&s->c.reply, kept, sizeof(kept));
+	req.store_dir = sdir;
+	req.name = name;
+	req.parent = strcmp(parent, "-") ? parent : NULL;
+	req.session = s->id;
+	req.seq = s->seq;
+	req.reply = kept;
+	req.reply_len = kept_len;
+	if (checkpoint_begin(&s->ex, &req, &s->job, err, sizeof(err))) {
+		snprintf(json, sizeof(json), "{\"error\":\"snapshot '%s': %s\"}", name, err);
+		cmd_send(s->cfg, "result", json);
+		return;
+	}
+	s->suspend_after_job = suspend;
+	snprintf(s->job_name, sizeof(s->job_name), "%s", name);
+	snprintf(json, sizeof(json), "{\"progress\":0.5,\"stage\":\"paused\",\"snapshot\":\"%s\"}", name);
+	cmd_send(s->cfg, "progress", json);
+}
+
+/* The drain finished: report, and remember what is durable. Returns true
+ * when the session should end (suspended). */
+static bool snapshot_end(struct worker_session *s)
+{
+	char json[2048];
+	uint64_t seq = s->seq;
+	int ret;
+
+	ret = checkpoint_end(s->job, json, sizeof(json));
+	s->job = NULL;
+	if (!ret) {
+		/* The snapshot's sequence number is in the result; parse it back. */
+		const char *p = strstr(json, "\"seq\":");
+
+		if (p)
+			seq = strtoull(p + 6, NULL, 10);
+		s->c.durable_seq = seq;
+	}
+	cmd_send(s->cfg, "result", json);
+	return !ret && s->suspend_after_job;
+}
+
+/* Returns true when the session should end (suspended). */
+static bool cmd_handle(struct worker_session *s, char *line)
+{
+	char name[128], parent[128];
+	int suspend = 0;
+
+	if (sscanf(line, "snapshot %127s %127s %d", name, parent, &suspend) >= 2) {
+		snapshot_start(s, name, parent, suspend != 0);
+		/* A suspend keeps the guest out until the snapshot is durable. */
+		return s->job && suspend ? snapshot_end(s) : false;
+	}
+	pr_warn("unknown supervisor command '%s'", line);
+	return false;
+}
+
+/* Answer a request the restored session already applied before its snapshot. */
+static int request_resend(struct worker_session *s, const struct wire_header *h, struct wire_cursor *cur)
+{
+	if (h->seq == s->resume_seq && s->resume_reply_len) {
+		wire_msg_reset(&s->c.reply);
+		wire_put_bytes(&s->c.reply, s->resume_reply, s->resume_reply_len);
+		return reply_send(&s->c, h, 0);
+	}
+	if (h->seq == s->resume_seq && h->call == WIRE_CALL_MEMCPY_DTOH) {
+		/* A read: serving it again is harmless. */
+		wire_msg_reset(&s->c.reply);
+		if (wire_dispatch(&s->ex, h->call, cur, &s->c.reply) == 0)
+			return reply_send(&s->c, h, 0);
+	}
+	pr_warn("request %llu was applied before the snapshot and its reply is gone",
+		(unsigned long long)h->seq);
+	return reply_status(&s->c, h, CUDA_ERROR_ILLEGAL_STATE, WIRE_F_ERROR);
+}
+
+static int session_open(struct worker_session *s, const struct wire_hello_req *hello,
+			struct session_slot *slot, char *ready, size_t cap)
+{
+	const struct worker_config *cfg = s->cfg;
+	struct worker_config local = *cfg;
+	char answer[WORKER_LINE_MAX], line[WORKER_LINE_MAX], jdir[4400], snap[128] = "";
+	struct backend *be = NULL;
+	int device = cfg->exec_cfg.device, ret;
+
+	snprintf(line, sizeof(line), "%s %llu", s->id, (unsigned long long)hello->last_seq);
+	if (cfg->cmd_fd >= 0) {
+		if (cmd_send(cfg, "hello", line))
+			return -EPIPE;
+		for (;;) {
+			ret = control_line_read(cfg->cmd_fd, answer, sizeof(answer), -1);
+			if (ret < 0)
+				return ret;
+			if (!strcmp(answer, "wait")) {
+				pr_info("session %s is suspended: waiting for ckpt resume", s->id);
+				continue;
+			}
+			break;
+		}
+		if (!strncmp(answer, "refuse", 6)) {
+			pr_warn("session %s refused: %s", s->id, answer + 6);
+			return -EBUSY;
+		}
+		if (sscanf(answer, "restore %127s %d", snap, &device) < 1)
+			snap[0] = 0;
+	}
+	local.exec_cfg.device = device;
 	ret = backend_open(cfg->backend, &cfg->backend_cfg, &be);
 	if (!ret)
-		ret = exec_open(&ex, be, &cfg->exec_cfg, slot);
+		ret = exec_open(&s->ex, be, &local.exec_cfg, slot);
 	if (ret) {
-		pr_err("session %s: cannot open the %s backend (%d)", hello->session, cfg->backend, ret);
-		reply_status(&c, &h, CUDA_ERROR_NO_DEVICE, 0);
-		goto out_backend;
+		pr_err("session %s: cannot open the %s backend on device %d (%d)", s->id, cfg->backend, device, ret);
+		backend_close(be);
+		snprintf(ready, cap, "{\"error\":\"session %s: no device %d on the %s backend\"}", s->id, device, cfg->backend);
+		return ret;
 	}
+	if (cfg->state_dir && journal_dir_reset(cfg->state_dir, s->id, jdir, sizeof(jdir)) == 0)
+		exec_journal_open(&s->ex, jdir, s->id);
+	if (snap[0]) {
+		char sdir[4200];
+
+		store_dir(cfg, sdir, sizeof(sdir));
+		ret = checkpoint_restore(&s->ex, sdir, snap, &s->resume_seq, &s->resume_reply,
+					 &s->resume_reply_len, ready, cap);
+		if (ret)
+			return ret;
+		s->seq = s->resume_seq;
+		s->c.durable_seq = s->resume_seq;
+		s->ex.resume_seq = s->resume_seq;
+		pr_info("session %s restored from '%s' at request %llu", s->id, snap,
+			(unsigned long long)s->resume_seq);
+	} else {
+		snprintf(ready, cap, "{\"ok\":true,\"session\":\"%s\"}", s->id);
+	}
+	return 0;
+}
+
+int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slot)
+{
+	struct worker_session *s = calloc(1, sizeof(*s));
+	struct wire_hello_req *hello = calloc(1, sizeof(*hello));
+	struct wire_header h;
+	struct wire_cursor cur;
+	char ready[2048];
+	char line[WORKER_LINE_MAX];
+	size_t line_len = 0;
+	int ret, status = 1;
+	bool opened = false, end = false;
+
+	if (!s || !hello)
+		goto out;
+	s->cfg = cfg;
+	s->c.fd = fd;
+	wire_msg_init(&s->c.reply);
+	ret = hello_wait(&s->c, cfg, &h, hello);
+	if (ret)
+		goto out;
+	session_id_clean(s->id, hello->session);
+	if (slot)
+		snprintf(slot->id, sizeof(slot->id), "%s", s->id);
+	ret = session_open(s, hello, slot, ready, sizeof(ready));
+	cmd_send(cfg, "ready", ret && !strstr(ready, "error") ? "{\"error\":\"session refused\"}" : ready);
+	if (ret) {
+		reply_status(&s->c, &h, ret == -EBUSY ? CUDA_ERROR_NOT_PERMITTED : CUDA_ERROR_NO_DEVICE, 0);
+		if (s->ex.be)
+			goto out_exec;
+		goto out;
+	}
+	opened = true;
 	if (slot)
 		atomic_store_explicit(&slot->state, SESSION_ACTIVE, memory_order_release);
-	pr_info("session %s: guest pid %u on device %d", hello->session, hello->pid, cfg->exec_cfg.device);
-	wire_cursor_init(&cur, c.payload, h.length);
-	for (;;) {
+	pr_info("session %s: guest pid %u on device %d", s->id, hello->pid, s->ex.cfg.device);
+	wire_cursor_init(&cur, s->c.payload, h.length);
+	/* The hello is answered like any call, with where to resume. */
+	wire_msg_reset(&s->c.reply);
+	ret = wire_dispatch(&s->ex, h.call, &cur, &s->c.reply);
+	if (ret || reply_send(&s->c, &h, 0))
+		goto out_exec;
+	while (!end) {
+		struct pollfd pfd[3] = {
+			{ .fd = s->c.fd, .events = POLLIN },
+			{ .fd = cfg->cmd_fd, .events = POLLIN },
+			{ .fd = s->job ? checkpoint_job_fd(s->job) : -1, .events = POLLIN },
+		};
 		uint16_t flags = 0;
 
-		wire_msg_reset(&c.reply);
-		ret = exec_context_switch(&ex, h.ctx);
-		if (ret != CUDA_SUCCESS) {
-			wire_put_u32(&c.reply, (uint32_t)ret);
-			flags = WIRE_F_ERROR;
-		} else {
-			ret = wire_dispatch(&ex, h.call, &cur, &c.reply);
-			if (ret < 0) {
-				pr_warn("request %u (%s): %s", h.call, wire_call_name(h.call) ? wire_call_name(h.call) : "unknown",
-					ret == -ENOSYS ? "unknown call" : "malformed payload");
-				wire_msg_reset(&c.reply);
-				wire_put_u32(&c.reply, ret == -ENOSYS ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE);
-				flags = WIRE_F_ERROR;
+		if (poll(pfd, 3, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (pfd[2].revents & POLLIN) {
+			if (snapshot_end(s))
+				break;  /* suspended: the guest comes back through a restore */
+		}
+		if (pfd[1].revents & (POLLIN | POLLHUP)) {
+			ssize_t n = read(cfg->cmd_fd, line + line_len, sizeof(line) - 1 - line_len);
+			char *nl;
+
+			if (n <= 0) {
+				pr_info("session %s: supervisor gone", s->id);
+				break;
 			}
+			line_len += (size_t)n;
+			line[line_len] = 0;
+			while (!end && (nl = strchr(line, '\n'))) {
+				*nl = 0;
+				end = cmd_handle(s, line);
+				memmove(line, nl + 1, line_len - (size_t)(nl + 1 - line) + 1);
+				line_len -= (size_t)(nl + 1 - line);
+			}
+			if (line_len == sizeof(line) - 1)
+				line_len = 0;   /* an overlong line from a confused peer: drop it */
+			if (end)
+				break;
 		}
-		if (slot)
-			atomic_fetch_add_explicit(&slot->calls, 1, memory_order_relaxed);
-		if (!(h.flags & WIRE_F_NO_REPLY) && reply_send(&c, &h, flags)) {
-			pr_info("session %s: guest gone", hello->session);
-			break;
-		}
-		if (h.call == WIRE_CALL_GOODBYE)
-			break;
+		if (!(pfd[0].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
 		do {
-			ret = request_read(&c, &h);
+			ret = request_read(&s->c, &h);
 		} while (ret == 1);
 		if (ret) {
 			if (ret != -ECONNRESET)
-				pr_info("session %s: connection closed (%s)", hello->session, strerror(-ret));
+				pr_info("session %s: connection closed (%s)", s->id, strerror(-ret));
 			break;
 		}
-		wire_cursor_init(&cur, c.payload, h.length);
+		wire_cursor_init(&cur, s->c.payload, h.length);
+		if (s->resume_seq && h.seq <= s->resume_seq) {
+			if (request_resend(s, &h, &cur))
+				break;
+			continue;
+		}
+		wire_msg_reset(&s->c.reply);
+		ret = exec_context_switch(&s->ex, h.ctx);
+		if (ret != CUDA_SUCCESS) {
+			wire_put_u32(&s->c.reply, (uint32_t)ret);
+			flags = WIRE_F_ERROR;
+		} else {
+			ret = wire_dispatch(&s->ex, h.call, &cur, &s->c.reply);
+			if (ret < 0) {
+				pr_warn("request %u (%s): %s", h.call,
+					wire_call_name(h.call) ? wire_call_name(h.call) : "unknown",
+					ret == -ENOSYS ? "unknown call" : "malformed payload");
+				wire_msg_reset(&s->c.reply);
+				wire_put_u32(&s->c.reply, ret == -ENOSYS ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE);
+				flags = WIRE_F_ERROR;
+			}
+		}
+		s->seq = h.seq;
+		if (slot)
+			atomic_fetch_add_explicit(&slot->calls, 1, memory_order_relaxed);
+		if (!(h.flags & WIRE_F_NO_REPLY) && reply_send(&s->c, &h, flags)) {
+			pr_info("session %s: guest gone", s->id);
+			break;
+		}
+		if (h.call == WIRE_CALL_GOODBYE)
+			end = true;
+	}
+	if (s->job) {
+		/* Never leave a snapshot half written: finish it before leaving. */
+		snapshot_end(s);
 	}
 	status = 0;
-	exec_close(&ex);
-out_backend:
-	backend_close(be);
+out_exec:
+	if (opened || s->ex.be) {
+		struct backend *be = s->ex.be;
+
+		exec_close(&s->ex);
+		backend_close(be);
+	}
 out:
+	if (s) {
+		free(s->resume_reply);
+		free(s->c.payload);
+		wire_msg_release(&s->c.reply);
+		free(s);
+	}
 	free(hello);
-	free(c.payload);
-	wire_msg_release(&c.reply);
 	close(fd);
 	return status;
 }

@@ -20,7 +20,18 @@ struct worker_config {
 	const char *token;              /* required when require_token */
 	bool require_token;
 	int hello_timeout_ms;
+	const char *state_dir;          /* journals and the snapshot store live here */
+	int cmd_fd;                     /* line channel to the supervisor */
 };
+
+/* The supervisor <-> worker channel (a socketpair), one line per message:
+ *   worker -> supervisor: "hello SESSION LAST_SEQ"  before answering the guest
+ *                         "ready JSON"               session open (or restored)
+ *                         "progress JSON", "result JSON"  for a snapshot
+ *   supervisor -> worker: "new" | "wait" | "restore SNAPSHOT DEVICE" | "refuse TEXT"
+ *                         "snapshot NAME PARENT|- SUSPEND(0|1)"
+ */
+#define WORKER_LINE_MAX 4096
 
 /* Serve the session on @fd; returns the process exit status. */
 int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slot);

@@ -538,6 +538,11 @@ int snap_writer_region_add(struct snap_writer *w, uint64_t addr, uint64_t size,
 	return 0;
 }
 
+uint32_t snap_writer_chunk_size(const struct snap_writer *w)
+{
+	return w->chunk_size;
+}
+
 uint64_t snap_writer_region_chunks(const struct snap_writer *w, uint32_t region)
 {
 	return region < w->nregions ? w->regions[region].r.chunk_count : 0;
@@ -676,6 +681,30 @@ int snap_writer_chunk_unchanged(struct snap_writer *w, uint32_t region, uint64_t
 	if (ref->flags & SNAP_CHUNK_ZERO)
 		w->stats.zero_chunks++;
 out_unlock:
+	pthread_mutex_unlock(&w->mu);
+	return rc;
+}
+
+int snap_writer_chunk_zero(struct snap_writer *w, uint32_t region, uint64_t index,
+			   uint64_t device_hash)
+{
+	struct snap_chunk_ref *ref;
+	uint32_t len;
+	int rc;
+
+	pthread_mutex_lock(&w->mu);
+	rc = w->error;
+	if (!rc)
+		rc = chunk_claim_locked(w, region, index, &len);
+	if (!rc) {
+		ref = &w->regions[region].r.chunks[index];
+		memset(ref, 0, sizeof(*ref));
+		ref->flags = SNAP_CHUNK_ZERO;
+		ref->device_hash = device_hash;
+		w->regions[region].filled[index] = 1;
+		w->stats.chunks++;
+		w->stats.zero_chunks++;
+	}
 	pthread_mutex_unlock(&w->mu);
 	return rc;
 }

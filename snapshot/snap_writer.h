@@ -4,6 +4,7 @@
  *     snap_writer_region_add(w, addr, size, flags, &region);   for each region
  *     snap_writer_chunk_add(w, region, index, buf, len, devhash, done, arg);
  *       or snap_writer_chunk_unchanged(w, region, index, devhash)
+ *       or snap_writer_chunk_zero(w, region, index, devhash)
  *     snap_writer_journal_set(w, journal_fd);
  *     snap_writer_commit(w);            or snap_writer_abort(w)
  *
@@ -14,7 +15,7 @@
  * queue_depth chunks: chunk_add blocks while it is full, so memory stays
  * bounded by queue_depth compressed buffers.
  *
- * Threading: begin, region_add, chunk_add, chunk_unchanged, journal_set,
+ * Threading: begin, region_add, chunk_add, chunk_unchanged, chunk_zero, journal_set,
  * flush, commit and abort are called from one thread (the caller's).  The
  * done callbacks run on worker threads.
  */
@@ -51,6 +52,9 @@ int snap_writer_begin(struct snap_store *store, const struct snap_writer_config 
 int snap_writer_region_add(struct snap_writer *w, uint64_t addr, uint64_t size,
 			   uint32_t flags, uint32_t *region);
 
+/* Bytes per chunk of this snapshot (the last chunk of a region may be shorter). */
+uint32_t snap_writer_chunk_size(const struct snap_writer *w);
+
 /* Number of chunks of @region (0 if no such region). */
 uint64_t snap_writer_region_chunks(const struct snap_writer *w, uint32_t region);
 
@@ -69,6 +73,11 @@ int snap_writer_chunk_add(struct snap_writer *w, uint32_t region, uint64_t index
  * -ESTALE if the parent's device hash differs from @device_hash. */
 int snap_writer_chunk_unchanged(struct snap_writer *w, uint32_t region, uint64_t index,
 				uint64_t device_hash);
+
+/* The caller saw that this chunk is all zero (its device hash said so):
+ * record a zero entry without handing over any bytes. */
+int snap_writer_chunk_zero(struct snap_writer *w, uint32_t region, uint64_t index,
+			   uint64_t device_hash);
 
 /* Device hash the parent recorded for the chunk at @addr (chunk-aligned
  * within a parent region): 0 and *out, or -ENOENT. */

@@ -44,6 +44,7 @@ enum sim_range_kind {
 	SIM_RANGE_MAPPED,       /* cuMemMap inside a reservation */
 	SIM_RANGE_HOST,         /* cuMemHostRegister */
 	SIM_RANGE_GLOBAL,       /* a module's __device__ variable */
+	SIM_RANGE_LINEAR,       /* cuMemAlloc: anonymous memory, read/write */
 };
 
 /* One address range known to the device. Reservations and mappings overlap
@@ -55,6 +56,8 @@ struct sim_range {
 	size_t size;
 	int prot;                       /* PROT_* the device may use */
 	struct sim_alloc *alloc;        /* MAPPED: backing allocation */
+	struct sim_dev *dev;            /* LINEAR: the device it is counted on */
+	bool owned;                     /* HOST: from cuMemHostAlloc, ours to unmap */
 };
 
 /* A cuMemCreate allocation: a memfd, alive while the handle or a mapping is. */

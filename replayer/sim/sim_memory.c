@@ -98,7 +98,7 @@ static bool sim_range_overlaps(struct sim *sim, enum sim_range_kind kind,
 bool sim_range_device_ok(struct sim *sim, uintptr_t ptr, size_t bytes, int prot)
 {
 	static const enum sim_range_kind kinds[] = {
-		SIM_RANGE_MAPPED, SIM_RANGE_GLOBAL, SIM_RANGE_HOST,
+		SIM_RANGE_MAPPED, SIM_RANGE_LINEAR, SIM_RANGE_GLOBAL, SIM_RANGE_HOST,
 	};
 	uintptr_t end;
 
@@ -108,7 +108,7 @@ bool sim_range_device_ok(struct sim *sim, uintptr_t ptr, size_t bytes, int prot)
 	while (ptr < end) {
 		struct sim_range *r = NULL;
 
-		for (unsigned k = 0; k < 3 && !r; k++)
+		for (unsigned k = 0; k < sizeof(kinds) / sizeof(kinds[0]) && !r; k++)
 			r = sim_range_at(sim, kinds[k], ptr);
 		if (!r || (r->prot & prot) != prot)
 			return false;
@@ -563,6 +563,7 @@ out:
 
 CUresult sim_cuMemHostUnregister(void *p)
 {
+	struct sim_range *r;
 	struct sim *sim;
 	CUresult rc;
 
@@ -571,7 +572,8 @@ CUresult sim_cuMemHostUnregister(void *p)
 	rc = sim_enter(&sim);
 	if (rc)
 		return rc;
-	if (!sim_range_find(sim, SIM_RANGE_HOST, (uintptr_t)p)) {
+	r = sim_range_find(sim, SIM_RANGE_HOST, (uintptr_t)p);
+	if (!r || r->owned) {
 		rc = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
 	} else {
 		/* Queued copies may still read it. */
@@ -582,13 +584,144 @@ CUresult sim_cuMemHostUnregister(void *p)
 	return rc;
 }
 
+/* Linear device memory (cuMemAlloc) and pinned host memory (cuMemHostAlloc):
+ * anonymous mappings anywhere, in the same range table as the VMM's, so
+ * copies check them alike. ternd's own buffers (the snapshot shadow, staging)
+ * use them; the guest's memory comes from the arena. */
+CUresult sim_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
+{
+	size_t page = sim_page_size(), size;
+	struct sim_range *r;
+	struct sim_ctx *ctx;
+	struct sim *sim;
+	CUresult rc;
+	void *m;
+
+	if (!dptr || !bytesize || bytesize > (1ull << 47))
+		return CUDA_ERROR_INVALID_VALUE;
+	size = (bytesize + page - 1) & ~(page - 1);
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_ctx_require(sim, &ctx);
+	if (rc)
+		goto out;
+	if (size > ctx->dev->total - ctx->dev->used) {
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		 -1, 0);
+	if (m == MAP_FAILED) {
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	if (sim_range_add(sim, SIM_RANGE_LINEAR, (uintptr_t)m, size)) {
+		munmap(m, size);
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	r = sim_range_find(sim, SIM_RANGE_LINEAR, (uintptr_t)m);
+	r->dev = ctx->dev;
+	ctx->dev->used += size;
+	*dptr = (CUdeviceptr)(uintptr_t)m;
+out:
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuMemFree(CUdeviceptr dptr)
+{
+	struct sim_range *r;
+	struct sim *sim;
+	CUresult rc;
+
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	r = sim_range_find(sim, SIM_RANGE_LINEAR, (uintptr_t)dptr);
+	if (!dptr || !r) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	/* Queued copies and kernels may still use it. */
+	sim_all_wait(sim);
+	r->dev->used -= r->size;
+	munmap((void *)r->base, r->size);
+	sim_range_remove(sim, SIM_RANGE_LINEAR, (uintptr_t)dptr);
+out:
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
+{
+	const unsigned known = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+			       CU_MEMHOSTALLOC_WRITECOMBINED;
+	size_t page = sim_page_size(), size;
+	struct sim_ctx *ctx;
+	struct sim *sim;
+	CUresult rc;
+	void *m;
+
+	if (!pp || !bytesize || bytesize > (1ull << 40) || flags & ~known)
+		return CUDA_ERROR_INVALID_VALUE;
+	size = (bytesize + page - 1) & ~(page - 1);
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_ctx_require(sim, &ctx);
+	if (rc)
+		goto out;
+	/* Populated now: pinned memory is resident from the start. */
+	m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+		 -1, 0);
+	if (m == MAP_FAILED) {
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	if (sim_range_add(sim, SIM_RANGE_HOST, (uintptr_t)m, size)) {
+		munmap(m, size);
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	sim_range_find(sim, SIM_RANGE_HOST, (uintptr_t)m)->owned = true;
+	*pp = m;
+out:
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuMemFreeHost(void *p)
+{
+	struct sim_range *r;
+	struct sim *sim;
+	CUresult rc;
+
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	r = sim_range_find(sim, SIM_RANGE_HOST, (uintptr_t)p);
+	if (!p || !r || !r->owned) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	sim_all_wait(sim);
+	munmap((void *)r->base, r->size);
+	sim_range_remove(sim, SIM_RANGE_HOST, (uintptr_t)p);
+out:
+	sim_leave(sim);
+	return rc;
+}
+
 void sim_memory_teardown(struct sim *sim)
 {
 	while (sim->ranges) {
 		struct sim_range *r = sim->ranges;
 
 		sim->ranges = r->next;
-		if (r->kind == SIM_RANGE_RESERVED)
+		if (r->kind == SIM_RANGE_RESERVED || r->kind == SIM_RANGE_LINEAR ||
+		    (r->kind == SIM_RANGE_HOST && r->owned))
 			munmap((void *)r->base, r->size);
 		free(r);
 	}

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sim_kernel.h"
 #include "kernel_args.h"
@@ -229,6 +230,30 @@ static void lr_step(const struct sim_launch *l)
 			d[i] = d[i] + add + (uint32_t)i;
 }
 
+/* ckpt_loop.cu */
+static void ck_mix(const struct sim_launch *l)
+{
+	unsigned *x, n, step;
+
+	if (!ARGS_OK(l, 8, 4, 4))
+		return;
+	ARG(l, 0, x);
+	ARG(l, 1, n);
+	ARG(l, 2, step);
+	for (unsigned j = 0; j < n; j++)
+		x[j] = x[j] * 1664525u + 1013904223u + (step ^ j);
+}
+
+static void ck_wait(const struct sim_launch *l)
+{
+	unsigned ms;
+
+	if (!ARGS_OK(l, 4))
+		return;
+	ARG(l, 0, ms);
+	usleep(ms * 1000u);
+}
+
 SIM_KERNELS_BEGIN
 	SIM_KERNEL("vec_add", vec_add),
 	SIM_KERNEL("ka_echo", ka_echo),
@@ -240,4 +265,6 @@ SIM_KERNELS_BEGIN
 	SIM_KERNEL("_Z8mt_twicePii", mt_twice),
 	SIM_KERNEL("err_affine", err_affine),
 	SIM_KERNEL("lr_step", lr_step),
+	SIM_KERNEL("ck_mix", ck_mix),
+	SIM_KERNEL("ck_wait", ck_wait),
 SIM_KERNELS_END

@@ -1,0 +1,278 @@
+/* ckpt: snapshot, suspend, resume, restore and inspect tern sessions.
+ *
+ *     ckpt [GLOBAL OPTIONS] SUBCOMMAND [ARGS] [--json] [--help]
+ *
+ * The subcommands live in one table below, which also prints the usage.
+ * Session commands talk to a running ternd over its control socket;
+ * inspect, verify and rm read the snapshot store directly.  docs/ckpt.md
+ * is the user's guide.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt.h"
+#include "control.h"
+
+static int cmd_help(struct ckpt *c);
+
+static const struct ckpt_command commands[] = {
+	{ "ls", "", "list the sessions of the running ternd and the snapshots in the store",
+	  0, 0, 0, cmd_ls },
+	{ "snapshot", "SESSION [--name NAME] [--incremental]",
+	  "snapshot a session while it keeps running (--incremental: only what changed since its last snapshot)",
+	  1, 1, CKPT_OPT_NAME | CKPT_OPT_INCREMENTAL, cmd_snapshot },
+	{ "suspend", "SESSION", "snapshot a session, then stop its worker and free its GPU memory",
+	  1, 1, 0, cmd_suspend },
+	{ "resume", "SESSION|SNAPSHOT [--device N]",
+	  "bring a suspended session back (from its latest snapshot, or the one named)",
+	  1, 1, CKPT_OPT_DEVICE, cmd_resume },
+	{ "restore", "SNAPSHOT [--device N]",
+	  "restore a snapshot's session into a new worker (a live worker of that session is stopped first)",
+	  1, 1, CKPT_OPT_DEVICE, cmd_restore },
+	{ "inspect", "SNAPSHOT", "decode a snapshot: manifest, journal objects, regions, images, chunks (offline)",
+	  1, 1, 0, cmd_inspect },
+	{ "verify", "SNAPSHOT", "check every checksum of a snapshot and read every chunk (offline)",
+	  1, 1, 0, cmd_verify },
+	{ "rm", "SNAPSHOT...", "remove snapshots and collect the chunks no other snapshot uses (offline)",
+	  1, UINT_MAX, 0, cmd_rm },
+	{ "help", "[SUBCOMMAND]", "show this usage, or one subcommand's",
+	  0, 1, 0, cmd_help },
+};
+
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static const char global_usage[] =
+	"Global options (anywhere on the line):\n"
+	"  --control PATH    ternd's control socket (default " CONTROL_DEFAULT_PATH ", env TERN_CONTROL)\n"
+	"  --state-dir DIR   ternd's state directory; the store is DIR/store\n"
+	"                    (default " CKPT_DEFAULT_STATE_DIR ", env TERN_STATE_DIR)\n"
+	"  --store DIR       the snapshot store itself, for inspect, verify, rm and ls\n"
+	"  --timeout SEC     give up when ternd sends nothing for SEC seconds\n"
+	"                    (default 600 for snapshot/suspend/resume/restore, 10 for ls)\n"
+	"  --json            print one JSON object on stdout (docs/ckpt.md has the shapes)\n"
+	"  --help            usage; `ckpt SUBCOMMAND --help` for one subcommand\n"
+	"Exit status: 0 ok, 1 the operation failed, 2 usage error.\n";
+
+static void usage_print(FILE *f)
+{
+	fprintf(f, "usage: ckpt [GLOBAL OPTIONS] SUBCOMMAND [ARGS] [--json]\n\nSubcommands:\n");
+	for (size_t i = 0; i < NCOMMANDS; i++) {
+		char head[64];
+
+		snprintf(head, sizeof(head), "%s %s", commands[i].name, commands[i].synopsis);
+		if (strlen(head) > 36)
+			fprintf(f, "  %s\n  %-36s  %s\n", head, "", commands[i].help);
+		else
+			fprintf(f, "  %-36s  %s\n", head, commands[i].help);
+	}
+	fprintf(f, "\n%s", global_usage);
+}
+
+static void command_usage_print(const struct ckpt_command *cmd, FILE *f)
+{
+	fprintf(f, "usage: ckpt %s %s%s[--json]\n\n%s\n", cmd->name, cmd->synopsis,
+		cmd->synopsis[0] ? " " : "", cmd->help);
+	if (cmd->options & CKPT_OPT_NAME)
+		fprintf(f, "  --name NAME       name of the new snapshot ([A-Za-z0-9._-], default SESSION-<unix ms>)\n");
+	if (cmd->options & CKPT_OPT_INCREMENTAL)
+		fprintf(f, "  --incremental     store only the chunks changed since the session's latest snapshot\n");
+	if (cmd->options & CKPT_OPT_DEVICE)
+		fprintf(f, "  --device N        GPU index to restore onto (default: ternd's --device)\n");
+	fprintf(f, "\n%s", global_usage);
+}
+
+static const struct ckpt_command *command_find(const char *name)
+{
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		if (!strcmp(commands[i].name, name))
+			return &commands[i];
+	return NULL;
+}
+
+static int cmd_help(struct ckpt *c)
+{
+	const struct ckpt_command *cmd;
+
+	if (!c->nargs && c->json) {
+		struct json_writer w;
+
+		ckpt_json_begin(c, &w);
+		json_bool_put(&w, "ok", true);
+		json_array_begin(&w, "commands");
+		for (size_t i = 0; i < NCOMMANDS; i++) {
+			json_object_begin(&w, NULL);
+			json_string_put(&w, "name", commands[i].name);
+			json_string_put(&w, "synopsis", commands[i].synopsis);
+			json_string_put(&w, "help", commands[i].help);
+			json_object_end(&w);
+		}
+		json_array_end(&w);
+		ckpt_json_end(c, &w);
+		return CKPT_EXIT_OK;
+	}
+	if (!c->nargs) {
+		usage_print(stdout);
+		return CKPT_EXIT_OK;
+	}
+	cmd = command_find(c->args[0]);
+	if (!cmd) {
+		usage_print(stderr);
+		return ckpt_fail(c, CKPT_EXIT_USAGE, "no subcommand '%s'", c->args[0]);
+	}
+	command_usage_print(cmd, stdout);
+	return CKPT_EXIT_OK;
+}
+
+/* --json is handled by main; this prints the error object when the handler
+ * failed before writing its own. */
+static void json_error_print(const struct ckpt *c, int status)
+{
+	struct json_writer w;
+
+	json_writer_init(&w, stdout);
+	json_object_begin(&w, NULL);
+	json_bool_put(&w, "ok", false);
+	json_string_put(&w, "error", c->error[0] ? c->error : "failed");
+	json_u64_put(&w, "exit", (uint64_t)status);
+	json_object_end(&w);
+	fputc('\n', stdout);
+}
+
+/* Parse the command line.  Global options may appear anywhere, so that
+ * `ckpt ls --json` and `ckpt --json ls` both work. */
+static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
+{
+	const char *sub = NULL;
+	unsigned opts_seen = 0;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+		bool takes = !strcmp(a, "--control") || !strcmp(a, "--state-dir") ||
+			     !strcmp(a, "--store") || !strcmp(a, "--timeout") ||
+			     !strcmp(a, "--name") || !strcmp(a, "--device");
+
+		if (takes && !val)
+			return ckpt_fail(c, CKPT_EXIT_USAGE, "%s needs a value", a);
+		if (!strcmp(a, "--json")) {
+			c->json = true;
+		} else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			*help = true;
+		} else if (!strcmp(a, "--control")) {
+			c->control = val;
+		} else if (!strcmp(a, "--state-dir")) {
+			c->state_dir = val;
+			c->store_explicit = true;
+		} else if (!strcmp(a, "--store")) {
+			c->store = val;
+			c->store_explicit = true;
+		} else if (!strcmp(a, "--timeout")) {
+			char *end;
+			long t = strtol(val, &end, 10);
+
+			if (*end || end == val || t < 1 || t > 86400)
+				return ckpt_fail(c, CKPT_EXIT_USAGE, "--timeout takes seconds, 1 to 86400: '%s'", val);
+			c->timeout_s = (int)t;
+		} else if (!strcmp(a, "--name")) {
+			c->name = val;
+			opts_seen |= CKPT_OPT_NAME;
+		} else if (!strcmp(a, "--incremental")) {
+			c->incremental = true;
+			opts_seen |= CKPT_OPT_INCREMENTAL;
+		} else if (!strcmp(a, "--device")) {
+			char *end;
+			long d = strtol(val, &end, 10);
+
+			if (*end || end == val || d < 0 || d > 1023)
+				return ckpt_fail(c, CKPT_EXIT_USAGE, "--device takes a GPU index: '%s'", val);
+			c->device = (int)d;
+			opts_seen |= CKPT_OPT_DEVICE;
+		} else if (a[0] == '-' && a[1]) {
+			return ckpt_fail(c, CKPT_EXIT_USAGE, "unknown option '%s'; see `ckpt %s%s--help`",
+					 a, sub ? sub : "", sub ? " " : "");
+		} else if (!sub) {
+			sub = a;
+			continue;
+		} else {
+			c->args[c->nargs++] = argv[i];
+			continue;
+		}
+		if (takes)
+			i++;
+	}
+	if (!sub) {
+		if (*help)
+			return -1;
+		usage_print(stderr);
+		return ckpt_fail(c, CKPT_EXIT_USAGE, "no subcommand given");
+	}
+	c->cmd = command_find(sub);
+	if (!c->cmd) {
+		usage_print(stderr);
+		c->cmd = NULL;
+		return ckpt_fail(c, CKPT_EXIT_USAGE, "unknown subcommand '%s'", sub);
+	}
+	if (*help)
+		return -1;
+	if (opts_seen & ~c->cmd->options) {
+		command_usage_print(c->cmd, stderr);
+		return ckpt_fail(c, CKPT_EXIT_USAGE, "option %s does not apply to %s",
+				 opts_seen & CKPT_OPT_NAME ? "--name" :
+				 opts_seen & CKPT_OPT_INCREMENTAL ? "--incremental" : "--device",
+				 c->cmd->name);
+	}
+	if (c->nargs < c->cmd->min_args || c->nargs > c->cmd->max_args) {
+		command_usage_print(c->cmd, stderr);
+		return ckpt_fail(c, CKPT_EXIT_USAGE, "%s takes %s", c->cmd->name,
+				 c->cmd->synopsis[0] ? c->cmd->synopsis : "no arguments");
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct ckpt c;
+	bool help = false;
+	const char *env;
+	int rc;
+
+	/* A ternd that closes early must give an error, not kill ckpt. */
+	signal(SIGPIPE, SIG_IGN);
+	memset(&c, 0, sizeof(c));
+	c.device = -1;
+	c.control = CONTROL_DEFAULT_PATH;
+	c.state_dir = CKPT_DEFAULT_STATE_DIR;
+	env = getenv("TERN_CONTROL");
+	if (env && env[0])
+		c.control = env;
+	env = getenv("TERN_STATE_DIR");
+	if (env && env[0]) {
+		c.state_dir = env;
+		c.store_explicit = true;
+	}
+	c.args = calloc((size_t)argc + 1, sizeof(*c.args));
+	if (!c.args) {
+		fprintf(stderr, "ckpt: out of memory\n");
+		return CKPT_EXIT_FAILED;
+	}
+	rc = args_parse(&c, argc, argv, &help);
+	if (rc < 0) {
+		/* --help: the usage goes to stdout, it was asked for. */
+		if (c.cmd)
+			command_usage_print(c.cmd, stdout);
+		else
+			usage_print(stdout);
+		rc = CKPT_EXIT_OK;
+	} else if (rc == 0) {
+		rc = c.cmd->run(&c);
+	}
+	if (rc && c.json && !c.json_written)
+		json_error_print(&c, rc);
+	fflush(stdout);
+	free(c.args);
+	return rc;
+}

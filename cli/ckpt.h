@@ -1,0 +1,117 @@
+/* ckpt: what the subcommands share.  Internal to cli/.
+ *
+ * main() (ckpt.c) parses the global and per-command options into a
+ * struct ckpt, looks the subcommand up in the one command table and calls its
+ * handler.  A handler returns the process exit status (CKPT_EXIT_*); it
+ * reports a failure once, through ckpt_fail(), which prints the message on
+ * stderr and, with --json, lets main print {"ok":false,"error":...} unless
+ * the handler already wrote its own object (ckpt_json_begin()).
+ *
+ * Single-threaded: one struct ckpt per process.
+ */
+#ifndef TERN_CLI_CKPT_H
+#define TERN_CLI_CKPT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "json.h"
+
+enum ckpt_exit {
+	CKPT_EXIT_OK = 0,
+	CKPT_EXIT_FAILED = 1,   /* the operation failed (or found corruption) */
+	CKPT_EXIT_USAGE = 2,    /* bad command line */
+};
+
+#define CKPT_DEFAULT_STATE_DIR "/var/lib/tern"
+
+/* Per-command options a table entry may accept. */
+#define CKPT_OPT_NAME        0x1u  /* --name NAME */
+#define CKPT_OPT_INCREMENTAL 0x2u  /* --incremental */
+#define CKPT_OPT_DEVICE      0x4u  /* --device N */
+
+struct ckpt;
+
+struct ckpt_command {
+	const char *name;
+	const char *synopsis;    /* arguments after the name, for the usage */
+	const char *help;        /* one line */
+	unsigned min_args;
+	unsigned max_args;       /* positional arguments */
+	unsigned options;        /* CKPT_OPT_* */
+	int (*run)(struct ckpt *c);
+};
+
+struct ckpt {
+	const struct ckpt_command *cmd;
+	const char *control;     /* control socket path */
+	const char *state_dir;
+	const char *store;       /* --store, or NULL */
+	bool store_explicit;     /* --store, --state-dir or TERN_STATE_DIR given */
+	bool json;
+	int timeout_s;           /* --timeout; 0: the command's default */
+	int last_timeout_s;      /* what the last ckpt_control() waited */
+	/* per-command options */
+	const char *name;
+	bool incremental;
+	int device;              /* -1 when not given */
+	char **args;             /* positional arguments */
+	unsigned nargs;
+	char ternd_store[4096];  /* the store a running ternd reported, or "" */
+	/* output state */
+	bool quiet;              /* ckpt_fail records without printing */
+	bool json_written;       /* the handler printed its own JSON object */
+	char error[2048];        /* the reported failure */
+};
+
+/* Record and print a failure; returns @status for `return ckpt_fail(...)`. */
+__attribute__((format(printf, 3, 4)))
+int ckpt_fail(struct ckpt *c, int status, const char *fmt, ...);
+
+/* Start the handler's one JSON object on stdout (marks json_written). */
+void ckpt_json_begin(struct ckpt *c, struct json_writer *w);
+/* Close it and end the line. */
+void ckpt_json_end(struct ckpt *c, struct json_writer *w);
+
+/* "1.5 GiB" */
+void ckpt_size_format(uint64_t bytes, char *buf, unsigned cap);
+/* "2024-05-01 12:00:00 UTC" from ns since the epoch. */
+void ckpt_time_format(uint64_t ns, char *buf, unsigned cap);
+
+/* Send @command to ternd and wait for its answer, drawing a progress bar
+ * labelled @label (NULL: none) on a terminal.  @default_timeout_s applies
+ * unless --timeout was given.  Returns 0 and the answer (json_free()), which
+ * may hold "error"; or a negative errno, with *answer NULL.  Reports nothing:
+ * ckpt_control_fail() words the error. */
+int ckpt_control(struct ckpt *c, const char *command, int default_timeout_s,
+		 const char *label, struct json_value **answer);
+/* Report a failed ckpt_control() (rc < 0) or an answer holding "error";
+ * frees @answer; returns CKPT_EXIT_FAILED. */
+int ckpt_control_fail(struct ckpt *c, int rc, struct json_value *answer);
+/* "why" for a failed ckpt_control(), e.g. "no ternd answers on PATH". */
+void ckpt_control_strerror(const struct ckpt *c, int rc, char *buf, unsigned cap);
+
+/* Handlers (cmd_session.c, cmd_store.c, cmd_inspect.c). */
+int cmd_ls(struct ckpt *c);
+int cmd_snapshot(struct ckpt *c);
+int cmd_suspend(struct ckpt *c);
+int cmd_resume(struct ckpt *c);
+int cmd_restore(struct ckpt *c);
+int cmd_inspect(struct ckpt *c);
+int cmd_verify(struct ckpt *c);
+int cmd_rm(struct ckpt *c);
+
+/* The store offline commands use: --store, else --state-dir/store, else
+ * the store a running ternd reports, else the default.  Written to @buf. */
+void ckpt_store_path(struct ckpt *c, char *buf, unsigned cap);
+
+struct snap_store;
+/* Open the store at ckpt_store_path(); on failure the message is reported
+ * and CKPT_EXIT_FAILED returned. */
+int ckpt_store_open(struct ckpt *c, struct snap_store **out, char *path, unsigned cap);
+/* Report a failure of snapshot @name on the store (not found, busy, damaged,
+ * anything else) with what to do; returns CKPT_EXIT_FAILED. */
+int ckpt_store_fail(struct ckpt *c, struct snap_store *s, const char *path,
+		    const char *name, const char *what, int rc);
+
+#endif

@@ -1,0 +1,217 @@
+/* ckpt subcommands that work on the snapshot store directly, without ternd:
+ * verify and rm; and finding and opening the store for them and inspect. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt.h"
+#include "snap_format.h"
+#include "snap_store.h"
+
+#define STORE_ASK_TIMEOUT_S 2
+
+void ckpt_store_path(struct ckpt *c, char *buf, unsigned cap)
+{
+	struct json_value *a = NULL;
+
+	if (c->store) {
+		snprintf(buf, cap, "%s", c->store);
+		return;
+	}
+	if (c->store_explicit) {
+		snprintf(buf, cap, "%s/store", c->state_dir);
+		return;
+	}
+	/* No store named: a running ternd knows where its store is.  Asked
+	 * briefly, since the default is a fine answer when none runs. */
+	if (!c->ternd_store[0]) {
+		int saved = c->timeout_s;
+		const char *s;
+
+		c->timeout_s = 0;
+		if (!ckpt_control(c, "snapshots", STORE_ASK_TIMEOUT_S, NULL, &a) &&
+		    (s = json_member_string(a, "store")) && s[0])
+			snprintf(c->ternd_store, sizeof(c->ternd_store), "%s", s);
+		c->timeout_s = saved;
+		json_free(a);
+	}
+	if (c->ternd_store[0])
+		snprintf(buf, cap, "%s", c->ternd_store);
+	else
+		snprintf(buf, cap, "%s/store", c->state_dir);
+}
+
+int ckpt_store_open(struct ckpt *c, struct snap_store **out, char *path, unsigned cap)
+{
+	int rc;
+
+	ckpt_store_path(c, path, cap);
+	rc = snap_store_open(path, NULL, 0, out);
+	if (!rc)
+		return 0;
+	switch (rc) {
+	case -ENOENT:
+	case -ENOTDIR:
+		return ckpt_fail(c, CKPT_EXIT_FAILED, "no snapshot store at %s: pass --store DIR, or "
+				 "--state-dir DIR as given to ternd", path);
+	case -EACCES:
+	case -EPERM:
+	case -EROFS:
+		return ckpt_fail(c, CKPT_EXIT_FAILED, "cannot open the snapshot store %s (%s): run ckpt as "
+				 "root or as ternd's user (even reading takes the store's lock file)",
+				 path, strerror(-rc));
+	default:
+		return ckpt_fail(c, CKPT_EXIT_FAILED, "cannot open the snapshot store %s: %s", path,
+				 strerror(-rc));
+	}
+}
+
+int ckpt_store_fail(struct ckpt *c, struct snap_store *s, const char *path,
+		    const char *name, const char *what, int rc)
+{
+	const char *detail = s && snap_store_error(s)[0] ? snap_store_error(s) : strerror(-rc);
+
+	switch (rc) {
+	case -ENOENT:
+		return ckpt_fail(c, CKPT_EXIT_FAILED, "snapshot '%s' not found in %s: run `ckpt ls`", name, path);
+	case -EBUSY:
+		return ckpt_fail(c, CKPT_EXIT_FAILED, "the store %s is in use: a ternd worker is reading or "
+				 "writing a snapshot in it; retry when that is done (%s)", path, detail);
+	case -EBADMSG:
+		return ckpt_fail(c, CKPT_EXIT_FAILED, "snapshot '%s' is damaged: %s. It cannot be restored; "
+				 "`ckpt verify %s` checks all of it, `ckpt rm %s` removes it", name, detail,
+				 name, name);
+	case -ENOTSUP:
+		return ckpt_fail(c, CKPT_EXIT_FAILED, "snapshot '%s' uses a format this ckpt does not read "
+				 "(%s): use the ckpt of the tern that wrote it", name, detail);
+	case -ENOSPC:
+		return ckpt_fail(c, CKPT_EXIT_FAILED, "%s '%s': no space left (%s): free space and retry",
+				 what, name, detail);
+	default:
+		return ckpt_fail(c, CKPT_EXIT_FAILED, "%s '%s' failed: %s", what, name, detail);
+	}
+}
+
+int cmd_verify(struct ckpt *c)
+{
+	struct snap_verify_stats st = { 0 };
+	struct snap_store *s;
+	char path[4096], bytes[32];
+	const char *name = c->args[0];
+	int rc;
+
+	if (!snap_name_valid(name))
+		return ckpt_fail(c, CKPT_EXIT_USAGE, "'%s' is not a valid snapshot name", name);
+	rc = ckpt_store_open(c, &s, path, sizeof(path));
+	if (rc)
+		return rc;
+	rc = snap_store_verify(s, name, &st);
+	if (rc == -EBADMSG) {
+		/* The one failure verify exists to find: name what is corrupt. */
+		char detail[1024];
+		struct json_writer w;
+
+		snprintf(detail, sizeof(detail), "%s", snap_store_error(s));
+		ckpt_fail(c, CKPT_EXIT_FAILED, "snapshot '%s' is CORRUPT: %s. Restoring it will fail; "
+			  "restore an older snapshot, and `ckpt rm %s` to drop this one", name, detail, name);
+		if (c->json) {
+			ckpt_json_begin(c, &w);
+			json_bool_put(&w, "ok", false);
+			json_string_put(&w, "snapshot", name);
+			json_string_put(&w, "store", path);
+			json_bool_put(&w, "intact", false);
+			json_string_put(&w, "corruption", detail);
+			json_string_put(&w, "error", c->error);
+			ckpt_json_end(c, &w);
+		}
+		snap_store_close(s);
+		return CKPT_EXIT_FAILED;
+	}
+	if (rc) {
+		rc = ckpt_store_fail(c, s, path, name, "verify", rc);
+		snap_store_close(s);
+		return rc;
+	}
+	if (c->json) {
+		struct json_writer w;
+
+		ckpt_json_begin(c, &w);
+		json_bool_put(&w, "ok", true);
+		json_string_put(&w, "snapshot", name);
+		json_string_put(&w, "store", path);
+		json_bool_put(&w, "intact", true);
+		json_u64_put(&w, "chunks_checked", st.chunks_checked);
+		json_u64_put(&w, "bytes_checked", st.bytes_checked);
+		ckpt_json_end(c, &w);
+	} else {
+		ckpt_size_format(st.bytes_checked, bytes, sizeof(bytes));
+		printf("snapshot %s is intact: manifest, chunk list, journal and %llu distinct chunks (%s) "
+		       "verified\n", name, (unsigned long long)st.chunks_checked, bytes);
+	}
+	snap_store_close(s);
+	return CKPT_EXIT_OK;
+}
+
+int cmd_rm(struct ckpt *c)
+{
+	struct snap_gc_stats total = { 0 };
+	struct snap_store *s;
+	struct json_writer w;
+	char path[4096], freed[32];
+	unsigned failed = 0;
+	int rc;
+
+	/* Check every name first: a typo removes nothing. */
+	for (unsigned i = 0; i < c->nargs; i++)
+		if (!snap_name_valid(c->args[i]))
+			return ckpt_fail(c, CKPT_EXIT_USAGE, "'%s' is not a valid snapshot name", c->args[i]);
+	rc = ckpt_store_open(c, &s, path, sizeof(path));
+	if (rc)
+		return rc;
+	if (c->json) {
+		ckpt_json_begin(c, &w);
+		json_string_put(&w, "store", path);
+		json_array_begin(&w, "snapshots");
+	}
+	for (unsigned i = 0; i < c->nargs; i++) {
+		struct snap_gc_stats st = { 0 };
+
+		rc = snap_store_rm(s, c->args[i], &st);
+		if (rc) {
+			failed++;
+			ckpt_store_fail(c, s, path, c->args[i], "rm", rc);
+		} else {
+			total.packs_deleted += st.packs_deleted;
+			total.packs_rewritten += st.packs_rewritten;
+			total.bytes_freed += st.bytes_freed;
+			total.chunks_dropped += st.chunks_dropped;
+			if (!c->json)
+				printf("removed %s\n", c->args[i]);
+		}
+		if (c->json) {
+			json_object_begin(&w, NULL);
+			json_string_put(&w, "name", c->args[i]);
+			json_bool_put(&w, "removed", rc == 0);
+			if (rc)
+				json_string_put(&w, "error", c->error);
+			json_object_end(&w);
+		}
+	}
+	snap_store_close(s);
+	if (c->json) {
+		json_array_end(&w);
+		json_bool_put(&w, "ok", failed == 0);
+		json_u64_put(&w, "bytes_freed", total.bytes_freed);
+		json_u64_put(&w, "packs_deleted", total.packs_deleted);
+		json_u64_put(&w, "packs_rewritten", total.packs_rewritten);
+		json_u64_put(&w, "chunks_dropped", total.chunks_dropped);
+		ckpt_json_end(c, &w);
+	} else if (failed < c->nargs) {
+		ckpt_size_format(total.bytes_freed, freed, sizeof(freed));
+		printf("freed %s: %llu chunks dropped, %llu packs deleted, %llu rewritten\n", freed,
+		       (unsigned long long)total.chunks_dropped, (unsigned long long)total.packs_deleted,
+		       (unsigned long long)total.packs_rewritten);
+	}
+	return failed ? CKPT_EXIT_FAILED : CKPT_EXIT_OK;
+}

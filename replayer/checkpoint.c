@@ -1,0 +1,513 @@
+#define LOG_PREFIX "checkpoint: "
+#include "checkpoint.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "capture.h"
+#include "log.h"
+#include "snap_reader.h"
+#include "snap_store.h"
+#include "snap_writer.h"
+#include "tracker.h"
+
+/* Journal meta keys of the replayer (the tracker reserves those below 0x10000). */
+#define META_NEXT_SERIAL(kind) (TRACKER_META_USER + (uint32_t)(kind))
+#define META_QUOTA (TRACKER_META_USER + 0x100)
+
+/* Objects come back parents first: contexts, libraries, their modules and
+ * kernels, plain modules, functions, then streams and events. */
+static const uint32_t restore_order[] = {
+	HANDLE_CONTEXT, HANDLE_LIBRARY, HANDLE_MODULE, HANDLE_KERNEL,
+	HANDLE_FUNCTION, HANDLE_STREAM, HANDLE_EVENT,
+};
+
+struct checkpoint_job {
+	struct exec *ex;
+	struct snap_store *store;
+	struct snap_writer *writer;
+	struct capture_stats stats;
+	pthread_t thread;
+	int done_fd;
+	int status;
+	char error[256];
+	char name[SNAP_NAME_MAX + 1];
+	char parent[SNAP_NAME_MAX + 1];
+	uint64_t seq;
+	uint64_t start_ns, pause_ns, end_ns;
+	struct snap_writer_stats wstats;
+	unsigned regions;
+	uint64_t bytes;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int capture_get(struct exec *ex, struct capture **out)
+{
+	struct capture_config cfg = { .shadow_max = CAPTURE_SHADOW_AUTO };
+	int ret;
+
+	if (!ex->capture) {
+		ret = capture_open(ex->be, ex->device, &cfg, &ex->capture);
+		if (ret)
+			return ret;
+	}
+	*out = ex->capture;
+	return 0;
+}
+
+/* What a restore needs besides objects and regions. */
+static int journal_bookkeeping(struct exec *ex, uint64_t seq, const void *reply, size_t len)
+{
+	int ret = 0;
+
+	for (uint32_t k = HANDLE_CONTEXT; k < HANDLE_KIND_MAX && !ret; k++)
+		ret = tracker_meta_u64_set(ex->journal, META_NEXT_SERIAL(k),
+					   handle_table_next_serial(ex->handles, (enum handle_kind)k));
+	if (!ret)
+		ret = tracker_meta_u64_set(ex->journal, META_QUOTA, ex->cfg.quota);
+	if (!ret)
+		ret = tracker_reply_set(ex->journal, seq, reply, len);
+	return ret;
+}
+
+static void *job_drain(void *arg)
+{
+	struct checkpoint_job *job = arg;
+	uint64_t one = 1;
+	int ret;
+
+	/* The driver's current context is per thread. */
+	job->ex->be->cuCtxSetCurrent(handle_table_get(job->ex->handles, job->ex->primary_ctx,
+						      HANDLE_CONTEXT)->real);
+	ret = capture_finish(job->ex->capture, &job->stats);
+	if (ret)
+		snprintf(job->error, sizeof(job->error), "copying device memory failed: %s", strerror(-ret));
+	if (!ret) {
+		ret = snap_writer_commit(job->writer, &job->wstats);
+		job->writer = NULL;
+		if (ret)
+			snprintf(job->error, sizeof(job->error), "committing the snapshot failed: %s",
+				 snap_store_error(job->store));
+	}
+	job->status = ret;
+	job->end_ns = now_ns();
+	if (write(job->done_fd, &one, sizeof(one)) < 0)
+		pr_warn("cannot signal the end of a snapshot");
+	return NULL;
+}
+
+int checkpoint_begin(struct exec *ex, const struct checkpoint_request *req,
+		     struct checkpoint_job **out, char *err, size_t errlen)
+{
+	struct snap_writer_config wcfg = { 0 };
+	struct snap_store_config scfg = { 0 };
+	struct capture_region *regions = NULL;
+	struct checkpoint_job *job;
+	struct capture *cap;
+	char journal_copy[] = "/tmp/tern-journal-XXXXXX";
+	int fd = -1, ret;
+	CUresult res;
+
+	if (!ex->journal || ex->journal_broken) {
+		snprintf(err, errlen, "the session's journal is unavailable; the session cannot be snapshotted");
+		return -EIO;
+	}
+	job = calloc(1, sizeof(*job));
+	if (!job)
+		return -ENOMEM;
+	job->ex = ex;
+	job->seq = req->seq;
+	job->done_fd = eventfd(0, EFD_CLOEXEC);
+	snprintf(job->name, sizeof(job->name), "%s", req->name);
+	snprintf(job->parent, sizeof(job->parent), "%s", req->parent ? req->parent : "");
+	job->start_ns = now_ns();
+	/* Quiesce: no request is being served; let the device finish what it has. */
+	res = ex->be->cuCtxSynchronize();
+	if (res != CUDA_SUCCESS) {
+		snprintf(err, errlen, "the device reports error %d; the session cannot be snapshotted", res);
+		ret = -EIO;
+		goto out_job;
+	}
+	ret = snap_store_open(req->store_dir, &scfg, SNAP_STORE_CREATE, &job->store);
+	if (ret) {
+		snprintf(err, errlen, "cannot open the snapshot store %s: %s", req->store_dir, strerror(-ret));
+		goto out_job;
+	}
+	wcfg.name = req->name;
+	wcfg.parent = job->parent[0] ? job->parent : NULL;
+	wcfg.session_id = req->session;
+	ex->be->cuDeviceGetName(ex->device_name, sizeof(ex->device_name), ex->device);
+	wcfg.device_name = ex->device_name;
+	{
+		CUuuid uuid;
+
+		if (ex->be->cuDeviceGetUuid(&uuid, ex->device) == CUDA_SUCCESS)
+			memcpy(wcfg.device_uuid, uuid.bytes, 16);
+	}
+	{
+		int v = 0;
+
+		ex->be->cuDriverGetVersion(&v);
+		wcfg.driver_version = (uint32_t)v;
+	}
+	ret = snap_writer_begin(job->store, &wcfg, &job->writer);
+	if (ret) {
+		snprintf(err, errlen, "cannot start snapshot '%s': %s", req->name, snap_store_error(job->store));
+		goto out_store;
+	}
+	/* The journal first: it must describe exactly the memory captured now. */
+	ret = journal_bookkeeping(ex, req->seq, req->reply, req->reply_len);
+	if (!ret) {
+		fd = mkstemp(journal_copy);
+		ret = fd < 0 ? -errno : tracker_copy_fd(ex->journal, fd);
+	}
+	if (!ret)
+		ret = snap_writer_journal_set(job->writer, fd);
+	if (fd >= 0) {
+		close(fd);
+		unlink(journal_copy);
+	}
+	if (ret) {
+		snprintf(err, errlen, "cannot copy the journal: %s", strerror(-ret));
+		goto out_writer;
+	}
+	job->regions = arena_count(ex->arena);
+	regions = calloc(job->regions ? job->regions : 1, sizeof(*regions));
+	if (!regions) {
+		ret = -ENOMEM;
+		goto out_writer;
+	}
+	for (unsigned i = 0; i < job->regions; i++) {
+		const struct arena_alloc *al = arena_at(ex->arena, i);
+
+		regions[i] = (struct capture_region){ al->addr, al->size, 0 };
+		job->bytes += al->size;
+	}
+	ret = capture_get(ex, &cap);
+	if (!ret)
+		ret = capture_pause(cap, job->writer, regions, job->regions, &job->stats);
+	free(regions);
+	if (ret) {
+		snprintf(err, errlen, "capturing device memory failed: %s", strerror(-ret));
+		goto out_writer;
+	}
+	job->pause_ns = now_ns();
+	ret = pthread_create(&job->thread, NULL, job_drain, job);
+	if (ret) {
+		ret = -ret;
+		capture_finish(cap, &job->stats);
+		goto out_writer;
+	}
+	*out = job;
+	return 0;
+out_writer:
+	snap_writer_abort(job->writer);
+out_store:
+	snap_store_close(job->store);
+out_job:
+	if (job->done_fd >= 0)
+		close(job->done_fd);
+	free(job);
+	return ret;
+}
+
+int checkpoint_job_fd(const struct checkpoint_job *job)
+{
+	return job->done_fd;
+}
+
+int checkpoint_end(struct checkpoint_job *job, char *json, size_t cap)
+{
+	int ret;
+
+	pthread_join(job->thread, NULL);
+	ret = job->status;
+	if (ret) {
+		snprintf(json, cap, "{\"error\":\"snapshot '%s': %s\"}", job->name, job->error);
+		snap_writer_abort(job->writer);
+	} else {
+		snprintf(json, cap,
+			 "{\"ok\":true,\"snapshot\":\"%s\",\"parent\":\"%s\",\"pause_ms\":%.3f,\"total_ms\":%.3f,"
+			 "\"regions\":%u,\"bytes\":%llu,\"stored_bytes\":%llu,\"chunks\":%llu,\"zero_chunks\":%llu,"
+			 "\"unchanged_chunks\":%llu,\"new_chunks\":%llu,\"seq\":%llu}",
+			 job->name, job->parent, (job->pause_ns - job->start_ns) / 1e6,
+			 (job->end_ns - job->start_ns) / 1e6, job->regions, (unsigned long long)job->bytes,
+			 (unsigned long long)job->wstats.stored_bytes, (unsigned long long)job->wstats.chunks,
+			 (unsigned long long)job->wstats.zero_chunks,
+			 (unsigned long long)job->wstats.unchanged_chunks,
+			 (unsigned long long)job->wstats.new_chunks, (unsigned long long)job->seq);
+	}
+	snap_store_close(job->store);
+	close(job->done_fd);
+	free(job);
+	return ret;
+}
+
+/* ---- restore ---- */
+
+struct restore_ctx {
+	struct exec *ex;
+	struct tracker *saved;
+	char *err;
+	size_t errlen;
+};
+
+/* A function's or kernel's name, as exec_module.c journals it: u32 length, bytes. */
+static const char *args_name(const struct tracker_object *o, char *buf, size_t cap)
+{
+	const uint8_t *a = o->args;
+	uint32_t n;
+
+	if (o->args_len < 4)
+		return "";
+	n = (uint32_t)a[0] | (uint32_t)a[1] << 8 | (uint32_t)a[2] << 16 | (uint32_t)a[3] << 24;
+	if (n > o->args_len - 4 || n >= cap)
+		return "";
+	memcpy(buf, a + 4, n);
+	buf[n] = 0;
+	return buf;
+}
+
+static CUresult restore_callable(struct exec *ex, uint64_t handle, const struct tracker_object *o,
+				 void *real)
+{
+	struct exec_kernel_info *ki = calloc(1, sizeof(*ki));
+	CUresult res;
+
+	if (!ki)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	res = o->kind == HANDLE_KERNEL ? exec_params_query(ex, NULL, real, &ki->params)
+				       : exec_params_query(ex, real, NULL, &ki->params);
+	if (res == CUDA_SUCCESS && handle_table_add_at(ex->handles, handle, real, o->parent, ki))
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+	if (res != CUDA_SUCCESS) {
+		exec_params_release(&ki->params);
+		free(ki);
+	}
+	return res;
+}
+
+static int restore_object(void *arg, uint64_t handle, const struct tracker_object *o)
+{
+	struct restore_ctx *rc = arg;
+	struct exec *ex = rc->ex;
+	struct handle_entry *parent = o->parent ? handle_table_get(ex->handles, o->parent,
+								    handle_kind_of(o->parent)) : NULL;
+	struct tracker_image im;
+	const void *bytes = NULL;
+	char name[WIRE_STR_MAX + 1];
+	void *real = NULL, *image = NULL;
+	CUresult res = CUDA_SUCCESS;
+
+	if (o->parent && !parent) {
+		snprintf(rc->err, rc->errlen, "object 0x%llx names a parent 0x%llx the snapshot lacks",
+			 (unsigned long long)handle, (unsigned long long)o->parent);
+		return -EBADMSG;
+	}
+	switch (o->kind) {
+	case HANDLE_CONTEXT:
+		/* The session's primary context exists already under the same handle. */
+		if (handle != ex->primary_ctx) {
+			snprintf(rc->err, rc->errlen, "snapshot holds a context other than the primary one");
+			return -ENOTSUP;
+		}
+		return 0;
+	case HANDLE_MODULE:
+	case HANDLE_LIBRARY:
+		if (parent) {           /* a library's module */
+			res = ex->be->cuLibraryGetModule((CUmodule *)&real, parent->real);
+			break;
+		}
+		if (o->args_len != TRACKER_HASH_SIZE ||
+		    tracker_image_get(rc->saved, o->args, &im, &bytes)) {
+			snprintf(rc->err, rc->errlen, "module 0x%llx: image missing from the journal",
+				 (unsigned long long)handle);
+			return -EBADMSG;
+		}
+		image = aligned_alloc(64, (im.size + 64) / 64 * 64);
+		if (!image)
+			return -ENOMEM;
+		memcpy(image, bytes, im.size);
+		((uint8_t *)image)[im.size] = 0;
+		if (o->kind == HANDLE_MODULE)
+			res = ex->be->cuModuleLoadData((CUmodule *)&real, image);
+		else
+			res = ex->be->cuLibraryLoadData((CUlibrary *)&real, image, NULL, NULL, 0, NULL, NULL, 0);
+		if (res == CUDA_SUCCESS && ex->journal) {
+			uint8_t hash[TRACKER_HASH_SIZE];
+
+			tracker_image_ref(ex->journal, image, im.size, 0, hash);
+		}
+		free(image);
+		break;
+	case HANDLE_KERNEL:
+		res = parent ? ex->be->cuLibraryGetKernel((CUkernel *)&real, parent->real,
+							  args_name(o, name, sizeof(name)))
+			     : CUDA_ERROR_INVALID_HANDLE;
+		if (res == CUDA_SUCCESS)
+			res = restore_callable(ex, handle, o, real);
+		goto journal;
+	case HANDLE_FUNCTION:
+		if (parent && parent->kind == HANDLE_MODULE)
+			res = ex->be->cuModuleGetFunction((CUfunction *)&real, parent->real,
+							  args_name(o, name, sizeof(name)));
+		else if (parent && parent->kind == HANDLE_KERNEL)
+			res = ex->be->cuKernelGetFunction((CUfunction *)&real, parent->real);
+		else
+			res = CUDA_ERROR_INVALID_HANDLE;
+		if (res == CUDA_SUCCESS)
+			res = restore_callable(ex, handle, o, real);
+		goto journal;
+	case HANDLE_STREAM: {
+		uint32_t flags = 0;
+		int32_t prio = 0;
+
+		if (o->args_len == 8) {
+			memcpy(&flags, o->args, 4);
+			memcpy(&prio, (const uint8_t *)o->args + 4, 4);
+		}
+		res = ex->be->cuStreamCreateWithPriority((CUstream *)&real, flags, prio);
+		break;
+	}
+	case HANDLE_EVENT: {
+		uint32_t flags = 0;
+
+		if (o->args_len == 4)
+			memcpy(&flags, o->args, 4);
+		res = ex->be->cuEventCreate((CUevent *)&real, flags);
+		break;
+	}
+	default:
+		snprintf(rc->err, rc->errlen, "object 0x%llx of unknown kind %u", (unsigned long long)handle, o->kind);
+		return -EBADMSG;
+	}
+	if (res == CUDA_SUCCESS && handle_table_add_at(ex->handles, handle, real, o->parent, NULL))
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+journal:
+	if (res != CUDA_SUCCESS) {
+		snprintf(rc->err, rc->errlen, "recreating object 0x%llx (kind %u) failed with CUDA error %d",
+			 (unsigned long long)handle, o->kind, res);
+		return -EIO;
+	}
+	exec_journal_object(ex, handle, (enum handle_kind)o->kind, o->parent, o->args, o->args_len);
+	return 0;
+}
+
+static int restore_region(void *arg, uint64_t addr, const struct tracker_region *r)
+{
+	struct restore_ctx *rc = arg;
+	CUresult res = arena_alloc_at(rc->ex->arena, addr, r->size);
+
+	if (res != CUDA_SUCCESS) {
+		snprintf(rc->err, rc->errlen, "cannot map 0x%llx+%llu again (CUDA error %d)",
+			 (unsigned long long)addr, (unsigned long long)r->size, res);
+		return -ENOMEM;
+	}
+	exec_journal_region(rc->ex, addr, r->size);
+	return 0;
+}
+
+int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
+		       uint64_t *seq, void **reply, size_t *reply_len, char *json, size_t cap)
+{
+	struct snap_store_config scfg = { 0 };
+	struct snap_store *store = NULL;
+	struct snap_reader *reader = NULL;
+	struct tracker *saved = NULL;
+	struct capture_stats stats = { 0 };
+	struct restore_ctx rc = { ex, NULL, NULL, 0 };
+	char err[512] = "", copy[] = "/tmp/tern-restore-XXXXXX";
+	const void *r;
+	size_t rlen;
+	uint64_t v, t0 = now_ns();
+	struct capture *capt;
+	int fd = -1, ret;
+
+	rc.err = err;
+	rc.errlen = sizeof(err);
+	ret = snap_store_open(store_dir, &scfg, 0, &store);
+	if (ret) {
+		snprintf(err, sizeof(err), "cannot open the snapshot store %s: %s", store_dir, strerror(-ret));
+		goto out;
+	}
+	ret = snap_reader_open(store, name, &reader);
+	if (ret) {
+		snprintf(err, sizeof(err), "cannot read snapshot '%s': %s", name, snap_store_error(store));
+		goto out;
+	}
+	fd = mkstemp(copy);
+	ret = fd < 0 ? -errno : snap_reader_journal_write(reader, fd);
+	if (!ret)
+		ret = tracker_open(copy, TRACKER_OPEN_RDONLY, &saved);
+	if (ret) {
+		snprintf(err, sizeof(err), "the journal of '%s' is unreadable: %s", name, strerror(-ret));
+		goto out;
+	}
+	rc.saved = saved;
+	if (tracker_meta_u64_get(saved, TRACKER_META_ARENA_BASE, &v) || v != arena_base(ex->arena)) {
+		snprintf(err, sizeof(err), "snapshot '%s' was taken with another arena base; start ternd "
+			 "with --arena-base 0x%llx", name, (unsigned long long)v);
+		ret = -EINVAL;
+		goto out;
+	}
+	ret = tracker_region_foreach(saved, restore_region, &rc);
+	if (!ret)
+		ret = capture_get(ex, &capt);
+	if (!ret) {
+		ret = capture_fill(capt, reader, &stats);
+		if (ret && !err[0])
+			snprintf(err, sizeof(err), "filling device memory failed: %s", strerror(-ret));
+	}
+	if (!ret)
+		ret = tracker_object_foreach(saved, restore_order,
+					     sizeof(restore_order) / sizeof(restore_order[0]),
+					     restore_object, &rc);
+	if (ret)
+		goto out;
+	for (uint32_t k = HANDLE_CONTEXT; k < HANDLE_KIND_MAX; k++)
+		if (!tracker_meta_u64_get(saved, META_NEXT_SERIAL(k), &v))
+			handle_table_next_serial_set(ex->handles, (enum handle_kind)k, v);
+	ret = tracker_reply_get(saved, seq, &r, &rlen);
+	if (ret) {
+		snprintf(err, sizeof(err), "snapshot '%s' records no sequence number", name);
+		goto out;
+	}
+	*reply = malloc(rlen ? rlen : 1);
+	if (!*reply) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	memcpy(*reply, r, rlen);
+	*reply_len = rlen;
+	if (ex->slot)
+		atomic_store_explicit(&ex->slot->memory, arena_bytes_mapped(ex->arena), memory_order_relaxed);
+	snprintf(json, cap, "{\"ok\":true,\"snapshot\":\"%s\",\"restore_ms\":%.3f,\"seq\":%llu,\"regions\":%u,"
+		 "\"bytes\":%llu}", name, (now_ns() - t0) / 1e6, (unsigned long long)*seq,
+		 arena_count(ex->arena), (unsigned long long)arena_bytes_mapped(ex->arena));
+out:
+	if (ret) {
+		pr_err("restore of '%s' failed: %s", name, err[0] ? err : strerror(-ret));
+		snprintf(json, cap, "{\"error\":\"restore of '%s' failed: %s\"}", name, err[0] ? err : strerror(-ret));
+	}
+	tracker_close(saved);
+	if (fd >= 0) {
+		close(fd);
+		unlink(copy);
+	}
+	snap_reader_close(reader);
+	snap_store_close(store);
+	return ret;
+}

@@ -1,0 +1,56 @@
+/* Snapshot and restore of the session a worker serves (docs/checkpoint.md).
+ *
+ * A snapshot is cut at a call boundary: the worker stops reading requests,
+ * synchronises the device, records the journal's bookkeeping (handle serials,
+ * the last sequence number and its reply) and copies the journal, then hands
+ * the device memory to capture (capture.h): hashed on the device, unchanged
+ * and zero chunks skipped, changed ones copied to a shadow buffer or straight
+ * to the host. The guest runs again as soon as nothing reads its memory any
+ * more; a background thread drains the rest and commits the snapshot, which
+ * is listed only once durable.
+ *
+ * A restore runs in a fresh worker before it answers the guest's hello: the
+ * arena at the recorded addresses, memory filled, objects recreated under
+ * their old virtual handles in dependency order.
+ *
+ * Used by the worker thread only; the drain thread touches only its job.
+ */
+#ifndef TERN_CHECKPOINT_H
+#define TERN_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "exec.h"
+
+struct checkpoint_job;
+
+struct checkpoint_request {
+	const char *store_dir;
+	const char *name;
+	const char *parent;         /* NULL or "" for a full snapshot */
+	const char *session;
+	uint64_t seq;               /* last request applied */
+	const void *reply;          /* its encoded reply, kept for a resend */
+	size_t reply_len;
+};
+
+/* Take the paused part of a snapshot. On success the guest may run again
+ * and *@job drains in the background; its eventfd (checkpoint_job_fd)
+ * becomes readable when it is done. On failure nothing is left behind and
+ * @err says why. */
+int checkpoint_begin(struct exec *ex, const struct checkpoint_request *req,
+		     struct checkpoint_job **job, char *err, size_t errlen);
+int checkpoint_job_fd(const struct checkpoint_job *job);
+/* Wait for the drain and the commit; write the final JSON result (without
+ * newline) into @json and free the job. Returns 0 or -errno. */
+int checkpoint_end(struct checkpoint_job *job, char *json, size_t cap);
+
+/* Restore snapshot @name of @store_dir into @ex (opened fresh, journal open).
+ * *@seq and the reply of the last applied request are given back so the
+ * worker can answer a resend. */
+int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
+		       uint64_t *seq, void **reply, size_t *reply_len,
+		       char *json, size_t cap);
+
+#endif

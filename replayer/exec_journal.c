@@ -1,0 +1,145 @@
+/* The executor's side of the journal: every object and region the guest
+ * creates is recorded in the session's tracker (tracker/), in the order the
+ * calls are applied, and dropped when the guest frees it. Record arguments
+ * follow docs/journal.md ("Executor records").
+ *
+ * A journal write that fails does not fail the guest's call: the session
+ * goes on, and only snapshots are refused (ex->journal_broken). */
+#define LOG_PREFIX "journal: "
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "exec.h"
+#include "log.h"
+#include "tracker.h"
+
+static void journal_failed(struct exec *ex, const char *what, int err)
+{
+	if (!ex->journal_broken)
+		pr_err("%s: %s; snapshots of this session are refused from now on", what, strerror(-err));
+	ex->journal_broken = true;
+}
+
+int exec_journal_open(struct exec *ex, const char *dir, const char *session)
+{
+	int ret;
+
+	ret = tracker_open(dir, 0, &ex->journal);
+	if (ret) {
+		pr_err("cannot open the journal in %s: %s", dir, strerror(-ret));
+		return ret;
+	}
+	ret = tracker_meta_bytes_set(ex->journal, TRACKER_META_SESSION_ID, session, strlen(session));
+	if (!ret)
+		ret = tracker_meta_u64_set(ex->journal, TRACKER_META_ARENA_BASE, arena_base(ex->arena));
+	if (!ret)
+		ret = tracker_meta_u64_set(ex->journal, TRACKER_META_ARENA_SIZE, arena_size(ex->arena));
+	if (!ret)
+		ret = tracker_meta_u64_set(ex->journal, TRACKER_META_DEVICE_INDEX, (uint64_t)ex->cfg.device);
+	if (!ret)
+		ret = tracker_meta_u64_set(ex->journal, TRACKER_META_PROTOCOL_VERSION, WIRE_VERSION);
+	if (!ret)
+		ret = exec_journal_object(ex, ex->primary_ctx, HANDLE_CONTEXT, 0, NULL, 0);
+	if (ret)
+		journal_failed(ex, "cannot initialise the journal", ret);
+	return 0;
+}
+
+void exec_journal_close(struct exec *ex)
+{
+	tracker_close(ex->journal);
+	ex->journal = NULL;
+}
+
+int exec_journal_object(struct exec *ex, uint64_t handle, enum handle_kind kind, uint64_t parent,
+			const void *args, uint32_t args_len)
+{
+	struct tracker_object o = { .kind = kind, .parent = parent, .args = args, .args_len = args_len };
+	int ret;
+
+	if (!ex->journal || ex->journal_broken)
+		return 0;
+	ret = tracker_object_put(ex->journal, handle, &o);
+	if (ret)
+		journal_failed(ex, "cannot journal an object", ret);
+	return ret;
+}
+
+CUresult exec_object_add(struct exec *ex, enum handle_kind kind, void *real, uint64_t parent,
+			 void *info, const void *args, uint32_t args_len, uint64_t *handle)
+{
+	if (handle_table_add(ex->handles, kind, real, parent, info, handle))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	exec_journal_object(ex, *handle, kind, parent, args, args_len);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_object_add_image(struct exec *ex, enum handle_kind kind, void *real,
+			       const void *image, size_t size, uint64_t *handle)
+{
+	uint8_t hash[TRACKER_HASH_SIZE] = { 0 };
+	int ret;
+
+	if (handle_table_add(ex->handles, kind, real, 0, NULL, handle))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (!ex->journal || ex->journal_broken)
+		return CUDA_SUCCESS;
+	ret = tracker_image_ref(ex->journal, image, size, 0, hash);
+	if (ret) {
+		journal_failed(ex, "cannot journal a module image", ret);
+		return CUDA_SUCCESS;
+	}
+	exec_journal_object(ex, *handle, kind, 0, hash, sizeof(hash));
+	return CUDA_SUCCESS;
+}
+
+void exec_object_remove(struct exec *ex, uint64_t handle)
+{
+	struct tracker_object o;
+	uint8_t hash[TRACKER_HASH_SIZE];
+	int ret;
+
+	handle_table_remove(ex->handles, handle);
+	if (!ex->journal || ex->journal_broken)
+		return;
+	ret = tracker_object_get(ex->journal, handle, &o);
+	if (ret == -ENOENT)
+		return;
+	if (!ret && (o.kind == HANDLE_MODULE || o.kind == HANDLE_LIBRARY) &&
+	    o.args_len == TRACKER_HASH_SIZE) {
+		/* The record's bytes live until the next write: copy the hash first. */
+		memcpy(hash, o.args, sizeof(hash));
+		ret = tracker_object_del(ex->journal, handle);
+		if (!ret)
+			ret = tracker_image_unref(ex->journal, hash);
+	} else if (!ret) {
+		ret = tracker_object_del(ex->journal, handle);
+	}
+	if (ret)
+		journal_failed(ex, "cannot drop an object from the journal", ret);
+}
+
+void exec_journal_region(struct exec *ex, uint64_t addr, uint64_t size)
+{
+	struct tracker_region r = { .size = size, .owner = ex->primary_ctx, .kind = 0 };
+	int ret;
+
+	if (!ex->journal || ex->journal_broken)
+		return;
+	ret = tracker_region_put(ex->journal, addr, &r);
+	if (ret)
+		journal_failed(ex, "cannot journal a region", ret);
+}
+
+void exec_journal_region_drop(struct exec *ex, uint64_t addr)
+{
+	int ret;
+
+	if (!ex->journal || ex->journal_broken)
+		return;
+	ret = tracker_region_del(ex->journal, addr);
+	if (ret && ret != -ENOENT)
+		journal_failed(ex, "cannot drop a region from the journal", ret);
+}

@@ -1,0 +1,133 @@
+/* ckpt_loop: a long loop of kernels whose result depends on every step, for
+ * the checkpoint tests. It prints "CHECKSUM <hex>" of its data at the end:
+ * a run that was snapshotted, killed and restored must print the same as an
+ * uninterrupted one.
+ *
+ *   ckpt_loop ITERATIONS [MARK_AT MARK_FILE [STEP_MS [SYNC_AT SYNC_MS]]]
+ *
+ * TERN_TEST_EXTRA_MB=N adds N MiB of pseudo-random data that never changes
+ * (a large snapshot, mostly unchanged in incremental ones).
+ *
+ * At iteration MARK_AT it writes MARK_FILE (the test then snapshots, kills,
+ * restores ...) and goes on, sleeping STEP_MS between iterations so that the
+ * test has time to act while it keeps calling. At SYNC_AT it launches a kernel
+ * that runs SYNC_MS and waits for it in cudaDeviceSynchronize, after writing
+ * MARK_FILE.sync: the test restores while the app waits on that call. */
+#include "check.h"
+
+#include <stdint.h>
+#include <time.h>
+#include <unistd.h>
+
+extern "C" __global__ void ck_mix(unsigned *x, unsigned n, unsigned step)
+{
+	for (unsigned j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x)
+		x[j] = x[j] * 1664525u + 1013904223u + (step ^ j);
+}
+
+extern "C" __global__ void ck_wait(unsigned ms)
+{
+	uint64_t start, now;
+
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+	do {
+		__nanosleep(100000);
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+	} while (now - start < (uint64_t)ms * 1000000ull);
+}
+
+static void mark(const char *path)
+{
+	FILE *f = fopen(path, "w");
+
+	REQUIRE(f, "cannot write %s", path);
+	fputs("ready\n", f);
+	fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+	unsigned iterations = argc > 1 ? (unsigned)atoi(argv[1]) : 300;
+	unsigned mark_at = argc > 3 ? (unsigned)atoi(argv[2]) : ~0u;
+	const char *mark_file = argc > 3 ? argv[3] : NULL;
+	unsigned step_ms = argc > 4 ? (unsigned)atoi(argv[4]) : 0;
+	unsigned sync_at = argc > 6 ? (unsigned)atoi(argv[5]) : ~0u;
+	unsigned sync_ms = argc > 6 ? (unsigned)atoi(argv[6]) : 0;
+	/* 24 MiB of state, several snapshot chunks, plus a buffer left half zero. */
+	const unsigned n = 6u << 20, half = 2u << 20;
+	unsigned *d, *z, *h, *c = NULL;
+	size_t extra = getenv("TERN_TEST_EXTRA_MB") ? (size_t)atoi(getenv("TERN_TEST_EXTRA_MB")) << 20 : 8u << 20;
+	cudaStream_t s;
+	uint64_t sum = 1469598103934665603ull;
+
+	h = (unsigned *)malloc(n * sizeof(unsigned));
+	REQUIRE(h, "out of host memory");
+	for (unsigned j = 0; j < n; j++)
+		h[j] = j * 2654435761u;
+	CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CHECK(cudaMalloc(&d, n * sizeof(unsigned)));
+	CHECK(cudaMalloc(&z, 2 * half * sizeof(unsigned)));
+	CHECK(cudaMemset(z, 0, 2 * half * sizeof(unsigned)));
+	CHECK(cudaMemcpy(d, h, n * sizeof(unsigned), cudaMemcpyHostToDevice));
+	if (extra) {
+		unsigned *r = (unsigned *)malloc(extra);
+		uint64_t x = 88172645463325252ull;
+
+		REQUIRE(r, "out of host memory");
+		for (size_t j = 0; j < extra / sizeof(unsigned); j++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			r[j] = (unsigned)x;
+		}
+		CHECK(cudaMalloc(&c, extra));
+		CHECK(cudaMemcpy(c, r, extra, cudaMemcpyHostToDevice));
+		free(r);
+	}
+	printf("ckpt_loop: %u iterations\n", iterations);
+	fflush(stdout);
+	for (unsigned i = 0; i < iterations; i++) {
+		ck_mix<<<256, 256, 0, s>>>(d, n, i);
+		CHECK(cudaGetLastError());
+		if (i % 8 == 7)
+			ck_mix<<<64, 256, 0, s>>>(z, half, i);  /* only the first half changes */
+		CHECK(cudaStreamSynchronize(s));
+		if (i == mark_at && mark_file)
+			mark(mark_file);
+		if (i == sync_at && mark_file) {
+			char path[4096];
+
+			ck_wait<<<1, 1, 0, s>>>(sync_ms);
+			CHECK(cudaGetLastError());
+			snprintf(path, sizeof(path), "%s.sync", mark_file);
+			mark(path);
+			CHECK(cudaDeviceSynchronize());
+		}
+		if (step_ms)
+			usleep(step_ms * 1000);
+	}
+	CHECK(cudaMemcpy(h, d, n * sizeof(unsigned), cudaMemcpyDeviceToHost));
+	for (unsigned j = 0; j < n; j++)
+		sum = (sum ^ h[j]) * 1099511628211ull;
+	CHECK(cudaMemcpy(h, z, 2 * half * sizeof(unsigned), cudaMemcpyDeviceToHost));
+	for (unsigned j = 0; j < 2 * half; j++) {
+		REQUIRE(j < half || h[j] == 0, "the untouched half changed at %u", j);
+		sum = (sum ^ h[j]) * 1099511628211ull;
+	}
+	if (c) {
+		unsigned *r = (unsigned *)malloc(extra);
+
+		REQUIRE(r, "out of host memory");
+		CHECK(cudaMemcpy(r, c, extra, cudaMemcpyDeviceToHost));
+		for (size_t j = 0; j < extra / sizeof(unsigned); j++)
+			sum = (sum ^ r[j]) * 1099511628211ull;
+		free(r);
+		CHECK(cudaFree(c));
+	}
+	printf("CHECKSUM %016llx\n", (unsigned long long)sum);
+	CHECK(cudaFree(d));
+	CHECK(cudaFree(z));
+	CHECK(cudaStreamDestroy(s));
+	printf("PASS ckpt_loop\n");
+	return 0;
+}
