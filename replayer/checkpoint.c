@@ -56,7 +56,9 @@ static uint64_t now_ns(void)
 
 static int capture_get(struct exec *ex, struct capture **out)
 {
-	struct capture_config cfg = { .shadow_max = CAPTURE_SHADOW_AUTO };
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	struct capture_config cfg = { .shadow_max = CAPTURE_SHADOW_AUTO,
+				      .threads = cpus > 4 ? (unsigned)cpus : 4 };
 	int ret;
 
 	if (!ex->capture) {
@@ -141,6 +143,8 @@ int checkpoint_begin(struct exec *ex, const struct checkpoint_request *req,
 		ret = -EIO;
 		goto out_job;
 	}
+	/* Hashing and compression of the drain use every core. */
+	scfg.workers = sysconf(_SC_NPROCESSORS_ONLN) > 2 ? (unsigned)sysconf(_SC_NPROCESSORS_ONLN) : 2;
 	ret = snap_store_open(req->store_dir, &scfg, SNAP_STORE_CREATE, &job->store);
 	if (ret) {
 		snprintf(err, errlen, "cannot open the snapshot store %s: %s", req->store_dir, strerror(-ret));
@@ -242,13 +246,17 @@ int checkpoint_end(struct checkpoint_job *job, char *json, size_t cap)
 		snprintf(json, cap,
 			 "{\"ok\":true,\"snapshot\":\"%s\",\"parent\":\"%s\",\"pause_ms\":%.3f,\"total_ms\":%.3f,"
 			 "\"regions\":%u,\"bytes\":%llu,\"stored_bytes\":%llu,\"chunks\":%llu,\"zero_chunks\":%llu,"
-			 "\"unchanged_chunks\":%llu,\"new_chunks\":%llu,\"seq\":%llu}",
+			 "\"unchanged_chunks\":%llu,\"new_chunks\":%llu,\"seq\":%llu,\"hash\":\"%s\","
+			 "\"hash_ms\":%.3f,\"shadowed_chunks\":%llu,\"direct_chunks\":%llu,\"drain_ms\":%.3f}",
 			 job->name, job->parent, (job->pause_ns - job->start_ns) / 1e6,
 			 (job->end_ns - job->start_ns) / 1e6, job->regions, (unsigned long long)job->bytes,
 			 (unsigned long long)job->wstats.stored_bytes, (unsigned long long)job->wstats.chunks,
 			 (unsigned long long)job->wstats.zero_chunks,
 			 (unsigned long long)job->wstats.unchanged_chunks,
-			 (unsigned long long)job->wstats.new_chunks, (unsigned long long)job->seq);
+			 (unsigned long long)job->wstats.new_chunks, (unsigned long long)job->seq,
+			 job->stats.engine == CAPTURE_ENGINE_KERNEL ? "gpu" : "cpu", job->stats.hash_ns / 1e6,
+			 (unsigned long long)job->stats.chunks_shadowed,
+			 (unsigned long long)job->stats.chunks_direct, job->stats.drain_ns / 1e6);
 	}
 	snap_store_close(job->store);
 	close(job->done_fd);
@@ -469,7 +477,8 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
 	if (!ret) {
 		ret = capture_fill(capt, reader, &stats);
 		if (ret && !err[0])
-			snprintf(err, sizeof(err), "filling device memory failed: %s", strerror(-ret));
+			snprintf(err, sizeof(err), "filling device memory failed: %s (%s); run `ckpt verify %s`",
+				 strerror(-ret), snap_store_error(store), name);
 	}
 	if (!ret)
 		ret = tracker_object_foreach(saved, restore_order,

@@ -36,6 +36,33 @@ extern "C" __global__ void ck_wait(unsigned ms)
 	} while (now - start < (uint64_t)ms * 1000000ull);
 }
 
+/* A linked list inside device memory: device pointers stored in device
+ * memory must still be right after a restore into a new process. */
+struct ck_node {
+	struct ck_node *next;
+	unsigned long long value;
+};
+
+extern "C" __global__ void ck_list_build(struct ck_node *nodes, unsigned count)
+{
+	for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
+		unsigned next = (unsigned)((i * 7919ull + 1) % count);  /* a permutation: count is prime */
+
+		nodes[i].next = next ? &nodes[next] : NULL;
+		nodes[i].value = i * 2654435761ull;
+	}
+}
+
+extern "C" __global__ void ck_list_walk(const struct ck_node *head, unsigned long long *out)
+{
+	unsigned long long sum = 0, n = 0;
+
+	for (const struct ck_node *p = head; p; p = p->next, n++)
+		sum = sum * 31 + p->value;
+	out[0] = sum;
+	out[1] = n;
+}
+
 static void mark(const char *path)
 {
 	FILE *f = fopen(path, "w");
@@ -69,6 +96,14 @@ int main(int argc, char **argv)
 	CHECK(cudaMalloc(&z, 2 * half * sizeof(unsigned)));
 	CHECK(cudaMemset(z, 0, 2 * half * sizeof(unsigned)));
 	CHECK(cudaMemcpy(d, h, n * sizeof(unsigned), cudaMemcpyHostToDevice));
+	const unsigned list_len = 65521;
+	struct ck_node *list;
+	unsigned long long *walk, walked[2];
+
+	CHECK(cudaMalloc(&list, list_len * sizeof(*list)));
+	CHECK(cudaMalloc(&walk, sizeof(walked)));
+	ck_list_build<<<64, 256>>>(list, list_len);
+	CHECK(cudaGetLastError());
 	if (extra) {
 		unsigned *r = (unsigned *)malloc(extra);
 		uint64_t x = 88172645463325252ull;
@@ -124,6 +159,25 @@ int main(int argc, char **argv)
 		free(r);
 		CHECK(cudaFree(c));
 	}
+	/* Walk the list from node 0 (whose pointers were written before any restore). */
+	ck_list_walk<<<1, 1>>>(list, walk);
+	CHECK(cudaMemcpy(walked, walk, sizeof(walked), cudaMemcpyDeviceToHost));
+	{
+		unsigned long long want_n = 0, want_sum = 0;
+
+		for (unsigned i = 0;; i = (unsigned)((i * 7919ull + 1) % list_len)) {
+			want_sum = want_sum * 31 + i * 2654435761ull;
+			want_n++;
+			if ((i * 7919ull + 1) % list_len == 0)
+				break;
+		}
+		REQUIRE(walked[1] == want_n && walked[0] == want_sum,
+			"the device linked list walks %llu nodes (sum %llx), expected %llu (%llx)",
+			walked[1], walked[0], want_n, want_sum);
+	}
+	sum = (sum ^ walked[0]) * 1099511628211ull;
+	CHECK(cudaFree(list));
+	CHECK(cudaFree(walk));
 	printf("CHECKSUM %016llx\n", (unsigned long long)sum);
 	CHECK(cudaFree(d));
 	CHECK(cudaFree(z));

@@ -254,6 +254,43 @@ static void ck_wait(const struct sim_launch *l)
 	usleep(ms * 1000u);
 }
 
+struct ck_node {
+	struct ck_node *next;
+	unsigned long long value;
+};
+
+static void ck_list_build(const struct sim_launch *l)
+{
+	struct ck_node *nodes;
+	unsigned count;
+
+	if (!ARGS_OK(l, 8, 4))
+		return;
+	ARG(l, 0, nodes);
+	ARG(l, 1, count);
+	for (unsigned i = 0; i < count; i++) {
+		unsigned next = (unsigned)((i * 7919ull + 1) % count);
+
+		nodes[i].next = next ? &nodes[next] : NULL;
+		nodes[i].value = i * 2654435761ull;
+	}
+}
+
+static void ck_list_walk(const struct sim_launch *l)
+{
+	const struct ck_node *p;
+	unsigned long long *out, sum = 0, n = 0;
+
+	if (!ARGS_OK(l, 8, 8))
+		return;
+	ARG(l, 0, p);
+	ARG(l, 1, out);
+	for (; p; p = p->next, n++)
+		sum = sum * 31 + p->value;
+	out[0] = sum;
+	out[1] = n;
+}
+
 SIM_KERNELS_BEGIN
 	SIM_KERNEL("vec_add", vec_add),
 	SIM_KERNEL("ka_echo", ka_echo),
@@ -267,4 +304,6 @@ SIM_KERNELS_BEGIN
 	SIM_KERNEL("lr_step", lr_step),
 	SIM_KERNEL("ck_mix", ck_mix),
 	SIM_KERNEL("ck_wait", ck_wait),
+	SIM_KERNEL("ck_list_build", ck_list_build),
+	SIM_KERNEL("ck_list_walk", ck_list_walk),
 SIM_KERNELS_END
