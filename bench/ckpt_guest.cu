@@ -35,7 +35,7 @@ __device__ static uint64_t mix(uint64_t x)
 
 /* kind 0 random, 1 every other chunk zero, 2 bf16-like weights (sign and
  * mantissa random, exponent in a narrow band: compressible, as real weights). */
-__global__ void fill(uint64_t *d, uint64_t n, int kind, uint64_t salt)
+extern "C" __global__ void fill(uint64_t *d, uint64_t n, int kind, uint64_t salt)
 {
 	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
 	     i += (uint64_t)gridDim.x * blockDim.x) {
@@ -59,7 +59,7 @@ __global__ void fill(uint64_t *d, uint64_t n, int kind, uint64_t salt)
 	}
 }
 
-__global__ void touch(uint64_t *d, uint64_t chunks, uint64_t every, uint64_t salt)
+extern "C" __global__ void touch(uint64_t *d, uint64_t chunks, uint64_t every, uint64_t salt)
 {
 	uint64_t words = CHUNK / 8;
 
@@ -69,7 +69,7 @@ __global__ void touch(uint64_t *d, uint64_t chunks, uint64_t every, uint64_t sal
 				d[c * words + i] ^= mix(i + salt) | 1;
 }
 
-__global__ void sum(const uint64_t *d, uint64_t n, unsigned long long *out)
+extern "C" __global__ void sum(const uint64_t *d, uint64_t n, unsigned long long *out)
 {
 	uint64_t acc = 0;
 
@@ -81,7 +81,7 @@ __global__ void sum(const uint64_t *d, uint64_t n, unsigned long long *out)
 
 int main(int argc, char **argv)
 {
-	uint64_t bytes = (uint64_t)atof(argc > 1 ? argv[1] : "1") * (1ull << 30);
+	uint64_t bytes = (uint64_t)(atof(argc > 1 ? argv[1] : "1") * (double)(1ull << 30));
 	const char *kind_s = argc > 2 ? argv[2] : "random";
 	int kind = !strcmp(kind_s, "halfzero") ? 1 : !strcmp(kind_s, "bf16") ? 2 : 0;
 	uint64_t *d;

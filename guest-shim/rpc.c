@@ -304,8 +304,10 @@ static void replay_append_locked(struct shim_process *p, uint32_t id, uint64_t s
 	struct shim_replay *e;
 	size_t len = 0;
 
-	if (!p->replay_max)
+	if (!p->replay_max) {
+		p->replay_gap = seq;    /* not kept: a restore before it cannot continue */
 		return;
+	}
 	for (int i = 0; i < niov; i++)
 		len += iov[i].iov_len;
 	e = malloc(sizeof(*e) + len);

@@ -171,6 +171,11 @@ static void session_start(struct supervisor *sv, int listen_idx)
 			if (sv->links[i].client_fd >= 0)
 				close(sv->links[i].client_fd);
 		}
+		/* A ckpt client waiting on the supervisor must see its answer's
+		 * end when the supervisor closes it, not be held open by us. */
+		for (unsigned i = 0; i < SESSIONS_KNOWN; i++)
+			if (sv->known[i].client_fd >= 0)
+				close(sv->known[i].client_fd);
 		close(sv->control_fd);
 		close(sv->signal_fd);
 		close(pair[0]);
@@ -214,6 +219,7 @@ static void worker_hello(struct supervisor *sv, unsigned index, const char *id)
 	int other = slot_of_session(sv, id, (int)index);
 
 	if (k && k->plan == PLAN_RESTORE) {
+		pr_info("session %s: worker %d restores '%s'", id, atomic_load(&sv->slots[index].pid), k->snapshot);
 		link_send(l, "restore %s %d", k->snapshot, k->device);
 		/* Whoever asked for the restore hears when it is done. */
 		l->client_fd = k->client_fd;
@@ -251,6 +257,7 @@ static void worker_line(struct supervisor *sv, unsigned index, char *line)
 		if (sscanf(arg, "%127s", id) == 1)
 			worker_hello(sv, index, id);
 	} else if (!strncmp(line, "ready ", 6)) {
+		pr_debug("worker %d ready: %s", atomic_load(&slot->pid), arg);
 		client_finish(&l->client_fd, arg);
 	} else if (!strncmp(line, "progress ", 9)) {
 		if (l->client_fd >= 0 && (control_write_all(l->client_fd, arg, strlen(arg)) ||
@@ -628,6 +635,8 @@ int supervisor_run(struct supervisor_config *cfg)
 		sv.listen_fd[i] = -1;
 	for (i = 0; i < SESSION_SLOTS; i++)
 		sv.links[i] = (struct worker_link){ .fd = -1, .client_fd = -1 };
+	for (i = 0; i < SESSIONS_KNOWN; i++)
+		sv.known[i] = (struct session_known){ .client_fd = -1, .waiting_slot = -1 };
 	sv.slots = mmap(NULL, SESSION_SLOTS * sizeof(*sv.slots), PROT_READ | PROT_WRITE,
 			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sv.slots == MAP_FAILED) {
