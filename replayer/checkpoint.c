@@ -39,6 +39,7 @@ struct checkpoint_job {
 	char error[256];
 	char name[SNAP_NAME_MAX + 1];
 	char parent[SNAP_NAME_MAX + 1];
+	char session[128];
 	uint64_t seq;
 	uint64_t start_ns, pause_ns, end_ns;
 	struct snap_writer_stats wstats;
@@ -135,6 +136,7 @@ int checkpoint_begin(struct exec *ex, const struct checkpoint_request *req,
 	job->done_fd = eventfd(0, EFD_CLOEXEC);
 	snprintf(job->name, sizeof(job->name), "%s", req->name);
 	snprintf(job->parent, sizeof(job->parent), "%s", req->parent ? req->parent : "");
+	snprintf(job->session, sizeof(job->session), "%s", req->session);
 	job->start_ns = now_ns();
 	/* Quiesce: no request is being served; let the device finish what it has. */
 	res = ex->be->cuCtxSynchronize();
@@ -244,11 +246,11 @@ int checkpoint_end(struct checkpoint_job *job, char *json, size_t cap)
 		snap_writer_abort(job->writer);
 	} else {
 		snprintf(json, cap,
-			 "{\"ok\":true,\"snapshot\":\"%s\",\"parent\":\"%s\",\"pause_ms\":%.3f,\"total_ms\":%.3f,"
+			 "{\"ok\":true,\"snapshot\":\"%s\",\"session\":\"%s\",\"parent\":\"%s\",\"pause_ms\":%.3f,\"total_ms\":%.3f,"
 			 "\"regions\":%u,\"bytes\":%llu,\"stored_bytes\":%llu,\"chunks\":%llu,\"zero_chunks\":%llu,"
 			 "\"unchanged_chunks\":%llu,\"new_chunks\":%llu,\"seq\":%llu,\"hash\":\"%s\","
 			 "\"hash_ms\":%.3f,\"shadowed_chunks\":%llu,\"direct_chunks\":%llu,\"drain_ms\":%.3f}",
-			 job->name, job->parent, (job->pause_ns - job->start_ns) / 1e6,
+			 job->name, job->session, job->parent, (job->pause_ns - job->start_ns) / 1e6,
 			 (job->end_ns - job->start_ns) / 1e6, job->regions, (unsigned long long)job->bytes,
 			 (unsigned long long)job->wstats.stored_bytes, (unsigned long long)job->wstats.chunks,
 			 (unsigned long long)job->wstats.zero_chunks,
@@ -503,9 +505,17 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
 	*reply_len = rlen;
 	if (ex->slot)
 		atomic_store_explicit(&ex->slot->memory, arena_bytes_mapped(ex->arena), memory_order_relaxed);
-	snprintf(json, cap, "{\"ok\":true,\"snapshot\":\"%s\",\"restore_ms\":%.3f,\"seq\":%llu,\"regions\":%u,"
-		 "\"bytes\":%llu}", name, (now_ns() - t0) / 1e6, (unsigned long long)*seq,
-		 arena_count(ex->arena), (unsigned long long)arena_bytes_mapped(ex->arena));
+	{
+		const void *sid = NULL;
+		size_t sid_len = 0;
+
+		tracker_meta_bytes_get(saved, TRACKER_META_SESSION_ID, &sid, &sid_len);
+		snprintf(json, cap, "{\"ok\":true,\"snapshot\":\"%s\",\"session\":\"%.*s\",\"pid\":%d,"
+			 "\"device\":%d,\"restore_ms\":%.3f,\"seq\":%llu,\"regions\":%u,\"bytes\":%llu}",
+			 name, (int)(sid_len < 128 ? sid_len : 128), sid ? (const char *)sid : "", (int)getpid(),
+			 ex->cfg.device, (now_ns() - t0) / 1e6, (unsigned long long)*seq,
+			 arena_count(ex->arena), (unsigned long long)arena_bytes_mapped(ex->arena));
+	}
 out:
 	if (ret) {
 		pr_err("restore of '%s' failed: %s", name, err[0] ? err : strerror(-ret));

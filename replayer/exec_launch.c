@@ -75,6 +75,23 @@ static CUresult launch_attrs(struct exec *ex, struct wire_blob blob, CUlaunchAtt
 	return CUDA_SUCCESS;
 }
 
+/* The launch geometry of a request: the fields have the same names in
+ * launch_kernel_ex and occupancy_cluster. */
+static void launch_config_set(CUlaunchConfig *cfg, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx,
+			      uint32_t by, uint32_t bz, uint32_t shared_bytes, CUlaunchAttribute *attrs,
+			      unsigned nattrs)
+{
+	cfg->gridDimX = gx;
+	cfg->gridDimY = gy;
+	cfg->gridDimZ = gz;
+	cfg->blockDimX = bx;
+	cfg->blockDimY = by;
+	cfg->blockDimZ = bz;
+	cfg->sharedMemBytes = shared_bytes;
+	cfg->attrs = nattrs ? attrs : NULL;
+	cfg->numAttrs = nattrs;
+}
+
 CUresult exec_launch_kernel(struct exec *ex, const struct wire_launch_kernel_req *req,
 			    struct wire_launch_kernel_rep *rep)
 {
@@ -117,16 +134,9 @@ CUresult exec_launch_kernel_ex(struct exec *ex, const struct wire_launch_kernel_
 		res = launch_attrs(ex, req->attrs, attrs, &nattrs);
 	if (res != CUDA_SUCCESS)
 		return res;
-	cfg.gridDimX = req->grid_x;
-	cfg.gridDimY = req->grid_y;
-	cfg.gridDimZ = req->grid_z;
-	cfg.blockDimX = req->block_x;
-	cfg.blockDimY = req->block_y;
-	cfg.blockDimZ = req->block_z;
-	cfg.sharedMemBytes = req->shared_bytes;
+	launch_config_set(&cfg, req->grid_x, req->grid_y, req->grid_z, req->block_x, req->block_y,
+			  req->block_z, req->shared_bytes, attrs, nattrs);
 	cfg.hStream = s;
-	cfg.attrs = nattrs ? attrs : NULL;
-	cfg.numAttrs = nattrs;
 	return ex->be->cuLaunchKernelEx(&cfg, fn, layout->count ? params : NULL, NULL);
 }
 
@@ -192,15 +202,8 @@ CUresult exec_occupancy_cluster(struct exec *ex, const struct wire_occupancy_clu
 		res = launch_attrs(ex, req->attrs, attrs, &nattrs);
 	if (res != CUDA_SUCCESS)
 		return res;
-	cfg.gridDimX = req->grid_x;
-	cfg.gridDimY = req->grid_y;
-	cfg.gridDimZ = req->grid_z;
-	cfg.blockDimX = req->block_x;
-	cfg.blockDimY = req->block_y;
-	cfg.blockDimZ = req->block_z;
-	cfg.sharedMemBytes = req->shared_bytes;
-	cfg.attrs = nattrs ? attrs : NULL;
-	cfg.numAttrs = nattrs;
+	launch_config_set(&cfg, req->grid_x, req->grid_y, req->grid_z, req->block_x, req->block_y,
+			  req->block_z, req->shared_bytes, attrs, nattrs);
 	if (req->query == 0)
 		res = ex->be->cuOccupancyMaxActiveClusters(&value, fn, &cfg);
 	else if (req->query == 1)
