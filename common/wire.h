@@ -26,6 +26,21 @@
 #define WIRE_COPY_PIECE (32u << 20)
 #define WIRE_STR_MAX 8192u
 
+/* Virtual handles: the kind of object in the top byte, a serial below
+ * (replayer/handle_table.h issues them). Stream handles 0, 1 and 2 are the
+ * NULL, legacy and per-thread streams. */
+#define WIRE_HANDLE_KIND_SHIFT 56
+enum wire_handle_kind {
+	WIRE_HANDLE_CONTEXT = 1,
+	WIRE_HANDLE_MODULE = 2,
+	WIRE_HANDLE_LIBRARY = 3,
+	WIRE_HANDLE_FUNCTION = 4,
+	WIRE_HANDLE_KERNEL = 5,
+	WIRE_HANDLE_STREAM = 6,
+	WIRE_HANDLE_EVENT = 7,
+	WIRE_HANDLE_KIND_MAX = 8,
+};
+
 /* Header flags. */
 #define WIRE_F_REPLY     0x0001u  /* this is a reply */
 #define WIRE_F_ERROR     0x0002u  /* reply to a request that could not be decoded */

@@ -22,6 +22,12 @@ static CUresult event_record(CUevent ev, uint64_t stream, unsigned flags)
 	};
 	struct wire_event_record_rep rep;
 
+	/* Recording is asynchronous: its error shows at the next synchronisation,
+	 * except for a handle that is no event at all, which the driver refuses at once. */
+	if (handle_kind_is((uint64_t)(uintptr_t)ev, WIRE_HANDLE_EVENT) == false)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (shim_process()->lazy)
+		return rpc_event_record_defer(&req);
 	return rpc_event_record(&req, &rep);
 }
 

@@ -82,6 +82,34 @@ static CUresult launch_args(uint64_t fn, void **kernelParams, void **extra, uint
 	return CUDA_SUCCESS;
 }
 
+/* What the driver checks before it accepts a launch, from the cached device
+ * attributes: a deferred launch must fail here, at once, as a native one
+ * does, not at the next synchronisation. */
+static CUresult launch_geometry_check(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+				      unsigned bz, unsigned shmem)
+{
+	static const int attr[] = {
+		CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y,
+		CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X,
+		CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z,
+		CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+		CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+	};
+	const uint64_t want[] = { bx, by, bz, gx, gy, gz, (uint64_t)bx * by * bz, shmem };
+
+	if (!gx || !gy || !gz || !bx || !by || !bz)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned i = 0; i < sizeof(attr) / sizeof(attr[0]); i++) {
+		int limit = 0;
+
+		/* An attribute the device does not report is no limit of ours. */
+		if (device_attribute(0, attr[i], &limit) == CUDA_SUCCESS && limit > 0 &&
+		    want[i] > (uint64_t)limit)
+			return CUDA_ERROR_INVALID_VALUE;
+	}
+	return CUDA_SUCCESS;
+}
+
 static CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
 			      unsigned by, unsigned bz, unsigned shmem, uint64_t stream,
 			      void **kernelParams, void **extra)
@@ -102,7 +130,13 @@ static CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned g
 	if (res != CUDA_SUCCESS)
 		return res;
 	req.args.ptr = args;
-	res = rpc_launch_kernel(&req, &rep);
+	if (shim_process()->lazy) {
+		res = launch_geometry_check(gx, gy, gz, bx, by, bz, shmem);
+		if (res == CUDA_SUCCESS)
+			res = rpc_launch_kernel_defer(&req);
+	} else {
+		res = rpc_launch_kernel(&req, &rep);
+	}
 	free(args);
 	return res;
 }

@@ -392,7 +392,9 @@ CUresult memory_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stre
 			.data = { .ptr = s, .len = (uint32_t)piece },
 		};
 		struct wire_memcpy_htod_rep rep;
-		CUresult res = rpc_memcpy_htod(&req, &rep);
+		/* An async copy from pageable memory takes the bytes now and runs later. */
+		CUresult res = async && shim_process()->lazy ? rpc_memcpy_htod_defer(&req)
+							     : rpc_memcpy_htod(&req, &rep);
 
 		if (res != CUDA_SUCCESS)
 			return res;
@@ -440,6 +442,8 @@ static CUresult memory_copy_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t 
 
 	if (!n)
 		return CUDA_SUCCESS;
+	if (async && shim_process()->lazy)
+		return rpc_memcpy_dtod_defer(&req);
 	return rpc_memcpy_dtod(&req, &rep);
 }
 
@@ -559,6 +563,8 @@ static CUresult memory_set(uint64_t dst, uint32_t value, uint32_t width, size_t 
 
 	if (!count)
 		return CUDA_SUCCESS;
+	if (async && shim_process()->lazy)
+		return rpc_memset_defer(&req);
 	return rpc_memset(&req, &rep);
 }
 

@@ -38,6 +38,7 @@ struct shim_replay {
 	struct shim_replay *next;
 	uint64_t seq;
 	uint32_t call;
+	bool no_reply;          /* deferred: the worker sends no reply */
 	size_t len;
 	uint8_t bytes[];
 };
@@ -45,8 +46,15 @@ struct shim_replay {
 static struct shim_process shim = {
 	.conn_lock = PTHREAD_MUTEX_INITIALIZER,
 	.cache_lock = PTHREAD_MUTEX_INITIALIZER,
+	.batch_cond = PTHREAD_COND_INITIALIZER,
 	.fd = -1,
 };
+
+/* A batch goes out when it holds this much, or this many requests, or has
+ * waited this long: launches stay cheap and still start promptly. */
+#define BATCH_BYTES_MAX (256u << 10)
+#define BATCH_COUNT_MAX 512u
+#define BATCH_DELAY_NS 200000ull
 static pthread_once_t shim_once = PTHREAD_ONCE_INIT;
 
 /* Per-thread reply buffer: valid until the thread's next round trip. */
@@ -120,12 +128,24 @@ static void atfork_child(void)
 	shim.replay_tail = NULL;
 	shim.replay_bytes = 0;
 	shim.durable_seq = shim.resume_seq = shim.replay_gap = 0;
+	/* The flusher thread stayed in the parent; the parent's batch is its own. */
+	shim.flusher_running = false;
+	shim.batch_len = 0;
+	shim.batch_count = 0;
+	pthread_cond_init(&shim.batch_cond, NULL);
 	func_table_reset(&shim);
 	host_range_reset(&shim);
 	device_cache_reset(&shim);
 	ctx_table_reset(&shim);
 	pthread_mutex_unlock(&shim.cache_lock);
 	pthread_mutex_unlock(&shim.conn_lock);
+}
+
+static void stats_report(void)
+{
+	pr_warn("session %s: %llu calls, %llu round trips, %llu batches of deferred calls", shim.session,
+		(unsigned long long)shim.stat_calls, (unsigned long long)shim.stat_round_trips,
+		(unsigned long long)shim.stat_batches);
 }
 
 static void shim_init_once(void)
@@ -155,6 +175,9 @@ static void shim_init_once(void)
 		shim.replay_max = strtoull(getenv("TERN_REPLAY_MAX"), NULL, 0);
 	shim.reconnect_ms = getenv("TERN_RECONNECT_TIMEOUT_MS") ? atoi(getenv("TERN_RECONNECT_TIMEOUT_MS"))
 								 : RECONNECT_MS_DEFAULT;
+	shim.lazy = !getenv("TERN_LAZY") || strcmp(getenv("TERN_LAZY"), "0");
+	if (getenv("TERN_STATS") && !strcmp(getenv("TERN_STATS"), "1"))
+		atexit(stats_report);
 	pthread_key_create(&reply_key, reply_buf_free);
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
@@ -266,17 +289,27 @@ static int conn_exchange_locked(struct shim_process *p, uint32_t id, uint64_t se
 				struct iovec *iov, int *niov, struct wire_cursor *rep, CUresult *status)
 {
 	struct wire_header h = { .call = id, .ctx = ctx_current(), .seq = seq };
-	struct iovec sent[WIRE_MSG_IOV_MAX];
-	int ret;
+	struct iovec sent[WIRE_MSG_IOV_MAX + 1];
+	int ret, n = 0;
 
 	if (req->failed)
 		return -EMSGSIZE;
 	*niov = wire_msg_finish(req, &h, iov);
 	if (*niov < 0)
 		return -EMSGSIZE;
-	/* wire_send consumes its iovec array; keep ours for the replay log. */
-	memcpy(sent, iov, sizeof(*iov) * (size_t)*niov);
-	ret = wire_send(p->fd, sent, *niov);
+	/* Deferred requests go first, in the same write. wire_send consumes its
+	 * iovec array; ours is kept for the replay log. */
+	if (p->batch_len) {
+		sent[n].iov_base = p->batch;
+		sent[n++].iov_len = p->batch_len;
+	}
+	memcpy(sent + n, iov, sizeof(*iov) * (size_t)*niov);
+	ret = wire_send(p->fd, sent, n + *niov);
+	if (p->batch_len) {
+		p->stat_batches++;
+		p->batch_len = 0;
+		p->batch_count = 0;
+	}
 	if (ret)
 		return ret;
 	return reply_read_locked(p, id, seq, rep, status);
@@ -298,7 +331,7 @@ static void replay_trim_locked(struct shim_process *p)
 	}
 }
 
-static void replay_append_locked(struct shim_process *p, uint32_t id, uint64_t seq,
+static void replay_append_locked(struct shim_process *p, uint32_t id, uint64_t seq, bool no_reply,
 				 const struct iovec *iov, int niov)
 {
 	struct shim_replay *e;
@@ -318,6 +351,7 @@ static void replay_append_locked(struct shim_process *p, uint32_t id, uint64_t s
 	e->next = NULL;
 	e->seq = seq;
 	e->call = id;
+	e->no_reply = no_reply;
 	e->len = 0;
 	for (int i = 0; i < niov; i++) {
 		memcpy(e->bytes + e->len, iov[i].iov_base, iov[i].iov_len);
@@ -435,6 +469,9 @@ static int session_recover_locked(struct shim_process *p, uint64_t seq)
 {
 	int waited = 0;
 
+	/* Deferred requests are in the replay log; the batch belongs to the old connection. */
+	p->batch_len = 0;
+	p->batch_count = 0;
 	for (;;) {
 		struct shim_replay *e;
 		CUresult res;
@@ -476,6 +513,8 @@ static int session_recover_locked(struct shim_process *p, uint64_t seq)
 			if (e->seq <= resume || e->seq >= seq)
 				continue;
 			ret = wire_send(p->fd, &iov, 1);
+			if (!ret && e->no_reply)
+				continue;
 			if (!ret)
 				ret = reply_read_locked(p, e->call, e->seq, &cur, &st);
 			if (!ret && st != CUDA_SUCCESS)
@@ -486,6 +525,129 @@ static int session_recover_locked(struct shim_process *p, uint64_t seq)
 			return 0;
 		pr_warn("connection lost again during the replay: %s", strerror(-ret));
 	}
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Send what the batch holds. A broken connection is left for the next
+ * round trip to notice and recover (the batch is in the replay log). */
+static void batch_flush_locked(struct shim_process *p)
+{
+	struct iovec iov = { p->batch, p->batch_len };
+
+	if (!p->batch_len || p->fd < 0)
+		return;
+	if (wire_send(p->fd, &iov, 1))
+		pr_warn("sending %u deferred requests failed; the next call reconnects", p->batch_count);
+	p->stat_batches++;
+	p->batch_len = 0;
+	p->batch_count = 0;
+}
+
+static void *batch_flusher(void *arg)
+{
+	struct shim_process *p = arg;
+
+	pthread_mutex_lock(&p->conn_lock);
+	for (;;) {
+		uint64_t now = now_ns();
+
+		if (p->batch_count && now - p->batch_since_ns >= BATCH_DELAY_NS) {
+			batch_flush_locked(p);
+		} else if (p->batch_count) {
+			uint64_t due = p->batch_since_ns + BATCH_DELAY_NS;
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += (long)(due - now);
+			while (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&p->batch_cond, &p->conn_lock, &ts);
+		} else {
+			pthread_cond_wait(&p->batch_cond, &p->conn_lock);
+		}
+	}
+	return NULL;
+}
+
+CUresult rpc_defer(uint32_t id, struct wire_msg *req)
+{
+	struct shim_process *p = shim_process();
+	struct iovec iov[WIRE_MSG_IOV_MAX];
+	struct wire_cursor unused;
+	struct wire_header h = { .call = id, .flags = WIRE_F_NO_REPLY };
+	CUresult status;
+	size_t len = 0;
+	int niov;
+
+	if (!p->lazy)
+		return rpc_call(id, req, &unused);
+	pthread_mutex_lock(&p->conn_lock);
+	status = conn_ready_locked(p);
+	if (status != CUDA_SUCCESS)
+		goto out_unlock;
+	h.ctx = ctx_current();
+	h.seq = ++p->seq;
+	niov = req->failed ? -EMSGSIZE : wire_msg_finish(req, &h, iov);
+	if (niov < 0) {
+		p->seq--;
+		status = CUDA_ERROR_INVALID_VALUE;
+		goto out_unlock;
+	}
+	for (int i = 0; i < niov; i++)
+		len += iov[i].iov_len;
+	if (p->batch_len + len > p->batch_cap) {
+		size_t cap = p->batch_cap ? p->batch_cap : 65536;
+		uint8_t *b;
+
+		while (cap < p->batch_len + len)
+			cap *= 2;
+		b = realloc(p->batch, cap);
+		if (!b) {
+			batch_flush_locked(p);
+			b = realloc(p->batch, cap);
+		}
+		if (!b) {
+			p->seq--;
+			status = CUDA_ERROR_OUT_OF_MEMORY;
+			goto out_unlock;
+		}
+		p->batch = b;
+		p->batch_cap = cap;
+	}
+	for (int i = 0; i < niov; i++) {
+		memcpy(p->batch + p->batch_len, iov[i].iov_base, iov[i].iov_len);
+		p->batch_len += iov[i].iov_len;
+	}
+	if (!p->batch_count++)
+		p->batch_since_ns = now_ns();
+	p->stat_calls++;
+	replay_append_locked(p, id, h.seq, true, iov, niov);
+	if (p->batch_len >= BATCH_BYTES_MAX || p->batch_count >= BATCH_COUNT_MAX) {
+		batch_flush_locked(p);
+	} else if (!p->flusher_running) {
+		pthread_t t;
+
+		if (!pthread_create(&t, NULL, batch_flusher, p)) {
+			pthread_detach(t);
+			p->flusher_running = true;
+		} else {
+			batch_flush_locked(p);
+		}
+	} else {
+		pthread_cond_signal(&p->batch_cond);
+	}
+out_unlock:
+	pthread_mutex_unlock(&p->conn_lock);
+	return status;
 }
 
 CUresult rpc_call(uint32_t id, struct wire_msg *req, struct wire_cursor *rep)
@@ -500,11 +662,13 @@ CUresult rpc_call(uint32_t id, struct wire_msg *req, struct wire_cursor *rep)
 	status = conn_ready_locked(p);
 	if (status != CUDA_SUCCESS)
 		goto out_unlock;
+	p->stat_calls++;
 	seq = ++p->seq;
 	for (;;) {
 		ret = conn_exchange_locked(p, id, seq, req, iov, &niov, rep, &status);
 		if (!ret) {
-			replay_append_locked(p, id, seq, iov, niov);
+			replay_append_locked(p, id, seq, false, iov, niov);
+			p->stat_round_trips++;
 			break;
 		}
 		if (ret == -EMSGSIZE) {

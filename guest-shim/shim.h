@@ -93,6 +93,16 @@ struct shim_process {
 	uint64_t resume_seq;            /* the worker restored the session at it */
 	uint64_t replay_gap;            /* requests up to it were evicted */
 	int reconnect_ms;
+	/* Lazy RPC: requests that want no reply wait here, flushed before the
+	 * next request that does, when full, or by the flusher thread. */
+	bool lazy;
+	uint8_t *batch;
+	size_t batch_len, batch_cap;
+	unsigned batch_count;
+	uint64_t batch_since_ns;
+	pthread_cond_t batch_cond;
+	bool flusher_running;
+	uint64_t stat_calls, stat_round_trips, stat_batches;
 
 	/* Device attribute cache; guarded by cache_lock like everything below. */
 	pthread_mutex_t cache_lock;
@@ -142,6 +152,13 @@ CUresult memory_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, bo
 void device_cache_reset(struct shim_process *p);
 /* One attribute, from the per-device cache. */
 CUresult device_attribute(CUdevice dev, int attrib, int *value);
+
+/* Virtual handles carry their kind (common/wire.h): the shim can refuse a
+ * handle of the wrong kind, or NULL, without a round trip. */
+static inline bool handle_kind_is(uint64_t handle, enum wire_handle_kind kind)
+{
+	return handle && (handle >> WIRE_HANDLE_KIND_SHIFT) == kind;
+}
 
 /* Stream handles as the worker sees them; the per-thread (_ptds, _ptsz) entry points treat
  * the NULL stream as the per-thread default stream. */

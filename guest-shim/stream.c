@@ -82,6 +82,10 @@ static CUresult stream_wait_event(uint64_t s, CUevent ev, unsigned flags)
 	};
 	struct wire_stream_wait_event_rep rep;
 
+	if (!handle_kind_is((uint64_t)(uintptr_t)ev, WIRE_HANDLE_EVENT))
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (shim_process()->lazy)
+		return rpc_stream_wait_event_defer(&req);
 	return rpc_stream_wait_event(&req, &rep);
 }
 

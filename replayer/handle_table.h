@@ -13,15 +13,18 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "wire.h"
+
+/* The kinds are the wire protocol's (common/wire.h): the guest sees them. */
 enum handle_kind {
-	HANDLE_CONTEXT = 1,
-	HANDLE_MODULE = 2,
-	HANDLE_LIBRARY = 3,
-	HANDLE_FUNCTION = 4,
-	HANDLE_KERNEL = 5,
-	HANDLE_STREAM = 6,
-	HANDLE_EVENT = 7,
-	HANDLE_KIND_MAX = 8,
+	HANDLE_CONTEXT = WIRE_HANDLE_CONTEXT,
+	HANDLE_MODULE = WIRE_HANDLE_MODULE,
+	HANDLE_LIBRARY = WIRE_HANDLE_LIBRARY,
+	HANDLE_FUNCTION = WIRE_HANDLE_FUNCTION,
+	HANDLE_KERNEL = WIRE_HANDLE_KERNEL,
+	HANDLE_STREAM = WIRE_HANDLE_STREAM,
+	HANDLE_EVENT = WIRE_HANDLE_EVENT,
+	HANDLE_KIND_MAX = WIRE_HANDLE_KIND_MAX,
 };
 
 struct handle_entry {
@@ -63,7 +66,7 @@ void handle_table_next_serial_set(struct handle_table *ht, enum handle_kind kind
 
 static inline enum handle_kind handle_kind_of(uint64_t handle)
 {
-	return (enum handle_kind)(handle >> 56);
+	return (enum handle_kind)(handle >> WIRE_HANDLE_KIND_SHIFT);
 }
 
 #endif

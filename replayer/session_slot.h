@@ -27,6 +27,7 @@ struct session_slot {
 	_Atomic int32_t device;
 	_Atomic uint64_t memory;    /* device bytes mapped */
 	_Atomic uint64_t calls;
+	_Atomic uint64_t round_trips;   /* calls answered; the rest were deferred */
 	_Atomic uint64_t started;   /* CLOCK_REALTIME seconds */
 };
 

@@ -104,6 +104,7 @@ static struct session_slot *slot_claim(struct supervisor *sv, unsigned *index)
 			atomic_store(&s->device, -1);
 			atomic_store(&s->memory, 0);
 			atomic_store(&s->calls, 0);
+			atomic_store(&s->round_trips, 0);
 			atomic_store(&s->started, (uint64_t)time(NULL));
 			*index = i;
 			return s;
@@ -364,12 +365,13 @@ static size_t json_sessions(struct supervisor *sv, char *buf, size_t cap)
 		k = s->id[0] ? known_get(sv, s->id, false) : NULL;
 		n += (size_t)snprintf(buf + n, cap - n,
 			"%s{\"id\":\"%s\",\"pid\":%d,\"state\":\"%s\",\"device\":%d,\"memory\":%llu,"
-			"\"calls\":%llu,\"started\":%llu,\"listener\":\"%s\",\"snapshot\":\"%s\"}",
+			"\"calls\":%llu,\"round_trips\":%llu,\"started\":%llu,\"listener\":\"%s\",\"snapshot\":\"%s\"}",
 			first ? "" : ",", s->id, atomic_load(&s->pid),
 			(k && k->plan == PLAN_SUSPENDED) || (k && k->waiting_slot == (int)i) ? "suspended" :
 			state == SESSION_ACTIVE ? "active" : "starting",
 			atomic_load(&s->device), (unsigned long long)atomic_load(&s->memory),
-			(unsigned long long)atomic_load(&s->calls), (unsigned long long)atomic_load(&s->started),
+			(unsigned long long)atomic_load(&s->calls), (unsigned long long)atomic_load(&s->round_trips),
+			(unsigned long long)atomic_load(&s->started),
 			s->peer, k ? k->latest : "");
 		first = false;
 	}

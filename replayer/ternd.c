@@ -48,6 +48,7 @@ static void usage(FILE *out)
 		"  --driver PATH        libcuda.so.1 for the cuda backend (default: the system's)\n"
 		"  --sim-kernels PATH   CPU kernel plugin for the sim backend (repeatable)\n"
 		"  --sim-memory SIZE    memory of the simulated device (default 16G)\n"
+		"  --sim-devices N      simulated devices (default 1)\n"
 		"  --device N           GPU index sessions run on (default 0)\n"
 		"  --quota SIZE         device memory per session, e.g. 8G (default: no limit)\n"
 		"  --arena-base ADDR    fixed address of each session's arena (default 0x%llx)\n"
@@ -121,6 +122,13 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 	if (!strcmp(key, "quota")) {
 		ret = units_size_parse(value, &v);
 		o->sv.worker.exec_cfg.quota = v;
+		return ret;
+	}
+	if (!strcmp(key, "sim-devices") || !strcmp(key, "sim_devices")) {
+		ret = units_size_parse(value, &v);
+		if (!ret && (v < 1 || v > 16))
+			ret = -EINVAL;
+		o->sv.worker.backend_cfg.sim_device_count = (unsigned)v;
 		return ret;
 	}
 	if (!strcmp(key, "sim-memory") || !strcmp(key, "sim_memory")) {

@@ -39,6 +39,7 @@ struct worker_session {
 	size_t resume_reply_len;
 	struct checkpoint_job *job;
 	bool suspend_after_job;
+	CUresult deferred_error;        /* first failure of a request that wanted no reply */
 	char job_name[128];
 };
 
@@ -271,6 +272,32 @@ static bool cmd_handle(struct worker_session *s, char *line)
 	return false;
 }
 
+/* Calls at which CUDA reports the errors of earlier asynchronous work: a
+ * deferred request's failure is their answer (docs/wire-protocol.md). */
+static bool call_synchronises(uint32_t call)
+{
+	switch (call) {
+	case WIRE_CALL_CTX_SYNCHRONIZE:
+	case WIRE_CALL_STREAM_SYNCHRONIZE:
+	case WIRE_CALL_EVENT_SYNCHRONIZE:
+	case WIRE_CALL_STREAM_QUERY:
+	case WIRE_CALL_EVENT_QUERY:
+	case WIRE_CALL_MEMCPY_DTOH:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static uint32_t reply_status_of(const struct wire_msg *m)
+{
+	const uint8_t *p = m->buf + WIRE_HEADER_SIZE;
+
+	if (!m->buf || m->len < WIRE_HEADER_SIZE + 4)
+		return CUDA_ERROR_UNKNOWN;
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
 /* Answer a request the restored session already applied before its snapshot. */
 static int request_resend(struct worker_session *s, const struct wire_header *h, struct wire_cursor *cur)
 {
@@ -465,7 +492,23 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 		s->seq = h.seq;
 		if (slot)
 			atomic_fetch_add_explicit(&slot->calls, 1, memory_order_relaxed);
-		if (!(h.flags & WIRE_F_NO_REPLY) && reply_send(&s->c, &h, flags)) {
+		if (h.flags & WIRE_F_NO_REPLY) {
+			uint32_t st = reply_status_of(&s->c.reply);
+
+			if (st != CUDA_SUCCESS && s->deferred_error == CUDA_SUCCESS) {
+				pr_debug("deferred %s failed with %u", wire_call_name(h.call) ? wire_call_name(h.call) : "?", st);
+				s->deferred_error = (CUresult)st;
+			}
+			continue;
+		}
+		if (s->deferred_error != CUDA_SUCCESS && call_synchronises(h.call)) {
+			wire_msg_reset(&s->c.reply);
+			wire_put_u32(&s->c.reply, (uint32_t)s->deferred_error);
+			s->deferred_error = CUDA_SUCCESS;
+		}
+		if (slot)
+			atomic_fetch_add_explicit(&slot->round_trips, 1, memory_order_relaxed);
+		if (reply_send(&s->c, &h, flags)) {
 			pr_info("session %s: guest gone", s->id);
 			break;
 		}
