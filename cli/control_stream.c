@@ -20,19 +20,6 @@ struct line_reader {
 	bool eof;
 };
 
-static int readable_wait(int fd, int timeout_ms)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	int r;
-
-	do {
-		r = poll(&p, 1, timeout_ms);
-	} while (r < 0 && errno == EINTR);
-	if (r < 0)
-		return -errno;
-	return r ? 0 : -ETIMEDOUT;
-}
-
 /* The next line, without its '\n', NUL-terminated in place. */
 static int line_next(struct line_reader *lr, int timeout_ms, char **line, size_t *len)
 {
@@ -70,7 +57,7 @@ static int line_next(struct line_reader *lr, int timeout_ms, char **line, size_t
 			lr->buf = b;
 			lr->cap = ncap;
 		}
-		rc = readable_wait(lr->fd, timeout_ms);
+		rc = control_wait_readable(lr->fd, timeout_ms);
 		if (rc)
 			return rc;
 		r = read(lr->fd, lr->buf + lr->len, lr->cap - lr->len - 1);

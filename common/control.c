@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int wait_readable(int fd, int timeout_ms)
+int control_wait_readable(int fd, int timeout_ms)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 	int r;
@@ -27,7 +27,7 @@ int control_line_read(int fd, char *buf, size_t cap, int timeout_ms)
 
 	while (n + 1 < cap) {
 		ssize_t r;
-		int ret = wait_readable(fd, timeout_ms);
+		int ret = control_wait_readable(fd, timeout_ms);
 
 		if (ret)
 			return ret;
@@ -84,7 +84,7 @@ int control_request(const char *path, const char *command, int timeout_ms, char 
 	while (!ret) {
 		ssize_t r;
 
-		ret = wait_readable(fd, timeout_ms);
+		ret = control_wait_readable(fd, timeout_ms);
 		if (ret)
 			break;
 		if (n + 1 == cap) {

@@ -23,5 +23,7 @@ int control_request(const char *path, const char *command, int timeout_ms, char 
  * length or -errno; -EMSGSIZE if longer than cap - 1. */
 int control_line_read(int fd, char *buf, size_t cap, int timeout_ms);
 int control_write_all(int fd, const void *buf, size_t len);
+/* Wait until @fd is readable: 0, -ETIMEDOUT after @timeout_ms (-1: forever) or -errno. */
+int control_wait_readable(int fd, int timeout_ms);
 
 #endif
