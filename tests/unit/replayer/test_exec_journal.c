@@ -1,0 +1,137 @@
+/* The executor journals what the guest creates and drops what it frees, so
+ * the session's tracker holds its live state (sim backend, handlers called
+ * as the dispatcher calls them). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "exec.h"
+#include "tracker.h"
+#include "wire_dispatch.h"
+
+static const char ptx[] =
+	".version 8.0\n.target sm_90\n.address_size 64\n"
+	".visible .entry jt_kernel(.param .u64 jt_p, .param .u32 jt_n)\n{\n\tret;\n}\n";
+
+struct counts {
+	unsigned by_kind[HANDLE_KIND_MAX];
+	unsigned regions;
+};
+
+static int count_object(void *ctx, uint64_t handle, const struct tracker_object *o)
+{
+	struct counts *c = ctx;
+
+	if (o->kind < HANDLE_KIND_MAX)
+		c->by_kind[o->kind]++;
+	return 0;
+}
+
+static int count_region(void *ctx, uint64_t addr, const struct tracker_region *r)
+{
+	((struct counts *)ctx)->regions++;
+	return 0;
+}
+
+static struct counts journal_count(struct exec *ex)
+{
+	struct counts c = { 0 };
+
+	assert_int_equal(tracker_object_foreach(ex->journal, NULL, 0, count_object, &c), 0);
+	assert_int_equal(tracker_region_foreach(ex->journal, count_region, &c), 0);
+	return c;
+}
+
+static void test_journal_follows_calls(void **state)
+{
+	struct backend_config bcfg = { .sim_memory = 1ull << 30 };
+	struct exec_config cfg = { .device = 0, .arena_base = 0x340000000000ull, .arena_size = 8ull << 30 };
+	char dir[] = "/tmp/tern-exec-journal-XXXXXX";
+	struct backend *be;
+	struct exec ex;
+	struct counts c;
+	struct wire_mem_alloc_req alloc = { .bytes = 3 << 20 };
+	struct wire_mem_alloc_rep alloc_rep;
+	struct wire_stream_create_req sc = { .flags = 1, .priority = -1 };
+	struct wire_stream_create_rep sc_rep;
+	struct wire_event_create_req ec = { .flags = 2 };
+	struct wire_event_create_rep ec_rep;
+	struct wire_module_load_data_req ml = { .image = { (const uint8_t *)ptx, sizeof(ptx) } };
+	struct wire_module_load_data_rep ml_rep;
+	struct wire_module_get_function_req gf = { 0 };
+	struct wire_module_get_function_rep gf_rep;
+	struct tracker_object o;
+
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(backend_open("sim", &bcfg, &be), 0);
+	assert_int_equal(exec_open(&ex, be, &cfg, NULL), 0);
+	assert_int_equal(exec_journal_open(&ex, dir, "journal-test"), 0);
+	c = journal_count(&ex);
+	assert_int_equal(c.by_kind[HANDLE_CONTEXT], 1);
+
+	assert_int_equal(exec_mem_alloc(&ex, &alloc, &alloc_rep), CUDA_SUCCESS);
+	assert_int_equal(exec_stream_create(&ex, &sc, &sc_rep), CUDA_SUCCESS);
+	assert_int_equal(exec_event_create(&ex, &ec, &ec_rep), CUDA_SUCCESS);
+	assert_int_equal(exec_module_load_data(&ex, &ml, &ml_rep), CUDA_SUCCESS);
+	gf.module = ml_rep.module;
+	strcpy(gf.name, "jt_kernel");
+	assert_int_equal(exec_module_get_function(&ex, &gf, &gf_rep), CUDA_SUCCESS);
+	c = journal_count(&ex);
+	assert_int_equal(c.regions, 1);
+	assert_int_equal(c.by_kind[HANDLE_STREAM], 1);
+	assert_int_equal(c.by_kind[HANDLE_EVENT], 1);
+	assert_int_equal(c.by_kind[HANDLE_MODULE], 1);
+	assert_int_equal(c.by_kind[HANDLE_FUNCTION], 1);
+
+	/* Creation arguments are what a restore needs. */
+	assert_int_equal(tracker_object_get(ex.journal, sc_rep.stream, &o), 0);
+	assert_int_equal(o.args_len, 8);
+	assert_int_equal(((const uint8_t *)o.args)[0], 1);
+	assert_int_equal(tracker_object_get(ex.journal, gf_rep.function, &o), 0);
+	assert_int_equal(o.parent, ml_rep.module);
+	assert_int_equal(o.args_len, 4 + strlen("jt_kernel"));
+	assert_memory_equal((const uint8_t *)o.args + 4, "jt_kernel", strlen("jt_kernel"));
+
+	/* Freed objects drop their records; a module takes its functions along. */
+	{
+		struct wire_mem_free_req mf = { .address = alloc_rep.address };
+		struct wire_mem_free_rep mf_rep;
+		struct wire_stream_destroy_req sd = { .stream = sc_rep.stream };
+		struct wire_stream_destroy_rep sd_rep;
+		struct wire_module_unload_req mu = { .module = ml_rep.module };
+		struct wire_module_unload_rep mu_rep;
+
+		assert_int_equal(exec_mem_free(&ex, &mf, &mf_rep), CUDA_SUCCESS);
+		assert_int_equal(exec_stream_destroy(&ex, &sd, &sd_rep), CUDA_SUCCESS);
+		assert_int_equal(exec_module_unload(&ex, &mu, &mu_rep), CUDA_SUCCESS);
+	}
+	c = journal_count(&ex);
+	assert_int_equal(c.regions, 0);
+	assert_int_equal(c.by_kind[HANDLE_STREAM], 0);
+	assert_int_equal(c.by_kind[HANDLE_MODULE], 0);
+	assert_int_equal(c.by_kind[HANDLE_FUNCTION], 0);
+	assert_int_equal(c.by_kind[HANDLE_EVENT], 1);
+	assert_false(ex.journal_broken);
+
+	exec_close(&ex);
+	backend_close(be);
+	{
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = { cmocka_unit_test(test_journal_follows_calls) };
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
