@@ -250,16 +250,17 @@ static int status_print(const char *control, bool json)
 		return 0;
 	}
 	/* A table from the JSON we produced ourselves: walk the session objects. */
-	printf("%-32s %8s %6s %12s %10s %s\n", "SESSION", "PID", "DEVICE", "MEMORY", "CALLS", "STATE");
+	printf("%-32s %8s %6s %12s %10s %11s %s\n", "SESSION", "PID", "DEVICE", "MEMORY", "CALLS",
+	       "ROUND_TRIPS", "STATE");
 	for (p = strstr(reply, "{\"id\":"); p; p = strstr(p + 1, "{\"id\":")) {
 		char id[SESSION_ID_MAX], state[16], mem[32];
 		int pid, dev;
-		unsigned long long memory, calls;
+		unsigned long long memory, calls, trips = 0;
 
-		if (sscanf(p, "{\"id\":\"%127[^\"]\",\"pid\":%d,\"state\":\"%15[^\"]\",\"device\":%d,\"memory\":%llu,\"calls\":%llu",
-			   id, &pid, state, &dev, &memory, &calls) == 6) {
+		if (sscanf(p, "{\"id\":\"%127[^\"]\",\"pid\":%d,\"state\":\"%15[^\"]\",\"device\":%d,\"memory\":%llu,"
+			   "\"calls\":%llu,\"round_trips\":%llu", id, &pid, state, &dev, &memory, &calls, &trips) >= 6) {
 			units_size_format(memory, mem, sizeof(mem));
-			printf("%-32s %8d %6d %12s %10llu %s\n", id, pid, dev, mem, calls, state);
+			printf("%-32s %8d %6d %12s %10llu %11llu %s\n", id, pid, dev, mem, calls, trips, state);
 		}
 	}
 	free(reply);
