@@ -4,6 +4,8 @@
 #include "log.h"
 #include "snap_store.h"
 
+#include <dirent.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <poll.h>
@@ -88,6 +90,80 @@ static struct session_known *known_get(struct supervisor *sv, const char *id, bo
 	free_entry->client_fd = -1;
 	free_entry->waiting_slot = -1;
 	return free_entry;
+}
+
+/* A suspended session outlives this ternd: its snapshot's name is kept in
+ * STATE/suspended/SESSION, so that a ternd started later (on this host, with
+ * the same state directory) can resume it. */
+static void suspended_path(struct supervisor *sv, const char *id, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s/suspended/%s", sv->cfg->state_dir, id);
+}
+
+static void suspended_save(struct supervisor *sv, const struct session_known *k)
+{
+	char path[4400], tmp[4410], dir[4300];
+	FILE *f;
+
+	snprintf(dir, sizeof(dir), "%s/suspended", sv->cfg->state_dir);
+	mkdir(dir, 0700);
+	suspended_path(sv, k->id, path, sizeof(path));
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f || fprintf(f, "%s\n", k->snapshot) < 0 || fflush(f) || fsync(fileno(f))) {
+		pr_warn("cannot record that session %s is suspended: %s", k->id, strerror(errno));
+		if (f)
+			fclose(f);
+		return;
+	}
+	fclose(f);
+	if (rename(tmp, path))
+		pr_warn("cannot record that session %s is suspended: %s", k->id, strerror(errno));
+}
+
+static void suspended_forget(struct supervisor *sv, const char *id)
+{
+	char path[4400];
+
+	suspended_path(sv, id, path, sizeof(path));
+	unlink(path);
+}
+
+static struct session_known *known_get(struct supervisor *sv, const char *id, bool create);
+
+static void suspended_load(struct supervisor *sv)
+{
+	char dir[4300];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/suspended", sv->cfg->state_dir);
+	d = opendir(dir);
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char path[4600], name[SNAP_NAME_MAX + 2] = "";
+		struct session_known *k;
+		FILE *f;
+
+		if (de->d_name[0] == '.' || strstr(de->d_name, ".tmp") || strlen(de->d_name) >= SESSION_ID_MAX)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(name, sizeof(name), f))
+			name[strcspn(name, "\n")] = 0;
+		fclose(f);
+		k = snap_name_valid(name) ? known_get(sv, de->d_name, true) : NULL;
+		if (!k)
+			continue;
+		k->plan = PLAN_SUSPENDED;
+		snprintf(k->snapshot, sizeof(k->snapshot), "%s", name);
+		snprintf(k->latest, sizeof(k->latest), "%s", name);
+		pr_info("session %s is suspended in '%s': `ckpt resume %s` brings it back", k->id, name, k->id);
+	}
+	closedir(d);
 }
 
 static struct session_slot *slot_claim(struct supervisor *sv, unsigned *index)
@@ -220,6 +296,7 @@ static void worker_hello(struct supervisor *sv, unsigned index, const char *id)
 	int other = slot_of_session(sv, id, (int)index);
 
 	if (k && k->plan == PLAN_RESTORE) {
+		suspended_forget(sv, id);
 		pr_info("session %s: worker %d restores '%s'", id, atomic_load(&sv->slots[index].pid), k->snapshot);
 		link_send(l, "restore %s %d", k->snapshot, k->device);
 		/* Whoever asked for the restore hears when it is done. */
@@ -274,6 +351,7 @@ static void worker_line(struct supervisor *sv, unsigned index, char *line)
 			if (l->suspending) {
 				k->plan = PLAN_SUSPENDED;
 				snprintf(k->snapshot, sizeof(k->snapshot), "%s", l->snapshot);
+				suspended_save(sv, k);
 				pr_info("session %s suspended in '%s'", slot->id, l->snapshot);
 			}
 		}
@@ -639,6 +717,7 @@ int supervisor_run(struct supervisor_config *cfg)
 		sv.links[i] = (struct worker_link){ .fd = -1, .client_fd = -1 };
 	for (i = 0; i < SESSIONS_KNOWN; i++)
 		sv.known[i] = (struct session_known){ .client_fd = -1, .waiting_slot = -1 };
+	suspended_load(&sv);
 	sv.slots = mmap(NULL, SESSION_SLOTS * sizeof(*sv.slots), PROT_READ | PROT_WRITE,
 			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sv.slots == MAP_FAILED) {
