@@ -257,9 +257,7 @@ static void session_start(struct supervisor *sv, int listen_idx)
 		close(sv->signal_fd);
 		close(pair[0]);
 		sigprocmask(SIG_SETMASK, &(sigset_t){ 0 }, NULL);
-		signal(SIGTERM, SIG_DFL);
-		signal(SIGINT, SIG_DFL);
-		signal(SIGPIPE, SIG_IGN);
+		worker_signals_install();
 		_exit(worker_run(&wcfg, fd, slot));
 	}
 	close(pair[1]);

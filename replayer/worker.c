@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,27 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Set by SIGTERM: the worker ends its session between two requests and cleans
+ * up. A signal handler can only reach a global. */
+static volatile sig_atomic_t worker_stopping;
+
+static void worker_on_sigterm(int sig)
+{
+	(void)sig;
+	worker_stopping = 1;
+}
+
+void worker_signals_install(void)
+{
+	struct sigaction sa = { .sa_handler = worker_on_sigterm };
+
+	/* No SA_RESTART: the wait for the next request must return. */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
 
 /* Replies up to this size are kept with a snapshot for a resend after restore;
  * larger ones are reads, served again instead. */
@@ -39,6 +61,7 @@ struct worker_session {
 	size_t resume_reply_len;
 	struct checkpoint_job *job;
 	bool suspend_after_job;
+	char journal_dir[4400];         /* removed when the session ends: snapshots keep copies */
 	CUresult deferred_error;        /* first failure of a request that wanted no reply */
 	char job_name[128];
 };
@@ -171,19 +194,12 @@ static int cmd_send(const struct worker_config *cfg, const char *kind, const cha
 	return control_write_all(cfg->cmd_fd, line, (size_t)n);
 }
 
-/* A fresh, empty journal directory for the session. */
-static int journal_dir_reset(const char *state_dir, const char *id, char *path, size_t cap)
+/* Remove the files of a journal directory (LMDB's data and lock files). */
+static int journal_dir_empty(const char *path)
 {
-	DIR *d;
+	DIR *d = opendir(path);
 	struct dirent *de;
 
-	snprintf(path, cap, "%s/journal", state_dir);
-	mkdir(state_dir, 0700);
-	mkdir(path, 0700);
-	snprintf(path, cap, "%s/journal/%s", state_dir, id);
-	if (mkdir(path, 0700) && errno != EEXIST)
-		return -errno;
-	d = opendir(path);
 	if (!d)
 		return -errno;
 	while ((de = readdir(d))) {
@@ -196,6 +212,18 @@ static int journal_dir_reset(const char *state_dir, const char *id, char *path, 
 	}
 	closedir(d);
 	return 0;
+}
+
+/* A fresh, empty journal directory for the session. */
+static int journal_dir_reset(const char *state_dir, const char *id, char *path, size_t cap)
+{
+	snprintf(path, cap, "%s/journal", state_dir);
+	mkdir(state_dir, 0700);
+	mkdir(path, 0700);
+	snprintf(path, cap, "%s/journal/%s", state_dir, id);
+	if (mkdir(path, 0700) && errno != EEXIST)
+		return -errno;
+	return journal_dir_empty(path);
 }
 
 static void store_dir(const struct worker_config *cfg, char *out, size_t cap)
@@ -322,7 +350,7 @@ static int session_open(struct worker_session *s, const struct wire_hello_req *h
 {
 	const struct worker_config *cfg = s->cfg;
 	struct worker_config local = *cfg;
-	char answer[WORKER_LINE_MAX], line[WORKER_LINE_MAX], jdir[4400], snap[128] = "";
+	char answer[WORKER_LINE_MAX], line[WORKER_LINE_MAX], snap[128] = "";
 	struct backend *be = NULL;
 	int device = cfg->exec_cfg.device, ret;
 
@@ -357,8 +385,9 @@ static int session_open(struct worker_session *s, const struct wire_hello_req *h
 		snprintf(ready, cap, "{\"error\":\"session %s: no device %d on the %s backend\"}", s->id, device, cfg->backend);
 		return ret;
 	}
-	if (cfg->state_dir && journal_dir_reset(cfg->state_dir, s->id, jdir, sizeof(jdir)) == 0)
-		exec_journal_open(&s->ex, jdir, s->id);
+	if (cfg->state_dir &&
+	    journal_dir_reset(cfg->state_dir, s->id, s->journal_dir, sizeof(s->journal_dir)) == 0)
+		exec_journal_open(&s->ex, s->journal_dir, s->id);
 	if (snap[0]) {
 		char sdir[4200];
 
@@ -419,7 +448,7 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	ret = wire_dispatch(&s->ex, h.call, &cur, &s->c.reply);
 	if (ret || reply_send(&s->c, &h, 0))
 		goto out_exec;
-	while (!end) {
+	while (!end && !worker_stopping) {
 		struct pollfd pfd[3] = {
 			{ .fd = s->c.fd, .events = POLLIN },
 			{ .fd = cfg->cmd_fd, .events = POLLIN },
@@ -527,6 +556,8 @@ out_exec:
 		exec_close(&s->ex);
 		backend_close(be);
 	}
+	if (s && s->journal_dir[0] && !journal_dir_empty(s->journal_dir))
+		rmdir(s->journal_dir);
 out:
 	if (s) {
 		free(s->resume_reply);

@@ -33,6 +33,11 @@ struct worker_config {
  */
 #define WORKER_LINE_MAX 4096
 
+/* In the forked worker: SIGTERM and SIGINT end the session cleanly between
+ * two requests (the supervisor's shutdown sends SIGTERM, then SIGKILL after
+ * a grace period). */
+void worker_signals_install(void);
+
 /* Serve the session on @fd; returns the process exit status. */
 int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slot);
 
