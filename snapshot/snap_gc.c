@@ -26,17 +26,11 @@
 static int live_set_build(struct snap_store *s, struct snap_chunk_map *live)
 {
 	struct dirent *de;
-	int fd, rc = 0;
 	DIR *d;
+	int rc = snap_io_dir_open(s->snaps_fd, ".", 0, &d);
 
-	fd = openat(s->snaps_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
+	if (rc)
+		return rc;
 	while (!rc && (de = readdir(d)) != NULL) {
 		struct snap_manifest m;
 		struct snap_chunk_list cl;
@@ -71,17 +65,11 @@ static int pack_ids_list(struct snap_store *s, uint64_t **ids, unsigned *count)
 	unsigned n = 0, cap = 0;
 	struct dirent *de;
 	uint64_t *v = NULL;
-	int fd;
 	DIR *d;
+	int rc = snap_io_dir_open(s->packs_fd, ".", 0, &d);
 
-	fd = openat(s->packs_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
+	if (rc)
+		return rc;
 	while ((de = readdir(d)) != NULL) {
 		uint64_t id;
 		char want[64];

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <dirent.h>
 #include <stdint.h>
 
 #include "snap_format.h"
@@ -71,6 +72,9 @@ int snap_io_file_read(int dir_fd, const char *name, size_t max, uint8_t **buf, s
 int snap_io_file_write(struct snap_store *s, int dir_fd, const char *name,
 		       const void *buf, size_t len);
 int snap_io_fsync_dir(int dir_fd);
+/* Open directory @name under @dir_fd for readdir (@flags adds to O_RDONLY |
+ * O_DIRECTORY | O_CLOEXEC). 0 with *@out to closedir(), or -errno. */
+int snap_io_dir_open(int dir_fd, const char *name, int flags, DIR **out);
 /* Remove directory @name under @dir_fd and the plain files in it. */
 int snap_io_dir_remove(int dir_fd, const char *name);
 

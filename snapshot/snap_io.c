@@ -140,25 +140,33 @@ int snap_io_fsync_dir(int dir_fd)
 	return fsync(dir_fd) < 0 ? -errno : 0;
 }
 
-int snap_io_dir_remove(int dir_fd, const char *name)
+int snap_io_dir_open(int dir_fd, const char *name, int flags, DIR **out)
 {
-	struct dirent *de;
-	DIR *d;
-	int fd, rc = 0;
+	int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | flags), rc;
 
-	fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
-	d = fdopendir(fd);
-	if (!d) {
+		return -errno;
+	*out = fdopendir(fd);
+	if (!*out) {
 		rc = -errno;
 		close(fd);
 		return rc;
 	}
+	return 0;
+}
+
+int snap_io_dir_remove(int dir_fd, const char *name)
+{
+	struct dirent *de;
+	DIR *d;
+	int rc = snap_io_dir_open(dir_fd, name, O_NOFOLLOW, &d);
+
+	if (rc)
+		return rc == -ENOENT ? 0 : rc;
 	while ((de = readdir(d)) != NULL) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if (unlinkat(fd, de->d_name, 0) < 0 && errno != ENOENT)
+		if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT)
 			rc = -errno;
 	}
 	closedir(d);

@@ -45,17 +45,10 @@ static uint64_t pack_id_max(struct snap_store *s)
 {
 	uint64_t max = 0, id;
 	struct dirent *de;
-	int fd = dup(s->packs_fd);
 	DIR *d;
 
-	if (fd < 0)
+	if (snap_io_dir_open(s->packs_fd, ".", 0, &d))
 		return 0;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return 0;
-	}
-	rewinddir(d);
 	while ((de = readdir(d)) != NULL) {
 		char *dot = strchr(de->d_name, '.');
 		if (!dot || strncmp(de->d_name, "pack-", 5) != 0)
@@ -201,17 +194,11 @@ void snap_pack_discard(struct snap_store *s, struct snap_pack_out *p)
 int snap_store_map_load(struct snap_store *s, struct snap_chunk_map *map)
 {
 	struct dirent *de;
-	int fd = openat(s->packs_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int rc = 0;
 	DIR *d;
+	int rc = snap_io_dir_open(s->packs_fd, ".", 0, &d);
 
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
+	if (rc)
+		return rc;
 	while ((de = readdir(d)) != NULL) {
 		struct snap_index idx;
 		uint8_t *buf;

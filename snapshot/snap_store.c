@@ -69,11 +69,9 @@ static int has_prefix(const char *s, const char *p)
 void snap_store_cleanup_locked(struct snap_store *s)
 {
 	struct dirent *de;
-	int fd;
-	DIR *d;
+	DIR *d = NULL;
 
-	fd = openat(s->snaps_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	d = fd >= 0 ? fdopendir(fd) : NULL;
+	snap_io_dir_open(s->snaps_fd, ".", 0, &d);
 	while (d && (de = readdir(d)) != NULL) {
 		if (has_prefix(de->d_name, SNAP_TMP_PREFIX) || has_prefix(de->d_name, SNAP_RM_PREFIX)) {
 			pr_info("%s: removing leftover %s", s->path, de->d_name);
@@ -82,11 +80,9 @@ void snap_store_cleanup_locked(struct snap_store *s)
 	}
 	if (d)
 		closedir(d);
-	else if (fd >= 0)
-		close(fd);
 
-	fd = openat(s->packs_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	d = fd >= 0 ? fdopendir(fd) : NULL;
+	d = NULL;
+	snap_io_dir_open(s->packs_fd, ".", 0, &d);
 	while (d && (de = readdir(d)) != NULL) {
 		size_t n = strlen(de->d_name);
 		if (n > 4 && !strcmp(de->d_name + n - 4, ".tmp")) {
@@ -103,8 +99,6 @@ void snap_store_cleanup_locked(struct snap_store *s)
 	}
 	if (d)
 		closedir(d);
-	else if (fd >= 0)
-		close(fd);
 	snap_io_fsync_dir(s->snaps_fd);
 	snap_io_fsync_dir(s->packs_fd);
 }
@@ -288,19 +282,14 @@ int snap_store_list(struct snap_store *s, struct snap_info **out, unsigned *coun
 	struct snap_info *list = NULL, *info;
 	unsigned n = 0, cap = 0;
 	struct dirent *de;
-	int fd, rc = 0;
 	DIR *d;
+	int rc;
 
 	*out = NULL;
 	*count = 0;
-	fd = openat(s->snaps_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
+	rc = snap_io_dir_open(s->snaps_fd, ".", 0, &d);
+	if (rc)
+		return rc;
 	while ((de = readdir(d)) != NULL) {
 		const char *name = de->d_name;
 		struct snap_manifest m;
