@@ -1,6 +1,6 @@
 /* bench/rpc: what a remoted call costs, per transport, on the sim backend (no
  * GPU): round-trip latency of a synchronous call (p50, p99) and the rate of
- * deferred calls (lazy RPC). It starts its own ternd and loads tern's
+ * deferred calls (lazy RPC), over unix, shm and tcp. It starts its own ternd and loads tern's
  * libcuda.so.1 like an application.
  *
  *   bench_rpc TERND SHIM_LIB [ITERATIONS]        (a few iterations: CI smoke mode)
@@ -77,16 +77,18 @@ static int bench(const char *shim, const char *server, const char *token, int it
 	if (sync())
 		return 1;
 	async_rate = iterations * 10 / ((now_us() - t0) / 1e6);
-	printf("%-22s %9.1f %9.1f %14.0f\n", server[0] == 'u' ? "unix" : "tcp (token)", lat[iterations / 2],
+	printf("%-22s %9.1f %9.1f %14.0f\n", server[0] == 'u' ? "unix" : server[0] == 's' ? "shm" : "tcp (token)",
+	       lat[iterations / 2],
 	       lat[(int)(iterations * 0.99)], async_rate);
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	char dir[] = "/tmp/tern-bench-rpc-XXXXXX", unix_url[128], tcp_url[64], control[128], token[128];
+	char dir[] = "/tmp/tern-bench-rpc-XXXXXX", unix_url[128], shm_url[128], tcp_url[64], control[128],
+	     token[128];
 	int iterations = argc > 3 ? atoi(argv[3]) : 20000, status = 0, port = 40000 + getpid() % 20000;
-	const char *transports[2];
+	const char *transports[3];
 	pid_t ternd;
 	FILE *f;
 
@@ -95,6 +97,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	snprintf(unix_url, sizeof(unix_url), "unix:%s/ternd.sock", dir);
+	snprintf(shm_url, sizeof(shm_url), "shm:%s/ternd.sock", dir);
 	snprintf(tcp_url, sizeof(tcp_url), "tcp://127.0.0.1:%d", port);
 	snprintf(control, sizeof(control), "%s/control.sock", dir);
 	snprintf(token, sizeof(token), "%s/token", dir);
@@ -112,15 +115,16 @@ int main(int argc, char **argv)
 		usleep(10000);
 	printf("%-22s %9s %9s %14s\n", "transport", "p50_us", "p99_us", "deferred/s");
 	transports[0] = unix_url;
-	transports[1] = tcp_url;
-	for (int t = 0; t < 2; t++) {
+	transports[1] = shm_url;
+	transports[2] = tcp_url;
+	for (int t = 0; t < 3; t++) {
 		pid_t child;
 		int st = 1;
 
 		fflush(stdout);
 		child = fork();
 		if (child == 0) {
-			st = bench(argv[2], transports[t], t ? "bench-token" : NULL, iterations);
+			st = bench(argv[2], transports[t], t == 2 ? "bench-token" : NULL, iterations);
 			fflush(stdout);
 			_exit(st);
 		}

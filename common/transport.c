@@ -36,11 +36,13 @@ int transport_url_parse(const char *text, struct transport_url *url)
 	memset(url, 0, sizeof(*url));
 	if (!text || !*text)
 		return -EINVAL;
-	if (text[0] == '/' || !strncmp(text, "unix:", 5)) {
-		rest = text[0] == '/' ? text : text + 5;
+	if (text[0] == '/' || !strncmp(text, "unix:", 5) || !strncmp(text, "shm:", 4)) {
+		bool shm = !strncmp(text, "shm:", 4);
+
+		rest = text[0] == '/' ? text : text + (shm ? 4 : 5);
 		if (!*rest || strlen(rest) >= sizeof(url->path))
 			return -EINVAL;
-		url->kind = TRANSPORT_UNIX;
+		url->kind = shm ? TRANSPORT_SHM : TRANSPORT_UNIX;
 		strcpy(url->path, rest);
 		return 0;
 	}
@@ -83,6 +85,9 @@ void transport_url_format(const struct transport_url *url, char *buf, unsigned c
 	switch (url->kind) {
 	case TRANSPORT_UNIX:
 		snprintf(buf, cap, "unix:%s", url->path);
+		break;
+	case TRANSPORT_SHM:
+		snprintf(buf, cap, "shm:%s", url->path);
 		break;
 	case TRANSPORT_TCP:
 		snprintf(buf, cap, strchr(url->host, ':') ? "tcp://[%s]:%u" : "tcp://%s:%u",
@@ -132,7 +137,8 @@ int transport_listen(const struct transport_url *url)
 	int fd, one = 1, ret;
 
 	switch (url->kind) {
-	case TRANSPORT_UNIX: {
+	case TRANSPORT_UNIX:
+	case TRANSPORT_SHM: {
 		struct sockaddr_un sa;
 		struct stat st;
 
@@ -214,7 +220,8 @@ int transport_connect(const struct transport_url *url)
 	int fd, ret, one = 1;
 
 	switch (url->kind) {
-	case TRANSPORT_UNIX: {
+	case TRANSPORT_UNIX:
+	case TRANSPORT_SHM: {
 		struct sockaddr_un sa;
 
 		ret = unix_addr(url, &sa);

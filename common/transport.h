@@ -1,12 +1,14 @@
 /* Transports: where a shim reaches ternd, chosen by URL.
  *
  *   unix:/run/tern/ternd.sock   a unix stream socket (the default)
+ *   shm:/run/tern/ternd.sock    the same socket, upgraded after the hello to
+ *                               rings in shared memory (shm_chan.h)
  *   tcp://HOST:PORT             TCP; the server requires the shared-secret token
  *   vsock://CID:PORT            AF_VSOCK, for VM guests (host CID is 2)
  *
- * All three are stream sockets carrying the same framed protocol (wire.h), so
- * a transport is only how the socket is made; authentication happens in the
- * HELLO exchange. Functions return a file descriptor or -errno.
+ * All are stream sockets carrying the same framed protocol (wire.h), so a
+ * transport is only how the socket is made (and, for shm, what replaces it
+ * once the session is open); authentication happens in the HELLO exchange. Functions return a file descriptor or -errno.
  */
 #ifndef TERN_TRANSPORT_H
 #define TERN_TRANSPORT_H
@@ -17,11 +19,12 @@ enum transport_kind {
 	TRANSPORT_UNIX,
 	TRANSPORT_TCP,
 	TRANSPORT_VSOCK,
+	TRANSPORT_SHM,
 };
 
 struct transport_url {
 	enum transport_kind kind;
-	char path[108];         /* unix */
+	char path[108];         /* unix, shm */
 	char host[256];         /* tcp */
 	unsigned port;          /* tcp, vsock */
 	unsigned cid;           /* vsock */

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -93,7 +94,8 @@ static bool host_range_find(uintptr_t addr, struct shim_host_range *out)
 	return found;
 }
 
-static int host_range_add(uintptr_t base, size_t size, unsigned flags, bool owned)
+static int host_range_add(uintptr_t base, size_t size, unsigned flags, bool owned, int memfd,
+			  uint64_t device_addr)
 {
 	struct shim_process *p = shim_process();
 	struct shim_host_range *r, *it;
@@ -105,6 +107,8 @@ static int host_range_add(uintptr_t base, size_t size, unsigned flags, bool owne
 	r->size = size;
 	r->flags = flags;
 	r->owned = owned;
+	r->memfd = memfd;
+	r->device_addr = device_addr;
 	pthread_mutex_lock(&p->cache_lock);
 	for (it = p->host_ranges; it; it = it->next) {
 		if (base < it->base + it->size && it->base < base + size) {
@@ -119,8 +123,9 @@ static int host_range_add(uintptr_t base, size_t size, unsigned flags, bool owne
 	return 0;
 }
 
-/* Removes the range starting exactly at @base and owned as asked. */
-static int host_range_remove(uintptr_t base, bool owned)
+/* Removes the range starting exactly at @base and owned as asked; *@out
+ * gets what it was. */
+static int host_range_remove(uintptr_t base, bool owned, struct shim_host_range *out)
 {
 	struct shim_process *p = shim_process();
 	struct shim_host_range **pp;
@@ -132,6 +137,7 @@ static int host_range_remove(uintptr_t base, bool owned)
 			struct shim_host_range *r = *pp;
 
 			*pp = r->next;
+			*out = *r;
 			free(r);
 			ret = 0;
 			break;
@@ -143,14 +149,88 @@ static int host_range_remove(uintptr_t base, bool owned)
 
 void host_range_reset(struct shim_process *p)
 {
-	/* The child keeps its copy of the memory (fork duplicated it); only the
-	 * bookkeeping goes, as the new session knows nothing of it. */
+	/* The child keeps its copy of the memory (fork duplicated it; shared
+	 * buffers stay mapped); only the bookkeeping goes, as the new session
+	 * knows nothing of it. */
 	while (p->host_ranges) {
 		struct shim_host_range *r = p->host_ranges;
 
 		p->host_ranges = r->next;
+		if (r->memfd >= 0)
+			close(r->memfd);
 		free(r);
 	}
+}
+
+/* Where shared pinned buffers are placed first, on both sides: above the
+ * device arena, where neither process maps anything of its own, so that host
+ * and device pointers can agree. */
+#define HOST_SHARED_BASE 0x300000000000ull
+
+static uint64_t host_shared_next = HOST_SHARED_BASE;
+
+/* Pinned memory under the shm transport: a sealed memfd the worker maps and
+ * registers with the driver. NOT_SUPPORTED when the worker does not offer it. */
+static CUresult host_alloc_shared(void **pp, size_t size, unsigned flags)
+{
+	struct wire_mem_host_share_req req = { .bytes = size, .flags = flags };
+	struct wire_mem_host_share_rep rep;
+	struct wire_cursor cur;
+	struct wire_msg m;
+	uint64_t hint;
+	CUresult res;
+	void *mem;
+	int fd;
+
+	fd = shm_memfd_create("tern-pinned", size);
+	if (fd < 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	hint = __atomic_fetch_add(&host_shared_next, size + (2u << 20), __ATOMIC_RELAXED);
+	mem = mmap((void *)(uintptr_t)hint, size, PROT_READ | PROT_WRITE,
+		   MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+	if (mem != MAP_FAILED && mem != (void *)(uintptr_t)hint) {
+		munmap(mem, size);
+		mem = MAP_FAILED;
+	}
+	if (mem == MAP_FAILED)
+		mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (mem == MAP_FAILED) {
+		close(fd);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	/* Known before the worker answers: a reconnect in between shares it again. */
+	if (host_range_add((uintptr_t)mem, size, flags, true, fd, (uintptr_t)mem)) {
+		munmap(mem, size);
+		close(fd);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	req.address = (uintptr_t)mem;
+	wire_msg_init(&m);
+	wire_mem_host_share_req_encode(&m, &req);
+	res = rpc_call_fd(WIRE_CALL_MEM_HOST_SHARE, &m, &cur, fd);
+	wire_msg_release(&m);
+	if (res == CUDA_SUCCESS && wire_mem_host_share_rep_decode(&cur, &rep) < 0)
+		res = CUDA_ERROR_UNKNOWN;
+	if (res != CUDA_SUCCESS) {
+		struct shim_host_range gone;
+
+		host_range_remove((uintptr_t)mem, true, &gone);
+		munmap(mem, size);
+		close(fd);
+		return res;
+	}
+	if (rep.device_address != (uintptr_t)mem) {
+		struct shim_process *p = shim_process();
+
+		pthread_mutex_lock(&p->cache_lock);
+		for (struct shim_host_range *r = p->host_ranges; r; r = r->next) {
+			if (r->base == (uintptr_t)mem)
+				r->device_addr = rep.device_address;
+		}
+		pthread_mutex_unlock(&p->cache_lock);
+	}
+	*pp = mem;
+	return CUDA_SUCCESS;
 }
 
 static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
@@ -166,9 +246,15 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
 	if (bytesize > SIZE_MAX - (size_t)page)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	size = (bytesize + (size_t)page - 1) & ~((size_t)page - 1);
+	if (rpc_connect() == CUDA_SUCCESS && shim_process()->shm_on) {
+		CUresult res = host_alloc_shared(pp, size, flags);
+
+		if (res != CUDA_ERROR_NOT_SUPPORTED)
+			return res;
+	}
 	if (posix_memalign(&mem, (size_t)page, size))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (host_range_add((uintptr_t)mem, size, flags, true)) {
+	if (host_range_add((uintptr_t)mem, size, flags, true, -1, 0)) {
 		free(mem);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -191,8 +277,19 @@ SHIM_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 
 SHIM_API CUresult cuMemFreeHost(void *p)
 {
-	if (!p || host_range_remove((uintptr_t)p, true))
+	struct shim_host_range r;
+
+	if (!p || host_range_remove((uintptr_t)p, true, &r))
 		return CUDA_ERROR_INVALID_VALUE;
+	if (r.memfd >= 0) {
+		struct wire_mem_host_unshare_req req = { .address = r.base };
+		struct wire_mem_host_unshare_rep rep;
+		CUresult res = rpc_mem_host_unshare(&req, &rep);
+
+		munmap(p, r.size);
+		close(r.memfd);
+		return res;
+	}
 	free(p);
 	return CUDA_SUCCESS;
 }
@@ -207,13 +304,26 @@ SHIM_API CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
 	return CUDA_SUCCESS;
 }
 
+SHIM_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+	struct shim_host_range r;
+
+	if (!pdptr || Flags || !host_range_find((uintptr_t)p, &r))
+		return CUDA_ERROR_INVALID_VALUE;
+	/* Only memory the worker maps is reachable from a kernel. */
+	if (r.memfd < 0)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	*pdptr = r.device_addr + ((uintptr_t)p - r.base);
+	return CUDA_SUCCESS;
+}
+
 SHIM_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
 	int ret;
 
 	if (!p || !bytesize)
 		return CUDA_ERROR_INVALID_VALUE;
-	ret = host_range_add((uintptr_t)p, bytesize, Flags, false);
+	ret = host_range_add((uintptr_t)p, bytesize, Flags, false, -1, 0);
 	if (ret == -EEXIST)
 		return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
 	return ret ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
@@ -221,10 +331,12 @@ SHIM_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Fl
 
 SHIM_API CUresult cuMemHostUnregister(void *p)
 {
+	struct shim_host_range r;
+
 	if (!p)
 		return CUDA_ERROR_INVALID_VALUE;
-	return host_range_remove((uintptr_t)p, false) ? CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
-						       : CUDA_SUCCESS;
+	return host_range_remove((uintptr_t)p, false, &r) ? CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
+							   : CUDA_SUCCESS;
 }
 
 /* Pointer attributes */
@@ -379,12 +491,30 @@ SHIM_API CUresult cuPointerGetAttributes(unsigned int numAttributes,
 
 /* Copies */
 
+/* Is [p, p + n) inside one buffer the worker maps? */
+static bool host_shared(const void *p, size_t n)
+{
+	struct shim_host_range r;
+
+	return p && host_range_find((uintptr_t)p, &r) && r.memfd >= 0 &&
+	       n <= r.size - ((uintptr_t)p - r.base);
+}
+
 CUresult memory_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stream, bool async)
 {
 	const uint8_t *s = src;
 
 	if (!src && n)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (host_shared(src, n)) {
+		/* The worker's driver reads the guest's pages itself. */
+		struct wire_memcpy_htod_shared_req req = {
+			.dst = dst, .src = (uintptr_t)src, .bytes = n, .stream = stream, .async = async,
+		};
+		struct wire_memcpy_htod_shared_rep rep;
+
+		return async ? rpc_memcpy_htod_shared_defer(&req) : rpc_memcpy_htod_shared(&req, &rep);
+	}
 	while (n) {
 		size_t piece = n < WIRE_COPY_PIECE ? n : WIRE_COPY_PIECE;
 		struct wire_memcpy_htod_req req = {
@@ -411,6 +541,16 @@ CUresult memory_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, bo
 
 	if (!dst && n)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (host_shared(dst, n)) {
+		/* DMA into the guest's pages; an async one completes in stream
+		 * order, like the driver's, with no reply to wait for. */
+		struct wire_memcpy_dtoh_shared_req req = {
+			.dst = (uintptr_t)dst, .src = src, .bytes = n, .stream = stream, .async = async,
+		};
+		struct wire_memcpy_dtoh_shared_rep rep;
+
+		return async ? rpc_memcpy_dtoh_shared_defer(&req) : rpc_memcpy_dtoh_shared(&req, &rep);
+	}
 	while (n) {
 		size_t piece = n < WIRE_COPY_PIECE ? n : WIRE_COPY_PIECE;
 		struct wire_memcpy_dtoh_req req = {

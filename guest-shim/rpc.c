@@ -94,6 +94,8 @@ static void token_load(struct shim_process *p)
 	}
 }
 
+static void conn_close_locked(struct shim_process *p);
+
 static void atfork_prepare(void)
 {
 	pthread_mutex_lock(&shim.conn_lock);
@@ -111,9 +113,8 @@ static void atfork_parent(void)
  * session mean nothing to the child's new session, so caches go too. */
 static void atfork_child(void)
 {
-	if (shim.fd >= 0)
-		close(shim.fd);
-	shim.fd = -1;
+	/* The rings and the socket are the parent's: drop our copies only. */
+	conn_close_locked(&shim);
 	shim.forked = true;
 	shim.lost = false;
 	shim.seq = 0;
@@ -232,13 +233,31 @@ static int reply_reserve(size_t n)
 	return 0;
 }
 
+static int conn_send_locked(struct shim_process *p, struct iovec *iov, int niov)
+{
+	return p->shm_on ? shm_chan_send(&p->shm, iov, niov) : wire_send(p->fd, iov, niov);
+}
+
+static int conn_recv_locked(struct shim_process *p, void *buf, size_t n)
+{
+	return p->shm_on ? shm_chan_recv(&p->shm, buf, n) : wire_recv_exact(p->fd, buf, n);
+}
+
+static void conn_close_locked(struct shim_process *p)
+{
+	if (p->shm_on)
+		shm_chan_close(&p->shm);
+	p->shm_on = false;
+	if (p->fd >= 0)
+		close(p->fd);
+	p->fd = -1;
+}
+
 static void conn_drop_locked(struct shim_process *p, const char *what, int err)
 {
 	pr_err("connection to ternd (%s, session %s) lost: %s: %s", p->server, p->session,
 	       what, strerror(-err));
-	if (p->fd >= 0)
-		close(p->fd);
-	p->fd = -1;
+	conn_close_locked(p);
 	p->lost = true;
 }
 
@@ -250,7 +269,7 @@ static int reply_read_locked(struct shim_process *p, uint32_t id, uint64_t seq,
 	uint32_t st;
 	int ret;
 
-	ret = wire_recv_exact(p->fd, hdr, sizeof(hdr));
+	ret = conn_recv_locked(p, hdr, sizeof(hdr));
 	if (ret)
 		return ret;
 	ret = wire_header_decode(hdr, &rh);
@@ -266,7 +285,7 @@ static int reply_read_locked(struct shim_process *p, uint32_t id, uint64_t seq,
 	ret = reply_reserve(rh.length);
 	if (ret)
 		return ret;
-	ret = wire_recv_exact(p->fd, reply_buf, rh.length);
+	ret = conn_recv_locked(p, reply_buf, rh.length);
 	if (ret)
 		return ret;
 	wire_cursor_init(rep, reply_buf, rh.length);
@@ -304,7 +323,7 @@ static int conn_exchange_locked(struct shim_process *p, uint32_t id, uint64_t se
 		sent[n++].iov_len = p->batch_len;
 	}
 	memcpy(sent + n, iov, sizeof(*iov) * (size_t)*niov);
-	ret = wire_send(p->fd, sent, n + *niov);
+	ret = conn_send_locked(p, sent, n + *niov);
 	if (p->batch_len) {
 		p->stat_batches++;
 		p->batch_len = 0;
@@ -337,6 +356,8 @@ static void replay_append_locked(struct shim_process *p, uint32_t id, uint64_t s
 	struct shim_replay *e;
 	size_t len = 0;
 
+	if (seq <= p->durable_seq)
+		return;                 /* answered already, and no restore can need it */
 	if (!p->replay_max) {
 		p->replay_gap = seq;    /* not kept: a restore before it cannot continue */
 		return;
@@ -364,6 +385,101 @@ static void replay_append_locked(struct shim_process *p, uint32_t id, uint64_t s
 	p->replay_tail = e;
 	p->replay_bytes += e->len;
 	replay_trim_locked(p);
+}
+
+/* Move the open connection onto shared-memory rings: the memfd and eventfds
+ * go first on the socket, then the request that names their layout. */
+static int shm_upgrade_locked(struct shim_process *p)
+{
+	struct wire_shm_attach_req req = { .ring_bytes = SHM_RING_DEFAULT };
+	struct wire_header h = { .call = WIRE_CALL_SHM_ATTACH };
+	const char *ring = getenv("TERN_SHM_RING");
+	const char *spin = getenv("TERN_SHM_SPIN_US");
+	struct iovec iov[WIRE_MSG_IOV_MAX];
+	struct wire_cursor cur;
+	struct wire_msg m;
+	CUresult status = CUDA_ERROR_UNKNOWN;
+	int fds[SHM_CHAN_FDS], niov, ret;
+
+	if (ring && *ring)
+		req.ring_bytes = strtoull(ring, NULL, 0);
+	ret = shm_chan_create(&p->shm, req.ring_bytes, p->fd);
+	if (ret)
+		return ret;
+	if (spin && *spin)
+		p->shm.spin_ns = strtoull(spin, NULL, 0) * 1000;
+	/* The request, then the descriptors: the worker reads exactly the
+	 * request from the stream before it takes them. */
+	wire_msg_init(&m);
+	wire_shm_attach_req_encode(&m, &req);
+	niov = wire_msg_finish(&m, &h, iov);
+	ret = niov < 0 ? niov : wire_send(p->fd, iov, niov);
+	wire_msg_release(&m);
+	shm_chan_fds(&p->shm, fds);
+	if (!ret)
+		ret = shm_fds_send(p->fd, fds, SHM_CHAN_FDS);
+	/* The worker holds the memfd now; our mapping keeps the pages. */
+	close(p->shm.memfd);
+	p->shm.memfd = -1;
+	if (!ret)
+		ret = reply_read_locked(p, WIRE_CALL_SHM_ATTACH, 0, &cur, &status);
+	if (!ret && status != CUDA_SUCCESS)
+		ret = -EPROTO;
+	if (ret)
+		goto fail;
+	p->shm_on = true;
+	return 0;
+fail:
+	shm_chan_close(&p->shm);
+	return ret;
+}
+
+/* A new worker (after a restore) lacks the guest's shared host buffers: hand
+ * them over again, outside the request sequence, before anything is replayed. */
+static int host_shared_reshare_locked(struct shim_process *p)
+{
+	struct shim_host_range *r, *shared = NULL;
+	unsigned n = 0, i;
+	int ret = 0;
+
+	/* Copied out first: no round trip under cache_lock. */
+	pthread_mutex_lock(&p->cache_lock);
+	for (r = p->host_ranges; r; r = r->next)
+		n += r->memfd >= 0;
+	if (n)
+		shared = calloc(n, sizeof(*shared));
+	for (r = p->host_ranges, i = 0; r && shared; r = r->next) {
+		if (r->memfd >= 0)
+			shared[i++] = *r;
+	}
+	pthread_mutex_unlock(&p->cache_lock);
+	if (n && !shared)
+		return -ENOMEM;
+	for (i = 0; i < n && !ret; i++) {
+		struct wire_mem_host_share_req req = {
+			.address = shared[i].base, .bytes = shared[i].size, .flags = shared[i].flags,
+		};
+		struct iovec iov[WIRE_MSG_IOV_MAX];
+		struct wire_cursor cur;
+		struct wire_msg m;
+		CUresult status = CUDA_ERROR_UNKNOWN;
+		int niov;
+
+		ret = shm_fds_send(p->fd, &shared[i].memfd, 1);
+		if (ret)
+			break;
+		wire_msg_init(&m);
+		wire_mem_host_share_req_encode(&m, &req);
+		ret = conn_exchange_locked(p, WIRE_CALL_MEM_HOST_SHARE, 0, &m, iov, &niov, &cur, &status);
+		wire_msg_release(&m);
+		if (!ret && status != CUDA_SUCCESS) {
+			pr_err("pinned buffer %#lx (%zu bytes) cannot be shared with the new worker: %d",
+			       (unsigned long)shared[i].base, shared[i].size, status);
+			ret = -EIO;
+		}
+	}
+	free(shared);
+	return ret;
 }
 
 static CUresult conn_open_locked(struct shim_process *p)
@@ -427,11 +543,23 @@ static CUresult conn_open_locked(struct shim_process *p)
 	pr_info("session %s on %s: worker %u, arena %#llx+%#llx, quota %llu", p->session,
 		p->server, rep.worker_pid, (unsigned long long)rep.arena_base,
 		(unsigned long long)rep.arena_size, (unsigned long long)rep.quota);
+	if (url.kind == TRANSPORT_SHM) {
+		ret = shm_upgrade_locked(p);
+		if (ret) {
+			pr_err("shared-memory channel to ternd at %s failed: %s", p->server, strerror(-ret));
+			status = CUDA_ERROR_NO_DEVICE;
+			goto out_close;
+		}
+		ret = host_shared_reshare_locked(p);
+		if (ret) {
+			status = CUDA_ERROR_NO_DEVICE;
+			goto out_close;
+		}
+	}
 	return CUDA_SUCCESS;
 
 out_close:
-	close(fd);
-	p->fd = -1;
+	conn_close_locked(p);
 	return status != CUDA_SUCCESS ? status : CUDA_ERROR_NO_DEVICE;
 }
 
@@ -478,9 +606,7 @@ static int session_recover_locked(struct shim_process *p, uint64_t seq)
 		uint64_t resume;
 		int ret = 0;
 
-		if (p->fd >= 0)
-			close(p->fd);
-		p->fd = -1;
+		conn_close_locked(p);
 		res = conn_open_locked(p);
 		if (res == CUDA_ERROR_NO_DEVICE && waited < p->reconnect_ms) {
 			/* ternd itself may be restarting: keep trying for a while. */
@@ -512,7 +638,10 @@ static int session_recover_locked(struct shim_process *p, uint64_t seq)
 
 			if (e->seq <= resume || e->seq >= seq)
 				continue;
-			ret = wire_send(p->fd, &iov, 1);
+			/* Shared buffers were shared again, as they are now, on connecting. */
+			if (e->call == WIRE_CALL_MEM_HOST_SHARE || e->call == WIRE_CALL_MEM_HOST_UNSHARE)
+				continue;
+			ret = conn_send_locked(p, &iov, 1);
 			if (!ret && e->no_reply)
 				continue;
 			if (!ret)
@@ -543,7 +672,7 @@ static void batch_flush_locked(struct shim_process *p)
 
 	if (!p->batch_len || p->fd < 0)
 		return;
-	if (wire_send(p->fd, &iov, 1))
+	if (conn_send_locked(p, &iov, 1))
 		pr_warn("sending %u deferred requests failed; the next call reconnects", p->batch_count);
 	p->stat_batches++;
 	p->batch_len = 0;
@@ -578,6 +707,24 @@ static void *batch_flusher(void *arg)
 	return NULL;
 }
 
+/* Room for @len more bytes in the batch: 0, or -ENOMEM. */
+static int batch_reserve_locked(struct shim_process *p, size_t len)
+{
+	size_t cap = p->batch_cap ? p->batch_cap : 65536;
+	uint8_t *b;
+
+	if (p->batch_len + len <= p->batch_cap)
+		return 0;
+	while (cap < p->batch_len + len)
+		cap *= 2;
+	b = realloc(p->batch, cap);
+	if (!b)
+		return -ENOMEM;
+	p->batch = b;
+	p->batch_cap = cap;
+	return 0;
+}
+
 CUresult rpc_defer(uint32_t id, struct wire_msg *req)
 {
 	struct shim_process *p = shim_process();
@@ -602,26 +749,18 @@ CUresult rpc_defer(uint32_t id, struct wire_msg *req)
 		status = CUDA_ERROR_INVALID_VALUE;
 		goto out_unlock;
 	}
+	p->stat_calls++;
+	replay_append_locked(p, id, h.seq, true, iov, niov);
 	for (int i = 0; i < niov; i++)
 		len += iov[i].iov_len;
-	if (p->batch_len + len > p->batch_cap) {
-		size_t cap = p->batch_cap ? p->batch_cap : 65536;
-		uint8_t *b;
-
-		while (cap < p->batch_len + len)
-			cap *= 2;
-		b = realloc(p->batch, cap);
-		if (!b) {
-			batch_flush_locked(p);
-			b = realloc(p->batch, cap);
-		}
-		if (!b) {
-			p->seq--;
-			status = CUDA_ERROR_OUT_OF_MEMORY;
-			goto out_unlock;
-		}
-		p->batch = b;
-		p->batch_cap = cap;
+	if (p->shm_on || batch_reserve_locked(p, len)) {
+		/* Straight onto the channel, after what is batched: with shm the
+		 * worker picks it up while we go on. A failure is for the next
+		 * round trip to notice and recover (the request is in the log). */
+		batch_flush_locked(p);
+		if (conn_send_locked(p, iov, niov))
+			pr_warn("sending a deferred request failed; the next call reconnects");
+		goto out_unlock;
 	}
 	for (int i = 0; i < niov; i++) {
 		memcpy(p->batch + p->batch_len, iov[i].iov_base, iov[i].iov_len);
@@ -629,8 +768,6 @@ CUresult rpc_defer(uint32_t id, struct wire_msg *req)
 	}
 	if (!p->batch_count++)
 		p->batch_since_ns = now_ns();
-	p->stat_calls++;
-	replay_append_locked(p, id, h.seq, true, iov, niov);
 	if (p->batch_len >= BATCH_BYTES_MAX || p->batch_count >= BATCH_COUNT_MAX) {
 		batch_flush_locked(p);
 	} else if (!p->flusher_running) {
@@ -652,9 +789,15 @@ out_unlock:
 
 CUresult rpc_call(uint32_t id, struct wire_msg *req, struct wire_cursor *rep)
 {
+	return rpc_call_fd(id, req, rep, -1);
+}
+
+CUresult rpc_call_fd(uint32_t id, struct wire_msg *req, struct wire_cursor *rep, int fd)
+{
 	struct shim_process *p = shim_process();
 	struct iovec iov[WIRE_MSG_IOV_MAX];
 	CUresult status = CUDA_ERROR_UNKNOWN;
+	bool fd_pending = fd >= 0;
 	uint64_t seq;
 	int niov = 0, ret;
 
@@ -665,7 +808,11 @@ CUresult rpc_call(uint32_t id, struct wire_msg *req, struct wire_cursor *rep)
 	p->stat_calls++;
 	seq = ++p->seq;
 	for (;;) {
-		ret = conn_exchange_locked(p, id, seq, req, iov, &niov, rep, &status);
+		/* After a reconnect the buffer went over with the others: send once. */
+		ret = fd_pending && p->shm_on ? shm_fds_send(p->fd, &fd, 1) : 0;
+		fd_pending = false;
+		if (!ret)
+			ret = conn_exchange_locked(p, id, seq, req, iov, &niov, rep, &status);
 		if (!ret) {
 			replay_append_locked(p, id, seq, false, iov, niov);
 			p->stat_round_trips++;

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "shm_chan.h"
 #include "wire_client.h"
 
 #define SHIM_API __attribute__((visibility("default")))
@@ -57,6 +58,8 @@ struct shim_host_range {
 	size_t size;
 	unsigned flags;
 	bool owned;                     /* allocated here: cuMemFreeHost frees it */
+	int memfd;                      /* >= 0: shared with the worker (shm transport) */
+	uint64_t device_addr;           /* shared: where kernels reach it */
 	struct shim_host_range *next;
 };
 
@@ -75,6 +78,8 @@ struct shim_process {
 	/* Connection; guarded by conn_lock, which also serialises round trips. */
 	pthread_mutex_t conn_lock;
 	int fd;                         /* -1 when not connected */
+	struct shm_chan shm;            /* the rings, when shm_on */
+	bool shm_on;
 	bool lost;                      /* the session died: calls fail at once */
 	pid_t owner;                    /* process that made fd */
 	bool forked;                    /* this process is a fork of a shim user */
@@ -116,6 +121,8 @@ struct shim_process {
 struct shim_process *shim_process(void);
 
 /* rpc.c */
+/* rpc_call() that first hands @fd to the worker (shm transport only). */
+CUresult rpc_call_fd(uint32_t id, struct wire_msg *req, struct wire_cursor *rep, int fd);
 /* Connect now if not connected (cuInit does this so that a missing ternd is
  * reported there). CUDA_SUCCESS or the error the app should see. */
 CUresult rpc_connect(void);

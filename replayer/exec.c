@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int exec_open(struct exec *ex, struct backend *be, const struct exec_config *cfg,
 	      struct session_slot *slot)
@@ -18,6 +19,9 @@ int exec_open(struct exec *ex, struct backend *be, const struct exec_config *cfg
 	ex->be = be;
 	ex->cfg = *cfg;
 	ex->slot = slot;
+	ex->host_sock = -1;
+	/* Pinned guest buffers hold host RAM down: at most half of it per session. */
+	ex->host_bytes_max = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 2;
 	res = be->cuInit(0);
 	if (res == CUDA_SUCCESS)
 		res = be->cuDeviceGetCount(&count);
@@ -75,6 +79,7 @@ void exec_close(struct exec *ex)
 {
 	if (ex->be && ex->be->cuCtxSynchronize && ex->handles)
 		ex->be->cuCtxSynchronize();
+	exec_host_shared_close(ex);
 	capture_close(ex->capture);
 	exec_journal_close(ex);
 	arena_close(ex->arena);

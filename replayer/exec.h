@@ -50,6 +50,14 @@ struct exec_extra_range {
 	uint64_t owner;             /* module or library handle */
 };
 
+/* A guest host buffer both sides map (mem_host_share): pinned here, so
+ * copies to and from it are DMA on the guest's own pages. */
+struct exec_host_buf {
+	uint64_t guest_addr, bytes;
+	uint8_t *local;             /* our mapping; equal to guest_addr when we could */
+	struct exec_host_buf *next;
+};
+
 struct exec {
 	struct backend *be;
 	struct handle_table *handles;
@@ -70,6 +78,9 @@ struct exec {
 	struct capture *capture;    /* snapshot data path, opened at the first snapshot */
 	char device_name[256];
 	bool journal_broken;        /* a journal write failed: no snapshots */
+	int host_sock;              /* where shared buffers' memfds arrive; -1: not offered */
+	struct exec_host_buf *host_bufs;
+	uint64_t host_bytes, host_bytes_max;
 };
 
 /* Open the backend's device and reserve the arena. 0 or -errno. */
@@ -108,7 +119,8 @@ void exec_extra_range_drop_owner(struct exec *ex, uint64_t owner);
 /* Encode a params layout as the wire's params blob into @buf (2 * count u32). */
 struct wire_blob exec_params_blob(const struct exec_params *p, uint32_t *buf);
 void *exec_copy_buffer(struct exec *ex, size_t size);
-
+/* exec_host_shared.c: drop every shared host buffer (session end). */
+void exec_host_shared_close(struct exec *ex);
 
 
 /* The guest sees its session's device as device 0. */

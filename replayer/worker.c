@@ -3,6 +3,7 @@
 #include "checkpoint.h"
 #include "control.h"
 #include "log.h"
+#include "shm_chan.h"
 #include "wire_dispatch.h"
 
 #include <dirent.h>
@@ -38,16 +39,25 @@ void worker_signals_install(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
+/* How long a shm attach waits for the descriptors the guest sends first. */
+#define SHM_FDS_TIMEOUT_MS 2000
+/* With requests streaming through the rings, look at the other descriptors
+ * after this many. */
+#define POLL_EVERY 64
+
 /* Replies up to this size are kept with a snapshot for a resend after restore;
  * larger ones are reads, served again instead. */
 #define KEPT_REPLY_MAX (1u << 20)
 
 struct worker_conn {
-	int fd;
+	int fd;                         /* the socket; with shm on, only fds and hang-ups */
+	struct shm_chan shm;
+	bool shm_on;                    /* messages go through the rings */
 	uint8_t *payload;
 	size_t cap;
 	struct wire_msg reply;
 	uint64_t durable_seq;           /* latest durable snapshot's sequence number */
+	bool snapshot_running;          /* a snapshot was taken and is not durable yet */
 };
 
 struct worker_session {
@@ -66,16 +76,54 @@ struct worker_session {
 	char job_name[128];
 };
 
+/* What the guest's replay log may forget (the reply header's ctx). A restore
+ * starts from the latest durable snapshot, so everything after it is kept;
+ * a session never snapshotted can only be restored from a snapshot taken
+ * later, at a request at least this one, so nothing up to it is needed. */
+static uint64_t reply_trim_point(const struct worker_conn *c, const struct wire_header *req)
+{
+	if (c->durable_seq || c->snapshot_running)
+		return c->durable_seq;
+	return req->seq;
+}
+
+static int conn_send(struct worker_conn *c, struct iovec *iov, int n)
+{
+	return c->shm_on ? shm_chan_send(&c->shm, iov, n) : wire_send(c->fd, iov, n);
+}
+
+static int conn_recv(struct worker_conn *c, void *buf, size_t n)
+{
+	return c->shm_on ? shm_chan_recv(&c->shm, buf, n) : wire_recv_exact(c->fd, buf, n);
+}
+
+static int conn_discard(struct worker_conn *c, uint64_t n)
+{
+	uint8_t sink[4096];
+
+	if (!c->shm_on)
+		return wire_recv_discard(c->fd, n);
+	while (n) {
+		size_t piece = n < sizeof(sink) ? n : sizeof(sink);
+		int ret = shm_chan_recv(&c->shm, sink, piece);
+
+		if (ret)
+			return ret;
+		n -= piece;
+	}
+	return 0;
+}
+
 static int reply_send(struct worker_conn *c, const struct wire_header *req, uint16_t flags)
 {
 	struct iovec iov[WIRE_MSG_IOV_MAX];
 	struct wire_header h = { .flags = (uint16_t)(WIRE_F_REPLY | flags), .call = req->call,
-				 .seq = req->seq, .ctx = c->durable_seq };
+				 .seq = req->seq, .ctx = reply_trim_point(c, req) };
 	int n = wire_msg_finish(&c->reply, &h, iov);
 
 	if (n < 0)
 		return n;
-	return wire_send(c->fd, iov, n);
+	return conn_send(c, iov, n);
 }
 
 /* A reply holding only a status: for requests that could not be served at all. */
@@ -92,14 +140,14 @@ static int reply_status(struct worker_conn *c, const struct wire_header *req, CU
 static int request_read(struct worker_conn *c, struct wire_header *h)
 {
 	uint8_t raw[WIRE_HEADER_SIZE];
-	int ret = wire_recv_exact(c->fd, raw, sizeof(raw));
+	int ret = conn_recv(c, raw, sizeof(raw));
 
 	if (ret)
 		return ret;
 	ret = wire_header_decode(raw, h);
 	if (ret == -EMSGSIZE) {
 		pr_warn("request %u of %u bytes is over the limit: dropped", h->call, h->length);
-		ret = wire_recv_discard(c->fd, h->length);
+		ret = conn_discard(c, h->length);
 		if (ret)
 			return ret;
 		ret = reply_status(c, h, CUDA_ERROR_INVALID_VALUE, WIRE_F_ERROR);
@@ -119,7 +167,7 @@ static int request_read(struct worker_conn *c, struct wire_header *h)
 		c->payload = p;
 		c->cap = cap;
 	}
-	return wire_recv_exact(c->fd, c->payload, h->length);
+	return conn_recv(c, c->payload, h->length);
 }
 
 static bool token_equal(const char *want, struct wire_blob got)
@@ -258,6 +306,7 @@ static void snapshot_start(struct worker_session *s, const char *name, const cha
 		return;
 	}
 	s->suspend_after_job = suspend;
+	s->c.snapshot_running = true;
 	snprintf(s->job_name, sizeof(s->job_name), "%s", name);
 	snprintf(json, sizeof(json), "{\"progress\":0.5,\"stage\":\"paused\",\"snapshot\":\"%s\"}", name);
 	cmd_send(s->cfg, "progress", json);
@@ -273,6 +322,7 @@ static bool snapshot_end(struct worker_session *s)
 
 	ret = checkpoint_end(s->job, json, sizeof(json));
 	s->job = NULL;
+	s->c.snapshot_running = false;
 	if (!ret) {
 		/* The snapshot's sequence number is in the result; parse it back. */
 		const char *p = strstr(json, "\"seq\":");
@@ -343,6 +393,34 @@ static int request_resend(struct worker_session *s, const struct wire_header *h,
 	pr_warn("request %llu was applied before the snapshot and its reply is gone",
 		(unsigned long long)h->seq);
 	return reply_status(&s->c, h, CUDA_ERROR_ILLEGAL_STATE, WIRE_F_ERROR);
+}
+
+/* The guest moves the session onto shared-memory rings: its memfd and
+ * eventfds come on the socket, the answer goes back on the socket, and from
+ * then on every message uses the rings. */
+static int shm_attach(struct worker_session *s, const struct wire_header *h, struct wire_cursor *cur)
+{
+	struct wire_shm_attach_req req;
+	int fds[SHM_CHAN_FDS], ret;
+	CUresult status = CUDA_SUCCESS;
+
+	if (s->c.shm_on || wire_shm_attach_req_decode(cur, &req) < 0)
+		return reply_status(&s->c, h, CUDA_ERROR_INVALID_VALUE, WIRE_F_ERROR);
+	ret = shm_fds_recv(s->c.fd, fds, SHM_CHAN_FDS, SHM_FDS_TIMEOUT_MS);
+	if (!ret)
+		ret = shm_chan_attach(&s->c.shm, fds, req.ring_bytes, s->c.fd);
+	if (ret) {
+		pr_warn("session %s: shared-memory channel refused (%s)", s->id, strerror(-ret));
+		status = CUDA_ERROR_INVALID_VALUE;
+	}
+	ret = reply_status(&s->c, h, status, 0);
+	if (!ret && status == CUDA_SUCCESS) {
+		s->c.shm_on = true;
+		s->ex.host_sock = s->c.fd;
+		pr_info("session %s: on shared memory (rings of %llu bytes)", s->id,
+			(unsigned long long)req.ring_bytes);
+	}
+	return ret;
 }
 
 static int session_open(struct worker_session *s, const struct wire_hello_req *hello,
@@ -416,6 +494,7 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	char ready[2048];
 	char line[WORKER_LINE_MAX];
 	size_t line_len = 0;
+	unsigned unpolled = 0;
 	int ret, status = 1;
 	bool opened = false, end = false;
 
@@ -449,45 +528,73 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	if (ret || reply_send(&s->c, &h, 0))
 		goto out_exec;
 	while (!end && !worker_stopping) {
-		struct pollfd pfd[3] = {
-			{ .fd = s->c.fd, .events = POLLIN },
-			{ .fd = cfg->cmd_fd, .events = POLLIN },
-			{ .fd = s->job ? checkpoint_job_fd(s->job) : -1, .events = POLLIN },
-		};
+		bool input = s->c.shm_on && shm_chan_readable(&s->c.shm);
 		uint16_t flags = 0;
 
-		if (poll(pfd, 3, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (pfd[2].revents & POLLIN) {
-			if (snapshot_end(s))
-				break;  /* suspended: the guest comes back through a restore */
-		}
-		if (pfd[1].revents & (POLLIN | POLLHUP)) {
-			ssize_t n = read(cfg->cmd_fd, line + line_len, sizeof(line) - 1 - line_len);
-			char *nl;
+		/* Rings are checked without a system call; the supervisor's and the
+		 * snapshot's descriptors still get a look every POLL_EVERY requests. */
+		if (!input || ++unpolled >= POLL_EVERY) {
+			struct pollfd pfd[4] = {
+				{ .fd = s->c.shm_on ? s->c.shm.efd_self : s->c.fd, .events = POLLIN },
+				{ .fd = cfg->cmd_fd, .events = POLLIN },
+				{ .fd = s->job ? checkpoint_job_fd(s->job) : -1, .events = POLLIN },
+				{ .fd = s->c.shm_on ? s->c.fd : -1, .events = POLLRDHUP },
+			};
+			bool slept = false;
+			int timeout = input ? 0 : -1;
 
-			if (n <= 0) {
-				pr_info("session %s: supervisor gone", s->id);
+			unpolled = 0;
+			if (!input && s->c.shm_on) {
+				if (shm_chan_idle_begin(&s->c.shm))
+					timeout = 0;
+				else
+					slept = true;
+			}
+			ret = poll(pfd, 4, timeout);
+			if (slept)
+				shm_chan_idle_end(&s->c.shm);
+			if (ret < 0) {
+				if (errno == EINTR)
+					continue;
 				break;
 			}
-			line_len += (size_t)n;
-			line[line_len] = 0;
-			while (!end && (nl = strchr(line, '\n'))) {
-				*nl = 0;
-				end = cmd_handle(s, line);
-				memmove(line, nl + 1, line_len - (size_t)(nl + 1 - line) + 1);
-				line_len -= (size_t)(nl + 1 - line);
+			if (pfd[2].revents & POLLIN) {
+				if (snapshot_end(s))
+					break;  /* suspended: the guest comes back through a restore */
 			}
-			if (line_len == sizeof(line) - 1)
-				line_len = 0;   /* an overlong line from a confused peer: drop it */
-			if (end)
-				break;
+			if (pfd[1].revents & (POLLIN | POLLHUP)) {
+				ssize_t n = read(cfg->cmd_fd, line + line_len, sizeof(line) - 1 - line_len);
+				char *nl;
+
+				if (n <= 0) {
+					pr_info("session %s: supervisor gone", s->id);
+					break;
+				}
+				line_len += (size_t)n;
+				line[line_len] = 0;
+				while (!end && (nl = strchr(line, '\n'))) {
+					*nl = 0;
+					end = cmd_handle(s, line);
+					memmove(line, nl + 1, line_len - (size_t)(nl + 1 - line) + 1);
+					line_len -= (size_t)(nl + 1 - line);
+				}
+				if (line_len == sizeof(line) - 1)
+					line_len = 0;   /* an overlong line from a confused peer: drop it */
+				if (end)
+					break;
+			}
+			if (s->c.shm_on) {
+				input = shm_chan_readable(&s->c.shm);
+				if (!input && (pfd[3].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+					pr_info("session %s: guest gone", s->id);
+					break;
+				}
+			} else {
+				input = pfd[0].revents & (POLLIN | POLLHUP | POLLERR);
+			}
+			if (!input)
+				continue;
 		}
-		if (!(pfd[0].revents & (POLLIN | POLLHUP | POLLERR)))
-			continue;
 		do {
 			ret = request_read(&s->c, &h);
 		} while (ret == 1);
@@ -497,7 +604,14 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 			break;
 		}
 		wire_cursor_init(&cur, s->c.payload, h.length);
-		if (s->resume_seq && h.seq <= s->resume_seq) {
+		if (h.call == WIRE_CALL_SHM_ATTACH) {
+			if (shm_attach(s, &h, &cur))
+				break;
+			continue;
+		}
+		/* Sequence number 0 is session plumbing (a buffer shared again
+		 * after a reconnect): outside the request order. */
+		if (s->resume_seq && h.seq && h.seq <= s->resume_seq) {
 			if (request_resend(s, &h, &cur))
 				break;
 			continue;
@@ -518,7 +632,8 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 				flags = WIRE_F_ERROR;
 			}
 		}
-		s->seq = h.seq;
+		if (h.seq)
+			s->seq = h.seq;
 		if (slot)
 			atomic_fetch_add_explicit(&slot->calls, 1, memory_order_relaxed);
 		if (h.flags & WIRE_F_NO_REPLY) {
@@ -562,6 +677,8 @@ out:
 	if (s) {
 		free(s->resume_reply);
 		free(s->c.payload);
+		if (s->c.shm_on)
+			shm_chan_close(&s->c.shm);
 		wire_msg_release(&s->c.reply);
 		free(s);
 	}

@@ -291,6 +291,24 @@ static void ck_list_walk(const struct sim_launch *l)
 	out[1] = n;
 }
 
+/* pinned_zero_copy.cu: the pointers may be host memory the worker maps. */
+static void zc_affine(const struct sim_launch *l)
+{
+	const int32_t *in;
+	int32_t *out, k, n;
+
+	if (!ARGS_OK(l, 8, 8, 4, 4))
+		return;
+	ARG(l, 0, in);
+	ARG(l, 1, out);
+	ARG(l, 2, k);
+	ARG(l, 3, n);
+	if (thread_count(l) == 0)
+		return;
+	for (int32_t i = 0; i < n; i++)
+		out[i] = (int32_t)((uint32_t)in[i] * (uint32_t)k + (uint32_t)i);
+}
+
 SIM_KERNELS_BEGIN
 	SIM_KERNEL("vec_add", vec_add),
 	SIM_KERNEL("ka_echo", ka_echo),
@@ -306,4 +324,5 @@ SIM_KERNELS_BEGIN
 	SIM_KERNEL("ck_wait", ck_wait),
 	SIM_KERNEL("ck_list_build", ck_list_build),
 	SIM_KERNEL("ck_list_walk", ck_list_walk),
+	SIM_KERNEL("_Z9zc_affinePKiPiii", zc_affine),
 SIM_KERNELS_END

@@ -1,0 +1,201 @@
+/* Host buffers shared with the guest (the shm transport).
+ *
+ * The guest allocates pinned memory (cuMemHostAlloc and friends) as a sealed
+ * memfd and hands it over with mem_host_share; the worker maps the same pages,
+ * at the guest's address when that is free here, and registers them with the
+ * driver. Copies between such a buffer and the device are then the driver's
+ * own DMA on the guest's bytes, with nothing in between, and a kernel can
+ * write mapped memory the guest reads without a copy call.
+ *
+ * Addresses on the wire are the guest's; every range is checked against one
+ * buffer before it is translated.
+ */
+#define LOG_PREFIX "exec: "
+#include "exec.h"
+#include "log.h"
+#include "shm_chan.h"
+#include "wire_dispatch.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* How long a share waits for its memfd, which the guest sends just before. */
+#define HOST_FD_TIMEOUT_MS 2000
+
+static struct exec_host_buf *host_buf_find(struct exec *ex, uint64_t addr, uint64_t bytes)
+{
+	for (struct exec_host_buf *b = ex->host_bufs; b; b = b->next) {
+		if (addr >= b->guest_addr && addr - b->guest_addr < b->bytes &&
+		    bytes <= b->bytes - (addr - b->guest_addr))
+			return b;
+	}
+	return NULL;
+}
+
+static bool host_buf_overlaps(struct exec *ex, uint64_t addr, uint64_t bytes)
+{
+	for (struct exec_host_buf *b = ex->host_bufs; b; b = b->next) {
+		if (addr < b->guest_addr + b->bytes && b->guest_addr < addr + bytes)
+			return true;
+	}
+	return false;
+}
+
+static void host_buf_release(struct exec *ex, struct exec_host_buf *b)
+{
+	ex->be->cuMemHostUnregister(b->local);
+	munmap(b->local, b->bytes);
+	ex->host_bytes -= b->bytes;
+	free(b);
+}
+
+CUresult exec_shm_attach(struct exec *ex, const struct wire_shm_attach_req *req,
+			 struct wire_shm_attach_rep *rep)
+{
+	/* The worker's connection serves it (worker.c); a dispatch here means
+	 * the request came where no channel can be attached. */
+	(void)ex;
+	(void)req;
+	(void)rep;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult exec_mem_host_share(struct exec *ex, const struct wire_mem_host_share_req *req,
+			     struct wire_mem_host_share_rep *rep)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	struct exec_host_buf *b;
+	CUresult res;
+	void *local;
+	int fd, ret;
+
+	if (ex->host_sock < 0)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	b = host_buf_find(ex, req->address, req->bytes);
+	if (b && b->guest_addr == req->address && b->bytes == req->bytes) {
+		/* Shared again after a reconnect: the guest sends no second memfd. */
+		rep->device_address = (uint64_t)(uintptr_t)b->local;
+		return CUDA_SUCCESS;
+	}
+	if (!req->bytes || req->address % (uint64_t)page || req->bytes % (uint64_t)page ||
+	    req->address + req->bytes < req->address || host_buf_overlaps(ex, req->address, req->bytes))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (req->bytes > ex->host_bytes_max - ex->host_bytes)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	ret = shm_fds_recv(ex->host_sock, &fd, 1, HOST_FD_TIMEOUT_MS);
+	if (ret) {
+		pr_warn("mem_host_share: no memfd from the guest (%d)", ret);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	if (shm_memfd_check(fd, req->bytes)) {
+		close(fd);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	/* The guest's address if it is free here: then host and device
+	 * pointers agree on both sides, as unified addressing promises. */
+	local = mmap((void *)(uintptr_t)req->address, req->bytes, PROT_READ | PROT_WRITE,
+		     MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+	if (local != MAP_FAILED && local != (void *)(uintptr_t)req->address) {
+		munmap(local, req->bytes);      /* an old kernel took it as a hint */
+		local = MAP_FAILED;
+	}
+	if (local == MAP_FAILED)
+		local = mmap(NULL, req->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (local == MAP_FAILED)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	res = ex->be->cuMemHostRegister(local, req->bytes,
+					CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+	b = res == CUDA_SUCCESS ? calloc(1, sizeof(*b)) : NULL;
+	if (!b) {
+		if (res == CUDA_SUCCESS)
+			ex->be->cuMemHostUnregister(local);
+		munmap(local, req->bytes);
+		return res == CUDA_SUCCESS ? CUDA_ERROR_OUT_OF_MEMORY : res;
+	}
+	b->guest_addr = req->address;
+	b->bytes = req->bytes;
+	b->local = local;
+	b->next = ex->host_bufs;
+	ex->host_bufs = b;
+	ex->host_bytes += req->bytes;
+	rep->device_address = (uint64_t)(uintptr_t)local;
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_mem_host_unshare(struct exec *ex, const struct wire_mem_host_unshare_req *req,
+			       struct wire_mem_host_unshare_rep *rep)
+{
+	struct exec_host_buf **pp;
+
+	(void)rep;
+	for (pp = &ex->host_bufs; *pp; pp = &(*pp)->next) {
+		struct exec_host_buf *b = *pp;
+
+		if (b->guest_addr != req->address)
+			continue;
+		/* Copies in flight may still read it, as cuMemFreeHost waits for. */
+		ex->be->cuCtxSynchronize();
+		*pp = b->next;
+		host_buf_release(ex, b);
+		return CUDA_SUCCESS;
+	}
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+void exec_host_shared_close(struct exec *ex)
+{
+	while (ex->host_bufs) {
+		struct exec_host_buf *b = ex->host_bufs;
+
+		ex->host_bufs = b->next;
+		host_buf_release(ex, b);
+	}
+}
+
+/* The stream, or NULL for a synchronous copy. */
+static CUresult copy_stream(struct exec *ex, uint64_t handle, uint32_t async, CUstream *s)
+{
+	*s = NULL;
+	return async ? exec_stream_real(ex, handle, s) : CUDA_SUCCESS;
+}
+
+CUresult exec_memcpy_htod_shared(struct exec *ex, const struct wire_memcpy_htod_shared_req *req,
+				 struct wire_memcpy_htod_shared_rep *rep)
+{
+	struct exec_host_buf *b = host_buf_find(ex, req->src, req->bytes);
+	const uint8_t *src;
+	CUstream s;
+	CUresult res;
+
+	(void)rep;
+	if (!b || !exec_device_range_valid(ex, req->dst, req->bytes))
+		return CUDA_ERROR_INVALID_VALUE;
+	src = b->local + (req->src - b->guest_addr);
+	res = copy_stream(ex, req->stream, req->async, &s);
+	if (res != CUDA_SUCCESS)
+		return res;
+	return req->async ? ex->be->cuMemcpyHtoDAsync(req->dst, src, req->bytes, s)
+			  : ex->be->cuMemcpyHtoD(req->dst, src, req->bytes);
+}
+
+CUresult exec_memcpy_dtoh_shared(struct exec *ex, const struct wire_memcpy_dtoh_shared_req *req,
+				 struct wire_memcpy_dtoh_shared_rep *rep)
+{
+	struct exec_host_buf *b = host_buf_find(ex, req->dst, req->bytes);
+	uint8_t *dst;
+	CUstream s;
+	CUresult res;
+
+	(void)rep;
+	if (!b || !exec_device_range_valid(ex, req->src, req->bytes))
+		return CUDA_ERROR_INVALID_VALUE;
+	dst = b->local + (req->dst - b->guest_addr);
+	res = copy_stream(ex, req->stream, req->async, &s);
+	if (res != CUDA_SUCCESS)
+		return res;
+	return req->async ? ex->be->cuMemcpyDtoHAsync(dst, req->src, req->bytes, s)
+			  : ex->be->cuMemcpyDtoH(dst, req->src, req->bytes);
+}
