@@ -376,15 +376,20 @@ bool shm_chan_readable(struct shm_chan *c)
 	return rx_avail(c) != 0;        /* a corrupt ring reads as input: recv reports it */
 }
 
-bool shm_chan_idle_begin(struct shm_chan *c)
+bool shm_chan_spin(struct shm_chan *c)
 {
 	uint64_t start = now_ns();
 
-	while (now_ns() - start < c->spin_ns) {
+	do {
 		if (shm_chan_readable(c))
 			return true;
 		cpu_relax();
-	}
+	} while (now_ns() - start < c->spin_ns);
+	return false;
+}
+
+bool shm_chan_idle_begin(struct shm_chan *c)
+{
 	sleeping_set(c, 1);
 	if (shm_chan_readable(c)) {
 		sleeping_set(c, 0);

@@ -78,8 +78,11 @@ int shm_chan_recv(struct shm_chan *c, void *buf, size_t n);
 bool shm_chan_readable(struct shm_chan *c);
 
 /* For a side that also waits on other descriptors (the worker's poll loop):
- * spin for input; if none came, raise the sleeping flag and return false: the
- * caller polls efd_self with its other fds, then calls shm_chan_idle_end. */
+ * shm_chan_spin spins a while for input. Before blocking, shm_chan_idle_begin
+ * raises the sleeping flag; if input came meanwhile it answers true (flag
+ * down again), else the caller polls efd_self with its other fds and then
+ * calls shm_chan_idle_end. */
+bool shm_chan_spin(struct shm_chan *c);
 bool shm_chan_idle_begin(struct shm_chan *c);
 void shm_chan_idle_end(struct shm_chan *c);
 

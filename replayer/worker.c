@@ -528,11 +528,13 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	if (ret || reply_send(&s->c, &h, 0))
 		goto out_exec;
 	while (!end && !worker_stopping) {
-		bool input = s->c.shm_on && shm_chan_readable(&s->c.shm);
+		/* A ring is watched by spinning, without a system call, as long as
+		 * requests keep coming. */
+		bool input = s->c.shm_on && shm_chan_spin(&s->c.shm);
 		uint16_t flags = 0;
 
-		/* Rings are checked without a system call; the supervisor's and the
-		 * snapshot's descriptors still get a look every POLL_EVERY requests. */
+		/* The supervisor's and the snapshot's descriptors still get a look
+		 * every POLL_EVERY requests. */
 		if (!input || ++unpolled >= POLL_EVERY) {
 			struct pollfd pfd[4] = {
 				{ .fd = s->c.shm_on ? s->c.shm.efd_self : s->c.fd, .events = POLLIN },
