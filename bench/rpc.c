@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "transport.h"
+
 static double now_us(void)
 {
 	struct timespec ts;
@@ -87,7 +89,7 @@ int main(int argc, char **argv)
 {
 	char dir[] = "/tmp/tern-bench-rpc-XXXXXX", unix_url[128], shm_url[128], tcp_url[64], control[128],
 	     token[128];
-	int iterations = argc > 3 ? atoi(argv[3]) : 20000, status = 0, port = 40000 + getpid() % 20000;
+	int iterations = argc > 3 ? atoi(argv[3]) : 20000, status = 0, port = transport_tcp_free_port();
 	const char *transports[3];
 	pid_t ternd;
 	FILE *f;

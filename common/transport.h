@@ -45,5 +45,8 @@ int transport_listen(const struct transport_url *url);
 int transport_accept(int listen_fd);
 /* Connect; TCP sockets get TCP_NODELAY. */
 int transport_connect(const struct transport_url *url);
+/* A loopback TCP port free right now (the kernel's pick), for tests and
+ * benchmarks that start a ternd; or -errno. */
+int transport_tcp_free_port(void);
 
 #endif

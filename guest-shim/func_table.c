@@ -184,3 +184,33 @@ void func_table_reset(struct shim_process *p)
 		}
 	}
 }
+
+CUresult func_table_attribute(uint64_t handle, unsigned attr, int *value,
+			      CUresult (*ask)(uint64_t handle, unsigned attr, int *value))
+{
+	struct shim_process *p = shim_process();
+	struct shim_func *f;
+	CUresult res;
+
+	if (attr >= SHIM_FUNC_FIXED_ATTRS)
+		return ask(handle, attr, value);
+	pthread_mutex_lock(&p->cache_lock);
+	f = func_find_locked(p, handle);
+	if (f && f->attr_known & (1u << attr)) {
+		*value = f->attr_value[attr];
+		pthread_mutex_unlock(&p->cache_lock);
+		return CUDA_SUCCESS;
+	}
+	pthread_mutex_unlock(&p->cache_lock);
+	res = ask(handle, attr, value);
+	if (res != CUDA_SUCCESS)
+		return res;
+	pthread_mutex_lock(&p->cache_lock);
+	f = func_get_locked(p, handle);
+	if (f) {
+		f->attr_value[attr] = *value;
+		f->attr_known |= 1u << attr;
+	}
+	pthread_mutex_unlock(&p->cache_lock);
+	return CUDA_SUCCESS;
+}

@@ -333,6 +333,18 @@ SHIM_API CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
 	return CUDA_SUCCESS;
 }
 
+static CUresult kernel_attribute_ask(uint64_t kernel, unsigned attr, int *value)
+{
+	/* The session has one device, 0: its answers are the ones cached. */
+	struct wire_kernel_get_attribute_req req = { .attrib = attr, .kernel = kernel, .device = 0 };
+	struct wire_kernel_get_attribute_rep rep;
+	CUresult res = rpc_kernel_get_attribute(&req, &rep);
+
+	if (res == CUDA_SUCCESS)
+		*value = rep.value;
+	return res;
+}
+
 SHIM_API CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel,
 				       CUdevice dev)
 {
@@ -344,6 +356,8 @@ SHIM_API CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUk
 
 	if (!pi)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (dev == 0 && (unsigned)attrib < SHIM_FUNC_FIXED_ATTRS)
+		return func_table_attribute(req.kernel, (unsigned)attrib, pi, kernel_attribute_ask);
 	res = rpc_kernel_get_attribute(&req, &rep);
 	if (res == CUDA_SUCCESS)
 		*pi = rep.value;
@@ -402,20 +416,22 @@ SHIM_API CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t 
 	return param_info((uint64_t)(uintptr_t)func, paramIndex, paramOffset, paramSize);
 }
 
+static CUresult func_attribute_ask(uint64_t function, unsigned attr, int *value)
+{
+	struct wire_func_get_attribute_req req = { .attrib = attr, .function = function };
+	struct wire_func_get_attribute_rep rep;
+	CUresult res = rpc_func_get_attribute(&req, &rep);
+
+	if (res == CUDA_SUCCESS)
+		*value = rep.value;
+	return res;
+}
+
 SHIM_API CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
 {
-	struct wire_func_get_attribute_req req = {
-		.attrib = (uint32_t)attrib, .function = (uint64_t)(uintptr_t)hfunc,
-	};
-	struct wire_func_get_attribute_rep rep;
-	CUresult res;
-
 	if (!pi)
 		return CUDA_ERROR_INVALID_VALUE;
-	res = rpc_func_get_attribute(&req, &rep);
-	if (res == CUDA_SUCCESS)
-		*pi = rep.value;
-	return res;
+	return func_table_attribute((uint64_t)(uintptr_t)hfunc, (unsigned)attrib, pi, func_attribute_ask);
 }
 
 SHIM_API CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)

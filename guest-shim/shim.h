@@ -29,6 +29,12 @@
 /* Devices whose attributes are cached; a larger ordinal asks every time. */
 #define SHIM_DEVICE_CACHE 64
 
+/* Function attributes below this one are fixed when the code is compiled
+ * (threads per block, static shared/const/local sizes, registers, PTX and
+ * binary versions, cache mode): cached at the first answer. The rest can be
+ * set, so they are always asked. */
+#define SHIM_FUNC_FIXED_ATTRS 8
+
 /* A kernel's parameter layout, as the worker reported it. */
 struct shim_param {
 	uint32_t offset;
@@ -46,6 +52,8 @@ struct shim_func {
 	uint32_t args_bytes;            /* last offset + size */
 	struct shim_param *params;
 	char *name;                     /* NULL until asked for */
+	uint32_t attr_known;            /* bit a: attr_value[a] is cached */
+	int32_t attr_value[SHIM_FUNC_FIXED_ATTRS];
 	struct shim_func *next;
 };
 
@@ -148,6 +156,10 @@ struct shim_func *func_table_get(uint64_t handle, CUresult *res);
 /* The handle's name, fetched once with kernel_get_name/func_get_name. */
 CUresult func_table_name(uint64_t handle, bool kernel, const char **name);
 void func_table_reset(struct shim_process *p);
+/* A fixed attribute (SHIM_FUNC_FIXED_ATTRS) of a function or kernel: from the
+ * cache, or asked with @ask and remembered. */
+CUresult func_table_attribute(uint64_t handle, unsigned attr, int *value,
+			      CUresult (*ask)(uint64_t handle, unsigned attr, int *value));
 
 /* memory.c */
 void host_range_reset(struct shim_process *p);

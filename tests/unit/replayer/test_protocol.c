@@ -84,7 +84,11 @@ static int session_open(const char *url_text, const char *token, uint32_t *statu
 	assert_int_equal(transport_url_parse(url_text, &url), 0);
 	fd = transport_connect(&url);
 	assert_true(fd >= 0);
-	snprintf(hello.session, sizeof(hello.session), "protocol-test-%d", (int)getpid());
+	static int opened;
+
+	/* A session id of its own: the worker of the previous one may still be
+	 * ending, and a live session id is refused to a second connection. */
+	snprintf(hello.session, sizeof(hello.session), "protocol-test-%d-%d", (int)getpid(), ++opened);
 	snprintf(hello.host, sizeof(hello.host), "localhost");
 	hello.token = (struct wire_blob){ (const uint8_t *)token, (uint32_t)strlen(token) };
 	wire_msg_init(&m);
@@ -256,7 +260,7 @@ static int ternd_start(void **state)
 {
 	char token_file[128], sock[128];
 	FILE *f;
-	int port = 30000 + (int)(getpid() % 20000);
+	int port = transport_tcp_free_port();
 
 	snprintf(dir, sizeof(dir), "/tmp/tern-protocol-XXXXXX");
 	if (!mkdtemp(dir))
