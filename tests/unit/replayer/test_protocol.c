@@ -13,10 +13,12 @@
 #include <string.h>
 #include <errno.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "shm_chan.h"
 #include "transport.h"
 #include "wire.h"
 #include "wire_calls.h"
@@ -240,6 +242,167 @@ static void test_malformed(void **state)
 	close(fd);
 }
 
+/* The context the shm test's requests run in (0 until retained). */
+static uint64_t shm_ctx;
+
+/* One request and its reply through the shared-memory rings. */
+static uint32_t shm_call(struct shm_chan *c, uint32_t call, uint64_t seq, struct wire_msg *m,
+			 struct reply *r)
+{
+	struct iovec iov[WIRE_MSG_IOV_MAX];
+	struct wire_header h = { .call = call, .seq = seq, .ctx = shm_ctx };
+	uint8_t raw[WIRE_HEADER_SIZE];
+	int n = wire_msg_finish(m, &h, iov);
+
+	assert_true(n > 0);
+	assert_int_equal(shm_chan_send(c, iov, n), 0);
+	assert_int_equal(shm_chan_recv(c, raw, sizeof(raw)), 0);
+	assert_int_equal(wire_header_decode(raw, &r->h), 0);
+	assert_int_equal(r->h.seq, seq);
+	assert_true(r->h.length >= 4 && r->h.length <= sizeof(r->payload));
+	assert_int_equal(shm_chan_recv(c, r->payload, r->h.length), 0);
+	memcpy(&r->status, r->payload, 4);
+	r->len = r->h.length;
+	return r->status;
+}
+
+static uint32_t host_share(struct shm_chan *c, uint64_t seq, uint64_t addr, uint64_t bytes, int memfd,
+			   uint64_t *device_address)
+{
+	struct wire_mem_host_share_req req = { .address = addr, .bytes = bytes };
+	struct wire_msg m;
+	struct reply r;
+	uint32_t status;
+
+	if (memfd >= 0)
+		assert_int_equal(shm_fds_send(c->sock, &memfd, 1), 0);
+	wire_msg_init(&m);
+	wire_mem_host_share_req_encode(&m, &req);
+	status = shm_call(c, WIRE_CALL_MEM_HOST_SHARE, seq, &m, &r);
+	wire_msg_release(&m);
+	if (status == CUDA_SUCCESS && device_address)
+		memcpy(device_address, r.payload + 4, 8);
+	return status;
+}
+
+/* A guest on shm lies about its host buffers and copies: each request fails
+ * alone, and the worker goes on serving the session. */
+static void test_shm_hostile(void **state)
+{
+	struct wire_shm_attach_req attach = { .ring_bytes = SHM_RING_MIN };
+	struct wire_mem_alloc_req alloc = { .bytes = 65536 };
+	struct shm_chan c;
+	struct wire_msg m;
+	struct reply r;
+	uint64_t seq = 1, dev = 0, dptr;
+	const uint64_t bytes = 65536;
+	uint32_t status;
+	int fds[SHM_CHAN_FDS], fd, memfd;
+	uint8_t *buf;
+
+	(void)state;
+	fd = session_open(sock_url, "", &status);
+	assert_int_equal(status, CUDA_SUCCESS);
+	wire_msg_init(&m);
+	wire_shm_attach_req_encode(&m, &attach);
+	assert_int_equal(request_send(fd, WIRE_CALL_SHM_ATTACH, 0, &m, UINT32_MAX), 0);
+	wire_msg_release(&m);
+	assert_int_equal(shm_chan_create(&c, SHM_RING_MIN, fd), 0);
+	shm_chan_fds(&c, fds);
+	assert_int_equal(shm_fds_send(fd, fds, SHM_CHAN_FDS), 0);
+	assert_int_equal(reply_read(fd, &r), 0);
+	assert_int_equal(r.status, CUDA_SUCCESS);
+	{
+		struct wire_primary_ctx_retain_req req = { .device = 0 };
+
+		wire_msg_init(&m);
+		wire_primary_ctx_retain_req_encode(&m, &req);
+		assert_int_equal(shm_call(&c, WIRE_CALL_PRIMARY_CTX_RETAIN, seq++, &m, &r), CUDA_SUCCESS);
+		wire_msg_release(&m);
+		memcpy(&shm_ctx, r.payload + 4, 8);
+	}
+
+	/* A share whose memfd never comes (the worker waits 2 s for it). */
+	assert_int_equal(host_share(&c, seq++, 0x310000000000ull, bytes, -1, NULL), CUDA_ERROR_INVALID_VALUE);
+	/* Not page aligned, empty, wrapping: refused before any memfd is read. */
+	assert_int_equal(host_share(&c, seq++, 0x310000000100ull, bytes, -1, NULL), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(host_share(&c, seq++, 0x310000000000ull, 0, -1, NULL), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(host_share(&c, seq++, UINT64_MAX - 4095, 8192, -1, NULL), CUDA_ERROR_INVALID_VALUE);
+	/* An unsealed memfd (the guest could shrink it under the worker). */
+	memfd = memfd_create("unsealed", MFD_CLOEXEC);
+	assert_int_equal(ftruncate(memfd, (off_t)bytes), 0);
+	assert_int_equal(host_share(&c, seq++, 0x310000000000ull, bytes, memfd, NULL), CUDA_ERROR_INVALID_VALUE);
+	close(memfd);
+	/* Sealed, but smaller than claimed. */
+	memfd = shm_memfd_create("small", 4096);
+	assert_int_equal(host_share(&c, seq++, 0x310000000000ull, bytes, memfd, NULL), CUDA_ERROR_INVALID_VALUE);
+	close(memfd);
+
+	/* A proper buffer, then copies that stray outside it or the device memory. */
+	memfd = shm_memfd_create("good", bytes);
+	buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	assert_true(buf != MAP_FAILED);
+	assert_int_equal(host_share(&c, seq++, (uintptr_t)buf, bytes, memfd, &dev), CUDA_SUCCESS);
+	close(memfd);
+	assert_true(dev != 0);
+	/* Overlapping the shared one. */
+	assert_int_equal(host_share(&c, seq++, (uintptr_t)buf + 4096, bytes, -1, NULL), CUDA_ERROR_INVALID_VALUE);
+	wire_msg_init(&m);
+	wire_mem_alloc_req_encode(&m, &alloc);
+	assert_int_equal(shm_call(&c, WIRE_CALL_MEM_ALLOC, seq++, &m, &r), CUDA_SUCCESS);
+	wire_msg_release(&m);
+	memcpy(&dptr, r.payload + 4, 8);
+	{
+		struct { uint64_t src, bytes, dst; uint32_t want; } cases[] = {
+			{ (uintptr_t)buf + 4096, bytes, dptr, CUDA_ERROR_INVALID_VALUE },     /* past the buffer */
+			{ (uintptr_t)buf - 4096, 4096, dptr, CUDA_ERROR_INVALID_VALUE },      /* before it */
+			{ (uintptr_t)buf, UINT64_MAX, dptr, CUDA_ERROR_INVALID_VALUE },       /* wraps */
+			{ (uintptr_t)buf, 4096, dptr + bytes, CUDA_ERROR_INVALID_VALUE },     /* device side outside */
+			{ (uintptr_t)buf, bytes, dptr, CUDA_SUCCESS },
+		};
+
+		for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			struct wire_memcpy_htod_shared_req req = {
+				.dst = cases[i].dst, .src = cases[i].src, .bytes = cases[i].bytes,
+			};
+
+			for (uint64_t j = 0; j < bytes; j++)
+				buf[j] = (uint8_t)(j * 13 + i);
+			wire_msg_init(&m);
+			wire_memcpy_htod_shared_req_encode(&m, &req);
+			assert_int_equal(shm_call(&c, WIRE_CALL_MEMCPY_HTOD_SHARED, seq++, &m, &r), cases[i].want);
+			wire_msg_release(&m);
+		}
+	}
+	/* The good copy landed: a plain copy brings the same bytes back. */
+	{
+		struct wire_memcpy_dtoh_req req = { .src = dptr, .bytes = 2048 };
+
+		wire_msg_init(&m);
+		wire_memcpy_dtoh_req_encode(&m, &req);
+		assert_int_equal(shm_call(&c, WIRE_CALL_MEMCPY_DTOH, seq++, &m, &r), CUDA_SUCCESS);
+		wire_msg_release(&m);
+		/* status, blob length, bytes */
+		assert_memory_equal(r.payload + 8, buf, 2048);
+	}
+	/* Scribbling over the rings ends this session, and only it. */
+	shm_chan_fds(&c, fds);
+	munmap(buf, bytes);
+	{
+		struct iovec junk = { (void *)"\xff\xff\xff\xff", 4 };
+		uint32_t st;
+		int fd2;
+
+		assert_int_equal(shm_chan_send(&c, &junk, 1), 0);
+		fd2 = session_open(sock_url, "", &st);
+		assert_int_equal(st, CUDA_SUCCESS);
+		assert_alive(fd2, 2);
+		close(fd2);
+	}
+	shm_chan_close(&c);
+	close(fd);
+}
+
 static void test_token(void **state)
 {
 	uint32_t status;
@@ -309,6 +472,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_token),
+		cmocka_unit_test(test_shm_hostile),
 	};
 
 	if (argc < 2) {
