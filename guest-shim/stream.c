@@ -146,3 +146,84 @@ SHIM_API CUresult cuStreamGetPriority_ptsz(CUstream hStream, int *priority)
 {
 	return stream_get_priority(shim_stream(hStream, true), priority);
 }
+
+/* Stream capture status. cuStreamBeginCapture is not remoted yet (it returns
+ * CUDA_ERROR_NOT_SUPPORTED), so no stream of the session can be capturing:
+ * these answer that locally, as the driver would, with no round trip (the
+ * runtime and PyTorch ask on every allocation). The mode is per thread, as
+ * the driver keeps it. */
+static __thread CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+SHIM_API CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+	(void)hStream;
+	if (!captureStatus)
+		return CUDA_ERROR_INVALID_VALUE;
+	*captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+	return cuStreamIsCapturing(hStream, captureStatus);
+}
+
+SHIM_API CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+					    cuuint64_t *id_out, CUgraph *graph_out,
+					    const CUgraphNode **dependencies_out,
+					    const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
+{
+	(void)hStream;
+	(void)id_out;
+	if (!captureStatus_out)
+		return CUDA_ERROR_INVALID_VALUE;
+	/* Like the driver, the other outputs are only written while capturing. */
+	*captureStatus_out = CU_STREAM_CAPTURE_STATUS_NONE;
+	(void)graph_out;
+	(void)dependencies_out;
+	(void)edgeData_out;
+	(void)numDependencies_out;
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *status,
+						 cuuint64_t *id, CUgraph *graph, const CUgraphNode **deps,
+						 const CUgraphEdgeData **edges, size_t *n)
+{
+	return cuStreamGetCaptureInfo_v3(hStream, status, id, graph, deps, edges, n);
+}
+
+SHIM_API CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *status, cuuint64_t *id,
+					    CUgraph *graph, const CUgraphNode **deps, size_t *n)
+{
+	return cuStreamGetCaptureInfo_v3(hStream, status, id, graph, deps, NULL, n);
+}
+
+SHIM_API CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus *status,
+						 cuuint64_t *id, CUgraph *graph, const CUgraphNode **deps,
+						 size_t *n)
+{
+	return cuStreamGetCaptureInfo_v3(hStream, status, id, graph, deps, NULL, n);
+}
+
+SHIM_API CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *status, cuuint64_t *id)
+{
+	return cuStreamGetCaptureInfo_v3(hStream, status, id, NULL, NULL, NULL, NULL);
+}
+
+SHIM_API CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *status, cuuint64_t *id)
+{
+	return cuStreamGetCaptureInfo_v3(hStream, status, id, NULL, NULL, NULL, NULL);
+}
+
+SHIM_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+	CUstreamCaptureMode old;
+
+	if (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+		return CUDA_ERROR_INVALID_VALUE;
+	old = capture_mode;
+	capture_mode = *mode;
+	*mode = old;
+	return CUDA_SUCCESS;
+}

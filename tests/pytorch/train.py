@@ -46,7 +46,7 @@ def main():
     elif a.model == 'cnn':
         model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
                               nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
-                              nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(32 * 16, 10))
+                              nn.AvgPool2d(4), nn.Flatten(), nn.Linear(32 * 16, 10))
         x = torch.randn(32, 3, 32, 32, generator=g)
         y = torch.randint(0, 10, (32,), generator=g)
     else:
