@@ -3,20 +3,10 @@
  * a GPU (tools/gpu-check): the sim backend has no CPU versions of cuBLAS's
  * kernels. */
 #include "check.h"
+#include "check_blas.h"
 
-#include <cublas_v2.h>
 #include <math.h>
 #include <vector>
-
-#define CHECK_BLAS(call)                                                       \
-	do {                                                                   \
-		cublasStatus_t st_ = (call);                                   \
-		if (st_ != CUBLAS_STATUS_SUCCESS) {                            \
-			fprintf(stderr, "cuBLAS error: %s returned %d at %s:%d\n", #call, \
-				(int)st_, __FILE__, __LINE__);                 \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
 
 static unsigned long long rng = 0x243f6a8885a308d3ull;
 

@@ -309,6 +309,66 @@ static void zc_affine(const struct sim_launch *l)
 		out[i] = (int32_t)((uint32_t)in[i] * (uint32_t)k + (uint32_t)i);
 }
 
+/* bench/overhead.cu: grid-stride loops and a reduction that adds into *out,
+ * so any grid with a thread covers [0, n). */
+static void ov_empty(const struct sim_launch *l)
+{
+	if (l->param_count != 0)
+		fprintf(stderr, "tern_test_kernels: ov_empty: %u arguments, expected 0\n",
+			l->param_count);
+}
+
+static void ov_affine(const struct sim_launch *l)
+{
+	uint32_t *x, a, b;
+	int32_t n;
+
+	if (!ARGS_OK(l, 8, 4, 4, 4))
+		return;
+	ARG(l, 0, x);
+	ARG(l, 1, n);
+	ARG(l, 2, a);
+	ARG(l, 3, b);
+	if (thread_count(l) == 0)
+		return;
+	for (int32_t i = 0; i < n; i++)
+		x[i] = x[i] * a + b;
+}
+
+static void ov_xorshift(const struct sim_launch *l)
+{
+	uint32_t *x, s;
+	int32_t n;
+
+	if (!ARGS_OK(l, 8, 4, 4))
+		return;
+	ARG(l, 0, x);
+	ARG(l, 1, n);
+	ARG(l, 2, s);
+	if (thread_count(l) == 0)
+		return;
+	for (int32_t i = 0; i < n; i++)
+		x[i] ^= x[i] >> s;
+}
+
+static void ov_reduce(const struct sim_launch *l)
+{
+	const uint32_t *x;
+	uint64_t *out, sum = 0;
+	int32_t n;
+
+	if (!ARGS_OK(l, 8, 4, 8))
+		return;
+	ARG(l, 0, x);
+	ARG(l, 1, n);
+	ARG(l, 2, out);
+	if (thread_count(l) == 0)
+		return;
+	for (int32_t i = 0; i < n; i++)
+		sum += x[i];
+	*out += sum;
+}
+
 SIM_KERNELS_BEGIN
 	SIM_KERNEL("vec_add", vec_add),
 	SIM_KERNEL("ka_echo", ka_echo),
@@ -325,4 +385,8 @@ SIM_KERNELS_BEGIN
 	SIM_KERNEL("ck_list_build", ck_list_build),
 	SIM_KERNEL("ck_list_walk", ck_list_walk),
 	SIM_KERNEL("_Z9zc_affinePKiPiii", zc_affine),
+	SIM_KERNEL("ov_empty", ov_empty),
+	SIM_KERNEL("ov_affine", ov_affine),
+	SIM_KERNEL("ov_xorshift", ov_xorshift),
+	SIM_KERNEL("ov_reduce", ov_reduce),
 SIM_KERNELS_END
