@@ -137,6 +137,8 @@ static CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned g
 	} else {
 		res = rpc_launch_kernel(&req, &rep);
 	}
+	if (res != CUDA_SUCCESS)
+		pr_debug("cuLaunchKernel: CUresult %d", res);
 	free(args);
 	return res;
 }
@@ -202,8 +204,18 @@ static CUresult launch_kernel_ex(const CUlaunchConfig *config, CUfunction f,
 	res = launch_args(req.function, kernelParams, extra, &args, &req.args.len);
 	if (res == CUDA_SUCCESS) {
 		req.args.ptr = args;
-		res = rpc_launch_kernel_ex(&req, &rep);
+		/* Deferred like cuLaunchKernel: the runtime launches <<<>>> this way. */
+		if (shim_process()->lazy) {
+			res = launch_geometry_check(req.grid_x, req.grid_y, req.grid_z, req.block_x,
+						    req.block_y, req.block_z, req.shared_bytes);
+			if (res == CUDA_SUCCESS)
+				res = rpc_launch_kernel_ex_defer(&req);
+		} else {
+			res = rpc_launch_kernel_ex(&req, &rep);
+		}
 	}
+	if (res != CUDA_SUCCESS)
+		pr_debug("cuLaunchKernelEx: CUresult %d", res);
 	free(args);
 	free(attrs);
 	return res;

@@ -833,6 +833,8 @@ CUresult rpc_call_fd(uint32_t id, struct wire_msg *req, struct wire_cursor *rep,
 	}
 out_unlock:
 	pthread_mutex_unlock(&p->conn_lock);
+	if (status != CUDA_SUCCESS)
+		pr_debug("%s: CUresult %d", wire_call_name(id) ? wire_call_name(id) : "call", status);
 	return status;
 }
 

@@ -112,6 +112,12 @@ CUresult exec_context_switch(struct exec *ex, uint64_t ctx)
 	return res;
 }
 
+void exec_context_any(struct exec *ex)
+{
+	if (!ex->ctx_current)
+		exec_context_switch(ex, ex->primary_ctx);
+}
+
 CUresult exec_stream_real(struct exec *ex, uint64_t handle, CUstream *out)
 {
 	struct handle_entry *e;

@@ -90,6 +90,10 @@ void exec_close(struct exec *ex);
 
 /* Make the request's context current before dispatch (0 = none). */
 CUresult exec_context_switch(struct exec *ex, uint64_t ctx);
+/* Calls the driver API serves with no context (cuLibraryGetKernel) may need
+ * one in the backend (the kernel's parameter layout): with none current, the
+ * session's primary context stands in until the next request switches. */
+void exec_context_any(struct exec *ex);
 
 /* exec_journal.c: objects and regions, recorded as they are created. */
 int exec_journal_open(struct exec *ex, const char *dir, const char *session);

@@ -123,6 +123,7 @@ static CUresult callable_add(struct exec *ex, enum handle_kind kind, void *real,
 	ki = calloc(1, sizeof(*ki));
 	if (!ki)
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	exec_context_any(ex);
 	res = kind == HANDLE_KERNEL ? exec_params_query(ex, NULL, real, &ki->params)
 				    : exec_params_query(ex, real, NULL, &ki->params);
 	if (res != CUDA_SUCCESS) {

@@ -634,6 +634,9 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 				flags = WIRE_F_ERROR;
 			}
 		}
+		if (reply_status_of(&s->c.reply) != CUDA_SUCCESS)
+			pr_debug("request %llu %s: CUresult %u", (unsigned long long)h.seq,
+				 wire_call_name(h.call) ? wire_call_name(h.call) : "?", reply_status_of(&s->c.reply));
 		if (h.seq)
 			s->seq = h.seq;
 		if (slot)
