@@ -12,6 +12,7 @@
 #define LOG_PREFIX "export: "
 
 #include "export_table.h"
+#include "shim.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -588,6 +589,8 @@ CUresult export_table_get(const void **table, const CUuuid *id)
 {
 	if (!table || !id)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (guest_table_get(table, id))
+		return CUDA_SUCCESS;
 	pthread_once(&export_once, export_tables_build);
 	for (unsigned t = 0; t < EXPORT_COUNT; t++) {
 		if (memcmp(export_descs[t].uuid, id->bytes, 16))

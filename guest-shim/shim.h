@@ -140,6 +140,9 @@ bool rpc_arena_contains(uint64_t addr, uint64_t len);
 /* Logged once by each unimplemented entry point (generated defaults). */
 void shim_unimplemented_report(const char *name);
 
+/* guest_table.c: tern's own export table; true (and *table set) for its UUID. */
+bool guest_table_get(const void **table, const CUuuid *id);
+
 /* context.c */
 /* The calling thread's current context handle, 0 if none. */
 uint64_t ctx_current(void);

@@ -1,0 +1,30 @@
+/* tern's own export table: how guest libraries other than libcuda.so.1
+ * (guest-nvml/'s libnvidia-ml.so.1) reach ternd through the shim's one
+ * connection. They find it with cuGetExportTable and this UUID; a real
+ * driver does not know it, which tells them they are not under tern. */
+#ifndef TERN_GUEST_TABLE_H
+#define TERN_GUEST_TABLE_H
+
+#include <cuda.h>
+#include <stdint.h>
+
+/* "tern guest table" in ASCII, padded. */
+#define TERN_GUEST_TABLE_UUID \
+	{ 't', 'e', 'r', 'n', ' ', 'g', 'u', 'e', 's', 't', ' ', 't', 'a', 'b', 'l', 'e' }
+
+struct tern_nvml_info {
+	char name[256];
+	uint8_t uuid[16];
+	uint64_t memory_total, memory_used;
+	uint32_t gpu_util, memory_util;
+	char driver_version[96];
+	int32_t cc_major, cc_minor;
+};
+
+struct tern_guest_table {
+	uint64_t size;          /* bytes of this struct: later versions only grow */
+	/* The session's device, as NVML shows it (exec_nvml.c). */
+	CUresult (*nvml_device_info)(struct tern_nvml_info *out);
+};
+
+#endif

@@ -1,0 +1,341 @@
+/* tern's libnvidia-ml.so.1: a minimal NVML for guests (init, device count,
+ * handles, name, UUID, memory, utilization, compute capability, driver
+ * version), so that tools and frameworks that probe NVML work.
+ *
+ * It owns no connection: it finds tern's libcuda.so.1 (the guest's driver),
+ * asks it for tern's own export table (common/tern_guest_table.h) and queries
+ * through the shim's session. The session has one device. Under a real
+ * driver the table is unknown and nvmlInit fails with DRIVER_NOT_LOADED.
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nvml_abi.h"
+#include "tern_guest_table.h"
+
+#define NVML_API __attribute__((visibility("default")))
+
+struct nvmlDevice_st {
+	unsigned index;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	unsigned refs;                  /* nvmlInit calls not yet shut down */
+	const struct tern_guest_table *table;
+	struct nvmlDevice_st device;
+} nvml = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static nvmlReturn_t nvml_from_cuda(CUresult r)
+{
+	switch (r) {
+	case CUDA_SUCCESS:
+		return NVML_SUCCESS;
+	case CUDA_ERROR_INVALID_VALUE:
+		return NVML_ERROR_INVALID_ARGUMENT;
+	case CUDA_ERROR_NO_DEVICE:
+	case CUDA_ERROR_DEVICE_UNAVAILABLE:
+		return NVML_ERROR_DRIVER_NOT_LOADED;
+	default:
+		return NVML_ERROR_UNKNOWN;
+	}
+}
+
+static nvmlReturn_t table_find(void)
+{
+	static const CUuuid id = { TERN_GUEST_TABLE_UUID };
+	CUresult (*init)(unsigned), (*get_table)(const void **, const CUuuid *);
+	const void *table = NULL;
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+
+	if (!lib)
+		return NVML_ERROR_DRIVER_NOT_LOADED;
+	init = (CUresult (*)(unsigned))dlsym(lib, "cuInit");
+	get_table = (CUresult (*)(const void **, const CUuuid *))dlsym(lib, "cuGetExportTable");
+	if (!init || !get_table || get_table(&table, &id) != CUDA_SUCCESS || !table ||
+	    ((const struct tern_guest_table *)table)->size < sizeof(struct tern_guest_table))
+		return NVML_ERROR_DRIVER_NOT_LOADED;    /* not tern's driver */
+	if (init(0) != CUDA_SUCCESS)
+		return NVML_ERROR_DRIVER_NOT_LOADED;
+	nvml.table = table;
+	return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+{
+	nvmlReturn_t r = NVML_SUCCESS;
+
+	(void)flags;
+	pthread_mutex_lock(&nvml.lock);
+	if (!nvml.table)
+		r = table_find();
+	if (r == NVML_SUCCESS)
+		nvml.refs++;
+	pthread_mutex_unlock(&nvml.lock);
+	return r;
+}
+
+NVML_API nvmlReturn_t nvmlInit_v2(void)
+{
+	return nvmlInitWithFlags(0);
+}
+
+NVML_API nvmlReturn_t nvmlInit(void)
+{
+	return nvmlInitWithFlags(0);
+}
+
+NVML_API nvmlReturn_t nvmlShutdown(void)
+{
+	nvmlReturn_t r = NVML_SUCCESS;
+
+	pthread_mutex_lock(&nvml.lock);
+	if (!nvml.refs)
+		r = NVML_ERROR_UNINITIALIZED;
+	else
+		nvml.refs--;
+	pthread_mutex_unlock(&nvml.lock);
+	return r;
+}
+
+NVML_API const char *nvmlErrorString(nvmlReturn_t result)
+{
+	switch (result) {
+	case NVML_SUCCESS: return "Success";
+	case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+	case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+	case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+	case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+	case NVML_ERROR_NOT_FOUND: return "Not Found";
+	case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+	case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+	case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+	case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
+	default: return "Unknown Error";
+	}
+}
+
+/* Every query is a fresh answer from the worker: memory and utilization move. */
+static nvmlReturn_t device_info(nvmlDevice_t device, struct tern_nvml_info *info)
+{
+	const struct tern_guest_table *t;
+
+	pthread_mutex_lock(&nvml.lock);
+	t = nvml.refs ? nvml.table : NULL;
+	pthread_mutex_unlock(&nvml.lock);
+	if (!t)
+		return NVML_ERROR_UNINITIALIZED;
+	if (device != &nvml.device)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	return nvml_from_cuda(t->nvml_device_info(info));
+}
+
+static nvmlReturn_t initialised(void)
+{
+	nvmlReturn_t r;
+
+	pthread_mutex_lock(&nvml.lock);
+	r = nvml.refs ? NVML_SUCCESS : NVML_ERROR_UNINITIALIZED;
+	pthread_mutex_unlock(&nvml.lock);
+	return r;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
+{
+	nvmlReturn_t r = initialised();
+
+	if (r != NVML_SUCCESS)
+		return r;
+	if (!count)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*count = 1;
+	return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetCount(unsigned int *count)
+{
+	return nvmlDeviceGetCount_v2(count);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
+{
+	nvmlReturn_t r = initialised();
+
+	if (r != NVML_SUCCESS)
+		return r;
+	if (!device || index != 0)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*device = &nvml.device;
+	return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device)
+{
+	return nvmlDeviceGetHandleByIndex_v2(index, device);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
+{
+	nvmlReturn_t r = initialised();
+
+	if (r != NVML_SUCCESS)
+		return r;
+	if (!index || device != &nvml.device)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*index = 0;
+	return NVML_SUCCESS;
+}
+
+static void uuid_format(const uint8_t u[16], char *out, size_t cap)
+{
+	snprintf(out, cap, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+		 u[14], u[15]);
+}
+
+/* Copy @text into a caller's buffer of @length, as NVML does: too small is an error. */
+static nvmlReturn_t text_out(const char *text, char *out, unsigned int length)
+{
+	if (!out)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (strlen(text) + 1 > length)
+		return NVML_ERROR_INSUFFICIENT_SIZE;
+	memcpy(out, text, strlen(text) + 1);
+	return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
+{
+	struct tern_nvml_info info;
+	nvmlReturn_t r;
+	char text[NVML_DEVICE_UUID_BUFFER_SIZE];
+
+	if (!uuid || !device)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	r = device_info(&nvml.device, &info);
+	if (r != NVML_SUCCESS)
+		return r;
+	uuid_format(info.uuid, text, sizeof(text));
+	if (strcmp(uuid, text))
+		return NVML_ERROR_NOT_FOUND;
+	*device = &nvml.device;
+	return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
+{
+	struct tern_nvml_info info;
+	nvmlReturn_t r = device_info(device, &info);
+
+	return r != NVML_SUCCESS ? r : text_out(info.name, name, length);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
+{
+	struct tern_nvml_info info;
+	char text[NVML_DEVICE_UUID_BUFFER_SIZE];
+	nvmlReturn_t r = device_info(device, &info);
+
+	if (r != NVML_SUCCESS)
+		return r;
+	uuid_format(info.uuid, text, sizeof(text));
+	return text_out(text, uuid, length);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+{
+	struct tern_nvml_info info;
+	nvmlReturn_t r;
+
+	if (!memory)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	r = device_info(device, &info);
+	if (r != NVML_SUCCESS)
+		return r;
+	memory->total = info.memory_total;
+	memory->used = info.memory_used;
+	memory->free = info.memory_total - info.memory_used;
+	return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+	nvmlMemory_t m;
+	nvmlReturn_t r;
+
+	if (!memory)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (memory->version != NVML_MEMORY_V2_VERSION)
+		return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+	r = nvmlDeviceGetMemoryInfo(device, &m);
+	if (r != NVML_SUCCESS)
+		return r;
+	memory->total = m.total;
+	memory->reserved = 0;
+	memory->used = m.used;
+	memory->free = m.free;
+	return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization)
+{
+	struct tern_nvml_info info;
+	nvmlReturn_t r;
+
+	if (!utilization)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	r = device_info(device, &info);
+	if (r != NVML_SUCCESS)
+		return r;
+	utilization->gpu = info.gpu_util;
+	utilization->memory = info.memory_util;
+	return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major, int *minor)
+{
+	struct tern_nvml_info info;
+	nvmlReturn_t r;
+
+	if (!major || !minor)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	r = device_info(device, &info);
+	if (r != NVML_SUCCESS)
+		return r;
+	*major = info.cc_major;
+	*minor = info.cc_minor;
+	return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
+{
+	struct tern_nvml_info info;
+	nvmlReturn_t r = device_info(&nvml.device, &info);
+
+	return r != NVML_SUCCESS ? r : text_out(info.driver_version, version, length);
+}
+
+NVML_API nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *version)
+{
+	int (*get)(int *);
+	void *lib;
+	nvmlReturn_t r = initialised();
+
+	if (r != NVML_SUCCESS)
+		return r;
+	if (!version)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+	get = lib ? (int (*)(int *))dlsym(lib, "cuDriverGetVersion") : NULL;
+	if (!get || get(version) != 0)
+		return NVML_ERROR_UNKNOWN;
+	return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *version)
+{
+	return nvmlSystemGetCudaDriverVersion_v2(version);
+}

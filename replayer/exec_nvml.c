@@ -1,0 +1,103 @@
+/* NVML for the guest (guest-nvml/): the session's device as NVML describes it.
+ *
+ * Name, UUID and compute capability come from the backend; memory is the
+ * session's own view (its quota as the total, its arena as the used part), as
+ * cuMemGetInfo answers it, so that a guest sharing the GPU sees its share.
+ * Utilization and the driver's version string come from the host's NVML when
+ * the cuda backend runs and libnvidia-ml.so.1 is there; otherwise utilization
+ * is 0 and the version names the backend. */
+#define LOG_PREFIX "exec: "
+#include "exec.h"
+#include "log.h"
+#include "wire_dispatch.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The host NVML's entry points we use, at NVML's ABI. */
+struct host_nvml {
+	void *lib;
+	int (*init)(void);
+	int (*by_uuid)(const char *uuid, void **dev);
+	int (*utilization)(void *dev, unsigned int util[2]);
+	int (*driver_version)(char *out, unsigned int len);
+};
+
+static struct host_nvml *host_nvml_open(void)
+{
+	static struct host_nvml h;
+	static bool tried;
+
+	if (tried)
+		return h.lib ? &h : NULL;
+	tried = true;
+	h.lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!h.lib)
+		return NULL;
+	h.init = (int (*)(void))dlsym(h.lib, "nvmlInit_v2");
+	h.by_uuid = (int (*)(const char *, void **))dlsym(h.lib, "nvmlDeviceGetHandleByUUID");
+	h.utilization = (int (*)(void *, unsigned int *))dlsym(h.lib, "nvmlDeviceGetUtilizationRates");
+	h.driver_version = (int (*)(char *, unsigned int))dlsym(h.lib, "nvmlSystemGetDriverVersion");
+	if (!h.init || !h.by_uuid || !h.utilization || !h.driver_version || h.init() != 0) {
+		pr_info("host NVML unusable: utilization reads as 0");
+		dlclose(h.lib);
+		h.lib = NULL;
+		return NULL;
+	}
+	return &h;
+}
+
+/* NVML's text form of a UUID: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx. */
+static void uuid_text(const uint8_t u[16], char *out, size_t cap)
+{
+	snprintf(out, cap, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+		 u[14], u[15]);
+}
+
+CUresult exec_nvml_device_info(struct exec *ex, const struct wire_nvml_device_info_req *req,
+			       struct wire_nvml_device_info_rep *rep)
+{
+	static uint8_t uuid[16];
+	struct host_nvml *nvml = strcmp(ex->be->name, "cuda") ? NULL : host_nvml_open();
+	size_t total = 0;
+	int major = 0, minor = 0;
+	CUresult res;
+
+	(void)req;
+	res = ex->be->cuDeviceGetName(rep->name, 256, ex->device);
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuDeviceGetUuid((CUuuid *)uuid, ex->device);
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuDeviceTotalMem(&total, ex->device);
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, ex->device);
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, ex->device);
+	if (res != CUDA_SUCCESS)
+		return res;
+	rep->uuid = (struct wire_blob){ uuid, sizeof(uuid) };
+	rep->memory_total = ex->cfg.quota && ex->cfg.quota < total ? ex->cfg.quota : total;
+	rep->memory_used = arena_bytes_mapped(ex->arena);
+	if (rep->memory_used > rep->memory_total)
+		rep->memory_used = rep->memory_total;
+	rep->cc_major = major;
+	rep->cc_minor = minor;
+	rep->gpu_util = rep->memory_util = 0;
+	snprintf(rep->driver_version, sizeof(rep->driver_version), "tern-%s", ex->be->name);
+	if (nvml) {
+		char text[64];
+		unsigned int util[2];
+		void *dev;
+
+		uuid_text(uuid, text, sizeof(text));
+		if (nvml->by_uuid(text, &dev) == 0 && nvml->utilization(dev, util) == 0) {
+			rep->gpu_util = util[0];
+			rep->memory_util = util[1];
+		}
+		if (nvml->driver_version(rep->driver_version, 96) != 0)
+			snprintf(rep->driver_version, sizeof(rep->driver_version), "tern-%s", ex->be->name);
+	}
+	return CUDA_SUCCESS;
+}

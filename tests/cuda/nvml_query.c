@@ -1,0 +1,98 @@
+/* nvml_query: what NVML says about device 0, checked against the CUDA
+ * driver in the same process: the same name, UUID and compute capability,
+ * and memory that adds up (natively the device's; through tern the session's
+ * share: its quota, or the device). Both libraries are found by dlopen as a
+ * tool would find them (libnvidia-ml.so.1, libcuda.so.1). */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nvml_abi.h"
+
+#define FAIL(...) do { fprintf(stderr, "FAIL: " __VA_ARGS__); fputc('\n', stderr); return 1; } while (0)
+#define NVML_OK(call) do { nvmlReturn_t r_ = (call); if (r_ != NVML_SUCCESS) FAIL("%s returned %d", #call, (int)r_); } while (0)
+#define CU_OK(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) FAIL("%s returned %d", #call, (int)r_); } while (0)
+
+int main(void)
+{
+	void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW), *cu = dlopen("libcuda.so.1", RTLD_NOW);
+	nvmlReturn_t (*init)(void), (*count_fn)(unsigned *), (*handle)(unsigned, nvmlDevice_t *);
+	nvmlReturn_t (*name_fn)(nvmlDevice_t, char *, unsigned), (*uuid_fn)(nvmlDevice_t, char *, unsigned);
+	nvmlReturn_t (*mem_fn)(nvmlDevice_t, nvmlMemory_t *), (*util_fn)(nvmlDevice_t, nvmlUtilization_t *);
+	nvmlReturn_t (*cc_fn)(nvmlDevice_t, int *, int *), (*drv_fn)(char *, unsigned), (*shutdown)(void);
+	CUresult (*cu_init)(unsigned), (*cu_name)(char *, int, CUdevice), (*cu_uuid)(CUuuid *, CUdevice);
+	CUresult (*cu_attr)(int *, CUdevice_attribute, CUdevice);
+	char name[NVML_DEVICE_NAME_BUFFER_SIZE], uuid[NVML_DEVICE_UUID_BUFFER_SIZE], want_uuid[80];
+	char cu_dev_name[256], driver[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE], tiny[4];
+	unsigned count = 0;
+	int major, minor, cu_major, cu_minor;
+	nvmlDevice_t dev;
+	nvmlMemory_t mem;
+	nvmlUtilization_t util;
+	CUuuid u;
+
+	if (!nv || !cu)
+		FAIL("dlopen: %s", dlerror());
+#define SYM(lib, var, name) do { *(void **)&var = dlsym(lib, name); if (!var) FAIL("no %s", name); } while (0)
+	SYM(nv, init, "nvmlInit_v2");
+	SYM(nv, count_fn, "nvmlDeviceGetCount_v2");
+	SYM(nv, handle, "nvmlDeviceGetHandleByIndex_v2");
+	SYM(nv, name_fn, "nvmlDeviceGetName");
+	SYM(nv, uuid_fn, "nvmlDeviceGetUUID");
+	SYM(nv, mem_fn, "nvmlDeviceGetMemoryInfo");
+	SYM(nv, util_fn, "nvmlDeviceGetUtilizationRates");
+	SYM(nv, cc_fn, "nvmlDeviceGetCudaComputeCapability");
+	SYM(nv, drv_fn, "nvmlSystemGetDriverVersion");
+	SYM(nv, shutdown, "nvmlShutdown");
+	SYM(cu, cu_init, "cuInit");
+	SYM(cu, cu_name, "cuDeviceGetName");
+	SYM(cu, cu_uuid, "cuDeviceGetUuid_v2");
+	SYM(cu, cu_attr, "cuDeviceGetAttribute");
+
+	if (count_fn(&count) != NVML_ERROR_UNINITIALIZED)
+		FAIL("a query before nvmlInit must answer UNINITIALIZED");
+	NVML_OK(init());
+	NVML_OK(count_fn(&count));
+	if (count < 1)
+		FAIL("%u devices", count);
+	NVML_OK(handle(0, &dev));
+	NVML_OK(name_fn(dev, name, sizeof(name)));
+	NVML_OK(uuid_fn(dev, uuid, sizeof(uuid)));
+	if (name_fn(dev, tiny, sizeof(tiny)) != NVML_ERROR_INSUFFICIENT_SIZE)
+		FAIL("a 4-byte name buffer must be INSUFFICIENT_SIZE");
+	NVML_OK(mem_fn(dev, &mem));
+	NVML_OK(util_fn(dev, &util));
+	NVML_OK(cc_fn(dev, &major, &minor));
+	NVML_OK(drv_fn(driver, sizeof(driver)));
+	printf("nvml: %u device(s); %s, %s, cc %d.%d, memory %llu MiB total, %llu MiB used, "
+	       "utilization gpu %u%% memory %u%%, driver %s\n", count, name, uuid, major, minor,
+	       mem.total >> 20, mem.used >> 20, util.gpu, util.memory, driver);
+
+	CU_OK(cu_init(0));
+	CU_OK(cu_name(cu_dev_name, sizeof(cu_dev_name), 0));
+	CU_OK(cu_uuid(&u, 0));
+	CU_OK(cu_attr(&cu_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0));
+	CU_OK(cu_attr(&cu_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0));
+	snprintf(want_uuid, sizeof(want_uuid),
+		 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 (unsigned char)u.bytes[0], (unsigned char)u.bytes[1], (unsigned char)u.bytes[2],
+		 (unsigned char)u.bytes[3], (unsigned char)u.bytes[4], (unsigned char)u.bytes[5],
+		 (unsigned char)u.bytes[6], (unsigned char)u.bytes[7], (unsigned char)u.bytes[8],
+		 (unsigned char)u.bytes[9], (unsigned char)u.bytes[10], (unsigned char)u.bytes[11],
+		 (unsigned char)u.bytes[12], (unsigned char)u.bytes[13], (unsigned char)u.bytes[14],
+		 (unsigned char)u.bytes[15]);
+	if (strcmp(name, cu_dev_name))
+		FAIL("NVML name '%s', CUDA '%s'", name, cu_dev_name);
+	if (strcmp(uuid, want_uuid))
+		FAIL("NVML UUID %s, CUDA %s", uuid, want_uuid);
+	if (major != cu_major || minor != cu_minor)
+		FAIL("NVML cc %d.%d, CUDA %d.%d", major, minor, cu_major, cu_minor);
+	if (!mem.total || mem.used > mem.total || mem.free != mem.total - mem.used)
+		FAIL("memory total %llu used %llu free %llu", mem.total, mem.used, mem.free);
+	if (util.gpu > 100 || util.memory > 100)
+		FAIL("utilization %u%% %u%%", util.gpu, util.memory);
+	NVML_OK(shutdown());
+	printf("PASS nvml_query\n");
+	return 0;
+}
