@@ -6,7 +6,9 @@
 #define TERN_GUEST_TABLE_H
 
 #include <cuda.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* "tern guest table" in ASCII, padded. */
 #define TERN_GUEST_TABLE_UUID \
@@ -26,5 +28,13 @@ struct tern_guest_table {
 	/* The session's device, as NVML shows it (exec_nvml.c). */
 	CUresult (*nvml_device_info)(struct tern_nvml_info *out);
 };
+
+/* NVML's text form of a device UUID: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx. */
+static inline void tern_uuid_text(const uint8_t u[16], char *out, size_t cap)
+{
+	snprintf(out, cap, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+		 u[14], u[15]);
+}
 
 #endif

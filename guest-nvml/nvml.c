@@ -189,13 +189,6 @@ NVML_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *inde
 	return NVML_SUCCESS;
 }
 
-static void uuid_format(const uint8_t u[16], char *out, size_t cap)
-{
-	snprintf(out, cap, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
-		 u[14], u[15]);
-}
-
 /* Copy @text into a caller's buffer of @length, as NVML does: too small is an error. */
 static nvmlReturn_t text_out(const char *text, char *out, unsigned int length)
 {
@@ -218,7 +211,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *
 	r = device_info(&nvml.device, &info);
 	if (r != NVML_SUCCESS)
 		return r;
-	uuid_format(info.uuid, text, sizeof(text));
+	tern_uuid_text(info.uuid, text, sizeof(text));
 	if (strcmp(uuid, text))
 		return NVML_ERROR_NOT_FOUND;
 	*device = &nvml.device;
@@ -241,7 +234,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigne
 
 	if (r != NVML_SUCCESS)
 		return r;
-	uuid_format(info.uuid, text, sizeof(text));
+	tern_uuid_text(info.uuid, text, sizeof(text));
 	return text_out(text, uuid, length);
 }
 

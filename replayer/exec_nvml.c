@@ -9,6 +9,7 @@
 #define LOG_PREFIX "exec: "
 #include "exec.h"
 #include "log.h"
+#include "tern_guest_table.h"
 #include "wire_dispatch.h"
 
 #include <dlfcn.h>
@@ -48,14 +49,6 @@ static struct host_nvml *host_nvml_open(void)
 	return &h;
 }
 
-/* NVML's text form of a UUID: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx. */
-static void uuid_text(const uint8_t u[16], char *out, size_t cap)
-{
-	snprintf(out, cap, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
-		 u[14], u[15]);
-}
-
 CUresult exec_nvml_device_info(struct exec *ex, const struct wire_nvml_device_info_req *req,
 			       struct wire_nvml_device_info_rep *rep)
 {
@@ -91,7 +84,7 @@ CUresult exec_nvml_device_info(struct exec *ex, const struct wire_nvml_device_in
 		unsigned int util[2];
 		void *dev;
 
-		uuid_text(uuid, text, sizeof(text));
+		tern_uuid_text(uuid, text, sizeof(text));
 		if (nvml->by_uuid(text, &dev) == 0 && nvml->utilization(dev, util) == 0) {
 			rep->gpu_util = util[0];
 			rep->memory_util = util[1];
