@@ -1060,12 +1060,12 @@ CUresult exec_stream_update_capture_dependencies(struct exec *ex,
 		g = graph_get(ex, req->graph, &real);
 		if (!g)
 			return CUDA_ERROR_INVALID_HANDLE;
-		if (g->capturing) {
-			res = desc_sync(ex, &g->d, real, 0);
-			if (res != CUDA_SUCCESS)
-				return res;
-		}
-		res = deps_parse(&g->d, req->deps, &idx, &reals, &n);
+		/* Nodes of the graph a capture adds to, and of no other. */
+		if (!g->capturing)
+			return CUDA_ERROR_INVALID_VALUE;
+		res = desc_sync(ex, &g->d, real, 0);
+		if (res == CUDA_SUCCESS)
+			res = deps_parse(&g->d, req->deps, &idx, &reals, &n);
 		if (res != CUDA_SUCCESS)
 			return res;
 	} else {
