@@ -93,20 +93,59 @@ int graph_desc_copy(struct graph_desc *dst, const struct graph_desc *src)
 	return 0;
 }
 
+static int u32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int graph_deps_unique(const uint32_t *v, uint32_t n)
+{
+	uint32_t *s;
+	int ret = 1;
+
+	/* Sorted, not pairwise: a hostile node may have 2^16 dependencies. */
+	if (n < 16) {
+		for (uint32_t i = 0; i < n; i++)
+			for (uint32_t j = 0; j < i; j++)
+				if (v[i] == v[j])
+					return 0;
+		return 1;
+	}
+	s = malloc(n * sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	memcpy(s, v, n * sizeof(*s));
+	qsort(s, n, sizeof(*s), u32_cmp);
+	for (uint32_t i = 1; i < n && ret == 1; i++)
+		if (s[i] == s[i - 1])
+			ret = 0;
+	free(s);
+	return ret;
+}
+
 int graph_desc_append(struct graph_desc *d, struct graph_node *node)
 {
 	uint32_t w = node_weight(node);
+	int unique;
 
 	if (node->ndeps > GRAPH_DESC_DEPS_MAX || d->edges + node->ndeps > GRAPH_DESC_EDGES_MAX ||
 	    w > GRAPH_DESC_NODES_MAX - d->weight)
 		return -E2BIG;
-	for (uint32_t i = 0; i < node->ndeps; i++) {
+	for (uint32_t i = 0; i < node->ndeps; i++)
 		if (!graph_desc_node_live(d, node->deps[i]))
 			return -EINVAL;
-		for (uint32_t j = 0; j < i; j++)
-			if (node->deps[j] == node->deps[i])
-				return -EINVAL;
-	}
+	unique = graph_deps_unique(node->deps, node->ndeps);
+	if (unique <= 0)
+		return unique < 0 ? unique : -EINVAL;
 	if (d->count == d->cap) {
 		uint32_t cap = d->cap ? d->cap * 2 : 16;
 		struct graph_node *n = realloc(d->nodes, cap * sizeof(*n));
@@ -122,43 +161,171 @@ int graph_desc_append(struct graph_desc *d, struct graph_node *node)
 	return 0;
 }
 
-int graph_desc_edge_add(struct graph_desc *d, uint32_t from, uint32_t to)
+/* The pairs as sorted (to << 32 | from) keys; NULL when out of memory. */
+static uint64_t *edge_keys(const uint32_t *from, const uint32_t *to, uint32_t n)
 {
-	struct graph_node *n;
-	uint32_t *deps;
+	uint64_t *keys = malloc((n ? n : 1) * sizeof(*keys));
 
-	if (!graph_desc_node_live(d, from) || !graph_desc_node_live(d, to) || from == to)
-		return -EINVAL;
-	n = &d->nodes[to];
-	for (uint32_t i = 0; i < n->ndeps; i++)
-		if (n->deps[i] == from)
-			return -EEXIST;
-	if (n->ndeps == GRAPH_DESC_DEPS_MAX || d->edges == GRAPH_DESC_EDGES_MAX)
+	if (!keys)
+		return NULL;
+	for (uint32_t k = 0; k < n; k++)
+		keys[k] = (uint64_t)to[k] << 32 | from[k];
+	qsort(keys, n, sizeof(*keys), u64_cmp);
+	return keys;
+}
+
+int graph_desc_edges_check(const struct graph_desc *d, const uint32_t *from, const uint32_t *to, uint32_t n,
+			   int remove)
+{
+	uint64_t *keys;
+	uint32_t *sorted = NULL;
+	int ret = 0;
+
+	if (n > GRAPH_DESC_EDGES_MAX || (!remove && d->edges + n > GRAPH_DESC_EDGES_MAX))
 		return -E2BIG;
-	deps = realloc(n->deps, (n->ndeps + 1) * sizeof(uint32_t));
-	if (!deps)
+	for (uint32_t k = 0; k < n; k++)
+		if (!graph_desc_node_live(d, from[k]) || !graph_desc_node_live(d, to[k]) || from[k] == to[k])
+			return -EINVAL;
+	keys = edge_keys(from, to, n);
+	if (!keys)
 		return -ENOMEM;
-	deps[n->ndeps++] = from;
-	n->deps = deps;
-	d->edges++;
+	for (uint32_t k = 1; k < n && !ret; k++)
+		if (keys[k] == keys[k - 1])
+			ret = -EINVAL;
+	/* By target: each pair absent (adding) or present (removing). */
+	for (uint32_t i = 0, j; i < n && !ret; i = j) {
+		const struct graph_node *t = &d->nodes[keys[i] >> 32];
+
+		for (j = i; j < n && keys[j] >> 32 == keys[i] >> 32; j++)
+			;
+		if (!remove && t->ndeps + (j - i) > GRAPH_DESC_DEPS_MAX) {
+			ret = -E2BIG;
+			break;
+		}
+		free(sorted);
+		sorted = malloc((t->ndeps ? t->ndeps : 1) * sizeof(*sorted));
+		if (!sorted) {
+			ret = -ENOMEM;
+			break;
+		}
+		memcpy(sorted, t->deps, t->ndeps * sizeof(*sorted));
+		qsort(sorted, t->ndeps, sizeof(*sorted), u32_cmp);
+		for (uint32_t m = i; m < j && !ret; m++) {
+			uint32_t f = (uint32_t)keys[m];
+			bool present = bsearch(&f, sorted, t->ndeps, sizeof(*sorted), u32_cmp) != NULL;
+
+			if (present != (remove != 0))
+				ret = -EINVAL;
+		}
+	}
+	free(sorted);
+	free(keys);
+	return ret;
+}
+
+int graph_desc_edges_apply(struct graph_desc *d, const uint32_t *from, const uint32_t *to, uint32_t n,
+			   int remove)
+{
+	uint64_t *keys = edge_keys(from, to, n);
+
+	if (!keys)
+		return -ENOMEM;
+	for (uint32_t i = 0, j; i < n; i = j) {
+		struct graph_node *t = &d->nodes[keys[i] >> 32];
+
+		for (j = i; j < n && keys[j] >> 32 == keys[i] >> 32; j++)
+			;
+		if (remove) {
+			uint32_t kept = 0;
+
+			for (uint32_t m = 0; m < t->ndeps; m++) {
+				uint64_t key = (keys[i] >> 32) << 32 | t->deps[m];
+
+				if (!bsearch(&key, keys + i, j - i, sizeof(*keys), u64_cmp))
+					t->deps[kept++] = t->deps[m];
+			}
+			t->ndeps = kept;
+		} else {
+			/* Room first, for every target: nothing changes unless all fit. */
+			uint32_t *deps = realloc(t->deps, (t->ndeps + (j - i)) * sizeof(uint32_t));
+
+			if (!deps) {
+				free(keys);
+				return -ENOMEM;
+			}
+			t->deps = deps;
+		}
+	}
+	free(keys);
+	/* New dependencies go last, in the order given, as the driver adds them. */
+	for (uint32_t k = 0; !remove && k < n; k++)
+		d->nodes[to[k]].deps[d->nodes[to[k]].ndeps++] = from[k];
+	d->edges = remove ? d->edges - n : d->edges + n;
 	return 0;
 }
 
-int graph_desc_edge_remove(struct graph_desc *d, uint32_t from, uint32_t to)
+int graph_desc_deps_reset(struct graph_desc *d, const uint32_t *from, const uint32_t *to, size_t n)
 {
-	struct graph_node *n;
+	uint32_t *count, **deps;
+	int ret = 0;
 
-	if (!graph_desc_node_live(d, to))
-		return -ENOENT;
-	n = &d->nodes[to];
+	if (n > GRAPH_DESC_EDGES_MAX)
+		return -E2BIG;
+	for (size_t k = 0; k < n; k++)
+		if (!graph_desc_node_live(d, from[k]) || !graph_desc_node_live(d, to[k]) || from[k] == to[k])
+			return -EINVAL;
+	count = calloc(d->count + 1, sizeof(*count));
+	deps = calloc(d->count + 1, sizeof(*deps));
+	if (!count || !deps) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t k = 0; k < n; k++)
+		count[to[k]]++;
+	for (uint32_t i = 0; i < d->count && !ret; i++) {
+		if (count[i] > GRAPH_DESC_DEPS_MAX)
+			ret = -E2BIG;
+		else if (count[i] && !(deps[i] = malloc(count[i] * sizeof(uint32_t))))
+			ret = -ENOMEM;
+		count[i] = 0;
+	}
+	for (size_t k = 0; k < n && !ret; k++)
+		deps[to[k]][count[to[k]]++] = from[k];
+	for (uint32_t i = 0; i < d->count && !ret; i++) {
+		int unique = graph_deps_unique(deps[i], count[i]);
+
+		if (unique <= 0)
+			ret = unique < 0 ? unique : -EINVAL;
+	}
+	if (!ret) {
+		for (uint32_t i = 0; i < d->count; i++) {
+			free(d->nodes[i].deps);
+			d->nodes[i].deps = deps[i];
+			d->nodes[i].ndeps = count[i];
+			deps[i] = NULL;
+		}
+		d->edges = (uint32_t)n;
+	}
+out:
+	for (uint32_t i = 0; deps && i < d->count; i++)
+		free(deps[i]);
+	free(deps);
+	free(count);
+	return ret;
+}
+
+/* Remove the dependency @from of @to, if there is one. */
+static void edge_remove(struct graph_desc *d, uint32_t from, uint32_t to)
+{
+	struct graph_node *n = &d->nodes[to];
+
 	for (uint32_t i = 0; i < n->ndeps; i++)
 		if (n->deps[i] == from) {
 			memmove(n->deps + i, n->deps + i + 1, (n->ndeps - i - 1) * sizeof(uint32_t));
 			n->ndeps--;
 			d->edges--;
-			return 0;
+			return;
 		}
-	return -ENOENT;
 }
 
 int graph_desc_node_remove(struct graph_desc *d, uint32_t i)
@@ -166,7 +333,8 @@ int graph_desc_node_remove(struct graph_desc *d, uint32_t i)
 	if (!graph_desc_node_live(d, i))
 		return -EINVAL;
 	for (uint32_t j = 0; j < d->count; j++)
-		graph_desc_edge_remove(d, i, j);
+		if (d->nodes[j].type != GRAPH_NODE_REMOVED)
+			edge_remove(d, i, j);
 	d->edges -= d->nodes[i].ndeps;
 	d->weight -= node_weight(&d->nodes[i]) - 1;
 	graph_node_release(&d->nodes[i]);
@@ -450,16 +618,15 @@ static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned dep
 			if (!n.deps)
 				return -ENOMEM;
 		}
-		for (uint32_t j = 0; j < ndeps; j++) {
+		for (uint32_t j = 0; j < ndeps; j++)
 			if (wire_get_u32(c, &n.deps[j]) || n.deps[j] >= count || n.deps[j] == i) {
 				free(n.deps);
 				return -EBADMSG;
 			}
-			for (uint32_t k = 0; k < j; k++)
-				if (n.deps[k] == n.deps[j]) {
-					free(n.deps);
-					return -EBADMSG;
-				}
+		ret = graph_deps_unique(n.deps, ndeps);
+		if (ret <= 0) {
+			free(n.deps);
+			return ret < 0 ? ret : -EBADMSG;
 		}
 		n.ndeps = ndeps;
 		ret = 0;

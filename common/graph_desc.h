@@ -97,11 +97,23 @@ int graph_desc_copy(struct graph_desc *dst, const struct graph_desc *src);
  * on success only. Checks the limits and that every dependency names an
  * existing node. 0, -EINVAL (bad dependency), -E2BIG (a limit), -ENOMEM. */
 int graph_desc_append(struct graph_desc *d, struct graph_node *node);
-/* Add the edge @from -> @to (to depends on from). 0, -EINVAL, -EEXIST
- * (already there), -E2BIG, -ENOMEM. */
-int graph_desc_edge_add(struct graph_desc *d, uint32_t from, uint32_t to);
-/* 0 or -ENOENT when there is no such edge. */
-int graph_desc_edge_remove(struct graph_desc *d, uint32_t from, uint32_t to);
+/* Dependencies @from[k] -> @to[k] (to depends on from), k < @n, added or
+ * (@remove) removed, all or none. _check: 0 when every pair names two live,
+ * different nodes, none twice, each absent (adding) or present (removing);
+ * -EINVAL, -E2BIG past a limit, -ENOMEM. _apply makes the change _check
+ * accepted, new dependencies last in the order given: 0, or -ENOMEM with
+ * nothing changed. Both sort: O(n log n) whatever the guest sends. */
+int graph_desc_edges_check(const struct graph_desc *d, const uint32_t *from, const uint32_t *to, uint32_t n,
+			   int remove);
+int graph_desc_edges_apply(struct graph_desc *d, const uint32_t *from, const uint32_t *to, uint32_t n,
+			   int remove);
+/* Replace every dependency of @d with the @n edges given, in their order
+ * (a graph read back from the backend). 0, -EINVAL (a bad or removed
+ * node, a self edge, an edge twice), -E2BIG, -ENOMEM; nothing changes on
+ * an error. */
+int graph_desc_deps_reset(struct graph_desc *d, const uint32_t *from, const uint32_t *to, size_t n);
+/* 1 when the @n values are distinct, 0 when not, -ENOMEM. */
+int graph_deps_unique(const uint32_t *v, uint32_t n);
 /* Mark node @i removed, with its edges in both directions. 0, -EINVAL. */
 int graph_desc_node_remove(struct graph_desc *d, uint32_t i);
 /* True when @i names a node that is not removed. */

@@ -622,13 +622,24 @@ SHIM_API CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, si
 		if (!idx)
 			res = CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	for (size_t i = 0; res == CUDA_SUCCESS && i < n; i++) {
-		bool has_dep = false;
+	if (res == CUDA_SUCCESS) {
+		/* Indices are below the largest one listed: mark those with a dependency. */
+		uint32_t top = 0;
+		uint8_t *has_dep;
 
-		for (size_t j = 0; j < e && !has_dep; j++)
-			has_dep = pair_b(edges, j) == pair_a(nodes, i);
+		for (size_t i = 0; i < n; i++)
+			if (pair_a(nodes, i) >= top)
+				top = pair_a(nodes, i) + 1;
+		has_dep = calloc(top + 1, 1);
 		if (!has_dep)
-			idx[roots++] = pair_a(nodes, i);
+			res = CUDA_ERROR_OUT_OF_MEMORY;
+		for (size_t j = 0; has_dep && j < e; j++)
+			if (pair_b(edges, j) < top)
+				has_dep[pair_b(edges, j)] = 1;
+		for (size_t i = 0; has_dep && i < n; i++)
+			if (!has_dep[pair_a(nodes, i)])
+				idx[roots++] = pair_a(nodes, i);
+		free(has_dep);
 	}
 	if (res == CUDA_SUCCESS)
 		res = nodes_give(graph, idx, roots, rootNodes, numRootNodes);

@@ -129,6 +129,8 @@ int checkpoint_begin(struct exec *ex, const struct checkpoint_request *req,
 	int fd = -1, ret;
 	CUresult res;
 
+	/* Graph descriptions are written when a snapshot needs them. */
+	exec_graph_journal_flush(ex);
 	if (!ex->journal || ex->journal_broken) {
 		snprintf(err, errlen, "the session's journal is unavailable; the session cannot be snapshotted");
 		return -EIO;

@@ -109,6 +109,7 @@ struct exec {
 	uint32_t capture_mode;      /* the worker thread's capture mode, as the guest set it */
 	struct exec_graph_alloc *gallocs;
 	unsigned galloc_count, galloc_cap;
+	bool graph_dirty;           /* a graph description awaits its journal write */
 };
 
 /* Open the backend's device and reserve the arena. 0 or -errno. */
@@ -157,6 +158,10 @@ void *exec_copy_buffer(struct exec *ex, size_t size);
 void exec_host_shared_close(struct exec *ex);
 
 /* exec_graph.c */
+/* Write the descriptions of graphs and executables changed since their
+ * last write; the journal has them all afterwards (a snapshot calls it
+ * before it copies the journal). */
+void exec_graph_journal_flush(struct exec *ex);
 /* Free a graph's or executable's info at session end (no backend calls). */
 void exec_graph_info_free(struct exec *ex, struct handle_entry *e);
 /* True while a stream capture is in progress: no snapshot then. */

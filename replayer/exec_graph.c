@@ -48,6 +48,7 @@ struct exec_graph {
 	unsigned execs;                 /* live executables instantiated from it */
 	uint8_t hash[TRACKER_HASH_SIZE];
 	bool journaled;
+	bool dirty;                     /* changed since its description was journaled */
 };
 
 struct exec_graph_exec {
@@ -57,6 +58,7 @@ struct exec_graph_exec {
 	uint64_t flags;
 	uint8_t hash[TRACKER_HASH_SIZE];
 	bool journaled;
+	bool dirty;
 };
 
 /* ---- lookups ------------------------------------------------------------ */
@@ -237,14 +239,51 @@ static void journal_desc(struct exec *ex, uint64_t handle, enum handle_kind kind
 		ex->journal_broken = true;
 }
 
+/* A description is written when a snapshot needs it, not at every change:
+ * rewriting a whole description per node would make building a graph of N
+ * nodes cost N^2, and per cuGraphExecKernelNodeSetParams would put a
+ * journal write in a loop that launches. */
 static void journal_graph(struct exec *ex, uint64_t handle, struct exec_graph *g)
 {
-	journal_desc(ex, handle, HANDLE_GRAPH, &g->d, g->hash, &g->journaled, 0, 0);
+	(void)handle;
+	g->dirty = true;
+	ex->graph_dirty = true;
 }
 
 static void journal_exec(struct exec *ex, uint64_t handle, struct exec_graph_exec *x)
 {
-	journal_desc(ex, handle, HANDLE_GRAPH_EXEC, &x->d, x->hash, &x->journaled, x->flags, x->origin);
+	(void)handle;
+	x->dirty = true;
+	ex->graph_dirty = true;
+}
+
+static int journal_entry_flush(struct handle_entry *e, void *arg)
+{
+	struct exec *ex = arg;
+
+	if (e->kind == HANDLE_GRAPH && e->info) {
+		struct exec_graph *g = e->info;
+
+		if (g->dirty && !g->capturing)
+			journal_desc(ex, e->handle, HANDLE_GRAPH, &g->d, g->hash, &g->journaled, 0, 0);
+		g->dirty = false;
+	} else if (e->kind == HANDLE_GRAPH_EXEC && e->info) {
+		struct exec_graph_exec *x = e->info;
+
+		if (x->dirty)
+			journal_desc(ex, e->handle, HANDLE_GRAPH_EXEC, &x->d, x->hash, &x->journaled, x->flags,
+				     x->origin);
+		x->dirty = false;
+	}
+	return 0;
+}
+
+void exec_graph_journal_flush(struct exec *ex)
+{
+	if (!ex->graph_dirty)
+		return;
+	handle_table_foreach(ex->handles, journal_entry_flush, ex);
+	ex->graph_dirty = false;
 }
 
 static void graph_info_release(struct exec *ex, struct exec_graph *g, bool gallocs)
@@ -478,6 +517,7 @@ static CUresult node_read(struct exec *ex, CUgraphNode real, struct graph_node *
 static CUresult desc_sync(struct exec *ex, struct graph_desc *d, CUgraph g, unsigned depth)
 {
 	CUgraphNode *nodes = NULL, *from = NULL, *to = NULL;
+	uint32_t *ia = NULL, *ib = NULL;
 	struct real_index *map = NULL;
 	size_t count = 0, edges = 0;
 	uint32_t mapped;
@@ -539,27 +579,33 @@ static CUresult desc_sync(struct exec *ex, struct graph_desc *d, CUgraph g, unsi
 		res = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	for (uint32_t i = 0; i < d->count; i++) {
-		free(d->nodes[i].deps);
-		d->nodes[i].deps = NULL;
-		d->nodes[i].ndeps = 0;
+	ia = malloc((edges ? edges : 1) * sizeof(*ia));
+	ib = malloc((edges ? edges : 1) * sizeof(*ib));
+	if (!ia || !ib) {
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
 	}
-	d->edges = 0;
 	for (size_t i = 0; i < edges; i++) {
-		uint32_t a = index_of_real(map, mapped, from[i]), b = index_of_real(map, mapped, to[i]);
-		int ret = a == GRAPH_NODE_NONE || b == GRAPH_NODE_NONE ? -EINVAL
-								       : graph_desc_edge_add(d, a, b);
-
-		if (ret && ret != -EEXIST) {
-			res = ret == -ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_NOT_SUPPORTED;
+		ia[i] = index_of_real(map, mapped, from[i]);
+		ib[i] = index_of_real(map, mapped, to[i]);
+		if (ia[i] == GRAPH_NODE_NONE || ib[i] == GRAPH_NODE_NONE) {
+			res = CUDA_ERROR_NOT_SUPPORTED;
 			goto out;
 		}
+	}
+	{
+		int ret = graph_desc_deps_reset(d, ia, ib, edges);
+
+		if (ret)
+			res = ret == -ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_NOT_SUPPORTED;
 	}
 out:
 	free(map);
 	free(nodes);
 	free(from);
 	free(to);
+	free(ia);
+	free(ib);
 	return res;
 }
 
@@ -861,7 +907,8 @@ CUresult exec_stream_end_capture(struct exec *ex, const struct wire_stream_end_c
 		rep->graph = 0;
 		return res;
 	}
-	desc_gallocs(ex, &g->d, +1);
+	/* Allocation nodes the guest added during the capture hold their
+	 * memory since they were made: no references to take here. */
 	journal_graph(ex, rep->graph, g);
 	return CUDA_SUCCESS;
 }
@@ -1019,11 +1066,16 @@ static CUresult deps_parse(const struct graph_desc *d, struct wire_blob blob, ui
 
 		if (!graph_desc_node_live(d, v))
 			goto out_inval;
-		for (uint32_t j = 0; j < i; j++)
-			if ((*idx)[j] == v)
-				goto out_inval;
 		(*idx)[i] = v;
 		(*reals)[i] = d->nodes[v].real;
+	}
+	switch (graph_deps_unique(*idx, count)) {
+	case 1:
+		break;
+	case 0:
+		goto out_inval;
+	default:
+		goto out_nomem;
 	}
 	*n = count;
 	return CUDA_SUCCESS;
@@ -1633,10 +1685,11 @@ CUresult exec_graph_edit_edges(struct exec *ex, const struct wire_graph_edit_edg
 			       struct wire_graph_edit_edges_rep *rep)
 {
 	CUgraphNode *from = NULL, *to = NULL;
-	uint32_t n = req->edges.len / 8;
+	uint32_t *a = NULL, *b = NULL, n = req->edges.len / 8;
 	CUgraph real;
 	struct exec_graph *g = graph_get(ex, req->graph, &real);
 	CUresult res = CUDA_SUCCESS;
+	int ret;
 
 	if (!g)
 		return CUDA_ERROR_INVALID_HANDLE;
@@ -1646,63 +1699,45 @@ CUresult exec_graph_edit_edges(struct exec *ex, const struct wire_graph_edit_edg
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	if (!n)
 		return CUDA_SUCCESS;
+	a = malloc(n * sizeof(*a));
+	b = malloc(n * sizeof(*b));
 	from = malloc(n * sizeof(*from));
 	to = malloc(n * sizeof(*to));
-	if (!from || !to) {
+	if (!a || !b || !from || !to) {
 		res = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	/* All or nothing: check every pair before the backend sees one. */
-	for (uint32_t i = 0; i < n && res == CUDA_SUCCESS; i++) {
-		uint32_t a = le32(req->edges.ptr + 8 * i), b = le32(req->edges.ptr + 8 * i + 4);
-		bool present = false;
-
-		if (!graph_desc_node_live(&g->d, a) || !graph_desc_node_live(&g->d, b) || a == b) {
-			res = CUDA_ERROR_INVALID_VALUE;
-			break;
-		}
-		for (uint32_t j = 0; j < g->d.nodes[b].ndeps; j++)
-			present |= g->d.nodes[b].deps[j] == a;
-		for (uint32_t j = 0; j < i; j++)
-			if (le32(req->edges.ptr + 8 * j) == a && le32(req->edges.ptr + 8 * j + 4) == b)
-				res = CUDA_ERROR_INVALID_VALUE;
-		if (present == !req->remove)
-			res = CUDA_ERROR_INVALID_VALUE;
-		if (!req->remove && g->d.edges + i >= GRAPH_DESC_EDGES_MAX)
-			res = CUDA_ERROR_OUT_OF_MEMORY;
-		from[i] = g->d.nodes[a].real;
-		to[i] = g->d.nodes[b].real;
+	for (uint32_t i = 0; i < n; i++) {
+		a[i] = le32(req->edges.ptr + 8 * i);
+		b[i] = le32(req->edges.ptr + 8 * i + 4);
 	}
-	if (res == CUDA_SUCCESS)
-		res = req->remove ? ex->be->cuGraphRemoveDependencies(real, from, to, n)
-				  : ex->be->cuGraphAddDependencies(real, from, to, n);
-	for (uint32_t i = 0; i < n && res == CUDA_SUCCESS; i++) {
-		uint32_t a = le32(req->edges.ptr + 8 * i), b = le32(req->edges.ptr + 8 * i + 4);
-		int ret = req->remove ? graph_desc_edge_remove(&g->d, a, b) : graph_desc_edge_add(&g->d, a, b);
-
-		if (ret) {
-			/* Out of memory half way: take the backend's edges back too. */
-			if (req->remove)
-				ex->be->cuGraphAddDependencies(real, from + i, to + i, n - i);
-			else
-				ex->be->cuGraphRemoveDependencies(real, from + i, to + i, n - i);
-			for (uint32_t j = 0; j < i; j++) {
-				a = le32(req->edges.ptr + 8 * j);
-				b = le32(req->edges.ptr + 8 * j + 4);
-				if (req->remove) {
-					graph_desc_edge_add(&g->d, a, b);
-					ex->be->cuGraphAddDependencies(real, from + j, to + j, 1);
-				} else {
-					graph_desc_edge_remove(&g->d, a, b);
-					ex->be->cuGraphRemoveDependencies(real, from + j, to + j, 1);
-				}
-			}
-			res = CUDA_ERROR_OUT_OF_MEMORY;
-		}
+	/* All or nothing: every pair is checked before the backend sees one. */
+	ret = graph_desc_edges_check(&g->d, a, b, n, req->remove);
+	if (ret) {
+		res = ret == -EINVAL ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
 	}
-	if (res == CUDA_SUCCESS)
-		journal_graph(ex, req->graph, g);
+	for (uint32_t i = 0; i < n; i++) {
+		from[i] = g->d.nodes[a[i]].real;
+		to[i] = g->d.nodes[b[i]].real;
+	}
+	res = req->remove ? ex->be->cuGraphRemoveDependencies(real, from, to, n)
+			  : ex->be->cuGraphAddDependencies(real, from, to, n);
+	if (res != CUDA_SUCCESS)
+		goto out;
+	if (graph_desc_edges_apply(&g->d, a, b, n, req->remove)) {
+		/* Out of memory: the backend's edges go back as they were. */
+		if (req->remove)
+			ex->be->cuGraphAddDependencies(real, from, to, n);
+		else
+			ex->be->cuGraphRemoveDependencies(real, from, to, n);
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	journal_graph(ex, req->graph, g);
 out:
+	free(a);
+	free(b);
 	free(from);
 	free(to);
 	return res;

@@ -21,11 +21,19 @@
 
 /* ---- node sets ---------------------------------------------------------- */
 
+static int node_set_push(struct sim_node_set *s, struct sim_gnode *n);
+
 int sim_node_set_add(struct sim_node_set *s, struct sim_gnode *n)
 {
 	for (unsigned i = 0; i < s->count; i++)
 		if (s->nodes[i] == n)
 			return 0;
+	return node_set_push(s, n);
+}
+
+/* Append without looking for @n: the caller knows it is not there. */
+static int node_set_push(struct sim_node_set *s, struct sim_gnode *n)
+{
 	if (s->count == s->cap) {
 		unsigned cap = s->cap ? s->cap * 2 : 4;
 		struct sim_gnode **p = realloc(s->nodes, cap * sizeof(*p));
@@ -141,8 +149,9 @@ struct sim_gnode *sim_gnode_add(struct sim_graph *g, CUgraphNodeType type, struc
 
 	if (!n)
 		return NULL;
+	/* Callers checked the dependencies are distinct. */
 	for (unsigned i = 0; i < ndeps; i++)
-		if (sim_node_set_add(&n->deps, deps[i])) {
+		if (node_set_push(&n->deps, deps[i])) {
 			sim_node_set_clear(&n->deps);
 			free(n);
 			return NULL;
@@ -239,7 +248,7 @@ struct sim_graph *sim_graph_clone(struct sim *sim, const struct sim_graph *g, bo
 	}
 	for (unsigned i = 0; i < g->count; i++)
 		for (unsigned j = 0; j < g->nodes[i]->deps.count; j++)
-			if (sim_node_set_add(&c->nodes[i]->deps, c->nodes[g->nodes[i]->deps.nodes[j]->index]))
+			if (node_set_push(&c->nodes[i]->deps, c->nodes[g->nodes[i]->deps.nodes[j]->index]))
 				goto out_free;
 	return c;
 out_free:
@@ -319,9 +328,19 @@ static CUresult exec_resolve(struct sim *sim, CUgraphExec h, struct sim_exec **o
 	return CUDA_ERROR_INVALID_VALUE;
 }
 
-/* Dependencies: nodes of @g, none twice. */
+static int ptr_cmp(const void *a, const void *b)
+{
+	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Dependencies: nodes of @g, none twice (sorted, not pairwise). */
 static CUresult deps_check(struct sim *sim, struct sim_graph *g, const CUgraphNode *deps, size_t n)
 {
+	uintptr_t *sorted;
+	CUresult rc = CUDA_SUCCESS;
+
 	if (n && !deps)
 		return CUDA_ERROR_INVALID_VALUE;
 	for (size_t i = 0; i < n; i++) {
@@ -329,11 +348,20 @@ static CUresult deps_check(struct sim *sim, struct sim_graph *g, const CUgraphNo
 
 		if (node_resolve(sim, deps[i], &d) || d->graph != g)
 			return CUDA_ERROR_INVALID_VALUE;
-		for (size_t j = 0; j < i; j++)
-			if (deps[j] == deps[i])
-				return CUDA_ERROR_INVALID_VALUE;
 	}
-	return CUDA_SUCCESS;
+	if (n < 2)
+		return CUDA_SUCCESS;
+	sorted = malloc(n * sizeof(*sorted));
+	if (!sorted)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (size_t i = 0; i < n; i++)
+		sorted[i] = (uintptr_t)deps[i];
+	qsort(sorted, n, sizeof(*sorted), ptr_cmp);
+	for (size_t i = 1; i < n && !rc; i++)
+		if (sorted[i] == sorted[i - 1])
+			rc = CUDA_ERROR_INVALID_VALUE;
+	free(sorted);
+	return rc;
 }
 
 /* Enter with a live graph and valid dependencies. */
@@ -575,13 +603,19 @@ CUresult sim_cuGraphNodeFindInClone(CUgraphNode *ph, CUgraphNode orig, CUgraph h
 		return rc;
 	rc = graph_resolve(sim, hclone, &c);
 	if (!rc) {
-		rc = CUDA_ERROR_INVALID_VALUE;
-		for (unsigned i = 0; i < c->count; i++)
-			if (c->nodes[i]->orig == (const struct sim_gnode *)orig) {
-				*ph = (CUgraphNode)c->nodes[i];
-				rc = CUDA_SUCCESS;
-				break;
-			}
+		struct sim_gnode *o;
+		unsigned i = 0;
+
+		/* A clone keeps its original's order until nodes are destroyed:
+		 * look where the node was first. */
+		if (!node_resolve(sim, orig, &o) && o->index < c->count && c->nodes[o->index]->orig == o)
+			i = o->index;
+		while (i < c->count && c->nodes[i]->orig != (const struct sim_gnode *)orig)
+			i++;
+		if (i < c->count)
+			*ph = (CUgraphNode)c->nodes[i];
+		else
+			rc = CUDA_ERROR_INVALID_VALUE;
 	}
 	sim_leave(sim);
 	return rc;
@@ -1029,49 +1063,58 @@ static int order_push(struct order *o, struct sim_gnode *n)
 	return 0;
 }
 
-/* Kahn's algorithm over @g, lowest index first; child graphs flattened in
- * their node's place. -ELOOP for a cycle. */
+/* Kahn's algorithm over @g, roots in index order; child graphs flattened
+ * in their node's place. -ELOOP for a cycle. O(nodes + edges). */
 static int order_build(const struct sim_graph *g, struct order *o, unsigned depth)
 {
-	unsigned *pending, *queue, head = 0, tail = 0, done = 0;
+	unsigned *pending, *queue, *first, *succ, head = 0, tail = 0, edges = 0;
 	int ret = 0;
 
 	if (depth > 64)
 		return -ELOOP;
+	for (unsigned i = 0; i < g->count; i++)
+		edges += g->nodes[i]->deps.count;
 	pending = calloc(g->count + 1, sizeof(unsigned));
 	queue = calloc(g->count + 1, sizeof(unsigned));
-	if (!pending || !queue) {
+	first = calloc(g->count + 2, sizeof(unsigned));
+	succ = calloc(edges + 1, sizeof(unsigned));
+	if (!pending || !queue || !first || !succ) {
 		ret = -ENOMEM;
 		goto out;
 	}
+	/* Successors of each node, in one array: first[i] .. first[i + 1]. */
+	for (unsigned i = 0; i < g->count; i++)
+		for (unsigned j = 0; j < g->nodes[i]->deps.count; j++)
+			first[g->nodes[i]->deps.nodes[j]->index + 2]++;
+	for (unsigned i = 2; i < g->count + 2; i++)
+		first[i] += first[i - 1];
+	for (unsigned i = 0; i < g->count; i++)
+		for (unsigned j = 0; j < g->nodes[i]->deps.count; j++)
+			succ[first[g->nodes[i]->deps.nodes[j]->index + 1]++] = i;
 	for (unsigned i = 0; i < g->count; i++) {
 		pending[i] = g->nodes[i]->deps.count;
 		if (!pending[i])
 			queue[tail++] = i;
 	}
 	while (head < tail && !ret) {
-		struct sim_gnode *n = g->nodes[queue[head++]];
+		unsigned at = queue[head++];
+		struct sim_gnode *n = g->nodes[at];
 
-		done++;
 		if (n->type == CU_GRAPH_NODE_TYPE_GRAPH)
 			ret = order_build(n->child, o, depth + 1);
 		else if (n->type != CU_GRAPH_NODE_TYPE_EMPTY)
 			ret = order_push(o, n);
-		/* Successors: nodes depending on n. O(N * E) at worst, fine for
-		 * what instantiation sees; ordered by index for determinism. */
-		for (unsigned i = 0; i < g->count && !ret; i++) {
-			struct sim_node_set *d = &g->nodes[i]->deps;
-
-			for (unsigned j = 0; j < d->count; j++)
-				if (d->nodes[j] == n && --pending[i] == 0)
-					queue[tail++] = i;
-		}
+		for (unsigned k = first[at]; k < first[at + 1]; k++)
+			if (--pending[succ[k]] == 0)
+				queue[tail++] = succ[k];
 	}
-	if (!ret && done != g->count)
+	if (!ret && head != g->count)
 		ret = -ELOOP;
 out:
 	free(pending);
 	free(queue);
+	free(first);
+	free(succ);
 	return ret;
 }
 

@@ -280,6 +280,7 @@ static struct journal_view journal_view(void)
 {
 	struct journal_view v = { 0 };
 
+	exec_graph_journal_flush(&fx.ex);
 	assert_int_equal(tracker_object_foreach(fx.ex.journal, NULL, 0, view_object, &v), 0);
 	assert_int_equal(tracker_image_foreach(fx.ex.journal, view_image, &v), 0);
 	return v;
@@ -457,6 +458,48 @@ static void test_capture(void **state)
 	assert_int_not_equal(exec_stream_end_capture(&fx.ex, &e, &er), CUDA_SUCCESS);
 }
 
+/* A guest may build large graphs and wide joins: the work per node must not
+ * grow with the graph (no rewrite of the description per node, no pairwise
+ * dependency checks). */
+static void test_large_graph(void **state)
+{
+	enum { CHAIN = 40000, JOIN = GRAPH_DESC_DEPS_MAX };
+	uint32_t *d = malloc(JOIN * sizeof(*d)), node, prev = NONE;
+	uint64_t g = graph_new();
+	struct wire_graph_instantiate_req ir = { .graph = g };
+	struct wire_graph_instantiate_rep irep;
+
+	assert_non_null(d);
+	for (uint32_t i = 0; i < CHAIN; i++) {
+		assert_int_equal(empty_add(g, prev == NONE ? (struct wire_blob){ 0 } : deps(&prev, 1), &node),
+				 CUDA_SUCCESS);
+		prev = node;
+	}
+	for (uint32_t i = 0; i < JOIN; i++)
+		d[i] = CHAIN - 1 - i % CHAIN;
+	/* 2^16 dependencies, some twice: refused; all distinct: accepted. */
+	assert_int_equal(empty_add(g, deps(d, JOIN), &node), CUDA_ERROR_INVALID_VALUE);
+	for (uint32_t i = 0; i < JOIN; i++)
+		d[i] = i < CHAIN ? i : 0;
+	assert_int_equal(empty_add(g, deps(d, CHAIN), &node), CUDA_SUCCESS);
+	assert_int_equal(node_count(g), CHAIN + 1);
+	assert_int_equal(exec_graph_instantiate(&fx.ex, &ir, &irep), CUDA_SUCCESS);
+	assert_int_equal(irep.status, CUDA_SUCCESS);
+	launch_and_sync(irep.exec);
+	exec_graph_journal_flush(&fx.ex);
+	assert_false(fx.ex.journal_broken);
+	{
+		struct wire_graph_exec_destroy_req xd = { .exec = irep.exec };
+		struct wire_graph_exec_destroy_rep xr;
+		struct wire_graph_destroy_req gd = { .graph = g };
+		struct wire_graph_destroy_rep gr;
+
+		assert_int_equal(exec_graph_exec_destroy(&fx.ex, &xd, &xr), CUDA_SUCCESS);
+		assert_int_equal(exec_graph_destroy(&fx.ex, &gd, &gr), CUDA_SUCCESS);
+	}
+	free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -464,6 +507,7 @@ int main(void)
 		cmocka_unit_test(test_journal_and_restore),
 		cmocka_unit_test(test_mem_nodes),
 		cmocka_unit_test(test_capture),
+		cmocka_unit_test(test_large_graph),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
