@@ -7,7 +7,8 @@
  *     (a node added to it by hand, cudaStreamUpdateCaptureDependencies),
  *     relaxed mode with cudaMalloc inside the capture, the capture mode of a
  *     thread, and the errors: a synchronisation during capture invalidates
- *     it, the legacy stream cannot capture;
+ *     it, the legacy stream cannot capture; a copy from pinned host memory in
+ *     a capture (native: a memcpy node; tern: cudaErrorNotSupported);
  *  3. a graph built node by node: memset, kernel, 1D copy, empty, child graph,
  *     event record and wait nodes, memory allocation and free nodes, edges
  *     added afterwards; its shape read back (nodes, roots, edges, types);
@@ -217,6 +218,40 @@ static void capture_details(void)
 	CHECK(cudaStreamEndCapture(s, &g));
 	CHECK(cudaGraphDestroy(g));
 	CHECK(cudaFree(tmp));
+
+	/* A copy from pinned host memory in a capture: natively a memcpy node
+	 * that reads the buffer when the graph runs; tern refuses it, since the
+	 * graph runs where the guest's memory is not (docs/limits.md). */
+	{
+		int *pinned;
+		cudaError_t e;
+
+		CHECK(cudaMallocHost(&pinned, N * sizeof(int)));
+		for (int i = 0; i < N; i++)
+			pinned[i] = 7 * i;
+		CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+		e = cudaMemcpyAsync(a, pinned, N * sizeof(int), cudaMemcpyHostToDevice, s);
+		if (under_tern()) {
+			REQUIRE(e == cudaErrorNotSupported, "a host copy in a capture under tern: %d %s", (int)e,
+				cudaGetErrorName(e));
+			cudaGetLastError();
+		} else {
+			CHECK(e);
+		}
+		CHECK(cudaStreamEndCapture(s, &g));
+		if (!under_tern()) {
+			CHECK(cudaGraphInstantiate(&x, g, 0));
+			for (int i = 0; i < N; i++)
+				pinned[i] = 30;         /* read when the graph runs */
+			CHECK(cudaGraphLaunch(x, s));
+			CHECK(cudaStreamSynchronize(s));
+			CHECK(cudaGraphExecDestroy(x));
+		}
+		CHECK(cudaGraphDestroy(g));
+		CHECK(cudaFreeHost(pinned));
+		for (int v : fetch(a))
+			REQUIRE(v == 30, "after the host copy's capture a holds %d", v);
+	}
 
 	/* The thread's mode. */
 	mode = cudaStreamCaptureModeRelaxed;
