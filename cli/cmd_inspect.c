@@ -17,6 +17,7 @@
 #include "fatbin.h"
 #include "snap_format.h"
 #include "snap_reader.h"
+#include "graph_desc.h"
 #include "snap_store.h"
 #include "tracker.h"
 
@@ -29,8 +30,19 @@ static const struct {
 	const char *name;
 } object_kinds[] = {
 	{ 1, "context" }, { 3, "library" }, { 2, "module" }, { 5, "kernel" },
-	{ 4, "function" }, { 6, "stream" }, { 7, "event" },
+	{ 4, "function" }, { 6, "stream" }, { 7, "event" }, { 8, "graph" }, { 9, "graph_exec" },
 };
+
+/* The executor's region kinds (replayer/exec.h, enum exec_region_kind). */
+static const char *region_kind_name(uint32_t kind)
+{
+	switch (kind) {
+	case 0: return "device";
+	case 1: return "graph";
+	case 2: return "graph-freed";
+	default: return "other";
+	}
+}
 
 #define NKINDS (sizeof(object_kinds) / sizeof(object_kinds[0]))
 
@@ -68,6 +80,7 @@ static const char *image_format_name(uint32_t format)
 	case CUIMAGE_FORMAT_WRAPPER: return "fatbin-wrapper";
 	case CUIMAGE_FORMAT_ELF: return "cubin";
 	case CUIMAGE_FORMAT_PTX: return "ptx";
+	case GRAPH_DESC_IMAGE_FORMAT: return "graph";
 	default: return NULL;
 	}
 }
@@ -166,6 +179,19 @@ static struct object_args object_args_decode(const struct tracker_object *o)
 		if (n == 4) {
 			a.ok = a.has_flags = true;
 			a.flags = le32(p);
+		}
+		break;
+	case 8: /* graph: its description's hash */
+		if (n == 16) {
+			a.ok = true;
+			a.hash = p;
+		}
+		break;
+	case 9: /* executable graph: hash, u64 flags, u64 origin graph */
+		if (n == 32 && !le32(p + 20)) {
+			a.ok = a.has_flags = true;
+			a.hash = p;
+			a.flags = le32(p + 16);
 		}
 		break;
 	}
@@ -270,7 +296,7 @@ static int region_print(void *arg, uint64_t addr, const struct tracker_region *r
 		json_u64_put(&in->w, "addr", addr);
 		json_u64_put(&in->w, "size", r->size);
 		json_u64_put(&in->w, "kind", r->kind);
-		json_string_put(&in->w, "kind_name", r->kind == 0 ? "device" : "other");
+		json_string_put(&in->w, "kind_name", region_kind_name(r->kind));
 		json_u64_put(&in->w, "flags", r->flags);
 		json_u64_put(&in->w, "owner", r->owner);
 		json_object_end(&in->w);
@@ -278,7 +304,7 @@ static int region_print(void *arg, uint64_t addr, const struct tracker_region *r
 	}
 	ckpt_size_format(r->size, size, sizeof(size));
 	printf("    0x%016llx  %12s  %-8s  0x%-6x  0x%016llx\n", (unsigned long long)addr, size,
-	       r->kind == 0 ? "device" : "other", r->flags, (unsigned long long)r->owner);
+	       region_kind_name(r->kind), r->flags, (unsigned long long)r->owner);
 	return 0;
 }
 
@@ -289,6 +315,7 @@ static int image_print(void *arg, const uint8_t hash[TRACKER_HASH_SIZE],
 	uint8_t h[TRACKER_HASH_SIZE];
 	const char *fn = image_format_name(im->format);
 	char hex[40], size[32];
+	long nodes = -2;         /* not a graph */
 	bool intact;
 
 	/* The snapshot checksum covers the file; this checks the journal's own
@@ -296,6 +323,13 @@ static int image_print(void *arg, const uint8_t hash[TRACKER_HASH_SIZE],
 	tracker_image_hash(bytes, im->size, h);
 	intact = !memcmp(h, hash, TRACKER_HASH_SIZE);
 	hex_format(hash, TRACKER_HASH_SIZE, hex, sizeof(hex));
+	/* A graph description: how many nodes, or that it does not decode. */
+	if (im->format == GRAPH_DESC_IMAGE_FORMAT) {
+		struct graph_desc d;
+
+		nodes = graph_desc_decode(&d, bytes, im->size) ? -1 : (long)d.weight;
+		graph_desc_release(&d);
+	}
 	if (in->c->json) {
 		json_object_begin(&in->w, NULL);
 		json_string_put(&in->w, "hash", hex);
@@ -307,12 +341,19 @@ static int image_print(void *arg, const uint8_t hash[TRACKER_HASH_SIZE],
 		json_u64_put(&in->w, "size", im->size);
 		json_u64_put(&in->w, "refs", im->refs);
 		json_bool_put(&in->w, "hash_ok", intact);
+		if (nodes >= 0)
+			json_u64_put(&in->w, "graph_nodes", (uint64_t)nodes);
+		else if (nodes == -1)
+			json_bool_put(&in->w, "graph_ok", false);
 		json_object_end(&in->w);
 		return 0;
 	}
 	ckpt_size_format(im->size, size, sizeof(size));
-	printf("    %s  %-14s  %10s  %6llu  %s\n", hex, fn ? fn : "?", size,
-	       (unsigned long long)im->refs, intact ? "hash ok" : "HASH MISMATCH");
+	printf("    %s  %-14s  %10s  %6llu  %s%s\n", hex, fn ? fn : "?", size,
+	       (unsigned long long)im->refs, intact ? "hash ok" : "HASH MISMATCH",
+	       nodes == -1 ? ", DESCRIPTION DOES NOT DECODE" : "");
+	if (nodes >= 0)
+		printf("      graph of %ld nodes\n", nodes);
 	return 0;
 }
 

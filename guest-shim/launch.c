@@ -21,9 +21,7 @@ _Static_assert(sizeof(CUlaunchAttributeValue) == LAUNCH_ATTR_VALUE,
 	       "CUlaunchAttributeValue is 64 bytes in CUDA 13");
 _Static_assert(offsetof(CUlaunchAttribute, value) == 8, "CUlaunchAttribute layout");
 
-/* The argument buffer: *@buf is malloc'ed (free it) or NULL for none. */
-static CUresult launch_args(uint64_t fn, void **kernelParams, void **extra, uint8_t **buf,
-			    uint32_t *len)
+CUresult launch_args(uint64_t fn, void **kernelParams, void **extra, uint8_t **buf, uint32_t *len)
 {
 	*buf = NULL;
 	*len = 0;

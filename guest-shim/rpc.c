@@ -129,6 +129,7 @@ static void atfork_child(void)
 	shim.replay_tail = NULL;
 	shim.replay_bytes = 0;
 	shim.durable_seq = shim.resume_seq = shim.replay_gap = 0;
+	shim.worker_capture_mode = 0;   /* a new session's worker starts in global mode */
 	/* The flusher thread stayed in the parent; the parent's batch is its own. */
 	shim.flusher_running = false;
 	shim.batch_len = 0;
@@ -138,6 +139,7 @@ static void atfork_child(void)
 	host_range_reset(&shim);
 	device_cache_reset(&shim);
 	ctx_table_reset(&shim);
+	capture_reset();
 	pthread_mutex_unlock(&shim.cache_lock);
 	pthread_mutex_unlock(&shim.conn_lock);
 }
@@ -725,29 +727,22 @@ static int batch_reserve_locked(struct shim_process *p, size_t len)
 	return 0;
 }
 
-CUresult rpc_defer(uint32_t id, struct wire_msg *req)
+/* Queue @req in the batch of requests that want no reply. */
+static CUresult defer_locked(struct shim_process *p, uint32_t id, struct wire_msg *req)
 {
-	struct shim_process *p = shim_process();
 	struct iovec iov[WIRE_MSG_IOV_MAX];
-	struct wire_cursor unused;
 	struct wire_header h = { .call = id, .flags = WIRE_F_NO_REPLY };
-	CUresult status;
+	CUresult status = CUDA_SUCCESS;
 	size_t len = 0;
 	int niov;
 
-	if (!p->lazy)
-		return rpc_call(id, req, &unused);
-	pthread_mutex_lock(&p->conn_lock);
-	status = conn_ready_locked(p);
-	if (status != CUDA_SUCCESS)
-		goto out_unlock;
 	h.ctx = ctx_current();
 	h.seq = ++p->seq;
 	niov = req->failed ? -EMSGSIZE : wire_msg_finish(req, &h, iov);
 	if (niov < 0) {
 		p->seq--;
 		status = CUDA_ERROR_INVALID_VALUE;
-		goto out_unlock;
+		goto out;
 	}
 	p->stat_calls++;
 	replay_append_locked(p, id, h.seq, true, iov, niov);
@@ -760,7 +755,7 @@ CUresult rpc_defer(uint32_t id, struct wire_msg *req)
 		batch_flush_locked(p);
 		if (conn_send_locked(p, iov, niov))
 			pr_warn("sending a deferred request failed; the next call reconnects");
-		goto out_unlock;
+		goto out;
 	}
 	for (int i = 0; i < niov; i++) {
 		memcpy(p->batch + p->batch_len, iov[i].iov_base, iov[i].iov_len);
@@ -782,7 +777,43 @@ CUresult rpc_defer(uint32_t id, struct wire_msg *req)
 	} else {
 		pthread_cond_signal(&p->batch_cond);
 	}
-out_unlock:
+out:
+	return status;
+}
+
+/* The worker runs every guest thread's calls on one thread: before a call,
+ * it takes the calling thread's capture mode (cuThreadExchangeStreamCaptureMode),
+ * sent as a deferred request ahead of it when the mode differs from the one
+ * the worker has. */
+static void capture_mode_sync_locked(struct shim_process *p)
+{
+	struct wire_capture_mode_set_req req = { .mode = capture_mode_current() };
+	struct wire_msg m;
+
+	if (req.mode == p->worker_capture_mode)
+		return;
+	wire_msg_init(&m);
+	wire_capture_mode_set_req_encode(&m, &req);
+	if (defer_locked(p, WIRE_CALL_CAPTURE_MODE_SET, &m) == CUDA_SUCCESS)
+		p->worker_capture_mode = req.mode;
+	wire_msg_release(&m);
+}
+
+CUresult rpc_defer(uint32_t id, struct wire_msg *req)
+{
+	struct shim_process *p = shim_process();
+	struct wire_cursor unused;
+	CUresult status;
+
+	/* During a capture every call gets the driver's answer at once. */
+	if (!p->lazy || capture_active())
+		return rpc_call(id, req, &unused);
+	pthread_mutex_lock(&p->conn_lock);
+	status = conn_ready_locked(p);
+	if (status == CUDA_SUCCESS) {
+		capture_mode_sync_locked(p);
+		status = defer_locked(p, id, req);
+	}
 	pthread_mutex_unlock(&p->conn_lock);
 	return status;
 }
@@ -805,6 +836,7 @@ CUresult rpc_call_fd(uint32_t id, struct wire_msg *req, struct wire_cursor *rep,
 	status = conn_ready_locked(p);
 	if (status != CUDA_SUCCESS)
 		goto out_unlock;
+	capture_mode_sync_locked(p);
 	p->stat_calls++;
 	seq = ++p->seq;
 	for (;;) {

@@ -116,6 +116,7 @@ struct shim_process {
 	pthread_cond_t batch_cond;
 	bool flusher_running;
 	uint64_t stat_calls, stat_round_trips, stat_batches;
+	uint32_t worker_capture_mode;   /* the capture mode last sent to the worker */
 
 	/* Device attribute cache; guarded by cache_lock like everything below. */
 	pthread_mutex_t cache_lock;
@@ -170,6 +171,24 @@ void host_range_reset(struct shim_process *p);
 CUresult memory_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stream, bool async);
 CUresult memory_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, bool async);
 
+/* launch.c */
+/* A launch's arguments packed by @fn's parameter layout (kernelParams) or
+ * as the caller's `extra` buffer: *@buf is malloc'ed (free it) or NULL for
+ * none, *@len its length. */
+CUresult launch_args(uint64_t fn, void **kernelParams, void **extra, uint8_t **buf, uint32_t *len);
+
+/* capture.c */
+/* Streams with a capture begun through this process: while there is one,
+ * calls that are usually deferred are sent at once, so that an error the
+ * driver gives during capture comes back from the call that caused it. */
+bool capture_active(void);
+/* The calling thread's capture mode (cuThreadExchangeStreamCaptureMode). */
+uint32_t capture_mode_current(void);
+/* Forget the parent's captures (the child after fork). */
+void capture_reset(void);
+/* True when every edge datum is the default one (all zero); NULL is. */
+bool graph_edges_default(const CUgraphEdgeData *edges, size_t n);
+
 /* device.c */
 void device_cache_reset(struct shim_process *p);
 /* One attribute, from the per-device cache. */
@@ -180,6 +199,46 @@ CUresult device_attribute(CUdevice dev, int attrib, int *value);
 static inline bool handle_kind_is(uint64_t handle, enum wire_handle_kind kind)
 {
 	return handle && (handle >> WIRE_HANDLE_KIND_SHIFT) == kind;
+}
+
+/* Graph nodes are named on the wire by their graph and index; the guest's
+ * CUgraphNode packs both: a tag byte, the graph handle's serial (32 bits)
+ * and the index (24 bits). */
+#define SHIM_NODE_TAG 0x88ull
+#define SHIM_NODE_INDEX_BITS 24
+
+static inline CUgraphNode shim_node(uint64_t graph, uint32_t index)
+{
+	uint64_t serial = graph & ((1ull << WIRE_HANDLE_KIND_SHIFT) - 1);
+
+	if (serial >> 32 || index >> SHIM_NODE_INDEX_BITS)
+		return NULL;
+	return (CUgraphNode)(uintptr_t)(SHIM_NODE_TAG << 56 | serial << SHIM_NODE_INDEX_BITS | index);
+}
+
+static inline void shim_le32_put(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+
+static inline uint32_t shim_le32_get(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline bool shim_node_decode(CUgraphNode node, uint64_t *graph, uint32_t *index)
+{
+	uint64_t v = (uint64_t)(uintptr_t)node;
+
+	if (v >> 56 != SHIM_NODE_TAG)
+		return false;
+	*graph = (uint64_t)WIRE_HANDLE_GRAPH << WIRE_HANDLE_KIND_SHIFT |
+		 ((v >> SHIM_NODE_INDEX_BITS) & 0xffffffffull);
+	*index = (uint32_t)(v & ((1u << SHIM_NODE_INDEX_BITS) - 1));
+	return true;
 }
 
 /* Stream handles as the worker sees them; the per-thread (_ptds, _ptsz) entry points treat

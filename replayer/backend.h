@@ -115,7 +115,43 @@
 	BACKEND_ENTRY(cuOccupancyMaxActiveClusters, 11070)              \
 	BACKEND_ENTRY(cuOccupancyMaxPotentialClusterSize, 11070)        \
 	BACKEND_ENTRY(cuGetErrorName, 6000)                             \
-	BACKEND_ENTRY(cuGetErrorString, 6000)
+	BACKEND_ENTRY(cuGetErrorString, 6000)                           \
+	BACKEND_ENTRY(cuStreamBeginCapture, 10010)                      \
+	BACKEND_ENTRY(cuStreamEndCapture, 10000)                        \
+	BACKEND_ENTRY(cuStreamIsCapturing, 10000)                       \
+	BACKEND_ENTRY(cuStreamGetCaptureInfo, 11030)                    \
+	BACKEND_ENTRY(cuStreamUpdateCaptureDependencies, 11030)         \
+	BACKEND_ENTRY(cuThreadExchangeStreamCaptureMode, 10010)         \
+	BACKEND_ENTRY(cuGraphCreate, 10000)                             \
+	BACKEND_ENTRY(cuGraphDestroy, 10000)                            \
+	BACKEND_ENTRY(cuGraphClone, 10000)                              \
+	BACKEND_ENTRY(cuGraphNodeFindInClone, 10000)                    \
+	BACKEND_ENTRY(cuGraphGetNodes, 10000)                           \
+	BACKEND_ENTRY(cuGraphGetEdges, 10000)                           \
+	BACKEND_ENTRY(cuGraphNodeGetType, 10000)                        \
+	BACKEND_ENTRY(cuGraphAddDependencies, 10000)                    \
+	BACKEND_ENTRY(cuGraphRemoveDependencies, 10000)                 \
+	BACKEND_ENTRY(cuGraphDestroyNode, 10000)                        \
+	BACKEND_ENTRY(cuGraphAddKernelNode, 12000)                      \
+	BACKEND_ENTRY(cuGraphKernelNodeGetParams, 12000)                \
+	BACKEND_ENTRY(cuGraphKernelNodeSetParams, 12000)                \
+	BACKEND_ENTRY(cuGraphAddMemcpyNode, 10000)                      \
+	BACKEND_ENTRY(cuGraphMemcpyNodeGetParams, 10000)                \
+	BACKEND_ENTRY(cuGraphAddMemsetNode, 10000)                      \
+	BACKEND_ENTRY(cuGraphMemsetNodeGetParams, 10000)                \
+	BACKEND_ENTRY(cuGraphAddEmptyNode, 10000)                       \
+	BACKEND_ENTRY(cuGraphAddChildGraphNode, 10000)                  \
+	BACKEND_ENTRY(cuGraphChildGraphNodeGetGraph, 10000)             \
+	BACKEND_ENTRY(cuGraphAddEventRecordNode, 11010)                 \
+	BACKEND_ENTRY(cuGraphEventRecordNodeGetEvent, 11010)            \
+	BACKEND_ENTRY(cuGraphAddEventWaitNode, 11010)                   \
+	BACKEND_ENTRY(cuGraphEventWaitNodeGetEvent, 11010)              \
+	BACKEND_ENTRY(cuGraphInstantiateWithParams, 12000)              \
+	BACKEND_ENTRY(cuGraphExecDestroy, 10000)                        \
+	BACKEND_ENTRY(cuGraphLaunch, 10000)                             \
+	BACKEND_ENTRY(cuGraphUpload, 11010)                             \
+	BACKEND_ENTRY(cuGraphExecUpdate, 12000)                         \
+	BACKEND_ENTRY(cuGraphExecKernelNodeSetParams, 12000)
 
 #define BACKEND_MEMBER(name, version) PFN_##name##_v##version name;
 

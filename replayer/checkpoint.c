@@ -20,12 +20,15 @@
 /* Journal meta keys of the replayer (the tracker reserves those below 0x10000). */
 #define META_NEXT_SERIAL(kind) (TRACKER_META_USER + (uint32_t)(kind))
 #define META_QUOTA (TRACKER_META_USER + 0x100)
+#define META_CAPTURE_MODE (TRACKER_META_USER + 0x101)
 
 /* Objects come back parents first: contexts, libraries, their modules and
- * kernels, plain modules, functions, then streams and events. */
+ * kernels, plain modules, functions, then streams and events, then graphs
+ * (their kernel and event nodes name functions and events) and executable
+ * graphs (which count the graph they came from). */
 static const uint32_t restore_order[] = {
 	HANDLE_CONTEXT, HANDLE_LIBRARY, HANDLE_MODULE, HANDLE_KERNEL,
-	HANDLE_FUNCTION, HANDLE_STREAM, HANDLE_EVENT,
+	HANDLE_FUNCTION, HANDLE_STREAM, HANDLE_EVENT, HANDLE_GRAPH, HANDLE_GRAPH_EXEC,
 };
 
 struct checkpoint_job {
@@ -82,6 +85,8 @@ static int journal_bookkeeping(struct exec *ex, uint64_t seq, const void *reply,
 	if (!ret)
 		ret = tracker_meta_u64_set(ex->journal, META_QUOTA, ex->cfg.quota);
 	if (!ret)
+		ret = tracker_meta_u64_set(ex->journal, META_CAPTURE_MODE, ex->capture_mode);
+	if (!ret)
 		ret = tracker_reply_set(ex->journal, seq, reply, len);
 	return ret;
 }
@@ -124,9 +129,17 @@ int checkpoint_begin(struct exec *ex, const struct checkpoint_request *req,
 	int fd = -1, ret;
 	CUresult res;
 
+	/* Graph descriptions are written when a snapshot needs them. */
+	exec_graph_journal_flush(ex);
 	if (!ex->journal || ex->journal_broken) {
 		snprintf(err, errlen, "the session's journal is unavailable; the session cannot be snapshotted");
 		return -EIO;
+	}
+	/* A capture in progress is driver state no journal holds, and the
+	 * quiescing synchronisation would invalidate it. */
+	if (exec_capture_active(ex)) {
+		snprintf(err, errlen, "a stream capture is in progress; snapshot once it has ended");
+		return -EBUSY;
 	}
 	job = calloc(1, sizeof(*job));
 	if (!job)
@@ -400,6 +413,20 @@ static int restore_object(void *arg, uint64_t handle, const struct tracker_objec
 		res = ex->be->cuEventCreate((CUevent *)&real, flags);
 		break;
 	}
+	case HANDLE_GRAPH:
+	case HANDLE_GRAPH_EXEC:
+		/* args: the description's hash [, u64 flags, u64 origin graph] */
+		if (o->args_len != (o->kind == HANDLE_GRAPH ? TRACKER_HASH_SIZE : TRACKER_HASH_SIZE + 16) ||
+		    tracker_image_get(rc->saved, o->args, &im, &bytes)) {
+			snprintf(rc->err, rc->errlen, "graph 0x%llx: description missing from the journal",
+				 (unsigned long long)handle);
+			return -EBADMSG;
+		}
+		res = exec_graph_restore(ex, handle, o->kind, o->args, o->args_len, bytes, im.size,
+					 rc->err, rc->errlen);
+		if (res != CUDA_SUCCESS)
+			return -EIO;
+		return 0;       /* journaled by the executor with its description */
 	default:
 		snprintf(rc->err, rc->errlen, "object 0x%llx of unknown kind %u", (unsigned long long)handle, o->kind);
 		return -EBADMSG;
@@ -419,14 +446,24 @@ journal:
 static int restore_region(void *arg, uint64_t addr, const struct tracker_region *r)
 {
 	struct restore_ctx *rc = arg;
-	CUresult res = arena_alloc_at(rc->ex->arena, addr, r->size);
+	CUresult res;
 
+	if (r->kind > EXEC_REGION_GRAPH_FREED) {
+		snprintf(rc->err, rc->errlen, "region 0x%llx of unknown kind %u", (unsigned long long)addr,
+			 r->kind);
+		return -EBADMSG;
+	}
+	res = arena_alloc_at(rc->ex->arena, addr, r->size);
 	if (res != CUDA_SUCCESS) {
 		snprintf(rc->err, rc->errlen, "cannot map 0x%llx+%llu again (CUDA error %d)",
 			 (unsigned long long)addr, (unsigned long long)r->size, res);
 		return -ENOMEM;
 	}
-	exec_journal_region(rc->ex, addr, r->size);
+	/* A graph allocation: the graphs restored later take their references. */
+	if (r->kind != EXEC_REGION_DEVICE &&
+	    exec_graph_alloc_restore(rc->ex, addr, r->size, r->kind == EXEC_REGION_GRAPH_FREED))
+		return -ENOMEM;
+	exec_journal_region_kind(rc->ex, addr, r->size, (enum exec_region_kind)r->kind);
 	return 0;
 }
 
@@ -491,6 +528,12 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
 	for (uint32_t k = HANDLE_CONTEXT; k < HANDLE_KIND_MAX; k++)
 		if (!tracker_meta_u64_get(saved, META_NEXT_SERIAL(k), &v))
 			handle_table_next_serial_set(ex->handles, (enum handle_kind)k, v);
+	if (!tracker_meta_u64_get(saved, META_CAPTURE_MODE, &v) && v <= CU_STREAM_CAPTURE_MODE_RELAXED) {
+		CUstreamCaptureMode mode = (CUstreamCaptureMode)v;
+
+		if (ex->be->cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS)
+			ex->capture_mode = (uint32_t)v;
+	}
 	ret = tracker_reply_get(saved, seq, &r, &rlen);
 	if (ret) {
 		snprintf(err, sizeof(err), "snapshot '%s' records no sequence number", name);

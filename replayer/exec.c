@@ -64,8 +64,9 @@ out_ctx:
 
 static int entry_release(struct handle_entry *e, void *arg)
 {
-	(void)arg;
-	if (e->kind == HANDLE_FUNCTION || e->kind == HANDLE_KERNEL) {
+	if (e->kind == HANDLE_GRAPH || e->kind == HANDLE_GRAPH_EXEC) {
+		exec_graph_info_free(arg, e);
+	} else if (e->kind == HANDLE_FUNCTION || e->kind == HANDLE_KERNEL) {
 		struct exec_kernel_info *ki = e->info;
 
 		if (ki)
@@ -84,11 +85,13 @@ void exec_close(struct exec *ex)
 	exec_journal_close(ex);
 	arena_close(ex->arena);
 	if (ex->handles) {
-		handle_table_foreach(ex->handles, entry_release, NULL);
+		handle_table_foreach(ex->handles, entry_release, ex);
 		handle_table_destroy(ex->handles);
 	}
 	free(ex->extra);
 	free(ex->copy_buf);
+	free(ex->captures);
+	free(ex->gallocs);
 	memset(ex, 0, sizeof(*ex));
 }
 

@@ -58,6 +58,29 @@ struct exec_host_buf {
 	struct exec_host_buf *next;
 };
 
+/* A stream capture in progress (exec_graph.c), by its origin stream. */
+struct exec_capture {
+	uint64_t stream;            /* virtual handle (or 2, the per-thread stream) */
+	void *graph_real;           /* the backend's graph being captured into */
+	uint64_t graph;             /* its handle once the guest asked for it, else 0 */
+};
+
+/* Device memory of a graph's memory allocation node: mapped in the arena
+ * from the node's creation until no graph or executable holds the node and
+ * the memory was freed (a free node, cuMemFree). */
+struct exec_graph_alloc {
+	uint64_t addr, bytes;
+	uint32_t refs;              /* graphs and executables holding the alloc node */
+	bool freed;
+};
+
+/* Region kinds in the journal (docs/journal.md, "Executor records"). */
+enum exec_region_kind {
+	EXEC_REGION_DEVICE = 0,     /* cuMemAlloc */
+	EXEC_REGION_GRAPH = 1,      /* a graph allocation node's memory */
+	EXEC_REGION_GRAPH_FREED = 2,  /* the same, freed, kept while a graph holds it */
+};
+
 struct exec {
 	struct backend *be;
 	struct handle_table *handles;
@@ -81,6 +104,12 @@ struct exec {
 	int host_sock;              /* where shared buffers' memfds arrive; -1: not offered */
 	struct exec_host_buf *host_bufs;
 	uint64_t host_bytes, host_bytes_max;
+	struct exec_capture *captures;
+	unsigned capture_count, capture_cap;
+	uint32_t capture_mode;      /* the worker thread's capture mode, as the guest set it */
+	struct exec_graph_alloc *gallocs;
+	unsigned galloc_count, galloc_cap;
+	bool graph_dirty;           /* a graph description awaits its journal write */
 };
 
 /* Open the backend's device and reserve the arena. 0 or -errno. */
@@ -108,6 +137,8 @@ CUresult exec_object_add_image(struct exec *ex, enum handle_kind kind, void *rea
 			       const void *image, size_t size, uint64_t *handle);
 void exec_object_remove(struct exec *ex, uint64_t handle);
 void exec_journal_region(struct exec *ex, uint64_t addr, uint64_t size);
+void exec_journal_region_kind(struct exec *ex, uint64_t addr, uint64_t size,
+			      enum exec_region_kind kind);
 void exec_journal_region_drop(struct exec *ex, uint64_t addr);
 
 /* Helpers shared by the handler files. */
@@ -125,6 +156,36 @@ struct wire_blob exec_params_blob(const struct exec_params *p, uint32_t *buf);
 void *exec_copy_buffer(struct exec *ex, size_t size);
 /* exec_host_shared.c: drop every shared host buffer (session end). */
 void exec_host_shared_close(struct exec *ex);
+
+/* exec_graph.c */
+/* Write the descriptions of graphs and executables changed since their
+ * last write; the journal has them all afterwards (a snapshot calls it
+ * before it copies the journal). */
+void exec_graph_journal_flush(struct exec *ex);
+/* Free a graph's or executable's info at session end (no backend calls). */
+void exec_graph_info_free(struct exec *ex, struct handle_entry *e);
+/* True while a stream capture is in progress: no snapshot then. */
+static inline bool exec_capture_active(const struct exec *ex)
+{
+	return ex->capture_count > 0;
+}
+/* A copy between the guest's memory and the device cannot be part of a
+ * graph (the worker cannot reach the guest's memory when the graph runs):
+ * CUDA_ERROR_NOT_SUPPORTED when @s is capturing. */
+CUresult exec_host_copy_capture_check(struct exec *ex, CUstream s);
+/* A stream was destroyed: a capture begun on it is gone. */
+void exec_graph_stream_destroyed(struct exec *ex, uint64_t stream);
+/* cuMemFree of a graph allocation: marks it freed (true), or false when
+ * @addr is no graph allocation. */
+bool exec_graph_alloc_free(struct exec *ex, uint64_t addr);
+/* Restore: a graph allocation's region came back mapped. */
+int exec_graph_alloc_restore(struct exec *ex, uint64_t addr, uint64_t bytes, bool freed);
+/* Restore a graph or executable (@o, kind GRAPH or GRAPH_EXEC) from its
+ * encoded description. CUDA_SUCCESS or why not; @err says which part. */
+CUresult exec_graph_restore(struct exec *ex, uint64_t handle, uint32_t kind, const uint8_t *args,
+			    uint32_t args_len, const void *desc, size_t desc_len, char *err,
+			    size_t errlen);
+
 
 
 /* The guest sees its session's device as device 0. */

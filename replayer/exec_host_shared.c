@@ -158,8 +158,15 @@ void exec_host_shared_close(struct exec *ex)
 /* The stream, or NULL for a synchronous copy. */
 static CUresult copy_stream(struct exec *ex, uint64_t handle, uint32_t async, CUstream *s)
 {
+	CUresult res;
+
 	*s = NULL;
-	return async ? exec_stream_real(ex, handle, s) : CUDA_SUCCESS;
+	if (!async)
+		return CUDA_SUCCESS;
+	res = exec_stream_real(ex, handle, s);
+	/* A graph holding our mapping of the guest's buffer could not be
+	 * rebuilt by a restore, which runs before the buffers are shared again. */
+	return res == CUDA_SUCCESS ? exec_host_copy_capture_check(ex, *s) : res;
 }
 
 CUresult exec_memcpy_htod_shared(struct exec *ex, const struct wire_memcpy_htod_shared_req *req,

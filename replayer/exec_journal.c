@@ -107,8 +107,11 @@ void exec_object_remove(struct exec *ex, uint64_t handle)
 	ret = tracker_object_get(ex->journal, handle, &o);
 	if (ret == -ENOENT)
 		return;
-	if (!ret && (o.kind == HANDLE_MODULE || o.kind == HANDLE_LIBRARY) &&
-	    o.args_len == TRACKER_HASH_SIZE) {
+	/* Modules and libraries name their image, graphs and executables their
+	 * description (docs/journal.md), by the hash in their first bytes. */
+	if (!ret && (((o.kind == HANDLE_MODULE || o.kind == HANDLE_LIBRARY || o.kind == HANDLE_GRAPH) &&
+		      o.args_len == TRACKER_HASH_SIZE) ||
+		     (o.kind == HANDLE_GRAPH_EXEC && o.args_len == TRACKER_HASH_SIZE + 16))) {
 		/* The record's bytes live until the next write: copy the hash first. */
 		memcpy(hash, o.args, sizeof(hash));
 		ret = tracker_object_del(ex->journal, handle);
@@ -123,7 +126,13 @@ void exec_object_remove(struct exec *ex, uint64_t handle)
 
 void exec_journal_region(struct exec *ex, uint64_t addr, uint64_t size)
 {
-	struct tracker_region r = { .size = size, .owner = ex->primary_ctx, .kind = 0 };
+	exec_journal_region_kind(ex, addr, size, EXEC_REGION_DEVICE);
+}
+
+void exec_journal_region_kind(struct exec *ex, uint64_t addr, uint64_t size,
+			      enum exec_region_kind kind)
+{
+	struct tracker_region r = { .size = size, .owner = ex->primary_ctx, .kind = kind };
 	int ret;
 
 	if (!ex->journal || ex->journal_broken)

@@ -47,8 +47,14 @@ CUresult exec_mem_free(struct exec *ex, const struct wire_mem_free_req *req,
 
 	if (req->address == 0)
 		return CUDA_SUCCESS;    /* cuMemFree(0) is a no-op */
-	/* Freeing memory a kernel may still use: the driver synchronises too. */
-	ex->be->cuCtxSynchronize();
+	/* A graph allocation stays mapped while a graph holds its node. */
+	if (exec_graph_alloc_free(ex, req->address))
+		return CUDA_SUCCESS;
+	/* Freeing memory a kernel may still use: the driver synchronises too.
+	 * During a capture that synchronisation is what the driver refuses. */
+	res = ex->be->cuCtxSynchronize();
+	if (res == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED || res == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
+		return res;
 	res = arena_free(ex->arena, req->address);
 	if (res == CUDA_SUCCESS)
 		exec_journal_region_drop(ex, req->address);
@@ -116,6 +122,8 @@ CUresult exec_memcpy_htod(struct exec *ex, const struct wire_memcpy_htod_req *re
 	if (!req->async)
 		return ex->be->cuMemcpyHtoD(req->dst, req->data.ptr, req->data.len);
 	res = exec_stream_real(ex, req->stream, &s);
+	if (res == CUDA_SUCCESS)
+		res = exec_host_copy_capture_check(ex, s);
 	if (res != CUDA_SUCCESS)
 		return res;
 	/* The payload buffer is reused by the next request; a pageable source is
@@ -139,6 +147,8 @@ CUresult exec_memcpy_dtoh(struct exec *ex, const struct wire_memcpy_dtoh_req *re
 		res = ex->be->cuMemcpyDtoH(buf, req->src, req->bytes);
 	} else {
 		res = exec_stream_real(ex, req->stream, &s);
+		if (res == CUDA_SUCCESS)
+			res = exec_host_copy_capture_check(ex, s);
 		if (res == CUDA_SUCCESS)
 			res = ex->be->cuMemcpyDtoHAsync(buf, req->src, req->bytes, s);
 		/* The bytes travel in the reply, so the copy must be done by then. */

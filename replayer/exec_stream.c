@@ -39,8 +39,10 @@ CUresult exec_stream_destroy(struct exec *ex, const struct wire_stream_destroy_r
 	if (!e)
 		return CUDA_ERROR_INVALID_HANDLE;
 	res = ex->be->cuStreamDestroy(e->real);
-	if (res == CUDA_SUCCESS)
+	if (res == CUDA_SUCCESS) {
+		exec_graph_stream_destroyed(ex, req->stream);
 		exec_object_remove(ex, req->stream);
+	}
 	return res;
 }
 

@@ -137,6 +137,15 @@ struct sim_dev {
 	pthread_cond_t work;
 };
 
+struct sim_capture;
+struct sim_gnode;
+
+/* Nodes a capturing stream's next operation depends on (sim_capture.c). */
+struct sim_node_set {
+	unsigned count, cap;
+	struct sim_gnode **nodes;
+};
+
 struct sim_stream {
 	struct sim_stream *next;
 	struct sim_ctx *ctx;
@@ -145,6 +154,8 @@ struct sim_stream {
 	bool builtin;                   /* a context's NULL or per-thread stream */
 	bool destroyed;                 /* freed once its commands completed */
 	uint64_t submitted, completed;
+	struct sim_capture *capture;    /* the capture it takes part in, or NULL */
+	struct sim_node_set cdeps;
 };
 
 struct sim_event {
@@ -154,8 +165,60 @@ struct sim_event {
 	bool destroyed;
 	uint64_t gen;                   /* records enqueued */
 	uint64_t done;                  /* records reached by the device */
-	uint64_t pending;               /* queued commands referring to it */
+	uint64_t pending;               /* queued commands and graph nodes referring to it */
 	uint64_t time_ns;               /* CLOCK_MONOTONIC of the last one reached */
+	struct sim_capture *capture;    /* last recorded in this capture, or NULL */
+	struct sim_node_set cdeps;      /* what that record depended on */
+};
+
+/* A graph (sim_graph.c): nodes in creation order, each with its
+ * dependencies. Every graph is in sim->graphs: the guest's, those embedded
+ * in child nodes and executables' private copies. */
+struct sim_graph {
+	struct sim_graph *next;
+	unsigned count, cap;
+	struct sim_gnode **nodes;
+	bool owned;                     /* embedded in a node or an executable */
+	struct sim_capture *capture;    /* a capture adds to it */
+};
+
+struct sim_gnode {
+	struct sim_graph *graph;
+	unsigned index;                 /* in graph->nodes */
+	CUgraphNodeType type;
+	struct sim_node_set deps;
+	const struct sim_gnode *orig;   /* what it was cloned from */
+	union {
+		struct {
+			struct sim_func *fn;    /* NULL once its module is unloaded */
+			unsigned grid[3], block[3], shared_bytes;
+			uint8_t *args;          /* packed, fn->param_bytes */
+			void **ptrs;            /* into args, for GetParams */
+		} kernel;
+		CUDA_MEMCPY3D copy;
+		CUDA_MEMSET_NODE_PARAMS set;
+		struct sim_event *event;
+		struct sim_graph *child;
+	};
+	unsigned mark;                  /* scratch for walks */
+};
+
+struct sim_exec {
+	struct sim_exec *next;
+	struct sim_graph *graph;        /* private copy; node->orig: the instantiated graph's */
+	unsigned count;
+	struct sim_gnode **order;       /* leaf nodes, children flattened, in a topological order */
+	unsigned long long flags;
+};
+
+struct sim_capture {
+	struct sim_capture *next;
+	struct sim_graph *graph;
+	uint64_t id;
+	CUstreamCaptureMode mode;
+	pthread_t thread;
+	struct sim_stream *origin;
+	bool invalidated;
 };
 
 struct sim_param {
@@ -223,6 +286,11 @@ struct sim {
 	unsigned plugin_count;
 	struct sim_plugin_kernel *kernels;
 	unsigned kernel_count;
+	struct sim_graph *graphs;
+	struct sim_exec *execs;
+	struct sim_capture *captures;
+	uint64_t capture_ids;
+	unsigned walk_mark;             /* sim_gnode.mark of the current walk */
 };
 
 extern struct sim *sim_self;
@@ -257,6 +325,10 @@ void sim_cmd_free(struct sim_cmd *cmd);
 void sim_dev_wait(struct sim *sim, struct sim_dev *dev, uint64_t seq);
 /* Wait for every device to drain (cuMemUnmap and friends are synchronous). */
 void sim_all_wait(struct sim *sim);
+CUresult sim_event_lookup(struct sim *sim, CUevent h, struct sim_event **out);
+/* Enter, require a current context and resolve a stream in one step;
+ * returns with the lock held on success. */
+CUresult sim_enter_stream(CUstream h, struct sim **psim, struct sim_stream **ps);
 struct sim_stream *sim_stream_new(struct sim_ctx *ctx, unsigned flags, int priority,
 				  bool builtin);
 void sim_ctx_streams_destroy(struct sim *sim, struct sim_ctx *ctx);
@@ -276,6 +348,68 @@ void sim_fault_uninstall(void);
  * overflow is caught too. Returns the stack to free with _release. */
 void *sim_fault_thread_init(void);
 void sim_fault_thread_release(void *stack);
+
+/* Kernels (sim_module.c), shared by launches and graph kernel nodes; lock held. */
+CUresult sim_func_lookup(struct sim *sim, const void *h, struct sim_func **out);
+/* Geometry and shared memory against the limits: CUDA_ERROR_INVALID_VALUE. */
+CUresult sim_kernel_check(const struct sim_func *f, const unsigned grid[3], const unsigned block[3],
+			  unsigned shared_bytes);
+/* Arguments from kernelParams or extra, packed at their offsets into @args
+ * (f->param_bytes bytes). */
+CUresult sim_kernel_args_pack(const struct sim_func *f, void **params, void **extra, uint8_t *args);
+/* A launch command with a copy of packed @args; NULL when out of memory. */
+struct sim_cmd *sim_kernel_cmd_new(struct sim_func *f, const uint8_t *args, const unsigned grid[3],
+				   const unsigned block[3], unsigned shared_bytes);
+
+/* Queue @cmd on @s, or add it to the graph @s is capturing (sim_capture.c).
+ * Takes @cmd either way; lock held. */
+CUresult sim_stream_enqueue(struct sim *sim, struct sim_stream *s, struct sim_cmd *cmd);
+/* Synchronous work: queue on the legacy stream and wait; otherwise as
+ * sim_stream_enqueue. Returns the context's sticky error after a wait. */
+CUresult sim_stream_enqueue_sync(struct sim *sim, struct sim_stream *s, struct sim_cmd *cmd, bool sync);
+
+/* Graphs (sim_graph.c); lock held. */
+void sim_graphs_forget_funcs(struct sim *sim, const struct sim_func *funcs, unsigned count);
+void sim_graphs_teardown(struct sim *sim);
+struct sim_graph *sim_graph_new(struct sim *sim, bool owned);
+void sim_graph_free(struct sim *sim, struct sim_graph *g);
+/* A node appended to @g after @deps (nodes of @g); its parameters are the
+ * caller's to fill. NULL when out of memory. */
+struct sim_gnode *sim_gnode_add(struct sim_graph *g, CUgraphNodeType type, struct sim_gnode *const *deps,
+				unsigned ndeps);
+/* An owned deep copy of @g (nodes' orig point at @g's). */
+struct sim_graph *sim_graph_clone(struct sim *sim, const struct sim_graph *g, bool owned);
+bool sim_graph_live(struct sim *sim, const struct sim_graph *g);
+int sim_node_set_add(struct sim_node_set *s, struct sim_gnode *n);
+void sim_node_set_clear(struct sim_node_set *s);
+int sim_node_set_copy(struct sim_node_set *dst, const struct sim_node_set *src);
+
+/* Capture (sim_capture.c); lock held. */
+/* Work on the legacy stream while a blocking stream of its context
+ * captures: the capture is invalidated, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT. */
+CUresult sim_capture_legacy_check(struct sim *sim, struct sim_stream *s);
+/* A potentially unsafe call (a synchronous copy or memset) under the
+ * calling thread's capture mode: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and
+ * the captures that forbid it are invalidated. */
+CUresult sim_capture_unsafe_check(struct sim *sim);
+/* Synchronising a stream or context that captures: the capture is
+ * invalidated, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED. @s NULL: any in @ctx. */
+CUresult sim_capture_sync_check(struct sim *sim, struct sim_ctx *ctx, struct sim_stream *s);
+/* End every capture in @ctx (context teardown) or all (NULL), or one,
+ * dropping their graphs. */
+void sim_captures_drop(struct sim *sim, struct sim_ctx *ctx);
+void sim_captures_drop_one(struct sim *sim, struct sim_capture *cap);
+/* An event leaves whatever capture it was recorded in. */
+void sim_event_capture_clear(struct sim_event *ev);
+/* Record / wait on a capturing stream: CUDA_SUCCESS when handled here,
+ * -1 (as CUresult) when @s does not capture and the caller goes on. */
+#define SIM_NOT_CAPTURING ((CUresult)-1)
+CUresult sim_capture_event_record(struct sim *sim, struct sim_stream *s, struct sim_event *ev,
+				  unsigned flags);
+CUresult sim_capture_event_wait(struct sim *sim, struct sim_stream *s, struct sim_event *ev,
+				unsigned flags);
+/* A graph launched into a capturing stream becomes a child node. */
+CUresult sim_capture_graph(struct sim *sim, struct sim_stream *s, struct sim_exec *x);
 
 /* Every entry point, sim_<driver name>, declared from its PFN typedef so that
  * a definition with another signature fails to compile. */

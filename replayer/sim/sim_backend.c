@@ -424,6 +424,7 @@ static CUresult sim_ctx_activate(struct sim *sim, struct sim_ctx *ctx)
 static void sim_ctx_deactivate(struct sim *sim, struct sim_ctx *ctx)
 {
 	sim_dev_wait(sim, ctx->dev, ctx->dev->submitted);
+	sim_captures_drop(sim, ctx);
 	sim_modules_teardown(sim, ctx);
 	sim_ctx_streams_destroy(sim, ctx);
 	ctx->legacy = ctx->per_thread = NULL;
@@ -580,6 +581,8 @@ CUresult sim_cuCtxSynchronize(void)
 	if (rc)
 		return rc;
 	rc = sim_ctx_require(sim, &ctx);
+	if (!rc)
+		rc = sim_capture_sync_check(sim, ctx, NULL);
 	if (!rc) {
 		sim_dev_wait(sim, ctx->dev, ctx->dev->submitted);
 		rc = ctx->sticky;
@@ -823,6 +826,7 @@ static void sim_destroy(struct sim *sim)
 	for (unsigned i = 0; i < sim->dev_count; i++)
 		sim_dev_stop(&sim->devs[i]);
 	pthread_mutex_lock(&sim->lock);
+	sim_graphs_teardown(sim);
 	for (unsigned i = 0; i < sim->dev_count; i++) {
 		struct sim_ctx *ctx = &sim->devs[i].ctx;
 

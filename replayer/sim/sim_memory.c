@@ -744,7 +744,6 @@ static CUresult sim_copy(enum sim_copy_dir dir, void *dst, const void *src, size
 	struct sim_ctx *ctx;
 	struct sim_cmd *cmd;
 	struct sim *sim;
-	uint64_t seq;
 	CUresult rc;
 
 	rc = sim_enter(&sim);
@@ -753,6 +752,10 @@ static CUresult sim_copy(enum sim_copy_dir dir, void *dst, const void *src, size
 	rc = sim_ctx_require(sim, &ctx);
 	if (!rc)
 		rc = sim_stream_resolve(sim, sync ? NULL : h, ctx, &s);
+	if (!rc && sync)
+		rc = sim_capture_unsafe_check(sim);
+	if (!rc)
+		rc = sim_capture_legacy_check(sim, s);
 	if (rc)
 		goto out;
 	if (!rc && ctx->sticky) {
@@ -786,11 +789,7 @@ static CUresult sim_copy(enum sim_copy_dir dir, void *dst, const void *src, size
 	cmd->copy.dst = dst;
 	cmd->copy.src = src;
 	cmd->copy.bytes = bytes;
-	seq = sim_cmd_submit(sim, s, cmd);
-	if (sync) {
-		sim_dev_wait(sim, ctx->dev, seq);
-		rc = ctx->sticky;
-	}
+	rc = sim_stream_enqueue_sync(sim, s, cmd, sync);
 out:
 	sim_leave(sim);
 	return rc;
@@ -836,7 +835,6 @@ static CUresult sim_memset(CUdeviceptr dst, uint32_t value, unsigned elem, size_
 	struct sim_cmd *cmd;
 	struct sim *sim;
 	size_t bytes;
-	uint64_t seq;
 	CUresult rc;
 
 	rc = sim_enter(&sim);
@@ -845,6 +843,10 @@ static CUresult sim_memset(CUdeviceptr dst, uint32_t value, unsigned elem, size_
 	rc = sim_ctx_require(sim, &ctx);
 	if (!rc)
 		rc = sim_stream_resolve(sim, sync ? NULL : h, ctx, &s);
+	if (!rc && sync)
+		rc = sim_capture_unsafe_check(sim);
+	if (!rc)
+		rc = sim_capture_legacy_check(sim, s);
 	if (!rc)
 		rc = ctx->sticky;
 	if (rc || !count)
@@ -864,11 +866,7 @@ static CUresult sim_memset(CUdeviceptr dst, uint32_t value, unsigned elem, size_
 	cmd->memset.value = value;
 	cmd->memset.elem = elem;
 	cmd->memset.count = count;
-	seq = sim_cmd_submit(sim, s, cmd);
-	if (sync) {
-		sim_dev_wait(sim, ctx->dev, seq);
-		rc = ctx->sticky;
-	}
+	rc = sim_stream_enqueue_sync(sim, s, cmd, sync);
 out:
 	sim_leave(sim);
 	return rc;

@@ -113,6 +113,8 @@ void sim_plugins_unload(struct sim *sim)
 
 static void sim_module_free(struct sim *sim, struct sim_module *m)
 {
+	/* Graph nodes launching its kernels can no longer run. */
+	sim_graphs_forget_funcs(sim, m->funcs, m->func_count);
 	for (uint32_t i = 0; i < m->func_count; i++) {
 		free(m->funcs[i].name);
 		free(m->funcs[i].params);
@@ -795,49 +797,44 @@ struct sim_launch_args {
 	void **extra;
 };
 
-static bool sim_dims_ok(const struct sim_launch_args *a)
+CUresult sim_func_lookup(struct sim *sim, const void *h, struct sim_func **out)
 {
-	uint64_t threads = (uint64_t)a->block[0] * a->block[1] * a->block[2];
-
-	if (!a->grid[0] || !a->grid[1] || !a->grid[2] || !threads)
-		return false;
-	return a->grid[0] <= 2147483647u && a->grid[1] <= 65535 && a->grid[2] <= 65535 &&
-	       a->block[0] <= 1024 && a->block[1] <= 1024 && a->block[2] <= 64 &&
-	       threads <= 1024;
+	return sim_func_resolve(sim, h, out);
 }
 
-/* Copy the arguments into one block: bytes at their image offsets, then the
- * pointer array and the size array of struct sim_launch. */
-static CUresult sim_params_pack(const struct sim_func *f, const struct sim_launch_args *a,
-				struct sim_cmd *cmd)
+CUresult sim_kernel_check(const struct sim_func *f, const unsigned grid[3], const unsigned block[3],
+			  unsigned shared_bytes)
 {
-	size_t ptrs_at = ((size_t)f->param_bytes + 15) & ~(size_t)15;
-	size_t sizes_at = ptrs_at + f->param_count * sizeof(void *);
-	void **ptrs;
-	uint32_t *sizes;
-	uint8_t *block;
+	uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
 
-	if (a->params && a->extra)
+	if (!grid[0] || !grid[1] || !grid[2] || !threads)
 		return CUDA_ERROR_INVALID_VALUE;
-	block = calloc(1, sizes_at + f->param_count * sizeof(uint32_t) + 1);
-	if (!block)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	ptrs = (void **)(block + ptrs_at);
-	sizes = (uint32_t *)(block + sizes_at);
-	cmd->kernel.block = block;
-	if (a->params) {
+	if (grid[0] > 2147483647u || grid[1] > 65535 || grid[2] > 65535 || block[0] > 1024 ||
+	    block[1] > 1024 || block[2] > 64 || threads > 1024)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (shared_bytes > (unsigned)f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES])
+		return CUDA_ERROR_INVALID_VALUE;
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_kernel_args_pack(const struct sim_func *f, void **params, void **extra, uint8_t *args)
+{
+	if (params && extra)
+		return CUDA_ERROR_INVALID_VALUE;
+	memset(args, 0, f->param_bytes);
+	if (params) {
 		for (uint32_t i = 0; i < f->param_count; i++) {
-			if (!a->params[i])
+			if (!params[i])
 				return CUDA_ERROR_INVALID_VALUE;
-			memcpy(block + f->params[i].offset, a->params[i], f->params[i].size);
+			memcpy(args + f->params[i].offset, params[i], f->params[i].size);
 		}
-	} else if (a->extra) {
+	} else if (extra) {
 		const void *buf = NULL;
 		const size_t *buf_size = NULL;
 		unsigned i;
 
-		for (i = 0; i < SIM_EXTRA_MAX && a->extra[2 * i] != CU_LAUNCH_PARAM_END; i++) {
-			void *key = a->extra[2 * i], *value = a->extra[2 * i + 1];
+		for (i = 0; i < SIM_EXTRA_MAX && extra[2 * i] != CU_LAUNCH_PARAM_END; i++) {
+			void *key = extra[2 * i], *value = extra[2 * i + 1];
 
 			if (key == CU_LAUNCH_PARAM_BUFFER_POINTER)
 				buf = value;
@@ -848,18 +845,48 @@ static CUresult sim_params_pack(const struct sim_func *f, const struct sim_launc
 		}
 		if (i == SIM_EXTRA_MAX || !buf || !buf_size || *buf_size < f->param_bytes)
 			return CUDA_ERROR_INVALID_VALUE;
-		memcpy(block, buf, f->param_bytes);
+		memcpy(args, buf, f->param_bytes);
 	} else if (f->param_count) {
 		return CUDA_ERROR_INVALID_VALUE;
 	}
+	return CUDA_SUCCESS;
+}
+
+/* One block holds the arguments at their image offsets, then the pointer
+ * array and the size array of struct sim_launch. */
+struct sim_cmd *sim_kernel_cmd_new(struct sim_func *f, const uint8_t *args, const unsigned grid[3],
+				   const unsigned block[3], unsigned shared_bytes)
+{
+	size_t ptrs_at = ((size_t)f->param_bytes + 15) & ~(size_t)15;
+	size_t sizes_at = ptrs_at + f->param_count * sizeof(void *);
+	struct sim_cmd *cmd = sim_cmd_new(SIM_CMD_KERNEL);
+	uint8_t *b;
+	void **ptrs;
+	uint32_t *sizes;
+
+	if (!cmd)
+		return NULL;
+	b = calloc(1, sizes_at + f->param_count * sizeof(uint32_t) + 1);
+	if (!b) {
+		sim_cmd_free(cmd);
+		return NULL;
+	}
+	memcpy(b, args, f->param_bytes);
+	ptrs = (void **)(b + ptrs_at);
+	sizes = (uint32_t *)(b + sizes_at);
 	for (uint32_t i = 0; i < f->param_count; i++) {
-		ptrs[i] = block + f->params[i].offset;
+		ptrs[i] = b + f->params[i].offset;
 		sizes[i] = f->params[i].size;
 	}
+	cmd->kernel.block = b;
+	cmd->kernel.fn = f;
+	cmd->kernel.launch.grid = (struct sim_dim3){ grid[0], grid[1], grid[2] };
+	cmd->kernel.launch.block = (struct sim_dim3){ block[0], block[1], block[2] };
+	cmd->kernel.launch.shared_bytes = shared_bytes;
 	cmd->kernel.launch.param_count = f->param_count;
 	cmd->kernel.launch.params = ptrs;
 	cmd->kernel.launch.param_sizes = sizes;
-	return CUDA_SUCCESS;
+	return cmd;
 }
 
 static CUresult sim_launch(const void *hfunc, const struct sim_launch_args *a)
@@ -869,6 +896,7 @@ static CUresult sim_launch(const void *hfunc, const struct sim_launch_args *a)
 	struct sim_cmd *cmd;
 	struct sim_func *f;
 	struct sim *sim;
+	uint8_t *args = NULL;
 	CUresult rc;
 
 	rc = sim_enter(&sim);
@@ -881,35 +909,34 @@ static CUresult sim_launch(const void *hfunc, const struct sim_launch_args *a)
 		rc = sim_stream_resolve(sim, a->stream, ctx, &s);
 	if (!rc)
 		rc = ctx->sticky;
+	if (!rc)
+		rc = sim_kernel_check(f, a->grid, a->block, a->shared_bytes);
 	if (rc)
 		goto out;
-	if (!sim_dims_ok(a) ||
-	    a->shared_bytes > (unsigned)f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES]) {
-		rc = CUDA_ERROR_INVALID_VALUE;
-		goto out;
-	}
-	cmd = sim_cmd_new(SIM_CMD_KERNEL);
-	if (!cmd) {
+	args = malloc(f->param_bytes + 1);
+	if (!args) {
 		rc = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	rc = sim_params_pack(f, a, cmd);
+	rc = sim_kernel_args_pack(f, a->params, a->extra, args);
 	if (!rc && !f->cpu) {
 		if (!f->warned)
 			pr_warn("no CPU version of kernel %s: launch not supported", f->name);
 		f->warned = true;
 		rc = CUDA_ERROR_NOT_SUPPORTED;
 	}
-	if (rc) {
-		sim_cmd_free(cmd);
+	if (!rc)
+		rc = sim_capture_legacy_check(sim, s);
+	if (rc)
+		goto out;
+	cmd = sim_kernel_cmd_new(f, args, a->grid, a->block, a->shared_bytes);
+	if (!cmd) {
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	cmd->kernel.fn = f;
-	cmd->kernel.launch.grid = (struct sim_dim3){ a->grid[0], a->grid[1], a->grid[2] };
-	cmd->kernel.launch.block = (struct sim_dim3){ a->block[0], a->block[1], a->block[2] };
-	cmd->kernel.launch.shared_bytes = a->shared_bytes;
-	sim_cmd_submit(sim, s, cmd);
+	rc = sim_stream_enqueue(sim, s, cmd);
 out:
+	free(args);
 	sim_leave(sim);
 	return rc;
 }

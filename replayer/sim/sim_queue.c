@@ -138,8 +138,10 @@ static void sim_cmd_complete(struct sim *sim, struct sim_dev *dev, struct sim_cm
 
 		if (cmd->kind == SIM_CMD_EVENT && cmd->event.gen > ev->done)
 			ev->done = cmd->event.gen;
-		if (--ev->pending == 0 && ev->destroyed)
+		if (--ev->pending == 0 && ev->destroyed) {
+			sim_node_set_clear(&ev->cdeps);
 			free(ev);
+		}
 	}
 	dev->completed = cmd->seq;
 	s->completed++;
@@ -250,7 +252,12 @@ void sim_ctx_streams_destroy(struct sim *sim, struct sim_ctx *ctx)
 
 		if (e->ctx == ctx) {
 			*pe = e->next;
-			free(e);
+			sim_event_capture_clear(e);
+			/* Graph nodes still name it: freed with the last of them. */
+			if (e->pending)
+				e->destroyed = true;
+			else
+				free(e);
 		} else {
 			pe = &e->next;
 		}
@@ -279,7 +286,7 @@ CUresult sim_stream_resolve(struct sim *sim, CUstream h, struct sim_ctx *ctx,
 	return CUDA_ERROR_INVALID_HANDLE;
 }
 
-static CUresult sim_event_resolve(struct sim *sim, CUevent h, struct sim_event **out)
+CUresult sim_event_lookup(struct sim *sim, CUevent h, struct sim_event **out)
 {
 	for (struct sim_event *e = sim->events; e; e = e->next)
 		if ((CUevent)e == h) {
@@ -289,8 +296,7 @@ static CUresult sim_event_resolve(struct sim *sim, CUevent h, struct sim_event *
 	return CUDA_ERROR_INVALID_HANDLE;
 }
 
-/* Enter, require a current context and resolve a stream in one step. */
-static CUresult sim_enter_stream(CUstream h, struct sim **psim, struct sim_stream **ps)
+CUresult sim_enter_stream(CUstream h, struct sim **psim, struct sim_stream **ps)
 {
 	struct sim_ctx *ctx;
 	CUresult rc;
@@ -362,6 +368,18 @@ CUresult sim_cuStreamDestroy(CUstream h)
 		rc = CUDA_ERROR_INVALID_HANDLE;
 		goto out;
 	}
+	/* A capture cannot go on without its stream. */
+	if (s->capture) {
+		struct sim_capture *cap = s->capture;
+
+		if (cap->origin == s) {
+			sim_captures_drop_one(sim, cap);
+		} else {
+			cap->invalidated = true;
+			s->capture = NULL;
+			sim_node_set_clear(&s->cdeps);
+		}
+	}
 	/* Work already queued still runs; the stream goes when it is done. */
 	sim_stream_unlink(sim, s);
 	if (s->completed == s->submitted)
@@ -391,6 +409,9 @@ CUresult sim_cuStreamSynchronize(CUstream h)
 	rc = sim_enter_stream(h, &sim, &s);
 	if (rc)
 		return rc;
+	rc = sim_capture_sync_check(sim, s->ctx, s);
+	if (rc)
+		goto out;
 	/* The legacy stream synchronises with every blocking stream; the
 	 * device FIFO already orders them, so waiting for the device's
 	 * submissions so far is both correct and what the driver waits for. */
@@ -399,6 +420,7 @@ CUresult sim_cuStreamSynchronize(CUstream h)
 	else
 		sim_stream_wait(sim, s);
 	rc = s->ctx->sticky;
+out:
 	sim_leave(sim);
 	return rc;
 }
@@ -412,7 +434,9 @@ CUresult sim_cuStreamQuery(CUstream h)
 	rc = sim_enter_stream(h, &sim, &s);
 	if (rc)
 		return rc;
-	rc = s->ctx->sticky;
+	rc = sim_capture_sync_check(sim, s->ctx, s);
+	if (!rc)
+		rc = s->ctx->sticky;
 	if (!rc && s->completed < s->submitted)
 		rc = CUDA_ERROR_NOT_READY;
 	sim_leave(sim);
@@ -432,9 +456,15 @@ CUresult sim_cuStreamWaitEvent(CUstream h, CUevent hev, unsigned int flags)
 	rc = sim_enter_stream(h, &sim, &s);
 	if (rc)
 		return rc;
-	rc = sim_event_resolve(sim, hev, &ev);
+	rc = sim_event_lookup(sim, hev, &ev);
+	if (!rc)
+		rc = sim_capture_legacy_check(sim, s);
 	if (rc)
 		goto out;
+	rc = sim_capture_event_wait(sim, s, ev, flags);
+	if (rc != SIM_NOT_CAPTURING)
+		goto out;
+	rc = CUDA_SUCCESS;
 	/* Nothing recorded, or already reached, or queued on the same
 	 * device before this point: the FIFO already gives the order. */
 	if (ev->done >= ev->gen || ev->ctx->dev == s->ctx->dev)
@@ -534,13 +564,20 @@ CUresult sim_cuEventRecordWithFlags(CUevent hev, CUstream h, unsigned int flags)
 	rc = sim_enter_stream(h, &sim, &s);
 	if (rc)
 		return rc;
-	rc = sim_event_resolve(sim, hev, &ev);
+	rc = sim_event_lookup(sim, hev, &ev);
 	if (rc)
 		goto out;
 	if (ev->ctx != s->ctx) {
 		rc = CUDA_ERROR_INVALID_HANDLE;
 		goto out;
 	}
+	rc = sim_capture_legacy_check(sim, s);
+	if (rc)
+		goto out;
+	rc = sim_capture_event_record(sim, s, ev, flags);
+	if (rc != SIM_NOT_CAPTURING)
+		goto out;
+	rc = CUDA_SUCCESS;
 	cmd = sim_cmd_new(SIM_CMD_EVENT);
 	if (!cmd) {
 		rc = CUDA_ERROR_OUT_OF_MEMORY;
@@ -568,7 +605,9 @@ CUresult sim_cuEventQuery(CUevent hev)
 	rc = sim_enter(&sim);
 	if (rc)
 		return rc;
-	rc = sim_event_resolve(sim, hev, &ev);
+	rc = sim_event_lookup(sim, hev, &ev);
+	if (!rc && ev->capture)
+		rc = CUDA_ERROR_CAPTURED_EVENT;
 	/* Never recorded counts as complete, as in the driver. */
 	if (!rc && ev->done < ev->gen)
 		rc = CUDA_ERROR_NOT_READY;
@@ -586,7 +625,9 @@ CUresult sim_cuEventSynchronize(CUevent hev)
 	rc = sim_enter(&sim);
 	if (rc)
 		return rc;
-	rc = sim_event_resolve(sim, hev, &ev);
+	rc = sim_event_lookup(sim, hev, &ev);
+	if (!rc && ev->capture)
+		rc = CUDA_ERROR_CAPTURED_EVENT;
 	if (!rc) {
 		target = ev->gen;
 		/* The event cannot be freed meanwhile: a pending record holds it. */
@@ -609,9 +650,11 @@ CUresult sim_cuEventElapsedTime(float *ms, CUevent hstart, CUevent hend)
 	rc = sim_enter(&sim);
 	if (rc)
 		return rc;
-	rc = sim_event_resolve(sim, hstart, &a);
+	rc = sim_event_lookup(sim, hstart, &a);
 	if (!rc)
-		rc = sim_event_resolve(sim, hend, &b);
+		rc = sim_event_lookup(sim, hend, &b);
+	if (!rc && (a->capture || b->capture))
+		rc = CUDA_ERROR_CAPTURED_EVENT;
 	if (rc)
 		goto out;
 	/* The driver's order of checks: timing disabled or never recorded is
@@ -636,10 +679,11 @@ CUresult sim_cuEventDestroy(CUevent hev)
 	rc = sim_enter(&sim);
 	if (rc)
 		return rc;
-	rc = sim_event_resolve(sim, hev, &ev);
+	rc = sim_event_lookup(sim, hev, &ev);
 	if (!rc) {
-		/* A pending record still runs; the event goes after it. */
+		/* A pending record (or a graph node) still uses it; it goes after. */
 		sim_event_unlink(sim, ev);
+		sim_event_capture_clear(ev);
 		if (ev->pending)
 			ev->destroyed = true;
 		else

@@ -8,6 +8,11 @@
  * TERN_TEST_EXTRA_MB=N adds N MiB of pseudo-random data that never changes
  * (a large snapshot, mostly unchanged in incremental ones).
  *
+ * TERN_TEST_GRAPH=1 runs the same steps through CUDA graphs made before the
+ * loop: the main step is a captured graph, the every-eighth step a graph
+ * built node by node; each launch gets its step number with
+ * cudaGraphExecKernelNodeSetParams. The checksum is the same as without.
+ *
  * At iteration MARK_AT it writes MARK_FILE (the test then snapshots, kills,
  * restores ...) and goes on, sleeping STEP_MS between iterations so that the
  * test has time to act while it keeps calling. At SYNC_AT it launches a kernel
@@ -125,13 +130,60 @@ int main(int argc, char **argv)
 		CHECK(cudaMemcpy(c, r, extra, cudaMemcpyHostToDevice));
 		free(r);
 	}
-	printf("ckpt_loop: %u iterations\n", iterations);
+	/* Graph mode: one captured graph, one built node by node. */
+	bool graphs = getenv("TERN_TEST_GRAPH") && atoi(getenv("TERN_TEST_GRAPH"));
+	cudaGraph_t g_main = NULL, g_half = NULL;
+	cudaGraphExec_t x_main = NULL, x_half = NULL;
+	cudaGraphNode_t n_main = NULL, n_half = NULL;
+
+	if (graphs) {
+		size_t count = 1;
+		unsigned step0 = 0;
+		void *args[] = { &z, (void *)&half, &step0 };
+		cudaKernelNodeParams p = {};
+
+		CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+		ck_mix<<<256, 256, 0, s>>>(d, n, 0);
+		CHECK(cudaGetLastError());
+		CHECK(cudaStreamEndCapture(s, &g_main));
+		CHECK(cudaGraphGetNodes(g_main, &n_main, &count));
+		REQUIRE(count == 1, "the captured step has %zu nodes", count);
+		CHECK(cudaGraphInstantiate(&x_main, g_main, 0));
+		p.func = (void *)ck_mix;
+		p.gridDim = dim3(64);
+		p.blockDim = dim3(256);
+		p.kernelParams = args;
+		CHECK(cudaGraphCreate(&g_half, 0));
+		CHECK(cudaGraphAddKernelNode(&n_half, g_half, NULL, 0, &p));
+		CHECK(cudaGraphInstantiate(&x_half, g_half, 0));
+	}
+	printf("ckpt_loop: %u iterations%s\n", iterations, graphs ? " (graphs)" : "");
 	fflush(stdout);
 	for (unsigned i = 0; i < iterations; i++) {
-		ck_mix<<<256, 256, 0, s>>>(d, n, i);
-		CHECK(cudaGetLastError());
-		if (i % 8 == 7)
-			ck_mix<<<64, 256, 0, s>>>(z, half, i);  /* only the first half changes */
+		if (graphs) {
+			unsigned *x = d, len = n;
+			void *args[] = { &x, &len, &i };
+			cudaKernelNodeParams p = {};
+
+			p.func = (void *)ck_mix;
+			p.gridDim = dim3(256);
+			p.blockDim = dim3(256);
+			p.kernelParams = args;
+			CHECK(cudaGraphExecKernelNodeSetParams(x_main, n_main, &p));
+			CHECK(cudaGraphLaunch(x_main, s));
+			if (i % 8 == 7) {
+				x = z;
+				len = half;
+				p.gridDim = dim3(64);
+				CHECK(cudaGraphExecKernelNodeSetParams(x_half, n_half, &p));
+				CHECK(cudaGraphLaunch(x_half, s));
+			}
+		} else {
+			ck_mix<<<256, 256, 0, s>>>(d, n, i);
+			CHECK(cudaGetLastError());
+			if (i % 8 == 7)
+				ck_mix<<<64, 256, 0, s>>>(z, half, i);  /* only the first half changes */
+		}
 		CHECK(cudaMemcpyAsync(pin, d + (i * 7919u) % (n - pin_words), pin_words * sizeof(unsigned),
 				      cudaMemcpyDeviceToHost, s));
 		CHECK(cudaStreamSynchronize(s));
@@ -189,6 +241,12 @@ int main(int argc, char **argv)
 	CHECK(cudaFree(list));
 	CHECK(cudaFree(walk));
 	printf("CHECKSUM %016llx\n", (unsigned long long)sum);
+	if (graphs) {
+		CHECK(cudaGraphExecDestroy(x_main));
+		CHECK(cudaGraphExecDestroy(x_half));
+		CHECK(cudaGraphDestroy(g_main));
+		CHECK(cudaGraphDestroy(g_half));
+	}
 	CHECK(cudaFree(d));
 	CHECK(cudaFree(z));
 	CHECK(cudaStreamDestroy(s));

@@ -369,6 +369,66 @@ static void ov_reduce(const struct sim_launch *l)
 	*out += sum;
 }
 
+/* graphs.cu: each thread i < n of the grid touches element i. */
+static uint64_t graph_span(const struct sim_launch *l, int n)
+{
+	uint64_t t = thread_count(l);
+
+	return n < 0 ? 0 : (uint64_t)n < t ? (uint64_t)n : t;
+}
+
+static void g_iota(const struct sim_launch *l)
+{
+	int *a, n;
+
+	if (!ARGS_OK(l, 8, 4))
+		return;
+	ARG(l, 0, a);
+	ARG(l, 1, n);
+	for (uint64_t i = 0; i < graph_span(l, n); i++)
+		a[i] = (int)i;
+}
+
+static void g_scale(const struct sim_launch *l)
+{
+	int *a, k, n;
+
+	if (!ARGS_OK(l, 8, 4, 4))
+		return;
+	ARG(l, 0, a);
+	ARG(l, 1, k);
+	ARG(l, 2, n);
+	for (uint64_t i = 0; i < graph_span(l, n); i++)
+		a[i] *= k;
+}
+
+static void g_fill(const struct sim_launch *l)
+{
+	int *a, v, n;
+
+	if (!ARGS_OK(l, 8, 4, 4))
+		return;
+	ARG(l, 0, a);
+	ARG(l, 1, v);
+	ARG(l, 2, n);
+	for (uint64_t i = 0; i < graph_span(l, n); i++)
+		a[i] = v;
+}
+
+static void g_add(const struct sim_launch *l)
+{
+	int *y, n;
+	const int *x;
+
+	if (!ARGS_OK(l, 8, 8, 4))
+		return;
+	ARG(l, 0, y);
+	ARG(l, 1, x);
+	ARG(l, 2, n);
+	for (uint64_t i = 0; i < graph_span(l, n); i++)
+		y[i] += x[i];
+}
+
 SIM_KERNELS_BEGIN
 	SIM_KERNEL("vec_add", vec_add),
 	SIM_KERNEL("ka_echo", ka_echo),
@@ -389,4 +449,8 @@ SIM_KERNELS_BEGIN
 	SIM_KERNEL("ov_affine", ov_affine),
 	SIM_KERNEL("ov_xorshift", ov_xorshift),
 	SIM_KERNEL("ov_reduce", ov_reduce),
+	SIM_KERNEL("g_iota", g_iota),
+	SIM_KERNEL("g_scale", g_scale),
+	SIM_KERNEL("g_fill", g_fill),
+	SIM_KERNEL("g_add", g_add),
 SIM_KERNELS_END

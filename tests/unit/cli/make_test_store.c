@@ -134,7 +134,7 @@ static int journal_make(const char *work)
 	object_put(t, 0x0700000000000001ull, 7, 0x0100000000000001ull, args, 4);
 	/* A kind this ckpt does not know, and a stream with a bad encoding:
 	 * both must show as hex, not crash or be guessed at. */
-	object_put(t, 0x0900000000000001ull, 9, 0, "\x01\x02\x03", 3);
+	object_put(t, 0x2a00000000000001ull, 42, 0, "\x01\x02\x03", 3);
 	object_put(t, 0x0600000000000002ull, 6, 0, "\xff", 1);
 	reg.size = REGION_A_SIZE;
 	reg.owner = 0x0100000000000001ull;

@@ -244,7 +244,7 @@ def test_offline(tmp):
     for s in ("snapshot snap-a (format 1)", "sess-1", "Sim Device",
               "GPU-01234567-89ab-cdef-0123-456789abcdef", "13.0 (13000)", "context", "module",
               "library", "kernel", "vecadd", "_Z6kernelPfi", "priority -1", "ptx", "hash ok",
-              "session_id", "request 42", "0x200000000000", "total", "kind 9 is unknown"):
+              "session_id", "request 42", "0x200000000000", "total", "kind 42 is unknown"):
         check(s in out, f"inspect text shows {s!r}", out)
 
     # inspect, JSON: the counts make_test_store wrote
@@ -286,7 +286,7 @@ def test_offline(tmp):
               "image listed with refs, format and a good hash", str(images))
         check(images and mod.get("args", {}).get("image") == images[0]["hash"],
               "module args name the stored image", f"{mod}\n{images}")
-        unk = objs.get(0x0900000000000001, {})
+        unk = objs.get(0x2a00000000000001, {})
         check(unk.get("kind_name") is None and unk.get("args_hex") == "010203",
               "unknown kind shown as hex", str(unk))
         bad = objs.get(0x0600000000000002, {})

@@ -185,15 +185,18 @@ static void test_unimplemented_logs_once(void **state)
 {
 	CUresult (*arr)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *) =
 		(CUresult(*)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *))sym("cuArrayCreate_v2");
-	CUresult (*graph)(CUgraph *, unsigned) = (CUresult(*)(CUgraph *, unsigned))sym("cuGraphCreate");
+	/* Host nodes are not remoted (docs/limits.md): the default answers. */
+	CUresult (*host)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_HOST_NODE_PARAMS *) =
+		(CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+			     const CUDA_HOST_NODE_PARAMS *))sym("cuGraphAddHostNode");
 	CUarray a;
-	CUgraph g;
+	CUgraphNode n;
 
 	assert_int_equal(arr(&a, NULL), CUDA_ERROR_NOT_SUPPORTED);
 	assert_int_equal(arr(&a, NULL), CUDA_ERROR_NOT_SUPPORTED);
-	assert_int_equal(graph(&g, 0), CUDA_ERROR_NOT_SUPPORTED);
+	assert_int_equal(host(&n, NULL, NULL, 0, NULL), CUDA_ERROR_NOT_SUPPORTED);
 	assert_int_equal(count_in_file(log_path, "cuArrayCreate_v2 is not implemented"), 1);
-	assert_int_equal(count_in_file(log_path, "cuGraphCreate is not implemented"), 1);
+	assert_int_equal(count_in_file(log_path, "cuGraphAddHostNode is not implemented"), 1);
 	assert_int_equal(count_in_file(log_path, "cuArrayCreate is not"), 0);
 }
 

@@ -737,6 +737,208 @@ static void test_kernel_fault(void **state)
 	assert_int_equal(be->cuCtxSynchronize(), CUDA_SUCCESS);
 }
 
+/* Graphs built node by node: order of nodes by their edges, repeated launches,
+ * shape queries, cycles, the update's pairing, a node whose module went. */
+static void test_graphs(void **state)
+{
+	struct kernels k;
+	CUgraph g, g2;
+	CUgraphExec x;
+	CUgraphNode set, fill, copy, empty, nodes[8], from[8], to[8], n2[3];
+	CUDA_MEMSET_NODE_PARAMS ms = { 0 };
+	CUDA_MEMCPY3D cp = { 0 };
+	CUDA_KERNEL_NODE_PARAMS kp = { 0 };
+	CUDA_GRAPH_INSTANTIATE_PARAMS ip = { 0 };
+	CUgraphExecUpdateResultInfo info;
+	CUstream s;
+	unsigned host[256], value = 0xabc, n = 256, zero = 0;
+	CUdeviceptr dst;
+	void *args[] = { &dst, &value, &n, &zero };
+	size_t count = 8;
+
+	kernels_get(&k);
+	dst = k.p.va;
+	assert_int_equal(be->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	assert_int_equal(be->cuGraphCreate(&g, 1), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(be->cuGraphCreate(&g, 0), CUDA_SUCCESS);
+	/* memset(va, 1) -> slow_fill(va, 0xabc) -> copy va -> va + 4096; an empty node last */
+	ms.dst = k.p.va;
+	ms.value = 1;
+	ms.elementSize = 4;
+	ms.width = 256;
+	ms.height = 1;
+	assert_int_equal(be->cuGraphAddMemsetNode(&set, g, NULL, 0, &ms, ctx), CUDA_SUCCESS);
+	kp.func = k.slow_fill;
+	kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
+	kp.blockDimX = 256;
+	kp.blockDimY = kp.blockDimZ = 1;
+	kp.kernelParams = args;
+	assert_int_equal(be->cuGraphAddKernelNode(&fill, g, &set, 1, &kp), CUDA_SUCCESS);
+	cp.srcMemoryType = cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	cp.srcDevice = k.p.va;
+	cp.dstDevice = k.p.va + 4096;
+	cp.WidthInBytes = sizeof(host);
+	cp.Height = cp.Depth = 1;
+	assert_int_equal(be->cuGraphAddMemcpyNode(&copy, g, NULL, 0, &cp, ctx), CUDA_SUCCESS);
+	assert_int_equal(be->cuGraphAddDependencies(g, &fill, &copy, 1), CUDA_SUCCESS);
+	assert_int_equal(be->cuGraphAddDependencies(g, &fill, &copy, 1), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(be->cuGraphAddEmptyNode(&empty, g, &copy, 1), CUDA_SUCCESS);
+	/* A copy outside any mapping is refused when the node is made. */
+	cp.dstDevice = k.p.va + k.p.size - 16;
+	assert_int_equal(be->cuGraphAddMemcpyNode(&nodes[0], g, NULL, 0, &cp, ctx), CUDA_ERROR_INVALID_VALUE);
+
+	assert_int_equal(be->cuGraphGetNodes(g, nodes, &count), CUDA_SUCCESS);
+	assert_int_equal(count, 4);
+	count = 8;
+	assert_int_equal(be->cuGraphGetEdges(g, from, to, &count), CUDA_SUCCESS);
+	assert_int_equal(count, 3);
+	assert_int_equal(be->cuGraphInstantiateWithParams(&x, g, &ip), CUDA_SUCCESS);
+	assert_int_equal(ip.result_out, CUDA_GRAPH_INSTANTIATE_SUCCESS);
+	for (unsigned round = 0; round < 3; round++) {
+		memset(host, 0, sizeof(host));
+		assert_int_equal(be->cuMemsetD32(k.p.va + 4096, 0, 256), CUDA_SUCCESS);
+		assert_int_equal(be->cuGraphLaunch(x, s), CUDA_SUCCESS);
+		assert_int_equal(be->cuStreamSynchronize(s), CUDA_SUCCESS);
+		assert_int_equal(be->cuMemcpyDtoH(host, k.p.va + 4096, sizeof(host)), CUDA_SUCCESS);
+		for (int i = 0; i < 256; i++)
+			assert_int_equal(host[i], 0xabc);
+	}
+	/* New kernel arguments for the executable: named by the graph's node. */
+	value = 0x77;
+	assert_int_equal(be->cuGraphExecKernelNodeSetParams(x, fill, &kp), CUDA_SUCCESS);
+	assert_int_equal(be->cuGraphExecKernelNodeSetParams(x, copy, &kp), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(be->cuGraphLaunch(x, s), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamSynchronize(s), CUDA_SUCCESS);
+	assert_int_equal(be->cuMemcpyDtoH(host, k.p.va + 4096, sizeof(host)), CUDA_SUCCESS);
+	assert_int_equal(host[17], 0x77);
+
+	/* The same shape made in another order updates it: nodes pair by shape. */
+	assert_int_equal(be->cuGraphCreate(&g2, 0), CUDA_SUCCESS);
+	assert_int_equal(be->cuGraphAddMemsetNode(&n2[0], g2, NULL, 0, &ms, ctx), CUDA_SUCCESS);
+	cp.dstDevice = k.p.va + 8192;
+	assert_int_equal(be->cuGraphAddMemcpyNode(&n2[2], g2, NULL, 0, &cp, ctx), CUDA_SUCCESS);
+	value = 0x99;
+	assert_int_equal(be->cuGraphAddKernelNode(&n2[1], g2, &n2[0], 1, &kp), CUDA_SUCCESS);
+	assert_int_equal(be->cuGraphAddDependencies(g2, &n2[1], &n2[2], 1), CUDA_SUCCESS);
+	assert_int_equal(be->cuGraphExecUpdate(x, g2, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+	assert_int_equal(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
+	assert_int_equal(be->cuGraphAddEmptyNode(&nodes[0], g2, &n2[2], 1), CUDA_SUCCESS);
+	assert_int_equal(be->cuGraphExecUpdate(x, g2, &info), CUDA_SUCCESS);
+	assert_int_equal(info.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+	assert_int_equal(be->cuGraphLaunch(x, s), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamSynchronize(s), CUDA_SUCCESS);
+	assert_int_equal(be->cuMemcpyDtoH(host, k.p.va + 8192, sizeof(host)), CUDA_SUCCESS);
+	assert_int_equal(host[200], 0x99);
+
+	/* A cycle is found at instantiation. */
+	assert_int_equal(be->cuGraphAddDependencies(g, &empty, &set, 1), CUDA_SUCCESS);
+	assert_int_equal(be->cuGraphInstantiateWithParams(&x, g, &ip), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(ip.result_out, CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE);
+	assert_int_equal(be->cuGraphRemoveDependencies(g, &empty, &set, 1), CUDA_SUCCESS);
+
+	/* Once the kernel's module is gone the executable refuses to launch. */
+	assert_int_equal(be->cuGraphDestroy(g), CUDA_SUCCESS);
+	assert_int_equal(be->cuGraphDestroy(g2), CUDA_SUCCESS);
+	assert_int_equal(be->cuModuleUnload(k.m), CUDA_SUCCESS);
+	assert_int_equal(be->cuGraphLaunch(x, s), CUDA_ERROR_INVALID_HANDLE);
+	assert_int_equal(be->cuGraphExecDestroy(x), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamDestroy(s), CUDA_SUCCESS);
+	piece_put(&k.p);
+}
+
+/* Capture across streams: fork and join with events, the rules that
+ * invalidate a capture, an unjoined fork. */
+static void test_capture(void **state)
+{
+	struct kernels k;
+	CUstream s0, s1;
+	CUevent fork, join;
+	CUgraph g;
+	CUgraphExec x;
+	CUstreamCaptureStatus st;
+	CUDA_GRAPH_INSTANTIATE_PARAMS ip = { 0 };
+	CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+	const CUgraphNode *deps;
+	cuuint64_t id;
+	size_t n = 0;
+	unsigned host[128];
+
+	kernels_get(&k);
+	assert_int_equal(be->cuStreamCreate(&s0, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	assert_int_equal(be->cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+	assert_int_equal(be->cuEventCreate(&join, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamBeginCapture(CU_STREAM_LEGACY, CU_STREAM_CAPTURE_MODE_GLOBAL),
+			 CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+
+	assert_int_equal(be->cuStreamBeginCapture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamBeginCapture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_ILLEGAL_STATE);
+	assert_int_equal(be->cuMemsetD32Async(k.p.va, 5, 128, s0), CUDA_SUCCESS);
+	assert_int_equal(be->cuEventRecord(fork, s0), CUDA_SUCCESS);
+	assert_int_equal(be->cuEventQuery(fork), CUDA_ERROR_CAPTURED_EVENT);
+	assert_int_equal(be->cuStreamWaitEvent(s1, fork, 0), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamIsCapturing(s1, &st), CUDA_SUCCESS);
+	assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+	assert_int_equal(be->cuMemcpyDtoDAsync(k.p.va + 4096, k.p.va, 512, s1), CUDA_SUCCESS);
+	assert_int_equal(slow_fill(&k, k.p.va, 9, 128, 0, s0), CUDA_SUCCESS);
+	/* Nothing ran: capturing queues nothing. */
+	assert_int_equal(be->cuMemcpyDtoH(host, k.p.va, sizeof(host)), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	assert_int_equal(be->cuStreamIsCapturing(s0, &st), CUDA_SUCCESS);
+	assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+	assert_int_equal(be->cuStreamEndCapture(s0, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+	assert_null(g);
+
+	/* Again in relaxed mode, where a synchronous copy is allowed. */
+	assert_int_equal(be->cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
+	assert_int_equal(mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
+	assert_int_equal(be->cuStreamBeginCapture(s0, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+	assert_int_equal(be->cuMemsetD32Async(k.p.va, 5, 128, s0), CUDA_SUCCESS);
+	assert_int_equal(be->cuEventRecord(fork, s0), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamWaitEvent(s1, fork, 0), CUDA_SUCCESS);
+	assert_int_equal(be->cuMemcpyDtoDAsync(k.p.va + 4096, k.p.va, 512, s1), CUDA_SUCCESS);
+	assert_int_equal(be->cuMemcpyDtoH(host, k.p.va + 8192, sizeof(host)), CUDA_SUCCESS);
+	assert_int_equal(slow_fill(&k, k.p.va, 9, 128, 0, s0), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamGetCaptureInfo(s0, &st, &id, &g, &deps, &n), CUDA_SUCCESS);
+	assert_int_equal(n, 1);
+	assert_true(id > 0);
+	/* The fork is not joined yet. */
+	assert_int_equal(be->cuStreamEndCapture(s1, &g), CUDA_ERROR_STREAM_CAPTURE_UNMATCHED);
+	assert_int_equal(be->cuEventRecord(join, s1), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamWaitEvent(s0, join, 0), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamEndCapture(s0, &g), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamIsCapturing(s1, &st), CUDA_SUCCESS);
+	assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_NONE);
+	n = 0;
+	assert_int_equal(be->cuGraphGetNodes(g, NULL, &n), CUDA_SUCCESS);
+	assert_int_equal(n, 3);
+	assert_int_equal(be->cuGraphInstantiateWithParams(&x, g, &ip), CUDA_SUCCESS);
+	assert_int_equal(be->cuGraphLaunch(x, s0), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamSynchronize(s0), CUDA_SUCCESS);
+	assert_int_equal(be->cuMemcpyDtoH(host, k.p.va + 4096, sizeof(host)), CUDA_SUCCESS);
+	assert_int_equal(host[100], 5);
+	assert_int_equal(be->cuMemcpyDtoH(host, k.p.va, sizeof(host)), CUDA_SUCCESS);
+	assert_int_equal(host[100], 9);
+	assert_int_equal(be->cuGraphExecDestroy(x), CUDA_SUCCESS);
+	assert_int_equal(be->cuGraphDestroy(g), CUDA_SUCCESS);
+
+	/* A fork left unjoined. */
+	assert_int_equal(be->cuStreamBeginCapture(s0, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+	assert_int_equal(be->cuEventRecord(fork, s0), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamWaitEvent(s1, fork, 0), CUDA_SUCCESS);
+	assert_int_equal(be->cuMemsetD32Async(k.p.va, 1, 128, s1), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamEndCapture(s0, &g), CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
+	assert_int_equal(be->cuStreamIsCapturing(s1, &st), CUDA_SUCCESS);
+	assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_NONE);
+	mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+	assert_int_equal(be->cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
+
+	assert_int_equal(be->cuEventDestroy(fork), CUDA_SUCCESS);
+	assert_int_equal(be->cuEventDestroy(join), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamDestroy(s0), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamDestroy(s1), CUDA_SUCCESS);
+	kernels_put(&k);
+}
+
 static void test_reopen(void **state)
 {
 	struct backend *other;
@@ -762,6 +964,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_events),
 		cmocka_unit_test(test_two_streams),
 		cmocka_unit_test(test_occupancy),
+		cmocka_unit_test(test_graphs),
+		cmocka_unit_test(test_capture),
 		cmocka_unit_test(test_reopen),
 		cmocka_unit_test(test_kernel_fault),
 	};

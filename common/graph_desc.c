@@ -1,0 +1,788 @@
+/* Graph descriptions: the model, its limits and its encoding
+ * (docs/journal.md, "Graph descriptions"). */
+#include "graph_desc.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wire.h"
+
+void graph_desc_init(struct graph_desc *d)
+{
+	memset(d, 0, sizeof(*d));
+}
+
+void graph_node_release(struct graph_node *n)
+{
+	free(n->deps);
+	n->deps = NULL;
+	n->ndeps = 0;
+	if (n->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+		free(n->kernel.args);
+		n->kernel.args = NULL;
+	} else if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->child) {
+		graph_desc_release(n->child);
+		free(n->child);
+		n->child = NULL;
+	}
+}
+
+void graph_desc_release(struct graph_desc *d)
+{
+	for (uint32_t i = 0; i < d->count; i++)
+		graph_node_release(&d->nodes[i]);
+	free(d->nodes);
+	graph_desc_init(d);
+}
+
+static uint32_t node_weight(const struct graph_node *n)
+{
+	return n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->child ? 1 + n->child->weight : 1;
+}
+
+static int node_copy(struct graph_node *dst, const struct graph_node *src)
+{
+	*dst = *src;
+	dst->real = NULL;
+	dst->deps = NULL;
+	if (src->ndeps) {
+		dst->deps = malloc(src->ndeps * sizeof(uint32_t));
+		if (!dst->deps)
+			goto out_nomem;
+		memcpy(dst->deps, src->deps, src->ndeps * sizeof(uint32_t));
+	}
+	if (src->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+		dst->kernel.args = NULL;
+		if (src->kernel.args_len) {
+			dst->kernel.args = malloc(src->kernel.args_len);
+			if (!dst->kernel.args)
+				goto out_nomem;
+			memcpy(dst->kernel.args, src->kernel.args, src->kernel.args_len);
+		}
+	} else if (src->type == CU_GRAPH_NODE_TYPE_GRAPH) {
+		dst->child = calloc(1, sizeof(*dst->child));
+		if (!dst->child || graph_desc_copy(dst->child, src->child))
+			goto out_nomem;
+	}
+	return 0;
+out_nomem:
+	graph_node_release(dst);
+	return -ENOMEM;
+}
+
+int graph_desc_copy(struct graph_desc *dst, const struct graph_desc *src)
+{
+	graph_desc_init(dst);
+	if (!src->count)
+		return 0;
+	dst->nodes = calloc(src->count, sizeof(*dst->nodes));
+	if (!dst->nodes)
+		return -ENOMEM;
+	dst->cap = src->count;
+	for (uint32_t i = 0; i < src->count; i++) {
+		if (node_copy(&dst->nodes[i], &src->nodes[i])) {
+			graph_desc_release(dst);
+			return -ENOMEM;
+		}
+		dst->count++;
+	}
+	dst->weight = src->weight;
+	dst->edges = src->edges;
+	return 0;
+}
+
+static int u32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int graph_deps_unique(const uint32_t *v, uint32_t n)
+{
+	uint32_t *s;
+	int ret = 1;
+
+	/* Sorted, not pairwise: a hostile node may have 2^16 dependencies. */
+	if (n < 16) {
+		for (uint32_t i = 0; i < n; i++)
+			for (uint32_t j = 0; j < i; j++)
+				if (v[i] == v[j])
+					return 0;
+		return 1;
+	}
+	s = malloc(n * sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	memcpy(s, v, n * sizeof(*s));
+	qsort(s, n, sizeof(*s), u32_cmp);
+	for (uint32_t i = 1; i < n && ret == 1; i++)
+		if (s[i] == s[i - 1])
+			ret = 0;
+	free(s);
+	return ret;
+}
+
+int graph_desc_append(struct graph_desc *d, struct graph_node *node)
+{
+	uint32_t w = node_weight(node);
+	int unique;
+
+	if (node->ndeps > GRAPH_DESC_DEPS_MAX || d->edges + node->ndeps > GRAPH_DESC_EDGES_MAX ||
+	    w > GRAPH_DESC_NODES_MAX - d->weight)
+		return -E2BIG;
+	for (uint32_t i = 0; i < node->ndeps; i++)
+		if (!graph_desc_node_live(d, node->deps[i]))
+			return -EINVAL;
+	unique = graph_deps_unique(node->deps, node->ndeps);
+	if (unique <= 0)
+		return unique < 0 ? unique : -EINVAL;
+	if (d->count == d->cap) {
+		uint32_t cap = d->cap ? d->cap * 2 : 16;
+		struct graph_node *n = realloc(d->nodes, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		d->nodes = n;
+		d->cap = cap;
+	}
+	d->nodes[d->count++] = *node;
+	d->weight += w;
+	d->edges += node->ndeps;
+	return 0;
+}
+
+/* The pairs as sorted (to << 32 | from) keys; NULL when out of memory. */
+static uint64_t *edge_keys(const uint32_t *from, const uint32_t *to, uint32_t n)
+{
+	uint64_t *keys = malloc((n ? n : 1) * sizeof(*keys));
+
+	if (!keys)
+		return NULL;
+	for (uint32_t k = 0; k < n; k++)
+		keys[k] = (uint64_t)to[k] << 32 | from[k];
+	qsort(keys, n, sizeof(*keys), u64_cmp);
+	return keys;
+}
+
+int graph_desc_edges_check(const struct graph_desc *d, const uint32_t *from, const uint32_t *to, uint32_t n,
+			   int remove)
+{
+	uint64_t *keys;
+	uint32_t *sorted = NULL;
+	int ret = 0;
+
+	if (n > GRAPH_DESC_EDGES_MAX || (!remove && d->edges + n > GRAPH_DESC_EDGES_MAX))
+		return -E2BIG;
+	for (uint32_t k = 0; k < n; k++)
+		if (!graph_desc_node_live(d, from[k]) || !graph_desc_node_live(d, to[k]) || from[k] == to[k])
+			return -EINVAL;
+	keys = edge_keys(from, to, n);
+	if (!keys)
+		return -ENOMEM;
+	for (uint32_t k = 1; k < n && !ret; k++)
+		if (keys[k] == keys[k - 1])
+			ret = -EINVAL;
+	/* By target: each pair absent (adding) or present (removing). */
+	for (uint32_t i = 0, j; i < n && !ret; i = j) {
+		const struct graph_node *t = &d->nodes[keys[i] >> 32];
+
+		for (j = i; j < n && keys[j] >> 32 == keys[i] >> 32; j++)
+			;
+		if (!remove && t->ndeps + (j - i) > GRAPH_DESC_DEPS_MAX) {
+			ret = -E2BIG;
+			break;
+		}
+		free(sorted);
+		sorted = malloc((t->ndeps ? t->ndeps : 1) * sizeof(*sorted));
+		if (!sorted) {
+			ret = -ENOMEM;
+			break;
+		}
+		memcpy(sorted, t->deps, t->ndeps * sizeof(*sorted));
+		qsort(sorted, t->ndeps, sizeof(*sorted), u32_cmp);
+		for (uint32_t m = i; m < j && !ret; m++) {
+			uint32_t f = (uint32_t)keys[m];
+			bool present = bsearch(&f, sorted, t->ndeps, sizeof(*sorted), u32_cmp) != NULL;
+
+			if (present != (remove != 0))
+				ret = -EINVAL;
+		}
+	}
+	free(sorted);
+	free(keys);
+	return ret;
+}
+
+int graph_desc_edges_apply(struct graph_desc *d, const uint32_t *from, const uint32_t *to, uint32_t n,
+			   int remove)
+{
+	uint64_t *keys = edge_keys(from, to, n);
+
+	if (!keys)
+		return -ENOMEM;
+	for (uint32_t i = 0, j; i < n; i = j) {
+		struct graph_node *t = &d->nodes[keys[i] >> 32];
+
+		for (j = i; j < n && keys[j] >> 32 == keys[i] >> 32; j++)
+			;
+		if (remove) {
+			uint32_t kept = 0;
+
+			for (uint32_t m = 0; m < t->ndeps; m++) {
+				uint64_t key = (keys[i] >> 32) << 32 | t->deps[m];
+
+				if (!bsearch(&key, keys + i, j - i, sizeof(*keys), u64_cmp))
+					t->deps[kept++] = t->deps[m];
+			}
+			t->ndeps = kept;
+		} else {
+			/* Room first, for every target: nothing changes unless all fit. */
+			uint32_t *deps = realloc(t->deps, (t->ndeps + (j - i)) * sizeof(uint32_t));
+
+			if (!deps) {
+				free(keys);
+				return -ENOMEM;
+			}
+			t->deps = deps;
+		}
+	}
+	free(keys);
+	/* New dependencies go last, in the order given, as the driver adds them. */
+	for (uint32_t k = 0; !remove && k < n; k++)
+		d->nodes[to[k]].deps[d->nodes[to[k]].ndeps++] = from[k];
+	d->edges = remove ? d->edges - n : d->edges + n;
+	return 0;
+}
+
+int graph_desc_deps_reset(struct graph_desc *d, const uint32_t *from, const uint32_t *to, size_t n)
+{
+	uint32_t *count, **deps;
+	int ret = 0;
+
+	if (n > GRAPH_DESC_EDGES_MAX)
+		return -E2BIG;
+	for (size_t k = 0; k < n; k++)
+		if (!graph_desc_node_live(d, from[k]) || !graph_desc_node_live(d, to[k]) || from[k] == to[k])
+			return -EINVAL;
+	count = calloc(d->count + 1, sizeof(*count));
+	deps = calloc(d->count + 1, sizeof(*deps));
+	if (!count || !deps) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t k = 0; k < n; k++)
+		count[to[k]]++;
+	for (uint32_t i = 0; i < d->count && !ret; i++) {
+		if (count[i] > GRAPH_DESC_DEPS_MAX)
+			ret = -E2BIG;
+		else if (count[i] && !(deps[i] = malloc(count[i] * sizeof(uint32_t))))
+			ret = -ENOMEM;
+		count[i] = 0;
+	}
+	for (size_t k = 0; k < n && !ret; k++)
+		deps[to[k]][count[to[k]]++] = from[k];
+	for (uint32_t i = 0; i < d->count && !ret; i++) {
+		int unique = graph_deps_unique(deps[i], count[i]);
+
+		if (unique <= 0)
+			ret = unique < 0 ? unique : -EINVAL;
+	}
+	if (!ret) {
+		for (uint32_t i = 0; i < d->count; i++) {
+			free(d->nodes[i].deps);
+			d->nodes[i].deps = deps[i];
+			d->nodes[i].ndeps = count[i];
+			deps[i] = NULL;
+		}
+		d->edges = (uint32_t)n;
+	}
+out:
+	for (uint32_t i = 0; deps && i < d->count; i++)
+		free(deps[i]);
+	free(deps);
+	free(count);
+	return ret;
+}
+
+/* Remove the dependency @from of @to, if there is one. */
+static void edge_remove(struct graph_desc *d, uint32_t from, uint32_t to)
+{
+	struct graph_node *n = &d->nodes[to];
+
+	for (uint32_t i = 0; i < n->ndeps; i++)
+		if (n->deps[i] == from) {
+			memmove(n->deps + i, n->deps + i + 1, (n->ndeps - i - 1) * sizeof(uint32_t));
+			n->ndeps--;
+			d->edges--;
+			return;
+		}
+}
+
+int graph_desc_node_remove(struct graph_desc *d, uint32_t i)
+{
+	if (!graph_desc_node_live(d, i))
+		return -EINVAL;
+	for (uint32_t j = 0; j < d->count; j++)
+		if (d->nodes[j].type != GRAPH_NODE_REMOVED)
+			edge_remove(d, i, j);
+	d->edges -= d->nodes[i].ndeps;
+	d->weight -= node_weight(&d->nodes[i]) - 1;
+	graph_node_release(&d->nodes[i]);
+	memset(&d->nodes[i], 0, sizeof(d->nodes[i]));
+	d->nodes[i].type = GRAPH_NODE_REMOVED;
+	return 0;
+}
+
+int graph_desc_node_params_set(struct graph_desc *d, uint32_t i, const struct graph_node *src)
+{
+	struct graph_node *n, tmp, from;
+	uint32_t old_w, new_w;
+
+	if (!graph_desc_node_live(d, i) || d->nodes[i].type != src->type)
+		return -EINVAL;
+	n = &d->nodes[i];
+	old_w = node_weight(n);
+	new_w = node_weight(src);
+	if (new_w > old_w && new_w - old_w > GRAPH_DESC_NODES_MAX - d->weight)
+		return -E2BIG;
+	from = *src;            /* its parameters, not its dependencies */
+	from.ndeps = 0;
+	from.deps = NULL;
+	if (node_copy(&tmp, &from))
+		return -ENOMEM;
+	tmp.deps = n->deps;
+	tmp.ndeps = n->ndeps;
+	tmp.real = n->real;
+	n->deps = NULL;
+	n->ndeps = 0;
+	graph_node_release(n);
+	*n = tmp;
+	d->weight = d->weight - old_w + new_w;
+	return 0;
+}
+
+static bool *dependents_mark(const struct graph_desc *d)
+{
+	bool *has = calloc(d->count + 1, sizeof(bool));
+
+	if (!has)
+		return NULL;
+	for (uint32_t i = 0; i < d->count; i++)
+		for (uint32_t j = 0; j < d->nodes[i].ndeps; j++)
+			has[d->nodes[i].deps[j]] = true;
+	return has;
+}
+
+int graph_desc_pair(const struct graph_desc *a, const struct graph_desc *b, uint32_t *pair, uint32_t *bad)
+{
+	bool *ha = dependents_mark(a), *hb = dependents_mark(b);
+	uint32_t *rev = malloc((b->count + 1) * sizeof(uint32_t));
+	uint32_t *queue = malloc((a->count + 1) * sizeof(uint32_t));
+	uint32_t live_a = 0, live_b = 0, head = 0, tail = 0, ib = 0;
+	int ret = -ENOENT;
+
+	*bad = GRAPH_NODE_NONE;
+	if (!ha || !hb || !rev || !queue) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < a->count; i++) {
+		pair[i] = GRAPH_NODE_NONE;
+		live_a += graph_desc_node_live(a, i);
+	}
+	for (uint32_t i = 0; i < b->count; i++) {
+		rev[i] = GRAPH_NODE_NONE;
+		live_b += graph_desc_node_live(b, i);
+	}
+	if (live_a != live_b)
+		goto out;
+	/* Exit nodes, in order. */
+	for (uint32_t i = 0; i < a->count; i++) {
+		if (!graph_desc_node_live(a, i) || ha[i])
+			continue;
+		while (ib < b->count && (!graph_desc_node_live(b, ib) || hb[ib]))
+			ib++;
+		if (ib == b->count)
+			goto out;
+		pair[i] = ib;
+		rev[ib] = i;
+		queue[tail++] = i;
+		ib++;
+	}
+	while (ib < b->count && (!graph_desc_node_live(b, ib) || hb[ib]))
+		ib++;
+	if (ib < b->count) {
+		*bad = ib;      /* more exit nodes than the executable has */
+		goto out;
+	}
+	while (head < tail) {
+		const struct graph_node *x = &a->nodes[queue[head]], *y = &b->nodes[pair[queue[head]]];
+		uint32_t at = pair[queue[head++]];
+
+		if (x->type != y->type || x->ndeps != y->ndeps) {
+			*bad = at;
+			goto out;
+		}
+		for (uint32_t k = 0; k < x->ndeps; k++) {
+			uint32_t p = x->deps[k], q = y->deps[k];
+
+			if (pair[p] == GRAPH_NODE_NONE && rev[q] == GRAPH_NODE_NONE) {
+				pair[p] = q;
+				rev[q] = p;
+				queue[tail++] = p;
+			} else if (pair[p] != q) {
+				*bad = at;
+				goto out;
+			}
+		}
+	}
+	ret = head == live_a ? 0 : -ENOENT;
+out:
+	free(ha);
+	free(hb);
+	free(rev);
+	free(queue);
+	return ret;
+}
+
+/* ---- encoding ---------------------------------------------------------- */
+
+struct out {
+	uint8_t *buf;
+	size_t len, cap;
+	int failed;
+};
+
+static void out_bytes(struct out *o, const void *p, size_t n)
+{
+	if (o->failed)
+		return;
+	if (o->len + n > o->cap) {
+		size_t cap = o->cap ? o->cap : 256;
+		uint8_t *b;
+
+		while (cap < o->len + n)
+			cap *= 2;
+		b = realloc(o->buf, cap);
+		if (!b) {
+			o->failed = 1;
+			return;
+		}
+		o->buf = b;
+		o->cap = cap;
+	}
+	if (n)
+		memcpy(o->buf + o->len, p, n);
+	o->len += n;
+}
+
+static void out_u32(struct out *o, uint32_t v)
+{
+	uint8_t b[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
+
+	out_bytes(o, b, 4);
+}
+
+static void out_u64(struct out *o, uint64_t v)
+{
+	out_u32(o, (uint32_t)v);
+	out_u32(o, (uint32_t)(v >> 32));
+}
+
+static void desc_encode(const struct graph_desc *d, struct out *o)
+{
+	out_u32(o, GRAPH_DESC_MAGIC);
+	out_u32(o, GRAPH_DESC_VERSION);         /* u16 version, u16 reserved */
+	out_u32(o, d->count);
+	out_u32(o, 0);
+	for (uint32_t i = 0; i < d->count; i++) {
+		const struct graph_node *n = &d->nodes[i];
+
+		out_u32(o, n->type);
+		out_u32(o, n->ndeps);
+		for (uint32_t j = 0; j < n->ndeps; j++)
+			out_u32(o, n->deps[j]);
+		switch (n->type) {
+		case CU_GRAPH_NODE_TYPE_KERNEL:
+			out_u64(o, n->kernel.function);
+			for (int k = 0; k < 3; k++)
+				out_u32(o, n->kernel.grid[k]);
+			for (int k = 0; k < 3; k++)
+				out_u32(o, n->kernel.block[k]);
+			out_u32(o, n->kernel.shared_bytes);
+			out_u32(o, n->kernel.args_len);
+			out_bytes(o, n->kernel.args, n->kernel.args_len);
+			break;
+		case CU_GRAPH_NODE_TYPE_MEMCPY:
+			out_u64(o, n->copy.dst);
+			out_u64(o, n->copy.dst_pitch);
+			out_u64(o, n->copy.dst_height);
+			out_u64(o, n->copy.src);
+			out_u64(o, n->copy.src_pitch);
+			out_u64(o, n->copy.src_height);
+			out_u64(o, n->copy.width);
+			out_u64(o, n->copy.height);
+			out_u64(o, n->copy.depth);
+			break;
+		case CU_GRAPH_NODE_TYPE_MEMSET:
+			out_u64(o, n->set.dst);
+			out_u64(o, n->set.pitch);
+			out_u64(o, n->set.width);
+			out_u64(o, n->set.height);
+			out_u32(o, n->set.value);
+			out_u32(o, n->set.element_size);
+			break;
+		case CU_GRAPH_NODE_TYPE_GRAPH: {
+			size_t at = o->len;
+
+			out_u32(o, 0);          /* length, filled in below */
+			desc_encode(n->child, o);
+			if (!o->failed) {
+				uint32_t len = (uint32_t)(o->len - at - 4);
+
+				for (int k = 0; k < 4; k++)
+					o->buf[at + (size_t)k] = (uint8_t)(len >> (8 * k));
+			}
+			break;
+		}
+		case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+		case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+			out_u64(o, n->event);
+			break;
+		case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+			out_u64(o, n->mem.address);
+			out_u64(o, n->mem.bytes);
+			break;
+		case CU_GRAPH_NODE_TYPE_MEM_FREE:
+			out_u64(o, n->mem.address);
+			break;
+		default:                /* empty, removed */
+			break;
+		}
+	}
+}
+
+int graph_desc_encode(const struct graph_desc *d, uint8_t **buf, size_t *len)
+{
+	struct out o = { 0 };
+
+	desc_encode(d, &o);
+	if (o.failed) {
+		free(o.buf);
+		return -ENOMEM;
+	}
+	*buf = o.buf;
+	*len = o.len;
+	return 0;
+}
+
+/* ---- decoding ---------------------------------------------------------- */
+
+/* @budget: nodes the whole description may still hold (children included). */
+static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned depth, uint32_t *budget)
+{
+	uint32_t magic, version, count, reserved;
+	int ret;
+
+	if (wire_get_u32(c, &magic) || wire_get_u32(c, &version) || wire_get_u32(c, &count) ||
+	    wire_get_u32(c, &reserved))
+		return -EBADMSG;
+	if (magic != GRAPH_DESC_MAGIC || reserved || version >> 16)
+		return -EBADMSG;
+	if (version != GRAPH_DESC_VERSION)
+		return -EPROTONOSUPPORT;
+	if (count > *budget)
+		return -EBADMSG;
+	for (uint32_t i = 0; i < count; i++) {
+		struct graph_node n = { 0 };
+		uint32_t ndeps;
+
+		if (wire_get_u32(c, &n.type) || wire_get_u32(c, &ndeps))
+			return -EBADMSG;
+		/* Dependencies may name later nodes (edges added afterwards):
+		 * check them against the count, and append them once all are read. */
+		if (ndeps > GRAPH_DESC_DEPS_MAX || ndeps > c->left / 4)
+			return -EBADMSG;
+		if (ndeps) {
+			n.deps = malloc(ndeps * sizeof(uint32_t));
+			if (!n.deps)
+				return -ENOMEM;
+		}
+		for (uint32_t j = 0; j < ndeps; j++)
+			if (wire_get_u32(c, &n.deps[j]) || n.deps[j] >= count || n.deps[j] == i) {
+				free(n.deps);
+				return -EBADMSG;
+			}
+		ret = graph_deps_unique(n.deps, ndeps);
+		if (ret <= 0) {
+			free(n.deps);
+			return ret < 0 ? ret : -EBADMSG;
+		}
+		n.ndeps = ndeps;
+		ret = 0;
+		switch (n.type) {
+		case CU_GRAPH_NODE_TYPE_KERNEL:
+			if (wire_get_u64(c, &n.kernel.function))
+				ret = -EBADMSG;
+			for (int k = 0; k < 3 && !ret; k++)
+				if (wire_get_u32(c, &n.kernel.grid[k]))
+					ret = -EBADMSG;
+			for (int k = 0; k < 3 && !ret; k++)
+				if (wire_get_u32(c, &n.kernel.block[k]))
+					ret = -EBADMSG;
+			if (!ret && (wire_get_u32(c, &n.kernel.shared_bytes) ||
+				     wire_get_u32(c, &n.kernel.args_len) ||
+				     n.kernel.args_len > GRAPH_DESC_ARGS_MAX || n.kernel.args_len > c->left))
+				ret = -EBADMSG;
+			if (!ret && n.kernel.args_len) {
+				n.kernel.args = malloc(n.kernel.args_len);
+				if (!n.kernel.args) {
+					ret = -ENOMEM;
+				} else {
+					memcpy(n.kernel.args, c->p, n.kernel.args_len);
+					c->p += n.kernel.args_len;
+					c->left -= n.kernel.args_len;
+				}
+			}
+			break;
+		case CU_GRAPH_NODE_TYPE_MEMCPY:
+			if (wire_get_u64(c, &n.copy.dst) || wire_get_u64(c, &n.copy.dst_pitch) ||
+			    wire_get_u64(c, &n.copy.dst_height) || wire_get_u64(c, &n.copy.src) ||
+			    wire_get_u64(c, &n.copy.src_pitch) || wire_get_u64(c, &n.copy.src_height) ||
+			    wire_get_u64(c, &n.copy.width) || wire_get_u64(c, &n.copy.height) ||
+			    wire_get_u64(c, &n.copy.depth))
+				ret = -EBADMSG;
+			break;
+		case CU_GRAPH_NODE_TYPE_MEMSET:
+			if (wire_get_u64(c, &n.set.dst) || wire_get_u64(c, &n.set.pitch) ||
+			    wire_get_u64(c, &n.set.width) || wire_get_u64(c, &n.set.height) ||
+			    wire_get_u32(c, &n.set.value) || wire_get_u32(c, &n.set.element_size))
+				ret = -EBADMSG;
+			break;
+		case CU_GRAPH_NODE_TYPE_GRAPH: {
+			struct wire_cursor sub;
+			uint32_t len;
+
+			if (depth + 1 >= GRAPH_DESC_DEPTH_MAX || wire_get_u32(c, &len) || len > c->left) {
+				ret = -EBADMSG;
+				break;
+			}
+			n.child = calloc(1, sizeof(*n.child));
+			if (!n.child) {
+				ret = -ENOMEM;
+				break;
+			}
+			wire_cursor_init(&sub, c->p, len);
+			c->p += len;
+			c->left -= len;
+			(*budget)--;            /* this node, before its children */
+			ret = desc_decode(n.child, &sub, depth + 1, budget);
+			(*budget)++;
+			if (!ret && wire_cursor_end(&sub))
+				ret = -EBADMSG;
+			break;
+		}
+		case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+		case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+			if (wire_get_u64(c, &n.event))
+				ret = -EBADMSG;
+			break;
+		case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+			if (wire_get_u64(c, &n.mem.address) || wire_get_u64(c, &n.mem.bytes))
+				ret = -EBADMSG;
+			break;
+		case CU_GRAPH_NODE_TYPE_MEM_FREE:
+			if (wire_get_u64(c, &n.mem.address))
+				ret = -EBADMSG;
+			break;
+		case CU_GRAPH_NODE_TYPE_EMPTY:
+			break;
+		case GRAPH_NODE_REMOVED:
+			if (ndeps)
+				ret = -EBADMSG;
+			break;
+		default:
+			ret = -EBADMSG;
+			break;
+		}
+		if (!ret) {
+			/* Dependencies on later nodes are legal here: append without
+			 * the existence check, then account as graph_desc_append does. */
+			uint32_t w = node_weight(&n);
+
+			if (w > *budget || d->edges + ndeps > GRAPH_DESC_EDGES_MAX) {
+				ret = -EBADMSG;
+			} else if (d->count == d->cap) {
+				uint32_t cap = d->cap ? d->cap * 2 : 16;
+				struct graph_node *nodes = realloc(d->nodes, cap * sizeof(*nodes));
+
+				if (!nodes) {
+					ret = -ENOMEM;
+				} else {
+					d->nodes = nodes;
+					d->cap = cap;
+				}
+			}
+			if (!ret) {
+				d->nodes[d->count++] = n;
+				d->weight += w;
+				d->edges += ndeps;
+				*budget -= w;
+			}
+		}
+		if (ret) {
+			graph_node_release(&n);
+			return ret;
+		}
+	}
+	/* A removed slot has no edges: nothing may depend on one. */
+	for (uint32_t i = 0; i < d->count; i++)
+		for (uint32_t j = 0; j < d->nodes[i].ndeps; j++)
+			if (d->nodes[d->nodes[i].deps[j]].type == GRAPH_NODE_REMOVED)
+				return -EBADMSG;
+	return 0;
+}
+
+int graph_desc_decode(struct graph_desc *d, const void *buf, size_t len)
+{
+	struct wire_cursor c;
+	uint32_t budget = GRAPH_DESC_NODES_MAX;
+	int ret;
+
+	graph_desc_init(d);
+	wire_cursor_init(&c, buf, len);
+	ret = desc_decode(d, &c, 0, &budget);
+	if (!ret && wire_cursor_end(&c))
+		ret = -EBADMSG;
+	if (ret)
+		graph_desc_release(d);
+	return ret;
+}
+
+const char *graph_node_type_name(uint32_t type)
+{
+	switch (type) {
+	case CU_GRAPH_NODE_TYPE_KERNEL: return "kernel";
+	case CU_GRAPH_NODE_TYPE_MEMCPY: return "memcpy";
+	case CU_GRAPH_NODE_TYPE_MEMSET: return "memset";
+	case CU_GRAPH_NODE_TYPE_HOST: return "host";
+	case CU_GRAPH_NODE_TYPE_GRAPH: return "graph";
+	case CU_GRAPH_NODE_TYPE_EMPTY: return "empty";
+	case CU_GRAPH_NODE_TYPE_WAIT_EVENT: return "wait_event";
+	case CU_GRAPH_NODE_TYPE_EVENT_RECORD: return "event_record";
+	case CU_GRAPH_NODE_TYPE_MEM_ALLOC: return "mem_alloc";
+	case CU_GRAPH_NODE_TYPE_MEM_FREE: return "mem_free";
+	case GRAPH_NODE_REMOVED: return "removed";
+	default: return "unknown";
+	}
+}

@@ -1,0 +1,147 @@
+/* Graph descriptions: what a CUDA graph is made of, as tern records it.
+ *
+ * The executor keeps one description per graph and per executable graph the
+ * guest holds: the nodes in the order they were made, each with its type,
+ * its dependencies (indices of earlier or later nodes of the same graph) and
+ * the parameters it was built from, in the guest's terms (virtual handles,
+ * device addresses, packed kernel arguments). A node's index is its name on
+ * the wire, so indices never move: a destroyed node leaves a removed slot.
+ *
+ * The journal keeps each description, encoded, as an image (docs/journal.md,
+ * "Graph descriptions"); a restore rebuilds the graph node by node from it,
+ * since a driver's graph cannot be serialised. The encoding is versioned,
+ * little endian and decodes in exactly one way; decoding treats the bytes as
+ * hostile (fuzz target tests/fuzz/fuzz_graph_desc.c).
+ *
+ * Not thread-safe; a description is owned by one executor.
+ */
+#ifndef TERN_GRAPH_DESC_H
+#define TERN_GRAPH_DESC_H
+
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GRAPH_DESC_MAGIC 0x31444754u    /* "TGD1" */
+#define GRAPH_DESC_VERSION 1u
+/* Nodes of one graph, those of embedded child graphs included. */
+#define GRAPH_DESC_NODES_MAX (1u << 20)
+/* Dependencies of one node, and edges of one graph in all. */
+#define GRAPH_DESC_DEPS_MAX (1u << 16)
+#define GRAPH_DESC_EDGES_MAX (1u << 22)
+/* Child graphs inside child graphs. */
+#define GRAPH_DESC_DEPTH_MAX 8u
+/* Packed kernel arguments: the driver's parameter limit. */
+#define GRAPH_DESC_ARGS_MAX (32u << 10)
+/* The type of a destroyed node's slot. */
+#define GRAPH_NODE_REMOVED 0xffffffffu
+/* The journal's image format number of an encoded description. */
+#define GRAPH_DESC_IMAGE_FORMAT 0x100u
+/* "No node" in an index field. */
+#define GRAPH_NODE_NONE 0xffffffffu
+
+struct graph_desc;
+
+struct graph_node_kernel {
+	uint64_t function;              /* virtual function or kernel handle */
+	uint32_t grid[3], block[3];
+	uint32_t shared_bytes;
+	uint32_t args_len;
+	uint8_t *args;                  /* packed by the function's layout; owned */
+};
+
+/* A copy between device ranges, offsets folded into the addresses. */
+struct graph_node_memcpy {
+	uint64_t dst, dst_pitch, dst_height;
+	uint64_t src, src_pitch, src_height;
+	uint64_t width, height, depth;  /* width in bytes */
+};
+
+struct graph_node_memset {
+	uint64_t dst, pitch, width, height;     /* width in elements */
+	uint32_t value, element_size;
+};
+
+struct graph_node {
+	uint32_t type;                  /* CUgraphNodeType or GRAPH_NODE_REMOVED */
+	uint32_t ndeps;
+	uint32_t *deps;                 /* owned */
+	void *real;                     /* the backend's node, NULL when not built */
+	union {
+		struct graph_node_kernel kernel;
+		struct graph_node_memcpy copy;
+		struct graph_node_memset set;
+		uint64_t event;                 /* WAIT_EVENT, EVENT_RECORD: virtual handle */
+		struct graph_desc *child;       /* GRAPH: an owned copy */
+		struct {
+			uint64_t address, bytes;
+		} mem;                          /* MEM_ALLOC (address, bytes), MEM_FREE (address) */
+	};
+};
+
+struct graph_desc {
+	uint32_t count, cap;
+	struct graph_node *nodes;
+	uint32_t weight;                /* nodes here and in children, removed slots included */
+	uint32_t edges;                 /* dependencies here */
+};
+
+void graph_desc_init(struct graph_desc *d);
+/* Free everything the description owns; it is empty afterwards. */
+void graph_desc_release(struct graph_desc *d);
+/* Deep copy into an empty @dst; backend nodes are not copied (NULL).
+ * 0, -ENOMEM. */
+int graph_desc_copy(struct graph_desc *dst, const struct graph_desc *src);
+
+/* Append @node, taking ownership of what it points to (deps, args, child)
+ * on success only. Checks the limits and that every dependency names an
+ * existing node. 0, -EINVAL (bad dependency), -E2BIG (a limit), -ENOMEM. */
+int graph_desc_append(struct graph_desc *d, struct graph_node *node);
+/* Dependencies @from[k] -> @to[k] (to depends on from), k < @n, added or
+ * (@remove) removed, all or none. _check: 0 when every pair names two live,
+ * different nodes, none twice, each absent (adding) or present (removing);
+ * -EINVAL, -E2BIG past a limit, -ENOMEM. _apply makes the change _check
+ * accepted, new dependencies last in the order given: 0, or -ENOMEM with
+ * nothing changed. Both sort: O(n log n) whatever the guest sends. */
+int graph_desc_edges_check(const struct graph_desc *d, const uint32_t *from, const uint32_t *to, uint32_t n,
+			   int remove);
+int graph_desc_edges_apply(struct graph_desc *d, const uint32_t *from, const uint32_t *to, uint32_t n,
+			   int remove);
+/* Replace every dependency of @d with the @n edges given, in their order
+ * (a graph read back from the backend). 0, -EINVAL (a bad or removed
+ * node, a self edge, an edge twice), -E2BIG, -ENOMEM; nothing changes on
+ * an error. */
+int graph_desc_deps_reset(struct graph_desc *d, const uint32_t *from, const uint32_t *to, size_t n);
+/* 1 when the @n values are distinct, 0 when not, -ENOMEM. */
+int graph_deps_unique(const uint32_t *v, uint32_t n);
+/* Mark node @i removed, with its edges in both directions. 0, -EINVAL. */
+int graph_desc_node_remove(struct graph_desc *d, uint32_t i);
+/* True when @i names a node that is not removed. */
+static inline int graph_desc_node_live(const struct graph_desc *d, uint32_t i)
+{
+	return i < d->count && d->nodes[i].type != GRAPH_NODE_REMOVED;
+}
+/* Give node @i of @d a copy of @src's parameters (same type); its
+ * dependencies and backend node stay. 0, -EINVAL, -E2BIG, -ENOMEM. */
+int graph_desc_node_params_set(struct graph_desc *d, uint32_t i, const struct graph_node *src);
+/* Pair the nodes of @a with those of @b as cuGraphExecUpdate does: exit
+ * nodes in index order, then each pair's dependencies by position. On
+ * success pair[i] is the node of @b paired with node i of @a (removed
+ * slots: GRAPH_NODE_NONE) and 0 is returned; -ENOENT when the shapes
+ * differ, with *@bad the node of @b at fault (or GRAPH_NODE_NONE);
+ * -ENOMEM. @pair holds a->count entries. */
+int graph_desc_pair(const struct graph_desc *a, const struct graph_desc *b, uint32_t *pair, uint32_t *bad);
+/* Free what one node owns (for a node never appended). */
+void graph_node_release(struct graph_node *node);
+
+/* The encoding. Appends to a growable buffer: *@buf (malloc'ed, the
+ * caller frees) of *@len bytes. 0 or -ENOMEM. */
+int graph_desc_encode(const struct graph_desc *d, uint8_t **buf, size_t *len);
+/* Decode into an empty @d. 0, -EBADMSG (not a description, limits,
+ * trailing bytes), -EPROTONOSUPPORT (another version), -ENOMEM. */
+int graph_desc_decode(struct graph_desc *d, const void *buf, size_t len);
+
+/* Name of a node type for logs and `ckpt inspect` ("kernel", "memcpy" ...). */
+const char *graph_node_type_name(uint32_t type);
+
+#endif

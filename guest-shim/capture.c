@@ -1,0 +1,374 @@
+/* Stream capture. The worker runs the captured calls on its real stream, so
+ * the driver captures them itself; the shim forwards the capture calls,
+ * keeps each thread's capture mode (sent to the worker ahead of that
+ * thread's calls, rpc.c) and, while a capture it began is in progress,
+ * sends calls it would otherwise defer at once (rpc_defer), so that the
+ * driver's errors during capture come back from the call that caused them. */
+#define LOG_PREFIX "shim: "
+
+#include "shim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+/* Origin streams of the captures this process began. */
+#define CAPTURES_TRACKED 256
+
+static pthread_mutex_t capture_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t capture_streams[CAPTURES_TRACKED];
+static unsigned capture_count;
+/* Beyond the table: counted, so that deferral stays off until all end. */
+static unsigned capture_untracked;
+
+static __thread uint32_t capture_mode_tls = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+bool capture_active(void)
+{
+	return __atomic_load_n(&capture_count, __ATOMIC_RELAXED) ||
+	       __atomic_load_n(&capture_untracked, __ATOMIC_RELAXED);
+}
+
+uint32_t capture_mode_current(void)
+{
+	return capture_mode_tls;
+}
+
+void capture_reset(void)
+{
+	pthread_mutex_init(&capture_lock, NULL);
+	capture_count = 0;
+	capture_untracked = 0;
+}
+
+static void capture_track(uint64_t stream)
+{
+	pthread_mutex_lock(&capture_lock);
+	if (capture_count < CAPTURES_TRACKED)
+		capture_streams[__atomic_add_fetch(&capture_count, 1, __ATOMIC_RELAXED) - 1] = stream;
+	else
+		__atomic_add_fetch(&capture_untracked, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&capture_lock);
+}
+
+static void capture_untrack(uint64_t stream)
+{
+	pthread_mutex_lock(&capture_lock);
+	for (unsigned i = 0; i < capture_count; i++)
+		if (capture_streams[i] == stream) {
+			capture_streams[i] = capture_streams[capture_count - 1];
+			__atomic_sub_fetch(&capture_count, 1, __ATOMIC_RELAXED);
+			goto out;
+		}
+	if (capture_untracked)
+		__atomic_sub_fetch(&capture_untracked, 1, __ATOMIC_RELAXED);
+out:
+	pthread_mutex_unlock(&capture_lock);
+}
+
+static bool capture_tracked(uint64_t stream)
+{
+	bool found = capture_untracked > 0;
+
+	pthread_mutex_lock(&capture_lock);
+	for (unsigned i = 0; i < capture_count; i++)
+		found |= capture_streams[i] == stream;
+	pthread_mutex_unlock(&capture_lock);
+	return found;
+}
+
+static CUresult begin_capture(uint64_t stream, CUstreamCaptureMode mode)
+{
+	struct wire_stream_begin_capture_req req = { .stream = stream, .mode = (uint32_t)mode };
+	struct wire_stream_begin_capture_rep rep;
+	CUresult res;
+
+	if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_stream_begin_capture(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		capture_track(stream);
+	return res;
+}
+
+/* CUDA 10.0's entry point had no mode: global, the default. */
+SHIM_API CUresult cuStreamBeginCapture(CUstream hStream)
+{
+	return begin_capture(shim_stream(hStream, false), CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+SHIM_API CUresult cuStreamBeginCapture_ptsz(CUstream hStream)
+{
+	return begin_capture(shim_stream(hStream, true), CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+SHIM_API CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
+{
+	return begin_capture(shim_stream(hStream, false), mode);
+}
+
+SHIM_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
+{
+	return begin_capture(shim_stream(hStream, true), mode);
+}
+
+static CUresult end_capture(uint64_t stream, CUgraph *phGraph)
+{
+	struct wire_stream_end_capture_req req = { .stream = stream };
+	struct wire_stream_end_capture_rep rep;
+	CUresult res;
+
+	if (!phGraph)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_stream_end_capture(&req, &rep);
+	/* Ended (or ended in failure) unless it was the wrong stream. */
+	if (res != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED && capture_tracked(stream))
+		capture_untrack(stream);
+	*phGraph = res == CUDA_SUCCESS ? (CUgraph)(uintptr_t)rep.graph : NULL;
+	return res;
+}
+
+SHIM_API CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+	return end_capture(shim_stream(hStream, false), phGraph);
+}
+
+SHIM_API CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
+{
+	return end_capture(shim_stream(hStream, true), phGraph);
+}
+
+static CUresult is_capturing(uint64_t stream, CUstreamCaptureStatus *status)
+{
+	struct wire_stream_is_capturing_req req = { .stream = stream };
+	struct wire_stream_is_capturing_rep rep;
+	CUresult res;
+
+	if (!status)
+		return CUDA_ERROR_INVALID_VALUE;
+	/* No capture begun here: nothing can capture. The runtime and PyTorch
+	 * ask on every allocation; that needs no round trip. */
+	if (!capture_active()) {
+		*status = CU_STREAM_CAPTURE_STATUS_NONE;
+		return CUDA_SUCCESS;
+	}
+	res = rpc_stream_is_capturing(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*status = (CUstreamCaptureStatus)rep.status;
+	return res;
+}
+
+SHIM_API CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+	return is_capturing(shim_stream(hStream, false), captureStatus);
+}
+
+SHIM_API CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+	return is_capturing(shim_stream(hStream, true), captureStatus);
+}
+
+/* The dependency array handed out stays valid until the thread's next call
+ * here, as the driver's stays valid until the stream's next capture call. */
+static __thread CUgraphNode *capture_deps_buf;
+static __thread CUgraphEdgeData *capture_edges_buf;
+static __thread size_t capture_deps_cap;
+
+#define WANT_GRAPH 1u
+#define WANT_DEPS 2u
+
+static CUresult capture_info(uint64_t stream, CUstreamCaptureStatus *status, cuuint64_t *id,
+			     CUgraph *graph, const CUgraphNode **deps, const CUgraphEdgeData **edges,
+			     size_t *ndeps)
+{
+	struct wire_stream_get_capture_info_req req = { .stream = stream };
+	struct wire_stream_get_capture_info_rep rep;
+	size_t n;
+	CUresult res;
+
+	if (!status)
+		return CUDA_ERROR_INVALID_VALUE;
+	/* As is_capturing; the other outputs are only written while capturing. */
+	if (!capture_active()) {
+		*status = CU_STREAM_CAPTURE_STATUS_NONE;
+		return CUDA_SUCCESS;
+	}
+	if (graph)
+		req.want |= WANT_GRAPH;
+	if (deps || edges || ndeps)
+		req.want |= WANT_GRAPH | WANT_DEPS;
+	res = rpc_stream_get_capture_info(&req, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	*status = (CUstreamCaptureStatus)rep.status;
+	if (rep.status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+		return CUDA_SUCCESS;
+	if (id)
+		*id = rep.id;
+	if (graph)
+		*graph = (CUgraph)(uintptr_t)rep.graph;
+	if (!(req.want & WANT_DEPS))
+		return CUDA_SUCCESS;
+	n = rep.deps.len / 4;
+	if (n > capture_deps_cap) {
+		CUgraphNode *d = realloc(capture_deps_buf, n * sizeof(*d));
+		CUgraphEdgeData *e;
+
+		if (!d)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		capture_deps_buf = d;
+		e = realloc(capture_edges_buf, n * sizeof(*e));
+		if (!e)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		capture_edges_buf = e;
+		capture_deps_cap = n;
+	}
+	for (size_t i = 0; i < n; i++) {
+		capture_deps_buf[i] = shim_node(rep.graph, shim_le32_get(rep.deps.ptr + 4 * i));
+		/* Only default (full) dependencies are captured through tern. */
+		memset(&capture_edges_buf[i], 0, sizeof(capture_edges_buf[i]));
+	}
+	if (deps)
+		*deps = n ? capture_deps_buf : NULL;
+	if (edges)
+		*edges = n ? capture_edges_buf : NULL;
+	if (ndeps)
+		*ndeps = n;
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+					 cuuint64_t *id_out)
+{
+	return capture_info(shim_stream(hStream, false), captureStatus_out, id_out, NULL, NULL, NULL, NULL);
+}
+
+SHIM_API CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+					      cuuint64_t *id_out)
+{
+	return capture_info(shim_stream(hStream, true), captureStatus_out, id_out, NULL, NULL, NULL, NULL);
+}
+
+SHIM_API CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+					    cuuint64_t *id_out, CUgraph *graph_out,
+					    const CUgraphNode **dependencies_out, size_t *numDependencies_out)
+{
+	return capture_info(shim_stream(hStream, false), captureStatus_out, id_out, graph_out,
+			    dependencies_out, NULL, numDependencies_out);
+}
+
+SHIM_API CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+						 cuuint64_t *id_out, CUgraph *graph_out,
+						 const CUgraphNode **dependencies_out,
+						 size_t *numDependencies_out)
+{
+	return capture_info(shim_stream(hStream, true), captureStatus_out, id_out, graph_out,
+			    dependencies_out, NULL, numDependencies_out);
+}
+
+SHIM_API CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+					    cuuint64_t *id_out, CUgraph *graph_out,
+					    const CUgraphNode **dependencies_out,
+					    const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
+{
+	return capture_info(shim_stream(hStream, false), captureStatus_out, id_out, graph_out,
+			    dependencies_out, edgeData_out, numDependencies_out);
+}
+
+SHIM_API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+						 cuuint64_t *id_out, CUgraph *graph_out,
+						 const CUgraphNode **dependencies_out,
+						 const CUgraphEdgeData **edgeData_out,
+						 size_t *numDependencies_out)
+{
+	return capture_info(shim_stream(hStream, true), captureStatus_out, id_out, graph_out,
+			    dependencies_out, edgeData_out, numDependencies_out);
+}
+
+/* Edge data other than the default (all zero) is not remoted. */
+bool graph_edges_default(const CUgraphEdgeData *edges, size_t n)
+{
+	static const CUgraphEdgeData zero;
+
+	for (size_t i = 0; edges && i < n; i++)
+		if (memcmp(&edges[i], &zero, sizeof(zero)))
+			return false;
+	return true;
+}
+
+static CUresult update_deps(uint64_t stream, CUgraphNode *deps, const CUgraphEdgeData *edges, size_t n,
+			    unsigned flags)
+{
+	struct wire_stream_update_capture_dependencies_req req = { .stream = stream, .flags = flags };
+	struct wire_stream_update_capture_dependencies_rep rep;
+	uint8_t *idx = NULL;
+	CUresult res;
+
+	if (n && !deps)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!graph_edges_default(edges, n)) {
+		pr_warn("cuStreamUpdateCaptureDependencies: only default edges are supported");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	if (n) {
+		if (n > UINT32_MAX / 4)
+			return CUDA_ERROR_INVALID_VALUE;
+		idx = malloc(n * 4);
+		if (!idx)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint64_t g;
+		uint32_t k;
+
+		/* All of one graph: the one the capture adds to. */
+		if (!shim_node_decode(deps[i], &g, &k) || (req.graph && g != req.graph)) {
+			free(idx);
+			return CUDA_ERROR_INVALID_VALUE;
+		}
+		req.graph = g;
+		shim_le32_put(idx + 4 * i, k);
+	}
+	req.deps = (struct wire_blob){ idx, (uint32_t)(n * 4) };
+	res = rpc_stream_update_capture_dependencies(&req, &rep);
+	free(idx);
+	return res;
+}
+
+SHIM_API CUresult cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies,
+						    size_t numDependencies, unsigned int flags)
+{
+	return update_deps(shim_stream(hStream, false), dependencies, NULL, numDependencies, flags);
+}
+
+SHIM_API CUresult cuStreamUpdateCaptureDependencies_ptsz(CUstream hStream, CUgraphNode *dependencies,
+							 size_t numDependencies, unsigned int flags)
+{
+	return update_deps(shim_stream(hStream, true), dependencies, NULL, numDependencies, flags);
+}
+
+SHIM_API CUresult cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNode *dependencies,
+						       const CUgraphEdgeData *dependencyData,
+						       size_t numDependencies, unsigned int flags)
+{
+	return update_deps(shim_stream(hStream, false), dependencies, dependencyData, numDependencies, flags);
+}
+
+SHIM_API CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream hStream, CUgraphNode *dependencies,
+							    const CUgraphEdgeData *dependencyData,
+							    size_t numDependencies, unsigned int flags)
+{
+	return update_deps(shim_stream(hStream, true), dependencies, dependencyData, numDependencies, flags);
+}
+
+SHIM_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+	uint32_t old = capture_mode_tls;
+
+	if (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+		return CUDA_ERROR_INVALID_VALUE;
+	capture_mode_tls = (uint32_t)*mode;
+	*mode = (CUstreamCaptureMode)old;
+	return CUDA_SUCCESS;
+}

@@ -1,0 +1,2145 @@
+/* Stream capture and graphs.
+ *
+ * The backend holds the real graphs; the executor keeps, beside each, a
+ * description (common/graph_desc.h) of what the graph is made of, in the
+ * guest's terms. The description names nodes on the wire (graph handle +
+ * index), validates what the guest refers to, and is what the journal keeps:
+ * a driver's graph cannot be serialised, so a restore rebuilds each graph
+ * node by node from its description (graph_build).
+ *
+ * Graphs built node by node get their description as they are built. A
+ * captured graph is read back from the backend when the capture ends
+ * (desc_sync), so captures across several streams, event forks and joins
+ * and cuStreamUpdateCaptureDependencies need no model of the driver's
+ * capture rules here: the driver applies them, and its errors are the
+ * guest's.
+ *
+ * An executable keeps its own description and its own backend graph
+ * (`source`, a clone of the graph it was instantiated from): the guest's
+ * node names for cuGraphExecKernelNodeSetParams are indices into it, and
+ * the guest may destroy the graph while the executable lives.
+ *
+ * Memory allocation nodes get their memory from the arena when they are
+ * made (so snapshots hold it and restores map it at the same address); the
+ * backend sees an empty node in their place. docs/limits.md lists what that
+ * changes.
+ */
+#define LOG_PREFIX "exec: "
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+#include "graph_desc.h"
+#include "log.h"
+#include "tracker.h"
+#include "wire_dispatch.h"
+
+#define GRAPH_ARGS_MAX GRAPH_DESC_ARGS_MAX
+#define GRAPH_PARAMS_MAX 8192
+/* Captures in progress at once. */
+#define CAPTURES_MAX 1024
+
+struct exec_graph {
+	struct graph_desc d;            /* nodes' `real` point into the entry's graph */
+	uint64_t cloned_from;           /* cuGraphNodeFindInClone's original, 0 if none */
+	bool capturing;                 /* a capture still adds to it */
+	unsigned execs;                 /* live executables instantiated from it */
+	uint8_t hash[TRACKER_HASH_SIZE];
+	bool journaled;
+	bool dirty;                     /* changed since its description was journaled */
+};
+
+struct exec_graph_exec {
+	struct graph_desc d;            /* nodes' `real` point into @source */
+	CUgraph source;
+	uint64_t origin;                /* the graph it was instantiated from */
+	uint64_t flags;
+	uint8_t hash[TRACKER_HASH_SIZE];
+	bool journaled;
+	bool dirty;
+};
+
+/* ---- lookups ------------------------------------------------------------ */
+
+static struct exec_graph *graph_get(struct exec *ex, uint64_t handle, CUgraph *real)
+{
+	struct handle_entry *e = handle_table_get(ex->handles, handle, HANDLE_GRAPH);
+
+	if (!e)
+		return NULL;
+	if (real)
+		*real = e->real;
+	return e->info;
+}
+
+static struct exec_graph_exec *graph_exec_get(struct exec *ex, uint64_t handle, CUgraphExec *real)
+{
+	struct handle_entry *e = handle_table_get(ex->handles, handle, HANDLE_GRAPH_EXEC);
+
+	if (!e)
+		return NULL;
+	if (real)
+		*real = e->real;
+	return e->info;
+}
+
+static CUresult res_of_errno(int ret)
+{
+	return ret == -ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- graph allocations -------------------------------------------------- */
+
+static struct exec_graph_alloc *galloc_find(struct exec *ex, uint64_t addr)
+{
+	for (unsigned i = 0; i < ex->galloc_count; i++)
+		if (ex->gallocs[i].addr == addr)
+			return &ex->gallocs[i];
+	return NULL;
+}
+
+static int galloc_add(struct exec *ex, uint64_t addr, uint64_t bytes, bool freed)
+{
+	if (ex->galloc_count == ex->galloc_cap) {
+		unsigned cap = ex->galloc_cap ? ex->galloc_cap * 2 : 16;
+		struct exec_graph_alloc *n = realloc(ex->gallocs, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		ex->gallocs = n;
+		ex->galloc_cap = cap;
+	}
+	ex->gallocs[ex->galloc_count++] = (struct exec_graph_alloc){ addr, bytes, 0, freed };
+	return 0;
+}
+
+/* Unmap when nothing holds the node and the memory was freed. */
+static void galloc_settle(struct exec *ex, struct exec_graph_alloc *ga)
+{
+	uint64_t addr = ga->addr;
+
+	if (ga->refs || !ga->freed)
+		return;
+	/* A launch of a graph that held it may still run. */
+	ex->be->cuCtxSynchronize();
+	arena_free(ex->arena, addr);
+	exec_journal_region_drop(ex, addr);
+	*ga = ex->gallocs[--ex->galloc_count];
+	if (ex->slot)
+		atomic_store_explicit(&ex->slot->memory, arena_bytes_mapped(ex->arena),
+				      memory_order_relaxed);
+}
+
+static void galloc_journal(struct exec *ex, struct exec_graph_alloc *ga)
+{
+	exec_journal_region_kind(ex, ga->addr, ga->bytes,
+				 ga->freed ? EXEC_REGION_GRAPH_FREED : EXEC_REGION_GRAPH);
+}
+
+/* Take (+1) or drop (-1) the references of a description's alloc nodes. */
+static void desc_gallocs(struct exec *ex, const struct graph_desc *d, int delta)
+{
+	for (uint32_t i = 0; i < d->count; i++) {
+		struct exec_graph_alloc *ga;
+
+		if (d->nodes[i].type != CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+			continue;
+		ga = galloc_find(ex, d->nodes[i].mem.address);
+		if (!ga)
+			continue;
+		if (delta > 0) {
+			ga->refs++;
+		} else if (ga->refs) {
+			ga->refs--;
+			galloc_settle(ex, ga);
+		}
+	}
+}
+
+static bool desc_has_mem_nodes(const struct graph_desc *d)
+{
+	for (uint32_t i = 0; i < d->count; i++)
+		if (d->nodes[i].type == CU_GRAPH_NODE_TYPE_MEM_ALLOC ||
+		    d->nodes[i].type == CU_GRAPH_NODE_TYPE_MEM_FREE)
+			return true;
+	return false;
+}
+
+static unsigned desc_depth(const struct graph_desc *d)
+{
+	unsigned depth = 1;
+
+	for (uint32_t i = 0; i < d->count; i++)
+		if (d->nodes[i].type == CU_GRAPH_NODE_TYPE_GRAPH) {
+			unsigned c = 1 + desc_depth(d->nodes[i].child);
+
+			if (c > depth)
+				depth = c;
+		}
+	return depth;
+}
+
+bool exec_graph_alloc_free(struct exec *ex, uint64_t addr)
+{
+	struct exec_graph_alloc *ga = galloc_find(ex, addr);
+
+	if (!ga)
+		return false;
+	if (!ga->freed) {
+		ga->freed = true;
+		galloc_journal(ex, ga);
+		galloc_settle(ex, ga);
+	}
+	return true;
+}
+
+int exec_graph_alloc_restore(struct exec *ex, uint64_t addr, uint64_t bytes, bool freed)
+{
+	return galloc_add(ex, addr, bytes, freed);
+}
+
+/* ---- journal ------------------------------------------------------------ */
+
+/* Write the description of graph or executable @handle as an image and
+ * point its object record at it: args = hash [, u64 flags, u64 origin]. */
+static void journal_desc(struct exec *ex, uint64_t handle, enum handle_kind kind,
+			 const struct graph_desc *d, uint8_t hash[TRACKER_HASH_SIZE], bool *journaled,
+			 uint64_t flags, uint64_t origin)
+{
+	uint8_t args[TRACKER_HASH_SIZE + 16], old[TRACKER_HASH_SIZE];
+	bool had = *journaled;
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int ret;
+
+	if (!ex->journal || ex->journal_broken)
+		return;
+	memcpy(old, hash, sizeof(old));
+	ret = graph_desc_encode(d, &buf, &len);
+	if (!ret)
+		ret = tracker_image_ref(ex->journal, buf, len, GRAPH_DESC_IMAGE_FORMAT, hash);
+	free(buf);
+	if (ret) {
+		/* The journal no longer describes this graph: snapshots must not be taken. */
+		pr_err("cannot journal graph 0x%llx: %s", (unsigned long long)handle, strerror(-ret));
+		ex->journal_broken = true;
+		return;
+	}
+	*journaled = true;
+	memcpy(args, hash, TRACKER_HASH_SIZE);
+	for (int k = 0; k < 8; k++) {
+		args[TRACKER_HASH_SIZE + k] = (uint8_t)(flags >> (8 * k));
+		args[TRACKER_HASH_SIZE + 8 + k] = (uint8_t)(origin >> (8 * k));
+	}
+	exec_journal_object(ex, handle, kind, ex->primary_ctx, args,
+			    kind == HANDLE_GRAPH ? TRACKER_HASH_SIZE : sizeof(args));
+	if (had && !ex->journal_broken && tracker_image_unref(ex->journal, old))
+		ex->journal_broken = true;
+}
+
+/* A description is written when a snapshot needs it, not at every change:
+ * rewriting a whole description per node would make building a graph of N
+ * nodes cost N^2, and per cuGraphExecKernelNodeSetParams would put a
+ * journal write in a loop that launches. */
+static void journal_graph(struct exec *ex, uint64_t handle, struct exec_graph *g)
+{
+	(void)handle;
+	g->dirty = true;
+	ex->graph_dirty = true;
+}
+
+static void journal_exec(struct exec *ex, uint64_t handle, struct exec_graph_exec *x)
+{
+	(void)handle;
+	x->dirty = true;
+	ex->graph_dirty = true;
+}
+
+static int journal_entry_flush(struct handle_entry *e, void *arg)
+{
+	struct exec *ex = arg;
+
+	if (e->kind == HANDLE_GRAPH && e->info) {
+		struct exec_graph *g = e->info;
+
+		if (g->dirty && !g->capturing)
+			journal_desc(ex, e->handle, HANDLE_GRAPH, &g->d, g->hash, &g->journaled, 0, 0);
+		g->dirty = false;
+	} else if (e->kind == HANDLE_GRAPH_EXEC && e->info) {
+		struct exec_graph_exec *x = e->info;
+
+		if (x->dirty)
+			journal_desc(ex, e->handle, HANDLE_GRAPH_EXEC, &x->d, x->hash, &x->journaled, x->flags,
+				     x->origin);
+		x->dirty = false;
+	}
+	return 0;
+}
+
+void exec_graph_journal_flush(struct exec *ex)
+{
+	if (!ex->graph_dirty)
+		return;
+	handle_table_foreach(ex->handles, journal_entry_flush, ex);
+	ex->graph_dirty = false;
+}
+
+static void graph_info_release(struct exec *ex, struct exec_graph *g, bool gallocs)
+{
+	if (!g)
+		return;
+	if (gallocs)
+		desc_gallocs(ex, &g->d, -1);
+	graph_desc_release(&g->d);
+	free(g);
+}
+
+static void exec_info_release(struct exec *ex, struct exec_graph_exec *x, bool gallocs)
+{
+	if (!x)
+		return;
+	if (gallocs)
+		desc_gallocs(ex, &x->d, -1);
+	graph_desc_release(&x->d);
+	free(x);
+}
+
+void exec_graph_info_free(struct exec *ex, struct handle_entry *e)
+{
+	if (e->kind == HANDLE_GRAPH)
+		graph_info_release(ex, e->info, false);
+	else if (e->kind == HANDLE_GRAPH_EXEC)
+		exec_info_release(ex, e->info, false);
+	e->info = NULL;
+}
+
+/* ---- reading a backend graph back --------------------------------------- */
+
+struct real_index {
+	void *real;
+	uint32_t index;
+};
+
+static int real_index_cmp(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t)((const struct real_index *)a)->real;
+	uintptr_t y = (uintptr_t)((const struct real_index *)b)->real;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The index of the node whose backend node is @real, or GRAPH_NODE_NONE. */
+static uint32_t index_of_real(const struct real_index *map, uint32_t n, void *real)
+{
+	struct real_index key = { real, 0 };
+	const struct real_index *hit = bsearch(&key, map, n, sizeof(*map), real_index_cmp);
+
+	return hit ? hit->index : GRAPH_NODE_NONE;
+}
+
+static struct real_index *real_index_build(const struct graph_desc *d, uint32_t *n)
+{
+	struct real_index *map = malloc((d->count ? d->count : 1) * sizeof(*map));
+
+	*n = 0;
+	if (!map)
+		return NULL;
+	for (uint32_t i = 0; i < d->count; i++)
+		if (d->nodes[i].real)
+			map[(*n)++] = (struct real_index){ d->nodes[i].real, i };
+	qsort(map, *n, sizeof(*map), real_index_cmp);
+	return map;
+}
+
+struct kernel_match {
+	CUfunction fn;
+	CUkernel kern;
+	uint64_t handle;
+};
+
+static int kernel_match(struct handle_entry *e, void *arg)
+{
+	struct kernel_match *m = arg;
+	struct exec_kernel_info *ki = e->info;
+
+	if (e->kind != HANDLE_KERNEL || !ki)
+		return 0;
+	if ((m->kern && e->real == m->kern) || (m->fn && ki->function == m->fn)) {
+		m->handle = e->handle;
+		return 1;
+	}
+	return 0;
+}
+
+/* The guest's handle for a function the backend reports. */
+static uint64_t function_handle_of(struct exec *ex, CUfunction fn, CUkernel kern)
+{
+	struct handle_entry *e = fn ? handle_table_find_real(ex->handles, HANDLE_FUNCTION, fn) : NULL;
+	struct kernel_match m = { fn, kern, 0 };
+
+	if (e)
+		return e->handle;
+	handle_table_foreach(ex->handles, kernel_match, &m);
+	return m.handle;
+}
+
+/* Offsets are folded into the addresses; host and array endpoints have no
+ * place in a description (the worker cannot reach the guest's memory). */
+static CUresult copy_from_3d(struct exec *ex, const CUDA_MEMCPY3D *p, struct graph_node_memcpy *c)
+{
+	if ((p->srcMemoryType != CU_MEMORYTYPE_DEVICE && p->srcMemoryType != CU_MEMORYTYPE_UNIFIED) ||
+	    (p->dstMemoryType != CU_MEMORYTYPE_DEVICE && p->dstMemoryType != CU_MEMORYTYPE_UNIFIED) ||
+	    p->srcLOD || p->dstLOD)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	c->src = p->srcDevice + p->srcXInBytes + (p->srcY + p->srcZ * p->srcHeight) * p->srcPitch;
+	c->dst = p->dstDevice + p->dstXInBytes + (p->dstY + p->dstZ * p->dstHeight) * p->dstPitch;
+	c->src_pitch = p->srcPitch;
+	c->src_height = p->srcHeight;
+	c->dst_pitch = p->dstPitch;
+	c->dst_height = p->dstHeight;
+	c->width = p->WidthInBytes;
+	c->height = p->Height;
+	c->depth = p->Depth;
+	(void)ex;
+	return CUDA_SUCCESS;
+}
+
+static CUresult desc_sync(struct exec *ex, struct graph_desc *d, CUgraph g, unsigned depth);
+
+/* Read one backend node's type and parameters into @n. */
+static CUresult node_read(struct exec *ex, CUgraphNode real, struct graph_node *n, unsigned depth)
+{
+	CUgraphNodeType type;
+	CUresult res = ex->be->cuGraphNodeGetType(real, &type);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	memset(n, 0, sizeof(*n));
+	n->type = type;
+	n->real = real;
+	switch (type) {
+	case CU_GRAPH_NODE_TYPE_KERNEL: {
+		CUDA_KERNEL_NODE_PARAMS p = { 0 };
+		const struct exec_params *layout;
+		CUfunction fn;
+
+		res = ex->be->cuGraphKernelNodeGetParams(real, &p);
+		if (res != CUDA_SUCCESS)
+			return res;
+		n->kernel.function = function_handle_of(ex, p.func, p.kern);
+		if (!n->kernel.function || exec_function_real(ex, n->kernel.function, &fn, &layout) ||
+		    (layout->count && !p.kernelParams) || layout->bytes > GRAPH_ARGS_MAX)
+			return CUDA_ERROR_NOT_SUPPORTED;
+		n->kernel.grid[0] = p.gridDimX;
+		n->kernel.grid[1] = p.gridDimY;
+		n->kernel.grid[2] = p.gridDimZ;
+		n->kernel.block[0] = p.blockDimX;
+		n->kernel.block[1] = p.blockDimY;
+		n->kernel.block[2] = p.blockDimZ;
+		n->kernel.shared_bytes = p.sharedMemBytes;
+		n->kernel.args_len = layout->bytes;
+		if (layout->bytes) {
+			n->kernel.args = calloc(1, layout->bytes);
+			if (!n->kernel.args)
+				return CUDA_ERROR_OUT_OF_MEMORY;
+			for (uint32_t i = 0; i < layout->count; i++)
+				memcpy(n->kernel.args + layout->offset[i], p.kernelParams[i], layout->size[i]);
+		}
+		return CUDA_SUCCESS;
+	}
+	case CU_GRAPH_NODE_TYPE_MEMCPY: {
+		CUDA_MEMCPY3D p = { 0 };
+
+		res = ex->be->cuGraphMemcpyNodeGetParams(real, &p);
+		return res == CUDA_SUCCESS ? copy_from_3d(ex, &p, &n->copy) : res;
+	}
+	case CU_GRAPH_NODE_TYPE_MEMSET: {
+		CUDA_MEMSET_NODE_PARAMS p = { 0 };
+
+		res = ex->be->cuGraphMemsetNodeGetParams(real, &p);
+		if (res != CUDA_SUCCESS)
+			return res;
+		n->set.dst = p.dst;
+		n->set.pitch = p.pitch;
+		n->set.value = p.value;
+		n->set.element_size = p.elementSize;
+		n->set.width = p.width;
+		n->set.height = p.height;
+		return CUDA_SUCCESS;
+	}
+	case CU_GRAPH_NODE_TYPE_EMPTY:
+		return CUDA_SUCCESS;
+	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+	case CU_GRAPH_NODE_TYPE_EVENT_RECORD: {
+		struct handle_entry *ev;
+		CUevent e = NULL;
+
+		res = type == CU_GRAPH_NODE_TYPE_WAIT_EVENT ? ex->be->cuGraphEventWaitNodeGetEvent(real, &e)
+							    : ex->be->cuGraphEventRecordNodeGetEvent(real, &e);
+		if (res != CUDA_SUCCESS)
+			return res;
+		ev = handle_table_find_real(ex->handles, HANDLE_EVENT, e);
+		if (!ev)
+			return CUDA_ERROR_NOT_SUPPORTED;
+		n->event = ev->handle;
+		return CUDA_SUCCESS;
+	}
+	case CU_GRAPH_NODE_TYPE_GRAPH: {
+		CUgraph child;
+
+		if (depth + 1 >= GRAPH_DESC_DEPTH_MAX)
+			return CUDA_ERROR_NOT_SUPPORTED;
+		res = ex->be->cuGraphChildGraphNodeGetGraph(real, &child);
+		if (res != CUDA_SUCCESS)
+			return res;
+		n->child = calloc(1, sizeof(*n->child));
+		if (!n->child)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		res = desc_sync(ex, n->child, child, depth + 1);
+		/* The child belongs to the node: forget its backend nodes. */
+		for (uint32_t i = 0; i < n->child->count; i++)
+			n->child->nodes[i].real = NULL;
+		return res;
+	}
+	default:
+		/* Host, external semaphore, conditional, batch memop nodes: none of
+		 * the guest's calls makes them. */
+		pr_warn("graph node of type %d is not supported", (int)type);
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+}
+
+/* Bring @d up to date with the backend graph @g: nodes keep their indices
+ * (matched by backend node), new ones are appended with their parameters
+ * read back, dependencies are read again. */
+static CUresult desc_sync(struct exec *ex, struct graph_desc *d, CUgraph g, unsigned depth)
+{
+	CUgraphNode *nodes = NULL, *from = NULL, *to = NULL;
+	uint32_t *ia = NULL, *ib = NULL;
+	struct real_index *map = NULL;
+	size_t count = 0, edges = 0;
+	uint32_t mapped;
+	CUresult res;
+
+	res = ex->be->cuGraphGetNodes(g, NULL, &count);
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (count > GRAPH_DESC_NODES_MAX)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	nodes = calloc(count ? count : 1, sizeof(*nodes));
+	if (!nodes)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	res = ex->be->cuGraphGetNodes(g, nodes, &count);
+	if (res != CUDA_SUCCESS)
+		goto out;
+	map = real_index_build(d, &mapped);
+	if (!map) {
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	for (size_t i = 0; i < count; i++) {
+		struct graph_node n;
+		int ret;
+
+		if (index_of_real(map, mapped, nodes[i]) != GRAPH_NODE_NONE)
+			continue;
+		res = node_read(ex, nodes[i], &n, depth);
+		if (res == CUDA_SUCCESS) {
+			ret = graph_desc_append(d, &n);
+			if (ret)
+				res = ret == -ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_NOT_SUPPORTED;
+		}
+		if (res != CUDA_SUCCESS) {
+			graph_node_release(&n);
+			goto out;
+		}
+	}
+	/* Dependencies: all of them again, from the backend's edges. */
+	res = ex->be->cuGraphGetEdges(g, NULL, NULL, &edges);
+	if (res != CUDA_SUCCESS)
+		goto out;
+	if (edges > GRAPH_DESC_EDGES_MAX) {
+		res = CUDA_ERROR_NOT_SUPPORTED;
+		goto out;
+	}
+	from = calloc(edges ? edges : 1, sizeof(*from));
+	to = calloc(edges ? edges : 1, sizeof(*to));
+	if (!from || !to) {
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	res = ex->be->cuGraphGetEdges(g, from, to, &edges);
+	if (res != CUDA_SUCCESS)
+		goto out;
+	free(map);
+	map = real_index_build(d, &mapped);
+	if (!map) {
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	ia = malloc((edges ? edges : 1) * sizeof(*ia));
+	ib = malloc((edges ? edges : 1) * sizeof(*ib));
+	if (!ia || !ib) {
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	for (size_t i = 0; i < edges; i++) {
+		ia[i] = index_of_real(map, mapped, from[i]);
+		ib[i] = index_of_real(map, mapped, to[i]);
+		if (ia[i] == GRAPH_NODE_NONE || ib[i] == GRAPH_NODE_NONE) {
+			res = CUDA_ERROR_NOT_SUPPORTED;
+			goto out;
+		}
+	}
+	{
+		int ret = graph_desc_deps_reset(d, ia, ib, edges);
+
+		if (ret)
+			res = ret == -ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_NOT_SUPPORTED;
+	}
+out:
+	free(map);
+	free(nodes);
+	free(from);
+	free(to);
+	free(ia);
+	free(ib);
+	return res;
+}
+
+/* ---- building a backend graph from a description ------------------------ */
+
+/* kernelParams for packed @args by the function's layout; @store holds
+ * GRAPH_ARGS_MAX bytes. */
+static CUresult kernel_params(struct exec *ex, uint64_t function, const uint8_t *args, uint32_t len,
+			      CUfunction *fn, uint8_t *store, void **params, bool *any)
+{
+	const struct exec_params *layout;
+	CUresult res = exec_function_real(ex, function, fn, &layout);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (len != layout->bytes || len > GRAPH_ARGS_MAX || layout->count > GRAPH_PARAMS_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (len)
+		memcpy(store, args, len);
+	for (uint32_t i = 0; i < layout->count; i++)
+		params[i] = store + layout->offset[i];
+	*any = layout->count > 0;
+	return CUDA_SUCCESS;
+}
+
+static CUresult kernel_node_params(struct exec *ex, const struct graph_node_kernel *k,
+				   CUDA_KERNEL_NODE_PARAMS *p)
+{
+	static uint8_t store[GRAPH_ARGS_MAX];
+	static void *params[GRAPH_PARAMS_MAX];
+	CUfunction fn;
+	bool any = false;
+	CUresult res = kernel_params(ex, k->function, k->args, k->args_len, &fn, store, params, &any);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	memset(p, 0, sizeof(*p));
+	p->func = fn;
+	p->gridDimX = k->grid[0];
+	p->gridDimY = k->grid[1];
+	p->gridDimZ = k->grid[2];
+	p->blockDimX = k->block[0];
+	p->blockDimY = k->block[1];
+	p->blockDimZ = k->block[2];
+	p->sharedMemBytes = k->shared_bytes;
+	p->kernelParams = any ? params : NULL;
+	return CUDA_SUCCESS;
+}
+
+static void memcpy_3d(const struct graph_node_memcpy *c, CUDA_MEMCPY3D *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->srcMemoryType = CU_MEMORYTYPE_DEVICE;
+	p->srcDevice = c->src;
+	p->srcPitch = c->src_pitch;
+	p->srcHeight = c->src_height;
+	p->dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	p->dstDevice = c->dst;
+	p->dstPitch = c->dst_pitch;
+	p->dstHeight = c->dst_height;
+	p->WidthInBytes = c->width;
+	p->Height = c->height;
+	p->Depth = c->depth;
+}
+
+static void memset_params(const struct graph_node_memset *s, CUDA_MEMSET_NODE_PARAMS *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->dst = s->dst;
+	p->pitch = s->pitch;
+	p->value = s->value;
+	p->elementSize = s->element_size;
+	p->width = s->width;
+	p->height = s->height;
+}
+
+static CUresult graph_build(struct exec *ex, struct graph_desc *d, CUgraph *out);
+
+static CUresult ctx_real(struct exec *ex, CUcontext *ctx)
+{
+	struct handle_entry *e = handle_table_get(ex->handles, ex->primary_ctx, HANDLE_CONTEXT);
+
+	*ctx = e ? e->real : NULL;
+	return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+/* Add one node of @d, without dependencies, to @g. */
+static CUresult node_build(struct exec *ex, CUgraph g, struct graph_node *n, CUgraphNode *real)
+{
+	CUcontext ctx;
+	CUresult res = ctx_real(ex, &ctx);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	switch (n->type) {
+	case CU_GRAPH_NODE_TYPE_KERNEL: {
+		CUDA_KERNEL_NODE_PARAMS p;
+
+		res = kernel_node_params(ex, &n->kernel, &p);
+		return res == CUDA_SUCCESS ? ex->be->cuGraphAddKernelNode(real, g, NULL, 0, &p) : res;
+	}
+	case CU_GRAPH_NODE_TYPE_MEMCPY: {
+		CUDA_MEMCPY3D p;
+
+		memcpy_3d(&n->copy, &p);
+		return ex->be->cuGraphAddMemcpyNode(real, g, NULL, 0, &p, ctx);
+	}
+	case CU_GRAPH_NODE_TYPE_MEMSET: {
+		CUDA_MEMSET_NODE_PARAMS p;
+
+		memset_params(&n->set, &p);
+		return ex->be->cuGraphAddMemsetNode(real, g, NULL, 0, &p, ctx);
+	}
+	case CU_GRAPH_NODE_TYPE_EMPTY:
+	case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+	case CU_GRAPH_NODE_TYPE_MEM_FREE:
+		return ex->be->cuGraphAddEmptyNode(real, g, NULL, 0);
+	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+	case CU_GRAPH_NODE_TYPE_EVENT_RECORD: {
+		struct handle_entry *ev = handle_table_get(ex->handles, n->event, HANDLE_EVENT);
+
+		if (!ev)
+			return CUDA_ERROR_INVALID_HANDLE;
+		return n->type == CU_GRAPH_NODE_TYPE_WAIT_EVENT
+			       ? ex->be->cuGraphAddEventWaitNode(real, g, NULL, 0, ev->real)
+			       : ex->be->cuGraphAddEventRecordNode(real, g, NULL, 0, ev->real);
+	}
+	case CU_GRAPH_NODE_TYPE_GRAPH: {
+		CUgraph child;
+
+		res = graph_build(ex, n->child, &child);
+		if (res != CUDA_SUCCESS)
+			return res;
+		/* The node holds its own copy of the child. */
+		res = ex->be->cuGraphAddChildGraphNode(real, g, NULL, 0, child);
+		ex->be->cuGraphDestroy(child);
+		for (uint32_t i = 0; i < n->child->count; i++)
+			n->child->nodes[i].real = NULL;
+		return res;
+	}
+	default:
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+}
+
+/* A new backend graph with every node of @d, in index order, then every
+ * edge; the nodes' `real` fields are set to it. */
+static CUresult graph_build(struct exec *ex, struct graph_desc *d, CUgraph *out)
+{
+	CUgraphNode *from = NULL, *to = NULL;
+	CUgraph g;
+	size_t e = 0;
+	CUresult res = ex->be->cuGraphCreate(&g, 0);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	for (uint32_t i = 0; i < d->count && res == CUDA_SUCCESS; i++) {
+		d->nodes[i].real = NULL;
+		if (d->nodes[i].type != GRAPH_NODE_REMOVED)
+			res = node_build(ex, g, &d->nodes[i], (CUgraphNode *)&d->nodes[i].real);
+	}
+	if (res == CUDA_SUCCESS && d->edges) {
+		from = malloc(d->edges * sizeof(*from));
+		to = malloc(d->edges * sizeof(*to));
+		if (!from || !to)
+			res = CUDA_ERROR_OUT_OF_MEMORY;
+		for (uint32_t i = 0; i < d->count && res == CUDA_SUCCESS; i++)
+			for (uint32_t j = 0; j < d->nodes[i].ndeps && e < d->edges; j++) {
+				from[e] = d->nodes[d->nodes[i].deps[j]].real;
+				to[e++] = d->nodes[i].real;
+			}
+		if (res == CUDA_SUCCESS)
+			res = ex->be->cuGraphAddDependencies(g, from, to, e);
+	}
+	free(from);
+	free(to);
+	if (res != CUDA_SUCCESS) {
+		ex->be->cuGraphDestroy(g);
+		for (uint32_t i = 0; i < d->count; i++)
+			d->nodes[i].real = NULL;
+		return res;
+	}
+	*out = g;
+	return CUDA_SUCCESS;
+}
+
+/* ---- stream capture ----------------------------------------------------- */
+
+static struct exec_capture *capture_find(struct exec *ex, uint64_t stream)
+{
+	for (unsigned i = 0; i < ex->capture_count; i++)
+		if (ex->captures[i].stream == stream)
+			return &ex->captures[i];
+	return NULL;
+}
+
+static struct exec_capture *capture_of_graph(struct exec *ex, void *graph_real)
+{
+	for (unsigned i = 0; i < ex->capture_count; i++)
+		if (ex->captures[i].graph_real == graph_real)
+			return &ex->captures[i];
+	return NULL;
+}
+
+static void capture_drop(struct exec *ex, struct exec_capture *c)
+{
+	*c = ex->captures[--ex->capture_count];
+}
+
+CUresult exec_stream_begin_capture(struct exec *ex, const struct wire_stream_begin_capture_req *req,
+				   struct wire_stream_begin_capture_rep *rep)
+{
+	CUstreamCaptureStatus st;
+	CUgraph g = NULL;
+	CUstream s;
+	CUresult res = exec_stream_real(ex, req->stream, &s);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (req->mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (ex->capture_count == CAPTURES_MAX)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (ex->capture_count == ex->capture_cap) {
+		unsigned cap = ex->capture_cap ? ex->capture_cap * 2 : 8;
+		struct exec_capture *n = realloc(ex->captures, cap * sizeof(*n));
+
+		if (!n)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		ex->captures = n;
+		ex->capture_cap = cap;
+	}
+	res = ex->be->cuStreamBeginCapture(s, (CUstreamCaptureMode)req->mode);
+	if (res != CUDA_SUCCESS)
+		return res;
+	/* Which graph it captures into: to name it if the guest asks for it. */
+	ex->be->cuStreamGetCaptureInfo(s, &st, NULL, &g, NULL, NULL);
+	ex->captures[ex->capture_count++] = (struct exec_capture){ req->stream, g, 0 };
+	return CUDA_SUCCESS;
+}
+
+static CUresult graph_entry_add(struct exec *ex, CUgraph real, struct exec_graph *g, uint64_t *handle)
+{
+	if (handle_table_add(ex->handles, HANDLE_GRAPH, real, ex->primary_ctx, g, handle))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_stream_end_capture(struct exec *ex, const struct wire_stream_end_capture_req *req,
+				 struct wire_stream_end_capture_rep *rep)
+{
+	struct exec_capture *c = capture_find(ex, req->stream);
+	uint64_t named = c ? c->graph : 0;
+	struct exec_graph *g = NULL;
+	CUgraph real = NULL;
+	CUstream s;
+	CUresult res = exec_stream_real(ex, req->stream, &s);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = ex->be->cuStreamEndCapture(s, &real);
+	if (c && res != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED)
+		capture_drop(ex, c);
+	if (res != CUDA_SUCCESS || !real) {
+		/* The driver dropped the graph with the capture. */
+		if (named) {
+			struct handle_entry *e = handle_table_get(ex->handles, named, HANDLE_GRAPH);
+
+			if (e)
+				graph_info_release(ex, e->info, true);
+			handle_table_remove(ex->handles, named);
+		}
+		return res != CUDA_SUCCESS ? res : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+	}
+	if (named && (g = graph_get(ex, named, NULL))) {
+		rep->graph = named;
+	} else {
+		g = calloc(1, sizeof(*g));
+		if (!g) {
+			ex->be->cuGraphDestroy(real);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		res = graph_entry_add(ex, real, g, &rep->graph);
+		if (res != CUDA_SUCCESS) {
+			free(g);
+			ex->be->cuGraphDestroy(real);
+			return res;
+		}
+	}
+	g->capturing = false;
+	res = desc_sync(ex, &g->d, real, 0);
+	if (res != CUDA_SUCCESS) {
+		/* A node tern cannot describe: the guest must not hold a graph
+		 * that a restore could not bring back. */
+		pr_warn("captured graph cannot be described (%d): refused", res);
+		ex->be->cuGraphDestroy(real);
+		graph_info_release(ex, g, true);
+		handle_table_remove(ex->handles, rep->graph);
+		rep->graph = 0;
+		return res;
+	}
+	/* Allocation nodes the guest added during the capture hold their
+	 * memory since they were made: no references to take here. */
+	journal_graph(ex, rep->graph, g);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_host_copy_capture_check(struct exec *ex, CUstream s)
+{
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+
+	if (!ex->capture_count)
+		return CUDA_SUCCESS;
+	if (ex->be->cuStreamIsCapturing(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE) {
+		pr_warn("a copy to or from host memory cannot be captured into a graph: refused");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	return CUDA_SUCCESS;
+}
+
+void exec_graph_stream_destroyed(struct exec *ex, uint64_t stream)
+{
+	struct exec_capture *c = capture_find(ex, stream);
+
+	if (!c)
+		return;
+	if (c->graph) {
+		struct handle_entry *e = handle_table_get(ex->handles, c->graph, HANDLE_GRAPH);
+
+		if (e)
+			graph_info_release(ex, e->info, true);
+		handle_table_remove(ex->handles, c->graph);
+	}
+	capture_drop(ex, c);
+}
+
+CUresult exec_stream_is_capturing(struct exec *ex, const struct wire_stream_is_capturing_req *req,
+				  struct wire_stream_is_capturing_rep *rep)
+{
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	CUstream s;
+	CUresult res = exec_stream_real(ex, req->stream, &s);
+
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuStreamIsCapturing(s, &st);
+	rep->status = st;
+	return res;
+}
+
+/* The handle of the graph a capture adds to, issued at the first request. */
+static CUresult capture_graph_handle(struct exec *ex, CUgraph real, uint64_t *handle,
+				     struct exec_graph **out)
+{
+	struct exec_capture *c = capture_of_graph(ex, real);
+	struct handle_entry *e = handle_table_find_real(ex->handles, HANDLE_GRAPH, real);
+	struct exec_graph *g;
+	CUresult res;
+
+	if (e) {
+		*handle = e->handle;
+		*out = e->info;
+		return CUDA_SUCCESS;
+	}
+	if (!c)         /* a capture begun behind tern's back cannot be */
+		return CUDA_ERROR_ILLEGAL_STATE;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	g->capturing = true;
+	res = graph_entry_add(ex, real, g, handle);
+	if (res != CUDA_SUCCESS) {
+		free(g);
+		return res;
+	}
+	c->graph = *handle;
+	*out = g;
+	return CUDA_SUCCESS;
+}
+
+#define CAPTURE_WANT_GRAPH 1u
+#define CAPTURE_WANT_DEPS 2u
+
+CUresult exec_stream_get_capture_info(struct exec *ex, const struct wire_stream_get_capture_info_req *req,
+				      struct wire_stream_get_capture_info_rep *rep)
+{
+	static uint32_t deps_out[GRAPH_DESC_DEPS_MAX];
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	const CUgraphNode *deps = NULL;
+	struct exec_graph *g;
+	cuuint64_t id = 0;
+	size_t n = 0;
+	CUgraph real = NULL;
+	CUstream s;
+	CUresult res = exec_stream_real(ex, req->stream, &s);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (req->want & ~(CAPTURE_WANT_GRAPH | CAPTURE_WANT_DEPS))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = ex->be->cuStreamGetCaptureInfo(s, &st, &id, &real, &deps, &n);
+	if (res != CUDA_SUCCESS)
+		return res;
+	rep->status = st;
+	rep->id = id;
+	if (st != CU_STREAM_CAPTURE_STATUS_ACTIVE || !req->want)
+		return CUDA_SUCCESS;
+	res = capture_graph_handle(ex, real, &rep->graph, &g);
+	if (res != CUDA_SUCCESS || !(req->want & CAPTURE_WANT_DEPS))
+		return res;
+	if (n > GRAPH_DESC_DEPS_MAX)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	res = desc_sync(ex, &g->d, real, 0);
+	if (res == CUDA_SUCCESS) {
+		struct real_index *map;
+		uint32_t mapped;
+
+		map = real_index_build(&g->d, &mapped);
+		if (!map)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		for (size_t i = 0; i < n; i++) {
+			uint32_t idx = index_of_real(map, mapped, deps[i]);
+			uint8_t *b = (uint8_t *)&deps_out[i];
+
+			for (int k = 0; k < 4; k++)
+				b[k] = (uint8_t)(idx >> (8 * k));
+		}
+		free(map);
+		rep->deps = (struct wire_blob){ (const uint8_t *)deps_out, (uint32_t)(n * 4) };
+	}
+	return res;
+}
+
+static uint32_t le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Node indices of a `deps` blob: each a live node of @d, none twice.
+ * *@idx (malloc'ed) and *@reals (malloc'ed) have *@n entries. */
+static CUresult deps_parse(const struct graph_desc *d, struct wire_blob blob, uint32_t **idx,
+			   CUgraphNode **reals, uint32_t *n)
+{
+	uint32_t count = blob.len / 4;
+
+	*idx = NULL;
+	*reals = NULL;
+	*n = 0;
+	if (blob.len % 4 || count > GRAPH_DESC_DEPS_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!count)
+		return CUDA_SUCCESS;
+	*idx = malloc(count * sizeof(uint32_t));
+	*reals = malloc(count * sizeof(CUgraphNode));
+	if (!*idx || !*reals)
+		goto out_nomem;
+	for (uint32_t i = 0; i < count; i++) {
+		uint32_t v = le32(blob.ptr + 4 * i);
+
+		if (!graph_desc_node_live(d, v))
+			goto out_inval;
+		(*idx)[i] = v;
+		(*reals)[i] = d->nodes[v].real;
+	}
+	switch (graph_deps_unique(*idx, count)) {
+	case 1:
+		break;
+	case 0:
+		goto out_inval;
+	default:
+		goto out_nomem;
+	}
+	*n = count;
+	return CUDA_SUCCESS;
+out_inval:
+	free(*idx);
+	free(*reals);
+	*idx = NULL;
+	*reals = NULL;
+	return CUDA_ERROR_INVALID_VALUE;
+out_nomem:
+	free(*idx);
+	free(*reals);
+	*idx = NULL;
+	*reals = NULL;
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult exec_stream_update_capture_dependencies(struct exec *ex,
+						 const struct wire_stream_update_capture_dependencies_req *req,
+						 struct wire_stream_update_capture_dependencies_rep *rep)
+{
+	struct exec_graph *g;
+	uint32_t *idx, n;
+	CUgraphNode *reals;
+	CUgraph real;
+	CUstream s;
+	CUresult res = exec_stream_real(ex, req->stream, &s);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (req->flags > CU_STREAM_SET_CAPTURE_DEPENDENCIES)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (req->deps.len) {
+		g = graph_get(ex, req->graph, &real);
+		if (!g)
+			return CUDA_ERROR_INVALID_HANDLE;
+		/* Nodes of the graph a capture adds to, and of no other. */
+		if (!g->capturing)
+			return CUDA_ERROR_INVALID_VALUE;
+		res = desc_sync(ex, &g->d, real, 0);
+		if (res == CUDA_SUCCESS)
+			res = deps_parse(&g->d, req->deps, &idx, &reals, &n);
+		if (res != CUDA_SUCCESS)
+			return res;
+	} else {
+		idx = NULL;
+		reals = NULL;
+		n = 0;
+	}
+	res = ex->be->cuStreamUpdateCaptureDependencies(s, reals, n, req->flags);
+	free(idx);
+	free(reals);
+	return res;
+}
+
+CUresult exec_capture_mode_set(struct exec *ex, const struct wire_capture_mode_set_req *req,
+			       struct wire_capture_mode_set_rep *rep)
+{
+	CUstreamCaptureMode mode = (CUstreamCaptureMode)req->mode;
+	CUresult res;
+
+	if (req->mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = ex->be->cuThreadExchangeStreamCaptureMode(&mode);
+	if (res == CUDA_SUCCESS)
+		ex->capture_mode = req->mode;
+	return res;
+}
+
+/* ---- graphs ------------------------------------------------------------- */
+
+CUresult exec_graph_create(struct exec *ex, const struct wire_graph_create_req *req,
+			   struct wire_graph_create_rep *rep)
+{
+	struct exec_graph *g;
+	CUgraph real;
+	CUresult res;
+
+	if (req->flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	res = ex->be->cuGraphCreate(&real, 0);
+	if (res == CUDA_SUCCESS) {
+		res = graph_entry_add(ex, real, g, &rep->graph);
+		if (res != CUDA_SUCCESS)
+			ex->be->cuGraphDestroy(real);
+	}
+	if (res != CUDA_SUCCESS) {
+		free(g);
+		return res;
+	}
+	journal_graph(ex, rep->graph, g);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_destroy(struct exec *ex, const struct wire_graph_destroy_req *req,
+			    struct wire_graph_destroy_rep *rep)
+{
+	CUgraph real;
+	struct exec_graph *g = graph_get(ex, req->graph, &real);
+	CUresult res;
+
+	if (!g)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (g->capturing)       /* the capture owns it until it ends */
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	res = ex->be->cuGraphDestroy(real);
+	if (res != CUDA_SUCCESS)
+		return res;
+	exec_object_remove(ex, req->graph);
+	graph_info_release(ex, g, true);
+	return CUDA_SUCCESS;
+}
+
+/* Point @d's nodes at their copies in the backend's clone @clone of the
+ * graph whose nodes @from's describe. */
+static CUresult nodes_find_in_clone(struct exec *ex, const struct graph_desc *from, struct graph_desc *d,
+				    CUgraph clone)
+{
+	for (uint32_t i = 0; i < d->count; i++) {
+		CUresult res;
+
+		d->nodes[i].real = NULL;
+		if (!from->nodes[i].real)
+			continue;
+		res = ex->be->cuGraphNodeFindInClone((CUgraphNode *)&d->nodes[i].real,
+						     from->nodes[i].real, clone);
+		if (res != CUDA_SUCCESS)
+			return res;
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_clone(struct exec *ex, const struct wire_graph_clone_req *req,
+			  struct wire_graph_clone_rep *rep)
+{
+	CUgraph real, clone;
+	struct exec_graph *g = graph_get(ex, req->graph, &real), *c;
+	CUresult res;
+
+	if (!g)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (g->capturing)
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (graph_desc_copy(&c->d, &g->d)) {
+		free(c);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	c->cloned_from = req->graph;
+	res = ex->be->cuGraphClone(&clone, real);
+	if (res != CUDA_SUCCESS)
+		goto out_free;
+	res = nodes_find_in_clone(ex, &g->d, &c->d, clone);
+	if (res == CUDA_SUCCESS)
+		res = graph_entry_add(ex, clone, c, &rep->clone);
+	if (res != CUDA_SUCCESS) {
+		ex->be->cuGraphDestroy(clone);
+		goto out_free;
+	}
+	desc_gallocs(ex, &c->d, +1);
+	journal_graph(ex, rep->clone, c);
+	return CUDA_SUCCESS;
+out_free:
+	graph_desc_release(&c->d);
+	free(c);
+	return res;
+}
+
+CUresult exec_graph_node_find_in_clone(struct exec *ex, const struct wire_graph_node_find_in_clone_req *req,
+				       struct wire_graph_node_find_in_clone_rep *rep)
+{
+	struct exec_graph *c = graph_get(ex, req->clone, NULL);
+
+	if (!c || !graph_get(ex, req->graph, NULL))
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (c->cloned_from != req->graph || !graph_desc_node_live(&c->d, req->node))
+		return CUDA_ERROR_INVALID_VALUE;
+	rep->clone_node = req->node;
+	return CUDA_SUCCESS;
+}
+
+/* The common part of adding a node: the graph, its dependencies, the
+ * backend's add (by @add), the description, the journal. @n is consumed. */
+struct node_add {
+	struct exec_graph *g;
+	CUgraph real;
+	uint32_t *idx;
+	CUgraphNode *deps;
+	uint32_t ndeps;
+};
+
+static CUresult node_add_begin(struct exec *ex, uint64_t graph, struct wire_blob deps, struct node_add *a)
+{
+	CUresult res;
+
+	memset(a, 0, sizeof(*a));
+	a->g = graph_get(ex, graph, &a->real);
+	if (!a->g)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (a->g->capturing) {
+		res = desc_sync(ex, &a->g->d, a->real, 0);
+		if (res != CUDA_SUCCESS)
+			return res;
+	}
+	if (a->g->d.weight >= GRAPH_DESC_NODES_MAX)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	return deps_parse(&a->g->d, deps, &a->idx, &a->deps, &a->ndeps);
+}
+
+/* After the backend's add returned @res (the new node in @real): record it. */
+static CUresult node_add_end(struct exec *ex, uint64_t graph, struct node_add *a, CUresult res,
+			     CUgraphNode real, struct graph_node *n, uint32_t *index)
+{
+	int ret;
+
+	free(a->deps);
+	if (res != CUDA_SUCCESS) {
+		free(a->idx);
+		graph_node_release(n);
+		return res;
+	}
+	n->real = real;
+	n->deps = a->idx;
+	n->ndeps = a->ndeps;
+	ret = graph_desc_append(&a->g->d, n);
+	if (ret) {
+		ex->be->cuGraphDestroyNode(real);
+		graph_node_release(n);
+		return res_of_errno(ret == -E2BIG ? -ENOMEM : ret);
+	}
+	*index = a->g->d.count - 1;
+	if (!a->g->capturing)
+		journal_graph(ex, graph, a->g);
+	return CUDA_SUCCESS;
+}
+
+/* A kernel node's parameters from the request fields, which the add and
+ * both set-params calls name alike: checked, copied into @k (owned by the
+ * caller) and given as the driver wants them in @p. */
+#define KERNEL_REQ(req) (req)->function, \
+	(const uint32_t[3]){ (req)->grid_x, (req)->grid_y, (req)->grid_z }, \
+	(const uint32_t[3]){ (req)->block_x, (req)->block_y, (req)->block_z }, \
+	(req)->shared_bytes, (req)->args
+
+static CUresult kernel_node_prepare(struct exec *ex, uint64_t function, const uint32_t grid[3],
+				    const uint32_t block[3], uint32_t shared_bytes, struct wire_blob args,
+				    struct graph_node_kernel *k, CUDA_KERNEL_NODE_PARAMS *p)
+{
+	const struct exec_params *layout;
+	CUfunction fn;
+	CUresult res = exec_function_real(ex, function, &fn, &layout);
+
+	memset(k, 0, sizeof(*k));
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (args.len != layout->bytes || args.len > GRAPH_ARGS_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	k->function = function;
+	memcpy(k->grid, grid, sizeof(k->grid));
+	memcpy(k->block, block, sizeof(k->block));
+	k->shared_bytes = shared_bytes;
+	k->args_len = args.len;
+	if (args.len) {
+		k->args = malloc(args.len);
+		if (!k->args)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		memcpy(k->args, args.ptr, args.len);
+	}
+	res = kernel_node_params(ex, k, p);
+	if (res != CUDA_SUCCESS) {
+		free(k->args);
+		k->args = NULL;
+	}
+	return res;
+}
+
+/* A kernel node of a graph or executable takes @k after the backend did. */
+static void kernel_node_replace(struct graph_node *n, struct graph_node_kernel *k)
+{
+	free(n->kernel.args);
+	n->kernel = *k;
+}
+
+/* The kernel node @index of @d, or NULL. */
+static struct graph_node *kernel_node_at(struct graph_desc *d, uint32_t index)
+{
+	if (!graph_desc_node_live(d, index) || d->nodes[index].type != CU_GRAPH_NODE_TYPE_KERNEL)
+		return NULL;
+	return &d->nodes[index];
+}
+
+CUresult exec_graph_add_kernel_node(struct exec *ex, const struct wire_graph_add_kernel_node_req *req,
+				    struct wire_graph_add_kernel_node_rep *rep)
+{
+	struct graph_node n = { .type = CU_GRAPH_NODE_TYPE_KERNEL };
+	CUDA_KERNEL_NODE_PARAMS p;
+	CUgraphNode real = NULL;
+	struct node_add a;
+	CUresult res = node_add_begin(ex, req->graph, req->deps, &a);
+
+	if (res == CUDA_SUCCESS)
+		res = kernel_node_prepare(ex, KERNEL_REQ(req), &n.kernel, &p);
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuGraphAddKernelNode(&real, a.real, a.deps, a.ndeps, &p);
+	return node_add_end(ex, req->graph, &a, res, real, &n, &rep->node);
+}
+
+/* Bytes spanned by @rows rows of @width bytes, @pitch apart, in @layers
+ * layers of @layer_rows rows. False on overflow or a pitch too small. */
+static bool extent(uint64_t width, uint64_t pitch, uint64_t rows, uint64_t layer_rows, uint64_t layers,
+		   uint64_t *out)
+{
+	uint64_t a, b;
+
+	if (!width || !rows || !layers)
+		return false;
+	if ((rows > 1 || layers > 1) && pitch < width)
+		return false;
+	if (layers > 1 && layer_rows < rows)
+		return false;
+	if (__builtin_mul_overflow(layers - 1, layer_rows, &a) || __builtin_mul_overflow(a, pitch, &a) ||
+	    __builtin_mul_overflow(rows - 1, pitch, &b) || __builtin_add_overflow(a, b, &a) ||
+	    __builtin_add_overflow(a, width, out))
+		return false;
+	return true;
+}
+
+static bool memcpy_valid(struct exec *ex, const struct graph_node_memcpy *c)
+{
+	uint64_t src, dst;
+
+	return extent(c->width, c->src_pitch, c->height, c->src_height, c->depth, &src) &&
+	       extent(c->width, c->dst_pitch, c->height, c->dst_height, c->depth, &dst) &&
+	       exec_device_range_valid(ex, c->src, src) && exec_device_range_valid(ex, c->dst, dst);
+}
+
+CUresult exec_graph_add_memcpy_node(struct exec *ex, const struct wire_graph_add_memcpy_node_req *req,
+				    struct wire_graph_add_memcpy_node_rep *rep)
+{
+	struct graph_node n = {
+		.type = CU_GRAPH_NODE_TYPE_MEMCPY,
+		.copy = { req->dst, req->dst_pitch, req->dst_height, req->src, req->src_pitch,
+			  req->src_height, req->width, req->height, req->depth },
+	};
+	CUDA_MEMCPY3D p;
+	CUgraphNode real = NULL;
+	CUcontext ctx = NULL;
+	struct node_add a;
+	CUresult res = node_add_begin(ex, req->graph, req->deps, &a);
+
+	if (res == CUDA_SUCCESS && !memcpy_valid(ex, &n.copy))
+		res = CUDA_ERROR_INVALID_VALUE;
+	if (res == CUDA_SUCCESS)
+		res = ctx_real(ex, &ctx);
+	if (res == CUDA_SUCCESS) {
+		memcpy_3d(&n.copy, &p);
+		res = ex->be->cuGraphAddMemcpyNode(&real, a.real, a.deps, a.ndeps, &p, ctx);
+	}
+	return node_add_end(ex, req->graph, &a, res, real, &n, &rep->node);
+}
+
+static bool memset_valid(struct exec *ex, const struct graph_node_memset *s)
+{
+	uint64_t width, span;
+
+	if (s->element_size != 1 && s->element_size != 2 && s->element_size != 4)
+		return false;
+	if (s->dst % s->element_size || __builtin_mul_overflow(s->width, (uint64_t)s->element_size, &width))
+		return false;
+	return extent(width, s->pitch, s->height, s->height, 1, &span) &&
+	       exec_device_range_valid(ex, s->dst, span);
+}
+
+CUresult exec_graph_add_memset_node(struct exec *ex, const struct wire_graph_add_memset_node_req *req,
+				    struct wire_graph_add_memset_node_rep *rep)
+{
+	struct graph_node n = {
+		.type = CU_GRAPH_NODE_TYPE_MEMSET,
+		.set = { req->dst, req->pitch, req->width, req->height, req->value, req->element_size },
+	};
+	CUDA_MEMSET_NODE_PARAMS p;
+	CUgraphNode real = NULL;
+	CUcontext ctx = NULL;
+	struct node_add a;
+	CUresult res = node_add_begin(ex, req->graph, req->deps, &a);
+
+	if (res == CUDA_SUCCESS && !memset_valid(ex, &n.set))
+		res = CUDA_ERROR_INVALID_VALUE;
+	if (res == CUDA_SUCCESS)
+		res = ctx_real(ex, &ctx);
+	if (res == CUDA_SUCCESS) {
+		memset_params(&n.set, &p);
+		res = ex->be->cuGraphAddMemsetNode(&real, a.real, a.deps, a.ndeps, &p, ctx);
+	}
+	return node_add_end(ex, req->graph, &a, res, real, &n, &rep->node);
+}
+
+CUresult exec_graph_add_empty_node(struct exec *ex, const struct wire_graph_add_empty_node_req *req,
+				   struct wire_graph_add_empty_node_rep *rep)
+{
+	struct graph_node n = { .type = CU_GRAPH_NODE_TYPE_EMPTY };
+	CUgraphNode real = NULL;
+	struct node_add a;
+	CUresult res = node_add_begin(ex, req->graph, req->deps, &a);
+
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuGraphAddEmptyNode(&real, a.real, a.deps, a.ndeps);
+	return node_add_end(ex, req->graph, &a, res, real, &n, &rep->node);
+}
+
+CUresult exec_graph_add_child_node(struct exec *ex, const struct wire_graph_add_child_node_req *req,
+				   struct wire_graph_add_child_node_rep *rep)
+{
+	struct graph_node n = { .type = CU_GRAPH_NODE_TYPE_GRAPH };
+	CUgraph child_real = NULL;
+	struct exec_graph *child = graph_get(ex, req->child, &child_real);
+	CUgraphNode real = NULL;
+	struct node_add a;
+	CUresult res = node_add_begin(ex, req->graph, req->deps, &a);
+
+	if (res == CUDA_SUCCESS && !child)
+		res = CUDA_ERROR_INVALID_HANDLE;
+	/* Memory nodes may not be in a child graph (as in the driver). */
+	if (res == CUDA_SUCCESS && (child->capturing || req->child == req->graph))
+		res = CUDA_ERROR_INVALID_VALUE;
+	if (res == CUDA_SUCCESS && desc_has_mem_nodes(&child->d))
+		res = CUDA_ERROR_NOT_SUPPORTED;
+	if (res == CUDA_SUCCESS && (desc_depth(&child->d) + 1 >= GRAPH_DESC_DEPTH_MAX ||
+				    child->d.weight >= GRAPH_DESC_NODES_MAX - a.g->d.weight))
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+	if (res == CUDA_SUCCESS) {
+		n.child = calloc(1, sizeof(*n.child));
+		if (!n.child || graph_desc_copy(n.child, &child->d))
+			res = CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuGraphAddChildGraphNode(&real, a.real, a.deps, a.ndeps, child_real);
+	return node_add_end(ex, req->graph, &a, res, real, &n, &rep->node);
+}
+
+CUresult exec_graph_add_event_node(struct exec *ex, const struct wire_graph_add_event_node_req *req,
+				   struct wire_graph_add_event_node_rep *rep)
+{
+	struct graph_node n = {
+		.type = req->wait ? CU_GRAPH_NODE_TYPE_WAIT_EVENT : CU_GRAPH_NODE_TYPE_EVENT_RECORD,
+		.event = req->event,
+	};
+	struct handle_entry *ev = handle_table_get(ex->handles, req->event, HANDLE_EVENT);
+	CUgraphNode real = NULL;
+	struct node_add a;
+	CUresult res = node_add_begin(ex, req->graph, req->deps, &a);
+
+	if (res == CUDA_SUCCESS && (!ev || req->wait > 1))
+		res = ev ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
+	if (res == CUDA_SUCCESS)
+		res = req->wait ? ex->be->cuGraphAddEventWaitNode(&real, a.real, a.deps, a.ndeps, ev->real)
+				: ex->be->cuGraphAddEventRecordNode(&real, a.real, a.deps, a.ndeps, ev->real);
+	return node_add_end(ex, req->graph, &a, res, real, &n, &rep->node);
+}
+
+CUresult exec_graph_add_mem_alloc_node(struct exec *ex, const struct wire_graph_add_mem_alloc_node_req *req,
+				       struct wire_graph_add_mem_alloc_node_rep *rep)
+{
+	struct graph_node n = { .type = CU_GRAPH_NODE_TYPE_MEM_ALLOC };
+	struct exec_graph_alloc *ga;
+	CUgraphNode real = NULL;
+	uint64_t addr = 0;
+	struct node_add a;
+	CUresult res = node_add_begin(ex, req->graph, req->deps, &a);
+
+	if (res == CUDA_SUCCESS && !req->bytes)
+		res = CUDA_ERROR_INVALID_VALUE;
+	if (res == CUDA_SUCCESS && a.g->execs)  /* one executable at a time, as in the driver */
+		res = CUDA_ERROR_INVALID_VALUE;
+	/* The quota counts what is mapped, as for cuMemAlloc. */
+	if (res == CUDA_SUCCESS && ex->cfg.quota &&
+	    (req->bytes > ex->cfg.quota || arena_bytes_mapped(ex->arena) > ex->cfg.quota - req->bytes))
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+	if (res == CUDA_SUCCESS)
+		res = arena_alloc(ex->arena, req->bytes, &addr);
+	if (res == CUDA_SUCCESS && ((ex->cfg.quota && arena_bytes_mapped(ex->arena) > ex->cfg.quota) ||
+				    galloc_add(ex, addr, req->bytes, false))) {
+		arena_free(ex->arena, addr);
+		addr = 0;
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuGraphAddEmptyNode(&real, a.real, a.deps, a.ndeps);
+	n.mem.address = addr;
+	n.mem.bytes = req->bytes;
+	res = node_add_end(ex, req->graph, &a, res, real, &n, &rep->node);
+	ga = addr ? galloc_find(ex, addr) : NULL;
+	if (res != CUDA_SUCCESS) {
+		if (ga) {
+			*ga = ex->gallocs[--ex->galloc_count];
+			arena_free(ex->arena, addr);
+		}
+		return res;
+	}
+	ga->refs = 1;
+	galloc_journal(ex, ga);
+	if (ex->slot)
+		atomic_store_explicit(&ex->slot->memory, arena_bytes_mapped(ex->arena), memory_order_relaxed);
+	rep->address = addr;
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_add_mem_free_node(struct exec *ex, const struct wire_graph_add_mem_free_node_req *req,
+				      struct wire_graph_add_mem_free_node_rep *rep)
+{
+	struct graph_node n = { .type = CU_GRAPH_NODE_TYPE_MEM_FREE, .mem = { req->address, 0 } };
+	struct exec_graph_alloc *ga = galloc_find(ex, req->address);
+	CUgraphNode real = NULL;
+	struct node_add a;
+	CUresult res = node_add_begin(ex, req->graph, req->deps, &a);
+
+	if (res == CUDA_SUCCESS && (!ga || ga->freed))
+		res = CUDA_ERROR_INVALID_VALUE;
+	if (res == CUDA_SUCCESS && a.g->execs)
+		res = CUDA_ERROR_INVALID_VALUE;
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuGraphAddEmptyNode(&real, a.real, a.deps, a.ndeps);
+	res = node_add_end(ex, req->graph, &a, res, real, &n, &rep->node);
+	if (res == CUDA_SUCCESS) {
+		/* Freed for good once the graphs holding its alloc node go. */
+		ga->freed = true;
+		galloc_journal(ex, ga);
+	}
+	return res;
+}
+
+/* A capture graph's description is read back before it is shown. */
+static struct exec_graph *graph_get_synced(struct exec *ex, uint64_t handle, CUresult *res)
+{
+	CUgraph real;
+	struct exec_graph *g = graph_get(ex, handle, &real);
+
+	*res = g ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+	if (g && g->capturing)
+		*res = desc_sync(ex, &g->d, real, 0);
+	return *res == CUDA_SUCCESS ? g : NULL;
+}
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+	for (int k = 0; k < 4; k++)
+		p[k] = (uint8_t)(v >> (8 * k));
+}
+
+CUresult exec_graph_get_nodes(struct exec *ex, const struct wire_graph_get_nodes_req *req,
+			      struct wire_graph_get_nodes_rep *rep)
+{
+	CUresult res;
+	struct exec_graph *g = graph_get_synced(ex, req->graph, &res);
+	uint8_t *out;
+	uint32_t n = 0;
+
+	if (!g)
+		return res;
+	if ((uint64_t)g->d.count * 8 > WIRE_COPY_PIECE)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	out = exec_copy_buffer(ex, (size_t)g->d.count * 8 + 1);
+	if (!out)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (uint32_t i = 0; i < g->d.count; i++) {
+		if (g->d.nodes[i].type == GRAPH_NODE_REMOVED)
+			continue;
+		put_le32(out + 8 * n, i);
+		put_le32(out + 8 * n + 4, g->d.nodes[i].type);
+		n++;
+	}
+	rep->nodes = (struct wire_blob){ out, n * 8 };
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_get_edges(struct exec *ex, const struct wire_graph_get_edges_req *req,
+			      struct wire_graph_get_edges_rep *rep)
+{
+	CUresult res;
+	struct exec_graph *g = graph_get_synced(ex, req->graph, &res);
+	uint8_t *out;
+	uint32_t n = 0;
+
+	if (!g)
+		return res;
+	if ((uint64_t)g->d.edges * 8 > WIRE_COPY_PIECE)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	out = exec_copy_buffer(ex, (size_t)g->d.edges * 8 + 1);
+	if (!out)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (uint32_t i = 0; i < g->d.count; i++)
+		for (uint32_t j = 0; j < g->d.nodes[i].ndeps && n < g->d.edges; j++) {
+			put_le32(out + 8 * n, g->d.nodes[i].deps[j]);
+			put_le32(out + 8 * n + 4, i);
+			n++;
+		}
+	rep->edges = (struct wire_blob){ out, n * 8 };
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_edit_edges(struct exec *ex, const struct wire_graph_edit_edges_req *req,
+			       struct wire_graph_edit_edges_rep *rep)
+{
+	CUgraphNode *from = NULL, *to = NULL;
+	uint32_t *a = NULL, *b = NULL, n = req->edges.len / 8;
+	CUgraph real;
+	struct exec_graph *g = graph_get(ex, req->graph, &real);
+	CUresult res = CUDA_SUCCESS;
+	int ret;
+
+	if (!g)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (req->edges.len % 8 || n > GRAPH_DESC_DEPS_MAX || req->remove > 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (g->capturing)
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	if (!n)
+		return CUDA_SUCCESS;
+	a = malloc(n * sizeof(*a));
+	b = malloc(n * sizeof(*b));
+	from = malloc(n * sizeof(*from));
+	to = malloc(n * sizeof(*to));
+	if (!a || !b || !from || !to) {
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		a[i] = le32(req->edges.ptr + 8 * i);
+		b[i] = le32(req->edges.ptr + 8 * i + 4);
+	}
+	/* All or nothing: every pair is checked before the backend sees one. */
+	ret = graph_desc_edges_check(&g->d, a, b, n, req->remove);
+	if (ret) {
+		res = ret == -EINVAL ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		from[i] = g->d.nodes[a[i]].real;
+		to[i] = g->d.nodes[b[i]].real;
+	}
+	res = req->remove ? ex->be->cuGraphRemoveDependencies(real, from, to, n)
+			  : ex->be->cuGraphAddDependencies(real, from, to, n);
+	if (res != CUDA_SUCCESS)
+		goto out;
+	if (graph_desc_edges_apply(&g->d, a, b, n, req->remove)) {
+		/* Out of memory: the backend's edges go back as they were. */
+		if (req->remove)
+			ex->be->cuGraphAddDependencies(real, from, to, n);
+		else
+			ex->be->cuGraphRemoveDependencies(real, from, to, n);
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	journal_graph(ex, req->graph, g);
+out:
+	free(a);
+	free(b);
+	free(from);
+	free(to);
+	return res;
+}
+
+CUresult exec_graph_destroy_node(struct exec *ex, const struct wire_graph_destroy_node_req *req,
+				 struct wire_graph_destroy_node_rep *rep)
+{
+	CUgraph real;
+	struct exec_graph *g = graph_get(ex, req->graph, &real);
+	struct graph_node *n;
+	uint64_t alloc = 0;
+	CUresult res;
+
+	if (!g)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (g->capturing)
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	if (!graph_desc_node_live(&g->d, req->node))
+		return CUDA_ERROR_INVALID_VALUE;
+	n = &g->d.nodes[req->node];
+	res = ex->be->cuGraphDestroyNode(n->real);
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+		alloc = n->mem.address;
+	graph_desc_node_remove(&g->d, req->node);
+	if (alloc) {
+		struct exec_graph_alloc *ga = galloc_find(ex, alloc);
+
+		if (ga && ga->refs) {
+			/* Nothing can use memory whose alloc node is gone. */
+			ga->refs--;
+			ga->freed = true;
+			galloc_settle(ex, ga);
+		}
+	}
+	journal_graph(ex, req->graph, g);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_kernel_node_set_params(struct exec *ex,
+					   const struct wire_graph_kernel_node_set_params_req *req,
+					   struct wire_graph_kernel_node_set_params_rep *rep)
+{
+	struct graph_node_kernel k;
+	CUDA_KERNEL_NODE_PARAMS p;
+	struct graph_node *n;
+	struct exec_graph *g = graph_get(ex, req->graph, NULL);
+	CUresult res;
+
+	if (!g)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (g->capturing)
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	n = kernel_node_at(&g->d, req->node);
+	if (!n)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = kernel_node_prepare(ex, KERNEL_REQ(req), &k, &p);
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuGraphKernelNodeSetParams(n->real, &p);
+	if (res != CUDA_SUCCESS) {
+		free(k.args);
+		return res;
+	}
+	kernel_node_replace(n, &k);
+	journal_graph(ex, req->graph, g);
+	return CUDA_SUCCESS;
+}
+
+/* ---- executable graphs -------------------------------------------------- */
+
+#define INSTANTIATE_FLAGS_KNOWN (CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | \
+				 CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |              \
+				 CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY)
+
+/* Instantiate @source (whose nodes @d describes): the executable and its info. */
+static CUresult exec_make(struct exec *ex, CUgraph source, struct graph_desc *d, uint64_t flags,
+			  CUstream upload, CUgraphExec *out, uint32_t *result, uint32_t *error_node)
+{
+	CUDA_GRAPH_INSTANTIATE_PARAMS p = { .flags = flags, .hUploadStream = upload };
+	CUresult res = ex->be->cuGraphInstantiateWithParams(out, source, &p);
+
+	*result = p.result_out;
+	*error_node = GRAPH_NODE_NONE;
+	if (res != CUDA_SUCCESS && p.hErrNode_out)
+		for (uint32_t i = 0; i < d->count; i++)
+			if (d->nodes[i].real == (void *)p.hErrNode_out)
+				*error_node = i;
+	if (res != CUDA_SUCCESS && *result == CUDA_GRAPH_INSTANTIATE_SUCCESS)
+		*result = CUDA_GRAPH_INSTANTIATE_ERROR;
+	return res;
+}
+
+static CUresult graph_instantiate(struct exec *ex, const struct wire_graph_instantiate_req *req,
+				   struct wire_graph_instantiate_rep *rep)
+{
+	struct exec_graph_exec *x;
+	CUgraph real, source = NULL;
+	struct exec_graph *g = graph_get(ex, req->graph, &real);
+	CUgraphExec exec;
+	CUstream upload = NULL;
+	CUresult res;
+
+	rep->error_node = GRAPH_NODE_NONE;
+	if (!g)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (req->flags & ~(uint64_t)INSTANTIATE_FLAGS_KNOWN) {
+		/* Device launch would hand the guest a device-side handle no
+		 * restore can keep. */
+		return req->flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH ? CUDA_ERROR_NOT_SUPPORTED
+									      : CUDA_ERROR_INVALID_VALUE;
+	}
+	if (req->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) {
+		res = exec_stream_real(ex, req->stream, &upload);
+		if (res != CUDA_SUCCESS)
+			return res;
+	}
+	if (g->capturing)
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	if (g->execs && desc_has_mem_nodes(&g->d))
+		return CUDA_ERROR_INVALID_VALUE;
+	x = calloc(1, sizeof(*x));
+	if (!x || graph_desc_copy(&x->d, &g->d)) {
+		free(x);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	x->origin = req->graph;
+	x->flags = req->flags;
+	/* Its own copy of the graph: the guest may change or destroy its graph
+	 * while the executable lives. */
+	res = ex->be->cuGraphClone(&source, real);
+	if (res == CUDA_SUCCESS)
+		res = nodes_find_in_clone(ex, &g->d, &x->d, source);
+	if (res == CUDA_SUCCESS) {
+		res = exec_make(ex, source, &x->d, req->flags, upload, &exec, &rep->result, &rep->error_node);
+		if (res != CUDA_SUCCESS && rep->error_node != GRAPH_NODE_NONE &&
+		    !graph_desc_node_live(&g->d, rep->error_node))
+			rep->error_node = GRAPH_NODE_NONE;
+	}
+	if (res == CUDA_SUCCESS) {
+		x->source = source;
+		if (handle_table_add(ex->handles, HANDLE_GRAPH_EXEC, exec, ex->primary_ctx, x, &rep->exec)) {
+			ex->be->cuGraphExecDestroy(exec);
+			res = CUDA_ERROR_OUT_OF_MEMORY;
+		}
+	}
+	if (res != CUDA_SUCCESS) {
+		if (source)
+			ex->be->cuGraphDestroy(source);
+		exec_info_release(ex, x, false);
+		return res;
+	}
+	g->execs++;
+	desc_gallocs(ex, &x->d, +1);
+	journal_exec(ex, rep->exec, x);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_instantiate(struct exec *ex, const struct wire_graph_instantiate_req *req,
+				struct wire_graph_instantiate_rep *rep)
+{
+	rep->status = graph_instantiate(ex, req, rep);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_exec_destroy(struct exec *ex, const struct wire_graph_exec_destroy_req *req,
+				 struct wire_graph_exec_destroy_rep *rep)
+{
+	CUgraphExec real;
+	struct exec_graph_exec *x = graph_exec_get(ex, req->exec, &real);
+	struct exec_graph *g;
+	CUresult res;
+
+	if (!x)
+		return CUDA_ERROR_INVALID_HANDLE;
+	res = ex->be->cuGraphExecDestroy(real);
+	if (res != CUDA_SUCCESS)
+		return res;
+	ex->be->cuGraphDestroy(x->source);
+	g = graph_get(ex, x->origin, NULL);
+	if (g && g->execs)
+		g->execs--;
+	exec_object_remove(ex, req->exec);
+	exec_info_release(ex, x, true);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_exec_get_flags(struct exec *ex, const struct wire_graph_exec_get_flags_req *req,
+				   struct wire_graph_exec_get_flags_rep *rep)
+{
+	struct exec_graph_exec *x = graph_exec_get(ex, req->exec, NULL);
+
+	if (!x)
+		return CUDA_ERROR_INVALID_HANDLE;
+	rep->flags = x->flags;
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_launch(struct exec *ex, const struct wire_graph_launch_req *req,
+			   struct wire_graph_launch_rep *rep)
+{
+	CUgraphExec real;
+	CUstream s;
+	CUresult res;
+
+	if (!graph_exec_get(ex, req->exec, &real))
+		return CUDA_ERROR_INVALID_HANDLE;
+	res = exec_stream_real(ex, req->stream, &s);
+	return res == CUDA_SUCCESS ? ex->be->cuGraphLaunch(real, s) : res;
+}
+
+CUresult exec_graph_upload(struct exec *ex, const struct wire_graph_upload_req *req,
+			   struct wire_graph_upload_rep *rep)
+{
+	CUgraphExec real;
+	CUstream s;
+	CUresult res;
+
+	if (!graph_exec_get(ex, req->exec, &real))
+		return CUDA_ERROR_INVALID_HANDLE;
+	res = exec_stream_real(ex, req->stream, &s);
+	return res == CUDA_SUCCESS ? ex->be->cuGraphUpload(real, s) : res;
+}
+
+static CUresult graph_exec_update(struct exec *ex, const struct wire_graph_exec_update_req *req,
+				   struct wire_graph_exec_update_rep *rep)
+{
+	CUgraphExecUpdateResultInfo info = { 0 };
+	struct graph_desc d;
+	CUgraphExec real;
+	struct exec_graph_exec *x = graph_exec_get(ex, req->exec, &real);
+	CUgraph greal;
+	struct exec_graph *g = graph_get(ex, req->graph, &greal);
+	CUresult res;
+
+	rep->error_node = rep->error_from = GRAPH_NODE_NONE;
+	if (!x || !g)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (g->capturing)
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	if (graph_desc_copy(&d, &x->d))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	res = ex->be->cuGraphExecUpdate(real, greal, &info);
+	rep->result = info.result;
+	for (uint32_t i = 0; i < g->d.count; i++) {
+		if (info.errorNode && g->d.nodes[i].real == (void *)info.errorNode)
+			rep->error_node = i;
+		if (info.errorFromNode && g->d.nodes[i].real == (void *)info.errorFromNode)
+			rep->error_from = i;
+	}
+	if (res != CUDA_SUCCESS) {
+		graph_desc_release(&d);
+		return res;
+	}
+	/* The executable keeps its nodes (and their names); each takes the
+	 * parameters of the node the driver paired it with. */
+	{
+		uint32_t *pair = malloc((d.count + 1) * sizeof(uint32_t)), bad;
+		int ret = pair ? graph_desc_pair(&x->d, &g->d, pair, &bad) : -ENOMEM;
+
+		for (uint32_t i = 0; !ret && i < d.count; i++)
+			if (pair[i] != GRAPH_NODE_NONE)
+				ret = graph_desc_node_params_set(&d, i, &g->d.nodes[pair[i]]);
+		free(pair);
+		if (ret) {
+			/* The driver took an update this description cannot follow:
+			 * a restore would bring back the old parameters. */
+			pr_err("executable graph 0x%llx: update not recorded (%s); snapshots refused",
+			       (unsigned long long)req->exec, strerror(-ret));
+			ex->journal_broken = true;
+			graph_desc_release(&d);
+			return CUDA_SUCCESS;
+		}
+	}
+	desc_gallocs(ex, &d, +1);
+	desc_gallocs(ex, &x->d, -1);
+	graph_desc_release(&x->d);
+	x->d = d;
+	journal_exec(ex, req->exec, x);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_exec_update(struct exec *ex, const struct wire_graph_exec_update_req *req,
+				struct wire_graph_exec_update_rep *rep)
+{
+	rep->status = graph_exec_update(ex, req, rep);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_exec_kernel_node_set_params(struct exec *ex,
+						const struct wire_graph_exec_kernel_node_set_params_req *req,
+						struct wire_graph_exec_kernel_node_set_params_rep *rep)
+{
+	struct graph_node_kernel k;
+	CUDA_KERNEL_NODE_PARAMS p;
+	struct graph_node *n;
+	CUgraphExec real;
+	struct exec_graph_exec *x = graph_exec_get(ex, req->exec, &real);
+	CUresult res;
+
+	if (!x)
+		return CUDA_ERROR_INVALID_HANDLE;
+	/* The node is named in the graph the executable came from. */
+	n = req->graph == x->origin ? kernel_node_at(&x->d, req->node) : NULL;
+	if (!n)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = kernel_node_prepare(ex, KERNEL_REQ(req), &k, &p);
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuGraphExecKernelNodeSetParams(real, n->real, &p);
+	if (res != CUDA_SUCCESS) {
+		free(k.args);
+		return res;
+	}
+	kernel_node_replace(n, &k);
+	journal_exec(ex, req->exec, x);
+	return CUDA_SUCCESS;
+}
+
+/* ---- restore ------------------------------------------------------------ */
+
+CUresult exec_graph_restore(struct exec *ex, uint64_t handle, uint32_t kind, const uint8_t *args,
+			    uint32_t args_len, const void *desc, size_t desc_len, char *err,
+			    size_t errlen)
+{
+	struct exec_graph_exec *x = NULL;
+	struct exec_graph *g = NULL;
+	struct graph_desc *d;
+	CUgraph real = NULL;
+	CUresult res;
+	int ret;
+
+	if (kind == HANDLE_GRAPH) {
+		g = calloc(1, sizeof(*g));
+		d = g ? &g->d : NULL;
+	} else {
+		x = calloc(1, sizeof(*x));
+		d = x ? &x->d : NULL;
+	}
+	if (!d)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	ret = graph_desc_decode(d, desc, desc_len);
+	if (ret) {
+		snprintf(err, errlen, "graph 0x%llx: its description does not decode (%s)",
+			 (unsigned long long)handle, strerror(-ret));
+		free(g);
+		free(x);
+		return CUDA_ERROR_INVALID_IMAGE;
+	}
+	res = graph_build(ex, d, &real);
+	if (res != CUDA_SUCCESS) {
+		snprintf(err, errlen, "graph 0x%llx: rebuilding its %u nodes failed with CUDA error %d",
+			 (unsigned long long)handle, d->count, res);
+		goto out_free;
+	}
+	if (g) {
+		memcpy(g->hash, args, TRACKER_HASH_SIZE);
+		if (handle_table_add_at(ex->handles, handle, real, ex->primary_ctx, g)) {
+			res = CUDA_ERROR_OUT_OF_MEMORY;
+			ex->be->cuGraphDestroy(real);
+			goto out_free;
+		}
+		desc_gallocs(ex, &g->d, +1);
+		journal_graph(ex, handle, g);
+		return CUDA_SUCCESS;
+	}
+	{
+		CUgraphExec exec;
+		uint32_t result, error_node;
+		struct exec_graph *origin;
+
+		memcpy(x->hash, args, TRACKER_HASH_SIZE);
+		for (int k = 7; k >= 0; k--) {
+			x->flags = x->flags << 8 | args[TRACKER_HASH_SIZE + k];
+			x->origin = x->origin << 8 | args[TRACKER_HASH_SIZE + 8 + k];
+		}
+		(void)args_len;
+		res = exec_make(ex, real, d, x->flags & ~(uint64_t)CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, NULL,
+				&exec, &result, &error_node);
+		if (res != CUDA_SUCCESS) {
+			snprintf(err, errlen, "executable graph 0x%llx: instantiating it again failed with "
+				 "CUDA error %d", (unsigned long long)handle, res);
+			ex->be->cuGraphDestroy(real);
+			goto out_free;
+		}
+		x->source = real;
+		if (handle_table_add_at(ex->handles, handle, exec, ex->primary_ctx, x)) {
+			ex->be->cuGraphExecDestroy(exec);
+			ex->be->cuGraphDestroy(real);
+			res = CUDA_ERROR_OUT_OF_MEMORY;
+			goto out_free;
+		}
+		origin = graph_get(ex, x->origin, NULL);
+		if (origin)
+			origin->execs++;
+		desc_gallocs(ex, &x->d, +1);
+		journal_exec(ex, handle, x);
+		return CUDA_SUCCESS;
+	}
+out_free:
+	graph_desc_release(d);
+	free(g);
+	free(x);
+	return res;
+}

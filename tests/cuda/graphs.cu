@@ -1,0 +1,599 @@
+/* graphs: CUDA graphs through the runtime API.
+ *
+ *  1. stream capture across two streams (fork and join with events) of a
+ *     memset, kernels and a device-to-device copy; the graph is launched 50
+ *     times and its results checked after every launch;
+ *  2. capture details: status and id, the capture graph and its dependencies
+ *     (a node added to it by hand, cudaStreamUpdateCaptureDependencies),
+ *     relaxed mode with cudaMalloc inside the capture, the capture mode of a
+ *     thread, and the errors: a synchronisation during capture invalidates
+ *     it, the legacy stream cannot capture; a copy from pinned host memory in
+ *     a capture (native: a memcpy node; tern: cudaErrorNotSupported);
+ *  3. a graph built node by node: memset, kernel, 1D copy, empty, child graph,
+ *     event record and wait nodes, memory allocation and free nodes, edges
+ *     added afterwards; its shape read back (nodes, roots, edges, types);
+ *     instantiated, uploaded, launched, cloned;
+ *  4. cudaGraphExecKernelNodeSetParams and cudaGraphExecUpdate (one that
+ *     works, one refused for a changed topology);
+ *  5. a host node: run natively, refused with cudaErrorNotSupported under
+ *     tern (docs/limits.md says why).
+ *
+ * CPU versions of the kernels for the sim: sim_kernels.c. */
+#include "check.h"
+
+#include <stdint.h>
+#include <vector>
+
+extern "C" __global__ void g_iota(int *a, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i < n)
+		a[i] = i;
+}
+
+extern "C" __global__ void g_scale(int *a, int k, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i < n)
+		a[i] *= k;
+}
+
+extern "C" __global__ void g_fill(int *a, int v, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i < n)
+		a[i] = v;
+}
+
+extern "C" __global__ void g_add(int *y, const int *x, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i < n)
+		y[i] += x[i];
+}
+
+static const int N = 3000;
+static const int B = 256;
+static const int G = (N + B - 1) / B;
+
+static std::vector<int> fetch(const int *d, int n = N)
+{
+	std::vector<int> h(n);
+
+	CHECK(cudaMemcpy(h.data(), d, n * sizeof(int), cudaMemcpyDeviceToHost));
+	return h;
+}
+
+static bool under_tern(void)
+{
+	return getenv("TERN_SERVER") != NULL;
+}
+
+/* 1. Fork/join capture; c accumulates, so every launch must run whole and in order. */
+static void captured_graph(void)
+{
+	cudaStream_t s0, s1;
+	cudaEvent_t fork, join;
+	cudaStreamCaptureStatus st;
+	unsigned long long id = 0;
+	cudaGraph_t g;
+	cudaGraphExec_t x;
+	int *a, *b, *c, *d;
+	size_t count = 0;
+
+	CHECK(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking));
+	CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+	CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+	CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+	CHECK(cudaMalloc(&a, N * sizeof(int)));
+	CHECK(cudaMalloc(&b, N * sizeof(int)));
+	CHECK(cudaMalloc(&c, N * sizeof(int)));
+	CHECK(cudaMalloc(&d, N * sizeof(int)));
+	CHECK(cudaMemset(c, 0, N * sizeof(int)));
+
+	CHECK(cudaStreamBeginCapture(s0, cudaStreamCaptureModeGlobal));
+	CHECK(cudaStreamIsCapturing(s0, &st));
+	REQUIRE(st == cudaStreamCaptureStatusActive, "s0 not capturing (%d)", (int)st);
+	CHECK(cudaStreamIsCapturing(s1, &st));
+	REQUIRE(st == cudaStreamCaptureStatusNone, "s1 capturing before it joined (%d)", (int)st);
+	CHECK(cudaStreamGetCaptureInfo(s0, &st, &id));
+	REQUIRE(st == cudaStreamCaptureStatusActive && id != 0, "capture info %d id %llu", (int)st, id);
+
+	CHECK(cudaMemsetAsync(a, 0xff, N * sizeof(int), s0));
+	g_iota<<<G, B, 0, s0>>>(a, N);
+	CHECK(cudaGetLastError());
+	CHECK(cudaEventRecord(fork, s0));
+	CHECK(cudaStreamWaitEvent(s1, fork, 0));
+	CHECK(cudaStreamIsCapturing(s1, &st));
+	REQUIRE(st == cudaStreamCaptureStatusActive, "s1 did not join the capture (%d)", (int)st);
+	g_scale<<<G, B, 0, s1>>>(a, 2, N);              /* a = 2i, on the fork */
+	CHECK(cudaGetLastError());
+	g_fill<<<G, B, 0, s0>>>(b, 3, N);               /* b = 3, beside it */
+	CHECK(cudaGetLastError());
+	CHECK(cudaEventRecord(join, s1));
+	CHECK(cudaStreamWaitEvent(s0, join, 0));
+	g_add<<<G, B, 0, s0>>>(b, a, N);                /* b = 3 + 2i */
+	g_add<<<G, B, 0, s0>>>(c, b, N);                /* c += 3 + 2i */
+	CHECK(cudaMemcpyAsync(d, b, N * sizeof(int), cudaMemcpyDeviceToDevice, s0));
+	CHECK(cudaGetLastError());
+	CHECK(cudaStreamEndCapture(s0, &g));
+	CHECK(cudaStreamIsCapturing(s0, &st));
+	REQUIRE(st == cudaStreamCaptureStatusNone, "s0 still capturing (%d)", (int)st);
+	CHECK(cudaStreamIsCapturing(s1, &st));
+	REQUIRE(st == cudaStreamCaptureStatusNone, "s1 still capturing (%d)", (int)st);
+
+	CHECK(cudaGraphGetNodes(g, NULL, &count));
+	REQUIRE(count == 7, "captured graph has %zu nodes, expected 7", count);
+	CHECK(cudaGraphInstantiate(&x, g, 0));
+	for (int k = 1; k <= 50; k++) {
+		CHECK(cudaGraphLaunch(x, s0));
+		CHECK(cudaStreamSynchronize(s0));
+		std::vector<int> hc = fetch(c), hd = fetch(d);
+
+		for (int i = 0; i < N; i++) {
+			REQUIRE(hc[i] == k * (3 + 2 * i), "launch %d: c[%d] = %d, expected %d", k, i, hc[i],
+				k * (3 + 2 * i));
+			REQUIRE(hd[i] == 3 + 2 * i, "launch %d: d[%d] = %d", k, i, hd[i]);
+		}
+	}
+	/* Launches queued back to back, checked once. */
+	for (int k = 0; k < 20; k++)
+		CHECK(cudaGraphLaunch(x, s1));
+	CHECK(cudaStreamSynchronize(s1));
+	{
+		std::vector<int> hc = fetch(c);
+
+		for (int i = 0; i < N; i++)
+			REQUIRE(hc[i] == 70 * (3 + 2 * i), "after 70 launches c[%d] = %d", i, hc[i]);
+	}
+	CHECK(cudaGraphExecDestroy(x));
+	CHECK(cudaGraphDestroy(g));
+	CHECK(cudaFree(a));
+	CHECK(cudaFree(b));
+	CHECK(cudaFree(c));
+	CHECK(cudaFree(d));
+	CHECK(cudaEventDestroy(fork));
+	CHECK(cudaEventDestroy(join));
+	CHECK(cudaStreamDestroy(s0));
+	CHECK(cudaStreamDestroy(s1));
+}
+
+/* 2. The capture graph, its dependencies, modes and errors. */
+static void capture_details(void)
+{
+	cudaStream_t s;
+	cudaStreamCaptureStatus st;
+	cudaStreamCaptureMode mode;
+	cudaGraph_t g = NULL, cg = NULL;
+	cudaGraphExec_t x;
+	const cudaGraphNode_t *deps = NULL;
+	size_t ndeps = 0;
+	cudaGraphNode_t manual;
+	int *a, *tmp = NULL;
+	int n = N;
+
+	CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CHECK(cudaMalloc(&a, N * sizeof(int)));
+
+	/* A node added to the graph being captured, then made the stream's
+	 * dependency: a = 5, then += a (10), in that order. */
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+	g_fill<<<G, B, 0, s>>>(a, 5, N);
+	CHECK(cudaGetLastError());
+	CHECK(cudaStreamGetCaptureInfo(s, &st, NULL, &cg, &deps, NULL, &ndeps));
+	REQUIRE(st == cudaStreamCaptureStatusActive && cg && ndeps == 1, "capture info: %d %p %zu", (int)st,
+		(void *)cg, ndeps);
+	{
+		void *args[] = { &a, &a, &n };
+		cudaKernelNodeParams p = {};
+
+		p.func = (void *)g_add;
+		p.gridDim = dim3(G);
+		p.blockDim = dim3(B);
+		p.kernelParams = args;
+		CHECK(cudaGraphAddKernelNode(&manual, cg, deps, ndeps, &p));
+	}
+	CHECK(cudaStreamUpdateCaptureDependencies(s, &manual, NULL, 1, cudaStreamSetCaptureDependencies));
+	g_scale<<<G, B, 0, s>>>(a, 3, N);               /* after the manual node: 30 */
+	CHECK(cudaGetLastError());
+	CHECK(cudaStreamEndCapture(s, &g));
+	REQUIRE(g == cg, "the captured graph is not the one being captured into");
+	CHECK(cudaGraphInstantiate(&x, g, 0));
+	CHECK(cudaGraphLaunch(x, s));
+	CHECK(cudaStreamSynchronize(s));
+	for (int v : fetch(a))
+		REQUIRE(v == 30, "manual node out of order: %d, expected 30", v);
+	CHECK(cudaGraphExecDestroy(x));
+	CHECK(cudaGraphDestroy(g));
+
+	/* Relaxed mode: cudaMalloc is allowed while capturing. */
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+	CHECK(cudaMalloc(&tmp, 4096));
+	g_fill<<<1, 32, 0, s>>>(tmp, 1, 32);
+	CHECK(cudaGetLastError());
+	CHECK(cudaStreamEndCapture(s, &g));
+	CHECK(cudaGraphDestroy(g));
+	CHECK(cudaFree(tmp));
+
+	/* A copy from pinned host memory in a capture: natively a memcpy node
+	 * that reads the buffer when the graph runs; tern refuses it, since the
+	 * graph runs where the guest's memory is not (docs/limits.md). */
+	{
+		int *pinned;
+		cudaError_t e;
+
+		CHECK(cudaMallocHost(&pinned, N * sizeof(int)));
+		for (int i = 0; i < N; i++)
+			pinned[i] = 7 * i;
+		CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+		e = cudaMemcpyAsync(a, pinned, N * sizeof(int), cudaMemcpyHostToDevice, s);
+		if (under_tern()) {
+			REQUIRE(e == cudaErrorNotSupported, "a host copy in a capture under tern: %d %s", (int)e,
+				cudaGetErrorName(e));
+			cudaGetLastError();
+		} else {
+			CHECK(e);
+		}
+		CHECK(cudaStreamEndCapture(s, &g));
+		if (!under_tern()) {
+			CHECK(cudaGraphInstantiate(&x, g, 0));
+			for (int i = 0; i < N; i++)
+				pinned[i] = 30;         /* read when the graph runs */
+			CHECK(cudaGraphLaunch(x, s));
+			CHECK(cudaStreamSynchronize(s));
+			CHECK(cudaGraphExecDestroy(x));
+		}
+		CHECK(cudaGraphDestroy(g));
+		CHECK(cudaFreeHost(pinned));
+		for (int v : fetch(a))
+			REQUIRE(v == 30, "after the host copy's capture a holds %d", v);
+	}
+
+	/* The thread's mode. */
+	mode = cudaStreamCaptureModeRelaxed;
+	CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+	REQUIRE(mode == cudaStreamCaptureModeGlobal, "the default mode is %d", (int)mode);
+	CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+	REQUIRE(mode == cudaStreamCaptureModeRelaxed, "the mode read back is %d", (int)mode);
+
+	/* A synchronisation in a capture is refused and invalidates it. */
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+	g_fill<<<G, B, 0, s>>>(a, 1, N);
+	CHECK(cudaGetLastError());
+	EXPECT_RT(cudaStreamSynchronize(s), cudaErrorStreamCaptureUnsupported);
+	CHECK(cudaStreamIsCapturing(s, &st));
+	REQUIRE(st == cudaStreamCaptureStatusInvalidated, "status after the sync: %d", (int)st);
+	g = (cudaGraph_t)1;
+	EXPECT_RT(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+	REQUIRE(g == NULL, "an invalidated capture gave a graph");
+	cudaGetLastError();
+	/* The legacy stream cannot capture. */
+	EXPECT_RT(cudaStreamBeginCapture(cudaStreamLegacy, cudaStreamCaptureModeGlobal),
+		  cudaErrorStreamCaptureUnsupported);
+	cudaGetLastError();
+	/* Nothing of the failed capture ran: a is still 30. */
+	CHECK(cudaStreamSynchronize(s));
+	for (int v : fetch(a))
+		REQUIRE(v == 30, "a failed capture ran: %d", v);
+	CHECK(cudaFree(a));
+	CHECK(cudaStreamDestroy(s));
+}
+
+/* 3. Node by node. */
+static void built_graph(void)
+{
+	cudaStream_t s;
+	cudaEvent_t ev;
+	cudaGraph_t g, child, clone;
+	cudaGraphExec_t x, xc;
+	cudaGraphNode_t set, iota, copy, empty, sub, rec, wait, alloc, fill, out, freed;
+	cudaGraphNodeType type;
+	int *a, *b, *r, n = N;
+	size_t count = 0;
+
+	CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+	CHECK(cudaMalloc(&a, N * sizeof(int)));
+	CHECK(cudaMalloc(&b, N * sizeof(int)));
+	CHECK(cudaMalloc(&r, N * sizeof(int)));
+	CHECK(cudaGraphCreate(&g, 0));
+
+	{
+		cudaMemsetParams p = {};
+
+		p.dst = b;
+		p.value = 0;
+		p.elementSize = 4;
+		p.width = N;
+		p.height = 1;
+		CHECK(cudaGraphAddMemsetNode(&set, g, NULL, 0, &p));        /* b = 0 */
+	}
+	{
+		void *args[] = { &a, &n };
+		cudaKernelNodeParams p = {};
+
+		p.func = (void *)g_iota;
+		p.gridDim = dim3(G);
+		p.blockDim = dim3(B);
+		p.kernelParams = args;
+		CHECK(cudaGraphAddKernelNode(&iota, g, NULL, 0, &p));       /* a = i */
+	}
+	/* b = a, after both: dependencies given now. */
+	{
+		cudaGraphNode_t deps[] = { set, iota };
+
+		CHECK(cudaGraphAddMemcpyNode1D(&copy, g, deps, 2, b, a, N * sizeof(int),
+					       cudaMemcpyDeviceToDevice));
+	}
+	CHECK(cudaGraphAddEmptyNode(&empty, g, &copy, 1));
+	/* A child graph: b *= 4. */
+	CHECK(cudaGraphCreate(&child, 0));
+	{
+		int k = 4;
+		void *args[] = { &b, &k, &n };
+		cudaKernelNodeParams p = {};
+		cudaGraphNode_t cn;
+
+		p.func = (void *)g_scale;
+		p.gridDim = dim3(G);
+		p.blockDim = dim3(B);
+		p.kernelParams = args;
+		CHECK(cudaGraphAddKernelNode(&cn, child, NULL, 0, &p));
+	}
+	CHECK(cudaGraphAddChildGraphNode(&sub, g, &empty, 1, child));
+	CHECK(cudaGraphDestroy(child));         /* the node holds its own copy */
+	CHECK(cudaGraphAddEventRecordNode(&rec, g, &sub, 1, ev));
+	CHECK(cudaGraphAddEventWaitNode(&wait, g, &rec, 1, ev));
+	/* A clone of what is there so far (memory nodes tie a graph to one
+	 * executable at a time; the clone is made before them). */
+	CHECK(cudaGraphClone(&clone, g));
+	/* Scratch memory of the graph's own: filled with b + 1000 in two steps, copied to r, freed. */
+	{
+		cudaMemAllocNodeParams p = {};
+		int *m;
+
+		p.poolProps.allocType = cudaMemAllocationTypePinned;
+		p.poolProps.location.type = cudaMemLocationTypeDevice;
+		p.poolProps.location.id = 0;
+		p.bytesize = N * sizeof(int);
+		CHECK(cudaGraphAddMemAllocNode(&alloc, g, NULL, 0, &p));
+		m = (int *)p.dptr;
+		REQUIRE(m != NULL, "no address for the allocation node");
+		{
+			int v = 1000;
+			void *args[] = { &m, &v, &n };
+			cudaKernelNodeParams k = {};
+
+			k.func = (void *)g_fill;
+			k.gridDim = dim3(G);
+			k.blockDim = dim3(B);
+			k.kernelParams = args;
+			CHECK(cudaGraphAddKernelNode(&fill, g, &alloc, 1, &k));
+		}
+		{
+			void *args[] = { &m, &b, &n };
+			cudaKernelNodeParams k = {};
+			cudaGraphNode_t deps[] = { fill, wait };
+
+			k.func = (void *)g_add;
+			k.gridDim = dim3(G);
+			k.blockDim = dim3(B);
+			k.kernelParams = args;
+			CHECK(cudaGraphAddKernelNode(&out, g, deps, 2, &k));
+		}
+		{
+			cudaGraphNode_t c2;
+
+			CHECK(cudaGraphAddMemcpyNode1D(&c2, g, &out, 1, r, m, N * sizeof(int),
+						       cudaMemcpyDeviceToDevice));
+			CHECK(cudaGraphAddMemFreeNode(&freed, g, &c2, 1, m));
+		}
+	}
+	/* An edge added afterwards: the alloc node after the event wait. */
+	CHECK(cudaGraphAddDependencies(g, &wait, &alloc, NULL, 1));
+
+	CHECK(cudaGraphGetNodes(g, NULL, &count));
+	REQUIRE(count == 12, "%zu nodes, expected 12", count);
+	{
+		cudaGraphNode_t roots[4];
+		size_t nroots = 4, nedges = 0;
+
+		CHECK(cudaGraphGetRootNodes(g, roots, &nroots));
+		REQUIRE(nroots == 2, "%zu roots, expected 2", nroots);
+		CHECK(cudaGraphGetEdges(g, NULL, NULL, NULL, &nedges));
+		REQUIRE(nedges == 12, "%zu edges, expected 12", nedges);
+	}
+	CHECK(cudaGraphNodeGetType(copy, &type));
+	REQUIRE(type == cudaGraphNodeTypeMemcpy, "copy node type %d", (int)type);
+	CHECK(cudaGraphNodeGetType(sub, &type));
+	REQUIRE(type == cudaGraphNodeTypeGraph, "child node type %d", (int)type);
+	CHECK(cudaGraphNodeGetType(alloc, &type));
+	REQUIRE(type == cudaGraphNodeTypeMemAlloc, "alloc node type %d", (int)type);
+	{
+		cudaGraphNode_t deps[4];
+		size_t nd = 4;
+
+		CHECK(cudaGraphNodeGetDependencies(out, deps, NULL, &nd));
+		REQUIRE(nd == 2, "the output kernel has %zu dependencies", nd);
+	}
+
+	CHECK(cudaGraphInstantiate(&x, g, 0));
+	CHECK(cudaGraphUpload(x, s));
+	for (int k = 0; k < 5; k++) {
+		CHECK(cudaMemset(r, 0, N * sizeof(int)));
+		CHECK(cudaGraphLaunch(x, s));
+		CHECK(cudaStreamSynchronize(s));
+		std::vector<int> hb = fetch(b), hr = fetch(r);
+
+		for (int i = 0; i < N; i++) {
+			REQUIRE(hb[i] == 4 * i, "launch %d: b[%d] = %d, expected %d", k, i, hb[i], 4 * i);
+			REQUIRE(hr[i] == 1000 + 4 * i, "launch %d: r[%d] = %d", k, i, hr[i]);
+		}
+	}
+	CHECK(cudaGraphExecDestroy(x));
+
+	/* The clone runs what it holds, also once its original is gone. */
+	{
+		cudaGraphNode_t found;
+
+		CHECK(cudaGraphNodeFindInClone(&found, copy, clone));
+		CHECK(cudaGraphNodeGetType(found, &type));
+		REQUIRE(type == cudaGraphNodeTypeMemcpy, "the clone's copy node has type %d", (int)type);
+		CHECK(cudaGraphGetNodes(clone, NULL, &count));
+		REQUIRE(count == 7, "the clone has %zu nodes, expected 7", count);
+	}
+	CHECK(cudaGraphDestroy(g));
+	CHECK(cudaMemset(b, 0, N * sizeof(int)));
+	CHECK(cudaGraphInstantiate(&xc, clone, 0));
+	CHECK(cudaGraphLaunch(xc, s));
+	CHECK(cudaStreamSynchronize(s));
+	{
+		std::vector<int> hb = fetch(b);
+
+		for (int i = 0; i < N; i++)
+			REQUIRE(hb[i] == 4 * i, "clone: b[%d] = %d", i, hb[i]);
+	}
+	CHECK(cudaGraphExecDestroy(xc));
+	CHECK(cudaGraphDestroy(clone));
+	CHECK(cudaFree(a));
+	CHECK(cudaFree(b));
+	CHECK(cudaFree(r));
+	CHECK(cudaEventDestroy(ev));
+	CHECK(cudaStreamDestroy(s));
+}
+
+static cudaGraph_t fill_graph(int *p, int *v, int n, cudaGraphNode_t *node)
+{
+	void *args[] = { &p, v, &n };
+	cudaKernelNodeParams k = {};
+	cudaGraph_t g;
+
+	k.func = (void *)g_fill;
+	k.gridDim = dim3((n + B - 1) / B);
+	k.blockDim = dim3(B);
+	k.kernelParams = args;
+	CHECK(cudaGraphCreate(&g, 0));
+	CHECK(cudaGraphAddKernelNode(node, g, NULL, 0, &k));
+	return g;
+}
+
+/* 4. Changing an executable graph. */
+static void exec_changes(void)
+{
+	cudaStream_t s;
+	cudaGraph_t g1, g2, g3;
+	cudaGraphExec_t x;
+	cudaGraphNode_t n1, n2, n3, extra;
+	cudaGraphExecUpdateResultInfo info;
+	int *p, v;
+
+	CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CHECK(cudaMalloc(&p, N * sizeof(int)));
+	v = 5;
+	g1 = fill_graph(p, &v, N, &n1);
+	CHECK(cudaGraphInstantiate(&x, g1, 0));
+	CHECK(cudaGraphLaunch(x, s));
+	CHECK(cudaStreamSynchronize(s));
+	for (int e : fetch(p))
+		REQUIRE(e == 5, "first launch: %d", e);
+
+	/* New arguments for the node, launched many times with a new value each time. */
+	for (int k = 0; k < 40; k++) {
+		int *q = p;
+		int n = N;
+		void *args[] = { &q, &k, &n };
+		cudaKernelNodeParams kp = {};
+
+		kp.func = (void *)g_fill;
+		kp.gridDim = dim3(G);
+		kp.blockDim = dim3(B);
+		kp.kernelParams = args;
+		CHECK(cudaGraphExecKernelNodeSetParams(x, n1, &kp));
+		CHECK(cudaGraphLaunch(x, s));
+		CHECK(cudaStreamSynchronize(s));
+		for (int e : fetch(p))
+			REQUIRE(e == k, "after set params %d: %d", k, e);
+	}
+
+	/* A graph of the same shape updates the executable. */
+	v = 7;
+	g2 = fill_graph(p, &v, N, &n2);
+	memset(&info, 0, sizeof(info));
+	CHECK(cudaGraphExecUpdate(x, g2, &info));
+	REQUIRE(info.result == cudaGraphExecUpdateSuccess, "update result %d", (int)info.result);
+	CHECK(cudaGraphLaunch(x, s));
+	CHECK(cudaStreamSynchronize(s));
+	for (int e : fetch(p))
+		REQUIRE(e == 7, "after the update: %d", e);
+
+	/* Another shape does not. */
+	v = 9;
+	g3 = fill_graph(p, &v, N, &n3);
+	CHECK(cudaGraphAddEmptyNode(&extra, g3, &n3, 1));
+	memset(&info, 0, sizeof(info));
+	EXPECT_RT(cudaGraphExecUpdate(x, g3, &info), cudaErrorGraphExecUpdateFailure);
+	REQUIRE(info.result == cudaGraphExecUpdateErrorTopologyChanged, "refused update result %d",
+		(int)info.result);
+	cudaGetLastError();
+	CHECK(cudaGraphLaunch(x, s));
+	CHECK(cudaStreamSynchronize(s));
+	for (int e : fetch(p))
+		REQUIRE(e == 7, "after a refused update: %d", e);
+
+	CHECK(cudaGraphExecDestroy(x));
+	CHECK(cudaGraphDestroy(g1));
+	CHECK(cudaGraphDestroy(g2));
+	CHECK(cudaGraphDestroy(g3));
+	CHECK(cudaFree(p));
+	CHECK(cudaStreamDestroy(s));
+}
+
+static void host_fn(void *arg)
+{
+	*(int *)arg = 42;
+}
+
+/* 5. Host nodes: the guest's function cannot run inside a graph in the worker. */
+static void host_node(void)
+{
+	cudaGraph_t g;
+	cudaGraphNode_t n;
+	cudaHostNodeParams p = {};
+	static int flag;
+	cudaError_t e;
+
+	p.fn = host_fn;
+	p.userData = &flag;
+	CHECK(cudaGraphCreate(&g, 0));
+	e = cudaGraphAddHostNode(&n, g, NULL, 0, &p);
+	if (under_tern()) {
+		REQUIRE(e == cudaErrorNotSupported, "a host node under tern: %d %s", (int)e, cudaGetErrorName(e));
+		cudaGetLastError();
+	} else {
+		cudaGraphExec_t x;
+
+		CHECK(e);
+		CHECK(cudaGraphInstantiate(&x, g, 0));
+		CHECK(cudaGraphLaunch(x, 0));
+		CHECK(cudaDeviceSynchronize());
+		REQUIRE(flag == 42, "the host node did not run");
+		CHECK(cudaGraphExecDestroy(x));
+	}
+	CHECK(cudaGraphDestroy(g));
+}
+
+int main(void)
+{
+	CHECK(cudaSetDevice(0));
+	captured_graph();
+	capture_details();
+	built_graph();
+	exec_changes();
+	host_node();
+	test_pass("graphs");
+	return 0;
+}

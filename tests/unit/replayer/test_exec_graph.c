@@ -1,0 +1,514 @@
+/* The executor's graphs on the sim backend, handlers called as the
+ * dispatcher calls them: hostile requests fail alone, the journal follows
+ * the graphs (descriptions as images), a description restores a graph in
+ * another session, captures end in described graphs and block snapshots. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "checkpoint.h"
+#include "exec.h"
+#include "graph_desc.h"
+#include "tracker.h"
+#include "wire_dispatch.h"
+
+#define NONE 0xffffffffu
+
+static const char ptx[] =
+	".version 8.0\n.target sm_90\n.address_size 64\n"
+	".visible .entry gk(.param .u64 gk_p, .param .u32 gk_n)\n{\n\tret;\n}\n";
+
+struct fixture {
+	struct backend *be;
+	struct exec ex;
+	char dir[64];
+	uint64_t mem, stream, event, function;
+};
+
+static struct fixture fx;
+
+static int setup(void **state)
+{
+	struct backend_config bcfg = { .sim_memory = 1ull << 30 };
+	struct exec_config cfg = { .device = 0, .arena_base = 0x380000000000ull, .arena_size = 8ull << 30 };
+	struct wire_mem_alloc_req a = { .bytes = 1 << 20 };
+	struct wire_mem_alloc_rep ar;
+	struct wire_stream_create_req sc = { .flags = 1 };
+	struct wire_stream_create_rep sr;
+	struct wire_event_create_req ec = { .flags = 2 };
+	struct wire_event_create_rep er;
+	struct wire_module_load_data_req ml = { .image = { (const uint8_t *)ptx, sizeof(ptx) } };
+	struct wire_module_load_data_rep mr;
+	struct wire_module_get_function_req gf = { 0 };
+	struct wire_module_get_function_rep gr;
+
+	snprintf(fx.dir, sizeof(fx.dir), "/tmp/tern-exec-graph-XXXXXX");
+	if (!mkdtemp(fx.dir) || backend_open("sim", &bcfg, &fx.be) || exec_open(&fx.ex, fx.be, &cfg, NULL) ||
+	    exec_journal_open(&fx.ex, fx.dir, "graph-test"))
+		return -1;
+	if (exec_mem_alloc(&fx.ex, &a, &ar) || exec_stream_create(&fx.ex, &sc, &sr) ||
+	    exec_event_create(&fx.ex, &ec, &er) || exec_module_load_data(&fx.ex, &ml, &mr))
+		return -1;
+	gf.module = mr.module;
+	strcpy(gf.name, "gk");
+	if (exec_module_get_function(&fx.ex, &gf, &gr))
+		return -1;
+	fx.mem = ar.address;
+	fx.stream = sr.stream;
+	fx.event = er.event;
+	fx.function = gr.function;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+
+	exec_close(&fx.ex);
+	backend_close(fx.be);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", fx.dir);
+	return system(cmd) ? -1 : 0;
+}
+
+static uint64_t graph_new(void)
+{
+	struct wire_graph_create_req req = { 0 };
+	struct wire_graph_create_rep rep;
+
+	assert_int_equal(exec_graph_create(&fx.ex, &req, &rep), CUDA_SUCCESS);
+	return rep.graph;
+}
+
+static struct wire_blob deps(uint32_t *idx, unsigned n)
+{
+	return (struct wire_blob){ (const uint8_t *)idx, n * 4 };
+}
+
+static CUresult empty_add(uint64_t graph, struct wire_blob d, uint32_t *node)
+{
+	struct wire_graph_add_empty_node_req req = { .graph = graph, .deps = d };
+	struct wire_graph_add_empty_node_rep rep;
+	CUresult res = exec_graph_add_empty_node(&fx.ex, &req, &rep);
+
+	*node = rep.node;
+	return res;
+}
+
+static CUresult memset_add(uint64_t graph, uint64_t dst, uint32_t value, uint32_t elem, uint64_t width,
+			   uint64_t height, uint64_t pitch, uint32_t *node)
+{
+	struct wire_graph_add_memset_node_req req = {
+		.graph = graph, .dst = dst, .pitch = pitch, .value = value, .element_size = elem,
+		.width = width, .height = height,
+	};
+	struct wire_graph_add_memset_node_rep rep;
+	CUresult res = exec_graph_add_memset_node(&fx.ex, &req, &rep);
+
+	*node = rep.node;
+	return res;
+}
+
+static CUresult memcpy_add(uint64_t graph, uint64_t dst, uint64_t src, uint64_t width, uint64_t height,
+			   uint64_t pitch, uint32_t dep, uint32_t *node)
+{
+	struct wire_graph_add_memcpy_node_req req = {
+		.graph = graph, .dst = dst, .dst_pitch = pitch, .dst_height = height, .src = src,
+		.src_pitch = pitch, .src_height = height, .width = width, .height = height, .depth = 1,
+		.deps = dep == NONE ? (struct wire_blob){ 0 } : deps(&dep, 1),
+	};
+	struct wire_graph_add_memcpy_node_rep rep;
+	CUresult res = exec_graph_add_memcpy_node(&fx.ex, &req, &rep);
+
+	*node = rep.node;
+	return res;
+}
+
+static uint32_t node_count(uint64_t graph)
+{
+	struct wire_graph_get_nodes_req req = { .graph = graph };
+	struct wire_graph_get_nodes_rep rep;
+
+	assert_int_equal(exec_graph_get_nodes(&fx.ex, &req, &rep), CUDA_SUCCESS);
+	return rep.nodes.len / 8;
+}
+
+static void test_hostile_requests(void **state)
+{
+	uint64_t g = graph_new();
+	uint32_t n0, n1, bad[2] = { 0, 0 }, far = 5;
+	struct wire_blob odd = { (const uint8_t *)bad, 3 };
+
+	assert_int_equal(empty_add(g, (struct wire_blob){ 0 }, &n0), CUDA_SUCCESS);
+	/* handles: unknown, of another kind */
+	assert_int_equal(empty_add(g + 100, (struct wire_blob){ 0 }, &n1), CUDA_ERROR_INVALID_HANDLE);
+	assert_int_equal(empty_add(fx.stream, (struct wire_blob){ 0 }, &n1), CUDA_ERROR_INVALID_HANDLE);
+	/* dependencies: a ragged blob, an index past the end, one twice */
+	assert_int_equal(empty_add(g, odd, &n1), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(empty_add(g, deps(&far, 1), &n1), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(empty_add(g, deps(bad, 2), &n1), CUDA_ERROR_INVALID_VALUE);
+	/* memset: outside the allocation, an element size of 3, a pitch that overflows */
+	assert_int_equal(memset_add(g, fx.mem + (1 << 20) - 8, 0, 4, 4, 1, 0, &n1), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(memset_add(g, fx.mem, 0, 3, 4, 1, 0, &n1), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(memset_add(g, fx.mem, 0, 4, 4, UINT64_MAX / 2, UINT64_MAX / 4, &n1),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(memset_add(g, 0x1000, 0, 1, 4, 1, 0, &n1), CUDA_ERROR_INVALID_VALUE);
+	/* memcpy: nothing to copy, a source beyond the allocation, rows that overflow */
+	assert_int_equal(memcpy_add(g, fx.mem, fx.mem + 4096, 0, 1, 0, NONE, &n1), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(memcpy_add(g, fx.mem, fx.mem + (1 << 20) - 16, 32, 1, 0, NONE, &n1),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(memcpy_add(g, fx.mem, fx.mem + 64, 16, UINT64_MAX / 8, 1ull << 40, NONE, &n1),
+			 CUDA_ERROR_INVALID_VALUE);
+	/* a kernel node whose arguments do not match the function's layout */
+	{
+		uint8_t args[4] = { 0 };
+		struct wire_graph_add_kernel_node_req req = {
+			.graph = g, .function = fx.function, .grid_x = 1, .grid_y = 1, .grid_z = 1,
+			.block_x = 1, .block_y = 1, .block_z = 1, .args = { args, sizeof(args) },
+		};
+		struct wire_graph_add_kernel_node_rep rep;
+
+		assert_int_equal(exec_graph_add_kernel_node(&fx.ex, &req, &rep), CUDA_ERROR_INVALID_VALUE);
+		req.function = fx.event;
+		assert_int_equal(exec_graph_add_kernel_node(&fx.ex, &req, &rep), CUDA_ERROR_INVALID_HANDLE);
+	}
+	/* edges: ragged, to itself, to a node that is not there, removing one that is not */
+	{
+		uint32_t e[4] = { 0, 0, 0, 9 };
+		struct wire_graph_edit_edges_req req = { .graph = g, .edges = { (const uint8_t *)e, 7 } };
+		struct wire_graph_edit_edges_rep rep;
+
+		assert_int_equal(exec_graph_edit_edges(&fx.ex, &req, &rep), CUDA_ERROR_INVALID_VALUE);
+		req.edges.len = 8;
+		assert_int_equal(exec_graph_edit_edges(&fx.ex, &req, &rep), CUDA_ERROR_INVALID_VALUE);
+		req.edges = (struct wire_blob){ (const uint8_t *)(e + 2), 8 };
+		assert_int_equal(exec_graph_edit_edges(&fx.ex, &req, &rep), CUDA_ERROR_INVALID_VALUE);
+		assert_int_equal(empty_add(g, (struct wire_blob){ 0 }, &n1), CUDA_SUCCESS);
+		e[0] = n0;
+		e[1] = n1;
+		req.edges = (struct wire_blob){ (const uint8_t *)e, 8 };
+		req.remove = 1;
+		assert_int_equal(exec_graph_edit_edges(&fx.ex, &req, &rep), CUDA_ERROR_INVALID_VALUE);
+		req.remove = 2;
+		assert_int_equal(exec_graph_edit_edges(&fx.ex, &req, &rep), CUDA_ERROR_INVALID_VALUE);
+		req.remove = 0;
+		assert_int_equal(exec_graph_edit_edges(&fx.ex, &req, &rep), CUDA_SUCCESS);
+		assert_int_equal(exec_graph_edit_edges(&fx.ex, &req, &rep), CUDA_ERROR_INVALID_VALUE);
+	}
+	/* nodes by index: one out of range, one removed */
+	{
+		struct wire_graph_destroy_node_req req = { .graph = g, .node = 77 };
+		struct wire_graph_destroy_node_rep rep;
+
+		assert_int_equal(exec_graph_destroy_node(&fx.ex, &req, &rep), CUDA_ERROR_INVALID_VALUE);
+		req.node = n0;
+		assert_int_equal(exec_graph_destroy_node(&fx.ex, &req, &rep), CUDA_SUCCESS);
+		assert_int_equal(exec_graph_destroy_node(&fx.ex, &req, &rep), CUDA_ERROR_INVALID_VALUE);
+		assert_int_equal(empty_add(g, deps(&n0, 1), &n1), CUDA_ERROR_INVALID_VALUE);
+		assert_int_equal(node_count(g), 1);
+	}
+	/* instantiation flags: device launch is refused, unknown bits are invalid */
+	{
+		struct wire_graph_instantiate_req req = { .graph = g,
+							  .flags = CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH };
+		struct wire_graph_instantiate_rep rep;
+
+		assert_int_equal(exec_graph_instantiate(&fx.ex, &req, &rep), CUDA_SUCCESS);
+		assert_int_equal(rep.status, CUDA_ERROR_NOT_SUPPORTED);
+		req.flags = 1ull << 40;
+		assert_int_equal(exec_graph_instantiate(&fx.ex, &req, &rep), CUDA_SUCCESS);
+		assert_int_equal(rep.status, CUDA_ERROR_INVALID_VALUE);
+		req.graph = fx.event;
+		assert_int_equal(exec_graph_instantiate(&fx.ex, &req, &rep), CUDA_SUCCESS);
+		assert_int_equal(rep.status, CUDA_ERROR_INVALID_HANDLE);
+	}
+	{
+		struct wire_graph_launch_req req = { .exec = g, .stream = fx.stream };
+		struct wire_graph_launch_rep rep;
+
+		assert_int_equal(exec_graph_launch(&fx.ex, &req, &rep), CUDA_ERROR_INVALID_HANDLE);
+	}
+	{
+		struct wire_graph_destroy_req req = { .graph = g };
+		struct wire_graph_destroy_rep rep;
+
+		assert_int_equal(exec_graph_destroy(&fx.ex, &req, &rep), CUDA_SUCCESS);
+		assert_int_equal(exec_graph_destroy(&fx.ex, &req, &rep), CUDA_ERROR_INVALID_HANDLE);
+	}
+	assert_false(fx.ex.journal_broken);
+}
+
+struct journal_view {
+	unsigned graphs, execs, graph_images;
+	uint64_t last_graph;
+	uint8_t hash[TRACKER_HASH_SIZE];
+};
+
+static int view_object(void *ctx, uint64_t handle, const struct tracker_object *o)
+{
+	struct journal_view *v = ctx;
+
+	if (o->kind == HANDLE_GRAPH) {
+		v->graphs++;
+		v->last_graph = handle;
+		assert_int_equal(o->args_len, TRACKER_HASH_SIZE);
+		memcpy(v->hash, o->args, TRACKER_HASH_SIZE);
+	} else if (o->kind == HANDLE_GRAPH_EXEC) {
+		v->execs++;
+		assert_int_equal(o->args_len, TRACKER_HASH_SIZE + 16);
+	}
+	return 0;
+}
+
+static int view_image(void *ctx, const uint8_t hash[TRACKER_HASH_SIZE], const struct tracker_image *im,
+		      const void *bytes)
+{
+	struct journal_view *v = ctx;
+
+	if (im->format == GRAPH_DESC_IMAGE_FORMAT)
+		v->graph_images++;
+	return 0;
+}
+
+static struct journal_view journal_view(void)
+{
+	struct journal_view v = { 0 };
+
+	exec_graph_journal_flush(&fx.ex);
+	assert_int_equal(tracker_object_foreach(fx.ex.journal, NULL, 0, view_object, &v), 0);
+	assert_int_equal(tracker_image_foreach(fx.ex.journal, view_image, &v), 0);
+	return v;
+}
+
+static void launch_and_sync(uint64_t exec)
+{
+	struct wire_graph_launch_req l = { .exec = exec, .stream = fx.stream };
+	struct wire_graph_launch_rep lr;
+	struct wire_stream_synchronize_req s = { .stream = fx.stream };
+	struct wire_stream_synchronize_rep sr;
+
+	assert_int_equal(exec_graph_launch(&fx.ex, &l, &lr), CUDA_SUCCESS);
+	assert_int_equal(exec_stream_synchronize(&fx.ex, &s, &sr), CUDA_SUCCESS);
+}
+
+static uint32_t word_at(uint64_t addr)
+{
+	struct wire_memcpy_dtoh_req req = { .src = addr, .bytes = 4 };
+	struct wire_memcpy_dtoh_rep rep;
+	uint32_t v;
+
+	assert_int_equal(exec_memcpy_dtoh(&fx.ex, &req, &rep), CUDA_SUCCESS);
+	memcpy(&v, rep.data.ptr, 4);
+	return v;
+}
+
+static void test_journal_and_restore(void **state)
+{
+	struct journal_view v0 = journal_view(), v;
+	uint64_t g = graph_new(), exec;
+	uint32_t set, copy;
+	struct tracker_image im;
+	const void *bytes;
+	void *desc;
+	char err[256];
+
+	/* memset(mem, 0x11) -> copy mem -> mem + 4096 */
+	assert_int_equal(memset_add(g, fx.mem, 0x11111111, 4, 256, 1, 0, &set), CUDA_SUCCESS);
+	assert_int_equal(memcpy_add(g, fx.mem + 4096, fx.mem, 1024, 1, 0, set, &copy), CUDA_SUCCESS);
+	{
+		struct wire_graph_instantiate_req req = { .graph = g };
+		struct wire_graph_instantiate_rep rep;
+
+		assert_int_equal(exec_graph_instantiate(&fx.ex, &req, &rep), CUDA_SUCCESS);
+		assert_int_equal(rep.status, CUDA_SUCCESS);
+		exec = rep.exec;
+	}
+	launch_and_sync(exec);
+	assert_int_equal(word_at(fx.mem + 4096 + 1020), 0x11111111);
+	v = journal_view();
+	assert_int_equal(v.graphs, v0.graphs + 1);
+	assert_int_equal(v.execs, v0.execs + 1);
+	/* One description, held by both graph and executable. */
+	assert_int_equal(v.graph_images, v0.graph_images + 1);
+
+	/* The journaled description rebuilds the graph under a new handle. */
+	assert_int_equal(tracker_image_get(fx.ex.journal, v.hash, &im, &bytes), 0);
+	desc = malloc(im.size);
+	memcpy(desc, bytes, im.size);
+	{
+		uint64_t h = (uint64_t)HANDLE_GRAPH << 56 | 0x777;
+		struct wire_graph_instantiate_req req = { .graph = h };
+		struct wire_graph_instantiate_rep rep;
+
+		assert_int_equal(exec_graph_restore(&fx.ex, h, HANDLE_GRAPH, v.hash, TRACKER_HASH_SIZE, desc, im.size,
+						    err, sizeof(err)), CUDA_SUCCESS);
+		assert_int_equal(node_count(h), 2);
+		assert_int_equal(exec_graph_instantiate(&fx.ex, &req, &rep), CUDA_SUCCESS);
+		assert_int_equal(rep.status, CUDA_SUCCESS);
+		assert_int_equal(exec_memset(&fx.ex, &(struct wire_memset_req){ .dst = fx.mem + 4096, .width = 4,
+								     .count = 256 }, NULL), CUDA_SUCCESS);
+		launch_and_sync(rep.exec);
+		assert_int_equal(word_at(fx.mem + 4096 + 12), 0x11111111);
+		/* A damaged description is refused, with a reason. */
+		((uint8_t *)desc)[im.size / 2] ^= 0xff;
+		err[0] = 0;
+		if (exec_graph_restore(&fx.ex, h + 1, HANDLE_GRAPH, v.hash, TRACKER_HASH_SIZE, desc, im.size,
+				       err, sizeof(err)) != CUDA_SUCCESS)
+			assert_true(err[0]);
+	}
+	free(desc);
+
+	/* Freed graphs drop their records; the description goes with the last. */
+	{
+		struct wire_graph_exec_destroy_req xd = { .exec = exec };
+		struct wire_graph_exec_destroy_rep xr;
+		struct wire_graph_destroy_req gd = { .graph = g };
+		struct wire_graph_destroy_rep gr;
+
+		assert_int_equal(exec_graph_exec_destroy(&fx.ex, &xd, &xr), CUDA_SUCCESS);
+		assert_int_equal(exec_graph_destroy(&fx.ex, &gd, &gr), CUDA_SUCCESS);
+	}
+	v = journal_view();
+	assert_int_equal(v.execs, v0.execs + 1);        /* the restored graph's executable */
+	assert_false(fx.ex.journal_broken);
+}
+
+static void test_mem_nodes(void **state)
+{
+	uint64_t g = graph_new();
+	struct wire_graph_add_mem_alloc_node_req ar = { .graph = g, .bytes = 3 << 20 };
+	struct wire_graph_add_mem_alloc_node_rep arep;
+	struct wire_graph_add_mem_free_node_req fr = { .graph = g };
+	struct wire_graph_add_mem_free_node_rep frep;
+	struct wire_mem_free_req mf;
+	struct wire_mem_free_rep mfr;
+	struct tracker_region r;
+	uint32_t set;
+
+	assert_int_equal(exec_graph_add_mem_alloc_node(&fx.ex, &ar, &arep), CUDA_SUCCESS);
+	assert_true(arena_range_valid(fx.ex.arena, arep.address, 3 << 20));
+	assert_int_equal(tracker_region_get(fx.ex.journal, arep.address, &r), 0);
+	assert_int_equal(r.kind, EXEC_REGION_GRAPH);
+	/* The graph's memory is device memory nodes may use. */
+	assert_int_equal(memset_add(g, arep.address, 7, 1, 4096, 1, 0, &set), CUDA_SUCCESS);
+	fr.address = arep.address + 64;
+	assert_int_equal(exec_graph_add_mem_free_node(&fx.ex, &fr, &frep), CUDA_ERROR_INVALID_VALUE);
+	fr.address = arep.address;
+	fr.deps = deps(&set, 1);
+	assert_int_equal(exec_graph_add_mem_free_node(&fx.ex, &fr, &frep), CUDA_SUCCESS);
+	assert_int_equal(exec_graph_add_mem_free_node(&fx.ex, &fr, &frep), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(tracker_region_get(fx.ex.journal, arep.address, &r), 0);
+	assert_int_equal(r.kind, EXEC_REGION_GRAPH_FREED);
+	/* cuMemFree of it: accepted, the memory stays while the graph holds it. */
+	mf.address = arep.address;
+	assert_int_equal(exec_mem_free(&fx.ex, &mf, &mfr), CUDA_SUCCESS);
+	assert_true(arena_range_valid(fx.ex.arena, arep.address, 3 << 20));
+	{
+		struct wire_graph_destroy_req gd = { .graph = g };
+		struct wire_graph_destroy_rep gr;
+
+		assert_int_equal(exec_graph_destroy(&fx.ex, &gd, &gr), CUDA_SUCCESS);
+	}
+	assert_false(arena_range_valid(fx.ex.arena, arep.address, 1));
+	assert_int_equal(tracker_region_get(fx.ex.journal, arep.address, &r), -ENOENT);
+}
+
+static void test_capture(void **state)
+{
+	struct wire_stream_begin_capture_req b = { .stream = fx.stream, .mode = CU_STREAM_CAPTURE_MODE_GLOBAL };
+	struct wire_stream_begin_capture_rep br;
+	struct wire_stream_end_capture_req e = { .stream = fx.stream };
+	struct wire_stream_end_capture_rep er;
+	struct wire_stream_get_capture_info_req ci = { .stream = fx.stream, .want = 3 };
+	struct wire_stream_get_capture_info_rep cr;
+	struct checkpoint_request creq = { .store_dir = "/nonexistent", .name = "s", .session = "graph-test" };
+	struct checkpoint_job *job;
+	uint8_t data[16] = { 0 };
+	char err[256];
+
+	b.mode = 7;
+	assert_int_equal(exec_stream_begin_capture(&fx.ex, &b, &br), CUDA_ERROR_INVALID_VALUE);
+	b.mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+	assert_int_equal(exec_stream_begin_capture(&fx.ex, &b, &br), CUDA_SUCCESS);
+	assert_true(exec_capture_active(&fx.ex));
+	/* A snapshot now is refused, and leaves the capture alone. */
+	assert_int_equal(checkpoint_begin(&fx.ex, &creq, &job, err, sizeof(err)), -EBUSY);
+	assert_non_null(strstr(err, "capture"));
+	assert_int_equal(exec_memset(&fx.ex, &(struct wire_memset_req){ .dst = fx.mem, .width = 4, .count = 64,
+							     .stream = fx.stream, .async = 1 }, NULL),
+			 CUDA_SUCCESS);
+	/* Host memory cannot be in a graph. */
+	assert_int_equal(exec_memcpy_htod(&fx.ex, &(struct wire_memcpy_htod_req){ .dst = fx.mem,
+		.stream = fx.stream, .async = 1, .data = { data, sizeof(data) } }, NULL), CUDA_ERROR_NOT_SUPPORTED);
+	assert_int_equal(exec_stream_get_capture_info(&fx.ex, &ci, &cr), CUDA_SUCCESS);
+	assert_int_equal(cr.status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+	assert_int_equal(cr.deps.len, 4);
+	assert_int_equal(exec_stream_end_capture(&fx.ex, &e, &er), CUDA_SUCCESS);
+	assert_false(exec_capture_active(&fx.ex));
+	/* The graph named during the capture is the one that comes out. */
+	assert_int_equal(er.graph, cr.graph);
+	assert_int_equal(node_count(er.graph), 1);
+	/* Ending again: not capturing. */
+	assert_int_not_equal(exec_stream_end_capture(&fx.ex, &e, &er), CUDA_SUCCESS);
+}
+
+/* A guest may build large graphs and wide joins: the work per node must not
+ * grow with the graph (no rewrite of the description per node, no pairwise
+ * dependency checks). */
+static void test_large_graph(void **state)
+{
+	enum { CHAIN = 40000, JOIN = GRAPH_DESC_DEPS_MAX };
+	uint32_t *d = malloc(JOIN * sizeof(*d)), node, prev = NONE;
+	uint64_t g = graph_new();
+	struct wire_graph_instantiate_req ir = { .graph = g };
+	struct wire_graph_instantiate_rep irep;
+
+	assert_non_null(d);
+	for (uint32_t i = 0; i < CHAIN; i++) {
+		assert_int_equal(empty_add(g, prev == NONE ? (struct wire_blob){ 0 } : deps(&prev, 1), &node),
+				 CUDA_SUCCESS);
+		prev = node;
+	}
+	for (uint32_t i = 0; i < JOIN; i++)
+		d[i] = CHAIN - 1 - i % CHAIN;
+	/* 2^16 dependencies, some twice: refused; all distinct: accepted. */
+	assert_int_equal(empty_add(g, deps(d, JOIN), &node), CUDA_ERROR_INVALID_VALUE);
+	for (uint32_t i = 0; i < JOIN; i++)
+		d[i] = i < CHAIN ? i : 0;
+	assert_int_equal(empty_add(g, deps(d, CHAIN), &node), CUDA_SUCCESS);
+	assert_int_equal(node_count(g), CHAIN + 1);
+	assert_int_equal(exec_graph_instantiate(&fx.ex, &ir, &irep), CUDA_SUCCESS);
+	assert_int_equal(irep.status, CUDA_SUCCESS);
+	launch_and_sync(irep.exec);
+	exec_graph_journal_flush(&fx.ex);
+	assert_false(fx.ex.journal_broken);
+	{
+		struct wire_graph_exec_destroy_req xd = { .exec = irep.exec };
+		struct wire_graph_exec_destroy_rep xr;
+		struct wire_graph_destroy_req gd = { .graph = g };
+		struct wire_graph_destroy_rep gr;
+
+		assert_int_equal(exec_graph_exec_destroy(&fx.ex, &xd, &xr), CUDA_SUCCESS);
+		assert_int_equal(exec_graph_destroy(&fx.ex, &gd, &gr), CUDA_SUCCESS);
+	}
+	free(d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hostile_requests),
+		cmocka_unit_test(test_journal_and_restore),
+		cmocka_unit_test(test_mem_nodes),
+		cmocka_unit_test(test_capture),
+		cmocka_unit_test(test_large_graph),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
