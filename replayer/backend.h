@@ -133,6 +133,7 @@ struct backend_config {
 	const char *const *sim_kernels; /* sim: NULL-terminated list of kernel plugins (.so) */
 	unsigned sim_device_count;      /* sim: devices to present (default 1) */
 	unsigned long long sim_memory;  /* sim: bytes per device (default 16 GiB) */
+	bool sim_skip_missing;          /* sim: a kernel with no CPU version is skipped, not refused */
 };
 
 /* Open a backend by name. Must be called in the worker process (after fork):

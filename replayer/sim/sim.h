@@ -223,6 +223,7 @@ struct sim {
 	unsigned plugin_count;
 	struct sim_plugin_kernel *kernels;
 	unsigned kernel_count;
+	bool skip_missing;              /* launches of kernels without a CPU version succeed, doing nothing */
 };
 
 extern struct sim *sim_self;

@@ -896,8 +896,14 @@ static CUresult sim_launch(const void *hfunc, const struct sim_launch_args *a)
 	rc = sim_params_pack(f, a, cmd);
 	if (!rc && !f->cpu) {
 		if (!f->warned)
-			pr_warn("no CPU version of kernel %s: launch not supported", f->name);
+			pr_warn("no CPU version of kernel %s: launch %s", f->name,
+				sim->skip_missing ? "skipped" : "not supported");
 		f->warned = true;
+		if (sim->skip_missing) {
+			/* Checked like any launch, then dropped: it would have done nothing visible to the sim. */
+			sim_cmd_free(cmd);
+			goto out;
+		}
 		rc = CUDA_ERROR_NOT_SUPPORTED;
 	}
 	if (rc) {
