@@ -33,6 +33,7 @@ enum export_id {
 	EXPORT_CONTEXT_STORAGE,  /* c693336e... */
 	EXPORT_INTEGRITY,        /* d4082055... */
 	EXPORT_F8CFF951,         /* f8cff951..., purpose unknown */
+	EXPORT_TOOLS_MODULE,     /* 6e163fbe..., asked for by cuFFT */
 	EXPORT_COUNT,
 };
 
@@ -453,6 +454,39 @@ out:
 	return rc;
 }
 
+/* ---- 6e163fbe: tools module ---- */
+
+typedef void (*module_function_cb)(void *user, CUfunction fn, CUmodule mod);
+
+/* cuFFT calls slot 7 as (ctx, module, callback, user) after loading a module
+ * with cuModuleLoadData, with a callback that stores its second argument at
+ * *user, and accepts only the answer 1; so the slot walks the module's
+ * functions, calling callback(user, function, ...) for each. What the driver
+ * passes third is unknown (cuFFT ignores it): ours is the module. */
+static int tools_module_functions(CUcontext ctx, CUmodule mod, module_function_cb cb, void *user)
+{
+	CUfunction *fns;
+	unsigned count = 0;
+	CUresult rc;
+
+	(void)ctx;
+	if (!cb)
+		return 0;
+	rc = cuModuleGetFunctionCount(&count, mod);
+	fns = rc == CUDA_SUCCESS ? calloc(count ? count : 1, sizeof(*fns)) : NULL;
+	if (fns)
+		rc = cuModuleEnumerateFunctions(fns, count, mod);
+	pr_debug("6e163fbe[7](module=%p): %u functions, %d", (void *)mod, count, rc);
+	if (!fns || rc != CUDA_SUCCESS) {
+		free(fns);
+		return 0;
+	}
+	for (unsigned i = 0; i < count; i++)
+		cb(user, fns[i], mod);
+	free(fns);
+	return 1;
+}
+
 /* ---- stubs ---- */
 
 /* One function per stub so that a call says which slot it was; stub_owner maps
@@ -513,6 +547,7 @@ static const struct export_slot storage_slots[] = {
 	{ 0, FN(storage_put) }, { 1, FN(storage_delete) }, { 2, FN(storage_get) }, { 3, NULL },
 };
 static const struct export_slot integrity_slots[] = { { 1, FN(integrity_check) } };
+static const struct export_slot tools_module_slots[] = { { 7, FN(tools_module_functions) } };
 
 #define SLOTS(a) a, sizeof(a) / sizeof((a)[0])
 
@@ -545,6 +580,11 @@ static const struct export_desc export_descs[EXPORT_COUNT] = {
 	[EXPORT_F8CFF951] = { "f8cff951",
 		{ 0xf8, 0xcf, 0xf9, 0x51, 0x21, 0x46, 0x8b, 0x4e, 0xb9, 0xe2, 0xfb, 0x46, 0x9e, 0x7c, 0x0d, 0xd9 },
 		3, true, NULL, 0 },
+	/* Not measured on the driver: the length is the least cuFFT needs (it
+	 * checks that the size word is over 0x37 before it calls slot 7). */
+	[EXPORT_TOOLS_MODULE] = { "6e163fbe",
+		{ 0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e },
+		8, true, SLOTS(tools_module_slots) },
 };
 
 static pthread_once_t export_once = PTHREAD_ONCE_INIT;

@@ -56,6 +56,10 @@
 	BACKEND_ENTRY(cuLibraryGetKernel, 12000)                        \
 	BACKEND_ENTRY(cuLibraryGetModule, 12000)                        \
 	BACKEND_ENTRY(cuLibraryGetGlobal, 12000)                        \
+	BACKEND_ENTRY(cuModuleGetFunctionCount, 12040)                  \
+	BACKEND_ENTRY(cuModuleEnumerateFunctions, 12040)                \
+	BACKEND_ENTRY(cuLibraryGetKernelCount, 12040)                   \
+	BACKEND_ENTRY(cuLibraryEnumerateKernels, 12040)                 \
 	BACKEND_ENTRY(cuKernelGetFunction, 12000)                       \
 	BACKEND_ENTRY(cuFuncGetAttribute, 2020)                         \
 	BACKEND_ENTRY(cuFuncSetAttribute, 9000)                         \

@@ -79,9 +79,31 @@ static void test_journal_follows_calls(void **state)
 	assert_int_equal(exec_stream_create(&ex, &sc, &sc_rep), CUDA_SUCCESS);
 	assert_int_equal(exec_event_create(&ex, &ec, &ec_rep), CUDA_SUCCESS);
 	assert_int_equal(exec_module_load_data(&ex, &ml, &ml_rep), CUDA_SUCCESS);
-	gf.module = ml_rep.module;
-	strcpy(gf.name, "jt_kernel");
-	assert_int_equal(exec_module_get_function(&ex, &gf, &gf_rep), CUDA_SUCCESS);
+	/* A listed function is journaled under its name, and a lookup by name
+	 * gives the same handle. Bad handles fail the request only. */
+	{
+		struct wire_module_get_function_count_req fc = { .module = ml_rep.module };
+		struct wire_module_get_function_count_rep fc_rep;
+		struct wire_module_enumerate_functions_req ef = { .module = ml_rep.module, .max = 4 };
+		struct wire_module_enumerate_functions_rep ef_rep;
+		uint64_t listed;
+
+		assert_int_equal(exec_module_get_function_count(&ex, &fc, &fc_rep), CUDA_SUCCESS);
+		assert_int_equal(fc_rep.count, 1);
+		assert_int_equal(exec_module_enumerate_functions(&ex, &ef, &ef_rep), CUDA_SUCCESS);
+		assert_int_equal(ef_rep.functions.len, 8);
+		memcpy(&listed, ef_rep.functions.ptr, 8);
+		gf.module = ml_rep.module;
+		strcpy(gf.name, "jt_kernel");
+		assert_int_equal(exec_module_get_function(&ex, &gf, &gf_rep), CUDA_SUCCESS);
+		assert_int_equal(gf_rep.function, listed);
+		ef.module = sc_rep.stream;
+		assert_int_equal(exec_module_enumerate_functions(&ex, &ef, &ef_rep),
+				 CUDA_ERROR_INVALID_HANDLE);
+		fc.module = 0;
+		assert_int_equal(exec_module_get_function_count(&ex, &fc, &fc_rep),
+				 CUDA_ERROR_INVALID_HANDLE);
+	}
 	c = journal_count(&ex);
 	assert_int_equal(c.regions, 1);
 	assert_int_equal(c.by_kind[HANDLE_STREAM], 1);

@@ -522,8 +522,35 @@ static void test_library_cubin(void **state)
 	assert_int_equal(be->cuModuleGetFunction(&f, m, "vec_add"), CUDA_SUCCESS);
 	assert_int_equal(be->cuLibraryGetGlobal(&g, &size, lib, "counter"), CUDA_SUCCESS);
 	assert_int_equal(size, 4);
+
+	/* Listing: every kernel of the image, the library's and its module's. */
+	{
+		CUkernel ks[8] = { 0 };
+		CUfunction fs[8] = { 0 };
+		unsigned n = 0, found = 0;
+
+		assert_int_equal(be->cuLibraryGetKernelCount(NULL, lib), CUDA_ERROR_INVALID_VALUE);
+		assert_int_equal(be->cuLibraryEnumerateKernels(NULL, 2, lib), CUDA_ERROR_INVALID_VALUE);
+		assert_int_equal(be->cuLibraryGetKernelCount(&n, lib), CUDA_SUCCESS);
+		assert_int_equal(n, 6);
+		assert_int_equal(be->cuLibraryEnumerateKernels(ks, 2, lib), CUDA_SUCCESS);
+		assert_non_null(ks[1]);
+		assert_null(ks[2]);
+		assert_int_equal(be->cuLibraryEnumerateKernels(ks, 8, lib), CUDA_SUCCESS);
+		assert_null(ks[6]);
+		for (unsigned i = 0; i < 6; i++) {
+			assert_int_equal(be->cuKernelGetName(&name, ks[i]), CUDA_SUCCESS);
+			found += !strcmp(name, "slow_fill") && ks[i] == k;
+		}
+		assert_int_equal(found, 1);
+		assert_int_equal(be->cuModuleGetFunctionCount(&n, m), CUDA_SUCCESS);
+		assert_int_equal(n, 6);
+		assert_int_equal(be->cuModuleEnumerateFunctions(fs, 8, m), CUDA_SUCCESS);
+		assert_int_equal(be->cuModuleGetFunctionCount(&n, (CUmodule)&n), CUDA_ERROR_INVALID_HANDLE);
+	}
 	assert_int_equal(be->cuLibraryUnload(lib), CUDA_SUCCESS);
 	assert_int_equal(be->cuLibraryGetKernel(&k, lib, "vec_add"), CUDA_ERROR_INVALID_HANDLE);
+	assert_int_equal(be->cuLibraryGetKernelCount((unsigned *)&v, lib), CUDA_ERROR_INVALID_HANDLE);
 }
 
 static void test_invalid_image(void **state)
