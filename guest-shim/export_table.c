@@ -34,6 +34,7 @@ enum export_id {
 	EXPORT_INTEGRITY,        /* d4082055... */
 	EXPORT_F8CFF951,         /* f8cff951..., purpose unknown */
 	EXPORT_TOOLS_MODULE,     /* 6e163fbe..., asked for by cuFFT */
+	EXPORT_1734DC26,         /* 1734dc26..., asked for by cuBLASLt */
 	EXPORT_COUNT,
 };
 
@@ -580,11 +581,16 @@ static const struct export_desc export_descs[EXPORT_COUNT] = {
 	[EXPORT_F8CFF951] = { "f8cff951",
 		{ 0xf8, 0xcf, 0xf9, 0x51, 0x21, 0x46, 0x8b, 0x4e, 0xb9, 0xe2, 0xfb, 0x46, 0x9e, 0x7c, 0x0d, 0xd9 },
 		3, true, NULL, 0 },
-	/* Not measured on the driver: the length is the least cuFFT needs (it
-	 * checks that the size word is over 0x37 before it calls slot 7). */
+	/* The next two are not measured on the driver: their lengths are the
+	 * least the callers need (cuFFT checks that 6e163fbe's size word is over
+	 * 0x37 before it calls slot 7; cuBLASLt calls 1734dc26's slot 4 without a
+	 * check, and when that answers non-zero takes a path of its own). */
 	[EXPORT_TOOLS_MODULE] = { "6e163fbe",
 		{ 0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e },
 		8, true, SLOTS(tools_module_slots) },
+	[EXPORT_1734DC26] = { "1734dc26",
+		{ 0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca },
+		5, true, NULL, 0 },
 };
 
 static pthread_once_t export_once = PTHREAD_ONCE_INIT;

@@ -1,30 +1,52 @@
 /* cublaslt_matmul: cuBLASLt in the guest. D = relu(alpha A B + beta C + bias)
  * and plain D = alpha A^T B + beta C in single precision (CUBLAS_COMPUTE_32F,
- * no TF32), with the heuristic's first algorithm and its workspace, checked
- * against a double-precision CPU reference, relative error < 1e-5. Results
- * are checked on a GPU only (tools/gpu-check): the sim backend has no CPU
- * cuBLASLt kernels, so CI runs it with --calls-only under ternd
- * --sim-missing-kernels skip (check.h). */
+ * no TF32), and A^T B with BF16 inputs, 1024x1024x512, which the heuristic
+ * gives to Hopper tensor-core kernels on sm_90; each with the heuristic's
+ * first algorithm and its workspace, checked against a double-precision CPU
+ * reference, relative error < 1e-5 (BF16: < 1e-4). Results are checked on a
+ * GPU only (tools/gpu-check): the sim backend has no CPU cuBLASLt kernels, so
+ * CI runs it with --calls-only under ternd --sim-missing-kernels skip
+ * (check.h). */
 #include "check.h"
 
 #include <cublasLt.h>
+#include <cuda_bf16.h>
 #include <math.h>
 #include <vector>
 
 #define CHECK_LT(call) CHECK_LIB("cuBLASLt", call)
 
 #define TOLERANCE 1e-5
+/* BF16 inputs are exact (the reference uses the rounded values) and their
+ * products exact in FP32; what is left is the tensor cores' FP32 sums. */
+#define TOLERANCE_BF16 1e-4
 #define WORKSPACE (4u << 20)
 
 static unsigned long long rng = 0x452821e638d01377ull;
 
+/* A and B in BF16 on the device; the reference uses the same rounded values. */
+static void *to_device_as(std::vector<float> &v, bool bf16)
+{
+	std::vector<__nv_bfloat16> h(v.size());
+
+	if (!bf16)
+		return test_to_device(v);
+	for (size_t i = 0; i < v.size(); i++) {
+		h[i] = __float2bfloat16(v[i]);
+		v[i] = __bfloat162float(h[i]);
+	}
+	return test_to_device(h);
+}
+
 /* Column-major; op(A) is m x k. */
 static double run(cublasLtHandle_t lt, cudaStream_t s, void *work, bool trans_a, bool relu_bias,
-		  int m, int n, int k)
+		  bool bf16, int m, int n, int k)
 {
 	int lda = trans_a ? k : m;
 	std::vector<float> a((size_t)m * k), b((size_t)k * n), c((size_t)m * n), bias(m), d(c.size());
-	float alpha = 0.75f, beta = -1.25f, *da, *db, *dc, *dd, *dbias;
+	float alpha = 0.75f, beta = -1.25f, *dc, *dd, *dbias;
+	cudaDataType ab = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+	void *da, *db;
 	cublasOperation_t opa = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, opb = CUBLAS_OP_N;
 	cublasLtMatmulDesc_t op;
 	cublasLtMatrixLayout_t la, lb, lc;
@@ -37,8 +59,8 @@ static double run(cublasLtHandle_t lt, cudaStream_t s, void *work, bool trans_a,
 	test_fill(b, &rng);
 	test_fill(c, &rng);
 	test_fill(bias, &rng);
-	da = test_to_device(a);
-	db = test_to_device(b);
+	da = to_device_as(a, bf16);
+	db = to_device_as(b, bf16);
 	dc = test_to_device(c);
 	dbias = test_to_device(bias);
 	CHECK(cudaMalloc(&dd, d.size() * sizeof(float)));
@@ -54,8 +76,8 @@ static double run(cublasLtHandle_t lt, cudaStream_t s, void *work, bool trans_a,
 		CHECK_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dbias,
 							sizeof(dbias)));
 	}
-	CHECK_LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, trans_a ? k : m, trans_a ? m : k, lda));
-	CHECK_LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, k, n, k));
+	CHECK_LT(cublasLtMatrixLayoutCreate(&la, ab, trans_a ? k : m, trans_a ? m : k, lda));
+	CHECK_LT(cublasLtMatrixLayoutCreate(&lb, ab, k, n, k));
 	CHECK_LT(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, m));
 	CHECK_LT(cublasLtMatmulPreferenceCreate(&pref));
 	CHECK_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -106,7 +128,7 @@ int main(int argc, char **argv)
 	cublasLtHandle_t lt;
 	cudaStream_t s;
 	void *work;
-	double e1, e2;
+	double e1, e2, e3;
 
 	test_args(argc, argv);
 
@@ -114,15 +136,18 @@ int main(int argc, char **argv)
 	CHECK(cudaMalloc(&work, WORKSPACE));
 	CHECK_LT(cublasLtCreate(&lt));
 	printf("cuBLASLt %zu\n", cublasLtGetVersion());
-	e1 = run(lt, s, work, false, true, 256, 192, 320);
-	e2 = run(lt, s, work, true, false, 200, 136, 96);
+	e1 = run(lt, s, work, false, true, false, 256, 192, 320);
+	e2 = run(lt, s, work, true, false, false, 200, 136, 96);
+	/* Large enough for the Hopper (sm_90) tensor-core kernels. */
+	e3 = run(lt, s, work, true, false, true, 1024, 1024, 512);
 	CHECK_LT(cublasLtDestroy(lt));
 	CHECK(cudaFree(work));
 	CHECK(cudaStreamDestroy(s));
-	printf("cublasLtMatmul relative error: NN relu+bias %.3g, TN %.3g (tolerance %g)\n", e1, e2,
-	       TOLERANCE);
+	printf("cublasLtMatmul relative error: NN relu+bias %.3g, TN %.3g, BF16 TN %.3g (tolerance %g, "
+	       "BF16 %g)\n", e1, e2, e3, TOLERANCE, TOLERANCE_BF16);
 	REQUIRE_RESULT(e1 < TOLERANCE && e2 < TOLERANCE, "relative error %g / %g is %g or more", e1, e2,
 		TOLERANCE);
+	REQUIRE_RESULT(e3 < TOLERANCE_BF16, "BF16 relative error %g is %g or more", e3, TOLERANCE_BF16);
 	test_pass("cublaslt_matmul");
 	return 0;
 }
