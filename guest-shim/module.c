@@ -398,6 +398,34 @@ SHIM_API CUresult cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numK
 	return handles_copy(rep.kernels, numKernels, (void **)kernels);
 }
 
+SHIM_API CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
+{
+	struct wire_func_get_module_req req = { .function = (uint64_t)(uintptr_t)hfunc };
+	struct wire_func_get_module_rep rep;
+	CUresult res;
+
+	if (!hmod)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_func_get_module(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*hmod = (CUmodule)(uintptr_t)rep.module;
+	return res;
+}
+
+SHIM_API CUresult cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
+{
+	struct wire_kernel_get_library_req req = { .kernel = (uint64_t)(uintptr_t)kernel };
+	struct wire_kernel_get_library_rep rep;
+	CUresult res;
+
+	if (!pLib)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_kernel_get_library(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*pLib = (CUlibrary)(uintptr_t)rep.library;
+	return res;
+}
+
 SHIM_API CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
 {
 	struct wire_kernel_get_function_req req = { .kernel = (uint64_t)(uintptr_t)kernel };

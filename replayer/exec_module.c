@@ -236,10 +236,10 @@ CUresult exec_library_get_kernel(struct exec *ex, const struct wire_library_get_
 	return callable_add(ex, HANDLE_KERNEL, k, req->library, req->name, &rep->kernel, &rep->params);
 }
 
-CUresult exec_library_get_module(struct exec *ex, const struct wire_library_get_module_req *req,
-				 struct wire_library_get_module_rep *rep)
+/* The module of @library in the current context, under one handle. */
+static CUresult library_module(struct exec *ex, uint64_t library, uint64_t *module)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, req->library, HANDLE_LIBRARY);
+	struct handle_entry *e = handle_table_get(ex->handles, library, HANDLE_LIBRARY);
 	struct handle_entry *known;
 	CUmodule mod;
 	CUresult res;
@@ -251,10 +251,48 @@ CUresult exec_library_get_module(struct exec *ex, const struct wire_library_get_
 		return res;
 	known = handle_table_find_real(ex->handles, HANDLE_MODULE, mod);
 	if (known) {
-		rep->module = known->handle;
+		*module = known->handle;
 		return CUDA_SUCCESS;
 	}
-	return exec_object_add(ex, HANDLE_MODULE, mod, req->library, NULL, NULL, 0, &rep->module);
+	return exec_object_add(ex, HANDLE_MODULE, mod, library, NULL, NULL, 0, module);
+}
+
+CUresult exec_library_get_module(struct exec *ex, const struct wire_library_get_module_req *req,
+				 struct wire_library_get_module_rep *rep)
+{
+	return library_module(ex, req->library, &rep->module);
+}
+
+/* Owners come from the handle table: every function and kernel handle is
+ * issued with the module, library or kernel it came from as its parent. A
+ * kernel's function belongs to its library's module, as in the driver. */
+CUresult exec_func_get_module(struct exec *ex, const struct wire_func_get_module_req *req,
+			      struct wire_func_get_module_rep *rep)
+{
+	struct handle_entry *e = handle_table_get(ex->handles, req->function, HANDLE_FUNCTION);
+	struct handle_entry *kernel;
+
+	if (!e)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (handle_kind_of(e->parent) == HANDLE_MODULE) {
+		rep->module = e->parent;
+		return CUDA_SUCCESS;
+	}
+	kernel = handle_table_get(ex->handles, e->parent, HANDLE_KERNEL);
+	if (!kernel)
+		return CUDA_ERROR_INVALID_HANDLE;
+	return library_module(ex, kernel->parent, &rep->module);
+}
+
+CUresult exec_kernel_get_library(struct exec *ex, const struct wire_kernel_get_library_req *req,
+				 struct wire_kernel_get_library_rep *rep)
+{
+	struct handle_entry *e = handle_table_get(ex->handles, req->kernel, HANDLE_KERNEL);
+
+	if (!e || handle_kind_of(e->parent) != HANDLE_LIBRARY)
+		return CUDA_ERROR_INVALID_HANDLE;
+	rep->library = e->parent;
+	return CUDA_SUCCESS;
 }
 
 CUresult exec_library_get_global(struct exec *ex, const struct wire_library_get_global_req *req,

@@ -95,18 +95,23 @@ static inline void test_fail_drv(CUresult r, const char *call, const char *file,
 
 /* Resolves a driver entry point through the runtime (which asks libcuda's
  * cuGetProcAddress), so the program never links libcuda. */
-static inline void *drv_sym(const char *name)
+static inline void *drv_sym_version(const char *name, unsigned version)
 {
 	void *fn = NULL;
 	cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
 
-	CHECK(cudaGetDriverEntryPointByVersion(name, &fn, TEST_CUDA_VERSION,
-					       cudaEnableDefault, &status));
+	CHECK(cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &status));
 	REQUIRE(status == cudaDriverEntryPointSuccess && fn,
 		"driver entry point %s not found (status %d)", name, (int)status);
 	if (!test_drv_error_name && strcmp(name, "cuGetErrorName") != 0)
-		test_drv_error_name = (test_get_error_name_fn)drv_sym("cuGetErrorName");
+		test_drv_error_name = (test_get_error_name_fn)drv_sym_version("cuGetErrorName",
+									     TEST_CUDA_VERSION);
 	return fn;
+}
+
+static inline void *drv_sym(const char *name)
+{
+	return drv_sym_version(name, TEST_CUDA_VERSION);
 }
 
 /* DRV_FN(cuMemsetD32) declares p_cuMemsetD32 with the prototype cuda.h gives

@@ -2,9 +2,10 @@
  * cuModuleGetFunctionCount, cuModuleEnumerateFunctions, cuLibraryGetKernelCount,
  * cuLibraryEnumerateKernels) and walked through the driver's export table
  * 6e163fbe slot 7, which cuFFT uses to find the kernel of each module it
- * loads. The listed handles must be the ones a lookup by name gives and must
- * launch. A fatbin of three kernels (mod_enum.cu) is embedded; driver entry
- * points come through the runtime (drv_sym). */
+ * loads. The listed handles must be the ones a lookup by name gives, must
+ * launch and must name their owners (cuFuncGetModule, cuKernelGetLibrary). A
+ * fatbin of three kernels (mod_enum.cu) is embedded; driver entry points
+ * come through the runtime (drv_sym). */
 #include "check.h"
 #include "mod_enum_fatbin.h"
 
@@ -51,6 +52,9 @@ int main(int argc, char **argv)
 	DRV_FN(cuKernelGetFunction);
 	DRV_FN(cuLaunchKernel);
 	DRV_FN(cuGetExportTable);
+	DRV_FN(cuFuncGetModule);
+	DRV_FN(cuKernelGetLibrary);
+	DRV_FN(cuLibraryGetModule);
 	CUcontext ctx;
 	CUmodule mod;
 	CUlibrary lib;
@@ -84,6 +88,10 @@ int main(int argc, char **argv)
 			(void *)byname);
 		if (!strcmp(name, "me_set"))
 			f_set = fns[i];
+		CUmodule owner = NULL;
+
+		CHECK_DRV(p_cuFuncGetModule(&owner, fns[i]));
+		REQUIRE(owner == mod, "%s: module %p, loaded as %p", name, (void *)owner, (void *)mod);
 	}
 	for (const char *n : names)
 		REQUIRE(seen.count(n), "%s not listed", n);
@@ -136,12 +144,26 @@ int main(int argc, char **argv)
 			(void *)kbyname);
 		if (!strcmp(name, "me_set"))
 			k_set = ks[i];
+		CUlibrary owner = NULL;
+
+		CHECK_DRV(p_cuKernelGetLibrary(&owner, ks[i]));
+		REQUIRE(owner == lib, "kernel %s: library %p, loaded as %p", name, (void *)owner,
+			(void *)lib);
 	}
 	for (const char *n2 : names)
 		REQUIRE(seen.count(n2), "kernel %s not listed", n2);
 	CUfunction f_lib;
 	value = -3;
 	CHECK_DRV(p_cuKernelGetFunction(&f_lib, k_set));
+	{
+		/* A kernel's function belongs to its library's module. */
+		CUmodule lib_mod, owner;
+
+		CHECK_DRV(p_cuLibraryGetModule(&lib_mod, lib));
+		CHECK_DRV(p_cuFuncGetModule(&owner, f_lib));
+		REQUIRE(owner == lib_mod, "kernel function: module %p, library's %p", (void *)owner,
+			(void *)lib_mod);
+	}
 	CHECK_DRV(p_cuLaunchKernel(f_lib, (N + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
 	CHECK(cudaMemcpy(host, d_out, sizeof(host), cudaMemcpyDeviceToHost));
 	for (int i = 0; i < N; i++)
