@@ -29,7 +29,7 @@ static const struct {
 	const char *name;
 } object_kinds[] = {
 	{ 1, "context" }, { 3, "library" }, { 2, "module" }, { 5, "kernel" },
-	{ 4, "function" }, { 6, "stream" }, { 7, "event" },
+	{ 4, "function" }, { 6, "stream" }, { 7, "event" }, { 8, "mempool" },
 };
 
 #define NKINDS (sizeof(object_kinds) / sizeof(object_kinds[0]))
@@ -166,6 +166,12 @@ static struct object_args object_args_decode(const struct tracker_object *o)
 		if (n == 4) {
 			a.ok = a.has_flags = true;
 			a.flags = le32(p);
+		}
+		break;
+	case 8: /* memory pool: u32 version 1, u32 flags, then its attributes (40 bytes) */
+		if (n == 40 && le32(p) == 1) {
+			a.ok = a.has_flags = true;
+			a.flags = le32(p + 4);
 		}
 		break;
 	}

@@ -38,7 +38,8 @@ enum wire_handle_kind {
 	WIRE_HANDLE_KERNEL = 5,
 	WIRE_HANDLE_STREAM = 6,
 	WIRE_HANDLE_EVENT = 7,
-	WIRE_HANDLE_KIND_MAX = 8,
+	WIRE_HANDLE_MEMPOOL = 8,
+	WIRE_HANDLE_KIND_MAX = 9,
 };
 
 /* Header flags. */

@@ -25,7 +25,7 @@
  * kernels, plain modules, functions, then streams and events. */
 static const uint32_t restore_order[] = {
 	HANDLE_CONTEXT, HANDLE_LIBRARY, HANDLE_MODULE, HANDLE_KERNEL,
-	HANDLE_FUNCTION, HANDLE_STREAM, HANDLE_EVENT,
+	HANDLE_FUNCTION, HANDLE_STREAM, HANDLE_EVENT, HANDLE_MEMPOOL,
 };
 
 struct checkpoint_job {
@@ -400,6 +400,10 @@ static int restore_object(void *arg, uint64_t handle, const struct tracker_objec
 		res = ex->be->cuEventCreate((CUevent *)&real, flags);
 		break;
 	}
+	case HANDLE_MEMPOOL:
+		/* The worker's own object: nothing to ask of the backend. */
+		res = exec_pool_restore(ex, handle, o->args, o->args_len);
+		goto journal;
 	default:
 		snprintf(rc->err, rc->errlen, "object 0x%llx of unknown kind %u", (unsigned long long)handle, o->kind);
 		return -EBADMSG;
@@ -426,7 +430,11 @@ static int restore_region(void *arg, uint64_t addr, const struct tracker_region 
 			 (unsigned long long)addr, (unsigned long long)r->size, res);
 		return -ENOMEM;
 	}
-	exec_journal_region(rc->ex, addr, r->size);
+	if (handle_kind_of(r->owner) == HANDLE_MEMPOOL &&
+	    exec_pool_restore_alloc(rc->ex, addr, r->size, arena_find(rc->ex->arena, addr)->mapped,
+				    r->owner))
+		return -ENOMEM;
+	exec_journal_region_owned(rc->ex, addr, r->size, r->owner);
 	return 0;
 }
 
@@ -488,6 +496,7 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
 					     restore_object, &rc);
 	if (ret)
 		goto out;
+	exec_pool_restore_finish(ex);
 	for (uint32_t k = HANDLE_CONTEXT; k < HANDLE_KIND_MAX; k++)
 		if (!tracker_meta_u64_get(saved, META_NEXT_SERIAL(k), &v))
 			handle_table_next_serial_set(ex->handles, (enum handle_kind)k, v);

@@ -123,7 +123,12 @@ void exec_object_remove(struct exec *ex, uint64_t handle)
 
 void exec_journal_region(struct exec *ex, uint64_t addr, uint64_t size)
 {
-	struct tracker_region r = { .size = size, .owner = ex->primary_ctx, .kind = 0 };
+	exec_journal_region_owned(ex, addr, size, ex->primary_ctx);
+}
+
+void exec_journal_region_owned(struct exec *ex, uint64_t addr, uint64_t size, uint64_t owner)
+{
+	struct tracker_region r = { .size = size, .owner = owner, .kind = 0 };
 	int ret;
 
 	if (!ex->journal || ex->journal_broken)

@@ -403,8 +403,9 @@ static void test_shm_hostile(void **state)
 	close(fd);
 }
 
-/* The listing and owner queries against handles that are unknown, of the
- * wrong kind or never issued: each request fails alone. */
+/* The listing, owner and pool calls against handles that are unknown, of
+ * the wrong kind or never issued, and addresses never allocated: each
+ * request fails alone. */
 static void test_owner_queries(void **state)
 {
 	static const struct {
@@ -441,6 +442,25 @@ static void test_owner_queries(void **state)
 	wire_put_u32(&m, 0xffffffffu);
 	assert_int_equal(call_status(fd, WIRE_CALL_MODULE_ENUMERATE_FUNCTIONS, ++seq, &m, UINT32_MAX,
 				     NULL), CUDA_ERROR_INVALID_HANDLE);
+	/* Pools and their blocks: unknown pools, wrong kinds, stray addresses. */
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 0x0800000000000999ull);
+	assert_int_equal(call_status(fd, WIRE_CALL_MEM_POOL_DESTROY, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	wire_put_u32(&m, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
+	assert_int_equal(call_status(fd, WIRE_CALL_MEM_POOL_GET_ATTRIBUTE, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 4096);                         /* bytes */
+	wire_put_u64(&m, 0x0600000000000001ull);        /* a stream where a pool goes */
+	wire_put_u64(&m, 0);                            /* stream */
+	assert_int_equal(call_status(fd, WIRE_CALL_MEM_ALLOC_ASYNC, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 0x1000);                       /* never allocated */
+	wire_put_u64(&m, 0);
+	assert_int_equal(call_status(fd, WIRE_CALL_MEM_FREE_ASYNC, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
 	/* The special streams belong to the current context (none here). */
 	wire_msg_reset(&m);
 	wire_put_u64(&m, 0);
