@@ -66,6 +66,31 @@ static CUresult tools_context_id(CUcontext ctx, unsigned long long *id)
 	return cuCtxGetId(ctx, id);
 }
 
+/* cuBLAS keys its per-stream workspace by what slots 51 and 39 give: it
+ * calls slot 51 as (ctx, stream, &object, stream == CU_STREAM_PER_THREAD),
+ * then slot 39 as (ctx, object, &id), and compares the id with the ones it
+ * has seen (without slot 51 every cublasSgemm that wants a workspace fails
+ * with CUBLAS_STATUS_INTERNAL_ERROR). The object is only handed back to slot
+ * 39, so ours is the stream handle itself (the NULL stream as the legacy
+ * one, which it is) and the id cuStreamGetId's, which tells streams apart. */
+static CUresult tools_context_stream(CUcontext ctx, CUstream stream, CUstream *out, int per_thread)
+{
+	(void)ctx;
+	(void)per_thread;       /* the handle says it already */
+	if (!out)
+		return CUDA_ERROR_INVALID_VALUE;
+	*out = stream ? stream : CU_STREAM_LEGACY;
+	return CUDA_SUCCESS;
+}
+
+static CUresult tools_context_stream_id(CUcontext ctx, CUstream stream, unsigned long long *id)
+{
+	(void)ctx;
+	if (!id)
+		return CUDA_ERROR_INVALID_VALUE;
+	return cuStreamGetId(stream, id);
+}
+
 /* ---- 263e8860: context checks ---- */
 
 /* Driver 580 answers 0 and *flags = 0 for the primary context, current or not,
@@ -532,7 +557,8 @@ static const void *const stub_fns[STUB_COUNT] = {
 #define FN(f) ((const void *)(uintptr_t)(f))
 
 static const struct export_slot tools_context_slots[] = {
-	{ 4, FN(tools_context_id) }, { 91, NULL },
+	{ 4, FN(tools_context_id) }, { 39, FN(tools_context_stream_id) },
+	{ 51, FN(tools_context_stream) }, { 91, NULL },
 };
 static const struct export_slot checks_slots[] = {
 	{ 2, FN(checks_context) }, { 3, FN(checks_global) },

@@ -60,16 +60,26 @@ static double run(cublasHandle_t h, bool trans_a, int m, int n, int k)
 int main(int argc, char **argv)
 {
 	cublasHandle_t h;
-	double e1, e2;
+	cudaStream_t s;
+	double e1, e2, e3, e4;
 
 	test_args(argc, argv);
 
 	CHECK_BLAS(cublasCreate(&h));
 	e1 = run(h, false, 512, 384, 256);
 	e2 = run(h, true, 384, 512, 256);
+	/* Square sizes make cuBLAS key a workspace by its stream (export table
+	 * 21318c60 slots 51 and 39): on the default stream and on one of ours. */
+	e3 = run(h, false, 256, 256, 256);
+	CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CHECK_BLAS(cublasSetStream(h, s));
+	e4 = run(h, false, 512, 512, 512);
 	CHECK_BLAS(cublasDestroy(h));
-	printf("cublasSgemm relative error: NN %.3g, TN %.3g\n", e1, e2);
-	REQUIRE_RESULT(e1 < 1e-4 && e2 < 1e-4, "relative error %g / %g is 1e-4 or more", e1, e2);
+	CHECK(cudaStreamDestroy(s));
+	printf("cublasSgemm relative error: NN %.3g, TN %.3g, 256^3 %.3g, 512^3 on a stream %.3g\n",
+	       e1, e2, e3, e4);
+	REQUIRE_RESULT(e1 < 1e-4 && e2 < 1e-4 && e3 < 1e-4 && e4 < 1e-4,
+		       "a relative error is 1e-4 or more");
 	test_pass("cublas_sgemm");
 	return 0;
 }
