@@ -31,6 +31,7 @@ static const struct {
 } object_kinds[] = {
 	{ 1, "context" }, { 3, "library" }, { 2, "module" }, { 5, "kernel" },
 	{ 4, "function" }, { 6, "stream" }, { 7, "event" }, { 8, "graph" }, { 9, "graph_exec" },
+	{ 10, "mempool" },
 };
 
 /* The executor's region kinds (replayer/exec.h, enum exec_region_kind). */
@@ -192,6 +193,12 @@ static struct object_args object_args_decode(const struct tracker_object *o)
 			a.ok = a.has_flags = true;
 			a.hash = p;
 			a.flags = le32(p + 16);
+		}
+		break;
+	case 10: /* memory pool: u32 version 1, u32 flags, then its attributes (40 bytes) */
+		if (n == 40 && le32(p) == 1) {
+			a.ok = a.has_flags = true;
+			a.flags = le32(p + 4);
 		}
 		break;
 	}

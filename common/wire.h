@@ -40,7 +40,8 @@ enum wire_handle_kind {
 	WIRE_HANDLE_EVENT = 7,
 	WIRE_HANDLE_GRAPH = 8,
 	WIRE_HANDLE_GRAPH_EXEC = 9,
-	WIRE_HANDLE_KIND_MAX = 10,
+	WIRE_HANDLE_MEMPOOL = 10,
+	WIRE_HANDLE_KIND_MAX = 11,
 };
 
 /* Header flags. */

@@ -33,6 +33,8 @@ enum export_id {
 	EXPORT_CONTEXT_STORAGE,  /* c693336e... */
 	EXPORT_INTEGRITY,        /* d4082055... */
 	EXPORT_F8CFF951,         /* f8cff951..., purpose unknown */
+	EXPORT_TOOLS_MODULE,     /* 6e163fbe..., asked for by cuFFT */
+	EXPORT_1734DC26,         /* 1734dc26..., asked for by cuBLASLt */
 	EXPORT_COUNT,
 };
 
@@ -62,6 +64,31 @@ static CUresult tools_context_id(CUcontext ctx, unsigned long long *id)
 	if (!id)
 		return CUDA_ERROR_INVALID_VALUE;
 	return cuCtxGetId(ctx, id);
+}
+
+/* cuBLAS keys its per-stream workspace by what slots 51 and 39 give: it
+ * calls slot 51 as (ctx, stream, &object, stream == CU_STREAM_PER_THREAD),
+ * then slot 39 as (ctx, object, &id), and compares the id with the ones it
+ * has seen (without slot 51 every cublasSgemm that wants a workspace fails
+ * with CUBLAS_STATUS_INTERNAL_ERROR). The object is only handed back to slot
+ * 39, so ours is the stream handle itself (the NULL stream as the legacy
+ * one, which it is) and the id cuStreamGetId's, which tells streams apart. */
+static CUresult tools_context_stream(CUcontext ctx, CUstream stream, CUstream *out, int per_thread)
+{
+	(void)ctx;
+	(void)per_thread;       /* the handle says it already */
+	if (!out)
+		return CUDA_ERROR_INVALID_VALUE;
+	*out = stream ? stream : CU_STREAM_LEGACY;
+	return CUDA_SUCCESS;
+}
+
+static CUresult tools_context_stream_id(CUcontext ctx, CUstream stream, unsigned long long *id)
+{
+	(void)ctx;
+	if (!id)
+		return CUDA_ERROR_INVALID_VALUE;
+	return cuStreamGetId(stream, id);
 }
 
 /* ---- 263e8860: context checks ---- */
@@ -453,6 +480,39 @@ out:
 	return rc;
 }
 
+/* ---- 6e163fbe: tools module ---- */
+
+typedef void (*module_function_cb)(void *user, CUfunction fn, CUmodule mod);
+
+/* cuFFT calls slot 7 as (ctx, module, callback, user) after loading a module
+ * with cuModuleLoadData, with a callback that stores its second argument at
+ * *user, and accepts only the answer 1; so the slot walks the module's
+ * functions, calling callback(user, function, ...) for each. What the driver
+ * passes third is unknown (cuFFT ignores it): ours is the module. */
+static int tools_module_functions(CUcontext ctx, CUmodule mod, module_function_cb cb, void *user)
+{
+	CUfunction *fns;
+	unsigned count = 0;
+	CUresult rc;
+
+	(void)ctx;
+	if (!cb)
+		return 0;
+	rc = cuModuleGetFunctionCount(&count, mod);
+	fns = rc == CUDA_SUCCESS ? calloc(count ? count : 1, sizeof(*fns)) : NULL;
+	if (fns)
+		rc = cuModuleEnumerateFunctions(fns, count, mod);
+	pr_debug("6e163fbe[7](module=%p): %u functions, %d", (void *)mod, count, rc);
+	if (!fns || rc != CUDA_SUCCESS) {
+		free(fns);
+		return 0;
+	}
+	for (unsigned i = 0; i < count; i++)
+		cb(user, fns[i], mod);
+	free(fns);
+	return 1;
+}
+
 /* ---- stubs ---- */
 
 /* One function per stub so that a call says which slot it was; stub_owner maps
@@ -497,7 +557,8 @@ static const void *const stub_fns[STUB_COUNT] = {
 #define FN(f) ((const void *)(uintptr_t)(f))
 
 static const struct export_slot tools_context_slots[] = {
-	{ 4, FN(tools_context_id) }, { 91, NULL },
+	{ 4, FN(tools_context_id) }, { 39, FN(tools_context_stream_id) },
+	{ 51, FN(tools_context_stream) }, { 91, NULL },
 };
 static const struct export_slot checks_slots[] = {
 	{ 2, FN(checks_context) }, { 3, FN(checks_global) },
@@ -513,6 +574,7 @@ static const struct export_slot storage_slots[] = {
 	{ 0, FN(storage_put) }, { 1, FN(storage_delete) }, { 2, FN(storage_get) }, { 3, NULL },
 };
 static const struct export_slot integrity_slots[] = { { 1, FN(integrity_check) } };
+static const struct export_slot tools_module_slots[] = { { 7, FN(tools_module_functions) } };
 
 #define SLOTS(a) a, sizeof(a) / sizeof((a)[0])
 
@@ -545,6 +607,16 @@ static const struct export_desc export_descs[EXPORT_COUNT] = {
 	[EXPORT_F8CFF951] = { "f8cff951",
 		{ 0xf8, 0xcf, 0xf9, 0x51, 0x21, 0x46, 0x8b, 0x4e, 0xb9, 0xe2, 0xfb, 0x46, 0x9e, 0x7c, 0x0d, 0xd9 },
 		3, true, NULL, 0 },
+	/* The next two are not measured on the driver: their lengths are the
+	 * least the callers need (cuFFT checks that 6e163fbe's size word is over
+	 * 0x37 before it calls slot 7; cuBLASLt calls 1734dc26's slot 4 without a
+	 * check, and when that answers non-zero takes a path of its own). */
+	[EXPORT_TOOLS_MODULE] = { "6e163fbe",
+		{ 0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e },
+		8, true, SLOTS(tools_module_slots) },
+	[EXPORT_1734DC26] = { "1734dc26",
+		{ 0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca },
+		5, true, NULL, 0 },
 };
 
 static pthread_once_t export_once = PTHREAD_ONCE_INIT;

@@ -317,6 +317,115 @@ SHIM_API CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary
 
 /* Kernels */
 
+/* Enumeration (CUDA 12.4): the worker issues a handle for every function or
+ * kernel it lists, the same one a lookup by name gives. Their parameter
+ * layouts are fetched when first needed (func_table_get). */
+static CUresult handles_copy(struct wire_blob blob, unsigned max, void **out)
+{
+	if (blob.len % 8 || blob.len / 8 > max) {
+		pr_err("enumeration: %u bytes of handles for at most %u", blob.len, max);
+		return CUDA_ERROR_UNKNOWN;
+	}
+	for (unsigned i = 0; i < blob.len / 8; i++) {
+		uint64_t h = 0;
+
+		for (int k = 0; k < 8; k++)
+			h |= (uint64_t)blob.ptr[8 * i + k] << (8 * k);
+		out[i] = (void *)(uintptr_t)h;
+	}
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule mod)
+{
+	struct wire_module_get_function_count_req req = { .module = (uint64_t)(uintptr_t)mod };
+	struct wire_module_get_function_count_rep rep;
+	CUresult res;
+
+	if (!count)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_module_get_function_count(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*count = rep.count;
+	return res;
+}
+
+SHIM_API CUresult cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions,
+					     CUmodule mod)
+{
+	struct wire_module_enumerate_functions_req req = {
+		.module = (uint64_t)(uintptr_t)mod, .max = numFunctions,
+	};
+	struct wire_module_enumerate_functions_rep rep;
+	CUresult res;
+
+	if (!functions)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_module_enumerate_functions(&req, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	return handles_copy(rep.functions, numFunctions, (void **)functions);
+}
+
+SHIM_API CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
+{
+	struct wire_library_get_kernel_count_req req = { .library = (uint64_t)(uintptr_t)lib };
+	struct wire_library_get_kernel_count_rep rep;
+	CUresult res;
+
+	if (!count)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_library_get_kernel_count(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*count = rep.count;
+	return res;
+}
+
+SHIM_API CUresult cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels,
+					    CUlibrary lib)
+{
+	struct wire_library_enumerate_kernels_req req = {
+		.library = (uint64_t)(uintptr_t)lib, .max = numKernels,
+	};
+	struct wire_library_enumerate_kernels_rep rep;
+	CUresult res;
+
+	if (!kernels)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_library_enumerate_kernels(&req, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	return handles_copy(rep.kernels, numKernels, (void **)kernels);
+}
+
+SHIM_API CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
+{
+	struct wire_func_get_module_req req = { .function = (uint64_t)(uintptr_t)hfunc };
+	struct wire_func_get_module_rep rep;
+	CUresult res;
+
+	if (!hmod)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_func_get_module(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*hmod = (CUmodule)(uintptr_t)rep.module;
+	return res;
+}
+
+SHIM_API CUresult cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
+{
+	struct wire_kernel_get_library_req req = { .kernel = (uint64_t)(uintptr_t)kernel };
+	struct wire_kernel_get_library_rep rep;
+	CUresult res;
+
+	if (!pLib)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_kernel_get_library(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*pLib = (CUlibrary)(uintptr_t)rep.library;
+	return res;
+}
+
 SHIM_API CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
 {
 	struct wire_kernel_get_function_req req = { .kernel = (uint64_t)(uintptr_t)kernel };

@@ -146,3 +146,97 @@ SHIM_API CUresult cuStreamGetPriority_ptsz(CUstream hStream, int *priority)
 {
 	return stream_get_priority(shim_stream(hStream, true), priority);
 }
+/* Owner, device and id, in one round trip (the worker answers from its
+ * handle table; docs/wire-protocol.md). */
+static CUresult stream_get_info(uint64_t s, struct wire_stream_get_info_rep *rep)
+{
+	struct wire_stream_get_info_req req = { .stream = s };
+
+	return rpc_stream_get_info(&req, rep);
+}
+
+static CUresult stream_get_ctx(uint64_t s, CUcontext *pctx, CUgreenCtx *green)
+{
+	struct wire_stream_get_info_rep rep;
+	CUresult res;
+
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = stream_get_info(s, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	*pctx = (CUcontext)(uintptr_t)rep.ctx;
+	if (green)
+		*green = NULL;  /* tern makes no green contexts */
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
+	return stream_get_ctx(shim_stream(hStream, false), pctx, NULL);
+}
+
+SHIM_API CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
+{
+	return stream_get_ctx(shim_stream(hStream, true), pctx, NULL);
+}
+
+SHIM_API CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+	if (!pGreenCtx)
+		return CUDA_ERROR_INVALID_VALUE;
+	return stream_get_ctx(shim_stream(hStream, false), pCtx, pGreenCtx);
+}
+
+SHIM_API CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+	if (!pGreenCtx)
+		return CUDA_ERROR_INVALID_VALUE;
+	return stream_get_ctx(shim_stream(hStream, true), pCtx, pGreenCtx);
+}
+
+static CUresult stream_get_device(uint64_t s, CUdevice *device)
+{
+	struct wire_stream_get_info_rep rep;
+	CUresult res;
+
+	if (!device)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = stream_get_info(s, &rep);
+	if (res == CUDA_SUCCESS)
+		*device = rep.device;
+	return res;
+}
+
+SHIM_API CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)
+{
+	return stream_get_device(shim_stream(hStream, false), device);
+}
+
+SHIM_API CUresult cuStreamGetDevice_ptsz(CUstream hStream, CUdevice *device)
+{
+	return stream_get_device(shim_stream(hStream, true), device);
+}
+
+static CUresult stream_get_id(uint64_t s, unsigned long long *id)
+{
+	struct wire_stream_get_info_rep rep;
+	CUresult res;
+
+	if (!id)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = stream_get_info(s, &rep);
+	if (res == CUDA_SUCCESS)
+		*id = rep.id;
+	return res;
+}
+
+SHIM_API CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
+{
+	return stream_get_id(shim_stream(hStream, false), streamId);
+}
+
+SHIM_API CUresult cuStreamGetId_ptsz(CUstream hStream, unsigned long long *streamId)
+{
+	return stream_get_id(shim_stream(hStream, true), streamId);
+}

@@ -56,6 +56,10 @@
 	BACKEND_ENTRY(cuLibraryGetKernel, 12000)                        \
 	BACKEND_ENTRY(cuLibraryGetModule, 12000)                        \
 	BACKEND_ENTRY(cuLibraryGetGlobal, 12000)                        \
+	BACKEND_ENTRY(cuModuleGetFunctionCount, 12040)                  \
+	BACKEND_ENTRY(cuModuleEnumerateFunctions, 12040)                \
+	BACKEND_ENTRY(cuLibraryGetKernelCount, 12040)                   \
+	BACKEND_ENTRY(cuLibraryEnumerateKernels, 12040)                 \
 	BACKEND_ENTRY(cuKernelGetFunction, 12000)                       \
 	BACKEND_ENTRY(cuFuncGetAttribute, 2020)                         \
 	BACKEND_ENTRY(cuFuncSetAttribute, 9000)                         \
@@ -169,6 +173,7 @@ struct backend_config {
 	const char *const *sim_kernels; /* sim: NULL-terminated list of kernel plugins (.so) */
 	unsigned sim_device_count;      /* sim: devices to present (default 1) */
 	unsigned long long sim_memory;  /* sim: bytes per device (default 16 GiB) */
+	bool sim_skip_missing;          /* sim: a kernel with no CPU version is skipped, not refused */
 };
 
 /* Open a backend by name. Must be called in the worker process (after fork):

@@ -28,7 +28,7 @@
  * graphs (which count the graph they came from). */
 static const uint32_t restore_order[] = {
 	HANDLE_CONTEXT, HANDLE_LIBRARY, HANDLE_MODULE, HANDLE_KERNEL,
-	HANDLE_FUNCTION, HANDLE_STREAM, HANDLE_EVENT, HANDLE_GRAPH, HANDLE_GRAPH_EXEC,
+	HANDLE_FUNCTION, HANDLE_STREAM, HANDLE_EVENT, HANDLE_MEMPOOL, HANDLE_GRAPH, HANDLE_GRAPH_EXEC,
 };
 
 struct checkpoint_job {
@@ -413,6 +413,10 @@ static int restore_object(void *arg, uint64_t handle, const struct tracker_objec
 		res = ex->be->cuEventCreate((CUevent *)&real, flags);
 		break;
 	}
+	case HANDLE_MEMPOOL:
+		/* The worker's own object: nothing to ask of the backend. */
+		res = exec_pool_restore(ex, handle, o->args, o->args_len);
+		goto journal;
 	case HANDLE_GRAPH:
 	case HANDLE_GRAPH_EXEC:
 		/* args: the description's hash [, u64 flags, u64 origin graph] */
@@ -463,7 +467,11 @@ static int restore_region(void *arg, uint64_t addr, const struct tracker_region 
 	if (r->kind != EXEC_REGION_DEVICE &&
 	    exec_graph_alloc_restore(rc->ex, addr, r->size, r->kind == EXEC_REGION_GRAPH_FREED))
 		return -ENOMEM;
-	exec_journal_region_kind(rc->ex, addr, r->size, (enum exec_region_kind)r->kind);
+	if (handle_kind_of(r->owner) == HANDLE_MEMPOOL &&
+	    exec_pool_restore_alloc(rc->ex, addr, r->size, arena_find(rc->ex->arena, addr)->mapped,
+				    r->owner))
+		return -ENOMEM;
+	exec_journal_region_as(rc->ex, addr, r->size, (enum exec_region_kind)r->kind, r->owner);
 	return 0;
 }
 
@@ -525,6 +533,7 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
 					     restore_object, &rc);
 	if (ret)
 		goto out;
+	exec_pool_restore_finish(ex);
 	for (uint32_t k = HANDLE_CONTEXT; k < HANDLE_KIND_MAX; k++)
 		if (!tracker_meta_u64_get(saved, META_NEXT_SERIAL(k), &v))
 			handle_table_next_serial_set(ex->handles, (enum handle_kind)k, v);

@@ -72,6 +72,8 @@ static int entry_release(struct handle_entry *e, void *arg)
 		if (ki)
 			exec_params_release(&ki->params);
 		free(ki);
+	} else if (e->kind == HANDLE_MEMPOOL) {
+		exec_pool_release(e);
 	}
 	return 0;
 }
@@ -89,6 +91,7 @@ void exec_close(struct exec *ex)
 		handle_table_destroy(ex->handles);
 	}
 	free(ex->extra);
+	free(ex->pool_allocs);
 	free(ex->copy_buf);
 	free(ex->captures);
 	free(ex->gallocs);

@@ -43,6 +43,22 @@ struct exec_kernel_info {
 	CUfunction function;        /* cuKernelGetFunction for the session context */
 };
 
+/* A memory pool (exec_pool.c): the worker's own object, its memory from the arena. */
+struct exec_pool {
+	uint64_t max_size;          /* 0: bounded by the quota only */
+	uint32_t usage;
+	int32_t reuse[3];           /* CU_MEMPOOL_ATTR_REUSE_*, in attribute order */
+	uint64_t release_threshold;
+	uint64_t used, used_high;   /* bytes asked for */
+	uint64_t reserved, reserved_high;  /* bytes mapped */
+};
+
+/* A live allocation from a pool; its pool handle may outlive the pool. */
+struct exec_pool_alloc {
+	uint64_t addr, size, mapped;
+	uint64_t pool;
+};
+
 /* A device range outside the arena that the guest may copy to and from:
  * module and library globals. */
 struct exec_extra_range {
@@ -93,6 +109,10 @@ struct exec {
 	uint64_t ctx_current;       /* the context made current in the backend */
 	struct exec_extra_range *extra;
 	unsigned extra_count, extra_cap;
+	uint64_t default_pool;      /* handle, 0 until first asked for */
+	uint64_t current_pool;      /* cuDeviceSetMemPool's, 0 = the default */
+	struct exec_pool_alloc *pool_allocs;
+	unsigned pool_alloc_count, pool_alloc_cap;
 	void *copy_buf;             /* device-to-host replies, reused */
 	size_t copy_cap;
 	uint32_t guest_pid;
@@ -139,6 +159,11 @@ void exec_object_remove(struct exec *ex, uint64_t handle);
 void exec_journal_region(struct exec *ex, uint64_t addr, uint64_t size);
 void exec_journal_region_kind(struct exec *ex, uint64_t addr, uint64_t size,
 			      enum exec_region_kind kind);
+/* A region owned by another object than the primary context (a pool). */
+void exec_journal_region_owned(struct exec *ex, uint64_t addr, uint64_t size, uint64_t owner);
+/* The one that writes them all: a region of @kind owned by @owner. */
+void exec_journal_region_as(struct exec *ex, uint64_t addr, uint64_t size,
+			    enum exec_region_kind kind, uint64_t owner);
 void exec_journal_region_drop(struct exec *ex, uint64_t addr);
 
 /* Helpers shared by the handler files. */
@@ -154,6 +179,24 @@ void exec_extra_range_drop_owner(struct exec *ex, uint64_t owner);
 /* Encode a params layout as the wire's params blob into @buf (2 * count u32). */
 struct wire_blob exec_params_blob(const struct exec_params *p, uint32_t *buf);
 void *exec_copy_buffer(struct exec *ex, size_t size);
+
+/* exec_memory.c: map @bytes in the arena within the quota (not journaled),
+ * and unmap what starts at @addr (its region dropped from the journal). */
+CUresult exec_mem_map(struct exec *ex, uint64_t bytes, uint64_t *addr);
+CUresult exec_mem_unmap(struct exec *ex, uint64_t addr);
+
+/* exec_pool.c */
+void exec_pool_release(struct handle_entry *e);
+/* Forget @addr's pool accounting; false if it is no pool allocation. */
+bool exec_pool_alloc_forget(struct exec *ex, uint64_t addr);
+/* The primary context was reset: every allocation is gone. */
+void exec_pool_reset(struct exec *ex);
+/* Restore: a pool object from its journal record, a pool's allocation from
+ * its region, then the pools' counters once both are back. */
+CUresult exec_pool_restore(struct exec *ex, uint64_t handle, const void *args, uint32_t len);
+int exec_pool_restore_alloc(struct exec *ex, uint64_t addr, uint64_t size, uint64_t mapped,
+			    uint64_t pool);
+void exec_pool_restore_finish(struct exec *ex);
 /* exec_host_shared.c: drop every shared host buffer (session end). */
 void exec_host_shared_close(struct exec *ex);
 

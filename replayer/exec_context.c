@@ -113,6 +113,7 @@ CUresult exec_primary_ctx_reset(struct exec *ex, const struct wire_primary_ctx_r
 	ex->be->cuCtxSynchronize();
 	handle_table_foreach(ex->handles, entry_forget_function, ex);
 	handle_table_foreach(ex->handles, entry_destroy, ex);
+	exec_pool_reset(ex);
 	while (arena_count(ex->arena)) {
 		uint64_t addr = arena_at(ex->arena, 0)->addr;
 

@@ -97,6 +97,20 @@ CUresult exec_device_total_mem(struct exec *ex, const struct wire_device_total_m
 	return res;
 }
 
+/* Attributes the session's device has whatever the backend's says: memory
+ * pools are the worker's own (exec_pool.c), so they exist and export nothing. */
+static int attribute_as_seen(CUdevice_attribute attrib, int v)
+{
+	switch (attrib) {
+	case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
+		return 1;
+	case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:
+		return CU_MEM_HANDLE_TYPE_NONE;
+	default:
+		return v;
+	}
+}
+
 CUresult exec_device_get_attribute(struct exec *ex, const struct wire_device_get_attribute_req *req,
 				   struct wire_device_get_attribute_rep *rep)
 {
@@ -106,7 +120,7 @@ CUresult exec_device_get_attribute(struct exec *ex, const struct wire_device_get
 
 	if (res == CUDA_SUCCESS)
 		res = ex->be->cuDeviceGetAttribute(&v, (CUdevice_attribute)req->attrib, dev);
-	rep->value = v;
+	rep->value = res == CUDA_SUCCESS ? attribute_as_seen((CUdevice_attribute)req->attrib, v) : v;
 	return res;
 }
 
@@ -129,6 +143,8 @@ CUresult exec_device_get_attributes(struct exec *ex, const struct wire_device_ge
 
 		if (ex->be->cuDeviceGetAttribute(&v, (CUdevice_attribute)(req->first + i), dev) != CUDA_SUCCESS)
 			v = INT32_MIN;
+		else
+			v = attribute_as_seen((CUdevice_attribute)(req->first + i), v);
 		u = (uint32_t)v;
 		for (int k = 0; k < 4; k++)
 			values[4 * i + k] = (uint8_t)(u >> (8 * k));

@@ -126,13 +126,24 @@ void exec_object_remove(struct exec *ex, uint64_t handle)
 
 void exec_journal_region(struct exec *ex, uint64_t addr, uint64_t size)
 {
-	exec_journal_region_kind(ex, addr, size, EXEC_REGION_DEVICE);
+	exec_journal_region_as(ex, addr, size, EXEC_REGION_DEVICE, ex->primary_ctx);
 }
 
 void exec_journal_region_kind(struct exec *ex, uint64_t addr, uint64_t size,
 			      enum exec_region_kind kind)
 {
-	struct tracker_region r = { .size = size, .owner = ex->primary_ctx, .kind = kind };
+	exec_journal_region_as(ex, addr, size, kind, ex->primary_ctx);
+}
+
+void exec_journal_region_owned(struct exec *ex, uint64_t addr, uint64_t size, uint64_t owner)
+{
+	exec_journal_region_as(ex, addr, size, EXEC_REGION_DEVICE, owner);
+}
+
+void exec_journal_region_as(struct exec *ex, uint64_t addr, uint64_t size,
+			    enum exec_region_kind kind, uint64_t owner)
+{
+	struct tracker_region r = { .size = size, .owner = owner, .kind = kind };
 	int ret;
 
 	if (!ex->journal || ex->journal_broken)

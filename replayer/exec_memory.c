@@ -15,28 +15,47 @@ static void memory_publish(struct exec *ex)
 				      memory_order_relaxed);
 }
 
+CUresult exec_mem_map(struct exec *ex, uint64_t bytes, uint64_t *addr)
+{
+	CUresult res;
+
+	if (bytes == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	/* The quota counts what is mapped, granularity included: that is what the device loses. */
+	if (ex->cfg.quota && (bytes > ex->cfg.quota ||
+			      arena_bytes_mapped(ex->arena) > ex->cfg.quota - bytes))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	res = arena_alloc(ex->arena, bytes, addr);
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (ex->cfg.quota && arena_bytes_mapped(ex->arena) > ex->cfg.quota) {
+		arena_free(ex->arena, *addr);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	memory_publish(ex);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_mem_unmap(struct exec *ex, uint64_t addr)
+{
+	CUresult res = arena_free(ex->arena, addr);
+
+	if (res == CUDA_SUCCESS)
+		exec_journal_region_drop(ex, addr);
+	memory_publish(ex);
+	return res;
+}
+
 CUresult exec_mem_alloc(struct exec *ex, const struct wire_mem_alloc_req *req,
 			struct wire_mem_alloc_rep *rep)
 {
 	uint64_t addr = 0;
-	CUresult res;
+	CUresult res = exec_mem_map(ex, req->bytes, &addr);
 
-	if (req->bytes == 0)
-		return CUDA_ERROR_INVALID_VALUE;
-	/* The quota counts what is mapped, granularity included: that is what the device loses. */
-	if (ex->cfg.quota && (req->bytes > ex->cfg.quota ||
-			      arena_bytes_mapped(ex->arena) > ex->cfg.quota - req->bytes))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	res = arena_alloc(ex->arena, req->bytes, &addr);
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (ex->cfg.quota && arena_bytes_mapped(ex->arena) > ex->cfg.quota) {
-		arena_free(ex->arena, addr);
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
 	rep->address = addr;
 	exec_journal_region(ex, addr, req->bytes);
-	memory_publish(ex);
 	return CUDA_SUCCESS;
 }
 
@@ -55,11 +74,9 @@ CUresult exec_mem_free(struct exec *ex, const struct wire_mem_free_req *req,
 	res = ex->be->cuCtxSynchronize();
 	if (res == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED || res == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
 		return res;
-	res = arena_free(ex->arena, req->address);
-	if (res == CUDA_SUCCESS)
-		exec_journal_region_drop(ex, req->address);
-	memory_publish(ex);
-	return res;
+	/* A pool's block may be freed here too (the driver allows it). */
+	exec_pool_alloc_forget(ex, req->address);
+	return exec_mem_unmap(ex, req->address);
 }
 
 CUresult exec_mem_get_info(struct exec *ex, const struct wire_mem_get_info_req *req,

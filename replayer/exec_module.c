@@ -236,10 +236,10 @@ CUresult exec_library_get_kernel(struct exec *ex, const struct wire_library_get_
 	return callable_add(ex, HANDLE_KERNEL, k, req->library, req->name, &rep->kernel, &rep->params);
 }
 
-CUresult exec_library_get_module(struct exec *ex, const struct wire_library_get_module_req *req,
-				 struct wire_library_get_module_rep *rep)
+/* The module of @library in the current context, under one handle. */
+static CUresult library_module(struct exec *ex, uint64_t library, uint64_t *module)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, req->library, HANDLE_LIBRARY);
+	struct handle_entry *e = handle_table_get(ex->handles, library, HANDLE_LIBRARY);
 	struct handle_entry *known;
 	CUmodule mod;
 	CUresult res;
@@ -251,10 +251,48 @@ CUresult exec_library_get_module(struct exec *ex, const struct wire_library_get_
 		return res;
 	known = handle_table_find_real(ex->handles, HANDLE_MODULE, mod);
 	if (known) {
-		rep->module = known->handle;
+		*module = known->handle;
 		return CUDA_SUCCESS;
 	}
-	return exec_object_add(ex, HANDLE_MODULE, mod, req->library, NULL, NULL, 0, &rep->module);
+	return exec_object_add(ex, HANDLE_MODULE, mod, library, NULL, NULL, 0, module);
+}
+
+CUresult exec_library_get_module(struct exec *ex, const struct wire_library_get_module_req *req,
+				 struct wire_library_get_module_rep *rep)
+{
+	return library_module(ex, req->library, &rep->module);
+}
+
+/* Owners come from the handle table: every function and kernel handle is
+ * issued with the module, library or kernel it came from as its parent. A
+ * kernel's function belongs to its library's module, as in the driver. */
+CUresult exec_func_get_module(struct exec *ex, const struct wire_func_get_module_req *req,
+			      struct wire_func_get_module_rep *rep)
+{
+	struct handle_entry *e = handle_table_get(ex->handles, req->function, HANDLE_FUNCTION);
+	struct handle_entry *kernel;
+
+	if (!e)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (handle_kind_of(e->parent) == HANDLE_MODULE) {
+		rep->module = e->parent;
+		return CUDA_SUCCESS;
+	}
+	kernel = handle_table_get(ex->handles, e->parent, HANDLE_KERNEL);
+	if (!kernel)
+		return CUDA_ERROR_INVALID_HANDLE;
+	return library_module(ex, kernel->parent, &rep->module);
+}
+
+CUresult exec_kernel_get_library(struct exec *ex, const struct wire_kernel_get_library_req *req,
+				 struct wire_kernel_get_library_rep *rep)
+{
+	struct handle_entry *e = handle_table_get(ex->handles, req->kernel, HANDLE_KERNEL);
+
+	if (!e || handle_kind_of(e->parent) != HANDLE_LIBRARY)
+		return CUDA_ERROR_INVALID_HANDLE;
+	rep->library = e->parent;
+	return CUDA_SUCCESS;
 }
 
 CUresult exec_library_get_global(struct exec *ex, const struct wire_library_get_global_req *req,
@@ -274,6 +312,108 @@ CUresult exec_library_get_global(struct exec *ex, const struct wire_library_get_
 	rep->address = addr;
 	rep->bytes = bytes;
 	return CUDA_SUCCESS;
+}
+
+/* Enumeration: the driver's handles for what a module or library holds, each
+ * issued a virtual handle (the one a lookup by name gives, as the driver's
+ * handles are the same) and journaled under its name so that a restore can
+ * look it up again. The reply lists at most @max of them, as the driver
+ * fills at most the caller's array; the driver's count bounds the buffer. */
+#define ENUM_MAX ((WIRE_PAYLOAD_MAX - 64) / 8)
+
+/* How many functions a module, or kernels a library, holds. */
+static CUresult contents_count(struct exec *ex, uint64_t owner, enum handle_kind kind,
+			       unsigned *count)
+{
+	struct handle_entry *e = handle_table_get(ex->handles, owner, kind);
+
+	*count = 0;
+	if (!e)
+		return CUDA_ERROR_INVALID_HANDLE;
+	return kind == HANDLE_LIBRARY ? ex->be->cuLibraryGetKernelCount(count, e->real)
+				      : ex->be->cuModuleGetFunctionCount(count, e->real);
+}
+
+static CUresult contents_list(struct exec *ex, uint64_t owner, enum handle_kind kind,
+			      uint32_t max, struct wire_blob *out)
+{
+	enum handle_kind item = kind == HANDLE_LIBRARY ? HANDLE_KERNEL : HANDLE_FUNCTION;
+	unsigned count, n;
+	uint8_t *buf;
+	void **real;
+	CUresult res = contents_count(ex, owner, kind, &count);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	n = count < max ? count : max;
+	if (n > ENUM_MAX)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	real = calloc(n ? n : 1, sizeof(*real));
+	buf = exec_copy_buffer(ex, (size_t)n * 8);
+	if (!real || !buf) {
+		free(real);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	{
+		/* Looked up again: a handle added below may move the table. */
+		void *owner_real = handle_table_get(ex->handles, owner, kind)->real;
+
+		res = kind == HANDLE_LIBRARY ?
+		      ex->be->cuLibraryEnumerateKernels((CUkernel *)real, n, owner_real) :
+		      ex->be->cuModuleEnumerateFunctions((CUfunction *)real, n, owner_real);
+	}
+	for (unsigned i = 0; i < n && res == CUDA_SUCCESS; i++) {
+		const char *name = NULL;
+		struct wire_blob params;
+		uint64_t h = 0;
+
+		res = item == HANDLE_KERNEL ? ex->be->cuKernelGetName(&name, real[i])
+					    : ex->be->cuFuncGetName(&name, real[i]);
+		if (res == CUDA_SUCCESS)
+			res = callable_add(ex, item, real[i], owner, name, &h, &params);
+		for (int k = 0; k < 8; k++)
+			buf[8 * i + k] = (uint8_t)(h >> (8 * k));
+	}
+	free(real);
+	if (res == CUDA_SUCCESS)
+		*out = (struct wire_blob){ buf, n * 8 };
+	return res;
+}
+
+CUresult exec_module_get_function_count(struct exec *ex,
+					const struct wire_module_get_function_count_req *req,
+					struct wire_module_get_function_count_rep *rep)
+{
+	unsigned count;
+	CUresult res = contents_count(ex, req->module, HANDLE_MODULE, &count);
+
+	rep->count = count;
+	return res;
+}
+
+CUresult exec_module_enumerate_functions(struct exec *ex,
+					 const struct wire_module_enumerate_functions_req *req,
+					 struct wire_module_enumerate_functions_rep *rep)
+{
+	return contents_list(ex, req->module, HANDLE_MODULE, req->max, &rep->functions);
+}
+
+CUresult exec_library_get_kernel_count(struct exec *ex,
+				       const struct wire_library_get_kernel_count_req *req,
+				       struct wire_library_get_kernel_count_rep *rep)
+{
+	unsigned count;
+	CUresult res = contents_count(ex, req->library, HANDLE_LIBRARY, &count);
+
+	rep->count = count;
+	return res;
+}
+
+CUresult exec_library_enumerate_kernels(struct exec *ex,
+					const struct wire_library_enumerate_kernels_req *req,
+					struct wire_library_enumerate_kernels_rep *rep)
+{
+	return contents_list(ex, req->library, HANDLE_LIBRARY, req->max, &rep->kernels);
 }
 
 CUresult exec_kernel_get_function(struct exec *ex, const struct wire_kernel_get_function_req *req,

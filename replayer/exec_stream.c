@@ -104,6 +104,32 @@ CUresult exec_stream_get_priority(struct exec *ex, const struct wire_stream_get_
 	return res;
 }
 
+/* Answered from the handle table: a stream belongs to the context current
+ * when it was made (its parent), and the session has one device. Stream ids
+ * are the session's own, stable across a restore (the driver's would not
+ * be): 1 for the NULL and legacy streams, 2 for the per-thread one (one
+ * worker thread serves every guest thread), 2^32 + serial for a created one. */
+CUresult exec_stream_get_info(struct exec *ex, const struct wire_stream_get_info_req *req,
+			      struct wire_stream_get_info_rep *rep)
+{
+	struct handle_entry *e;
+
+	rep->device = 0;
+	if (req->stream <= (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD) {
+		if (!ex->ctx_current)
+			return CUDA_ERROR_INVALID_CONTEXT;
+		rep->ctx = ex->ctx_current;
+		rep->id = req->stream == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD ? 2 : 1;
+		return CUDA_SUCCESS;
+	}
+	e = handle_table_get(ex->handles, req->stream, HANDLE_STREAM);
+	if (!e)
+		return CUDA_ERROR_INVALID_HANDLE;
+	rep->ctx = e->parent;
+	rep->id = (1ull << 32) + (req->stream & ((1ull << WIRE_HANDLE_KIND_SHIFT) - 1));
+	return CUDA_SUCCESS;
+}
+
 CUresult exec_event_create(struct exec *ex, const struct wire_event_create_req *req,
 			   struct wire_event_create_rep *rep)
 {

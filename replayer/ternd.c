@@ -49,6 +49,9 @@ static void usage(FILE *out)
 		"  --sim-kernels PATH   CPU kernel plugin for the sim backend (repeatable)\n"
 		"  --sim-memory SIZE    memory of the simulated device (default 16G)\n"
 		"  --sim-devices N      simulated devices (default 1)\n"
+		"  --sim-missing-kernels refuse|skip\n"
+		"                       a launch of a kernel without a CPU version fails (default)\n"
+		"                       or succeeds doing nothing (to see what a library calls)\n"
 		"  --device N           GPU index sessions run on (default 0)\n"
 		"  --quota SIZE         device memory per session, e.g. 8G (default: no limit)\n"
 		"  --arena-base ADDR    fixed address of each session's arena (default 0x%llx)\n"
@@ -135,6 +138,12 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 		ret = units_size_parse(value, &v);
 		o->sv.worker.backend_cfg.sim_memory = v;
 		return ret;
+	}
+	if (!strcmp(key, "sim-missing-kernels") || !strcmp(key, "sim_missing_kernels")) {
+		if (strcmp(value, "refuse") && strcmp(value, "skip"))
+			return -EINVAL;
+		o->sv.worker.backend_cfg.sim_skip_missing = !strcmp(value, "skip");
+		return 0;
 	}
 	if (!strcmp(key, "arena-base") || !strcmp(key, "arena_base")) {
 		ret = units_size_parse(value, &v);

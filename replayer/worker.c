@@ -634,11 +634,13 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 				flags = WIRE_F_ERROR;
 			}
 		}
-		if (reply_status_of(&s->c.reply) != CUDA_SUCCESS)
-			pr_debug("request %llu %s: CUresult %u", (unsigned long long)h.seq,
-				 wire_call_name(h.call) ? wire_call_name(h.call) : "?", reply_status_of(&s->c.reply));
 		if (h.seq)
 			s->seq = h.seq;
+		/* The per-call trace point: every request with its CUresult. */
+		if (log_level_get() >= LOG_DEBUG)
+			pr_debug("request %llu %s -> %u", (unsigned long long)h.seq,
+				 wire_call_name(h.call) ? wire_call_name(h.call) : "?",
+				 reply_status_of(&s->c.reply));
 		if (slot)
 			atomic_fetch_add_explicit(&slot->calls, 1, memory_order_relaxed);
 		if (h.flags & WIRE_F_NO_REPLY) {

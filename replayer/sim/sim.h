@@ -291,6 +291,7 @@ struct sim {
 	struct sim_capture *captures;
 	uint64_t capture_ids;
 	unsigned walk_mark;             /* sim_gnode.mark of the current walk */
+	bool skip_missing;              /* launches of kernels without a CPU version succeed, doing nothing */
 };
 
 extern struct sim *sim_self;

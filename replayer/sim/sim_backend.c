@@ -886,6 +886,7 @@ int backend_sim_open(const struct backend_config *cfg, struct backend **out)
 	pthread_cond_init(&sim->done, NULL);
 	sim->generation = __atomic_fetch_add(&sim_generation_next, 1, __ATOMIC_RELAXED);
 	sim->dev_count = count;
+	sim->skip_missing = cfg && cfg->sim_skip_missing;
 	for (unsigned i = 0; i < count; i++) {
 		struct sim_dev *d = &sim->devs[i];
 

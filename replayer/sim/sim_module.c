@@ -563,6 +563,59 @@ CUresult sim_cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary hlib
 	return rc;
 }
 
+/* The kernels of a module (@lib NULL) or library in image order: their
+ * count, and up to @max handles into @out. */
+static CUresult sim_contents(CUmodule hmod, CUlibrary lib, void **out, unsigned max,
+			     unsigned *count)
+{
+	struct sim_library *l;
+	struct sim_module *m;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!count && !out)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	if (lib) {
+		rc = sim_library_resolve(sim, lib, &l);
+		m = rc ? NULL : l->module;
+	} else {
+		rc = sim_module_resolve(sim, hmod, &m);
+	}
+	if (!rc && count)
+		*count = m->func_count;
+	for (unsigned i = 0; !rc && out && i < max && i < m->func_count; i++)
+		out[i] = &m->funcs[i];
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuModuleGetFunctionCount(unsigned int *count, CUmodule hmod)
+{
+	return count ? sim_contents(hmod, NULL, NULL, 0, count) : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult sim_cuModuleEnumerateFunctions(CUfunction *functions, unsigned int num, CUmodule hmod)
+{
+	return sim_contents(hmod, NULL, (void **)functions, num, NULL);
+}
+
+CUresult sim_cuLibraryGetKernelCount(unsigned int *count, CUlibrary hlib)
+{
+	if (!hlib)
+		return CUDA_ERROR_INVALID_HANDLE;
+	return count ? sim_contents(NULL, hlib, NULL, 0, count) : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult sim_cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int num, CUlibrary hlib)
+{
+	if (!hlib)
+		return CUDA_ERROR_INVALID_HANDLE;
+	return sim_contents(NULL, hlib, (void **)kernels, num, NULL);
+}
+
 CUresult sim_cuKernelGetFunction(CUfunction *pfunc, CUkernel kernel)
 {
 	struct sim_ctx *ctx;
@@ -921,8 +974,14 @@ static CUresult sim_launch(const void *hfunc, const struct sim_launch_args *a)
 	rc = sim_kernel_args_pack(f, a->params, a->extra, args);
 	if (!rc && !f->cpu) {
 		if (!f->warned)
-			pr_warn("no CPU version of kernel %s: launch not supported", f->name);
+			pr_warn("no CPU version of kernel %s: launch %s", f->name,
+				sim->skip_missing ? "skipped" : "not supported");
 		f->warned = true;
+		if (sim->skip_missing) {
+			/* Checked like any launch, then dropped: it would have done nothing visible to the sim. */
+			sim_cmd_free(cmd);
+			goto out;
+		}
 		rc = CUDA_ERROR_NOT_SUPPORTED;
 	}
 	if (!rc)

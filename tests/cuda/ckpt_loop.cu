@@ -21,7 +21,9 @@
  *
  * Every iteration also reads a slice of its data back into pinned memory
  * with an async copy (over tern's shm transport: a buffer the worker maps),
- * and folds it into the checksum. */
+ * and folds it into the checksum. Two buffers come from memory pools (a pool
+ * of its own and the default one, stream-ordered): after a restore they must
+ * hold their data, still count in their pools and free as usual. */
 #include "check.h"
 
 #include <stdint.h>
@@ -92,6 +94,9 @@ int main(int argc, char **argv)
 	/* 24 MiB of state, several snapshot chunks, plus a buffer left half zero. */
 	const unsigned n = 6u << 20, half = 2u << 20;
 	unsigned *d, *z, *h, *c = NULL, *pin;
+	cudaMemPool_t pool;
+	cudaMemPoolProps props = {};
+	cuuint64_t used = 0;
 	const unsigned pin_words = 4096;
 	size_t extra = getenv("TERN_TEST_EXTRA_MB") ? (size_t)atoi(getenv("TERN_TEST_EXTRA_MB")) << 20 : 8u << 20;
 	cudaStream_t s;
@@ -104,7 +109,12 @@ int main(int argc, char **argv)
 	CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 	CHECK(cudaMallocHost(&pin, pin_words * sizeof(unsigned)));
 	CHECK(cudaMalloc(&d, n * sizeof(unsigned)));
-	CHECK(cudaMalloc(&z, 2 * half * sizeof(unsigned)));
+	props.allocType = cudaMemAllocationTypePinned;
+	props.location.type = cudaMemLocationTypeDevice;
+	props.location.id = 0;
+	CHECK(cudaMemPoolCreate(&pool, &props));
+	CHECK(cudaMallocFromPoolAsync(&z, 2 * half * sizeof(unsigned), pool, s));
+	CHECK(cudaStreamSynchronize(s));        /* the legacy stream's memset comes next */
 	CHECK(cudaMemset(z, 0, 2 * half * sizeof(unsigned)));
 	CHECK(cudaMemcpy(d, h, n * sizeof(unsigned), cudaMemcpyHostToDevice));
 	const unsigned list_len = 65521;
@@ -112,7 +122,8 @@ int main(int argc, char **argv)
 	unsigned long long *walk, walked[2];
 
 	CHECK(cudaMalloc(&list, list_len * sizeof(*list)));
-	CHECK(cudaMalloc(&walk, sizeof(walked)));
+	CHECK(cudaMallocAsync(&walk, sizeof(walked), s));
+	CHECK(cudaStreamSynchronize(s));
 	ck_list_build<<<64, 256>>>(list, list_len);
 	CHECK(cudaGetLastError());
 	if (extra) {
@@ -239,7 +250,7 @@ int main(int argc, char **argv)
 	}
 	sum = (sum ^ walked[0]) * 1099511628211ull;
 	CHECK(cudaFree(list));
-	CHECK(cudaFree(walk));
+	CHECK(cudaFreeAsync(walk, s));
 	printf("CHECKSUM %016llx\n", (unsigned long long)sum);
 	if (graphs) {
 		CHECK(cudaGraphExecDestroy(x_main));
@@ -248,7 +259,12 @@ int main(int argc, char **argv)
 		CHECK(cudaGraphDestroy(g_half));
 	}
 	CHECK(cudaFree(d));
-	CHECK(cudaFree(z));
+	CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used));
+	REQUIRE(used >= 2 * half * sizeof(unsigned), "the pool counts %llu bytes in use",
+		(unsigned long long)used);
+	CHECK(cudaFreeAsync(z, s));
+	CHECK(cudaStreamSynchronize(s));
+	CHECK(cudaMemPoolDestroy(pool));
 	CHECK(cudaStreamDestroy(s));
 	CHECK(cudaFreeHost(pin));
 	printf("PASS ckpt_loop\n");

@@ -1,6 +1,8 @@
 /* streams_events: three streams (two priorities), async copies from pinned
  * and pageable memory, events recorded, queried, synchronised and timed, and
- * one stream waiting on another's event. Results are checked exactly. */
+ * one stream waiting on another's event. Results are checked exactly. Then
+ * what each stream belongs to: its id, device and context, and the per-stream
+ * key the driver's export table gives cuBLAS. */
 #include "check.h"
 
 #include <vector>
@@ -125,6 +127,68 @@ int main(void)
 
 		REQUIRE(page_out[i] == want, "round 2 y[%d] = %d, expected %d", i, page_out[i],
 			want);
+	}
+
+	/* Ids are distinct and stable; the device is ours; the context is the
+	 * current one, for created and special streams alike. */
+	{
+		DRV_FN(cuCtxGetCurrent);
+		/* cuStreamGetCtx changed its signature in 12.5: ask for each version. */
+		decltype(&cuStreamGetCtx) p_cuStreamGetCtx =
+			(decltype(&cuStreamGetCtx))drv_sym_version("cuStreamGetCtx", 9020);
+		decltype(&cuStreamGetCtx_v2) p_cuStreamGetCtx_v2 =
+			(decltype(&cuStreamGetCtx_v2))drv_sym_version("cuStreamGetCtx", 12050);
+		DRV_FN(cuStreamGetDevice);
+		cudaStream_t all[] = { s_hi, s_lo, s_def, 0, cudaStreamPerThread };
+		unsigned long long ids[5], again;
+		CUcontext cur, c;
+		CUgreenCtx g = (CUgreenCtx)&c;
+		CUdevice dev = -1;
+		int rdev = -1;
+
+		CHECK_DRV(p_cuCtxGetCurrent(&cur));
+		for (int i = 0; i < 5; i++) {
+			CHECK(cudaStreamGetId(all[i], &ids[i]));
+			CHECK(cudaStreamGetId(all[i], &again));
+			REQUIRE(again == ids[i], "stream %d: id %llu, then %llu", i, ids[i], again);
+			for (int j = 0; j < i; j++)
+				REQUIRE(ids[j] != ids[i], "streams %d and %d share id %llu", j, i, ids[i]);
+			CHECK_DRV(p_cuStreamGetCtx((CUstream)all[i], &c));
+			REQUIRE(c == cur, "stream %d: context %p, current %p", i, (void *)c, (void *)cur);
+			CHECK_DRV(p_cuStreamGetDevice((CUstream)all[i], &dev));
+			REQUIRE(dev == 0, "stream %d on device %d", i, dev);
+		}
+		CHECK_DRV(p_cuStreamGetCtx_v2((CUstream)s_hi, &c, &g));
+		REQUIRE(c == cur && g == NULL, "cuStreamGetCtx_v2: %p, green %p", (void *)c, (void *)g);
+		CHECK(cudaStreamGetDevice(s_lo, &rdev));
+		REQUIRE(rdev == 0, "cudaStreamGetDevice: %d", rdev);
+		EXPECT_DRV(p_cuStreamGetCtx((CUstream)s_hi, NULL), CUDA_ERROR_INVALID_VALUE);
+
+		/* The driver's per-stream key that cuBLAS uses (export table
+		 * 21318c60: slot 51 gives a stream's object, slot 39 its id):
+		 * stable for a stream, distinct between streams. */
+		typedef CUresult (*stream_obj_fn)(CUcontext, CUstream, void **, int);
+		typedef CUresult (*obj_id_fn)(CUcontext, void *, unsigned long long *);
+		static const CUuuid tools_context = { { 0x21, 0x31, (char)0x8c, 0x60, (char)0x97, 0x14,
+			0x32, 0x48, (char)0x8c, (char)0xa6, 0x41, (char)0xff, 0x73, 0x24, (char)0xc8,
+			(char)0xf2 } };
+		DRV_FN(cuGetExportTable);
+		const void **table = NULL;
+		unsigned long long keys[4], key;
+
+		CHECK_DRV(p_cuGetExportTable((const void **)&table, &tools_context));
+		REQUIRE((uintptr_t)table[0] > 51 * sizeof(void *), "table 21318c60 has no slot 51");
+		for (int i = 0; i < 4; i++) {
+			void *obj = NULL;
+
+			CHECK_DRV(((stream_obj_fn)table[51])(cur, (CUstream)all[i], &obj, 0));
+			CHECK_DRV(((obj_id_fn)table[39])(cur, obj, &keys[i]));
+			CHECK_DRV(((stream_obj_fn)table[51])(cur, (CUstream)all[i], &obj, 0));
+			CHECK_DRV(((obj_id_fn)table[39])(cur, obj, &key));
+			REQUIRE(key == keys[i], "stream %d: key %llu, then %llu", i, keys[i], key);
+			for (int j = 0; j < i; j++)
+				REQUIRE(keys[j] != keys[i], "streams %d and %d share key %llu", j, i, key);
+		}
 	}
 
 	CHECK(cudaEventDestroy(start));

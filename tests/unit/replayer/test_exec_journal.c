@@ -79,9 +79,31 @@ static void test_journal_follows_calls(void **state)
 	assert_int_equal(exec_stream_create(&ex, &sc, &sc_rep), CUDA_SUCCESS);
 	assert_int_equal(exec_event_create(&ex, &ec, &ec_rep), CUDA_SUCCESS);
 	assert_int_equal(exec_module_load_data(&ex, &ml, &ml_rep), CUDA_SUCCESS);
-	gf.module = ml_rep.module;
-	strcpy(gf.name, "jt_kernel");
-	assert_int_equal(exec_module_get_function(&ex, &gf, &gf_rep), CUDA_SUCCESS);
+	/* A listed function is journaled under its name, and a lookup by name
+	 * gives the same handle. Bad handles fail the request only. */
+	{
+		struct wire_module_get_function_count_req fc = { .module = ml_rep.module };
+		struct wire_module_get_function_count_rep fc_rep;
+		struct wire_module_enumerate_functions_req ef = { .module = ml_rep.module, .max = 4 };
+		struct wire_module_enumerate_functions_rep ef_rep;
+		uint64_t listed;
+
+		assert_int_equal(exec_module_get_function_count(&ex, &fc, &fc_rep), CUDA_SUCCESS);
+		assert_int_equal(fc_rep.count, 1);
+		assert_int_equal(exec_module_enumerate_functions(&ex, &ef, &ef_rep), CUDA_SUCCESS);
+		assert_int_equal(ef_rep.functions.len, 8);
+		memcpy(&listed, ef_rep.functions.ptr, 8);
+		gf.module = ml_rep.module;
+		strcpy(gf.name, "jt_kernel");
+		assert_int_equal(exec_module_get_function(&ex, &gf, &gf_rep), CUDA_SUCCESS);
+		assert_int_equal(gf_rep.function, listed);
+		ef.module = sc_rep.stream;
+		assert_int_equal(exec_module_enumerate_functions(&ex, &ef, &ef_rep),
+				 CUDA_ERROR_INVALID_HANDLE);
+		fc.module = 0;
+		assert_int_equal(exec_module_get_function_count(&ex, &fc, &fc_rep),
+				 CUDA_ERROR_INVALID_HANDLE);
+	}
 	c = journal_count(&ex);
 	assert_int_equal(c.regions, 1);
 	assert_int_equal(c.by_kind[HANDLE_STREAM], 1);
@@ -117,6 +139,70 @@ static void test_journal_follows_calls(void **state)
 	assert_int_equal(c.by_kind[HANDLE_MODULE], 0);
 	assert_int_equal(c.by_kind[HANDLE_FUNCTION], 0);
 	assert_int_equal(c.by_kind[HANDLE_EVENT], 1);
+	assert_false(ex.journal_broken);
+
+	/* Pools are objects, their blocks regions they own; cuMemFree takes a
+	 * pool's block too, and its pool stops counting it. */
+	{
+		struct wire_device_get_default_mem_pool_req dq = { .device = 0 };
+		struct wire_device_get_default_mem_pool_rep dq_rep;
+		struct wire_mem_pool_create_req pc = {
+			.alloc_type = CU_MEM_ALLOCATION_TYPE_PINNED,
+			.location_type = CU_MEM_LOCATION_TYPE_DEVICE,
+		};
+		struct wire_mem_pool_create_rep pc_rep;
+		struct wire_mem_alloc_async_req aa = { .bytes = 5 << 20 };
+		struct wire_mem_alloc_async_rep aa_rep, ab_rep;
+		struct wire_mem_pool_get_attribute_req ga = { .attrib = CU_MEMPOOL_ATTR_USED_MEM_CURRENT };
+		struct wire_mem_pool_get_attribute_rep ga_rep;
+		struct wire_mem_free_req mf = { 0 };
+		struct wire_mem_free_rep mf_rep;
+		struct wire_mem_free_async_req fa = { .address = 0x1234 };
+		struct wire_mem_free_async_rep fa_rep;
+		struct wire_mem_pool_destroy_req pd = { 0 };
+		struct wire_mem_pool_destroy_rep pd_rep;
+		struct tracker_region r;
+
+		assert_int_equal(exec_device_get_default_mem_pool(&ex, &dq, &dq_rep), CUDA_SUCCESS);
+		assert_int_equal(exec_mem_pool_create(&ex, &pc, &pc_rep), CUDA_SUCCESS);
+		pc.handle_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+		assert_int_equal(exec_mem_pool_create(&ex, &pc, &pc_rep), CUDA_ERROR_NOT_SUPPORTED);
+		aa.pool = pc_rep.pool;
+		assert_int_equal(exec_mem_alloc_async(&ex, &aa, &aa_rep), CUDA_SUCCESS);
+		aa.pool = 0;
+		assert_int_equal(exec_mem_alloc_async(&ex, &aa, &ab_rep), CUDA_SUCCESS);
+		c = journal_count(&ex);
+		assert_int_equal(c.by_kind[HANDLE_MEMPOOL], 2);
+		assert_int_equal(c.regions, 2);
+		assert_int_equal(tracker_region_get(ex.journal, aa_rep.address, &r), 0);
+		assert_int_equal(r.owner, pc_rep.pool);
+		assert_int_equal(tracker_region_get(ex.journal, ab_rep.address, &r), 0);
+		assert_int_equal(r.owner, dq_rep.pool);
+		ga.pool = pc_rep.pool;
+		assert_int_equal(exec_mem_pool_get_attribute(&ex, &ga, &ga_rep), CUDA_SUCCESS);
+		assert_int_equal(ga_rep.value, 5 << 20);
+
+		mf.address = aa_rep.address;
+		assert_int_equal(exec_mem_free(&ex, &mf, &mf_rep), CUDA_SUCCESS);
+		assert_int_equal(exec_mem_pool_get_attribute(&ex, &ga, &ga_rep), CUDA_SUCCESS);
+		assert_int_equal(ga_rep.value, 0);
+		/* Hostile frees and destroys fail alone. */
+		assert_int_equal(exec_mem_free_async(&ex, &fa, &fa_rep), CUDA_ERROR_INVALID_VALUE);
+		fa.address = ab_rep.address;
+		fa.stream = 0x0600000000000777ull;
+		assert_int_equal(exec_mem_free_async(&ex, &fa, &fa_rep), CUDA_ERROR_INVALID_HANDLE);
+		pd.pool = dq_rep.pool;
+		assert_int_equal(exec_mem_pool_destroy(&ex, &pd, &pd_rep), CUDA_ERROR_INVALID_VALUE);
+		pd.pool = sc_rep.stream;
+		assert_int_equal(exec_mem_pool_destroy(&ex, &pd, &pd_rep), CUDA_ERROR_INVALID_VALUE);
+		pd.pool = pc_rep.pool;
+		assert_int_equal(exec_mem_pool_destroy(&ex, &pd, &pd_rep), CUDA_SUCCESS);
+		fa.stream = 0;
+		assert_int_equal(exec_mem_free_async(&ex, &fa, &fa_rep), CUDA_SUCCESS);
+		c = journal_count(&ex);
+		assert_int_equal(c.by_kind[HANDLE_MEMPOOL], 1);
+		assert_int_equal(c.regions, 0);
+	}
 	assert_false(ex.journal_broken);
 
 	exec_close(&ex);

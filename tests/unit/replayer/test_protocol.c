@@ -403,6 +403,74 @@ static void test_shm_hostile(void **state)
 	close(fd);
 }
 
+/* The listing, owner and pool calls against handles that are unknown, of
+ * the wrong kind or never issued, and addresses never allocated: each
+ * request fails alone. */
+static void test_owner_queries(void **state)
+{
+	static const struct {
+		uint32_t call;
+		uint64_t handle;
+		uint32_t status;
+	} cases[] = {
+		{ WIRE_CALL_MODULE_GET_FUNCTION_COUNT, 0x0200000000000777ull, CUDA_ERROR_INVALID_HANDLE },
+		{ WIRE_CALL_LIBRARY_GET_KERNEL_COUNT, 0x0200000000000001ull, CUDA_ERROR_INVALID_HANDLE },
+		{ WIRE_CALL_STREAM_GET_INFO, 0x0600000000000999ull, CUDA_ERROR_INVALID_HANDLE },
+		{ WIRE_CALL_STREAM_GET_INFO, 0x0700000000000001ull, CUDA_ERROR_INVALID_HANDLE },
+		{ WIRE_CALL_FUNC_GET_MODULE, 0x0500000000000001ull, CUDA_ERROR_INVALID_HANDLE },
+		{ WIRE_CALL_KERNEL_GET_LIBRARY, 0x0400000000000001ull, CUDA_ERROR_INVALID_HANDLE },
+		{ WIRE_CALL_KERNEL_GET_LIBRARY, 0, CUDA_ERROR_INVALID_HANDLE },
+	};
+	uint64_t seq = 1;
+	uint32_t status;
+	struct wire_msg m;
+	int fd = session_open(sock_url, "", &status);
+
+	assert_int_equal(status, CUDA_SUCCESS);
+	wire_msg_init(&m);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		wire_msg_reset(&m);
+		wire_put_u64(&m, cases[i].handle);
+		assert_int_equal(call_status(fd, cases[i].call, ++seq, &m, UINT32_MAX, NULL),
+				 cases[i].status);
+	}
+	/* Listing needs its count too: without it the request does not decode. */
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 0x0200000000000001ull);
+	assert_int_equal(call_status(fd, WIRE_CALL_MODULE_ENUMERATE_FUNCTIONS, ++seq, &m, UINT32_MAX,
+				     NULL), CUDA_ERROR_INVALID_VALUE);
+	wire_put_u32(&m, 0xffffffffu);
+	assert_int_equal(call_status(fd, WIRE_CALL_MODULE_ENUMERATE_FUNCTIONS, ++seq, &m, UINT32_MAX,
+				     NULL), CUDA_ERROR_INVALID_HANDLE);
+	/* Pools and their blocks: unknown pools, wrong kinds, stray addresses. */
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 0x0800000000000999ull);
+	assert_int_equal(call_status(fd, WIRE_CALL_MEM_POOL_DESTROY, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	wire_put_u32(&m, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
+	assert_int_equal(call_status(fd, WIRE_CALL_MEM_POOL_GET_ATTRIBUTE, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 4096);                         /* bytes */
+	wire_put_u64(&m, 0x0600000000000001ull);        /* a stream where a pool goes */
+	wire_put_u64(&m, 0);                            /* stream */
+	assert_int_equal(call_status(fd, WIRE_CALL_MEM_ALLOC_ASYNC, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 0x1000);                       /* never allocated */
+	wire_put_u64(&m, 0);
+	assert_int_equal(call_status(fd, WIRE_CALL_MEM_FREE_ASYNC, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	/* The special streams belong to the current context (none here). */
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 0);
+	assert_int_equal(call_status(fd, WIRE_CALL_STREAM_GET_INFO, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_CONTEXT);
+	wire_msg_release(&m);
+	assert_alive(fd, ++seq);
+	close(fd);
+}
+
 static void test_token(void **state)
 {
 	uint32_t status;
@@ -472,6 +540,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_token),
+		cmocka_unit_test(test_owner_queries),
 		cmocka_unit_test(test_shm_hostile),
 	};
 

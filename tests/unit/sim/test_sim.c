@@ -59,13 +59,14 @@ static void *image_or_skip(const char *path)
 	return img;
 }
 
-static int group_setup(void **state)
+static int sim_open(bool skip_missing)
 {
 	const char *plugins[] = { plugin_path, NULL };
 	struct backend_config cfg = {
 		.sim_kernels = plugins,
 		.sim_device_count = 2,
 		.sim_memory = SIM_TEST_MEMORY,
+		.sim_skip_missing = skip_missing,
 	};
 
 	if (backend_sim_open(&cfg, &be))
@@ -73,6 +74,11 @@ static int group_setup(void **state)
 	if (be->cuInit(0) || be->cuDevicePrimaryCtxRetain(&ctx, 0) || be->cuCtxSetCurrent(ctx))
 		return -1;
 	return 0;
+}
+
+static int group_setup(void **state)
+{
+	return sim_open(false);
 }
 
 static int group_teardown(void **state)
@@ -516,8 +522,35 @@ static void test_library_cubin(void **state)
 	assert_int_equal(be->cuModuleGetFunction(&f, m, "vec_add"), CUDA_SUCCESS);
 	assert_int_equal(be->cuLibraryGetGlobal(&g, &size, lib, "counter"), CUDA_SUCCESS);
 	assert_int_equal(size, 4);
+
+	/* Listing: every kernel of the image, the library's and its module's. */
+	{
+		CUkernel ks[8] = { 0 };
+		CUfunction fs[8] = { 0 };
+		unsigned n = 0, found = 0;
+
+		assert_int_equal(be->cuLibraryGetKernelCount(NULL, lib), CUDA_ERROR_INVALID_VALUE);
+		assert_int_equal(be->cuLibraryEnumerateKernels(NULL, 2, lib), CUDA_ERROR_INVALID_VALUE);
+		assert_int_equal(be->cuLibraryGetKernelCount(&n, lib), CUDA_SUCCESS);
+		assert_int_equal(n, 6);
+		assert_int_equal(be->cuLibraryEnumerateKernels(ks, 2, lib), CUDA_SUCCESS);
+		assert_non_null(ks[1]);
+		assert_null(ks[2]);
+		assert_int_equal(be->cuLibraryEnumerateKernels(ks, 8, lib), CUDA_SUCCESS);
+		assert_null(ks[6]);
+		for (unsigned i = 0; i < 6; i++) {
+			assert_int_equal(be->cuKernelGetName(&name, ks[i]), CUDA_SUCCESS);
+			found += !strcmp(name, "slow_fill") && ks[i] == k;
+		}
+		assert_int_equal(found, 1);
+		assert_int_equal(be->cuModuleGetFunctionCount(&n, m), CUDA_SUCCESS);
+		assert_int_equal(n, 6);
+		assert_int_equal(be->cuModuleEnumerateFunctions(fs, 8, m), CUDA_SUCCESS);
+		assert_int_equal(be->cuModuleGetFunctionCount(&n, (CUmodule)&n), CUDA_ERROR_INVALID_HANDLE);
+	}
 	assert_int_equal(be->cuLibraryUnload(lib), CUDA_SUCCESS);
 	assert_int_equal(be->cuLibraryGetKernel(&k, lib, "vec_add"), CUDA_ERROR_INVALID_HANDLE);
+	assert_int_equal(be->cuLibraryGetKernelCount((unsigned *)&v, lib), CUDA_ERROR_INVALID_HANDLE);
 }
 
 static void test_invalid_image(void **state)
@@ -939,6 +972,42 @@ static void test_capture(void **state)
 	kernels_put(&k);
 }
 
+/* --sim-missing-kernels skip: a launch without a CPU version is checked, then
+ * dropped with success; the memory it would have written stays as it was. */
+static void test_skip_missing(void **state)
+{
+	void *img = image_or_skip(fatbin_path);
+	CUfunction none;
+	CUmodule m;
+	struct piece p;
+	int32_t out = -1;
+
+	group_teardown(state);
+	assert_int_equal(sim_open(true), 0);
+	assert_int_equal(be->cuModuleLoadData(&m, img), CUDA_SUCCESS);
+	free(img);
+	assert_int_equal(be->cuModuleGetFunction(&none, m, "no_cpu"), CUDA_SUCCESS);
+	piece_get(&p, 2 * MIB, 0);
+	assert_int_equal(be->cuMemsetD32(p.va, 5, 1), CUDA_SUCCESS);
+	{
+		CUdeviceptr dout = p.va;
+		void *args[] = { &dout };
+
+		assert_int_equal(be->cuLaunchKernel(none, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL),
+				 CUDA_SUCCESS);
+		/* Still checked like any launch. */
+		assert_int_equal(be->cuLaunchKernel(none, 1, 1, 1, 2048, 1, 1, 0, NULL, args, NULL),
+				 CUDA_ERROR_INVALID_VALUE);
+	}
+	assert_int_equal(be->cuCtxSynchronize(), CUDA_SUCCESS);
+	assert_int_equal(be->cuMemcpyDtoH(&out, p.va, 4), CUDA_SUCCESS);
+	assert_int_equal(out, 5);
+	piece_put(&p);
+	assert_int_equal(be->cuModuleUnload(m), CUDA_SUCCESS);
+	group_teardown(state);
+	assert_int_equal(sim_open(false), 0);
+}
+
 static void test_reopen(void **state)
 {
 	struct backend *other;
@@ -968,6 +1037,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_capture),
 		cmocka_unit_test(test_reopen),
 		cmocka_unit_test(test_kernel_fault),
+		cmocka_unit_test(test_skip_missing),
 	};
 
 	if (argc < 4) {
