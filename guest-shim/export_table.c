@@ -486,9 +486,11 @@ typedef void (*module_function_cb)(void *user, CUfunction fn, CUmodule mod);
 
 /* cuFFT calls slot 7 as (ctx, module, callback, user) after loading a module
  * with cuModuleLoadData, with a callback that stores its second argument at
- * *user, and accepts only the answer 1; so the slot walks the module's
- * functions, calling callback(user, function, ...) for each. What the driver
- * passes third is unknown (cuFFT ignores it): ours is the module. */
+ * *user. The slot walks the module's functions, calling callback(user,
+ * function, ...) for each, and answers how many it walked (measured on the
+ * H200 with a module of 3 functions: 3; cuFFT's modules hold one and it
+ * checks for 1). What the driver passes third is not the module and is
+ * unknown (cuFFT ignores it): ours is the module. */
 static int tools_module_functions(CUcontext ctx, CUmodule mod, module_function_cb cb, void *user)
 {
 	CUfunction *fns;
@@ -510,7 +512,7 @@ static int tools_module_functions(CUcontext ctx, CUmodule mod, module_function_c
 	for (unsigned i = 0; i < count; i++)
 		cb(user, fns[i], mod);
 	free(fns);
-	return 1;
+	return (int)count;
 }
 
 /* ---- stubs ---- */

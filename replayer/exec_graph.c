@@ -531,7 +531,8 @@ static CUresult desc_sync(struct exec *ex, struct graph_desc *d, CUgraph g, unsi
 	nodes = calloc(count ? count : 1, sizeof(*nodes));
 	if (!nodes)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	res = ex->be->cuGraphGetNodes(g, nodes, &count);
+	/* The driver refuses arrays with a count of 0: ask only for something. */
+	res = count ? ex->be->cuGraphGetNodes(g, nodes, &count) : CUDA_SUCCESS;
 	if (res != CUDA_SUCCESS)
 		goto out;
 	map = real_index_build(d, &mapped);
@@ -570,7 +571,7 @@ static CUresult desc_sync(struct exec *ex, struct graph_desc *d, CUgraph g, unsi
 		res = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	res = ex->be->cuGraphGetEdges(g, from, to, &edges);
+	res = edges ? ex->be->cuGraphGetEdges(g, from, to, &edges) : CUDA_SUCCESS;
 	if (res != CUDA_SUCCESS)
 		goto out;
 	free(map);

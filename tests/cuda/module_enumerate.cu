@@ -122,7 +122,8 @@ int main(int argc, char **argv)
 	int walked = ((module_walk_fn)table[7])(ctx, mod, walk_cb, &w);
 	printf("6e163fbe[7]: returned %d, %u callbacks, third argument %s\n", walked, w.calls,
 	       w.third == (void *)mod ? "the module" : "not the module");
-	REQUIRE(walked == 1, "6e163fbe[7] returned %d, expected 1", walked);
+	/* The driver answers how many functions it walked (3 here, measured on the H200). */
+	REQUIRE(walked == 3, "6e163fbe[7] returned %d, expected 3", walked);
 	REQUIRE(w.calls == 3 && w.functions == all,
 		"6e163fbe[7] walked %u functions, %zu of them listed ones", w.calls, w.functions.size());
 
