@@ -319,8 +319,11 @@ static CUresult restore_callable(struct exec *ex, uint64_t handle, const struct 
 	if (res != CUDA_SUCCESS) {
 		exec_params_release(&ki->params);
 		free(ki);
+		return res;
 	}
-	return res;
+	/* Attributes the guest set (after the name in the record). */
+	return exec_callable_attrs_apply(ex, handle_table_get(ex->handles, handle, o->kind), o->args,
+					 o->args_len);
 }
 
 static int restore_object(void *arg, uint64_t handle, const struct tracker_object *o)
@@ -342,12 +345,17 @@ static int restore_object(void *arg, uint64_t handle, const struct tracker_objec
 	}
 	switch (o->kind) {
 	case HANDLE_CONTEXT:
-		/* The session's primary context exists already under the same handle. */
-		if (handle != ex->primary_ctx) {
-			snprintf(rc->err, rc->errlen, "snapshot holds a context other than the primary one");
-			return -ENOTSUP;
+		/* The session's primary context exists already under the same handle;
+		 * a context the app created names it as its parent (exec_ctx_create). */
+		if (handle == ex->primary_ctx)
+			return 0;
+		if (!parent || o->parent != ex->primary_ctx) {
+			snprintf(rc->err, rc->errlen, "context 0x%llx is not one of the primary context's",
+				 (unsigned long long)handle);
+			return -EBADMSG;
 		}
-		return 0;
+		real = parent->real;
+		break;
 	case HANDLE_MODULE:
 	case HANDLE_LIBRARY:
 		if (parent) {           /* a library's module */

@@ -38,9 +38,14 @@ struct exec_params {
 	uint32_t *size;
 };
 
+/* Attributes below this number that the guest set are kept per callable. */
+#define EXEC_CALLABLE_ATTRS 32
+
 struct exec_kernel_info {
 	struct exec_params params;
 	CUfunction function;        /* cuKernelGetFunction for the session context */
+	uint32_t attrs_set;         /* bit n: attribute n was set to attr[n] */
+	int32_t attr[EXEC_CALLABLE_ATTRS];
 };
 
 /* A memory pool (exec_pool.c): the worker's own object, its memory from the arena. */
@@ -139,6 +144,8 @@ void exec_close(struct exec *ex);
 
 /* Make the request's context current before dispatch (0 = none). */
 CUresult exec_context_switch(struct exec *ex, uint64_t ctx);
+CUresult exec_callable_attrs_apply(struct exec *ex, struct handle_entry *e, const void *args,
+				   uint32_t args_len);
 /* Calls the driver API serves with no context (cuLibraryGetKernel) may need
  * one in the backend (the kernel's parameter layout): with none current, the
  * session's primary context stands in until the next request switches. */

@@ -188,12 +188,31 @@ CUresult exec_ctx_get_device(struct exec *ex, const struct wire_ctx_get_device_r
 	return CUDA_SUCCESS;
 }
 
+/* Flags cuCtxCreate knows (CUctx_flags). */
+#define CTX_CREATE_FLAGS (CU_CTX_SCHED_MASK | CU_CTX_MAP_HOST | CU_CTX_LMEM_RESIZE_TO_MAX | \
+			  CU_CTX_COREDUMP_ENABLE | CU_CTX_USER_COREDUMP_ENABLE | CU_CTX_SYNC_MEMOPS)
+
+/* A context the app creates is a second name for the session's primary
+ * context: the arena, modules and streams are shared by both, as the one
+ * address space of a process already shares memory between its contexts.
+ * It has its own handle (so its flags and lifetime are its own), is
+ * journaled with its flags and comes back under the same handle after a
+ * restore. What was created in it is not destroyed with it (docs/limits.md). */
 CUresult exec_ctx_create(struct exec *ex, const struct wire_ctx_create_req *req,
 			 struct wire_ctx_create_rep *rep)
 {
-	/* Extra contexts would need their own arena mappings; sessions use the
-	 * primary context (what cudart, cuBLAS and PyTorch use). */
-	return CUDA_ERROR_NOT_SUPPORTED;
+	struct handle_entry *primary = handle_table_get(ex->handles, ex->primary_ctx, HANDLE_CONTEXT);
+	CUdevice dev;
+	CUresult res = exec_device_real(ex, req->device, &dev);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (req->flags & ~(uint32_t)CTX_CREATE_FLAGS)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!primary)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return exec_object_add(ex, HANDLE_CONTEXT, primary->real, ex->primary_ctx, NULL, &req->flags,
+			       sizeof(req->flags), &rep->ctx);
 }
 
 CUresult exec_ctx_destroy(struct exec *ex, const struct wire_ctx_destroy_req *req,
@@ -202,5 +221,10 @@ CUresult exec_ctx_destroy(struct exec *ex, const struct wire_ctx_destroy_req *re
 	if (!handle_table_get(ex->handles, req->ctx, HANDLE_CONTEXT))
 		return CUDA_ERROR_INVALID_CONTEXT;
 	/* The primary context cannot be destroyed, only released. */
-	return CUDA_ERROR_INVALID_CONTEXT;
+	if (req->ctx == ex->primary_ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (ex->ctx_current == req->ctx)
+		ex->ctx_current = ex->primary_ctx;
+	exec_object_remove(ex, req->ctx);
+	return CUDA_SUCCESS;
 }

@@ -146,6 +146,7 @@ int main(int argc, char **argv)
 	cudaGraph_t g_main = NULL, g_half = NULL;
 	cudaGraphExec_t x_main = NULL, x_half = NULL;
 	cudaGraphNode_t n_main = NULL, n_half = NULL;
+	const unsigned big_smem = 64 << 10;
 
 	if (graphs) {
 		size_t count = 1;
@@ -160,9 +161,13 @@ int main(int argc, char **argv)
 		CHECK(cudaGraphGetNodes(g_main, &n_main, &count));
 		REQUIRE(count == 1, "the captured step has %zu nodes", count);
 		CHECK(cudaGraphInstantiate(&x_main, g_main, 0));
+		/* Dynamic shared memory above the default needs the attribute set:
+		 * a restore must set it again before it rebuilds this graph. */
+		CHECK(cudaFuncSetAttribute(ck_mix, cudaFuncAttributeMaxDynamicSharedMemorySize, big_smem));
 		p.func = (void *)ck_mix;
 		p.gridDim = dim3(64);
 		p.blockDim = dim3(256);
+		p.sharedMemBytes = big_smem;
 		p.kernelParams = args;
 		CHECK(cudaGraphCreate(&g_half, 0));
 		CHECK(cudaGraphAddKernelNode(&n_half, g_half, NULL, 0, &p));
@@ -186,6 +191,7 @@ int main(int argc, char **argv)
 				x = z;
 				len = half;
 				p.gridDim = dim3(64);
+				p.sharedMemBytes = big_smem;
 				CHECK(cudaGraphExecKernelNodeSetParams(x_half, n_half, &p));
 				CHECK(cudaGraphLaunch(x_half, s));
 			}

@@ -4,9 +4,12 @@ and a run through tern (tests/pytorch/compare). Deterministic settings, fixed
 seeds; prints one line per step, "step N loss <float.hex()>", then the median
 step time.
 
-usage: train.py MODEL [--steps N] [--graphs] [--expandable]
+usage: train.py MODEL [--steps N] [--graphs] [--expandable] [--mark STEP FILE]
   MODEL: mlp (AdamW), cnn (convolutions: cuDNN), transformer (attention,
   layer norm, embedding)
+  --mark: after step STEP create FILE, then take --pause seconds before each
+  later step, so that a test (tests/pytorch/restore) can snapshot and restore
+  the session while the training goes on
 """
 import argparse
 import os
@@ -21,6 +24,8 @@ def main():
     ap.add_argument('--steps', type=int, default=30)
     ap.add_argument('--graphs', action='store_true', help='capture the step in a CUDA graph')
     ap.add_argument('--expandable', action='store_true', help='expandable segments allocator')
+    ap.add_argument('--mark', nargs=2, metavar=('STEP', 'FILE'))
+    ap.add_argument('--pause', type=float, default=0.1)
     a = ap.parse_args()
     if a.expandable:
         os.environ['PYTORCH_CUDA_ALLOC_CONF'] = 'expandable_segments:True'
@@ -77,6 +82,12 @@ def main():
         opt.step()
         return loss
 
+    def after(i):
+        if a.mark and i >= int(a.mark[0]):
+            if i == int(a.mark[0]):
+                open(a.mark[1], 'w').close()
+            time.sleep(a.pause)
+
     times = []
     if a.graphs:
         s = torch.cuda.Stream()
@@ -94,12 +105,14 @@ def main():
             v = static_loss.item()
             times.append(time.perf_counter() - t0)
             print('step %d loss %s' % (i, float(v).hex()), flush=True)
+            after(i)
     else:
         for i in range(a.steps):
             t0 = time.perf_counter()
             v = step().item()
             times.append(time.perf_counter() - t0)
             print('step %d loss %s' % (i, float(v).hex()), flush=True)
+            after(i)
     print('median step %.3f ms' % (statistics.median(times[len(times) // 3:]) * 1e3))
     print('PASS train %s' % a.model)
     return 0
