@@ -43,8 +43,9 @@ static CUresult image_blob(const void *image, struct wire_blob *blob)
 	return CUDA_SUCCESS;
 }
 
-/* Reads a whole file for cuModuleLoad / cuLibraryLoadFromFile; free() it. */
-static CUresult file_read(const char *path, void **out)
+/* Reads a whole file for cuModuleLoad, cuLibraryLoadFromFile and
+ * cuLinkAddFile; free() it. @size may be NULL. */
+CUresult shim_file_read(const char *path, void **out, size_t *size)
 {
 	struct stat st;
 	uint8_t *buf;
@@ -82,6 +83,8 @@ static CUresult file_read(const char *path, void **out)
 		return CUDA_ERROR_FILE_NOT_FOUND;
 	}
 	*out = buf;
+	if (size)
+		*size = done;
 	return CUDA_SUCCESS;
 }
 
@@ -119,9 +122,18 @@ SHIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image)
 SHIM_API CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
 				     CUjit_option *options, void **optionValues)
 {
+	struct jit_options jo;
+	CUresult res;
+
 	/* JIT options tune compilation on the worker's side; none change what
-	 * the module holds, so they are not forwarded. */
-	return module_load(module, image);
+	 * the module holds, so they are not forwarded. Their outputs (logs, wall
+	 * time) are answered, empty, so the app never reads stale ones. */
+	res = jit_options_parse(numOptions, options, optionValues, &jo);
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = module_load(module, image);
+	jit_options_answer(&jo, "", "", 0.0f);
+	return res;
 }
 
 SHIM_API CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
@@ -136,7 +148,7 @@ SHIM_API CUresult cuModuleLoad(CUmodule *module, const char *fname)
 
 	if (!module)
 		return CUDA_ERROR_INVALID_VALUE;
-	res = file_read(fname, &buf);
+	res = shim_file_read(fname, &buf, NULL);
 	if (res != CUDA_SUCCESS)
 		return res;
 	res = module_load(module, buf);
@@ -250,7 +262,7 @@ SHIM_API CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName
 
 	if (!library)
 		return CUDA_ERROR_INVALID_VALUE;
-	res = file_read(fileName, &buf);
+	res = shim_file_read(fileName, &buf, NULL);
 	if (res != CUDA_SUCCESS)
 		return res;
 	res = library_load(library, buf);

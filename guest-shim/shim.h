@@ -131,6 +131,21 @@ struct shim_process *shim_process(void);
 
 /* rpc.c */
 /* rpc_call() that first hands @fd to the worker (shm transport only). */
+/* JIT options (link.c): scalar ones forwarded to the worker's linker, the
+ * outputs (logs, their sizes, wall time) written back into the app's arrays. */
+struct jit_options {
+	uint8_t scalars[12 * 40];   /* (u32 option, u64 value) pairs */
+	uint32_t scalars_len;
+	char *info_log, *error_log;
+	size_t info_cap, error_cap;
+	void **info_size_slot, **error_size_slot, **wall_slot;
+};
+
+CUresult jit_options_parse(unsigned count, CUjit_option *options, void **values,
+			   struct jit_options *out);
+void jit_options_answer(const struct jit_options *jo, const char *info, const char *error, float wall_ms);
+CUresult shim_file_read(const char *path, void **out, size_t *size);
+
 CUresult rpc_call_fd(uint32_t id, struct wire_msg *req, struct wire_cursor *rep, int fd);
 /* Connect now if not connected (cuInit does this so that a missing ternd is
  * reported there). CUDA_SUCCESS or the error the app should see. */

@@ -49,6 +49,10 @@
 	BACKEND_ENTRY(cuCtxGetCacheConfig, 3020)                        \
 	BACKEND_ENTRY(cuModuleLoadData, 2000)                           \
 	BACKEND_ENTRY(cuModuleUnload, 2000)                             \
+	BACKEND_ENTRY(cuLinkCreate, 6050)                               \
+	BACKEND_ENTRY(cuLinkAddData, 6050)                              \
+	BACKEND_ENTRY(cuLinkComplete, 5050)                             \
+	BACKEND_ENTRY(cuLinkDestroy, 5050)                              \
 	BACKEND_ENTRY(cuModuleGetFunction, 2000)                        \
 	BACKEND_ENTRY(cuModuleGetGlobal, 3020)                          \
 	BACKEND_ENTRY(cuLibraryLoadData, 12000)                         \

@@ -1297,3 +1297,88 @@ CUresult sim_cuOccupancyMaxActiveClusters(int *num_clusters, CUfunction func,
 	sim_leave(sim);
 	return rc;
 }
+
+/* The JIT linker. The sim has no device code to link: it takes one input
+ * image (cubin, PTX or fatbin), checks it as cuModuleLoadData would, and
+ * hands back its bytes. More than one input answers
+ * CUDA_ERROR_NOT_SUPPORTED (docs/sim.md). */
+struct sim_link {
+	void *image;
+	size_t size;
+	unsigned inputs;
+};
+
+CUresult sim_cuLinkCreate(unsigned int numOptions, CUjit_option *options, void **optionValues,
+			  CUlinkState *stateOut)
+{
+	struct sim_link *l;
+
+	if (!stateOut || (numOptions && (!options || !optionValues)))
+		return CUDA_ERROR_INVALID_VALUE;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	/* Outputs the app may read: an empty log, no wall time. */
+	for (unsigned i = 0; i < numOptions; i++) {
+		if ((options[i] == CU_JIT_INFO_LOG_BUFFER || options[i] == CU_JIT_ERROR_LOG_BUFFER) &&
+		    optionValues[i])
+			*(char *)optionValues[i] = 0;
+		if (options[i] == CU_JIT_WALL_TIME)
+			optionValues[i] = NULL;
+	}
+	*stateOut = (CUlinkState)l;
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_cuLinkAddData(CUlinkState state, CUjitInputType type, void *data, size_t size,
+			   const char *name, unsigned int numOptions, CUjit_option *options,
+			   void **optionValues)
+{
+	struct sim_link *l = (struct sim_link *)state;
+	struct cuimage *img = NULL;
+	size_t measured;
+
+	if (!l || !data || !size || (unsigned)type >= CU_JIT_NUM_INPUT_TYPES)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (type != CU_JIT_INPUT_CUBIN && type != CU_JIT_INPUT_PTX && type != CU_JIT_INPUT_FATBINARY)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	if (l->inputs++)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	/* Any text measures as PTX: PTX also names its version and target. */
+	if (type == CU_JIT_INPUT_PTX && (!memchr(data, 0, size) || !strstr(data, ".version") ||
+					 !strstr(data, ".target")))
+		return CUDA_ERROR_INVALID_PTX;
+	if (cuimage_measure(data, size, &measured) || cuimage_parse(data, measured, SIM_TARGET_SM, &img))
+		return type == CU_JIT_INPUT_PTX ? CUDA_ERROR_INVALID_PTX : CUDA_ERROR_INVALID_IMAGE;
+	cuimage_free(img);
+	l->image = malloc(size);
+	if (!l->image)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	memcpy(l->image, data, size);
+	l->size = size;
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut)
+{
+	struct sim_link *l = (struct sim_link *)state;
+
+	if (!l || !cubinOut || !sizeOut)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!l->image)
+		return CUDA_ERROR_INVALID_VALUE;
+	*cubinOut = l->image;
+	*sizeOut = l->size;
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_cuLinkDestroy(CUlinkState state)
+{
+	struct sim_link *l = (struct sim_link *)state;
+
+	if (!l)
+		return CUDA_ERROR_INVALID_HANDLE;
+	free(l->image);
+	free(l);
+	return CUDA_SUCCESS;
+}

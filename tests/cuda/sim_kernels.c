@@ -309,6 +309,24 @@ static void zc_affine(const struct sim_launch *l)
 		out[i] = (int32_t)((uint32_t)in[i] * (uint32_t)k + (uint32_t)i);
 }
 
+/* jit_link.cu (mod_jit.cu): x[i] = a * x[i] + b */
+static void jl_affine(const struct sim_launch *l)
+{
+	float *x, a, b;
+	int32_t n;
+
+	if (!ARGS_OK(l, 8, 4, 4, 4))
+		return;
+	ARG(l, 0, x);
+	ARG(l, 1, a);
+	ARG(l, 2, b);
+	ARG(l, 3, n);
+	if (thread_count(l) == 0)
+		return;
+	for (int32_t i = 0; i < n; i++)
+		x[i] = a * x[i] + b;
+}
+
 /* bench/overhead.cu: grid-stride loops and a reduction that adds into *out,
  * so any grid with a thread covers [0, n). */
 static void ov_empty(const struct sim_launch *l)
@@ -431,6 +449,7 @@ static void g_add(const struct sim_launch *l)
 
 SIM_KERNELS_BEGIN
 	SIM_KERNEL("vec_add", vec_add),
+	SIM_KERNEL("jl_affine", jl_affine),
 	SIM_KERNEL("ka_echo", ka_echo),
 	SIM_KERNEL("se_scale_add", se_scale_add),
 	SIM_KERNEL("se_sum", se_sum),

@@ -471,6 +471,70 @@ static void test_owner_queries(void **state)
 	close(fd);
 }
 
+/* The JIT linker and created contexts: each malformed request fails alone. */
+static void test_link_and_contexts_hostile(void **state)
+{
+	static const uint8_t opt_pointer[12] = { CU_JIT_INFO_LOG_BUFFER };  /* not a scalar */
+	static const uint8_t opt_short[7] = { 0 };
+	/* type PTX, a name length past the end */
+	static const uint8_t name_past[] = { 1, 0, 0, 0, 0xff, 0xff, 0, 0, 'x' };
+	/* type 99 */
+	static const uint8_t bad_type[] = { 99, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 'a', 'b', 'c', 0 };
+	/* type PTX, size past the end */
+	static const uint8_t size_past[] = { 1, 0, 0, 0, 0, 0, 0, 0, 0xff, 0, 0, 0, 'a' };
+	/* type PTX, size 0 */
+	static const uint8_t size_zero[] = { 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+	static const struct {
+		const uint8_t *options, *inputs;
+		uint32_t options_len, inputs_len;
+	} cases[] = {
+		{ opt_pointer, size_zero + 12, sizeof(opt_pointer), 0 },
+		{ opt_short, NULL, sizeof(opt_short), 0 },
+		{ NULL, NULL, 0, 0 },
+		{ NULL, name_past, 0, sizeof(name_past) },
+		{ NULL, bad_type, 0, sizeof(bad_type) },
+		{ NULL, size_past, 0, sizeof(size_past) },
+		{ NULL, size_zero, 0, sizeof(size_zero) },
+	};
+	uint64_t seq = 1;
+	uint32_t status;
+	struct wire_msg m;
+	int fd = session_open(sock_url, "", &status);
+
+	assert_int_equal(status, CUDA_SUCCESS);
+	wire_msg_init(&m);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		wire_msg_reset(&m);
+		wire_put_blob(&m, (struct wire_blob){ cases[i].options, cases[i].options_len });
+		wire_put_blob(&m, (struct wire_blob){ cases[i].inputs, cases[i].inputs_len });
+		assert_int_equal(call_status(fd, WIRE_CALL_LINK, ++seq, &m, UINT32_MAX, NULL),
+				 CUDA_ERROR_INVALID_VALUE);
+	}
+	/* Contexts: unknown flags, a device that is not there, the primary one
+	 * destroyed, a stray handle. */
+	wire_msg_reset(&m);
+	wire_put_u32(&m, 0x80000000u);
+	wire_put_i32(&m, 0);
+	assert_int_equal(call_status(fd, WIRE_CALL_CTX_CREATE, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	wire_msg_reset(&m);
+	wire_put_u32(&m, 0);
+	wire_put_i32(&m, 77);
+	assert_int_equal(call_status(fd, WIRE_CALL_CTX_CREATE, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_DEVICE);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 0x0100000000000001ull);
+	assert_int_equal(call_status(fd, WIRE_CALL_CTX_DESTROY, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_CONTEXT);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 0x0100000000000999ull);
+	assert_int_equal(call_status(fd, WIRE_CALL_CTX_DESTROY, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_CONTEXT);
+	wire_msg_release(&m);
+	assert_alive(fd, ++seq);
+	close(fd);
+}
+
 static void test_token(void **state)
 {
 	uint32_t status;
@@ -541,6 +605,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_token),
 		cmocka_unit_test(test_owner_queries),
+		cmocka_unit_test(test_link_and_contexts_hostile),
 		cmocka_unit_test(test_shm_hostile),
 	};
 
