@@ -31,7 +31,7 @@ static const struct {
 } object_kinds[] = {
 	{ 1, "context" }, { 3, "library" }, { 2, "module" }, { 5, "kernel" },
 	{ 4, "function" }, { 6, "stream" }, { 7, "event" }, { 8, "graph" }, { 9, "graph_exec" },
-	{ 10, "mempool" },
+	{ 10, "mempool" }, { 11, "vmm_alloc" },
 };
 
 /* The executor's region kinds (replayer/exec.h, enum exec_region_kind). */
@@ -41,6 +41,7 @@ static const char *region_kind_name(uint32_t kind)
 	case 0: return "device";
 	case 1: return "graph";
 	case 2: return "graph-freed";
+	case 3: return "vmm-mapping";
 	default: return "other";
 	}
 }
@@ -193,6 +194,12 @@ static struct object_args object_args_decode(const struct tracker_object *o)
 			a.ok = a.has_flags = true;
 			a.hash = p;
 			a.flags = le32(p + 16);
+		}
+		break;
+	case 11: /* VMM allocation: u32 version 1, u32 guest references, u64 size, properties */
+		if (n == 32 && le32(p) == 1) {
+			a.ok = a.has_flags = true;
+			a.flags = le32(p + 4);
 		}
 		break;
 	case 10: /* memory pool: u32 version 1, u32 flags, then its attributes (40 bytes) */

@@ -41,7 +41,8 @@ enum wire_handle_kind {
 	WIRE_HANDLE_GRAPH = 8,
 	WIRE_HANDLE_GRAPH_EXEC = 9,
 	WIRE_HANDLE_MEMPOOL = 10,
-	WIRE_HANDLE_KIND_MAX = 11,
+	WIRE_HANDLE_VMM = 11,          /* a physical allocation (cuMemCreate) */
+	WIRE_HANDLE_KIND_MAX = 12,
 };
 
 /* Header flags. */

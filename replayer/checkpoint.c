@@ -203,17 +203,26 @@ int checkpoint_begin(struct exec *ex, const struct checkpoint_request *req,
 		snprintf(err, errlen, "cannot copy the journal: %s", strerror(-ret));
 		goto out_writer;
 	}
-	job->regions = arena_count(ex->arena);
-	regions = calloc(job->regions ? job->regions : 1, sizeof(*regions));
+	/* The arena's allocations, then the guest's VMM mappings that the device
+	 * may access (the window lies above the arena: addresses stay in order). */
+	regions = calloc(arena_count(ex->arena) + ex->vmm_map_count + 1, sizeof(*regions));
 	if (!regions) {
 		ret = -ENOMEM;
 		goto out_writer;
 	}
-	for (unsigned i = 0; i < job->regions; i++) {
+	for (unsigned i = 0; i < arena_count(ex->arena); i++) {
 		const struct arena_alloc *al = arena_at(ex->arena, i);
 
-		regions[i] = (struct capture_region){ al->addr, al->size, 0 };
+		regions[job->regions++] = (struct capture_region){ al->addr, al->size, 0 };
 		job->bytes += al->size;
+	}
+	for (unsigned i = 0; i < ex->vmm_map_count; i++) {
+		const struct exec_vmm_map *m = &ex->vmm_maps[i];
+
+		if (m->access == CU_MEM_ACCESS_FLAGS_PROT_NONE)
+			continue;
+		regions[job->regions++] = (struct capture_region){ m->addr, m->size, 0 };
+		job->bytes += m->size;
 	}
 	ret = capture_get(ex, &cap);
 	if (!ret)
@@ -421,6 +430,8 @@ static int restore_object(void *arg, uint64_t handle, const struct tracker_objec
 		res = ex->be->cuEventCreate((CUevent *)&real, flags);
 		break;
 	}
+	case HANDLE_VMM:
+		return 0;       /* back before the regions: exec_vmm_restore_begin() */
 	case HANDLE_MEMPOOL:
 		/* The worker's own object: nothing to ask of the backend. */
 		res = exec_pool_restore(ex, handle, o->args, o->args_len);
@@ -460,11 +471,13 @@ static int restore_region(void *arg, uint64_t addr, const struct tracker_region 
 	struct restore_ctx *rc = arg;
 	CUresult res;
 
-	if (r->kind > EXEC_REGION_GRAPH_FREED) {
+	if (r->kind > EXEC_REGION_VMM) {
 		snprintf(rc->err, rc->errlen, "region 0x%llx of unknown kind %u", (unsigned long long)addr,
 			 r->kind);
 		return -EBADMSG;
 	}
+	if (r->kind == EXEC_REGION_VMM)
+		return exec_vmm_restore_map(rc->ex, addr, r->size, r->owner, r->flags, rc->err, rc->errlen);
 	res = arena_alloc_at(rc->ex->arena, addr, r->size);
 	if (res != CUDA_SUCCESS) {
 		snprintf(rc->err, rc->errlen, "cannot map 0x%llx+%llu again (CUDA error %d)",
@@ -479,7 +492,7 @@ static int restore_region(void *arg, uint64_t addr, const struct tracker_region 
 	    exec_pool_restore_alloc(rc->ex, addr, r->size, arena_find(rc->ex->arena, addr)->mapped,
 				    r->owner))
 		return -ENOMEM;
-	exec_journal_region_as(rc->ex, addr, r->size, (enum exec_region_kind)r->kind, r->owner);
+	exec_journal_region_as(rc->ex, addr, r->size, (enum exec_region_kind)r->kind, r->owner, 0);
 	return 0;
 }
 
@@ -526,7 +539,9 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
 		ret = -EINVAL;
 		goto out;
 	}
-	ret = tracker_region_foreach(saved, restore_region, &rc);
+	ret = exec_vmm_restore_begin(ex, saved, err, sizeof(err));
+	if (!ret)
+		ret = tracker_region_foreach(saved, restore_region, &rc);
 	if (!ret)
 		ret = capture_get(ex, &capt);
 	if (!ret) {
@@ -535,6 +550,8 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
 			snprintf(err, sizeof(err), "filling device memory failed: %s (%s); run `ckpt verify %s`",
 				 strerror(-ret), snap_store_error(store), name);
 	}
+	if (!ret)
+		ret = exec_vmm_restore_finish(ex, err, sizeof(err));
 	if (!ret)
 		ret = tracker_object_foreach(saved, restore_order,
 					     sizeof(restore_order) / sizeof(restore_order[0]),
@@ -563,8 +580,7 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
 	}
 	memcpy(*reply, r, rlen);
 	*reply_len = rlen;
-	if (ex->slot)
-		atomic_store_explicit(&ex->slot->memory, arena_bytes_mapped(ex->arena), memory_order_relaxed);
+	exec_mem_publish(ex);
 	{
 		const void *sid = NULL;
 		size_t sid_len = 0;
@@ -574,7 +590,7 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
 			 "\"device\":%d,\"restore_ms\":%.3f,\"seq\":%llu,\"regions\":%u,\"bytes\":%llu}",
 			 name, (int)(sid_len < 128 ? sid_len : 128), sid ? (const char *)sid : "", (int)getpid(),
 			 ex->cfg.device, (now_ns() - t0) / 1e6, (unsigned long long)*seq,
-			 arena_count(ex->arena), (unsigned long long)arena_bytes_mapped(ex->arena));
+			 arena_count(ex->arena) + ex->vmm_map_count, (unsigned long long)exec_mem_used(ex));
 	}
 out:
 	if (ret) {

@@ -51,6 +51,7 @@ int exec_open(struct exec *ex, struct backend *be, const struct exec_config *cfg
 		pr_err("cannot reserve the arena at 0x%llx (%d)", (unsigned long long)cfg->arena_base, ret);
 		goto out_handles;
 	}
+	exec_vmm_open(ex);
 	if (slot)
 		atomic_store_explicit(&slot->device, cfg->device, memory_order_relaxed);
 	return 0;
@@ -74,6 +75,8 @@ static int entry_release(struct handle_entry *e, void *arg)
 		free(ki);
 	} else if (e->kind == HANDLE_MEMPOOL) {
 		exec_pool_release(e);
+	} else if (e->kind == HANDLE_VMM) {
+		free(e->info);      /* the backend's part went in exec_vmm_close() */
 	}
 	return 0;
 }
@@ -85,6 +88,8 @@ void exec_close(struct exec *ex)
 	exec_host_shared_close(ex);
 	capture_close(ex->capture);
 	exec_journal_close(ex);
+	if (ex->arena)
+		exec_vmm_close(ex);
 	arena_close(ex->arena);
 	if (ex->handles) {
 		handle_table_foreach(ex->handles, entry_release, ex);
@@ -168,7 +173,7 @@ bool exec_device_range_valid(struct exec *ex, uint64_t addr, uint64_t len)
 {
 	if (addr + len < addr)
 		return false;
-	if (arena_range_valid(ex->arena, addr, len))
+	if (arena_range_valid(ex->arena, addr, len) || exec_vmm_range_valid(ex, addr, len))
 		return true;
 	for (unsigned i = 0; i < ex->extra_count; i++) {
 		const struct exec_extra_range *r = &ex->extra[i];

@@ -28,6 +28,7 @@ struct exec_config {
 	uint64_t arena_base;
 	uint64_t arena_size;
 	uint64_t quota;             /* bytes of device memory; 0 = no limit */
+	uint64_t vmm_size;          /* the VMM window after the arena; 0 = no guest VMM */
 };
 
 /* Parameter layout of a function or kernel, cached at lookup. */
@@ -62,6 +63,28 @@ struct exec_pool {
 struct exec_pool_alloc {
 	uint64_t addr, size, mapped;
 	uint64_t pool;
+};
+
+/* The guest's virtual memory management (exec_vmm.c). A physical
+ * allocation is the info of a HANDLE_VMM entry (real: the backend's handle);
+ * it lives while the guest holds a reference or a mapping uses it. */
+struct exec_vmm_alloc {
+	uint64_t size;
+	uint32_t refs;              /* cuMemCreate's and each cuMemRetainAllocationHandle's */
+	uint32_t maps;              /* live mappings of it */
+	uint32_t handle_types, compression, rdma, usage;
+};
+
+/* A reservation in the VMM window, and a mapping inside one (sorted by address). */
+struct exec_vmm_range {
+	uint64_t addr, size;
+};
+
+struct exec_vmm_map {
+	uint64_t addr, size;
+	uint64_t mem;               /* the allocation's virtual handle */
+	uint64_t buffer_id;
+	uint32_t access;            /* CUmemAccess_flags of the session's device */
 };
 
 /* A device range outside the arena that the guest may copy to and from:
@@ -100,6 +123,7 @@ enum exec_region_kind {
 	EXEC_REGION_DEVICE = 0,     /* cuMemAlloc */
 	EXEC_REGION_GRAPH = 1,      /* a graph allocation node's memory */
 	EXEC_REGION_GRAPH_FREED = 2,  /* the same, freed, kept while a graph holds it */
+	EXEC_REGION_VMM = 3,        /* a guest's cuMemMap: owner its allocation, flags its access */
 };
 
 struct exec {
@@ -118,6 +142,14 @@ struct exec {
 	uint64_t current_pool;      /* cuDeviceSetMemPool's, 0 = the default */
 	struct exec_pool_alloc *pool_allocs;
 	unsigned pool_alloc_count, pool_alloc_cap;
+	uint64_t vmm_base, vmm_size;    /* the window reserved in the backend; size 0: none */
+	uint64_t vmm_gran;              /* the backend's minimum granularity */
+	uint64_t vmm_bytes;             /* physical allocations, counted in the quota */
+	uint64_t vmm_next_id;           /* buffer ids of mappings */
+	struct exec_vmm_range *vmm_res;
+	unsigned vmm_res_count, vmm_res_cap;
+	struct exec_vmm_map *vmm_maps;
+	unsigned vmm_map_count, vmm_map_cap;
 	void *copy_buf;             /* device-to-host replies, reused */
 	size_t copy_cap;
 	uint32_t guest_pid;
@@ -168,9 +200,10 @@ void exec_journal_region_kind(struct exec *ex, uint64_t addr, uint64_t size,
 			      enum exec_region_kind kind);
 /* A region owned by another object than the primary context (a pool). */
 void exec_journal_region_owned(struct exec *ex, uint64_t addr, uint64_t size, uint64_t owner);
-/* The one that writes them all: a region of @kind owned by @owner. */
+/* The one that writes them all: a region of @kind owned by @owner, with the
+ * kind's @flags (a VMM mapping's access flags; 0 for the others). */
 void exec_journal_region_as(struct exec *ex, uint64_t addr, uint64_t size,
-			    enum exec_region_kind kind, uint64_t owner);
+			    enum exec_region_kind kind, uint64_t owner, uint32_t flags);
 void exec_journal_region_drop(struct exec *ex, uint64_t addr);
 
 /* Helpers shared by the handler files. */
@@ -204,6 +237,27 @@ CUresult exec_pool_restore(struct exec *ex, uint64_t handle, const void *args, u
 int exec_pool_restore_alloc(struct exec *ex, uint64_t addr, uint64_t size, uint64_t mapped,
 			    uint64_t pool);
 void exec_pool_restore_finish(struct exec *ex);
+/* exec_memory.c: device memory the session holds (arena and VMM), the
+ * quota's measure; and its publication to the supervisor's slot. */
+uint64_t exec_mem_used(const struct exec *ex);
+void exec_mem_publish(struct exec *ex);
+
+/* exec_vmm.c */
+/* Reserve the VMM window after the arena (a failure only disables guest VMM). */
+void exec_vmm_open(struct exec *ex);
+/* Unmap and release everything the guest mapped and created; the window. */
+void exec_vmm_close(struct exec *ex);
+/* The mapping containing @addr, or NULL. */
+const struct exec_vmm_map *exec_vmm_find(const struct exec *ex, uint64_t addr);
+/* True if [addr, addr + len) lies in adjacent mappings the device may access. */
+bool exec_vmm_range_valid(const struct exec *ex, uint64_t addr, uint64_t len);
+/* Restore, before regions: the reservations and the physical allocations of
+ * @saved; then each mapping from its region; then, once the contents are
+ * back, the mappings' access. 0 or -errno with @err filled. */
+int exec_vmm_restore_begin(struct exec *ex, struct tracker *saved, char *err, size_t errlen);
+int exec_vmm_restore_map(struct exec *ex, uint64_t addr, uint64_t size, uint64_t mem,
+			 uint32_t access, char *err, size_t errlen);
+int exec_vmm_restore_finish(struct exec *ex, char *err, size_t errlen);
 /* exec_host_shared.c: drop every shared host buffer (session end). */
 void exec_host_shared_close(struct exec *ex);
 

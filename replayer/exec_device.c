@@ -13,7 +13,9 @@ CUresult exec_hello(struct exec *ex, const struct wire_hello_req *req, struct wi
 	ex->guest_pid = req->pid;
 	rep->worker_pid = (uint32_t)getpid();
 	rep->arena_base = arena_base(ex->arena);
-	rep->arena_size = arena_size(ex->arena);
+	/* The device addresses the guest may hold: the arena and, right after
+	 * it, the VMM window its reservations come from. */
+	rep->arena_size = arena_size(ex->arena) + ex->vmm_size;
 	rep->quota = ex->cfg.quota;
 	rep->resume_seq = ex->resume_seq;
 	return CUDA_SUCCESS;
@@ -98,10 +100,13 @@ CUresult exec_device_total_mem(struct exec *ex, const struct wire_device_total_m
 }
 
 /* Attributes the session's device has whatever the backend's says: memory
- * pools are the worker's own (exec_pool.c), so they exist and export nothing. */
-static int attribute_as_seen(CUdevice_attribute attrib, int v)
+ * pools are the worker's own (exec_pool.c), so they exist and export nothing;
+ * virtual memory management exists where the session has its VMM window. */
+static int attribute_as_seen(const struct exec *ex, CUdevice_attribute attrib, int v)
 {
 	switch (attrib) {
+	case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+		return ex->vmm_size ? v : 0;
 	case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
 		return 1;
 	case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:
@@ -120,7 +125,7 @@ CUresult exec_device_get_attribute(struct exec *ex, const struct wire_device_get
 
 	if (res == CUDA_SUCCESS)
 		res = ex->be->cuDeviceGetAttribute(&v, (CUdevice_attribute)req->attrib, dev);
-	rep->value = res == CUDA_SUCCESS ? attribute_as_seen((CUdevice_attribute)req->attrib, v) : v;
+	rep->value = res == CUDA_SUCCESS ? attribute_as_seen(ex, (CUdevice_attribute)req->attrib, v) : v;
 	return res;
 }
 
@@ -144,7 +149,7 @@ CUresult exec_device_get_attributes(struct exec *ex, const struct wire_device_ge
 		if (ex->be->cuDeviceGetAttribute(&v, (CUdevice_attribute)(req->first + i), dev) != CUDA_SUCCESS)
 			v = INT32_MIN;
 		else
-			v = attribute_as_seen((CUdevice_attribute)(req->first + i), v);
+			v = attribute_as_seen(ex, (CUdevice_attribute)(req->first + i), v);
 		u = (uint32_t)v;
 		for (int k = 0; k < 4; k++)
 			values[4 * i + k] = (uint8_t)(u >> (8 * k));

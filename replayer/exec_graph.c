@@ -127,9 +127,7 @@ static void galloc_settle(struct exec *ex, struct exec_graph_alloc *ga)
 	arena_free(ex->arena, addr);
 	exec_journal_region_drop(ex, addr);
 	*ga = ex->gallocs[--ex->galloc_count];
-	if (ex->slot)
-		atomic_store_explicit(&ex->slot->memory, arena_bytes_mapped(ex->arena),
-				      memory_order_relaxed);
+	exec_mem_publish(ex);
 }
 
 static void galloc_journal(struct exec *ex, struct exec_graph_alloc *ga)
@@ -1558,11 +1556,11 @@ CUresult exec_graph_add_mem_alloc_node(struct exec *ex, const struct wire_graph_
 		res = CUDA_ERROR_INVALID_VALUE;
 	/* The quota counts what is mapped, as for cuMemAlloc. */
 	if (res == CUDA_SUCCESS && ex->cfg.quota &&
-	    (req->bytes > ex->cfg.quota || arena_bytes_mapped(ex->arena) > ex->cfg.quota - req->bytes))
+	    (req->bytes > ex->cfg.quota || exec_mem_used(ex) > ex->cfg.quota - req->bytes))
 		res = CUDA_ERROR_OUT_OF_MEMORY;
 	if (res == CUDA_SUCCESS)
 		res = arena_alloc(ex->arena, req->bytes, &addr);
-	if (res == CUDA_SUCCESS && ((ex->cfg.quota && arena_bytes_mapped(ex->arena) > ex->cfg.quota) ||
+	if (res == CUDA_SUCCESS && ((ex->cfg.quota && exec_mem_used(ex) > ex->cfg.quota) ||
 				    galloc_add(ex, addr, req->bytes, false))) {
 		arena_free(ex->arena, addr);
 		addr = 0;
@@ -1583,8 +1581,7 @@ CUresult exec_graph_add_mem_alloc_node(struct exec *ex, const struct wire_graph_
 	}
 	ga->refs = 1;
 	galloc_journal(ex, ga);
-	if (ex->slot)
-		atomic_store_explicit(&ex->slot->memory, arena_bytes_mapped(ex->arena), memory_order_relaxed);
+	exec_mem_publish(ex);
 	rep->address = addr;
 	return CUDA_SUCCESS;
 }

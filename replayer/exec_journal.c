@@ -126,24 +126,24 @@ void exec_object_remove(struct exec *ex, uint64_t handle)
 
 void exec_journal_region(struct exec *ex, uint64_t addr, uint64_t size)
 {
-	exec_journal_region_as(ex, addr, size, EXEC_REGION_DEVICE, ex->primary_ctx);
+	exec_journal_region_as(ex, addr, size, EXEC_REGION_DEVICE, ex->primary_ctx, 0);
 }
 
 void exec_journal_region_kind(struct exec *ex, uint64_t addr, uint64_t size,
 			      enum exec_region_kind kind)
 {
-	exec_journal_region_as(ex, addr, size, kind, ex->primary_ctx);
+	exec_journal_region_as(ex, addr, size, kind, ex->primary_ctx, 0);
 }
 
 void exec_journal_region_owned(struct exec *ex, uint64_t addr, uint64_t size, uint64_t owner)
 {
-	exec_journal_region_as(ex, addr, size, EXEC_REGION_DEVICE, owner);
+	exec_journal_region_as(ex, addr, size, EXEC_REGION_DEVICE, owner, 0);
 }
 
 void exec_journal_region_as(struct exec *ex, uint64_t addr, uint64_t size,
-			    enum exec_region_kind kind, uint64_t owner)
+			    enum exec_region_kind kind, uint64_t owner, uint32_t flags)
 {
-	struct tracker_region r = { .size = size, .owner = owner, .kind = kind };
+	struct tracker_region r = { .size = size, .owner = owner, .flags = flags, .kind = kind };
 	int ret;
 
 	if (!ex->journal || ex->journal_broken)

@@ -8,11 +8,15 @@
 #include "log.h"
 #include "wire_dispatch.h"
 
-static void memory_publish(struct exec *ex)
+uint64_t exec_mem_used(const struct exec *ex)
+{
+	return arena_bytes_mapped(ex->arena) + ex->vmm_bytes;
+}
+
+void exec_mem_publish(struct exec *ex)
 {
 	if (ex->slot)
-		atomic_store_explicit(&ex->slot->memory, arena_bytes_mapped(ex->arena),
-				      memory_order_relaxed);
+		atomic_store_explicit(&ex->slot->memory, exec_mem_used(ex), memory_order_relaxed);
 }
 
 CUresult exec_mem_map(struct exec *ex, uint64_t bytes, uint64_t *addr)
@@ -23,16 +27,16 @@ CUresult exec_mem_map(struct exec *ex, uint64_t bytes, uint64_t *addr)
 		return CUDA_ERROR_INVALID_VALUE;
 	/* The quota counts what is mapped, granularity included: that is what the device loses. */
 	if (ex->cfg.quota && (bytes > ex->cfg.quota ||
-			      arena_bytes_mapped(ex->arena) > ex->cfg.quota - bytes))
+			      exec_mem_used(ex) > ex->cfg.quota - bytes))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	res = arena_alloc(ex->arena, bytes, addr);
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (ex->cfg.quota && arena_bytes_mapped(ex->arena) > ex->cfg.quota) {
+	if (ex->cfg.quota && exec_mem_used(ex) > ex->cfg.quota) {
 		arena_free(ex->arena, *addr);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	memory_publish(ex);
+	exec_mem_publish(ex);
 	return CUDA_SUCCESS;
 }
 
@@ -42,7 +46,7 @@ CUresult exec_mem_unmap(struct exec *ex, uint64_t addr)
 
 	if (res == CUDA_SUCCESS)
 		exec_journal_region_drop(ex, addr);
-	memory_publish(ex);
+	exec_mem_publish(ex);
 	return res;
 }
 
@@ -88,7 +92,7 @@ CUresult exec_mem_get_info(struct exec *ex, const struct wire_mem_get_info_req *
 	if (res != CUDA_SUCCESS)
 		return res;
 	if (ex->cfg.quota) {
-		uint64_t used = arena_bytes_mapped(ex->arena);
+		uint64_t used = exec_mem_used(ex);
 		uint64_t left = used < ex->cfg.quota ? ex->cfg.quota - used : 0;
 
 		total = ex->cfg.quota < total ? ex->cfg.quota : total;
@@ -103,11 +107,13 @@ CUresult exec_mem_get_address_range(struct exec *ex, const struct wire_mem_get_a
 				    struct wire_mem_get_address_range_rep *rep)
 {
 	const struct arena_alloc *al = arena_find(ex->arena, req->address);
+	const struct exec_vmm_map *m = al ? NULL : exec_vmm_find(ex, req->address);
 
-	if (!al)
+	if (!al && !m)
 		return CUDA_ERROR_NOT_FOUND;
-	rep->base = al->addr;
-	rep->bytes = al->size;
+	/* A VMM address answers with its mapping, as the driver does. */
+	rep->base = al ? al->addr : m->addr;
+	rep->bytes = al ? al->size : m->size;
 	return CUDA_SUCCESS;
 }
 
@@ -115,15 +121,16 @@ CUresult exec_pointer_get_info(struct exec *ex, const struct wire_pointer_get_in
 			       struct wire_pointer_get_info_rep *rep)
 {
 	const struct arena_alloc *al = arena_find(ex->arena, req->address);
+	const struct exec_vmm_map *m = al ? NULL : exec_vmm_find(ex, req->address);
 
-	if (!al)
+	if (!al && !m)
 		return CUDA_ERROR_INVALID_VALUE;
 	rep->memory_type = CU_MEMORYTYPE_DEVICE;
 	rep->ctx = ex->primary_ctx;
 	rep->device = 0;
-	rep->base = al->addr;
-	rep->bytes = al->size;
-	rep->buffer_id = al->id;
+	rep->base = al ? al->addr : m->addr;
+	rep->bytes = al ? al->size : m->size;
+	rep->buffer_id = al ? al->id : m->buffer_id;
 	rep->flags = 0;
 	return CUDA_SUCCESS;
 }

@@ -24,6 +24,9 @@
 
 #define ARENA_BASE_DEFAULT 0x200000000000ull    /* 32 TiB: clear of the heap, libraries and stacks */
 #define ARENA_SIZE_DEFAULT (512ull << 30)
+/* Guest VMM reservations (PyTorch's expandable segments reserve about 1.1x
+ * the device's memory each): address space only, right after the arena. */
+#define VMM_SIZE_DEFAULT (4ull << 40)
 
 struct ternd_options {
 	struct supervisor_config sv;
@@ -56,6 +59,8 @@ static void usage(FILE *out)
 		"  --quota SIZE         device memory per session, e.g. 8G (default: no limit)\n"
 		"  --arena-base ADDR    fixed address of each session's arena (default 0x%llx)\n"
 		"  --arena-size SIZE    size of the arena (default 512G)\n"
+		"  --vmm-size SIZE      address space for the guest's VMM reservations, after the\n"
+		"                       arena (default 4T; 0 refuses cuMemAddressReserve)\n"
 		"  --state-dir DIR      journals and the snapshot store (default /var/lib/tern)\n"
 		"  --token-file FILE    shared secret that tcp guests must present\n"
 		"  --log-level LEVEL    error, warn, info or debug (default info)\n"
@@ -153,6 +158,11 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 	if (!strcmp(key, "arena-size") || !strcmp(key, "arena_size")) {
 		ret = units_size_parse(value, &v);
 		o->sv.worker.exec_cfg.arena_size = v;
+		return ret;
+	}
+	if (!strcmp(key, "vmm-size") || !strcmp(key, "vmm_size")) {
+		ret = units_size_parse(value, &v);
+		o->sv.worker.exec_cfg.vmm_size = v;
 		return ret;
 	}
 	if (!strcmp(key, "state-dir") || !strcmp(key, "state_dir"))
@@ -289,6 +299,7 @@ int main(int argc, char **argv)
 	snprintf(o.sv.state_dir, sizeof(o.sv.state_dir), "/var/lib/tern");
 	o.sv.worker.exec_cfg.arena_base = ARENA_BASE_DEFAULT;
 	o.sv.worker.exec_cfg.arena_size = ARENA_SIZE_DEFAULT;
+	o.sv.worker.exec_cfg.vmm_size = VMM_SIZE_DEFAULT;
 	o.sv.worker.hello_timeout_ms = 10000;
 	o.sv.shutdown_grace_ms = 5000;
 	if (argc > 1 && !strcmp(argv[1], "status"))

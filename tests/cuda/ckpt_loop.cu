@@ -23,7 +23,10 @@
  * with an async copy (over tern's shm transport: a buffer the worker maps),
  * and folds it into the checksum. Two buffers come from memory pools (a pool
  * of its own and the default one, stream-ordered): after a restore they must
- * hold their data, still count in their pools and free as usual. */
+ * hold their data, still count in their pools and free as usual. A third
+ * buffer is VMM memory (cuMemAddressReserve, two cuMemCreate chunks mapped
+ * back to back, the second's handle released at once so only its mapping
+ * holds it): its contents, mappings and handles must survive a restore. */
 #include "check.h"
 
 #include <stdint.h>
@@ -74,6 +77,58 @@ extern "C" __global__ void ck_list_walk(const struct ck_node *head, unsigned lon
 	out[1] = n;
 }
 
+/* Two chunks of one granule mapped back to back in a reservation of three. */
+struct ck_vmm {
+	CUdeviceptr va;
+	size_t gran;
+	CUmemGenericAllocationHandle h0;
+};
+
+static void vmm_setup(struct ck_vmm *v)
+{
+	DRV_FN(cuMemGetAllocationGranularity);
+	DRV_FN(cuMemAddressReserve);
+	DRV_FN(cuMemCreate);
+	DRV_FN(cuMemMap);
+	DRV_FN(cuMemRelease);
+	DRV_FN(cuMemSetAccess);
+	CUmemAllocationProp prop = {};
+	CUmemAccessDesc acc = {};
+	CUmemGenericAllocationHandle h1;
+
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = 0;
+	CHECK_DRV(p_cuMemGetAllocationGranularity(&v->gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+	CHECK_DRV(p_cuMemAddressReserve(&v->va, 3 * v->gran, 0, 0, 0));
+	CHECK_DRV(p_cuMemCreate(&v->h0, v->gran, &prop, 0));
+	CHECK_DRV(p_cuMemCreate(&h1, v->gran, &prop, 0));
+	CHECK_DRV(p_cuMemMap(v->va, v->gran, 0, v->h0, 0));
+	CHECK_DRV(p_cuMemMap(v->va + v->gran, v->gran, 0, h1, 0));
+	CHECK_DRV(p_cuMemRelease(h1));
+	acc.location = prop.location;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	CHECK_DRV(p_cuMemSetAccess(v->va, 2 * v->gran, &acc, 1));
+}
+
+static void vmm_teardown(struct ck_vmm *v)
+{
+	DRV_FN(cuMemRetainAllocationHandle);
+	DRV_FN(cuMemRelease);
+	DRV_FN(cuMemUnmap);
+	DRV_FN(cuMemAddressFree);
+	CUmemGenericAllocationHandle h;
+
+	/* The same virtual handle as before any restore. */
+	CHECK_DRV(p_cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)(v->va + 64)));
+	REQUIRE(h == v->h0, "retained handle %llx, created %llx", (unsigned long long)h,
+		(unsigned long long)v->h0);
+	CHECK_DRV(p_cuMemRelease(h));
+	CHECK_DRV(p_cuMemUnmap(v->va, 2 * v->gran));
+	CHECK_DRV(p_cuMemRelease(v->h0));
+	CHECK_DRV(p_cuMemAddressFree(v->va, 3 * v->gran));
+}
+
 static void mark(const char *path)
 {
 	FILE *f = fopen(path, "w");
@@ -101,6 +156,7 @@ int main(int argc, char **argv)
 	size_t extra = getenv("TERN_TEST_EXTRA_MB") ? (size_t)atoi(getenv("TERN_TEST_EXTRA_MB")) << 20 : 8u << 20;
 	cudaStream_t s;
 	uint64_t sum = 1469598103934665603ull;
+	struct ck_vmm vmm;
 
 	h = (unsigned *)malloc(n * sizeof(unsigned));
 	REQUIRE(h, "out of host memory");
@@ -117,6 +173,11 @@ int main(int argc, char **argv)
 	CHECK(cudaStreamSynchronize(s));        /* the legacy stream's memset comes next */
 	CHECK(cudaMemset(z, 0, 2 * half * sizeof(unsigned)));
 	CHECK(cudaMemcpy(d, h, n * sizeof(unsigned), cudaMemcpyHostToDevice));
+	vmm_setup(&vmm);
+	const unsigned vmm_words = (unsigned)(2 * vmm.gran / sizeof(unsigned));
+	unsigned *vd = (unsigned *)(uintptr_t)vmm.va;
+
+	CHECK(cudaMemcpy(vd, h, 2 * vmm.gran, cudaMemcpyHostToDevice));
 	const unsigned list_len = 65521;
 	struct ck_node *list;
 	unsigned long long *walk, walked[2];
@@ -201,6 +262,10 @@ int main(int argc, char **argv)
 			if (i % 8 == 7)
 				ck_mix<<<64, 256, 0, s>>>(z, half, i);  /* only the first half changes */
 		}
+		if (i % 4 == 3) {       /* across the two VMM chunks */
+			ck_mix<<<64, 256, 0, s>>>(vd, vmm_words, i);
+			CHECK(cudaGetLastError());
+		}
 		CHECK(cudaMemcpyAsync(pin, d + (i * 7919u) % (n - pin_words), pin_words * sizeof(unsigned),
 				      cudaMemcpyDeviceToHost, s));
 		CHECK(cudaStreamSynchronize(s));
@@ -227,6 +292,16 @@ int main(int argc, char **argv)
 	for (unsigned j = 0; j < 2 * half; j++) {
 		REQUIRE(j < half || h[j] == 0, "the untouched half changed at %u", j);
 		sum = (sum ^ h[j]) * 1099511628211ull;
+	}
+	{
+		unsigned *r = (unsigned *)malloc(2 * vmm.gran);
+
+		REQUIRE(r, "out of host memory");
+		CHECK(cudaMemcpy(r, vd, 2 * vmm.gran, cudaMemcpyDeviceToHost));
+		for (unsigned j = 0; j < vmm_words; j++)
+			sum = (sum ^ r[j]) * 1099511628211ull;
+		free(r);
+		vmm_teardown(&vmm);
 	}
 	if (c) {
 		unsigned *r = (unsigned *)malloc(extra);

@@ -22,7 +22,7 @@ static int ready;
 static void session_open(void)
 {
 	struct backend_config bcfg = { .sim_memory = 256ull << 20 };
-	struct exec_config cfg = { .device = 0, .arena_base = 0x360000000000ull, .arena_size = 4ull << 30,
+	struct exec_config cfg = { .device = 0, .arena_base = 0x360000000000ull, .arena_size = 4ull << 30, .vmm_size = 4ull << 30,
 				   .quota = 128ull << 20 };
 	struct wire_mem_alloc_req a = { .bytes = 1 << 20 };
 	struct wire_mem_alloc_rep ar;

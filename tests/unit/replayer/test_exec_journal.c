@@ -1,6 +1,7 @@
 /* The executor journals what the guest creates and drops what it frees, so
  * the session's tracker holds its live state (sim backend, handlers called
  * as the dispatcher calls them). */
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -46,6 +47,17 @@ static struct counts journal_count(struct exec *ex)
 	assert_int_equal(tracker_object_foreach(ex->journal, NULL, 0, count_object, &c), 0);
 	assert_int_equal(tracker_region_foreach(ex->journal, count_region, &c), 0);
 	return c;
+}
+
+/* Close the session and the backend, remove the journal's directory. */
+static void fixture_close(struct exec *ex, struct backend *be, const char *dir)
+{
+	char cmd[128];
+
+	exec_close(ex);
+	backend_close(be);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
 }
 
 static void test_journal_follows_calls(void **state)
@@ -205,19 +217,95 @@ static void test_journal_follows_calls(void **state)
 	}
 	assert_false(ex.journal_broken);
 
-	exec_close(&ex);
-	backend_close(be);
-	{
-		char cmd[128];
+	fixture_close(&ex, be, dir);
+}
 
-		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-		assert_int_equal(system(cmd), 0);
-	}
+/* VMM: an allocation is an object holding its references, a mapping a region
+ * with its access, the reservations one meta value; the quota counts the
+ * allocation from creation; released and unmapped, all of it goes. */
+static void test_journal_vmm(void **state)
+{
+	const uint64_t g = 2u << 20;
+	struct backend_config bcfg = { .sim_memory = 1ull << 30 };
+	struct exec_config cfg = { .device = 0, .arena_base = 0x3c0000000000ull, .arena_size = 8ull << 30,
+				   .vmm_size = 64ull << 30, .quota = 16ull << 20 };
+	char dir[] = "/tmp/tern-exec-vmm-XXXXXX";
+	struct backend *be;
+	struct exec ex;
+	struct wire_mem_address_reserve_req rr = { .size = 4 * g };
+	struct wire_mem_address_reserve_rep rr_rep;
+	struct wire_mem_create_req cr = { .size = g, .alloc_type = CU_MEM_ALLOCATION_TYPE_PINNED,
+					  .location_type = CU_MEM_LOCATION_TYPE_DEVICE };
+	struct wire_mem_create_rep cr_rep, big_rep;
+	struct wire_vmm_map_req mr = { .size = g };
+	struct wire_vmm_map_rep mr_rep;
+	uint32_t desc[3] = { CU_MEM_LOCATION_TYPE_DEVICE, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	struct wire_mem_set_access_req sa = { .size = g, .descs = { (const uint8_t *)desc, sizeof(desc) } };
+	struct wire_mem_set_access_rep sa_rep;
+	struct wire_mem_release_req rl;
+	struct wire_mem_release_rep rl_rep;
+	struct wire_vmm_unmap_req um = { .size = g };
+	struct wire_vmm_unmap_rep um_rep;
+	struct tracker_object o;
+	struct tracker_region r;
+	const void *list;
+	size_t list_len;
+	uint32_t refs;
+
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(backend_open("sim", &bcfg, &be), 0);
+	assert_int_equal(exec_open(&ex, be, &cfg, NULL), 0);
+	assert_int_equal(exec_journal_open(&ex, dir, "vmm-test"), 0);
+	assert_int_equal(ex.vmm_base, cfg.arena_base + cfg.arena_size);
+
+	assert_int_equal(exec_mem_address_reserve(&ex, &rr, &rr_rep), CUDA_SUCCESS);
+	assert_int_equal(tracker_meta_bytes_get(ex.journal, TRACKER_META_USER + 0x102, &list, &list_len), 0);
+	assert_int_equal(list_len, 16);
+	assert_memory_equal(list, &rr_rep.address, 8);
+	assert_int_equal(exec_mem_create(&ex, &cr, &cr_rep), CUDA_SUCCESS);
+	assert_int_equal(exec_mem_used(&ex), g);
+	cr.size = 8 * g;                                /* past the quota with the first */
+	assert_int_equal(exec_mem_create(&ex, &cr, &big_rep), CUDA_ERROR_OUT_OF_MEMORY);
+	assert_int_equal(tracker_object_get(ex.journal, cr_rep.mem, &o), 0);
+	assert_int_equal(o.kind, HANDLE_VMM);
+	assert_int_equal(o.args_len, 32);
+	memcpy(&refs, (const uint8_t *)o.args + 4, 4);
+	assert_int_equal(refs, 1);
+
+	mr.address = rr_rep.address + g;
+	mr.mem = cr_rep.mem;
+	assert_int_equal(exec_vmm_map(&ex, &mr, &mr_rep), CUDA_SUCCESS);
+	assert_false(exec_device_range_valid(&ex, mr.address, 64));     /* no access yet */
+	sa.address = mr.address;
+	assert_int_equal(exec_mem_set_access(&ex, &sa, &sa_rep), CUDA_SUCCESS);
+	assert_true(exec_device_range_valid(&ex, mr.address, g));
+	assert_false(exec_device_range_valid(&ex, mr.address, g + 1));
+	assert_int_equal(tracker_region_get(ex.journal, mr.address, &r), 0);
+	assert_int_equal(r.kind, EXEC_REGION_VMM);
+	assert_int_equal(r.owner, cr_rep.mem);
+	assert_int_equal(r.flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+
+	/* Released while mapped: kept, with no reference of the guest's. */
+	rl.mem = cr_rep.mem;
+	assert_int_equal(exec_mem_release(&ex, &rl, &rl_rep), CUDA_SUCCESS);
+	assert_int_equal(tracker_object_get(ex.journal, cr_rep.mem, &o), 0);
+	memcpy(&refs, (const uint8_t *)o.args + 4, 4);
+	assert_int_equal(refs, 0);
+	assert_int_equal(exec_vmm_map(&ex, &mr, &mr_rep), CUDA_ERROR_INVALID_VALUE);
+	um.address = mr.address;
+	assert_int_equal(exec_vmm_unmap(&ex, &um, &um_rep), CUDA_SUCCESS);
+	assert_int_equal(tracker_object_get(ex.journal, cr_rep.mem, &o), -ENOENT);
+	assert_int_equal(tracker_region_get(ex.journal, mr.address, &r), -ENOENT);
+	assert_int_equal(exec_mem_used(&ex), 0);
+	assert_false(ex.journal_broken);
+
+	fixture_close(&ex, be, dir);
 }
 
 int main(void)
 {
-	const struct CMUnitTest tests[] = { cmocka_unit_test(test_journal_follows_calls) };
+	const struct CMUnitTest tests[] = { cmocka_unit_test(test_journal_follows_calls),
+					    cmocka_unit_test(test_journal_vmm) };
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

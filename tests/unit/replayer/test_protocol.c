@@ -471,6 +471,185 @@ static void test_owner_queries(void **state)
 	close(fd);
 }
 
+/* A call's status, and the u64 its reply starts with in @out (if any). */
+static uint32_t call_u64(int fd, uint32_t call, uint64_t seq, struct wire_msg *m, uint64_t *out)
+{
+	struct reply r;
+
+	assert_int_equal(request_send(fd, call, seq, m, UINT32_MAX), 0);
+	assert_int_equal(reply_read(fd, &r), 0);
+	assert_int_equal(r.h.seq, seq);
+	if (out && r.status == CUDA_SUCCESS && r.len >= 12)
+		memcpy(out, r.payload + 4, 8);
+	return r.status;
+}
+
+static void put_reserve(struct wire_msg *m, uint64_t size, uint64_t align, uint64_t hint, uint64_t flags)
+{
+	wire_msg_reset(m);
+	wire_put_u64(m, size);
+	wire_put_u64(m, align);
+	wire_put_u64(m, hint);
+	wire_put_u64(m, flags);
+}
+
+static void put_create(struct wire_msg *m, uint64_t size, int32_t device, uint32_t handle_types)
+{
+	wire_msg_reset(m);
+	wire_put_u64(m, size);
+	wire_put_u32(m, CU_MEM_ALLOCATION_TYPE_PINNED);
+	wire_put_u32(m, CU_MEM_LOCATION_TYPE_DEVICE);
+	wire_put_u32(m, (uint32_t)device);
+	wire_put_u32(m, handle_types);
+	wire_put_u32(m, 0);
+	wire_put_u32(m, 0);
+	wire_put_u32(m, 0);
+	wire_put_u64(m, 0);
+}
+
+static void put_map(struct wire_msg *m, uint64_t addr, uint64_t size, uint64_t offset, uint64_t mem)
+{
+	wire_msg_reset(m);
+	wire_put_u64(m, addr);
+	wire_put_u64(m, size);
+	wire_put_u64(m, offset);
+	wire_put_u64(m, mem);
+	wire_put_u64(m, 0);
+}
+
+static void put_access(struct wire_msg *m, uint64_t addr, uint64_t size, unsigned count, int32_t device,
+		       uint32_t flags, uint32_t blob_len)
+{
+	uint8_t descs[32 * 12];
+
+	for (unsigned i = 0; i < count; i++) {
+		uint32_t w[3] = { CU_MEM_LOCATION_TYPE_DEVICE, (uint32_t)device, flags };
+
+		memcpy(descs + 12 * i, w, 12);
+	}
+	wire_msg_reset(m);
+	wire_put_u64(m, addr);
+	wire_put_u64(m, size);
+	wire_put_blob(m, (struct wire_blob){ descs, blob_len ? blob_len : count * 12 });
+}
+
+static void put_addr_size(struct wire_msg *m, uint64_t addr, uint64_t size)
+{
+	wire_msg_reset(m);
+	wire_put_u64(m, addr);
+	wire_put_u64(m, size);
+}
+
+/* The VMM calls with sizes, alignments, handles, offsets, locations, access
+ * descriptors and ranges a driver would refuse: each fails alone, and memory
+ * mapped without access cannot be read through the worker. */
+static void test_vmm_hostile(void **state)
+{
+	const uint64_t g = 2u << 20;
+	uint64_t seq = 1, va = 0, mem = 0, other = 0;
+	uint32_t status;
+	struct wire_msg m;
+	int fd = session_open(sock_url, "", &status);
+
+	assert_int_equal(status, CUDA_SUCCESS);
+	wire_msg_init(&m);
+	put_reserve(&m, g, 0, 0, 1);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_ADDRESS_RESERVE, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	put_reserve(&m, 0, 0, 0, 0);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_ADDRESS_RESERVE, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	put_reserve(&m, 4096, 0, 0, 0);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_ADDRESS_RESERVE, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	put_reserve(&m, g, 3 * g, 0, 0);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_ADDRESS_RESERVE, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	put_reserve(&m, 1ull << 62, 0, 0, 0);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_ADDRESS_RESERVE, ++seq, &m, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+	put_reserve(&m, 2 * g, 1ull << 63, 0, 0);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_ADDRESS_RESERVE, ++seq, &m, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+	put_reserve(&m, 2 * g, 0, 0x1000, 0);           /* a hint outside the window is ignored */
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_ADDRESS_RESERVE, ++seq, &m, &va), CUDA_SUCCESS);
+	assert_true(va && va % g == 0);
+	put_reserve(&m, g, 0, va, 0);                   /* a taken hint: elsewhere */
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_ADDRESS_RESERVE, ++seq, &m, &other), CUDA_SUCCESS);
+	assert_true(other >= va + 2 * g || other + g <= va);
+
+	put_create(&m, g, 5, 0);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_CREATE, ++seq, &m, NULL), CUDA_ERROR_INVALID_DEVICE);
+	put_create(&m, g, 0, CU_MEM_HANDLE_TYPE_FABRIC);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_CREATE, ++seq, &m, NULL), CUDA_ERROR_NOT_SUPPORTED);
+	put_create(&m, g + 4096, 0, 0);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_CREATE, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	put_create(&m, g, 0, 0);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_CREATE, ++seq, &m, &mem), CUDA_SUCCESS);
+	assert_int_equal(mem >> WIRE_HANDLE_KIND_SHIFT, WIRE_HANDLE_VMM);
+
+	put_map(&m, va, g, 0, mem | 0x999);             /* never issued */
+	assert_int_equal(call_u64(fd, WIRE_CALL_VMM_MAP, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	put_map(&m, va, g, 0, 0x0600000000000001ull);   /* a stream's kind */
+	assert_int_equal(call_u64(fd, WIRE_CALL_VMM_MAP, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	put_map(&m, va, g, g, mem);                     /* offsets must be 0 */
+	assert_int_equal(call_u64(fd, WIRE_CALL_VMM_MAP, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	put_map(&m, va, 2 * g, 0, mem);                 /* larger than the allocation */
+	assert_int_equal(call_u64(fd, WIRE_CALL_VMM_MAP, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	put_map(&m, va + 2 * g, g, 0, mem);             /* outside the reservation */
+	if (other != va + 2 * g)
+		assert_int_equal(call_u64(fd, WIRE_CALL_VMM_MAP, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	put_map(&m, 0x1000, g, 0, mem);
+	assert_int_equal(call_u64(fd, WIRE_CALL_VMM_MAP, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	put_map(&m, 0xffffffffffe00000ull, g, 0, mem);  /* wraps */
+	assert_int_equal(call_u64(fd, WIRE_CALL_VMM_MAP, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	put_map(&m, va + g, g, 0, mem);
+	assert_int_equal(call_u64(fd, WIRE_CALL_VMM_MAP, ++seq, &m, NULL), CUDA_SUCCESS);
+	put_map(&m, va + g, g, 0, mem);                 /* twice */
+	assert_int_equal(call_u64(fd, WIRE_CALL_VMM_MAP, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+
+	/* Mapped without access: the worker refuses to copy from it. */
+	wire_msg_reset(&m);
+	wire_put_u64(&m, va + g);
+	wire_put_u64(&m, 64);
+	wire_put_u64(&m, 0);
+	wire_put_u32(&m, 0);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEMCPY_DTOH, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	put_access(&m, va + g, g, 1, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, 5);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_SET_ACCESS, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	put_access(&m, va + g, g, 17, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, 0);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_SET_ACCESS, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	put_access(&m, va + g, g, 1, 3, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, 0);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_SET_ACCESS, ++seq, &m, NULL), CUDA_ERROR_INVALID_DEVICE);
+	put_access(&m, va + g, g, 1, 0, 7, 0);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_SET_ACCESS, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	put_access(&m, va, 2 * g, 1, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, 0);  /* half unmapped */
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_SET_ACCESS, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	put_access(&m, va + g, g, 1, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, 0);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_SET_ACCESS, ++seq, &m, NULL), CUDA_SUCCESS);
+
+	/* Frees and unmaps of the wrong shape, handles used up. */
+	put_addr_size(&m, va, 2 * g);                   /* still mapped */
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_ADDRESS_FREE, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	put_addr_size(&m, va, g);                       /* wrong size */
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_ADDRESS_FREE, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	put_addr_size(&m, va, 2 * g);                   /* not all mapped */
+	assert_int_equal(call_u64(fd, WIRE_CALL_VMM_UNMAP, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, mem);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_RELEASE, ++seq, &m, NULL), CUDA_SUCCESS);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_RELEASE, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_GET_ALLOCATION_PROPERTIES, ++seq, &m, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, va);                           /* reserved, not mapped */
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_RETAIN_ALLOCATION_HANDLE, ++seq, &m, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	put_addr_size(&m, va + g, g);
+	assert_int_equal(call_u64(fd, WIRE_CALL_VMM_UNMAP, ++seq, &m, NULL), CUDA_SUCCESS);
+	assert_int_equal(call_u64(fd, WIRE_CALL_VMM_UNMAP, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	put_addr_size(&m, va, 2 * g);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_ADDRESS_FREE, ++seq, &m, NULL), CUDA_SUCCESS);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_ADDRESS_FREE, ++seq, &m, NULL), CUDA_ERROR_INVALID_VALUE);
+	wire_msg_release(&m);
+	assert_alive(fd, ++seq);
+	close(fd);
+}
+
 /* The JIT linker and created contexts: each malformed request fails alone. */
 static void test_link_and_contexts_hostile(void **state)
 {
@@ -606,6 +785,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_token),
 		cmocka_unit_test(test_owner_queries),
 		cmocka_unit_test(test_link_and_contexts_hostile),
+		cmocka_unit_test(test_vmm_hostile),
 		cmocka_unit_test(test_shm_hostile),
 	};
 
