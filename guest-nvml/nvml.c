@@ -12,6 +12,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include "nvml_abi.h"
 #include "tern_guest_table.h"
@@ -311,21 +313,105 @@ NVML_API nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int len
 	return r != NVML_SUCCESS ? r : text_out(info.driver_version, version, length);
 }
 
+/* A driver entry point of tern's libcuda.so.1, loaded already by nvmlInit. */
+static void *driver_sym(const char *name)
+{
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+
+	return lib ? dlsym(lib, name) : NULL;
+}
+
 NVML_API nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *version)
 {
-	int (*get)(int *);
-	void *lib;
+	int (*get)(int *) = (int (*)(int *))driver_sym("cuDriverGetVersion");
 	nvmlReturn_t r = initialised();
 
 	if (r != NVML_SUCCESS)
 		return r;
 	if (!version)
 		return NVML_ERROR_INVALID_ARGUMENT;
-	lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-	get = lib ? (int (*)(int *))dlsym(lib, "cuDriverGetVersion") : NULL;
 	if (!get || get(version) != 0)
 		return NVML_ERROR_UNKNOWN;
 	return NVML_SUCCESS;
+}
+
+/* Bus ids compare without their domain's width ("0000:" or "00000000:")
+ * and case, as NVML accepts either form. */
+static const char *bus_id_tail(const char *id)
+{
+	const char *colon = strchr(id, ':');
+
+	return colon && strchr(colon + 1, ':') ? colon + 1 : id;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device)
+{
+	CUresult (*bus_id)(char *, int, CUdevice) =
+		(CUresult (*)(char *, int, CUdevice))driver_sym("cuDeviceGetPCIBusId");
+	char ours[64];
+	nvmlReturn_t r = initialised();
+
+	if (r != NVML_SUCCESS)
+		return r;
+	if (!pciBusId || !device)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (!bus_id || bus_id(ours, sizeof(ours), 0) != CUDA_SUCCESS)
+		return NVML_ERROR_UNKNOWN;
+	if (strcasecmp(bus_id_tail(ours), bus_id_tail(pciBusId)))
+		return NVML_ERROR_NOT_FOUND;
+	*device = &nvml.device;
+	return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDevice_t *device)
+{
+	return nvmlDeviceGetHandleByPciBusId_v2(pciBusId, device);
+}
+
+/* The session's own process is the one the device runs for it, with the
+ * memory the session holds. */
+NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+							   nvmlProcessInfo_v1_t *infos)
+{
+	struct tern_nvml_info info;
+	nvmlReturn_t r;
+
+	if (!infoCount)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	r = device_info(device, &info);
+	if (r != NVML_SUCCESS)
+		return r;
+	if (*infoCount < 1 || !infos) {
+		*infoCount = 1;
+		return NVML_ERROR_INSUFFICIENT_SIZE;
+	}
+	*infoCount = 1;
+	infos[0].pid = (unsigned)getpid();
+	infos[0].usedGpuMemory = info.memory_used;
+	return NVML_SUCCESS;
+}
+
+/* A session sees one device and none of its links or fabric. */
+NVML_API nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
+							  int *type)
+{
+	nvmlReturn_t r = initialised();
+
+	return r != NVML_SUCCESS ? r : NVML_ERROR_NOT_SUPPORTED;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, void *pci)
+{
+	nvmlReturn_t r = initialised();
+
+	return r != NVML_SUCCESS ? r : NVML_ERROR_NOT_SUPPORTED;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, void *info)
+{
+	nvmlReturn_t r = initialised();
+
+	return r != NVML_SUCCESS ? r : NVML_ERROR_NOT_SUPPORTED;
 }
 
 NVML_API nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *version)

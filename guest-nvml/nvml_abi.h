@@ -41,6 +41,12 @@ typedef struct {
 	unsigned int memory;    /* percent of time memory was read or written */
 } nvmlUtilization_t;
 
+/* nvmlDeviceGetComputeRunningProcesses (the unversioned symbol): v1 records. */
+typedef struct {
+	unsigned int pid;
+	unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1_t;
+
 #define NVML_DEVICE_NAME_BUFFER_SIZE 96
 #define NVML_DEVICE_UUID_BUFFER_SIZE 80
 #define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80

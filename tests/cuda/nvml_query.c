@@ -6,6 +6,8 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "nvml_abi.h"
@@ -22,7 +24,16 @@ int main(void)
 	nvmlReturn_t (*mem_fn)(nvmlDevice_t, nvmlMemory_t *), (*util_fn)(nvmlDevice_t, nvmlUtilization_t *);
 	nvmlReturn_t (*cc_fn)(nvmlDevice_t, int *, int *), (*drv_fn)(char *, unsigned), (*shutdown)(void);
 	CUresult (*cu_init)(unsigned), (*cu_name)(char *, int, CUdevice), (*cu_uuid)(CUuuid *, CUdevice);
-	CUresult (*cu_attr)(int *, CUdevice_attribute, CUdevice);
+	CUresult (*cu_attr)(int *, CUdevice_attribute, CUdevice), (*cu_bus)(char *, int, CUdevice);
+	/* What PyTorch's allocator looks up (c10/cuda/driver_api.h): all must exist. */
+	nvmlReturn_t (*by_bus)(const char *, nvmlDevice_t *), (*procs)(nvmlDevice_t, unsigned *,
+								      nvmlProcessInfo_v1_t *);
+	nvmlReturn_t (*link_type)(nvmlDevice_t, unsigned, int *), (*link_pci)(nvmlDevice_t, unsigned, void *);
+	nvmlReturn_t (*cuda_version)(int *);
+	char bus[64];
+	unsigned nprocs = 0;
+	int nvml_cuda_version = 0;
+	nvmlDevice_t by_bus_dev;
 	char name[NVML_DEVICE_NAME_BUFFER_SIZE], uuid[NVML_DEVICE_UUID_BUFFER_SIZE], want_uuid[80];
 	char cu_dev_name[256], driver[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE], tiny[4];
 	unsigned count = 0;
@@ -45,6 +56,12 @@ int main(void)
 	SYM(nv, cc_fn, "nvmlDeviceGetCudaComputeCapability");
 	SYM(nv, drv_fn, "nvmlSystemGetDriverVersion");
 	SYM(nv, shutdown, "nvmlShutdown");
+	SYM(nv, by_bus, "nvmlDeviceGetHandleByPciBusId_v2");
+	SYM(nv, procs, "nvmlDeviceGetComputeRunningProcesses");
+	SYM(nv, link_type, "nvmlDeviceGetNvLinkRemoteDeviceType");
+	SYM(nv, link_pci, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+	SYM(nv, cuda_version, "nvmlSystemGetCudaDriverVersion_v2");
+	SYM(cu, cu_bus, "cuDeviceGetPCIBusId");
 	SYM(cu, cu_init, "cuInit");
 	SYM(cu, cu_name, "cuDeviceGetName");
 	SYM(cu, cu_uuid, "cuDeviceGetUuid_v2");
@@ -92,6 +109,33 @@ int main(void)
 		FAIL("memory total %llu used %llu free %llu", mem.total, mem.used, mem.free);
 	if (util.gpu > 100 || util.memory > 100)
 		FAIL("utilization %u%% %u%%", util.gpu, util.memory);
+	/* The device found by its bus id, as CUDA names it. */
+	CU_OK(cu_bus(bus, sizeof(bus), 0));
+	NVML_OK(by_bus(bus, &by_bus_dev));
+	if (by_bus_dev != dev)
+		FAIL("nvmlDeviceGetHandleByPciBusId_v2(%s) is another device", bus);
+	if (by_bus("0000:ff:1f.7", &by_bus_dev) != NVML_ERROR_NOT_FOUND)
+		FAIL("a bus id of no device must be NOT_FOUND");
+	NVML_OK(cuda_version(&nvml_cuda_version));
+	if (nvml_cuda_version < 12000)
+		FAIL("CUDA driver version %d from NVML", nvml_cuda_version);
+	/* Sizing call first, as NVML's callers do. */
+	{
+		nvmlReturn_t r = procs(dev, &nprocs, NULL);
+
+		if (r != NVML_SUCCESS && r != NVML_ERROR_INSUFFICIENT_SIZE)
+			FAIL("nvmlDeviceGetComputeRunningProcesses: %d", (int)r);
+	}
+	if (getenv("TERN_SERVER")) {    /* through tern: the session is this process */
+		nvmlProcessInfo_v1_t info[4];
+
+		nprocs = 4;
+		NVML_OK(procs(dev, &nprocs, info));
+		if (nprocs != 1 || info[0].pid != (unsigned)getpid())
+			FAIL("%u processes, first pid %u, not this one (%d)", nprocs, info[0].pid, (int)getpid());
+	}
+	(void)link_type;
+	(void)link_pci;
 	NVML_OK(shutdown());
 	printf("PASS nvml_query\n");
 	return 0;
