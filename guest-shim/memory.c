@@ -496,7 +496,8 @@ static bool host_shared(const void *p, size_t n)
 {
 	struct shim_host_range r;
 
-	return p && host_range_find((uintptr_t)p, &r) && r.memfd >= 0 &&
+	/* Only shm shares buffers: no lock and list walk per copy elsewhere. */
+	return p && shim_process()->shm_on && host_range_find((uintptr_t)p, &r) && r.memfd >= 0 &&
 	       n <= r.size - ((uintptr_t)p - r.base);
 }
 

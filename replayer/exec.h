@@ -273,10 +273,11 @@ static inline bool exec_capture_active(const struct exec *ex)
 {
 	return ex->capture_count > 0;
 }
-/* A copy between the guest's memory and the device cannot be part of a
- * graph (the worker cannot reach the guest's memory when the graph runs):
- * CUDA_ERROR_NOT_SUPPORTED when @s is capturing. */
-CUresult exec_host_copy_capture_check(struct exec *ex, CUstream s);
+/* The stream of an async copy between the guest's memory and the device.
+ * Such a copy cannot be part of a graph (the worker cannot reach the
+ * guest's memory when the graph runs): CUDA_ERROR_NOT_SUPPORTED when the
+ * stream is capturing. */
+CUresult exec_host_copy_stream(struct exec *ex, uint64_t handle, CUstream *s);
 /* A stream was destroyed: a capture begun on it is gone. */
 void exec_graph_stream_destroyed(struct exec *ex, uint64_t stream);
 /* cuMemFree of a graph allocation: marks it freed (true), or false when

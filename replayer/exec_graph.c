@@ -912,13 +912,14 @@ CUresult exec_stream_end_capture(struct exec *ex, const struct wire_stream_end_c
 	return CUDA_SUCCESS;
 }
 
-CUresult exec_host_copy_capture_check(struct exec *ex, CUstream s)
+CUresult exec_host_copy_stream(struct exec *ex, uint64_t handle, CUstream *s)
 {
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	CUresult res = exec_stream_real(ex, handle, s);
 
-	if (!ex->capture_count)
-		return CUDA_SUCCESS;
-	if (ex->be->cuStreamIsCapturing(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE) {
+	if (res != CUDA_SUCCESS || !ex->capture_count)
+		return res;
+	if (ex->be->cuStreamIsCapturing(*s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE) {
 		pr_warn("a copy to or from host memory cannot be captured into a graph: refused");
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}

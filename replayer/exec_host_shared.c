@@ -156,17 +156,12 @@ void exec_host_shared_close(struct exec *ex)
 }
 
 /* The stream, or NULL for a synchronous copy. */
+/* A graph holding our mapping of the guest's buffer could not be rebuilt by
+ * a restore, which runs before the buffers are shared again: refused too. */
 static CUresult copy_stream(struct exec *ex, uint64_t handle, uint32_t async, CUstream *s)
 {
-	CUresult res;
-
 	*s = NULL;
-	if (!async)
-		return CUDA_SUCCESS;
-	res = exec_stream_real(ex, handle, s);
-	/* A graph holding our mapping of the guest's buffer could not be
-	 * rebuilt by a restore, which runs before the buffers are shared again. */
-	return res == CUDA_SUCCESS ? exec_host_copy_capture_check(ex, *s) : res;
+	return async ? exec_host_copy_stream(ex, handle, s) : CUDA_SUCCESS;
 }
 
 CUresult exec_memcpy_htod_shared(struct exec *ex, const struct wire_memcpy_htod_shared_req *req,

@@ -10,6 +10,7 @@
 #define LOG_PREFIX "exec: "
 
 #include <endian.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

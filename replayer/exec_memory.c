@@ -145,9 +145,7 @@ CUresult exec_memcpy_htod(struct exec *ex, const struct wire_memcpy_htod_req *re
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!req->async)
 		return ex->be->cuMemcpyHtoD(req->dst, req->data.ptr, req->data.len);
-	res = exec_stream_real(ex, req->stream, &s);
-	if (res == CUDA_SUCCESS)
-		res = exec_host_copy_capture_check(ex, s);
+	res = exec_host_copy_stream(ex, req->stream, &s);
 	if (res != CUDA_SUCCESS)
 		return res;
 	/* The payload buffer is reused by the next request; a pageable source is
@@ -170,9 +168,7 @@ CUresult exec_memcpy_dtoh(struct exec *ex, const struct wire_memcpy_dtoh_req *re
 	if (!req->async) {
 		res = ex->be->cuMemcpyDtoH(buf, req->src, req->bytes);
 	} else {
-		res = exec_stream_real(ex, req->stream, &s);
-		if (res == CUDA_SUCCESS)
-			res = exec_host_copy_capture_check(ex, s);
+		res = exec_host_copy_stream(ex, req->stream, &s);
 		if (res == CUDA_SUCCESS)
 			res = ex->be->cuMemcpyDtoHAsync(buf, req->src, req->bytes, s);
 		/* The bytes travel in the reply, so the copy must be done by then. */
