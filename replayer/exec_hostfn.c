@@ -70,6 +70,7 @@ struct exec_hostfn {
 	bool acceptor_started;
 	uint8_t secret[HOSTFN_SECRET_SIZE];
 	uint64_t unexpected;            /* DONE records for tokens not run */
+	uint64_t not_run;               /* runs asked for with no channel */
 	struct exec_hostfn_call *calls[HOSTFN_BUCKETS];
 };
 
@@ -128,8 +129,9 @@ static void hostfn_run(struct exec_hostfn *h, uint64_t token, CUresult status)
 				break;
 	}
 	if (h->fd < 0 || h->broken || h->closing) {
-		pr_warn("host function %#llx not run: the guest has no host-function channel",
-			(unsigned long long)token);
+		if (!h->closing && !h->not_run++)
+			pr_warn("host function %#llx not run: the guest has no host-function channel",
+				(unsigned long long)token);
 		goto out;
 	}
 	ret = hostfn_rec_send(h->fd, &rec);
