@@ -566,6 +566,9 @@ static void desc_encode(const struct graph_desc *d, struct out *o)
 		case CU_GRAPH_NODE_TYPE_MEM_FREE:
 			out_u64(o, n->mem.address);
 			break;
+		case CU_GRAPH_NODE_TYPE_HOST:
+			out_u64(o, n->host);
+			break;
 		default:                /* empty, removed */
 			break;
 		}
@@ -703,6 +706,10 @@ static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned dep
 			break;
 		case CU_GRAPH_NODE_TYPE_MEM_FREE:
 			if (wire_get_u64(c, &n.mem.address))
+				ret = -EBADMSG;
+			break;
+		case CU_GRAPH_NODE_TYPE_HOST:
+			if (wire_get_u64(c, &n.host))
 				ret = -EBADMSG;
 			break;
 		case CU_GRAPH_NODE_TYPE_EMPTY:

@@ -72,6 +72,7 @@ struct graph_node {
 		struct graph_node_memcpy copy;
 		struct graph_node_memset set;
 		uint64_t event;                 /* WAIT_EVENT, EVENT_RECORD: virtual handle */
+		uint64_t host;                  /* HOST: the guest's token for its function */
 		struct graph_desc *child;       /* GRAPH: an owned copy */
 		struct {
 			uint64_t address, bytes;

@@ -4,11 +4,10 @@
  * graph's shape (nodes, edges, a node's type or neighbours) are answered
  * from two calls that fetch the nodes and the edges.
  *
- * Host nodes are not remoted: a host node must run the guest's function in
- * the guest process at its point in the graph, while the graph runs in the
- * worker, and the connection has no way to call the guest back and wait
- * (docs/limits.md). Memcpy nodes reach device memory only, for the same
- * reason: the worker cannot reach the guest's memory when a graph runs. */
+ * Host nodes name the guest's function by a token (hostfn.c): the worker
+ * calls us back over the host-function channel when the graph reaches one.
+ * Memcpy nodes reach device memory only: the worker cannot reach the
+ * guest's memory when a graph runs. */
 #define LOG_PREFIX "shim: "
 
 #include "shim.h"
@@ -338,6 +337,25 @@ SHIM_API CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, 
 	return res == CUDA_SUCCESS ? node_out(req.graph, rep.node, phGraphNode) : res;
 }
 
+SHIM_API CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+				     size_t numDependencies, const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+	struct wire_graph_add_host_node_req req = { .graph = (uint64_t)(uintptr_t)hGraph };
+	struct wire_graph_add_host_node_rep rep;
+	uint8_t *buf = NULL;
+	CUresult res;
+
+	if (!phGraphNode || !graph_handle_ok(hGraph))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = hostfn_node_token(nodeParams, &req.token);
+	if (res == CUDA_SUCCESS)
+		res = deps_blob(req.graph, dependencies, numDependencies, &buf, &req.deps);
+	if (res == CUDA_SUCCESS)
+		res = rpc_graph_add_host_node(&req, &rep);
+	free(buf);
+	return res == CUDA_SUCCESS ? node_out(req.graph, rep.node, phGraphNode) : res;
+}
+
 SHIM_API CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 					   const CUgraphNode *dependencies, size_t numDependencies,
 					   CUgraph childGraph)
@@ -481,6 +499,12 @@ static CUresult node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode *dep
 		return cuGraphAddChildGraphNode(ph, hGraph, deps, n, p->graph.graph);
 	case CU_GRAPH_NODE_TYPE_EMPTY:
 		return cuGraphAddEmptyNode(ph, hGraph, deps, n);
+	case CU_GRAPH_NODE_TYPE_HOST: {
+		/* The same two fields as CUDA_HOST_NODE_PARAMS. */
+		CUDA_HOST_NODE_PARAMS host = { .fn = p->host.fn, .userData = p->host.userData };
+
+		return cuGraphAddHostNode(ph, hGraph, deps, n, &host);
+	}
 	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
 		return event_node_add(ph, hGraph, deps, n, p->eventWait.event, 1);
 	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
@@ -491,7 +515,7 @@ static CUresult node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode *dep
 	case CU_GRAPH_NODE_TYPE_MEM_FREE:
 		return cuGraphAddMemFreeNode(ph, hGraph, deps, n, p->free.dptr);
 	default:
-		/* Host (see above), external semaphores, batch memops, conditionals. */
+		/* External semaphores, batch memops, conditionals. */
 		pr_warn("graph nodes of type %d are not supported by tern", (int)p->type);
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}

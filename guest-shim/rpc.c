@@ -25,9 +25,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hostfn_chan.h"
 #include "log.h"
 #include "transport.h"
 #include "wire.h"
+
+#include <sys/socket.h>
 
 #define RPC_PROTOCOL 1u
 #define REPLAY_MAX_DEFAULT (256ull << 20)
@@ -47,7 +50,9 @@ static struct shim_process shim = {
 	.conn_lock = PTHREAD_MUTEX_INITIALIZER,
 	.cache_lock = PTHREAD_MUTEX_INITIALIZER,
 	.batch_cond = PTHREAD_COND_INITIALIZER,
+	.hostfn_lock = PTHREAD_MUTEX_INITIALIZER,
 	.fd = -1,
+	.hostfn_fd = -1,
 };
 
 /* A batch goes out when it holds this much, or this many requests, or has
@@ -100,10 +105,12 @@ static void atfork_prepare(void)
 {
 	pthread_mutex_lock(&shim.conn_lock);
 	pthread_mutex_lock(&shim.cache_lock);
+	pthread_mutex_lock(&shim.hostfn_lock);
 }
 
 static void atfork_parent(void)
 {
+	pthread_mutex_unlock(&shim.hostfn_lock);
 	pthread_mutex_unlock(&shim.cache_lock);
 	pthread_mutex_unlock(&shim.conn_lock);
 }
@@ -130,6 +137,11 @@ static void atfork_child(void)
 	shim.replay_bytes = 0;
 	shim.durable_seq = shim.resume_seq = shim.replay_gap = 0;
 	shim.worker_capture_mode = 0;   /* a new session's worker starts in global mode */
+	/* The callback thread stayed in the parent; its socket is the parent's. */
+	if (shim.hostfn_fd >= 0)
+		close(shim.hostfn_fd);
+	shim.hostfn_fd = -1;
+	shim.hostfn_wanted = false;
 	/* The flusher thread stayed in the parent; the parent's batch is its own. */
 	shim.flusher_running = false;
 	shim.batch_len = 0;
@@ -140,6 +152,7 @@ static void atfork_child(void)
 	device_cache_reset(&shim);
 	ctx_table_reset(&shim);
 	capture_reset();
+	pthread_mutex_unlock(&shim.hostfn_lock);
 	pthread_mutex_unlock(&shim.cache_lock);
 	pthread_mutex_unlock(&shim.conn_lock);
 }
@@ -253,6 +266,8 @@ static void conn_close_locked(struct shim_process *p)
 	if (p->fd >= 0)
 		close(p->fd);
 	p->fd = -1;
+	/* The worker's end goes with it: the callback thread sees the end. */
+	p->hostfn_attached = false;
 }
 
 static void conn_drop_locked(struct shim_process *p, const char *what, int err)
@@ -484,6 +499,93 @@ static int host_shared_reshare_locked(struct shim_process *p)
 	return ret;
 }
 
+static void batch_flush_locked(struct shim_process *p);
+static CUresult conn_ready_locked(struct shim_process *p);
+
+/* Open the host-function channel to this connection's worker, outside the
+ * request sequence (sequence number 0, like the buffers shared again after
+ * a restore): over unix and shm one end of a socketpair follows the request
+ * on the socket; over tcp we connect to the port the worker answers and
+ * prove ourselves with its secret. 0 or -errno (-EOPNOTSUPP: vsock). */
+static int hostfn_attach_locked(struct shim_process *p)
+{
+	struct wire_host_func_attach_req req = { .mode = HOSTFN_ATTACH_FD };
+	struct wire_host_func_attach_rep rep;
+	struct wire_header h = { .call = WIRE_CALL_HOST_FUNC_ATTACH };
+	struct iovec iov[WIRE_MSG_IOV_MAX];
+	struct transport_url url;
+	struct wire_cursor cur;
+	struct wire_msg m;
+	CUresult status = CUDA_ERROR_UNKNOWN;
+	int sv[2] = { -1, -1 }, ours = -1, niov, ret;
+
+	if (transport_url_parse(p->server, &url) || url.kind == TRANSPORT_VSOCK)
+		return -EOPNOTSUPP;
+	if (url.kind == TRANSPORT_TCP)
+		req.mode = HOSTFN_ATTACH_TCP;
+	else if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		return -errno;
+	batch_flush_locked(p);
+	wire_msg_init(&m);
+	wire_host_func_attach_req_encode(&m, &req);
+	niov = wire_msg_finish(&m, &h, iov);
+	ret = niov < 0 ? niov : conn_send_locked(p, iov, niov);
+	wire_msg_release(&m);
+	/* The socket after the request: the worker reads the request first. */
+	if (!ret && sv[1] >= 0)
+		ret = shm_fds_send(p->fd, &sv[1], 1);
+	if (sv[1] >= 0)
+		close(sv[1]);
+	ours = sv[0];
+	if (!ret)
+		ret = reply_read_locked(p, WIRE_CALL_HOST_FUNC_ATTACH, 0, &cur, &status);
+	if (!ret && status != CUDA_SUCCESS)
+		ret = status == CUDA_ERROR_NOT_SUPPORTED ? -EOPNOTSUPP : -EPROTO;
+	if (!ret && req.mode == HOSTFN_ATTACH_TCP) {
+		if (wire_host_func_attach_rep_decode(&cur, &rep) || rep.secret.len != HOSTFN_SECRET_SIZE ||
+		    !rep.port || rep.port > 65535) {
+			ret = -EPROTO;
+		} else {
+			url.port = rep.port;
+			ours = transport_connect(&url);
+			ret = ours < 0 ? ours : 0;
+			if (!ret && send(ours, rep.secret.ptr, rep.secret.len, MSG_NOSIGNAL) != (ssize_t)rep.secret.len)
+				ret = -EIO;
+		}
+	}
+	if (!ret)
+		ret = hostfn_thread_start(ours);
+	else if (ours >= 0)
+		close(ours);
+	if (ret)
+		return ret;
+	p->hostfn_fd = ours;
+	p->hostfn_attached = true;
+	return 0;
+}
+
+CUresult rpc_hostfn_ready(void)
+{
+	struct shim_process *p = shim_process();
+	CUresult res;
+	int ret;
+
+	pthread_mutex_lock(&p->conn_lock);
+	res = conn_ready_locked(p);
+	if (res == CUDA_SUCCESS && !p->hostfn_attached) {
+		ret = hostfn_attach_locked(p);
+		if (ret) {
+			pr_err("host functions: no callback channel to ternd at %s: %s", p->server,
+			       strerror(-ret));
+			res = ret == -EOPNOTSUPP ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_UNKNOWN;
+		} else {
+			p->hostfn_wanted = true;
+		}
+	}
+	pthread_mutex_unlock(&p->conn_lock);
+	return res;
+}
+
 static CUresult conn_open_locked(struct shim_process *p)
 {
 	struct transport_url url;
@@ -554,6 +656,16 @@ static CUresult conn_open_locked(struct shim_process *p)
 		}
 		ret = host_shared_reshare_locked(p);
 		if (ret) {
+			status = CUDA_ERROR_NO_DEVICE;
+			goto out_close;
+		}
+	}
+	/* A new worker (a restore) runs the graphs' host nodes: it needs the
+	 * channel before anything is replayed. */
+	if (p->hostfn_wanted) {
+		ret = hostfn_attach_locked(p);
+		if (ret) {
+			pr_err("host-function channel to the new worker failed: %s", strerror(-ret));
 			status = CUDA_ERROR_NO_DEVICE;
 			goto out_close;
 		}
@@ -805,6 +917,8 @@ CUresult rpc_defer(uint32_t id, struct wire_msg *req)
 	struct wire_cursor unused;
 	CUresult status;
 
+	if (hostfn_in_callback())
+		return CUDA_ERROR_NOT_PERMITTED;
 	/* During a capture every call gets the driver's answer at once. */
 	if (!p->lazy || capture_active())
 		return rpc_call(id, req, &unused);
@@ -832,6 +946,10 @@ CUresult rpc_call_fd(uint32_t id, struct wire_msg *req, struct wire_cursor *rep,
 	uint64_t seq;
 	int niov = 0, ret;
 
+	/* A host function must not call CUDA (the driver's rule): here it
+	 * would wait for the stream that waits for it. */
+	if (hostfn_in_callback())
+		return CUDA_ERROR_NOT_PERMITTED;
 	pthread_mutex_lock(&p->conn_lock);
 	status = conn_ready_locked(p);
 	if (status != CUDA_SUCCESS)

@@ -82,6 +82,19 @@ struct shim_ctx {
 
 struct shim_replay;
 
+#define SHIM_HOSTFN_BUCKETS 256
+
+/* A host function the worker may ask us to run, by token (hostfn.c). */
+struct shim_hostfn {
+	uint64_t token;
+	CUhostFn fn;                    /* cuLaunchHostFunc, host nodes */
+	CUstreamCallback cb;            /* cuStreamAddCallback (fn NULL) */
+	CUstream stream;                /* the callback's stream, as the app named it */
+	void *data;
+	bool oneshot;                   /* forgotten when run; else kept for the process */
+	struct shim_hostfn *next_token, *next_fn;
+};
+
 struct shim_process {
 	/* Connection; guarded by conn_lock, which also serialises round trips. */
 	pthread_mutex_t conn_lock;
@@ -117,6 +130,15 @@ struct shim_process {
 	bool flusher_running;
 	uint64_t stat_calls, stat_round_trips, stat_batches;
 	uint32_t worker_capture_mode;   /* the capture mode last sent to the worker */
+	bool hostfn_attached;           /* this connection's worker has our host-function channel */
+	bool hostfn_wanted;             /* attach it again after a reconnect */
+	int hostfn_fd;                  /* our end, read by the callback thread; -1 */
+
+	/* Host functions by token and, for host nodes, by function and data. */
+	pthread_mutex_t hostfn_lock;
+	struct shim_hostfn *hostfn_by_token[SHIM_HOSTFN_BUCKETS];
+	struct shim_hostfn *hostfn_by_fn[SHIM_HOSTFN_BUCKETS];
+	uint64_t hostfn_next;
 
 	/* Device attribute cache; guarded by cache_lock like everything below. */
 	pthread_mutex_t cache_lock;
@@ -155,6 +177,22 @@ CUresult rpc_connect(void);
 bool rpc_arena_contains(uint64_t addr, uint64_t len);
 /* Logged once by each unimplemented entry point (generated defaults). */
 void shim_unimplemented_report(const char *name);
+
+/* Make sure the worker can call us back (host functions): the channel is
+ * opened at the first use and again after every reconnect. CUDA_SUCCESS, or
+ * CUDA_ERROR_NOT_SUPPORTED when the transport cannot carry it. */
+CUresult rpc_hostfn_ready(void);
+
+/* hostfn.c */
+/* Run the host-function channel on @fd (taken over) in a thread of its own.
+ * 0 or -errno. */
+int hostfn_thread_start(int fd);
+/* True on the thread that runs host functions: CUDA calls are refused there,
+ * as the driver forbids them in a host function. */
+bool hostfn_in_callback(void);
+/* The token a host node's parameters run under (kept for the process; the
+ * same for the same function and argument), the channel made ready. */
+CUresult hostfn_node_token(const CUDA_HOST_NODE_PARAMS *p, uint64_t *token);
 
 /* guest_table.c: tern's own export table; true (and *table set) for its UUID. */
 bool guest_table_get(const void **table, const CUuuid *id);

@@ -159,7 +159,13 @@
 	BACKEND_ENTRY(cuGraphLaunch, 10000)                             \
 	BACKEND_ENTRY(cuGraphUpload, 11010)                             \
 	BACKEND_ENTRY(cuGraphExecUpdate, 12000)                         \
-	BACKEND_ENTRY(cuGraphExecKernelNodeSetParams, 12000)
+	BACKEND_ENTRY(cuGraphExecKernelNodeSetParams, 12000)             \
+	BACKEND_ENTRY(cuLaunchHostFunc, 10000)                          \
+	BACKEND_ENTRY(cuStreamAddCallback, 5000)                        \
+	BACKEND_ENTRY(cuGraphAddHostNode, 10000)                        \
+	BACKEND_ENTRY(cuGraphHostNodeGetParams, 10000)                  \
+	BACKEND_ENTRY(cuGraphHostNodeSetParams, 10000)                  \
+	BACKEND_ENTRY(cuGraphExecHostNodeSetParams, 10020)
 
 #define BACKEND_MEMBER(name, version) PFN_##name##_v##version name;
 

@@ -20,6 +20,7 @@ int exec_open(struct exec *ex, struct backend *be, const struct exec_config *cfg
 	ex->cfg = *cfg;
 	ex->slot = slot;
 	ex->host_sock = -1;
+	ex->conn_sock = -1;
 	/* Pinned guest buffers hold host RAM down: at most half of it per session. */
 	ex->host_bytes_max = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 2;
 	res = be->cuInit(0);
@@ -83,6 +84,8 @@ static int entry_release(struct handle_entry *e, void *arg)
 
 void exec_close(struct exec *ex)
 {
+	/* A host function waiting for the guest must not hold the last sync. */
+	exec_hostfn_shutdown(ex);
 	if (ex->be && ex->be->cuCtxSynchronize && ex->handles)
 		ex->be->cuCtxSynchronize();
 	exec_host_shared_close(ex);
@@ -100,6 +103,7 @@ void exec_close(struct exec *ex)
 	free(ex->copy_buf);
 	free(ex->captures);
 	free(ex->gallocs);
+	exec_hostfn_free(ex);
 	memset(ex, 0, sizeof(*ex));
 }
 

@@ -22,6 +22,7 @@
 
 struct tracker;
 struct capture;
+struct exec_hostfn;
 
 struct exec_config {
 	int device;                 /* real device index the session runs on */
@@ -167,6 +168,8 @@ struct exec {
 	struct exec_graph_alloc *gallocs;
 	unsigned galloc_count, galloc_cap;
 	bool graph_dirty;           /* a graph description awaits its journal write */
+	int conn_sock;              /* the session's socket (host_func_attach), -1: none */
+	struct exec_hostfn *hostfn; /* host-function channel and records (exec_hostfn.c) */
 };
 
 /* Open the backend's device and reserve the arena. 0 or -errno. */
@@ -260,6 +263,20 @@ int exec_vmm_restore_map(struct exec *ex, uint64_t addr, uint64_t size, uint64_t
 int exec_vmm_restore_finish(struct exec *ex, char *err, size_t errlen);
 /* exec_host_shared.c: drop every shared host buffer (session end). */
 void exec_host_shared_close(struct exec *ex);
+
+/* exec_hostfn.c: host functions run by the guest over its channel. */
+/* Host node parameters for the guest's @token: our trampoline and the
+ * token's record (kept for the session). CUDA_SUCCESS or OUT_OF_MEMORY. */
+CUresult exec_hostfn_params(struct exec *ex, uint64_t token, CUDA_HOST_NODE_PARAMS *p);
+/* The token of host node parameters the backend handed back; false when
+ * they are not a host node of this session's. */
+bool exec_hostfn_token_of(struct exec *ex, const CUDA_HOST_NODE_PARAMS *p, uint64_t *token);
+/* Session end: shut the channel down so that waiting runs return (before
+ * the last synchronisation), then free everything (after it). */
+void exec_hostfn_shutdown(struct exec *ex);
+void exec_hostfn_free(struct exec *ex);
+/* Async-signal-safe: shut the channel down (SIGTERM while a run waits). */
+void exec_hostfn_interrupt(void);
 
 /* exec_graph.c */
 /* Write the descriptions of graphs and executables changed since their

@@ -469,6 +469,15 @@ static CUresult node_read(struct exec *ex, CUgraphNode real, struct graph_node *
 	}
 	case CU_GRAPH_NODE_TYPE_EMPTY:
 		return CUDA_SUCCESS;
+	case CU_GRAPH_NODE_TYPE_HOST: {
+		CUDA_HOST_NODE_PARAMS p = { 0 };
+
+		/* Captured from cuLaunchHostFunc: our trampoline and a token. */
+		res = ex->be->cuGraphHostNodeGetParams(real, &p);
+		if (res != CUDA_SUCCESS)
+			return res;
+		return exec_hostfn_token_of(ex, &p, &n->host) ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+	}
 	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
 	case CU_GRAPH_NODE_TYPE_EVENT_RECORD: {
 		struct handle_entry *ev;
@@ -502,8 +511,8 @@ static CUresult node_read(struct exec *ex, CUgraphNode real, struct graph_node *
 		return res;
 	}
 	default:
-		/* Host, external semaphore, conditional, batch memop nodes: none of
-		 * the guest's calls makes them. */
+		/* External semaphore, conditional, batch memop nodes: none of the
+		 * guest's calls makes them. */
 		pr_warn("graph node of type %d is not supported", (int)type);
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
@@ -722,6 +731,12 @@ static CUresult node_build(struct exec *ex, CUgraph g, struct graph_node *n, CUg
 	case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
 	case CU_GRAPH_NODE_TYPE_MEM_FREE:
 		return ex->be->cuGraphAddEmptyNode(real, g, NULL, 0);
+	case CU_GRAPH_NODE_TYPE_HOST: {
+		CUDA_HOST_NODE_PARAMS p;
+
+		res = exec_hostfn_params(ex, n->host, &p);
+		return res == CUDA_SUCCESS ? ex->be->cuGraphAddHostNode(real, g, NULL, 0, &p) : res;
+	}
 	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
 	case CU_GRAPH_NODE_TYPE_EVENT_RECORD: {
 		struct handle_entry *ev = handle_table_get(ex->handles, n->event, HANDLE_EVENT);
@@ -1364,12 +1379,17 @@ static void kernel_node_replace(struct graph_node *n, struct graph_node_kernel *
 	n->kernel = *k;
 }
 
-/* The kernel node @index of @d, or NULL. */
-static struct graph_node *kernel_node_at(struct graph_desc *d, uint32_t index)
+/* Node @index of @d if it is of @type, or NULL. */
+static struct graph_node *node_at(struct graph_desc *d, uint32_t index, CUgraphNodeType type)
 {
-	if (!graph_desc_node_live(d, index) || d->nodes[index].type != CU_GRAPH_NODE_TYPE_KERNEL)
+	if (!graph_desc_node_live(d, index) || d->nodes[index].type != (uint32_t)type)
 		return NULL;
 	return &d->nodes[index];
+}
+
+static struct graph_node *kernel_node_at(struct graph_desc *d, uint32_t index)
+{
+	return node_at(d, index, CU_GRAPH_NODE_TYPE_KERNEL);
 }
 
 CUresult exec_graph_add_kernel_node(struct exec *ex, const struct wire_graph_add_kernel_node_req *req,
@@ -1488,6 +1508,22 @@ CUresult exec_graph_add_empty_node(struct exec *ex, const struct wire_graph_add_
 
 	if (res == CUDA_SUCCESS)
 		res = ex->be->cuGraphAddEmptyNode(&real, a.real, a.deps, a.ndeps);
+	return node_add_end(ex, req->graph, &a, res, real, &n, &rep->node);
+}
+
+CUresult exec_graph_add_host_node(struct exec *ex, const struct wire_graph_add_host_node_req *req,
+				  struct wire_graph_add_host_node_rep *rep)
+{
+	struct graph_node n = { .type = CU_GRAPH_NODE_TYPE_HOST, .host = req->token };
+	CUDA_HOST_NODE_PARAMS p;
+	CUgraphNode real = NULL;
+	struct node_add a;
+	CUresult res = node_add_begin(ex, req->graph, req->deps, &a);
+
+	if (res == CUDA_SUCCESS)
+		res = exec_hostfn_params(ex, req->token, &p);
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuGraphAddHostNode(&real, a.real, a.deps, a.ndeps, &p);
 	return node_add_end(ex, req->graph, &a, res, real, &n, &rep->node);
 }
 
@@ -1807,6 +1843,47 @@ CUresult exec_graph_kernel_node_set_params(struct exec *ex,
 	return CUDA_SUCCESS;
 }
 
+CUresult exec_graph_host_node_get_params(struct exec *ex, const struct wire_graph_host_node_get_params_req *req,
+					 struct wire_graph_host_node_get_params_rep *rep)
+{
+	CUresult res;
+	struct exec_graph *g = graph_get_synced(ex, req->graph, &res);
+	struct graph_node *n = g ? node_at(&g->d, req->node, CU_GRAPH_NODE_TYPE_HOST) : NULL;
+
+	if (!g)
+		return res;
+	if (!n)
+		return CUDA_ERROR_INVALID_VALUE;
+	rep->token = n->host;
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_host_node_set_params(struct exec *ex, const struct wire_graph_host_node_set_params_req *req,
+					 struct wire_graph_host_node_set_params_rep *rep)
+{
+	struct exec_graph *g = graph_get(ex, req->graph, NULL);
+	CUDA_HOST_NODE_PARAMS p;
+	struct graph_node *n;
+	CUresult res;
+
+	(void)rep;
+	if (!g)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (g->capturing)
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	n = node_at(&g->d, req->node, CU_GRAPH_NODE_TYPE_HOST);
+	if (!n)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = exec_hostfn_params(ex, req->token, &p);
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuGraphHostNodeSetParams(n->real, &p);
+	if (res != CUDA_SUCCESS)
+		return res;
+	n->host = req->token;
+	journal_graph(ex, req->graph, g);
+	return CUDA_SUCCESS;
+}
+
 /* ---- executable graphs -------------------------------------------------- */
 
 #define INSTANTIATE_FLAGS_KNOWN (CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | \
@@ -2052,6 +2129,33 @@ CUresult exec_graph_exec_kernel_node_set_params(struct exec *ex,
 		return res;
 	}
 	kernel_node_replace(n, &k);
+	journal_exec(ex, req->exec, x);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_exec_host_node_set_params(struct exec *ex,
+					      const struct wire_graph_exec_host_node_set_params_req *req,
+					      struct wire_graph_exec_host_node_set_params_rep *rep)
+{
+	CUDA_HOST_NODE_PARAMS p;
+	struct graph_node *n;
+	CUgraphExec real;
+	struct exec_graph_exec *x = graph_exec_get(ex, req->exec, &real);
+	CUresult res;
+
+	(void)rep;
+	if (!x)
+		return CUDA_ERROR_INVALID_HANDLE;
+	/* The node is named in the graph the executable came from. */
+	n = req->graph == x->origin ? node_at(&x->d, req->node, CU_GRAPH_NODE_TYPE_HOST) : NULL;
+	if (!n)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = exec_hostfn_params(ex, req->token, &p);
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuGraphExecHostNodeSetParams(real, n->real, &p);
+	if (res != CUDA_SUCCESS)
+		return res;
+	n->host = req->token;
 	journal_exec(ex, req->exec, x);
 	return CUDA_SUCCESS;
 }

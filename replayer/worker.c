@@ -26,6 +26,9 @@ static void worker_on_sigterm(int sig)
 {
 	(void)sig;
 	worker_stopping = 1;
+	/* A host function waiting for the guest would hold the worker in the
+	 * driver (a synchronisation) where no signal reaches it. */
+	exec_hostfn_interrupt();
 }
 
 void worker_signals_install(void)
@@ -518,6 +521,7 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 		goto out;
 	}
 	opened = true;
+	s->ex.conn_sock = s->c.fd;
 	if (slot)
 		atomic_store_explicit(&slot->state, SESSION_ACTIVE, memory_order_release);
 	pr_info("session %s: guest pid %u on device %d", s->id, hello->pid, s->ex.cfg.device);

@@ -76,6 +76,7 @@ enum sim_cmd_kind {
 	SIM_CMD_KERNEL,
 	SIM_CMD_EVENT,
 	SIM_CMD_WAIT,
+	SIM_CMD_HOST,           /* a host function or stream callback, on the device thread */
 };
 
 struct sim_func;
@@ -109,6 +110,12 @@ struct sim_cmd {
 			struct sim_event *ev;
 			uint64_t gen;
 		} event;
+		struct {
+			CUhostFn fn;            /* cuLaunchHostFunc, host nodes */
+			CUstreamCallback cb;    /* cuStreamAddCallback (fn NULL) */
+			CUstream hstream;       /* as the callback's caller named it */
+			void *data;
+		} host;
 	};
 };
 
@@ -197,6 +204,7 @@ struct sim_gnode {
 		} kernel;
 		CUDA_MEMCPY3D copy;
 		CUDA_MEMSET_NODE_PARAMS set;
+		CUDA_HOST_NODE_PARAMS host;
 		struct sim_event *event;
 		struct sim_graph *child;
 	};

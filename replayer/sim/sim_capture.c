@@ -257,6 +257,20 @@ CUresult sim_stream_enqueue(struct sim *sim, struct sim_stream *s, struct sim_cm
 			n->kernel.ptrs[i] = n->kernel.args + f->params[i].offset;
 		break;
 	}
+	case SIM_CMD_HOST:
+		/* cuLaunchHostFunc becomes a host node; cuStreamAddCallback is
+		 * not allowed in a capture (the driver documents it so). */
+		if (!cmd->host.fn) {
+			capture_invalidate(s->capture);
+			rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+			break;
+		}
+		n = capture_node(s, CU_GRAPH_NODE_TYPE_HOST);
+		if (!n)
+			break;
+		n->host.fn = cmd->host.fn;
+		n->host.userData = cmd->host.data;
+		break;
 	default:
 		rc = CUDA_ERROR_NOT_SUPPORTED;
 		break;

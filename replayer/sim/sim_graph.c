@@ -215,6 +215,9 @@ static int gnode_params_copy(struct sim *sim, struct sim_gnode *dst, const struc
 	case CU_GRAPH_NODE_TYPE_MEMSET:
 		dst->set = src->set;
 		return 0;
+	case CU_GRAPH_NODE_TYPE_HOST:
+		dst->host = src->host;
+		return 0;
 	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
 	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
 		dst->event = src->event;
@@ -1041,6 +1044,58 @@ CUresult sim_cuGraphEventWaitNodeGetEvent(CUgraphNode h, CUevent *out)
 	return event_node_get(h, out, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
 }
 
+CUresult sim_cuGraphAddHostNode(CUgraphNode *ph, CUgraph hg, const CUgraphNode *deps, size_t ndeps,
+				const CUDA_HOST_NODE_PARAMS *p)
+{
+	struct sim_graph *g;
+	struct sim_gnode *n;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!p || !p->fn)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = enter_add(ph, hg, deps, ndeps, &sim, &g);
+	if (rc)
+		return rc;
+	rc = node_append(g, CU_GRAPH_NODE_TYPE_HOST, deps, ndeps, ph, &n);
+	if (!rc)
+		n->host = *p;
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuGraphHostNodeGetParams(CUgraphNode h, CUDA_HOST_NODE_PARAMS *p)
+{
+	struct sim_gnode *n;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = enter_node(h, CU_GRAPH_NODE_TYPE_HOST, &sim, &n);
+	if (rc)
+		return rc;
+	*p = n->host;
+	sim_leave(sim);
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_cuGraphHostNodeSetParams(CUgraphNode h, const CUDA_HOST_NODE_PARAMS *p)
+{
+	struct sim_gnode *n;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!p || !p->fn)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = enter_node(h, CU_GRAPH_NODE_TYPE_HOST, &sim, &n);
+	if (rc)
+		return rc;
+	n->host = *p;
+	sim_leave(sim);
+	return CUDA_SUCCESS;
+}
+
 /* ---- executable graphs -------------------------------------------------- */
 
 struct order {
@@ -1260,6 +1315,15 @@ static CUresult node_cmds(struct sim *sim, struct sim_stream *s, struct sim_gnod
 		}
 		return CUDA_SUCCESS;
 	}
+	case CU_GRAPH_NODE_TYPE_HOST:
+		cmd = sim_cmd_new(SIM_CMD_HOST);
+		if (!cmd)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		cmd->host.fn = n->host.fn;
+		cmd->host.data = n->host.userData;
+		cmd->next = *q;
+		*q = cmd;
+		return CUDA_SUCCESS;
 	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
 		cmd = sim_cmd_new(SIM_CMD_EVENT);
 		if (!cmd)
@@ -1495,6 +1559,9 @@ static int update_apply(struct sim *sim, struct sim_graph *a, const struct sim_g
 		case CU_GRAPH_NODE_TYPE_MEMSET:
 			x->set = tmp.set;
 			break;
+		case CU_GRAPH_NODE_TYPE_HOST:
+			x->host = tmp.host;
+			break;
 		case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
 		case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
 			x->event = tmp.event;
@@ -1543,6 +1610,15 @@ CUresult sim_cuGraphExecUpdate(CUgraphExec h, CUgraph hg, CUgraphExecUpdateResul
 	return rc;
 }
 
+/* An executable's node of @type, named as in the graph it came from. */
+static struct sim_gnode *exec_node_find(struct sim_exec *x, CUgraphNode node, CUgraphNodeType type)
+{
+	for (unsigned i = 0; i < x->graph->count; i++)
+		if (x->graph->nodes[i]->orig == (const struct sim_gnode *)node)
+			return x->graph->nodes[i]->type == type ? x->graph->nodes[i] : NULL;
+	return NULL;
+}
+
 CUresult sim_cuGraphExecKernelNodeSetParams(CUgraphExec h, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p)
 {
 	struct sim_gnode *n = NULL;
@@ -1556,14 +1632,31 @@ CUresult sim_cuGraphExecKernelNodeSetParams(CUgraphExec h, CUgraphNode node, con
 	if (rc)
 		return rc;
 	rc = exec_resolve(sim, h, &x);
-	/* The node is named as in the graph the executable came from. */
-	for (unsigned i = 0; !rc && i < x->graph->count && !n; i++)
-		if (x->graph->nodes[i]->orig == (const struct sim_gnode *)node)
-			n = x->graph->nodes[i];
-	if (!rc && (!n || n->type != CU_GRAPH_NODE_TYPE_KERNEL))
+	if (!rc && !(n = exec_node_find(x, node, CU_GRAPH_NODE_TYPE_KERNEL)))
 		rc = CUDA_ERROR_INVALID_VALUE;
 	if (!rc)
 		rc = kernel_params_set(sim, n, p);
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuGraphExecHostNodeSetParams(CUgraphExec h, CUgraphNode node, const CUDA_HOST_NODE_PARAMS *p)
+{
+	struct sim_gnode *n = NULL;
+	struct sim_exec *x;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!p || !p->fn || !node)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = exec_resolve(sim, h, &x);
+	if (!rc && !(n = exec_node_find(x, node, CU_GRAPH_NODE_TYPE_HOST)))
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (!rc)
+		n->host = *p;
 	sim_leave(sim);
 	return rc;
 }

@@ -125,6 +125,16 @@ static void sim_cmd_run(struct sim *sim, struct sim_cmd *cmd)
 		pthread_mutex_unlock(&sim->lock);
 		break;
 	}
+	case SIM_CMD_HOST:
+		/* The guest's function may block (tern's host functions wait for
+		 * the guest): it holds this device's FIFO, as a host function
+		 * holds its stream on a GPU, but never the lock. */
+		if (cmd->host.fn)
+			cmd->host.fn(cmd->host.data);
+		else
+			cmd->host.cb(cmd->host.hstream, __atomic_load_n(&ctx->sticky, __ATOMIC_ACQUIRE),
+				     cmd->host.data);
+		break;
 	}
 }
 
@@ -691,4 +701,49 @@ CUresult sim_cuEventDestroy(CUevent hev)
 	}
 	sim_leave(sim);
 	return rc;
+}
+
+/* A host function or stream callback queued on @h (or captured). */
+static CUresult sim_host_enqueue(CUstream h, CUhostFn fn, CUstreamCallback cb, void *data)
+{
+	struct sim_stream *s;
+	struct sim_cmd *cmd;
+	struct sim *sim;
+	CUresult rc;
+
+	rc = sim_enter_stream(h, &sim, &s);
+	if (rc)
+		return rc;
+	rc = s->ctx->sticky;
+	if (!rc)
+		rc = sim_capture_legacy_check(sim, s);
+	if (rc)
+		goto out;
+	cmd = sim_cmd_new(SIM_CMD_HOST);
+	if (!cmd) {
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	cmd->host.fn = fn;
+	cmd->host.cb = cb;
+	cmd->host.hstream = h;
+	cmd->host.data = data;
+	rc = sim_stream_enqueue(sim, s, cmd);
+out:
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuLaunchHostFunc(CUstream h, CUhostFn fn, void *data)
+{
+	if (!fn)
+		return CUDA_ERROR_INVALID_VALUE;
+	return sim_host_enqueue(h, fn, NULL, data);
+}
+
+CUresult sim_cuStreamAddCallback(CUstream h, CUstreamCallback cb, void *data, unsigned int flags)
+{
+	if (!cb || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	return sim_host_enqueue(h, NULL, cb, data);
 }

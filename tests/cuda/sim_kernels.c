@@ -475,4 +475,6 @@ SIM_KERNELS_BEGIN
 	SIM_KERNEL("g_scale", g_scale),
 	SIM_KERNEL("g_fill", g_fill),
 	SIM_KERNEL("g_add", g_add),
+	SIM_KERNEL("hf_fill", g_fill),         /* host_funcs.cu: the same computations */
+	SIM_KERNEL("hf_add", g_add),
 SIM_KERNELS_END

@@ -185,18 +185,17 @@ static void test_unimplemented_logs_once(void **state)
 {
 	CUresult (*arr)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *) =
 		(CUresult(*)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *))sym("cuArrayCreate_v2");
-	/* Host nodes are not remoted (docs/limits.md): the default answers. */
-	CUresult (*host)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_HOST_NODE_PARAMS *) =
-		(CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
-			     const CUDA_HOST_NODE_PARAMS *))sym("cuGraphAddHostNode");
+	/* User objects are not remoted (docs/limits.md): the default answers. */
+	CUresult (*uo)(CUuserObject *, void *, CUhostFn, unsigned, unsigned) =
+		(CUresult(*)(CUuserObject *, void *, CUhostFn, unsigned, unsigned))sym("cuUserObjectCreate");
 	CUarray a;
-	CUgraphNode n;
+	CUuserObject o;
 
 	assert_int_equal(arr(&a, NULL), CUDA_ERROR_NOT_SUPPORTED);
 	assert_int_equal(arr(&a, NULL), CUDA_ERROR_NOT_SUPPORTED);
-	assert_int_equal(host(&n, NULL, NULL, 0, NULL), CUDA_ERROR_NOT_SUPPORTED);
+	assert_int_equal(uo(&o, NULL, NULL, 1, 0), CUDA_ERROR_NOT_SUPPORTED);
 	assert_int_equal(count_in_file(log_path, "cuArrayCreate_v2 is not implemented"), 1);
-	assert_int_equal(count_in_file(log_path, "cuGraphAddHostNode is not implemented"), 1);
+	assert_int_equal(count_in_file(log_path, "cuUserObjectCreate is not implemented"), 1);
 	assert_int_equal(count_in_file(log_path, "cuArrayCreate is not"), 0);
 }
 

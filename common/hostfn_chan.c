@@ -1,0 +1,68 @@
+/* Records of the host-function channel (hostfn_chan.h). */
+#include "hostfn_chan.h"
+
+#include <errno.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static void le32_put(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t le32_get(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+void hostfn_rec_encode(const struct hostfn_rec *r, uint8_t out[HOSTFN_REC_SIZE])
+{
+	le32_put(out, r->type);
+	le32_put(out + 4, r->status);
+	le32_put(out + 8, (uint32_t)r->token);
+	le32_put(out + 12, (uint32_t)(r->token >> 32));
+}
+
+void hostfn_rec_decode(const uint8_t in[HOSTFN_REC_SIZE], struct hostfn_rec *r)
+{
+	r->type = le32_get(in);
+	r->status = le32_get(in + 4);
+	r->token = (uint64_t)le32_get(in + 8) | (uint64_t)le32_get(in + 12) << 32;
+}
+
+int hostfn_rec_send(int fd, const struct hostfn_rec *r)
+{
+	uint8_t b[HOSTFN_REC_SIZE];
+	size_t off = 0;
+
+	hostfn_rec_encode(r, b);
+	while (off < sizeof(b)) {
+		ssize_t n = send(fd, b + off, sizeof(b) - off, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? (errno == ECONNRESET ? -EPIPE : -errno) : -EPIPE;
+		off += (size_t)n;
+	}
+	return 0;
+}
+
+int hostfn_rec_recv(int fd, struct hostfn_rec *r)
+{
+	uint8_t b[HOSTFN_REC_SIZE];
+	size_t off = 0;
+
+	while (off < sizeof(b)) {
+		ssize_t n = read(fd, b + off, sizeof(b) - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? (errno == ECONNRESET ? -EPIPE : -errno) : -EPIPE;
+		off += (size_t)n;
+	}
+	hostfn_rec_decode(b, r);
+	return 0;
+}

@@ -1,0 +1,44 @@
+/* The host-function channel: how a worker asks the guest to run a host
+ * function (cuLaunchHostFunc, cuStreamAddCallback, a graph's host node).
+ *
+ * A stream socket of its own per session, beside the request connection:
+ * over unix and shm one end of a socketpair the guest made and handed over
+ * with host_func_attach (SCM_RIGHTS); over tcp a second connection the
+ * guest opens to a port the worker names in the attach reply, proved by the
+ * secret of that reply. The worker writes RUN records, the guest runs the
+ * function its token names and answers DONE with the same token; the worker
+ * holds the stream (the driver's callback thread) until then, so stream
+ * order is the driver's own. Tokens are the guest's: the worker never sees
+ * a guest pointer.
+ *
+ * Records are 16 bytes, little endian: u32 type, u32 status (RUN: the
+ * CUresult a stream callback receives; DONE: 0), u64 token.
+ */
+#ifndef TERN_HOSTFN_CHAN_H
+#define TERN_HOSTFN_CHAN_H
+
+#include <stdint.h>
+
+#define HOSTFN_REC_SIZE 16
+#define HOSTFN_RUN 1u
+#define HOSTFN_DONE 2u
+/* The secret a tcp guest proves its callback connection with. */
+#define HOSTFN_SECRET_SIZE 32
+/* host_func_attach modes. */
+#define HOSTFN_ATTACH_FD 1u     /* a socket follows the request (SCM_RIGHTS) */
+#define HOSTFN_ATTACH_TCP 2u    /* the guest connects back to the port answered */
+
+struct hostfn_rec {
+	uint32_t type;
+	uint32_t status;
+	uint64_t token;
+};
+
+void hostfn_rec_encode(const struct hostfn_rec *r, uint8_t out[HOSTFN_REC_SIZE]);
+void hostfn_rec_decode(const uint8_t in[HOSTFN_REC_SIZE], struct hostfn_rec *r);
+/* Write / read one whole record on a blocking stream socket (EINTR retried,
+ * MSG_NOSIGNAL). 0, -EPIPE at end of stream, or -errno. */
+int hostfn_rec_send(int fd, const struct hostfn_rec *r);
+int hostfn_rec_recv(int fd, struct hostfn_rec *r);
+
+#endif

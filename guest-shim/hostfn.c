@@ -1,0 +1,309 @@
+/* Host functions and stream callbacks: cuLaunchHostFunc, cuStreamAddCallback
+ * and graph host nodes. The function runs here, in the application's
+ * process, in stream order.
+ *
+ * The worker only ever sees a token: each function and its argument are
+ * kept in a table here, and the worker's trampoline, when the stream reaches
+ * it, asks over the host-function channel (common/hostfn_chan.h) to run a
+ * token and holds the stream until we answer. A thread of ours reads those
+ * requests, runs the function and answers. So:
+ *
+ *   - work queued after a host function starts only once it returned, and
+ *     it runs only once the work before it finished (the driver's order);
+ *   - a launch's token is forgotten when it ran (a token the table does not
+ *     know is answered without running anything: a restored worker may
+ *     replay a launch that already ran before the snapshot's requests were
+ *     replayed, and a confused or hostile worker cannot make us call
+ *     anything we were not given);
+ *   - a host node's token (cuGraphAddHostNode, a cuLaunchHostFunc captured
+ *     into a graph) is kept for the process's life: graphs run it any number
+ *     of times, and a restored worker rebuilds the graph around the token.
+ *     Host nodes share a token per (function, argument) pair.
+ *
+ * A host function must not call CUDA (as with the driver): calls from the
+ * callback thread answer CUDA_ERROR_NOT_PERMITTED (rpc.c).
+ */
+#define LOG_PREFIX "shim: "
+
+#include "shim.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "hostfn_chan.h"
+#include "log.h"
+
+static __thread bool in_callback;
+
+bool hostfn_in_callback(void)
+{
+	return in_callback;
+}
+
+static unsigned token_bucket(uint64_t token)
+{
+	return (unsigned)((token ^ token >> 13) % SHIM_HOSTFN_BUCKETS);
+}
+
+static unsigned fn_bucket(CUhostFn fn, void *data)
+{
+	uint64_t v = (uint64_t)(uintptr_t)fn * 31 ^ (uint64_t)(uintptr_t)data;
+
+	return (unsigned)((v ^ v >> 17) % SHIM_HOSTFN_BUCKETS);
+}
+
+/* A new token for @fn/@cb and @data: 0 when out of memory. Host nodes
+ * (!@oneshot) reuse the token of the same function and argument. */
+static uint64_t hostfn_register(CUhostFn fn, CUstreamCallback cb, CUstream stream, void *data, bool oneshot)
+{
+	struct shim_process *p = shim_process();
+	struct shim_hostfn *e;
+	uint64_t token = 0;
+
+	pthread_mutex_lock(&p->hostfn_lock);
+	if (!oneshot) {
+		for (e = p->hostfn_by_fn[fn_bucket(fn, data)]; e; e = e->next_fn)
+			if (e->fn == fn && e->data == data) {
+				token = e->token;
+				goto out;
+			}
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		goto out;
+	e->token = token = ++p->hostfn_next;
+	e->fn = fn;
+	e->cb = cb;
+	e->stream = stream;
+	e->data = data;
+	e->oneshot = oneshot;
+	e->next_token = p->hostfn_by_token[token_bucket(token)];
+	p->hostfn_by_token[token_bucket(token)] = e;
+	if (!oneshot) {
+		e->next_fn = p->hostfn_by_fn[fn_bucket(fn, data)];
+		p->hostfn_by_fn[fn_bucket(fn, data)] = e;
+	}
+out:
+	pthread_mutex_unlock(&p->hostfn_lock);
+	return token;
+}
+
+/* Copy out what @token names; a one-off entry is removed (and freed). */
+static bool hostfn_take(uint64_t token, struct shim_hostfn *out)
+{
+	struct shim_process *p = shim_process();
+	struct shim_hostfn **pp, *e;
+	bool found = false;
+
+	pthread_mutex_lock(&p->hostfn_lock);
+	for (pp = &p->hostfn_by_token[token_bucket(token)]; (e = *pp); pp = &e->next_token) {
+		if (e->token != token)
+			continue;
+		*out = *e;
+		found = true;
+		if (e->oneshot) {
+			*pp = e->next_token;
+			free(e);
+		}
+		break;
+	}
+	pthread_mutex_unlock(&p->hostfn_lock);
+	return found;
+}
+
+/* A launch that failed never runs: forget its one-off token. */
+static void hostfn_forget(uint64_t token)
+{
+	struct shim_hostfn e;
+
+	hostfn_take(token, &e);
+}
+
+/* The token of a host node's parameters: fn and argument as the app gave them. */
+static bool hostfn_lookup(uint64_t token, CUDA_HOST_NODE_PARAMS *out)
+{
+	struct shim_process *p = shim_process();
+	struct shim_hostfn *e;
+	bool found = false;
+
+	pthread_mutex_lock(&p->hostfn_lock);
+	for (e = p->hostfn_by_token[token_bucket(token)]; e && !found; e = e->next_token)
+		if (e->token == token && e->fn) {
+			out->fn = e->fn;
+			out->userData = e->data;
+			found = true;
+		}
+	pthread_mutex_unlock(&p->hostfn_lock);
+	return found;
+}
+
+static void *hostfn_thread(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	struct hostfn_rec rec;
+
+	in_callback = true;
+	while (!hostfn_rec_recv(fd, &rec)) {
+		struct hostfn_rec done = { .type = HOSTFN_DONE, .token = rec.token };
+		struct shim_hostfn e;
+
+		if (rec.type != HOSTFN_RUN) {
+			pr_warn("host-function channel: record of type %u ignored", rec.type);
+			continue;
+		}
+		if (hostfn_take(rec.token, &e)) {
+			if (e.fn)
+				e.fn(e.data);
+			else
+				e.cb(e.stream, (CUresult)rec.status, e.data);
+		} else {
+			pr_debug("host-function channel: token %#llx unknown (ran already, or never ours)",
+				 (unsigned long long)rec.token);
+		}
+		if (hostfn_rec_send(fd, &done))
+			break;
+	}
+	/* The worker is gone (or a restore replaced it): so is this channel. */
+	pthread_mutex_lock(&shim_process()->conn_lock);
+	if (shim_process()->hostfn_fd == fd)
+		shim_process()->hostfn_fd = -1;
+	pthread_mutex_unlock(&shim_process()->conn_lock);
+	close(fd);
+	return NULL;
+}
+
+int hostfn_thread_start(int fd)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int ret;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	ret = pthread_create(&t, &attr, hostfn_thread, (void *)(intptr_t)fd);
+	pthread_attr_destroy(&attr);
+	return -ret;
+}
+
+/* ---- launches ----------------------------------------------------------- */
+
+static CUresult launch_host_func(uint64_t stream, CUhostFn fn, void *data)
+{
+	struct wire_launch_host_func_req req = { .stream = stream };
+	/* Captured, the launch becomes a host node the graph runs again. */
+	bool captured = capture_active();
+	CUresult res;
+
+	if (!fn)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_hostfn_ready();
+	if (res != CUDA_SUCCESS)
+		return res;
+	req.token = hostfn_register(fn, NULL, NULL, data, !captured);
+	if (!req.token)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	res = rpc_launch_host_func_defer(&req);
+	if (res != CUDA_SUCCESS && !captured)
+		hostfn_forget(req.token);
+	return res;
+}
+
+SHIM_API CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
+	return launch_host_func(shim_stream(hStream, false), fn, userData);
+}
+
+SHIM_API CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
+{
+	return launch_host_func(shim_stream(hStream, true), fn, userData);
+}
+
+static CUresult stream_add_callback(CUstream app_stream, uint64_t stream, CUstreamCallback cb, void *data,
+				    unsigned flags)
+{
+	struct wire_stream_add_callback_req req = { .stream = stream, .flags = flags };
+	CUresult res;
+
+	if (!cb || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_hostfn_ready();
+	if (res != CUDA_SUCCESS)
+		return res;
+	req.token = hostfn_register(NULL, cb, app_stream, data, true);
+	if (!req.token)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	res = rpc_stream_add_callback_defer(&req);
+	if (res != CUDA_SUCCESS)
+		hostfn_forget(req.token);
+	return res;
+}
+
+SHIM_API CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData,
+				      unsigned int flags)
+{
+	return stream_add_callback(hStream, shim_stream(hStream, false), callback, userData, flags);
+}
+
+SHIM_API CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, void *userData,
+					   unsigned int flags)
+{
+	return stream_add_callback(hStream, shim_stream(hStream, true), callback, userData, flags);
+}
+
+/* ---- graph host nodes --------------------------------------------------- */
+
+/* The persistent token of host node parameters, the channel ready. */
+CUresult hostfn_node_token(const CUDA_HOST_NODE_PARAMS *p, uint64_t *token)
+{
+	CUresult res;
+
+	if (!p || !p->fn)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_hostfn_ready();
+	if (res != CUDA_SUCCESS)
+		return res;
+	*token = hostfn_register(p->fn, NULL, NULL, p->userData, false);
+	return *token ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+SHIM_API CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+	struct wire_graph_host_node_get_params_req req;
+	struct wire_graph_host_node_get_params_rep rep;
+	CUresult res;
+
+	if (!nodeParams || !shim_node_decode(hNode, &req.graph, &req.node))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_graph_host_node_get_params(&req, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	/* A token the table does not know is none of ours to hand out. */
+	return hostfn_lookup(rep.token, nodeParams) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+SHIM_API CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+	struct wire_graph_host_node_set_params_req req;
+	struct wire_graph_host_node_set_params_rep rep;
+	CUresult res;
+
+	if (!shim_node_decode(hNode, &req.graph, &req.node))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = hostfn_node_token(nodeParams, &req.token);
+	return res == CUDA_SUCCESS ? rpc_graph_host_node_set_params(&req, &rep) : res;
+}
+
+SHIM_API CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+					       const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+	struct wire_graph_exec_host_node_set_params_req req = { .exec = (uint64_t)(uintptr_t)hGraphExec };
+	struct wire_graph_exec_host_node_set_params_rep rep;
+	CUresult res;
+
+	if (!handle_kind_is(req.exec, WIRE_HANDLE_GRAPH_EXEC) || !shim_node_decode(hNode, &req.graph, &req.node))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = hostfn_node_token(nodeParams, &req.token);
+	return res == CUDA_SUCCESS ? rpc_graph_exec_host_node_set_params(&req, &rep) : res;
+}
