@@ -155,7 +155,19 @@
 	BACKEND_ENTRY(cuGraphLaunch, 10000)                             \
 	BACKEND_ENTRY(cuGraphUpload, 11010)                             \
 	BACKEND_ENTRY(cuGraphExecUpdate, 12000)                         \
-	BACKEND_ENTRY(cuGraphExecKernelNodeSetParams, 12000)
+	BACKEND_ENTRY(cuGraphExecKernelNodeSetParams, 12000)            \
+	BACKEND_ENTRY(cuStreamWaitValue32, 11070)                       \
+	BACKEND_ENTRY(cuStreamWaitValue64, 11070)                       \
+	BACKEND_ENTRY(cuStreamWriteValue32, 11070)                      \
+	BACKEND_ENTRY(cuStreamWriteValue64, 11070)                      \
+	BACKEND_ENTRY(cuStreamBatchMemOp, 11070)                        \
+	BACKEND_ENTRY(cuStreamSetAttribute, 11000)                      \
+	BACKEND_ENTRY(cuStreamGetAttribute, 11000)                      \
+	BACKEND_ENTRY(cuCtxResetPersistingL2Cache, 11000)               \
+	BACKEND_ENTRY(cuCtxSetSharedMemConfig, 4020)                    \
+	BACKEND_ENTRY(cuCtxGetSharedMemConfig, 4020)                    \
+	BACKEND_ENTRY(cuFuncSetSharedMemConfig, 4020)                   \
+	BACKEND_ENTRY(cuKernelSetCacheConfig, 12000)
 
 #define BACKEND_MEMBER(name, version) PFN_##name##_v##version name;
 

@@ -95,6 +95,7 @@ void exec_close(struct exec *ex)
 	free(ex->copy_buf);
 	free(ex->captures);
 	free(ex->gallocs);
+	exec_image_globals_free(ex);
 	memset(ex, 0, sizeof(*ex));
 }
 

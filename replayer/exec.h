@@ -130,6 +130,7 @@ struct exec {
 	struct exec_graph_alloc *gallocs;
 	unsigned galloc_count, galloc_cap;
 	bool graph_dirty;           /* a graph description awaits its journal write */
+	struct exec_image_globals *image_globals;  /* checkpoint_state.c's cache */
 };
 
 /* Open the backend's device and reserve the arena. 0 or -errno. */
@@ -166,6 +167,40 @@ void exec_journal_region_as(struct exec *ex, uint64_t addr, uint64_t size,
 			    enum exec_region_kind kind, uint64_t owner);
 void exec_journal_region_drop(struct exec *ex, uint64_t addr);
 
+/* Settings made after an object's creation, journaled so that a restore
+ * makes them again (docs/journal.md, "Settings"): fixed-size records after
+ * a fixed prefix of the object's arguments, or in a meta record of the
+ * context's. A record whose first @key_len bytes equal the new one's is
+ * replaced, else the new one is appended. */
+void exec_journal_object_setting(struct exec *ex, uint64_t handle, uint32_t prefix, const void *rec,
+				 uint32_t rec_len, uint32_t key_len);
+void exec_journal_meta_setting(struct exec *ex, uint32_t key, const void *rec, uint32_t rec_len,
+			       uint32_t key_len);
+
+/* Meta keys (from TRACKER_META_USER) of the settings and module globals. */
+#define EXEC_META_CTX_SETTINGS 0x10260u     /* records of 16 bytes: u32 id, u32 0, u64 value */
+#define EXEC_META_STREAM_SETTINGS 0x10261u  /* the NULL/legacy and per-thread streams' attributes */
+#define EXEC_META_MODULE_GLOBALS 0x10262u   /* contents of module globals, written by a snapshot */
+/* Context setting ids: a CUlimit, or one of these. */
+#define EXEC_CTX_SETTING_CACHE_CONFIG 0x100u
+#define EXEC_CTX_SETTING_SHARED_CONFIG 0x101u
+#define EXEC_CTX_SETTING_FLAGS 0x102u       /* the primary context's flags */
+#define EXEC_CTX_SETTING_RECORD 16u
+/* Function and kernel settings after the name: u32 id, i32 value; the id is
+ * a CUfunction_attribute or one of these. */
+#define EXEC_FUNC_SETTING_CACHE_CONFIG 0x100u
+#define EXEC_FUNC_SETTING_SHARED_CONFIG 0x101u
+#define EXEC_FUNC_SETTING_RECORD 8u
+/* Stream attributes after the stream's flags and priority: u32 attribute,
+ * u32 builtin stream (0 in an object's record), the 64-byte value. */
+#define EXEC_STREAM_SETTING_RECORD 72u
+void exec_journal_ctx_setting(struct exec *ex, uint32_t id, uint64_t value);
+void exec_journal_func_setting(struct exec *ex, uint64_t handle, uint32_t id, int32_t value);
+
+/* checkpoint_state.c: the cache of the globals each image lists (by image
+ * hash), freed at exec_close. */
+void exec_image_globals_free(struct exec *ex);
+
 /* Helpers shared by the handler files. */
 CUresult exec_stream_real(struct exec *ex, uint64_t handle, CUstream *out);
 CUresult exec_function_real(struct exec *ex, uint64_t handle, CUfunction *out,
@@ -199,6 +234,9 @@ int exec_pool_restore_alloc(struct exec *ex, uint64_t addr, uint64_t size, uint6
 void exec_pool_restore_finish(struct exec *ex);
 /* exec_host_shared.c: drop every shared host buffer (session end). */
 void exec_host_shared_close(struct exec *ex);
+/* Whether [addr, addr+len) lies in one shared host buffer as the device
+ * sees it (the address mem_host_share answered). */
+bool exec_host_shared_device_range(struct exec *ex, uint64_t addr, uint64_t len);
 
 /* exec_graph.c */
 /* Write the descriptions of graphs and executables changed since their

@@ -130,8 +130,9 @@ static CUresult callable_add(struct exec *ex, enum handle_kind kind, void *real,
 		free(ki);
 		return res;
 	}
-	/* The journal keeps the name (u32 length, bytes): a restore looks the
-	 * function up again. */
+	/* The journal keeps the name (u32 length, bytes; length 0 for a
+	 * kernel's function): a restore looks the function up again. Settings
+	 * follow it (exec_journal_func_setting). */
 	{
 		static uint8_t args[4 + WIRE_STR_MAX];
 		uint32_t len = name ? (uint32_t)strnlen(name, WIRE_STR_MAX) : 0;
@@ -140,7 +141,7 @@ static CUresult callable_add(struct exec *ex, enum handle_kind kind, void *real,
 			args[i] = (uint8_t)(len >> (8 * i));
 		if (len)
 			memcpy(args + 4, name, len);
-		res = exec_object_add(ex, kind, real, parent, ki, args, name ? 4 + len : 0, handle);
+		res = exec_object_add(ex, kind, real, parent, ki, args, 4 + len, handle);
 	}
 	if (res != CUDA_SUCCESS) {
 		exec_params_release(&ki->params);
@@ -452,7 +453,10 @@ CUresult exec_func_set_attribute(struct exec *ex, const struct wire_func_set_att
 
 	if (res != CUDA_SUCCESS)
 		return res;
-	return ex->be->cuFuncSetAttribute(fn, (CUfunction_attribute)req->attrib, req->value);
+	res = ex->be->cuFuncSetAttribute(fn, (CUfunction_attribute)req->attrib, req->value);
+	if (res == CUDA_SUCCESS)
+		exec_journal_func_setting(ex, req->function, req->attrib, req->value);
+	return res;
 }
 
 CUresult exec_func_set_cache_config(struct exec *ex, const struct wire_func_set_cache_config_req *req,
@@ -463,7 +467,27 @@ CUresult exec_func_set_cache_config(struct exec *ex, const struct wire_func_set_
 
 	if (res != CUDA_SUCCESS)
 		return res;
-	return ex->be->cuFuncSetCacheConfig(fn, (CUfunc_cache)req->config);
+	res = ex->be->cuFuncSetCacheConfig(fn, (CUfunc_cache)req->config);
+	if (res == CUDA_SUCCESS)
+		exec_journal_func_setting(ex, req->function, EXEC_FUNC_SETTING_CACHE_CONFIG,
+					  (int32_t)req->config);
+	return res;
+}
+
+CUresult exec_func_set_shared_mem_config(struct exec *ex,
+					 const struct wire_func_set_shared_mem_config_req *req,
+					 struct wire_func_set_shared_mem_config_rep *rep)
+{
+	CUfunction fn;
+	CUresult res = exec_function_real(ex, req->function, &fn, NULL);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = ex->be->cuFuncSetSharedMemConfig(fn, (CUsharedconfig)req->config);
+	if (res == CUDA_SUCCESS)
+		exec_journal_func_setting(ex, req->function, EXEC_FUNC_SETTING_SHARED_CONFIG,
+					  (int32_t)req->config);
+	return res;
 }
 
 CUresult exec_func_get_name(struct exec *ex, const struct wire_func_get_name_req *req,
@@ -480,19 +504,28 @@ CUresult exec_func_get_name(struct exec *ex, const struct wire_func_get_name_req
 	return res;
 }
 
-CUresult exec_kernel_get_attribute(struct exec *ex, const struct wire_kernel_get_attribute_req *req,
-				   struct wire_kernel_get_attribute_rep *rep)
+/* A kernel handle and the device of a per-device kernel call. */
+static CUresult kernel_on_device(struct exec *ex, uint64_t kernel, int32_t device, void **real,
+				 CUdevice *dev)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, req->kernel, HANDLE_KERNEL);
-	CUdevice dev;
-	int v = 0;
-	CUresult res;
+	struct handle_entry *e = handle_table_get(ex->handles, kernel, HANDLE_KERNEL);
 
 	if (!e)
 		return CUDA_ERROR_INVALID_HANDLE;
-	res = exec_device_real(ex, req->device, &dev);
+	*real = e->real;
+	return exec_device_real(ex, device, dev);
+}
+
+CUresult exec_kernel_get_attribute(struct exec *ex, const struct wire_kernel_get_attribute_req *req,
+				   struct wire_kernel_get_attribute_rep *rep)
+{
+	CUdevice dev;
+	void *k;
+	int v = 0;
+	CUresult res = kernel_on_device(ex, req->kernel, req->device, &k, &dev);
+
 	if (res == CUDA_SUCCESS)
-		res = ex->be->cuKernelGetAttribute(&v, (CUfunction_attribute)req->attrib, e->real, dev);
+		res = ex->be->cuKernelGetAttribute(&v, (CUfunction_attribute)req->attrib, k, dev);
 	rep->value = v;
 	return res;
 }
@@ -500,16 +533,32 @@ CUresult exec_kernel_get_attribute(struct exec *ex, const struct wire_kernel_get
 CUresult exec_kernel_set_attribute(struct exec *ex, const struct wire_kernel_set_attribute_req *req,
 				   struct wire_kernel_set_attribute_rep *rep)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, req->kernel, HANDLE_KERNEL);
 	CUdevice dev;
-	CUresult res;
+	void *k;
+	CUresult res = kernel_on_device(ex, req->kernel, req->device, &k, &dev);
 
-	if (!e)
-		return CUDA_ERROR_INVALID_HANDLE;
-	res = exec_device_real(ex, req->device, &dev);
 	if (res != CUDA_SUCCESS)
 		return res;
-	return ex->be->cuKernelSetAttribute((CUfunction_attribute)req->attrib, req->value, e->real, dev);
+	res = ex->be->cuKernelSetAttribute((CUfunction_attribute)req->attrib, req->value, k, dev);
+	if (res == CUDA_SUCCESS)
+		exec_journal_func_setting(ex, req->kernel, req->attrib, req->value);
+	return res;
+}
+
+CUresult exec_kernel_set_cache_config(struct exec *ex, const struct wire_kernel_set_cache_config_req *req,
+				      struct wire_kernel_set_cache_config_rep *rep)
+{
+	CUdevice dev;
+	void *k;
+	CUresult res = kernel_on_device(ex, req->kernel, req->device, &k, &dev);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = ex->be->cuKernelSetCacheConfig(k, (CUfunc_cache)req->config, dev);
+	if (res == CUDA_SUCCESS)
+		exec_journal_func_setting(ex, req->kernel, EXEC_FUNC_SETTING_CACHE_CONFIG,
+					  (int32_t)req->config);
+	return res;
 }
 
 CUresult exec_kernel_get_name(struct exec *ex, const struct wire_kernel_get_name_req *req,

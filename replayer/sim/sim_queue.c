@@ -125,6 +125,9 @@ static void sim_cmd_run(struct sim *sim, struct sim_cmd *cmd)
 		pthread_mutex_unlock(&sim->lock);
 		break;
 	}
+	case SIM_CMD_VALUE:
+		sim_value_run(sim, cmd);
+		break;
 	}
 }
 
