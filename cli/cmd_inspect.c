@@ -139,6 +139,7 @@ struct object_args {
 	const uint8_t *hash;     /* 16 bytes */
 	const uint8_t *name;
 	uint32_t name_len;
+	uint32_t settings;       /* records after the arguments (journal.md, "Settings") */
 };
 
 static struct object_args object_args_decode(const struct tracker_object *o)
@@ -162,19 +163,21 @@ static struct object_args object_args_decode(const struct tracker_object *o)
 			a.hash = p;
 		}
 		break;
-	case 4: /* function, kernel: u32 length + name */
+	case 4: /* function, kernel: u32 length + name, then 8-byte settings */
 	case 5:
-		if (n >= 4 && le32(p) == n - 4) {
+		if (n >= 4 && le32(p) <= n - 4 && (n - 4 - le32(p)) % 8 == 0) {
 			a.ok = true;
 			a.name = p + 4;
-			a.name_len = n - 4;
+			a.name_len = le32(p);
+			a.settings = (n - 4 - a.name_len) / 8;
 		}
 		break;
-	case 6: /* stream: u32 flags, i32 priority */
-		if (n == 8) {
+	case 6: /* stream: u32 flags, i32 priority, then 72-byte attributes */
+		if (n >= 8 && (n - 8) % 72 == 0) {
 			a.ok = a.has_flags = a.has_priority = true;
 			a.flags = le32(p);
 			a.priority = (int32_t)le32(p + 4);
+			a.settings = (n - 8) / 72;
 		}
 		break;
 	case 7: /* event: u32 flags */
@@ -254,6 +257,8 @@ static int object_print(void *arg, uint64_t handle, const struct tracker_object 
 			}
 			if (a.name)
 				json_bytes_put(w, "name", a.name, a.name_len);
+			if (a.settings)
+				json_u64_put(w, "settings", a.settings);
 			json_object_end(w);
 		} else {
 			hex_format(o->args, o->args_len < ARGS_HEX_MAX ? o->args_len : ARGS_HEX_MAX,
@@ -265,6 +270,8 @@ static int object_print(void *arg, uint64_t handle, const struct tracker_object 
 	}
 	if (a.ok && a.name) {
 		text_escape(a.name, a.name_len, buf, sizeof(buf));
+		if (a.settings)
+			snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ", %u settings", a.settings);
 	} else if (a.ok && a.hash) {
 		hex_format(a.hash, 16, hex, sizeof(hex));
 		snprintf(buf, sizeof(buf), "image %s", hex);
@@ -278,6 +285,8 @@ static int object_print(void *arg, uint64_t handle, const struct tracker_object 
 			n += snprintf(buf + n, sizeof(buf) - (size_t)n, "flags 0x%x, ", a.flags);
 		if (a.has_priority)
 			n += snprintf(buf + n, sizeof(buf) - (size_t)n, "priority %d, ", a.priority);
+		if (a.settings)
+			n += snprintf(buf + n, sizeof(buf) - (size_t)n, "%u attributes, ", a.settings);
 		if (n >= 2)
 			buf[n - 2] = 0;  /* the last separator */
 	} else if (o->args_len) {

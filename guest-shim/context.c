@@ -6,6 +6,8 @@
 
 #include "shim.h"
 
+#include <cudaProfiler.h>
+
 #include <stdlib.h>
 
 #include "export_table.h"
@@ -466,4 +468,68 @@ SHIM_API CUresult cuCtxGetFlags(unsigned int *flags)
 	if (res == CUDA_SUCCESS)
 		*flags = active_flags;
 	return res;
+}
+
+/* Sets the current context's flags; the session's contexts are primary
+ * ones, whose flags cuDevicePrimaryCtxSetFlags sets (journaled there). */
+SHIM_API CUresult cuCtxSetFlags(unsigned int flags)
+{
+	CUdevice dev;
+	CUresult res;
+
+	if (!ctx_current())
+		return CUDA_ERROR_INVALID_CONTEXT;
+	res = cuCtxGetDevice(&dev);
+	return res == CUDA_SUCCESS ? cuDevicePrimaryCtxSetFlags(dev, flags) : res;
+}
+
+SHIM_API CUresult cuCtxSetSharedMemConfig(CUsharedconfig config)
+{
+	struct wire_ctx_set_shared_mem_config_req req = { .config = (uint32_t)config };
+	struct wire_ctx_set_shared_mem_config_rep rep;
+
+	return rpc_ctx_set_shared_mem_config(&req, &rep);
+}
+
+SHIM_API CUresult cuCtxGetSharedMemConfig(CUsharedconfig *pConfig)
+{
+	struct wire_ctx_get_shared_mem_config_req req = { 0 };
+	struct wire_ctx_get_shared_mem_config_rep rep;
+	CUresult res;
+
+	if (!pConfig)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_ctx_get_shared_mem_config(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*pConfig = (CUsharedconfig)rep.config;
+	return res;
+}
+
+SHIM_API CUresult cuCtxResetPersistingL2Cache(void)
+{
+	struct wire_ctx_reset_persisting_l2_cache_req req = { 0 };
+	struct wire_ctx_reset_persisting_l2_cache_rep rep;
+
+	return rpc_ctx_reset_persisting_l2_cache(&req, &rep);
+}
+
+/* The profiler's markers: there is no profiler on the worker's side to
+ * start, and an application's profiling brackets must not fail its run. */
+SHIM_API CUresult cuProfilerInitialize(const char *configFile, const char *outputFile,
+				       CUoutput_mode outputMode)
+{
+	(void)configFile;
+	(void)outputFile;
+	(void)outputMode;
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuProfilerStart(void)
+{
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuProfilerStop(void)
+{
+	return CUDA_SUCCESS;
 }

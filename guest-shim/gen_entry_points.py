@@ -2,7 +2,7 @@
 """Generate the guest shim's entry-point tables from the CUDA toolkit.
 
     gen_entry_points.py NM STUB_LIBCUDA CUDA_TYPEDEFS_H CUDA_H \
-        OUT_MAP OUT_ENTRY_C OUT_ERRORS_C OUT_SYMBOLS_TXT
+        OUT_MAP OUT_ENTRY_C OUT_ERRORS_C OUT_SYMBOLS_TXT [DRIVER_STRINGS]
 
 Inputs are the toolkit's stub libcuda.so (the exact set of symbols the real
 driver exports), cudaTypedefs.h (one PFN_<name>_v<version>[_ptds|_ptsz]
@@ -12,7 +12,10 @@ Outputs:
   OUT_MAP          linker version script: exactly the stub's symbols global.
   OUT_ENTRY_C      a weak default of every symbol (logs its name once, returns
                    CUDA_ERROR_NOT_SUPPORTED) and the cuGetProcAddress table.
-  OUT_ERRORS_C     CUresult -> name and description, for cuGetErrorName/String.
+  OUT_ERRORS_C     CUresult -> name and description, for cuGetErrorName/String:
+                   the driver's own text where DRIVER_STRINGS (measured on a
+                   driver, guest-shim/driver-error-strings.txt) has it, else
+                   the first sentence of cuda.h's comment.
   OUT_SYMBOLS_TXT  the symbol list, one a line, for the unit tests.
 
 Version rule (as the driver applies it): for a name N the typedef versions,
@@ -198,10 +201,22 @@ def write_errors(path, codes):
     open(path, "w").write("\n".join(o) + "\n")
 
 
+def driver_strings(path):
+    """code -> text, as a driver's cuGetErrorString answers (tab-separated
+    lines written by `launch_misc --dump-error-strings` against it)."""
+    texts = {}
+    for line in open(path):
+        if line.startswith("#") or not line.strip():
+            continue
+        code, text = line.rstrip("\n").split("\t", 1)
+        texts[int(code)] = text
+    return texts
+
+
 def main():
-    if len(sys.argv) != 9:
+    if len(sys.argv) not in (9, 10):
         sys.exit(__doc__)
-    nm, stub, typedefs, cuda_h, out_map, out_entry, out_errors, out_syms = sys.argv[1:]
+    nm, stub, typedefs, cuda_h, out_map, out_entry, out_errors, out_syms = sys.argv[1:9]
     syms = [s for s in stub_symbols(nm, stub)]
     bad = [s for s in syms if not re.fullmatch(r"cu\w+", s)]
     if bad:
@@ -216,7 +231,11 @@ def main():
     local = add_unexported(table, interop)
     write_map(out_map, syms)
     write_entry(out_entry, syms, sorted(table.items()), local)
-    write_errors(out_errors, error_codes(cuda_h))
+    codes = error_codes(cuda_h)
+    if len(sys.argv) == 10:
+        measured = driver_strings(sys.argv[9])
+        codes = [(v, n, measured.get(v, t)) for v, n, t in codes]
+    write_errors(out_errors, codes)
     open(out_syms, "w").write("\n".join(syms) + "\n")
 
 

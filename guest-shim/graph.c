@@ -96,9 +96,14 @@ SHIM_API CUresult cuGraphDestroy(CUgraph hGraph)
 	struct wire_graph_destroy_req req = { .graph = (uint64_t)(uintptr_t)hGraph };
 	struct wire_graph_destroy_rep rep;
 
+	CUresult res;
+
 	if (!graph_handle_ok(hGraph))
 		return CUDA_ERROR_INVALID_VALUE;
-	return rpc_graph_destroy(&req, &rep);
+	res = rpc_graph_destroy(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		uobj_owner_drop(req.graph);
+	return res;
 }
 
 SHIM_API CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
@@ -110,8 +115,11 @@ SHIM_API CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
 	if (!phGraphClone || !graph_handle_ok(originalGraph))
 		return CUDA_ERROR_INVALID_VALUE;
 	res = rpc_graph_clone(&req, &rep);
-	if (res == CUDA_SUCCESS)
+	if (res == CUDA_SUCCESS) {
+		/* A clone keeps node indices, so child nodes' references keep their tags. */
+		uobj_owner_copy(req.graph, rep.clone, SHIM_UOBJ_NODE_NONE, false);
 		*phGraphClone = (CUgraph)(uintptr_t)rep.clone;
+	}
 	return res;
 }
 
@@ -373,7 +381,11 @@ SHIM_API CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGr
 	if (res == CUDA_SUCCESS)
 		res = rpc_graph_add_child_node(&req, &rep);
 	free(buf);
-	return res == CUDA_SUCCESS ? node_out(req.graph, rep.node, phGraphNode) : res;
+	if (res != CUDA_SUCCESS)
+		return res;
+	/* The node holds a copy of the child graph, with its user objects. */
+	uobj_owner_copy(req.child, req.graph, rep.node, true);
+	return node_out(req.graph, rep.node, phGraphNode);
 }
 
 static CUresult event_node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode *deps, size_t n, CUevent ev,
@@ -859,9 +871,14 @@ SHIM_API CUresult cuGraphDestroyNode(CUgraphNode hNode)
 	struct wire_graph_destroy_node_req req;
 	struct wire_graph_destroy_node_rep rep;
 
+	CUresult res;
+
 	if (!shim_node_decode(hNode, &req.graph, &req.node))
 		return CUDA_ERROR_INVALID_VALUE;
-	return rpc_graph_destroy_node(&req, &rep);
+	res = rpc_graph_destroy_node(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		uobj_owner_drop_node(req.graph, req.node);
+	return res;
 }
 
 static CUresult kernel_node_set(CUgraphNode hNode, CUfunction func, CUkernel kern, const unsigned grid[3],
@@ -917,9 +934,10 @@ static CUresult instantiate(CUgraphExec *ph, CUgraph hGraph, uint64_t flags, uin
 		res = (CUresult)rep.status;
 	if (result)
 		*result = rep.result;
-	if (res == CUDA_SUCCESS)
+	if (res == CUDA_SUCCESS) {
+		uobj_owner_copy(req.graph, rep.exec, SHIM_UOBJ_NODE_NONE, true);
 		*ph = (CUgraphExec)(uintptr_t)rep.exec;
-	else if (error_node && rep.error_node != NODE_NONE)
+	} else if (error_node && rep.error_node != NODE_NONE)
 		node_out(req.graph, rep.error_node, error_node);
 	return res;
 }
@@ -1001,9 +1019,18 @@ SHIM_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 	struct wire_graph_exec_destroy_req req = { .exec = (uint64_t)(uintptr_t)hGraphExec };
 	struct wire_graph_exec_destroy_rep rep;
 
+	CUresult res;
+
 	if (!exec_handle_ok(hGraphExec))
 		return CUDA_ERROR_INVALID_VALUE;
-	return rpc_graph_exec_destroy(&req, &rep);
+	/* Its user objects' references go when its launches are done, as in
+	 * the driver: wait for them first, only when it holds any. */
+	if (uobj_owner_holds(req.exec))
+		cuCtxSynchronize();
+	res = rpc_graph_exec_destroy(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		uobj_owner_drop(req.exec);
+	return res;
 }
 
 /* A launch is deferred like a kernel launch (lazy RPC): its error, if any,
@@ -1065,6 +1092,11 @@ static CUresult exec_update(CUgraphExec x, CUgraph hGraph, CUgraphExecUpdateResu
 	res = rpc_graph_exec_update(&req, &rep);
 	if (res == CUDA_SUCCESS)
 		res = (CUresult)rep.status;
+	/* The executable now holds the new graph's references instead. */
+	if (res == CUDA_SUCCESS) {
+		uobj_owner_drop(req.exec);
+		uobj_owner_copy(req.graph, req.exec, SHIM_UOBJ_NODE_NONE, true);
+	}
 	memset(info, 0, sizeof(*info));
 	info->result = (CUgraphExecUpdateResult)rep.result;
 	if (rep.error_node != NODE_NONE)

@@ -230,3 +230,39 @@ SHIM_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction
 {
 	return launch_kernel_ex(config, f, kernelParams, extra, true);
 }
+
+/* A cooperative launch is cuLaunchKernelEx with the cooperative attribute:
+ * the driver checks that the grid fits the device at once either way. */
+static CUresult launch_cooperative(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+				   unsigned by, unsigned bz, unsigned shmem, CUstream s,
+				   void **kernelParams, bool per_thread)
+{
+	CUlaunchAttribute attr = { .id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE };
+	CUlaunchConfig cfg = {
+		.gridDimX = gx, .gridDimY = gy, .gridDimZ = gz,
+		.blockDimX = bx, .blockDimY = by, .blockDimZ = bz,
+		.sharedMemBytes = shmem, .hStream = s, .attrs = &attr, .numAttrs = 1,
+	};
+
+	attr.value.cooperative = 1;
+	return launch_kernel_ex(&cfg, f, kernelParams, NULL, per_thread);
+}
+
+SHIM_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+					    unsigned int gridDimZ, unsigned int blockDimX,
+					    unsigned int blockDimY, unsigned int blockDimZ,
+					    unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)
+{
+	return launch_cooperative(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+				  sharedMemBytes, hStream, kernelParams, false);
+}
+
+SHIM_API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+						 unsigned int gridDimZ, unsigned int blockDimX,
+						 unsigned int blockDimY, unsigned int blockDimZ,
+						 unsigned int sharedMemBytes, CUstream hStream,
+						 void **kernelParams)
+{
+	return launch_cooperative(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+				  sharedMemBytes, hStream, kernelParams, true);
+}

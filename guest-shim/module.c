@@ -579,3 +579,23 @@ SHIM_API CUresult cuFuncGetName(const char **name, CUfunction hfunc)
 {
 	return func_table_name((uint64_t)(uintptr_t)hfunc, false, name);
 }
+
+SHIM_API CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config)
+{
+	struct wire_func_set_shared_mem_config_req req = {
+		.function = (uint64_t)(uintptr_t)hfunc, .config = (uint32_t)config,
+	};
+	struct wire_func_set_shared_mem_config_rep rep;
+
+	return rpc_func_set_shared_mem_config(&req, &rep);
+}
+
+SHIM_API CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev)
+{
+	struct wire_kernel_set_cache_config_req req = {
+		.kernel = (uint64_t)(uintptr_t)kernel, .config = (uint32_t)config, .device = dev,
+	};
+	struct wire_kernel_set_cache_config_rep rep;
+
+	return rpc_kernel_set_cache_config(&req, &rep);
+}

@@ -151,6 +151,7 @@ static void atfork_child(void)
 	host_range_reset(&shim);
 	device_cache_reset(&shim);
 	ctx_table_reset(&shim);
+	uobj_reset(&shim);
 	capture_reset();
 	pthread_mutex_unlock(&shim.hostfn_lock);
 	pthread_mutex_unlock(&shim.cache_lock);

@@ -146,7 +146,25 @@ struct shim_process {
 	struct shim_func *funcs[SHIM_FUNC_BUCKETS];
 	struct shim_host_range *host_ranges;
 	struct shim_ctx *ctxs;
+	struct shim_uobj *uobjs;            /* user objects (user_object.c) */
+	struct shim_uobj_ref *uobj_refs;    /* references graphs and executables hold */
 };
+
+/* user_object.c: user objects live in the guest only (their destructors are
+ * the application's functions). Graphs and executable graphs hold
+ * references by their handle; a node index tags those a child graph node
+ * holds. The graph calls report what happened to their handles: */
+#define SHIM_UOBJ_NODE_NONE 0xffffffffu
+/* @owner (a graph or executable) is destroyed: its references go. */
+void uobj_owner_drop(uint64_t owner);
+/* Node @node of graph @owner is destroyed: the references it held go. */
+void uobj_owner_drop_node(uint64_t owner, uint32_t node);
+/* @to takes a reference for each of @from's: all under their own node tags
+ * (@node NONE, a clone keeps indices), or all under @node (a child graph
+ * node, or NONE for an executable). */
+void uobj_owner_copy(uint64_t from, uint64_t to, uint32_t node, bool retag);
+bool uobj_owner_holds(uint64_t owner);
+void uobj_reset(struct shim_process *p);
 
 /* The process context, initialised on first use (logging, environment). */
 struct shim_process *shim_process(void);

@@ -165,7 +165,19 @@
 	BACKEND_ENTRY(cuGraphAddHostNode, 10000)                        \
 	BACKEND_ENTRY(cuGraphHostNodeGetParams, 10000)                  \
 	BACKEND_ENTRY(cuGraphHostNodeSetParams, 10000)                  \
-	BACKEND_ENTRY(cuGraphExecHostNodeSetParams, 10020)
+	BACKEND_ENTRY(cuGraphExecHostNodeSetParams, 10020)              \
+	BACKEND_ENTRY(cuStreamWaitValue32, 11070)                       \
+	BACKEND_ENTRY(cuStreamWaitValue64, 11070)                       \
+	BACKEND_ENTRY(cuStreamWriteValue32, 11070)                      \
+	BACKEND_ENTRY(cuStreamWriteValue64, 11070)                      \
+	BACKEND_ENTRY(cuStreamBatchMemOp, 11070)                        \
+	BACKEND_ENTRY(cuStreamSetAttribute, 11000)                      \
+	BACKEND_ENTRY(cuStreamGetAttribute, 11000)                      \
+	BACKEND_ENTRY(cuCtxResetPersistingL2Cache, 11000)               \
+	BACKEND_ENTRY(cuCtxSetSharedMemConfig, 4020)                    \
+	BACKEND_ENTRY(cuCtxGetSharedMemConfig, 4020)                    \
+	BACKEND_ENTRY(cuFuncSetSharedMemConfig, 4020)                   \
+	BACKEND_ENTRY(cuKernelSetCacheConfig, 12000)
 
 #define BACKEND_MEMBER(name, version) PFN_##name##_v##version name;
 

@@ -188,6 +188,9 @@ int checkpoint_begin(struct exec *ex, const struct checkpoint_request *req,
 		goto out_store;
 	}
 	/* The journal first: it must describe exactly the memory captured now. */
+	ret = checkpoint_state_save(ex, err, errlen);
+	if (ret)
+		goto out_writer;
 	ret = journal_bookkeeping(ex, req->seq, req->reply, req->reply_len);
 	if (!ret) {
 		fd = mkstemp(journal_copy);
@@ -328,11 +331,8 @@ static CUresult restore_callable(struct exec *ex, uint64_t handle, const struct 
 	if (res != CUDA_SUCCESS) {
 		exec_params_release(&ki->params);
 		free(ki);
-		return res;
 	}
-	/* Attributes the guest set (after the name in the record). */
-	return exec_callable_attrs_apply(ex, handle_table_get(ex->handles, handle, o->kind), o->args,
-					 o->args_len);
+	return res;
 }
 
 static int restore_object(void *arg, uint64_t handle, const struct tracker_object *o)
@@ -399,6 +399,8 @@ static int restore_object(void *arg, uint64_t handle, const struct tracker_objec
 			     : CUDA_ERROR_INVALID_HANDLE;
 		if (res == CUDA_SUCCESS)
 			res = restore_callable(ex, handle, o, real);
+		if (res == CUDA_SUCCESS)
+			res = checkpoint_state_func(ex, o, real);
 		goto journal;
 	case HANDLE_FUNCTION:
 		if (parent && parent->kind == HANDLE_MODULE)
@@ -410,16 +412,24 @@ static int restore_object(void *arg, uint64_t handle, const struct tracker_objec
 			res = CUDA_ERROR_INVALID_HANDLE;
 		if (res == CUDA_SUCCESS)
 			res = restore_callable(ex, handle, o, real);
+		if (res == CUDA_SUCCESS)
+			res = checkpoint_state_func(ex, o, real);
 		goto journal;
 	case HANDLE_STREAM: {
 		uint32_t flags = 0;
 		int32_t prio = 0;
 
-		if (o->args_len == 8) {
+		/* u32 flags, i32 priority, then its attributes */
+		if (o->args_len >= 8) {
 			memcpy(&flags, o->args, 4);
 			memcpy(&prio, (const uint8_t *)o->args + 4, 4);
 		}
 		res = ex->be->cuStreamCreateWithPriority((CUstream *)&real, flags, prio);
+		if (res == CUDA_SUCCESS) {
+			res = checkpoint_state_stream(ex, o, real);
+			if (res != CUDA_SUCCESS)
+				ex->be->cuStreamDestroy(real);
+		}
 		break;
 	}
 	case HANDLE_EVENT: {
@@ -553,9 +563,13 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
 	if (!ret)
 		ret = exec_vmm_restore_finish(ex, err, sizeof(err));
 	if (!ret)
+		ret = checkpoint_state_restore_ctx(ex, saved, err, sizeof(err));
+	if (!ret)
 		ret = tracker_object_foreach(saved, restore_order,
 					     sizeof(restore_order) / sizeof(restore_order[0]),
 					     restore_object, &rc);
+	if (!ret)
+		ret = checkpoint_state_restore_late(ex, saved, err, sizeof(err));
 	if (ret)
 		goto out;
 	exec_pool_restore_finish(ex);

@@ -53,4 +53,18 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
 		       uint64_t *seq, void **reply, size_t *reply_len,
 		       char *json, size_t cap);
 
+/* checkpoint_state.c: settings and module globals (docs/journal.md).
+ * save: write the contents of every module global into the journal (the
+ * device is idle); restore_ctx: the context's settings, before objects;
+ * func/stream: an object's own settings from its record, right after it is
+ * made again; restore_late: the built-in streams' attributes and the module
+ * globals, once every object is back. */
+struct tracker;
+struct tracker_object;
+int checkpoint_state_save(struct exec *ex, char *err, size_t errlen);
+int checkpoint_state_restore_ctx(struct exec *ex, struct tracker *saved, char *err, size_t errlen);
+CUresult checkpoint_state_func(struct exec *ex, const struct tracker_object *o, void *real);
+CUresult checkpoint_state_stream(struct exec *ex, const struct tracker_object *o, CUstream s);
+int checkpoint_state_restore_late(struct exec *ex, struct tracker *saved, char *err, size_t errlen);
+
 #endif

@@ -104,6 +104,7 @@ void exec_close(struct exec *ex)
 	free(ex->captures);
 	free(ex->gallocs);
 	exec_hostfn_free(ex);
+	exec_image_globals_free(ex);
 	memset(ex, 0, sizeof(*ex));
 }
 

@@ -40,14 +40,9 @@ struct exec_params {
 	uint32_t *size;
 };
 
-/* Attributes below this number that the guest set are kept per callable. */
-#define EXEC_CALLABLE_ATTRS 32
-
 struct exec_kernel_info {
 	struct exec_params params;
 	CUfunction function;        /* cuKernelGetFunction for the session context */
-	uint32_t attrs_set;         /* bit n: attribute n was set to attr[n] */
-	int32_t attr[EXEC_CALLABLE_ATTRS];
 };
 
 /* A memory pool (exec_pool.c): the worker's own object, its memory from the arena. */
@@ -170,6 +165,7 @@ struct exec {
 	bool graph_dirty;           /* a graph description awaits its journal write */
 	int conn_sock;              /* the session's socket (host_func_attach), -1: none */
 	struct exec_hostfn *hostfn; /* host-function channel and records (exec_hostfn.c) */
+	struct exec_image_globals *image_globals;  /* checkpoint_state.c's cache */
 };
 
 /* Open the backend's device and reserve the arena. 0 or -errno. */
@@ -179,8 +175,6 @@ void exec_close(struct exec *ex);
 
 /* Make the request's context current before dispatch (0 = none). */
 CUresult exec_context_switch(struct exec *ex, uint64_t ctx);
-CUresult exec_callable_attrs_apply(struct exec *ex, struct handle_entry *e, const void *args,
-				   uint32_t args_len);
 /* Calls the driver API serves with no context (cuLibraryGetKernel) may need
  * one in the backend (the kernel's parameter layout): with none current, the
  * session's primary context stands in until the next request switches. */
@@ -208,6 +202,40 @@ void exec_journal_region_owned(struct exec *ex, uint64_t addr, uint64_t size, ui
 void exec_journal_region_as(struct exec *ex, uint64_t addr, uint64_t size,
 			    enum exec_region_kind kind, uint64_t owner, uint32_t flags);
 void exec_journal_region_drop(struct exec *ex, uint64_t addr);
+
+/* Settings made after an object's creation, journaled so that a restore
+ * makes them again (docs/journal.md, "Settings"): fixed-size records after
+ * a fixed prefix of the object's arguments, or in a meta record of the
+ * context's. A record whose first @key_len bytes equal the new one's is
+ * replaced, else the new one is appended. */
+void exec_journal_object_setting(struct exec *ex, uint64_t handle, uint32_t prefix, const void *rec,
+				 uint32_t rec_len, uint32_t key_len);
+void exec_journal_meta_setting(struct exec *ex, uint32_t key, const void *rec, uint32_t rec_len,
+			       uint32_t key_len);
+
+/* Meta keys (from TRACKER_META_USER) of the settings and module globals. */
+#define EXEC_META_CTX_SETTINGS 0x10260u     /* records of 16 bytes: u32 id, u32 0, u64 value */
+#define EXEC_META_STREAM_SETTINGS 0x10261u  /* the NULL/legacy and per-thread streams' attributes */
+#define EXEC_META_MODULE_GLOBALS 0x10262u   /* contents of module globals, written by a snapshot */
+/* Context setting ids: a CUlimit, or one of these. */
+#define EXEC_CTX_SETTING_CACHE_CONFIG 0x100u
+#define EXEC_CTX_SETTING_SHARED_CONFIG 0x101u
+#define EXEC_CTX_SETTING_FLAGS 0x102u       /* the primary context's flags */
+#define EXEC_CTX_SETTING_RECORD 16u
+/* Function and kernel settings after the name: u32 id, i32 value; the id is
+ * a CUfunction_attribute or one of these. */
+#define EXEC_FUNC_SETTING_CACHE_CONFIG 0x100u
+#define EXEC_FUNC_SETTING_SHARED_CONFIG 0x101u
+#define EXEC_FUNC_SETTING_RECORD 8u
+/* Stream attributes after the stream's flags and priority: u32 attribute,
+ * u32 builtin stream (0 in an object's record), the 64-byte value. */
+#define EXEC_STREAM_SETTING_RECORD 72u
+void exec_journal_ctx_setting(struct exec *ex, uint32_t id, uint64_t value);
+void exec_journal_func_setting(struct exec *ex, uint64_t handle, uint32_t id, int32_t value);
+
+/* checkpoint_state.c: the cache of the globals each image lists (by image
+ * hash), freed at exec_close. */
+void exec_image_globals_free(struct exec *ex);
 
 /* Helpers shared by the handler files. */
 CUresult exec_stream_real(struct exec *ex, uint64_t handle, CUstream *out);
@@ -263,6 +291,9 @@ int exec_vmm_restore_map(struct exec *ex, uint64_t addr, uint64_t size, uint64_t
 int exec_vmm_restore_finish(struct exec *ex, char *err, size_t errlen);
 /* exec_host_shared.c: drop every shared host buffer (session end). */
 void exec_host_shared_close(struct exec *ex);
+/* Whether [addr, addr+len) lies in one shared host buffer as the device
+ * sees it (the address mem_host_share answered). */
+bool exec_host_shared_device_range(struct exec *ex, uint64_t addr, uint64_t len);
 
 /* exec_hostfn.c: host functions run by the guest over its channel. */
 /* Host node parameters for the guest's @token: our trampoline and the
@@ -290,10 +321,11 @@ static inline bool exec_capture_active(const struct exec *ex)
 {
 	return ex->capture_count > 0;
 }
-/* The stream of an async copy between the guest's memory and the device.
- * Such a copy cannot be part of a graph (the worker cannot reach the
- * guest's memory when the graph runs): CUDA_ERROR_NOT_SUPPORTED when the
- * stream is capturing. */
+/* The stream of an async copy between the guest's memory and the device, or
+ * of a stream memory operation. Neither can be part of a graph (the worker
+ * cannot reach the guest's memory when the graph runs; descriptions hold no
+ * memory-operation nodes): CUDA_ERROR_NOT_SUPPORTED when the stream is
+ * capturing. */
 CUresult exec_host_copy_stream(struct exec *ex, uint64_t handle, CUstream *s);
 /* A stream was destroyed: a capture begun on it is gone. */
 void exec_graph_stream_destroyed(struct exec *ex, uint64_t stream);

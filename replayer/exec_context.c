@@ -43,7 +43,10 @@ CUresult exec_primary_ctx_set_flags(struct exec *ex, const struct wire_primary_c
 
 	if (res != CUDA_SUCCESS)
 		return res;
-	return ex->be->cuDevicePrimaryCtxSetFlags(dev, req->flags);
+	res = ex->be->cuDevicePrimaryCtxSetFlags(dev, req->flags);
+	if (res == CUDA_SUCCESS)
+		exec_journal_ctx_setting(ex, EXEC_CTX_SETTING_FLAGS, req->flags);
+	return res;
 }
 
 CUresult exec_primary_ctx_get_state(struct exec *ex, const struct wire_primary_ctx_get_state_req *req,
@@ -138,7 +141,15 @@ CUresult exec_ctx_synchronize(struct exec *ex, const struct wire_ctx_synchronize
 CUresult exec_ctx_set_limit(struct exec *ex, const struct wire_ctx_set_limit_req *req,
 			    struct wire_ctx_set_limit_rep *rep)
 {
-	return ex->be->cuCtxSetLimit((CUlimit)req->limit, req->value);
+	CUresult res;
+
+	/* The journal's records hold ids below EXEC_CTX_SETTING_CACHE_CONFIG. */
+	if (req->limit >= EXEC_CTX_SETTING_CACHE_CONFIG)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = ex->be->cuCtxSetLimit((CUlimit)req->limit, req->value);
+	if (res == CUDA_SUCCESS)
+		exec_journal_ctx_setting(ex, req->limit, req->value);
+	return res;
 }
 
 CUresult exec_ctx_get_limit(struct exec *ex, const struct wire_ctx_get_limit_req *req,
@@ -166,7 +177,39 @@ CUresult exec_ctx_get_stream_priority_range(struct exec *ex,
 CUresult exec_ctx_set_cache_config(struct exec *ex, const struct wire_ctx_set_cache_config_req *req,
 				   struct wire_ctx_set_cache_config_rep *rep)
 {
-	return ex->be->cuCtxSetCacheConfig((CUfunc_cache)req->config);
+	CUresult res = ex->be->cuCtxSetCacheConfig((CUfunc_cache)req->config);
+
+	if (res == CUDA_SUCCESS)
+		exec_journal_ctx_setting(ex, EXEC_CTX_SETTING_CACHE_CONFIG, req->config);
+	return res;
+}
+
+CUresult exec_ctx_set_shared_mem_config(struct exec *ex, const struct wire_ctx_set_shared_mem_config_req *req,
+					struct wire_ctx_set_shared_mem_config_rep *rep)
+{
+	CUresult res = ex->be->cuCtxSetSharedMemConfig((CUsharedconfig)req->config);
+
+	if (res == CUDA_SUCCESS)
+		exec_journal_ctx_setting(ex, EXEC_CTX_SETTING_SHARED_CONFIG, req->config);
+	return res;
+}
+
+CUresult exec_ctx_get_shared_mem_config(struct exec *ex, const struct wire_ctx_get_shared_mem_config_req *req,
+					struct wire_ctx_get_shared_mem_config_rep *rep)
+{
+	CUsharedconfig c = CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE;
+	CUresult res = ex->be->cuCtxGetSharedMemConfig(&c);
+
+	rep->config = (uint32_t)c;
+	return res;
+}
+
+/* Not journaled: it drops cache lines, and a restored context starts with none. */
+CUresult exec_ctx_reset_persisting_l2_cache(struct exec *ex,
+					    const struct wire_ctx_reset_persisting_l2_cache_req *req,
+					    struct wire_ctx_reset_persisting_l2_cache_rep *rep)
+{
+	return ex->be->cuCtxResetPersistingL2Cache();
 }
 
 CUresult exec_ctx_get_cache_config(struct exec *ex, const struct wire_ctx_get_cache_config_req *req,

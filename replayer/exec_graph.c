@@ -935,7 +935,7 @@ CUresult exec_host_copy_stream(struct exec *ex, uint64_t handle, CUstream *s)
 	if (res != CUDA_SUCCESS || !ex->capture_count)
 		return res;
 	if (ex->be->cuStreamIsCapturing(*s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE) {
-		pr_warn("a copy to or from host memory cannot be captured into a graph: refused");
+		pr_warn("a host copy or memory operation cannot be captured into a graph: refused");
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
 	return CUDA_SUCCESS;

@@ -201,3 +201,14 @@ CUresult exec_memcpy_dtoh_shared(struct exec *ex, const struct wire_memcpy_dtoh_
 	return req->async ? ex->be->cuMemcpyDtoHAsync(dst, req->src, req->bytes, s)
 			  : ex->be->cuMemcpyDtoH(dst, req->src, req->bytes);
 }
+
+bool exec_host_shared_device_range(struct exec *ex, uint64_t addr, uint64_t len)
+{
+	for (struct exec_host_buf *b = ex->host_bufs; b; b = b->next) {
+		uint64_t dev = (uint64_t)(uintptr_t)b->local;
+
+		if (addr >= dev && addr - dev < b->bytes && len <= b->bytes - (addr - dev))
+			return true;
+	}
+	return false;
+}

@@ -163,3 +163,107 @@ void exec_journal_region_drop(struct exec *ex, uint64_t addr)
 	if (ret && ret != -ENOENT)
 		journal_failed(ex, "cannot drop a region from the journal", ret);
 }
+
+/* Settings made after creation (function attributes, stream attributes,
+ * context limits) are fixed-size records after a fixed prefix, each naming
+ * what it sets in its first @key_len bytes: a new value replaces the record
+ * with the same key, or is appended. @out holds @cap bytes. */
+static int records_upsert(const uint8_t *old, uint32_t old_len, uint32_t prefix, const void *rec,
+			  uint32_t rec_len, uint32_t key_len, uint8_t *out, uint32_t cap,
+			  uint32_t *out_len)
+{
+	uint32_t n;
+
+	if (old_len < prefix || (old_len - prefix) % rec_len)
+		return -EBADMSG;
+	if (old_len > cap)
+		return -ENOSPC;
+	memcpy(out, old, old_len);
+	for (n = prefix; n < old_len; n += rec_len)
+		if (!memcmp(out + n, rec, key_len)) {
+			memcpy(out + n, rec, rec_len);
+			*out_len = old_len;
+			return 0;
+		}
+	if (old_len + rec_len > cap)
+		return -ENOSPC;
+	memcpy(out + old_len, rec, rec_len);
+	*out_len = old_len + rec_len;
+	return 0;
+}
+
+/* An object's arguments may be 64 KiB (docs/journal.md): a long mangled
+ * name and its settings fit. */
+#define SETTINGS_CAP 65536
+
+void exec_journal_object_setting(struct exec *ex, uint64_t handle, uint32_t prefix, const void *rec,
+				 uint32_t rec_len, uint32_t key_len)
+{
+	static uint8_t buf[SETTINGS_CAP];
+	struct tracker_object o;
+	uint32_t len;
+	int ret;
+
+	if (!ex->journal || ex->journal_broken)
+		return;
+	ret = tracker_object_get(ex->journal, handle, &o);
+	if (!ret)
+		ret = records_upsert(o.args, o.args_len, prefix, rec, rec_len, key_len, buf, sizeof(buf), &len);
+	if (!ret) {
+		o.args = buf;
+		o.args_len = len;
+		ret = tracker_object_put(ex->journal, handle, &o);
+	}
+	if (ret)
+		journal_failed(ex, "cannot journal a setting of an object", ret);
+}
+
+void exec_journal_meta_setting(struct exec *ex, uint32_t key, const void *rec, uint32_t rec_len,
+			       uint32_t key_len)
+{
+	static uint8_t buf[SETTINGS_CAP];
+	const void *old = NULL;
+	size_t old_len = 0;
+	uint32_t len;
+	int ret;
+
+	if (!ex->journal || ex->journal_broken)
+		return;
+	ret = tracker_meta_bytes_get(ex->journal, key, &old, &old_len);
+	if (ret == -ENOENT) {
+		old_len = 0;
+		ret = 0;
+	}
+	if (!ret)
+		ret = records_upsert(old, (uint32_t)old_len, 0, rec, rec_len, key_len, buf, sizeof(buf), &len);
+	if (!ret)
+		ret = tracker_meta_bytes_set(ex->journal, key, buf, len);
+	if (ret)
+		journal_failed(ex, "cannot journal a context setting", ret);
+}
+
+void exec_journal_ctx_setting(struct exec *ex, uint32_t id, uint64_t value)
+{
+	uint8_t rec[EXEC_CTX_SETTING_RECORD] = { 0 };
+
+	memcpy(rec, &id, 4);
+	memcpy(rec + 8, &value, 8);
+	exec_journal_meta_setting(ex, EXEC_META_CTX_SETTINGS, rec, sizeof(rec), 4);
+}
+
+void exec_journal_func_setting(struct exec *ex, uint64_t handle, uint32_t id, int32_t value)
+{
+	uint8_t rec[EXEC_FUNC_SETTING_RECORD];
+	struct tracker_object o;
+	uint32_t name_len;
+
+	if (!ex->journal || ex->journal_broken || tracker_object_get(ex->journal, handle, &o))
+		return;
+	/* The prefix is the name: u32 length, bytes. */
+	if (o.args_len < 4)
+		return;
+	memcpy(&name_len, o.args, 4);
+	memcpy(rec, &id, 4);
+	memcpy(rec + 4, &value, 4);
+	exec_journal_object_setting(ex, handle, 4 + name_len, rec, sizeof(rec), 4);
+}

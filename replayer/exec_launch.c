@@ -26,8 +26,12 @@ static CUresult launch_params(const struct exec_params *p, struct wire_blob args
 	return CUDA_SUCCESS;
 }
 
-/* Decode launch attributes; those that carry handles are translated, unknown
- * ones refused: the driver would dereference whatever the guest put there. */
+/* Decode launch attributes. Those whose value is plain data go to the
+ * driver, which judges them (a stream-only one on a launch included); those
+ * that carry handles are translated; a known one tern does not offer
+ * (device-updatable graph nodes) is NOT_SUPPORTED, and an id the CUDA 13
+ * header does not define INVALID_VALUE, as the driver answers it: the driver
+ * would read whatever the guest put in a value it does not know. */
 static CUresult launch_attrs(struct exec *ex, struct wire_blob blob, CUlaunchAttribute *attrs,
 			     unsigned *count)
 {
@@ -55,7 +59,11 @@ static CUresult launch_attrs(struct exec *ex, struct wire_blob blob, CUlaunchAtt
 		case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
 		case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
 		case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+		case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+		case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
 			break;
+		case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE:
+			return CUDA_ERROR_NOT_SUPPORTED;
 		case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:
 		case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT: {
 			/* Both keep the event first in the value. */
@@ -68,7 +76,7 @@ static CUresult launch_attrs(struct exec *ex, struct wire_blob blob, CUlaunchAtt
 			break;
 		}
 		default:
-			return CUDA_ERROR_NOT_SUPPORTED;
+			return CUDA_ERROR_INVALID_VALUE;
 		}
 	}
 	*count = n;

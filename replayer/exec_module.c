@@ -1,6 +1,5 @@
 /* Modules, libraries, functions and kernels. */
 #define LOG_PREFIX "exec: "
-#include <endian.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +7,6 @@
 #include "exec.h"
 #include "fatbin.h"
 #include "log.h"
-#include "tracker.h"
 #include "wire_dispatch.h"
 
 /* Images are copied to aligned memory: the payload buffer gives no alignment
@@ -132,8 +130,9 @@ static CUresult callable_add(struct exec *ex, enum handle_kind kind, void *real,
 		free(ki);
 		return res;
 	}
-	/* The journal keeps the name (u32 length, bytes): a restore looks the
-	 * function up again. */
+	/* The journal keeps the name (u32 length, bytes; length 0 for a
+	 * kernel's function): a restore looks the function up again. Settings
+	 * follow it (exec_journal_func_setting). */
 	{
 		static uint8_t args[4 + WIRE_STR_MAX];
 		uint32_t len = name ? (uint32_t)strnlen(name, WIRE_STR_MAX) : 0;
@@ -142,7 +141,7 @@ static CUresult callable_add(struct exec *ex, enum handle_kind kind, void *real,
 			args[i] = (uint8_t)(len >> (8 * i));
 		if (len)
 			memcpy(args + 4, name, len);
-		res = exec_object_add(ex, kind, real, parent, ki, args, name ? 4 + len : 0, handle);
+		res = exec_object_add(ex, kind, real, parent, ki, args, 4 + len, handle);
 	}
 	if (res != CUDA_SUCCESS) {
 		exec_params_release(&ki->params);
@@ -446,96 +445,18 @@ CUresult exec_func_get_attribute(struct exec *ex, const struct wire_func_get_att
 	return res;
 }
 
-/* Attributes the guest sets on a function or kernel (the dynamic shared
- * memory a kernel may use, its carve-out, cluster shape) are state: a graph
- * rebuilt after a restore refuses a kernel node whose attribute is missing.
- * The journal record keeps them after the name, as (u32 attribute, i32 value)
- * pairs, and a restore sets them again (exec_callable_attrs_apply). */
-static void callable_attr_record(struct exec *ex, struct handle_entry *e, uint32_t attrib, int32_t value)
-{
-	static uint8_t args[4 + WIRE_STR_MAX + 8 * EXEC_CALLABLE_ATTRS];
-	struct exec_kernel_info *ki = e->info;
-	struct tracker_object o;
-	uint32_t len = 0, name_len = 0;
-
-	if (!ki || attrib >= EXEC_CALLABLE_ATTRS)
-		return;
-	ki->attrs_set |= 1u << attrib;
-	ki->attr[attrib] = value;
-	if (!ex->journal || ex->journal_broken || tracker_object_get(ex->journal, e->handle, &o))
-		return;
-	if (o.args_len >= 4) {
-		memcpy(&name_len, o.args, 4);
-		name_len = le32toh(name_len);
-		if (name_len > WIRE_STR_MAX || 4 + name_len > o.args_len)
-			return;
-		memcpy(args, o.args, 4 + name_len);
-		len = 4 + name_len;
-	} else {
-		memset(args, 0, 4);     /* no name: a kernel's function */
-		len = 4;
-	}
-	for (uint32_t a = 0; a < EXEC_CALLABLE_ATTRS; a++) {
-		if (!(ki->attrs_set & (1u << a)))
-			continue;
-		uint32_t a_le = htole32(a), v_le = htole32((uint32_t)ki->attr[a]);
-
-		memcpy(args + len, &a_le, 4);
-		memcpy(args + len + 4, &v_le, 4);
-		len += 8;
-	}
-	exec_journal_object(ex, e->handle, e->kind, e->parent, args, len);
-}
-
-static CUresult callable_attr_set(struct exec *ex, struct handle_entry *e, uint32_t attrib, int32_t value)
-{
-	CUdevice dev;
-	CUresult res;
-
-	if (e->kind == HANDLE_KERNEL) {
-		res = exec_device_real(ex, 0, &dev);
-		if (res == CUDA_SUCCESS)
-			res = ex->be->cuKernelSetAttribute((CUfunction_attribute)attrib, value, e->real, dev);
-	} else {
-		res = ex->be->cuFuncSetAttribute(e->real, (CUfunction_attribute)attrib, value);
-	}
-	if (res == CUDA_SUCCESS)
-		callable_attr_record(ex, e, attrib, value);
-	return res;
-}
-
-CUresult exec_callable_attrs_apply(struct exec *ex, struct handle_entry *e, const void *args,
-				   uint32_t args_len)
-{
-	const uint8_t *a = args;
-	uint32_t name_len, off;
-	CUresult res = CUDA_SUCCESS;
-
-	if (args_len < 4)
-		return CUDA_SUCCESS;
-	memcpy(&name_len, a, 4);
-	name_len = le32toh(name_len);
-	if (name_len > args_len - 4)
-		return CUDA_ERROR_INVALID_VALUE;
-	for (off = 4 + name_len; off + 8 <= args_len && res == CUDA_SUCCESS; off += 8) {
-		uint32_t attrib, value;
-
-		memcpy(&attrib, a + off, 4);
-		memcpy(&value, a + off + 4, 4);
-		res = callable_attr_set(ex, e, le32toh(attrib), (int32_t)le32toh(value));
-	}
-	return res;
-}
-
 CUresult exec_func_set_attribute(struct exec *ex, const struct wire_func_set_attribute_req *req,
 				 struct wire_func_set_attribute_rep *rep)
 {
-	/* A kernel handle may stand for a function, as in the driver. */
-	struct handle_entry *e = handle_table_get(ex->handles, req->function, handle_kind_of(req->function));
+	CUfunction fn;
+	CUresult res = exec_function_real(ex, req->function, &fn, NULL);
 
-	if (!e || (e->kind != HANDLE_FUNCTION && e->kind != HANDLE_KERNEL))
-		return CUDA_ERROR_INVALID_HANDLE;
-	return callable_attr_set(ex, e, req->attrib, req->value);
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = ex->be->cuFuncSetAttribute(fn, (CUfunction_attribute)req->attrib, req->value);
+	if (res == CUDA_SUCCESS)
+		exec_journal_func_setting(ex, req->function, req->attrib, req->value);
+	return res;
 }
 
 CUresult exec_func_set_cache_config(struct exec *ex, const struct wire_func_set_cache_config_req *req,
@@ -546,7 +467,27 @@ CUresult exec_func_set_cache_config(struct exec *ex, const struct wire_func_set_
 
 	if (res != CUDA_SUCCESS)
 		return res;
-	return ex->be->cuFuncSetCacheConfig(fn, (CUfunc_cache)req->config);
+	res = ex->be->cuFuncSetCacheConfig(fn, (CUfunc_cache)req->config);
+	if (res == CUDA_SUCCESS)
+		exec_journal_func_setting(ex, req->function, EXEC_FUNC_SETTING_CACHE_CONFIG,
+					  (int32_t)req->config);
+	return res;
+}
+
+CUresult exec_func_set_shared_mem_config(struct exec *ex,
+					 const struct wire_func_set_shared_mem_config_req *req,
+					 struct wire_func_set_shared_mem_config_rep *rep)
+{
+	CUfunction fn;
+	CUresult res = exec_function_real(ex, req->function, &fn, NULL);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = ex->be->cuFuncSetSharedMemConfig(fn, (CUsharedconfig)req->config);
+	if (res == CUDA_SUCCESS)
+		exec_journal_func_setting(ex, req->function, EXEC_FUNC_SETTING_SHARED_CONFIG,
+					  (int32_t)req->config);
+	return res;
 }
 
 CUresult exec_func_get_name(struct exec *ex, const struct wire_func_get_name_req *req,
@@ -563,19 +504,28 @@ CUresult exec_func_get_name(struct exec *ex, const struct wire_func_get_name_req
 	return res;
 }
 
-CUresult exec_kernel_get_attribute(struct exec *ex, const struct wire_kernel_get_attribute_req *req,
-				   struct wire_kernel_get_attribute_rep *rep)
+/* A kernel handle and the device of a per-device kernel call. */
+static CUresult kernel_on_device(struct exec *ex, uint64_t kernel, int32_t device, void **real,
+				 CUdevice *dev)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, req->kernel, HANDLE_KERNEL);
-	CUdevice dev;
-	int v = 0;
-	CUresult res;
+	struct handle_entry *e = handle_table_get(ex->handles, kernel, HANDLE_KERNEL);
 
 	if (!e)
 		return CUDA_ERROR_INVALID_HANDLE;
-	res = exec_device_real(ex, req->device, &dev);
+	*real = e->real;
+	return exec_device_real(ex, device, dev);
+}
+
+CUresult exec_kernel_get_attribute(struct exec *ex, const struct wire_kernel_get_attribute_req *req,
+				   struct wire_kernel_get_attribute_rep *rep)
+{
+	CUdevice dev;
+	void *k;
+	int v = 0;
+	CUresult res = kernel_on_device(ex, req->kernel, req->device, &k, &dev);
+
 	if (res == CUDA_SUCCESS)
-		res = ex->be->cuKernelGetAttribute(&v, (CUfunction_attribute)req->attrib, e->real, dev);
+		res = ex->be->cuKernelGetAttribute(&v, (CUfunction_attribute)req->attrib, k, dev);
 	rep->value = v;
 	return res;
 }
@@ -583,16 +533,32 @@ CUresult exec_kernel_get_attribute(struct exec *ex, const struct wire_kernel_get
 CUresult exec_kernel_set_attribute(struct exec *ex, const struct wire_kernel_set_attribute_req *req,
 				   struct wire_kernel_set_attribute_rep *rep)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, req->kernel, HANDLE_KERNEL);
 	CUdevice dev;
-	CUresult res;
+	void *k;
+	CUresult res = kernel_on_device(ex, req->kernel, req->device, &k, &dev);
 
-	if (!e)
-		return CUDA_ERROR_INVALID_HANDLE;
-	res = exec_device_real(ex, req->device, &dev);
 	if (res != CUDA_SUCCESS)
 		return res;
-	return callable_attr_set(ex, e, req->attrib, req->value);
+	res = ex->be->cuKernelSetAttribute((CUfunction_attribute)req->attrib, req->value, k, dev);
+	if (res == CUDA_SUCCESS)
+		exec_journal_func_setting(ex, req->kernel, req->attrib, req->value);
+	return res;
+}
+
+CUresult exec_kernel_set_cache_config(struct exec *ex, const struct wire_kernel_set_cache_config_req *req,
+				      struct wire_kernel_set_cache_config_rep *rep)
+{
+	CUdevice dev;
+	void *k;
+	CUresult res = kernel_on_device(ex, req->kernel, req->device, &k, &dev);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = ex->be->cuKernelSetCacheConfig(k, (CUfunc_cache)req->config, dev);
+	if (res == CUDA_SUCCESS)
+		exec_journal_func_setting(ex, req->kernel, EXEC_FUNC_SETTING_CACHE_CONFIG,
+					  (int32_t)req->config);
+	return res;
 }
 
 CUresult exec_kernel_get_name(struct exec *ex, const struct wire_kernel_get_name_req *req,

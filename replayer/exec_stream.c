@@ -209,3 +209,185 @@ CUresult exec_event_destroy(struct exec *ex, const struct wire_event_destroy_req
 		exec_object_remove(ex, req->event);
 	return res;
 }
+
+/* ---- stream memory operations ---- */
+
+/* A value operation's address must lie in one live allocation, or in a
+ * pinned buffer shared with the worker (a flag the host writes: the usual
+ * use of a wait). */
+static bool value_address_ok(struct exec *ex, uint64_t addr, uint32_t width)
+{
+	return exec_device_range_valid(ex, addr, width) || exec_host_shared_device_range(ex, addr, width);
+}
+
+/* Waits and writes during a capture would become batch memory-operation
+ * nodes, which graph descriptions do not hold (docs/limits.md). */
+static CUresult value_target(struct exec *ex, uint64_t stream, uint64_t addr, uint32_t width,
+			     CUstream *s)
+{
+	CUresult res;
+
+	if ((width != 4 && width != 8) || !value_address_ok(ex, addr, width))
+		return CUDA_ERROR_INVALID_VALUE;
+	/* Graph descriptions hold no memory-operation nodes: refused in a capture. */
+	res = exec_host_copy_stream(ex, stream, s);
+	return res;
+}
+
+/* A wait and a write take the same fields and the same checks. */
+static CUresult value_op(struct exec *ex, uint64_t stream, uint64_t addr, uint64_t value, uint32_t width,
+			 uint32_t flags, bool wait)
+{
+	CUstream s;
+	CUresult res = value_target(ex, stream, addr, width, &s);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (width == 4 && value > UINT32_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (wait)
+		return width == 4 ? ex->be->cuStreamWaitValue32(s, addr, (cuuint32_t)value, flags)
+				  : ex->be->cuStreamWaitValue64(s, addr, value, flags);
+	return width == 4 ? ex->be->cuStreamWriteValue32(s, addr, (cuuint32_t)value, flags)
+			  : ex->be->cuStreamWriteValue64(s, addr, value, flags);
+}
+
+CUresult exec_stream_wait_value(struct exec *ex, const struct wire_stream_wait_value_req *req,
+				struct wire_stream_wait_value_rep *rep)
+{
+	return value_op(ex, req->stream, req->address, req->value, req->width, req->flags, true);
+}
+
+CUresult exec_stream_write_value(struct exec *ex, const struct wire_stream_write_value_req *req,
+				 struct wire_stream_write_value_rep *rep)
+{
+	return value_op(ex, req->stream, req->address, req->value, req->width, req->flags, false);
+}
+
+#define BATCH_OPS_MAX 256
+#define BATCH_OP_RECORD 24      /* u32 operation, u32 flags, u64 address, u64 value */
+
+CUresult exec_stream_batch_mem_op(struct exec *ex, const struct wire_stream_batch_mem_op_req *req,
+				  struct wire_stream_batch_mem_op_rep *rep)
+{
+	static CUstreamBatchMemOpParams ops[BATCH_OPS_MAX];
+	unsigned n = req->ops.len / BATCH_OP_RECORD;
+	CUstream s;
+	CUresult res;
+
+	if (req->ops.len % BATCH_OP_RECORD || n > BATCH_OPS_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = exec_host_copy_stream(ex, req->stream, &s);
+	if (res != CUDA_SUCCESS)
+		return res;
+	for (unsigned i = 0; i < n; i++) {
+		const uint8_t *r = req->ops.ptr + (size_t)i * BATCH_OP_RECORD;
+		uint32_t op, flags;
+		uint64_t addr, value;
+		unsigned width = 0;
+
+		memcpy(&op, r, 4);
+		memcpy(&flags, r + 4, 4);
+		memcpy(&addr, r + 8, 8);
+		memcpy(&value, r + 16, 8);
+		memset(&ops[i], 0, sizeof(ops[i]));
+		ops[i].operation = (CUstreamBatchMemOpType)op;
+		switch (op) {
+		case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+		case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+			width = 4;
+			break;
+		case CU_STREAM_MEM_OP_WAIT_VALUE_64:
+		case CU_STREAM_MEM_OP_WRITE_VALUE_64:
+			width = 8;
+			break;
+		case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
+			ops[i].flushRemoteWrites.flags = flags;
+			continue;
+		case CU_STREAM_MEM_OP_BARRIER:
+			ops[i].memoryBarrier.flags = flags;
+			continue;
+		default:
+			return CUDA_ERROR_INVALID_VALUE;
+		}
+		/* The driver reads and writes these addresses: one allocation each. */
+		if (!value_address_ok(ex, addr, width) || (width == 4 && value > UINT32_MAX))
+			return CUDA_ERROR_INVALID_VALUE;
+		/* Wait and write parameters share their layout. */
+		ops[i].waitValue.address = addr;
+		ops[i].waitValue.value64 = value;
+		ops[i].waitValue.flags = flags;
+	}
+	return ex->be->cuStreamBatchMemOp(s, n, n ? ops : NULL, req->flags);
+}
+
+/* ---- stream attributes ---- */
+
+/* What the guest may set on a stream: the driver reads nothing through
+ * these values but the window's range, which must lie in one allocation. */
+static CUresult stream_attr_check(struct exec *ex, uint32_t attrib, const CUstreamAttrValue *v)
+{
+	switch (attrib) {
+	case CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+		if (v->accessPolicyWindow.num_bytes &&
+		    !exec_device_range_valid(ex, (uint64_t)(uintptr_t)v->accessPolicyWindow.base_ptr,
+					     v->accessPolicyWindow.num_bytes))
+			return CUDA_ERROR_INVALID_VALUE;
+		return CUDA_SUCCESS;
+	case CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+	case CU_STREAM_ATTRIBUTE_PRIORITY:
+	case CU_STREAM_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+	case CU_STREAM_ATTRIBUTE_MEM_SYNC_DOMAIN:
+		return CUDA_SUCCESS;
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+CUresult exec_stream_set_attribute(struct exec *ex, const struct wire_stream_set_attribute_req *req,
+				   struct wire_stream_set_attribute_rep *rep)
+{
+	uint8_t rec[EXEC_STREAM_SETTING_RECORD] = { 0 };
+	CUstreamAttrValue v;
+	CUstream s;
+	CUresult res;
+
+	_Static_assert(sizeof(CUstreamAttrValue) == EXEC_STREAM_SETTING_RECORD - 8, "attribute value size");
+	if (req->value.len != sizeof(v))
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(&v, req->value.ptr, sizeof(v));
+	res = exec_stream_real(ex, req->stream, &s);
+	if (res == CUDA_SUCCESS)
+		res = stream_attr_check(ex, req->attrib, &v);
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuStreamSetAttribute(s, (CUstreamAttrID)req->attrib, &v);
+	if (res != CUDA_SUCCESS)
+		return res;
+	memcpy(rec, &req->attrib, 4);
+	memcpy(rec + 8, &v, sizeof(v));
+	if (handle_kind_of(req->stream) == HANDLE_STREAM) {
+		exec_journal_object_setting(ex, req->stream, 8, rec, sizeof(rec), 8);
+	} else {
+		/* The NULL and legacy streams are one stream; per-thread is 2. */
+		uint32_t which = req->stream == 2 ? 2 : 1;
+
+		memcpy(rec + 4, &which, 4);
+		exec_journal_meta_setting(ex, EXEC_META_STREAM_SETTINGS, rec, sizeof(rec), 8);
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_stream_get_attribute(struct exec *ex, const struct wire_stream_get_attribute_req *req,
+				   struct wire_stream_get_attribute_rep *rep)
+{
+	static CUstreamAttrValue v;
+	CUstream s;
+	CUresult res = exec_stream_real(ex, req->stream, &s);
+
+	memset(&v, 0, sizeof(v));
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuStreamGetAttribute(s, (CUstreamAttrID)req->attrib, &v);
+	if (res == CUDA_SUCCESS)
+		rep->value = (struct wire_blob){ (const uint8_t *)&v, sizeof(v) };
+	return res;
+}

@@ -77,6 +77,7 @@ enum sim_cmd_kind {
 	SIM_CMD_EVENT,
 	SIM_CMD_WAIT,
 	SIM_CMD_HOST,           /* a host function or stream callback, on the device thread */
+	SIM_CMD_VALUE,          /* cuStreamWaitValue* / cuStreamWriteValue* */
 };
 
 struct sim_func;
@@ -116,6 +117,13 @@ struct sim_cmd {
 			CUstream hstream;       /* as the callback's caller named it */
 			void *data;
 		} host;
+		struct {
+			void *addr;
+			uint64_t value;
+			unsigned width;         /* 4 or 8 bytes */
+			unsigned flags;         /* CUstreamWaitValue_flags */
+			bool wait;              /* else a write */
+		} value;
 	};
 };
 
@@ -127,6 +135,7 @@ struct sim_ctx {
 	CUresult sticky;                /* a kernel fault poisons the context */
 	size_t limits[CU_LIMIT_MAX];
 	CUfunc_cache cache_config;
+	CUsharedconfig shared_config;
 	struct sim_stream *legacy;      /* NULL / CU_STREAM_LEGACY */
 	struct sim_stream *per_thread;  /* CU_STREAM_PER_THREAD */
 };
@@ -163,6 +172,12 @@ struct sim_stream {
 	uint64_t submitted, completed;
 	struct sim_capture *capture;    /* the capture it takes part in, or NULL */
 	struct sim_node_set cdeps;
+	/* cuStreamSetAttribute's values, read back by cuStreamGetAttribute
+	 * (the priority attribute is @priority). */
+	CUaccessPolicyWindow access_policy;
+	CUsynchronizationPolicy sync_policy;
+	CUlaunchMemSyncDomainMap domain_map;
+	CUlaunchMemSyncDomain domain;
 };
 
 struct sim_event {
@@ -246,6 +261,7 @@ struct sim_func {
 	bool warned;                    /* missing CPU kernel logged */
 	int attrs[CU_FUNC_ATTRIBUTE_MAX];  /* cuFuncGetAttribute values */
 	CUfunc_cache cache_config;
+	CUsharedconfig shared_config;
 };
 
 struct sim_global {
@@ -341,6 +357,10 @@ CUresult sim_enter_stream(CUstream h, struct sim **psim, struct sim_stream **ps)
 struct sim_stream *sim_stream_new(struct sim_ctx *ctx, unsigned flags, int priority,
 				  bool builtin);
 void sim_ctx_streams_destroy(struct sim *sim, struct sim_ctx *ctx);
+
+/* Stream memory operations (sim_stream_ops.c): run one on the device
+ * thread, without the lock. */
+void sim_value_run(struct sim *sim, struct sim_cmd *cmd);
 
 /* Modules (sim_module.c). */
 int sim_plugins_load(struct sim *sim, const char *const *paths);

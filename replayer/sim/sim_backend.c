@@ -696,6 +696,57 @@ CUresult sim_cuCtxGetCacheConfig(CUfunc_cache *config)
 	return rc;
 }
 
+CUresult sim_cuCtxSetSharedMemConfig(CUsharedconfig config)
+{
+	struct sim_ctx *ctx;
+	struct sim *sim;
+	CUresult rc;
+
+	if ((unsigned)config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_ctx_require(sim, &ctx);
+	if (!rc)
+		ctx->shared_config = config;
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuCtxGetSharedMemConfig(CUsharedconfig *config)
+{
+	struct sim_ctx *ctx;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!config)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_ctx_require(sim, &ctx);
+	if (!rc)
+		*config = ctx->shared_config;
+	sim_leave(sim);
+	return rc;
+}
+
+/* The sim has no L2 cache: resetting its persisting lines is only checked. */
+CUresult sim_cuCtxResetPersistingL2Cache(void)
+{
+	struct sim_ctx *ctx;
+	struct sim *sim;
+	CUresult rc;
+
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_ctx_require(sim, &ctx);
+	sim_leave(sim);
+	return rc;
+}
+
 /* Names and strings of the driver's codes, declared once. */
 static const struct {
 	CUresult code;

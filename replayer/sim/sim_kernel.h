@@ -56,6 +56,11 @@ struct sim_launch {
 	uint32_t param_count;
 	void *const *params;            /* params[i] points at argument i's bytes */
 	const uint32_t *param_sizes;    /* size of each argument, from the image */
+	/* A __device__ or __constant__ variable of the kernel's module by name
+	 * (as cuModuleGetGlobal knows it), or NULL: a CPU kernel reaches the
+	 * globals its CUDA version names as symbols through this. */
+	void *(*global)(const struct sim_launch *launch, const char *name);
+	const void *module;             /* the sim's, for global() */
 };
 
 typedef void (*sim_kernel_fn)(const struct sim_launch *launch);
@@ -71,6 +76,8 @@ struct sim_kernel_table {
 };
 
 #define SIM_ARG(launch, i, type) (*(type *)(launch)->params[(i)])
+/* The module global @name as a pointer to @type (NULL if there is none). */
+#define SIM_GLOBAL(launch, name, type) ((type *)(launch)->global((launch), (name)))
 
 /* Loop over every thread of the grid in x, as blockIdx.x * blockDim.x + threadIdx.x. */
 #define SIM_FOR_EACH_THREAD(launch, i)                                         \

@@ -781,6 +781,42 @@ CUresult sim_cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
 	return CUDA_SUCCESS;
 }
 
+CUresult sim_cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev)
+{
+	struct sim_func *f;
+	struct sim *sim;
+	CUresult rc;
+
+	if ((unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter_func(kernel, &sim, &f);
+	if (rc)
+		return rc;
+	rc = sim_check_device(sim, dev);
+	if (!rc)
+		f->cache_config = config;
+	sim_leave(sim);
+	return rc;
+}
+
+/* Bank size configuration is a no-op on sm_90 in the driver, which still
+ * checks the value; the sim keeps it. */
+CUresult sim_cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config)
+{
+	struct sim_func *f;
+	struct sim *sim;
+	CUresult rc;
+
+	if ((unsigned)config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter_func(hfunc, &sim, &f);
+	if (rc)
+		return rc;
+	f->shared_config = config;
+	sim_leave(sim);
+	return CUDA_SUCCESS;
+}
+
 static CUresult sim_param_info(const void *h, size_t index, size_t *offset, size_t *size)
 {
 	struct sim_func *f;
@@ -905,6 +941,18 @@ CUresult sim_kernel_args_pack(const struct sim_func *f, void **params, void **ex
 	return CUDA_SUCCESS;
 }
 
+/* The module's globals are fixed from its load to its unload, and an unload
+ * drains the device first: no lock needed on the device thread. */
+static void *sim_launch_global(const struct sim_launch *l, const char *name)
+{
+	const struct sim_module *m = l->module;
+
+	for (uint32_t i = 0; m && i < m->global_count; i++)
+		if (!strcmp(m->globals[i].name, name))
+			return m->globals[i].storage;
+	return NULL;
+}
+
 /* One block holds the arguments at their image offsets, then the pointer
  * array and the size array of struct sim_launch. */
 struct sim_cmd *sim_kernel_cmd_new(struct sim_func *f, const uint8_t *args, const unsigned grid[3],
@@ -939,6 +987,8 @@ struct sim_cmd *sim_kernel_cmd_new(struct sim_func *f, const uint8_t *args, cons
 	cmd->kernel.launch.param_count = f->param_count;
 	cmd->kernel.launch.params = ptrs;
 	cmd->kernel.launch.param_sizes = sizes;
+	cmd->kernel.launch.global = sim_launch_global;
+	cmd->kernel.launch.module = f->module;
 	return cmd;
 }
 

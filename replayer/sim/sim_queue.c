@@ -135,6 +135,9 @@ static void sim_cmd_run(struct sim *sim, struct sim_cmd *cmd)
 			cmd->host.cb(cmd->host.hstream, __atomic_load_n(&ctx->sticky, __ATOMIC_ACQUIRE),
 				     cmd->host.data);
 		break;
+	case SIM_CMD_VALUE:
+		sim_value_run(sim, cmd);
+		break;
 	}
 }
 

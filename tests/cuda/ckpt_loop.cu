@@ -26,7 +26,13 @@
  * hold their data, still count in their pools and free as usual. A third
  * buffer is VMM memory (cuMemAddressReserve, two cuMemCreate chunks mapped
  * back to back, the second's handle released at once so only its mapping
- * holds it): its contents, mappings and handles must survive a restore. */
+ * holds it): its contents, mappings and handles must survive a restore.
+ *
+ * Settings made once before the loop must hold after a restore: ck_mix is
+ * allowed 64 KiB of dynamic shared memory (and launched with it), the stream
+ * has a synchronisation policy, the context a stack size limit. A
+ * __device__ counter (ck_counter) is folded with every step by a kernel that
+ * names it as a symbol; its value must survive too. */
 #include "check.h"
 
 #include <stdint.h>
@@ -48,6 +54,21 @@ extern "C" __global__ void ck_wait(unsigned ms)
 		__nanosleep(100000);
 		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
 	} while (now - start < (uint64_t)ms * 1000000ull);
+}
+
+/* A __device__ counter folded with every step: module globals live outside
+ * the arena, and a restore must bring back their contents. */
+__device__ unsigned long long ck_counter;
+
+extern "C" __global__ void ck_count(unsigned step)
+{
+	if (blockIdx.x == 0 && threadIdx.x == 0)
+		ck_counter = ck_counter * 31 + step + 1;
+}
+
+extern "C" __global__ void ck_count_read(unsigned long long *out)
+{
+	out[0] = ck_counter;
 }
 
 /* A linked list inside device memory: device pointers stored in device
@@ -207,8 +228,15 @@ int main(int argc, char **argv)
 	cudaGraph_t g_main = NULL, g_half = NULL;
 	cudaGraphExec_t x_main = NULL, x_half = NULL;
 	cudaGraphNode_t n_main = NULL, n_half = NULL;
-	const unsigned big_smem = 64 << 10;
+	/* Settings a restore must make again (docs/journal.md, "Settings"),
+	 * made before the graphs: the node-by-node one launches ck_mix with
+	 * the 64 KiB, so a restore must set them before it rebuilds graphs. */
+	const unsigned mix_smem = 64u << 10;
+	size_t stack0 = 0, stack1 = 0;
+	cudaLaunchAttributeValue policy = {}, policy_back = {};
+	unsigned long long counter = 0, counter_want = 0, *counter_d;
 
+	CHECK(cudaFuncSetAttribute(ck_mix, cudaFuncAttributeMaxDynamicSharedMemorySize, mix_smem));
 	if (graphs) {
 		size_t count = 1;
 		unsigned step0 = 0;
@@ -222,18 +250,20 @@ int main(int argc, char **argv)
 		CHECK(cudaGraphGetNodes(g_main, &n_main, &count));
 		REQUIRE(count == 1, "the captured step has %zu nodes", count);
 		CHECK(cudaGraphInstantiate(&x_main, g_main, 0));
-		/* Dynamic shared memory above the default needs the attribute set:
-		 * a restore must set it again before it rebuilds this graph. */
-		CHECK(cudaFuncSetAttribute(ck_mix, cudaFuncAttributeMaxDynamicSharedMemorySize, big_smem));
 		p.func = (void *)ck_mix;
 		p.gridDim = dim3(64);
 		p.blockDim = dim3(256);
-		p.sharedMemBytes = big_smem;
+		p.sharedMemBytes = mix_smem;
 		p.kernelParams = args;
 		CHECK(cudaGraphCreate(&g_half, 0));
 		CHECK(cudaGraphAddKernelNode(&n_half, g_half, NULL, 0, &p));
 		CHECK(cudaGraphInstantiate(&x_half, g_half, 0));
 	}
+	CHECK(cudaDeviceSetLimit(cudaLimitStackSize, 8192));
+	CHECK(cudaDeviceGetLimit(&stack0, cudaLimitStackSize));
+	policy.syncPolicy = cudaSyncPolicyYield;
+	CHECK(cudaStreamSetAttribute(s, cudaStreamAttributeSynchronizationPolicy, &policy));
+	CHECK(cudaMalloc(&counter_d, sizeof(counter)));
 	printf("ckpt_loop: %u iterations%s\n", iterations, graphs ? " (graphs)" : "");
 	fflush(stdout);
 	for (unsigned i = 0; i < iterations; i++) {
@@ -252,12 +282,13 @@ int main(int argc, char **argv)
 				x = z;
 				len = half;
 				p.gridDim = dim3(64);
-				p.sharedMemBytes = big_smem;
+				p.sharedMemBytes = mix_smem;
 				CHECK(cudaGraphExecKernelNodeSetParams(x_half, n_half, &p));
 				CHECK(cudaGraphLaunch(x_half, s));
 			}
 		} else {
-			ck_mix<<<256, 256, 0, s>>>(d, n, i);
+			/* Needs the attribute set before the loop. */
+			ck_mix<<<256, 256, mix_smem, s>>>(d, n, i);
 			CHECK(cudaGetLastError());
 			if (i % 8 == 7)
 				ck_mix<<<64, 256, 0, s>>>(z, half, i);  /* only the first half changes */
@@ -266,6 +297,9 @@ int main(int argc, char **argv)
 			ck_mix<<<64, 256, 0, s>>>(vd, vmm_words, i);
 			CHECK(cudaGetLastError());
 		}
+		ck_count<<<1, 1, 0, s>>>(i);
+		CHECK(cudaGetLastError());
+		counter_want = counter_want * 31 + i + 1;
 		CHECK(cudaMemcpyAsync(pin, d + (i * 7919u) % (n - pin_words), pin_words * sizeof(unsigned),
 				      cudaMemcpyDeviceToHost, s));
 		CHECK(cudaStreamSynchronize(s));
@@ -330,6 +364,18 @@ int main(int argc, char **argv)
 			walked[1], walked[0], want_n, want_sum);
 	}
 	sum = (sum ^ walked[0]) * 1099511628211ull;
+	ck_count_read<<<1, 1, 0, s>>>(counter_d);
+	CHECK(cudaGetLastError());
+	CHECK(cudaMemcpyAsync(&counter, counter_d, sizeof(counter), cudaMemcpyDeviceToHost, s));
+	CHECK(cudaStreamSynchronize(s));
+	REQUIRE(counter == counter_want, "the __device__ counter is %llx, expected %llx", counter, counter_want);
+	sum = (sum ^ counter) * 1099511628211ull;
+	CHECK(cudaDeviceGetLimit(&stack1, cudaLimitStackSize));
+	REQUIRE(stack1 == stack0, "the stack size limit is %zu, was set to %zu", stack1, stack0);
+	CHECK(cudaStreamGetAttribute(s, cudaStreamAttributeSynchronizationPolicy, &policy_back));
+	REQUIRE(policy_back.syncPolicy == cudaSyncPolicyYield, "the stream's sync policy is %d",
+		(int)policy_back.syncPolicy);
+	CHECK(cudaFree(counter_d));
 	CHECK(cudaFree(list));
 	CHECK(cudaFreeAsync(walk, s));
 	printf("CHECKSUM %016llx\n", (unsigned long long)sum);

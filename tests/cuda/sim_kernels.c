@@ -291,6 +291,113 @@ static void ck_list_walk(const struct sim_launch *l)
 	out[1] = n;
 }
 
+/* ckpt_loop.cu: a __device__ counter, reached by name as the kernel does. */
+static void ck_count(const struct sim_launch *l)
+{
+	unsigned long long *c = SIM_GLOBAL(l, "ck_counter", unsigned long long);
+	unsigned step;
+
+	if (!c || !ARGS_OK(l, 4)) {
+		fprintf(stderr, "tern_test_kernels: ck_count: no global ck_counter\n");
+		return;
+	}
+	ARG(l, 0, step);
+	*c = *c * 31 + step + 1;
+}
+
+static void ck_count_read(const struct sim_launch *l)
+{
+	unsigned long long *c = SIM_GLOBAL(l, "ck_counter", unsigned long long), *out;
+
+	if (!c || !ARGS_OK(l, 8))
+		return;
+	ARG(l, 0, out);
+	*out = *c;
+}
+
+/* launch_misc.cu */
+static void lm_coop(const struct sim_launch *l)
+{
+	unsigned *data, *out, *bar, n;
+
+	if (!ARGS_OK(l, 8, 8, 8, 4))
+		return;
+	ARG(l, 0, data);
+	ARG(l, 1, out);
+	ARG(l, 2, bar);
+	ARG(l, 3, n);
+	/* The grid barrier separates two phases: two loops. */
+	for (unsigned i = 0; i < n; i++)
+		data[i] = i * 3u + 1u;
+	*bar += l->grid.x;
+	for (unsigned i = 0; i < n; i++)
+		out[i] = data[(i + n / 2) % n] + data[i];
+}
+
+/* The sim runs no clusters: what the kernel writes below sm_90. */
+static void lm_cluster(const struct sim_launch *l)
+{
+	unsigned *out;
+
+	if (!ARGS_OK(l, 8))
+		return;
+	ARG(l, 0, out);
+	for (unsigned b = 0; b < l->grid.x; b++)
+		out[b] = 0xffffffffu;
+}
+
+#define LM_BIG_WORDS 8188
+
+static void lm_big_sum(const struct sim_launch *l)
+{
+	const unsigned *v = l->params[2];
+	unsigned long long s = 0, *out;
+	int k;
+
+	if (!ARGS_OK(l, 8, 4, LM_BIG_WORDS * 4))
+		return;
+	ARG(l, 0, out);
+	ARG(l, 1, k);
+	for (unsigned i = 0; i < LM_BIG_WORDS; i++) {
+		unsigned w;
+
+		memcpy(&w, v + i, 4);
+		s += (unsigned long long)w * (i + 1);
+	}
+	*out = s * (unsigned)k;
+}
+
+static void lm_fill(const struct sim_launch *l)
+{
+	unsigned *a, v, n;
+
+	if (!ARGS_OK(l, 8, 4, 4))
+		return;
+	ARG(l, 0, a);
+	ARG(l, 1, v);
+	ARG(l, 2, n);
+	SIM_FOR_EACH_THREAD(l, i)
+		if (i < n)
+			a[i] = v + (unsigned)i;
+}
+
+static void lm_smem(const struct sim_launch *l)
+{
+	unsigned *sh = l->shared, *out, words, s = 0;
+
+	if (!ARGS_OK(l, 8, 4))
+		return;
+	ARG(l, 0, out);
+	ARG(l, 1, words);
+	if ((uint64_t)words * 4 > l->shared_bytes)
+		return;
+	for (unsigned i = 0; i < words; i++)
+		sh[i] = i * 7u;
+	for (unsigned i = 0; i < words; i++)
+		s += sh[i];
+	*out = s;
+}
+
 /* pinned_zero_copy.cu: the pointers may be host memory the worker maps. */
 static void zc_affine(const struct sim_launch *l)
 {
@@ -466,6 +573,13 @@ SIM_KERNELS_BEGIN
 	SIM_KERNEL("ck_wait", ck_wait),
 	SIM_KERNEL("ck_list_build", ck_list_build),
 	SIM_KERNEL("ck_list_walk", ck_list_walk),
+	SIM_KERNEL("ck_count", ck_count),
+	SIM_KERNEL("ck_count_read", ck_count_read),
+	SIM_KERNEL("lm_coop", lm_coop),
+	SIM_KERNEL("lm_cluster", lm_cluster),
+	SIM_KERNEL("lm_big_sum", lm_big_sum),
+	SIM_KERNEL("lm_fill", lm_fill),
+	SIM_KERNEL("lm_smem", lm_smem),
 	SIM_KERNEL("_Z9zc_affinePKiPiii", zc_affine),
 	SIM_KERNEL("ov_empty", ov_empty),
 	SIM_KERNEL("ov_affine", ov_affine),

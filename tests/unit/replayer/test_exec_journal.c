@@ -132,6 +132,60 @@ static void test_journal_follows_calls(void **state)
 	assert_int_equal(o.args_len, 4 + strlen("jt_kernel"));
 	assert_memory_equal((const uint8_t *)o.args + 4, "jt_kernel", strlen("jt_kernel"));
 
+	/* Settings follow the arguments; a second value replaces the first
+	 * (docs/journal.md, "Settings"). */
+	{
+		struct wire_func_set_attribute_req fa = {
+			.attrib = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, .function = gf_rep.function,
+			.value = 64 << 10,
+		};
+		struct wire_func_set_attribute_rep fa_rep;
+		struct wire_func_set_cache_config_req fc = {
+			.function = gf_rep.function, .config = CU_FUNC_CACHE_PREFER_L1,
+		};
+		struct wire_func_set_cache_config_rep fc_rep;
+		struct wire_stream_set_attribute_req sa = { .stream = sc_rep.stream,
+			.attrib = CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY };
+		struct wire_stream_set_attribute_rep sa_rep;
+		struct wire_ctx_set_limit_req sl = { .limit = CU_LIMIT_STACK_SIZE, .value = 4096 };
+		struct wire_ctx_set_limit_rep sl_rep;
+		CUstreamAttrValue v = { 0 };
+		const void *meta;
+		size_t meta_len;
+		uint32_t id;
+		int32_t val;
+
+		assert_int_equal(exec_context_switch(&ex, ex.primary_ctx), CUDA_SUCCESS);
+		assert_int_equal(exec_func_set_attribute(&ex, &fa, &fa_rep), CUDA_SUCCESS);
+		fa.value = 96 << 10;
+		assert_int_equal(exec_func_set_attribute(&ex, &fa, &fa_rep), CUDA_SUCCESS);
+		assert_int_equal(exec_func_set_cache_config(&ex, &fc, &fc_rep), CUDA_SUCCESS);
+		fa.value = 1 << 30;     /* refused by the device: not journaled */
+		assert_int_equal(exec_func_set_attribute(&ex, &fa, &fa_rep), CUDA_ERROR_INVALID_VALUE);
+		assert_int_equal(tracker_object_get(ex.journal, gf_rep.function, &o), 0);
+		assert_int_equal(o.args_len, 4 + strlen("jt_kernel") + 2 * EXEC_FUNC_SETTING_RECORD);
+		memcpy(&id, (const uint8_t *)o.args + 4 + strlen("jt_kernel"), 4);
+		memcpy(&val, (const uint8_t *)o.args + 8 + strlen("jt_kernel"), 4);
+		assert_int_equal(id, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+		assert_int_equal(val, 96 << 10);
+		memcpy(&id, (const uint8_t *)o.args + 12 + strlen("jt_kernel"), 4);
+		assert_int_equal(id, EXEC_FUNC_SETTING_CACHE_CONFIG);
+
+		v.syncPolicy = CU_SYNC_POLICY_YIELD;
+		sa.value = (struct wire_blob){ (const uint8_t *)&v, sizeof(v) };
+		assert_int_equal(exec_stream_set_attribute(&ex, &sa, &sa_rep), CUDA_SUCCESS);
+		assert_int_equal(exec_stream_set_attribute(&ex, &sa, &sa_rep), CUDA_SUCCESS);
+		assert_int_equal(tracker_object_get(ex.journal, sc_rep.stream, &o), 0);
+		assert_int_equal(o.args_len, 8 + EXEC_STREAM_SETTING_RECORD);
+
+		assert_int_equal(exec_ctx_set_limit(&ex, &sl, &sl_rep), CUDA_SUCCESS);
+		sl.value = 8192;
+		assert_int_equal(exec_ctx_set_limit(&ex, &sl, &sl_rep), CUDA_SUCCESS);
+		assert_int_equal(tracker_meta_bytes_get(ex.journal, EXEC_META_CTX_SETTINGS, &meta, &meta_len), 0);
+		assert_int_equal(meta_len, EXEC_CTX_SETTING_RECORD);
+		assert_int_equal(((const uint8_t *)meta)[8] | ((const uint8_t *)meta)[9] << 8, 8192);
+	}
+
 	/* Freed objects drop their records; a module takes its functions along. */
 	{
 		struct wire_mem_free_req mf = { .address = alloc_rep.address };

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,8 @@
 static const char *ternd_path;
 static char dir[64], sock_url[128], tcp_url[64], control[128];
 static pid_t ternd_pid;
+/* The current context sent with socket requests (0: none). */
+static uint64_t sock_ctx;
 
 struct reply {
 	struct wire_header h;
@@ -40,7 +43,7 @@ static int request_send(int fd, uint32_t call, uint64_t seq, const struct wire_m
 {
 	struct wire_msg m = *body_in;
 	struct iovec iov[WIRE_MSG_IOV_MAX];
-	struct wire_header h = { .call = call, .seq = seq };
+	struct wire_header h = { .call = call, .seq = seq, .ctx = sock_ctx };
 	int n = wire_msg_finish(&m, &h, iov);
 
 	if (fake_len != UINT32_MAX) {
@@ -650,6 +653,254 @@ static void test_vmm_hostile(void **state)
 	close(fd);
 }
 
+static const char misc_ptx[] =
+	".version 8.0\n.target sm_90\n.address_size 64\n"
+	".visible .entry mk(.param .u64 mk_p, .param .u32 mk_n)\n{\n\tret;\n}\n";
+
+static void put_bytes(struct wire_msg *m, const void *p, uint32_t n)
+{
+	wire_put_blob(m, (struct wire_blob){ p, n });
+}
+
+/* Reply fields after the status, for the calls below. */
+static uint32_t call_reply(int fd, uint32_t call, uint64_t seq, struct wire_msg *m, struct reply *r)
+{
+	assert_int_equal(request_send(fd, call, seq, m, UINT32_MAX), 0);
+	assert_int_equal(reply_read(fd, r), 0);
+	assert_int_equal(r->h.seq, seq);
+	return r->status;
+}
+
+/* Stream memory operations, stream attributes and launch attributes and
+ * arguments from a guest that lies: each request fails alone. */
+static void test_misc_hostile(void **state)
+{
+	uint64_t seq = 1, mem, module, function;
+	uint32_t status;
+	struct wire_msg m;
+	struct reply r;
+	int fd = session_open(sock_url, "", &status);
+
+	assert_int_equal(status, CUDA_SUCCESS);
+	wire_msg_init(&m);
+	wire_put_i32(&m, 0);
+	assert_int_equal(call_reply(fd, WIRE_CALL_PRIMARY_CTX_RETAIN, ++seq, &m, &r), CUDA_SUCCESS);
+	memcpy(&sock_ctx, r.payload + 4, 8);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 65536);
+	assert_int_equal(call_reply(fd, WIRE_CALL_MEM_ALLOC, ++seq, &m, &r), CUDA_SUCCESS);
+	memcpy(&mem, r.payload + 4, 8);
+	wire_msg_reset(&m);
+	put_bytes(&m, misc_ptx, sizeof(misc_ptx));
+	assert_int_equal(call_reply(fd, WIRE_CALL_MODULE_LOAD_DATA, ++seq, &m, &r), CUDA_SUCCESS);
+	memcpy(&module, r.payload + 4, 8);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, module);
+	wire_put_str(&m, "mk");
+	assert_int_equal(call_reply(fd, WIRE_CALL_MODULE_GET_FUNCTION, ++seq, &m, &r), CUDA_SUCCESS);
+	memcpy(&function, r.payload + 4, 8);
+
+	/* Value operations: outside any allocation, a bad width, a 32-bit
+	 * value that does not fit, then one that is right. */
+	static const struct {
+		uint32_t call;
+		bool rel;               /* addr is an offset into the allocation */
+		uint64_t addr, value;
+		uint32_t width;
+		uint32_t status;
+	} values[] = {
+		{ WIRE_CALL_STREAM_WRITE_VALUE, false, 0x1000, 1, 4, CUDA_ERROR_INVALID_VALUE },
+		{ WIRE_CALL_STREAM_WAIT_VALUE, false, 0x1000, 1, 8, CUDA_ERROR_INVALID_VALUE },
+		{ WIRE_CALL_STREAM_WRITE_VALUE, false, 1ull << 62, 1, 8, CUDA_ERROR_INVALID_VALUE },
+		{ WIRE_CALL_STREAM_WRITE_VALUE, false, UINT64_MAX - 3, 1, 8, CUDA_ERROR_INVALID_VALUE },
+		{ WIRE_CALL_STREAM_WAIT_VALUE, true, 64u << 20, 1, 4, CUDA_ERROR_INVALID_VALUE },
+		{ WIRE_CALL_STREAM_WRITE_VALUE, true, 0, 1, 3, CUDA_ERROR_INVALID_VALUE },
+		{ WIRE_CALL_STREAM_WRITE_VALUE, true, 0, 1ull << 33, 4, CUDA_ERROR_INVALID_VALUE },
+		{ WIRE_CALL_STREAM_WRITE_VALUE, true, 8, 7, 8, CUDA_SUCCESS },
+		{ WIRE_CALL_STREAM_WAIT_VALUE, true, 8, 7, 8, CUDA_SUCCESS },
+	};
+	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+		uint64_t addr = values[i].rel ? mem + values[i].addr : values[i].addr;
+
+		wire_msg_reset(&m);
+		wire_put_u64(&m, 0);            /* stream */
+		wire_put_u64(&m, addr);
+		wire_put_u64(&m, values[i].value);
+		wire_put_u32(&m, values[i].width);
+		wire_put_u32(&m, 0);            /* flags */
+		assert_int_equal(call_status(fd, values[i].call, ++seq, &m, UINT32_MAX, NULL), values[i].status);
+	}
+	/* Batches: a record cut short, an unknown operation, too many, an
+	 * address outside the allocations. */
+	{
+		static uint8_t ops[257 * 24];
+		uint32_t op;
+		uint64_t addr;
+
+		wire_msg_reset(&m);
+		wire_put_u64(&m, 0);
+		wire_put_u32(&m, 0);
+		put_bytes(&m, ops, 23);
+		assert_int_equal(call_status(fd, WIRE_CALL_STREAM_BATCH_MEM_OP, ++seq, &m, UINT32_MAX, NULL),
+				 CUDA_ERROR_INVALID_VALUE);
+		op = 99;
+		memcpy(ops, &op, 4);
+		wire_msg_reset(&m);
+		wire_put_u64(&m, 0);
+		wire_put_u32(&m, 0);
+		put_bytes(&m, ops, 24);
+		assert_int_equal(call_status(fd, WIRE_CALL_STREAM_BATCH_MEM_OP, ++seq, &m, UINT32_MAX, NULL),
+				 CUDA_ERROR_INVALID_VALUE);
+		for (int i = 0; i < 257; i++) {
+			op = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+			addr = mem;
+			memcpy(ops + 24 * i, &op, 4);
+			memcpy(ops + 24 * i + 8, &addr, 8);
+		}
+		wire_msg_reset(&m);
+		wire_put_u64(&m, 0);
+		wire_put_u32(&m, 0);
+		put_bytes(&m, ops, sizeof(ops));
+		assert_int_equal(call_status(fd, WIRE_CALL_STREAM_BATCH_MEM_OP, ++seq, &m, UINT32_MAX, NULL),
+				 CUDA_ERROR_INVALID_VALUE);
+		addr = 0x1000;
+		memcpy(ops + 24 + 8, &addr, 8);
+		wire_msg_reset(&m);
+		wire_put_u64(&m, 0);
+		wire_put_u32(&m, 0);
+		put_bytes(&m, ops, 48);
+		assert_int_equal(call_status(fd, WIRE_CALL_STREAM_BATCH_MEM_OP, ++seq, &m, UINT32_MAX, NULL),
+				 CUDA_ERROR_INVALID_VALUE);
+		wire_msg_reset(&m);
+		wire_put_u64(&m, 0);
+		wire_put_u32(&m, 0);
+		put_bytes(&m, ops, 24);
+		assert_int_equal(call_status(fd, WIRE_CALL_STREAM_BATCH_MEM_OP, ++seq, &m, UINT32_MAX, NULL),
+				 CUDA_SUCCESS);
+	}
+	/* Stream attributes: a value of the wrong size, an id out of range, an
+	 * access window outside the allocations, an unknown stream. */
+	{
+		CUstreamAttrValue v;
+
+		memset(&v, 0, sizeof(v));
+		wire_msg_reset(&m);
+		wire_put_u64(&m, 0);
+		wire_put_u32(&m, CU_STREAM_ATTRIBUTE_PRIORITY);
+		put_bytes(&m, &v, 10);
+		assert_int_equal(call_status(fd, WIRE_CALL_STREAM_SET_ATTRIBUTE, ++seq, &m, UINT32_MAX, NULL),
+				 CUDA_ERROR_INVALID_VALUE);
+		wire_msg_reset(&m);
+		wire_put_u64(&m, 0);
+		wire_put_u32(&m, 0x7777);
+		put_bytes(&m, &v, sizeof(v));
+		assert_int_equal(call_status(fd, WIRE_CALL_STREAM_SET_ATTRIBUTE, ++seq, &m, UINT32_MAX, NULL),
+				 CUDA_ERROR_INVALID_VALUE);
+		v.accessPolicyWindow.base_ptr = (void *)0x1000;
+		v.accessPolicyWindow.num_bytes = 1 << 20;
+		wire_msg_reset(&m);
+		wire_put_u64(&m, 0);
+		wire_put_u32(&m, CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW);
+		put_bytes(&m, &v, sizeof(v));
+		assert_int_equal(call_status(fd, WIRE_CALL_STREAM_SET_ATTRIBUTE, ++seq, &m, UINT32_MAX, NULL),
+				 CUDA_ERROR_INVALID_VALUE);
+		wire_msg_reset(&m);
+		wire_put_u64(&m, 0x0600000000000999ull);
+		wire_put_u32(&m, CU_STREAM_ATTRIBUTE_PRIORITY);
+		assert_int_equal(call_status(fd, WIRE_CALL_STREAM_GET_ATTRIBUTE, ++seq, &m, UINT32_MAX, NULL),
+				 CUDA_ERROR_INVALID_HANDLE);
+	}
+	/* Launches: attribute ids out of range, a record cut short, too many
+	 * records, arguments over 32 KiB or not the function's length. */
+	{
+		static uint8_t attrs[17 * 72], args[(32 << 10) + 8];
+		const struct {
+			uint32_t attrs_len, args_len, id;
+			uint32_t status;
+		} launches[] = {
+			{ 72, 12, 0x7777, CUDA_ERROR_INVALID_VALUE },
+			{ 72, 12, 0xffffffffu, CUDA_ERROR_INVALID_VALUE },
+			{ 72, 12, CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE, CUDA_ERROR_NOT_SUPPORTED },
+			{ 71, 12, CU_LAUNCH_ATTRIBUTE_PRIORITY, CUDA_ERROR_INVALID_VALUE },
+			{ 17 * 72, 12, CU_LAUNCH_ATTRIBUTE_PRIORITY, CUDA_ERROR_INVALID_VALUE },
+			{ 0, sizeof(args), 0, CUDA_ERROR_INVALID_VALUE },
+			{ 0, 16, 0, CUDA_ERROR_INVALID_VALUE },
+		};
+		uint64_t p = mem;
+
+		memcpy(args, &p, 8);
+		for (size_t i = 0; i < sizeof(launches) / sizeof(launches[0]); i++) {
+			for (int k = 0; k < 17; k++)
+				memcpy(attrs + 72 * k, &launches[i].id, 4);
+			wire_msg_reset(&m);
+			wire_put_u64(&m, function);
+			for (int k = 0; k < 6; k++)
+				wire_put_u32(&m, 1);
+			wire_put_u32(&m, 0);    /* shared bytes */
+			wire_put_u64(&m, 0);    /* stream */
+			put_bytes(&m, attrs, launches[i].attrs_len);
+			put_bytes(&m, args, launches[i].args_len);
+			assert_int_equal(call_status(fd, WIRE_CALL_LAUNCH_KERNEL_EX, ++seq, &m, UINT32_MAX, NULL),
+					 launches[i].status);
+		}
+		/* The same attribute records where nothing runs: a cluster
+		 * query takes a good one and refuses an unknown id. */
+		for (int good = 1; good >= 0; good--) {
+			CUlaunchAttribute a;
+
+			memset(&a, 0, sizeof(a));
+			a.id = good ? CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION : (CUlaunchAttributeID)0x7777;
+			a.value.clusterDim.x = 2;
+			a.value.clusterDim.y = a.value.clusterDim.z = 1;
+			wire_msg_reset(&m);
+			wire_put_u32(&m, 0);    /* cuOccupancyMaxActiveClusters */
+			wire_put_u64(&m, function);
+			wire_put_u32(&m, 8);
+			for (int k = 0; k < 2; k++)
+				wire_put_u32(&m, 1);
+			wire_put_u32(&m, 64);
+			for (int k = 0; k < 2; k++)
+				wire_put_u32(&m, 1);
+			wire_put_u32(&m, 0);
+			put_bytes(&m, &a, sizeof(a));
+			assert_int_equal(call_status(fd, WIRE_CALL_OCCUPANCY_CLUSTER, ++seq, &m, UINT32_MAX, NULL),
+					 good ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
+		}
+		/* The plain launch: an argument blob over 32 KiB. */
+		wire_msg_reset(&m);
+		wire_put_u64(&m, function);
+		for (int k = 0; k < 6; k++)
+			wire_put_u32(&m, 1);
+		wire_put_u32(&m, 0);
+		wire_put_u64(&m, 0);
+		put_bytes(&m, args, sizeof(args));
+		assert_int_equal(call_status(fd, WIRE_CALL_LAUNCH_KERNEL, ++seq, &m, UINT32_MAX, NULL),
+				 CUDA_ERROR_INVALID_VALUE);
+	}
+	/* Settings: a limit id the journal's records could not hold, a function
+	 * setting on a kernel handle. */
+	wire_msg_reset(&m);
+	wire_put_u32(&m, 0x100);
+	wire_put_u64(&m, 1);
+	assert_int_equal(call_status(fd, WIRE_CALL_CTX_SET_LIMIT, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 0x0500000000000001ull);
+	wire_put_u32(&m, 0);
+	assert_int_equal(call_status(fd, WIRE_CALL_FUNC_SET_SHARED_MEM_CONFIG, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_HANDLE);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, function);
+	wire_put_u32(&m, 0);
+	wire_put_i32(&m, 0);
+	assert_int_equal(call_status(fd, WIRE_CALL_KERNEL_SET_CACHE_CONFIG, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_HANDLE);
+	wire_msg_release(&m);
+	assert_alive(fd, ++seq);
+	sock_ctx = 0;
+	close(fd);
+}
+
 /* The JIT linker and created contexts: each malformed request fails alone. */
 static void test_link_and_contexts_hostile(void **state)
 {
@@ -785,6 +1036,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_token),
 		cmocka_unit_test(test_owner_queries),
 		cmocka_unit_test(test_link_and_contexts_hostile),
+		cmocka_unit_test(test_misc_hostile),
 		cmocka_unit_test(test_vmm_hostile),
 		cmocka_unit_test(test_shm_hostile),
 	};

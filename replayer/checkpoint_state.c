@@ -1,0 +1,457 @@
+/* What a snapshot carries besides objects and device memory: the settings
+ * made after an object's creation (context limits and cache configuration,
+ * function and kernel attributes, stream attributes; docs/journal.md,
+ * "Settings") and the contents of module globals.
+ *
+ * Module globals (__device__, __constant__) live where the driver puts
+ * them, outside the arena. A snapshot lists each module's and library's
+ * globals from its image (common/fatbin.h), asks the backend for each one's
+ * address and reads its bytes into a journal record; a restore writes them
+ * back once the modules are loaded again. The driver may place a global
+ * elsewhere in the new worker: kernels naming it as a symbol are relocated
+ * by the driver and see the restored bytes, but an address the application
+ * was given before (cuModuleGetGlobal, cudaGetSymbolAddress, cudart's
+ * cached symbol addresses) is then stale. The restore logs each global
+ * that moved, accepts the new address for copies and nothing at the old one
+ * (docs/limits.md). */
+#define LOG_PREFIX "checkpoint: "
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "fatbin.h"
+#include "log.h"
+#include "tracker.h"
+
+#define GLOBALS_MAGIC 0x31474d54u       /* "TMG1" */
+#define GLOBAL_HEADER 32u               /* u64 owner, address, size, u32 flags, u32 name length */
+#define GLOBAL_GUEST_KNOWN 1u           /* the guest was given its address */
+
+static uint32_t le32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static uint64_t le64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+/* ---- settings ---- */
+
+static CUresult ctx_setting_apply(struct exec *ex, uint32_t id, uint64_t value)
+{
+	if (id < EXEC_CTX_SETTING_CACHE_CONFIG)
+		return ex->be->cuCtxSetLimit((CUlimit)id, (size_t)value);
+	switch (id) {
+	case EXEC_CTX_SETTING_CACHE_CONFIG:
+		return ex->be->cuCtxSetCacheConfig((CUfunc_cache)value);
+	case EXEC_CTX_SETTING_SHARED_CONFIG:
+		return ex->be->cuCtxSetSharedMemConfig((CUsharedconfig)value);
+	case EXEC_CTX_SETTING_FLAGS:
+		return ex->be->cuDevicePrimaryCtxSetFlags(ex->device, (unsigned)value);
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+int checkpoint_state_restore_ctx(struct exec *ex, struct tracker *saved, char *err, size_t errlen)
+{
+	const uint8_t *b;
+	const void *bytes;
+	size_t len;
+
+	if (tracker_meta_bytes_get(saved, EXEC_META_CTX_SETTINGS, &bytes, &len))
+		return 0;
+	b = bytes;
+	if (len % EXEC_CTX_SETTING_RECORD) {
+		snprintf(err, errlen, "the context settings record is damaged");
+		return -EBADMSG;
+	}
+	for (size_t i = 0; i < len; i += EXEC_CTX_SETTING_RECORD) {
+		uint32_t id = le32(b + i);
+		CUresult res = ctx_setting_apply(ex, id, le64(b + i + 8));
+
+		if (res != CUDA_SUCCESS) {
+			snprintf(err, errlen, "setting 0x%x of the context failed again with CUDA error %d",
+				 id, res);
+			return -EIO;
+		}
+	}
+	/* The live journal of the restored session holds them too. */
+	if (ex->journal && tracker_meta_bytes_set(ex->journal, EXEC_META_CTX_SETTINGS, bytes, len))
+		ex->journal_broken = true;
+	return 0;
+}
+
+CUresult checkpoint_state_func(struct exec *ex, const struct tracker_object *o, void *real)
+{
+	const uint8_t *a = o->args;
+	uint32_t at;
+
+	if (o->args_len < 4)
+		return CUDA_SUCCESS;
+	at = 4 + le32(a);
+	if (at > o->args_len || (o->args_len - at) % EXEC_FUNC_SETTING_RECORD)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (; at < o->args_len; at += EXEC_FUNC_SETTING_RECORD) {
+		uint32_t id = le32(a + at);
+		int32_t v = (int32_t)le32(a + at + 4);
+		CUresult res;
+
+		if (o->kind == HANDLE_KERNEL)
+			res = id == EXEC_FUNC_SETTING_CACHE_CONFIG ?
+			      ex->be->cuKernelSetCacheConfig(real, (CUfunc_cache)v, ex->device) :
+			      id == EXEC_FUNC_SETTING_SHARED_CONFIG ? CUDA_ERROR_INVALID_VALUE :
+			      ex->be->cuKernelSetAttribute((CUfunction_attribute)id, v, real, ex->device);
+		else
+			res = id == EXEC_FUNC_SETTING_CACHE_CONFIG ?
+			      ex->be->cuFuncSetCacheConfig(real, (CUfunc_cache)v) :
+			      id == EXEC_FUNC_SETTING_SHARED_CONFIG ?
+			      ex->be->cuFuncSetSharedMemConfig(real, (CUsharedconfig)v) :
+			      ex->be->cuFuncSetAttribute(real, (CUfunction_attribute)id, v);
+		if (res != CUDA_SUCCESS)
+			return res;
+	}
+	return CUDA_SUCCESS;
+}
+
+static CUresult stream_settings_apply(struct exec *ex, CUstream s, const uint8_t *r, size_t len)
+{
+	for (size_t i = 0; i + EXEC_STREAM_SETTING_RECORD <= len; i += EXEC_STREAM_SETTING_RECORD) {
+		CUstreamAttrValue v;
+		CUresult res;
+
+		memcpy(&v, r + i + 8, sizeof(v));
+		res = ex->be->cuStreamSetAttribute(s, (CUstreamAttrID)le32(r + i), &v);
+		if (res != CUDA_SUCCESS)
+			return res;
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult checkpoint_state_stream(struct exec *ex, const struct tracker_object *o, CUstream s)
+{
+	if (o->args_len < 8 || (o->args_len - 8) % EXEC_STREAM_SETTING_RECORD)
+		return CUDA_ERROR_INVALID_VALUE;
+	return stream_settings_apply(ex, s, (const uint8_t *)o->args + 8, o->args_len - 8);
+}
+
+static int builtin_streams_restore(struct exec *ex, struct tracker *saved, char *err, size_t errlen)
+{
+	const uint8_t *b;
+	const void *bytes;
+	size_t len;
+
+	if (tracker_meta_bytes_get(saved, EXEC_META_STREAM_SETTINGS, &bytes, &len))
+		return 0;
+	b = bytes;
+	if (len % EXEC_STREAM_SETTING_RECORD) {
+		snprintf(err, errlen, "the stream settings record is damaged");
+		return -EBADMSG;
+	}
+	for (size_t i = 0; i < len; i += EXEC_STREAM_SETTING_RECORD) {
+		CUstream s;
+		CUresult res = exec_stream_real(ex, le32(b + i + 4), &s);
+
+		if (res == CUDA_SUCCESS)
+			res = stream_settings_apply(ex, s, b + i, EXEC_STREAM_SETTING_RECORD);
+		if (res != CUDA_SUCCESS) {
+			snprintf(err, errlen, "attribute %u of stream %u failed again with CUDA error %d",
+				 le32(b + i), le32(b + i + 4), res);
+			return -EIO;
+		}
+	}
+	if (ex->journal && tracker_meta_bytes_set(ex->journal, EXEC_META_STREAM_SETTINGS, bytes, len))
+		ex->journal_broken = true;
+	return 0;
+}
+
+/* ---- module globals ---- */
+
+static CUresult global_lookup(struct exec *ex, const struct handle_entry *owner, const char *name,
+			      CUdeviceptr *addr, size_t *size)
+{
+	return owner->kind == HANDLE_LIBRARY ? ex->be->cuLibraryGetGlobal(addr, size, owner->real, name)
+					     : ex->be->cuModuleGetGlobal(addr, size, owner->real, name);
+}
+
+struct globals_out {
+	struct exec *ex;
+	uint8_t *buf;
+	size_t len, cap;
+	uint32_t count;
+	unsigned sm;
+	int ret;
+	char *err;
+	size_t errlen;
+};
+
+static int out_reserve(struct globals_out *g, size_t more)
+{
+	if (g->len + more > TRACKER_META_VALUE_MAX) {
+		snprintf(g->err, g->errlen, "module globals take more than %u bytes; the session cannot "
+			 "be snapshotted (docs/limits.md)", TRACKER_META_VALUE_MAX);
+		return -EFBIG;
+	}
+	if (g->len + more > g->cap) {
+		size_t cap = g->cap ? g->cap : 4096;
+		uint8_t *n;
+
+		while (cap < g->len + more)
+			cap *= 2;
+		n = realloc(g->buf, cap);
+		if (!n)
+			return -ENOMEM;
+		g->buf = n;
+		g->cap = cap;
+	}
+	return 0;
+}
+
+static bool guest_knows(const struct exec *ex, uint64_t addr)
+{
+	for (unsigned i = 0; i < ex->extra_count; i++)
+		if (ex->extra[i].addr == addr)
+			return true;
+	return false;
+}
+
+/* The names of the globals an image lists, parsed once per image: a large
+ * fatbin takes long to read, and a snapshot's pause must not. */
+struct exec_image_globals {
+	struct exec_image_globals *next;
+	uint8_t hash[TRACKER_HASH_SIZE];
+	unsigned count;
+	char **names;               /* managed ones left out */
+};
+
+void exec_image_globals_free(struct exec *ex)
+{
+	while (ex->image_globals) {
+		struct exec_image_globals *c = ex->image_globals;
+
+		ex->image_globals = c->next;
+		for (unsigned i = 0; i < c->count; i++)
+			free(c->names[i]);
+		free(c->names);
+		free(c);
+	}
+}
+
+/* The globals of an image, or NULL when it cannot be read (logged once). */
+static const struct exec_image_globals *image_globals(struct exec *ex, const uint8_t *hash,
+						      const void *image, size_t size, unsigned sm)
+{
+	struct exec_image_globals *c;
+	struct cuimage *img = NULL;
+	int ret;
+
+	for (c = ex->image_globals; c; c = c->next)
+		if (!memcmp(c->hash, hash, TRACKER_HASH_SIZE))
+			return c->names || !c->count ? c : NULL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	memcpy(c->hash, hash, TRACKER_HASH_SIZE);
+	c->next = ex->image_globals;
+	ex->image_globals = c;
+	ret = cuimage_parse(image, size, sm, &img);
+	if (!ret) {
+		c->names = calloc(cuimage_global_count(img) + 1, sizeof(*c->names));
+		ret = c->names ? 0 : -ENOMEM;
+	}
+	for (unsigned i = 0; !ret && i < cuimage_global_count(img); i++) {
+		const struct cuimage_global *cg = cuimage_global(img, i);
+
+		/* Managed variables live in managed memory, which is not remoted. */
+		if (cg->managed || strlen(cg->name) > WIRE_STR_MAX)
+			continue;
+		c->names[c->count] = strdup(cg->name);
+		if (!c->names[c->count])
+			ret = -ENOMEM;
+		else
+			c->count++;
+	}
+	cuimage_free(img);
+	if (ret) {
+		/* Not fatal: the driver took an image tern cannot read (its
+		 * globals, if any, come back as the image initialises them). */
+		pr_warn("an image cannot be read for its globals (%s): they are not captured", strerror(-ret));
+		for (unsigned i = 0; i < c->count; i++)
+			free(c->names[i]);
+		free(c->names);
+		c->names = NULL;
+		c->count = 1;           /* marks "unreadable" */
+		return NULL;
+	}
+	return c;
+}
+
+/* One module's or library's globals, from its image in the journal. */
+static int entry_globals(struct handle_entry *e, void *arg)
+{
+	struct globals_out *g = arg;
+	struct exec *ex = g->ex;
+	struct tracker_object o;
+	struct tracker_image im;
+	const struct exec_image_globals *c;
+	const void *image;
+	uint8_t hash[TRACKER_HASH_SIZE];
+
+	if ((e->kind != HANDLE_MODULE && e->kind != HANDLE_LIBRARY) || e->parent)
+		return 0;       /* a library's module: its library lists them */
+	if (tracker_object_get(ex->journal, e->handle, &o) || o.args_len != TRACKER_HASH_SIZE)
+		return 0;
+	memcpy(hash, o.args, sizeof(hash));
+	if (tracker_image_get(ex->journal, hash, &im, &image))
+		return 0;
+	c = image_globals(ex, hash, image, im.size, g->sm);
+	for (unsigned i = 0; c && i < c->count && !g->ret; i++) {
+		const char *name = c->names[i];
+		size_t name_len = strlen(name), size = 0;
+		CUdeviceptr addr = 0;
+		uint8_t *h;
+		uint32_t flags;
+		CUresult res;
+
+		res = global_lookup(ex, e, name, &addr, &size);
+		if (res != CUDA_SUCCESS)
+			continue;       /* listed in the image, dropped by the linker */
+		g->ret = out_reserve(g, GLOBAL_HEADER + name_len + size);
+		if (g->ret)
+			break;
+		h = g->buf + g->len;
+		flags = guest_knows(ex, addr) ? GLOBAL_GUEST_KNOWN : 0;
+		memcpy(h, &e->handle, 8);
+		memcpy(h + 8, &addr, 8);
+		{
+			uint64_t s64 = size;
+			uint32_t n32 = (uint32_t)name_len;
+
+			memcpy(h + 16, &s64, 8);
+			memcpy(h + 24, &flags, 4);
+			memcpy(h + 28, &n32, 4);
+		}
+		memcpy(h + GLOBAL_HEADER, name, name_len);
+		res = size ? ex->be->cuMemcpyDtoH(h + GLOBAL_HEADER + name_len, addr, size) : CUDA_SUCCESS;
+		if (res != CUDA_SUCCESS) {
+			snprintf(g->err, g->errlen, "reading global %s failed with CUDA error %d", name, res);
+			g->ret = -EIO;
+			break;
+		}
+		g->len += GLOBAL_HEADER + name_len + size;
+		g->count++;
+	}
+	return g->ret;
+}
+
+int checkpoint_state_save(struct exec *ex, char *err, size_t errlen)
+{
+	struct globals_out g = { .ex = ex, .err = err, .errlen = errlen };
+	int major = 9, minor = 0, ret;
+
+	if (!ex->journal)
+		return 0;
+	ex->be->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, ex->device);
+	ex->be->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, ex->device);
+	g.sm = (unsigned)(major * 10 + minor);
+	ret = out_reserve(&g, 8);
+	if (!ret) {
+		g.len = 8;
+		handle_table_foreach(ex->handles, entry_globals, &g);
+		ret = g.ret;
+	}
+	if (!ret) {
+		uint32_t magic = GLOBALS_MAGIC;
+
+		memcpy(g.buf, &magic, 4);
+		memcpy(g.buf + 4, &g.count, 4);
+		ret = tracker_meta_bytes_set(ex->journal, EXEC_META_MODULE_GLOBALS, g.buf, g.len);
+		if (ret)
+			snprintf(err, errlen, "cannot journal module globals: %s", strerror(-ret));
+	}
+	free(g.buf);
+	return ret;
+}
+
+static int globals_restore(struct exec *ex, struct tracker *saved, char *err, size_t errlen)
+{
+	const uint8_t *b;
+	const void *bytes;
+	size_t len, at = 8;
+	uint32_t count;
+
+	if (tracker_meta_bytes_get(saved, EXEC_META_MODULE_GLOBALS, &bytes, &len))
+		return 0;       /* a snapshot of an older tern */
+	b = bytes;
+	if (len < 8 || le32(b) != GLOBALS_MAGIC) {
+		snprintf(err, errlen, "the module globals record is damaged");
+		return -EBADMSG;
+	}
+	count = le32(b + 4);
+	for (uint32_t i = 0; i < count; i++) {
+		uint64_t owner, old, size;
+		uint32_t flags, name_len;
+		char name[WIRE_STR_MAX + 1];
+		struct handle_entry *e;
+		CUdeviceptr addr = 0;
+		size_t now_size = 0;
+		CUresult res;
+
+		if (len - at < GLOBAL_HEADER)
+			goto damaged;
+		owner = le64(b + at);
+		old = le64(b + at + 8);
+		size = le64(b + at + 16);
+		flags = le32(b + at + 24);
+		name_len = le32(b + at + 28);
+		if (name_len > WIRE_STR_MAX || len - at - GLOBAL_HEADER < name_len ||
+		    len - at - GLOBAL_HEADER - name_len < size)
+			goto damaged;
+		memcpy(name, b + at + GLOBAL_HEADER, name_len);
+		name[name_len] = 0;
+		e = handle_table_get(ex->handles, owner, handle_kind_of(owner));
+		if (!e || (e->kind != HANDLE_MODULE && e->kind != HANDLE_LIBRARY))
+			goto damaged;
+		res = global_lookup(ex, e, name, &addr, &now_size);
+		if (res == CUDA_SUCCESS && now_size != size)
+			res = CUDA_ERROR_INVALID_IMAGE;
+		if (res == CUDA_SUCCESS && size)
+			res = ex->be->cuMemcpyHtoD(addr, b + at + GLOBAL_HEADER + name_len, size);
+		if (res != CUDA_SUCCESS) {
+			snprintf(err, errlen, "global %s of 0x%llx cannot be written back (CUDA error %d)",
+				 name, (unsigned long long)owner, res);
+			return -EIO;
+		}
+		if (flags & GLOBAL_GUEST_KNOWN) {
+			exec_extra_range_add(ex, addr, size, owner);
+			if (addr != old)
+				pr_warn("global %s moved from 0x%llx to 0x%llx: kernels see its contents, "
+					"but an address the application kept for it is stale", name,
+					(unsigned long long)old, (unsigned long long)addr);
+		}
+		at += GLOBAL_HEADER + name_len + size;
+	}
+	if (at != len)
+		goto damaged;
+	return 0;
+damaged:
+	snprintf(err, errlen, "the module globals record is damaged");
+	return -EBADMSG;
+}
+
+int checkpoint_state_restore_late(struct exec *ex, struct tracker *saved, char *err, size_t errlen)
+{
+	int ret = builtin_streams_restore(ex, saved, err, errlen);
+
+	return ret ? ret : globals_restore(ex, saved, err, errlen);
+}
