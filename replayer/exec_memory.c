@@ -8,12 +8,6 @@
 #include "log.h"
 #include "wire_dispatch.h"
 
-static void memory_publish(struct exec *ex)
-{
-	if (ex->slot)
-		atomic_store_explicit(&ex->slot->memory, arena_bytes_mapped(ex->arena),
-				      memory_order_relaxed);
-}
 
 CUresult exec_mem_map(struct exec *ex, uint64_t bytes, uint64_t *addr)
 {
@@ -23,26 +17,36 @@ CUresult exec_mem_map(struct exec *ex, uint64_t bytes, uint64_t *addr)
 		return CUDA_ERROR_INVALID_VALUE;
 	/* The quota counts what is mapped, granularity included: that is what the device loses. */
 	if (ex->cfg.quota && (bytes > ex->cfg.quota ||
-			      arena_bytes_mapped(ex->arena) > ex->cfg.quota - bytes))
+			      exec_bytes_mapped(ex) > ex->cfg.quota - bytes))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	res = arena_alloc(ex->arena, bytes, addr);
+	res = arena_alloc(exec_arena_current(ex), bytes, addr);
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (ex->cfg.quota && arena_bytes_mapped(ex->arena) > ex->cfg.quota) {
-		arena_free(ex->arena, *addr);
+	if (ex->cfg.quota && exec_bytes_mapped(ex) > ex->cfg.quota) {
+		arena_free(exec_arena_current(ex), *addr);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	memory_publish(ex);
+	exec_memory_publish(ex);
 	return CUDA_SUCCESS;
 }
 
 CUresult exec_mem_unmap(struct exec *ex, uint64_t addr)
 {
-	CUresult res = arena_free(ex->arena, addr);
+	struct arena *a = exec_arena_of(ex, addr, NULL);
+	const struct arena_alloc *al = a ? arena_find(a, addr) : NULL;
+	CUresult res;
+
+	/* Another session's memory is closed with cuIpcCloseMemHandle, not freed. */
+	if (al && al->imported)
+		return CUDA_ERROR_INVALID_VALUE;
+
+	/* Exported memory stops being openable; sessions that opened it keep it. */
+	exec_ipc_unexport(ex, addr);
+	res = a ? arena_free(a, addr) : CUDA_ERROR_INVALID_VALUE;
 
 	if (res == CUDA_SUCCESS)
 		exec_journal_region_drop(ex, addr);
-	memory_publish(ex);
+	exec_memory_publish(ex);
 	return res;
 }
 
@@ -88,7 +92,7 @@ CUresult exec_mem_get_info(struct exec *ex, const struct wire_mem_get_info_req *
 	if (res != CUDA_SUCCESS)
 		return res;
 	if (ex->cfg.quota) {
-		uint64_t used = arena_bytes_mapped(ex->arena);
+		uint64_t used = exec_bytes_mapped(ex);
 		uint64_t left = used < ex->cfg.quota ? ex->cfg.quota - used : 0;
 
 		total = ex->cfg.quota < total ? ex->cfg.quota : total;
@@ -102,7 +106,7 @@ CUresult exec_mem_get_info(struct exec *ex, const struct wire_mem_get_info_req *
 CUresult exec_mem_get_address_range(struct exec *ex, const struct wire_mem_get_address_range_req *req,
 				    struct wire_mem_get_address_range_rep *rep)
 {
-	const struct arena_alloc *al = arena_find(ex->arena, req->address);
+	const struct arena_alloc *al = exec_alloc_find(ex, req->address, NULL);
 
 	if (!al)
 		return CUDA_ERROR_NOT_FOUND;
@@ -114,13 +118,14 @@ CUresult exec_mem_get_address_range(struct exec *ex, const struct wire_mem_get_a
 CUresult exec_pointer_get_info(struct exec *ex, const struct wire_pointer_get_info_req *req,
 			       struct wire_pointer_get_info_rep *rep)
 {
-	const struct arena_alloc *al = arena_find(ex->arena, req->address);
+	unsigned d = 0;
+	const struct arena_alloc *al = exec_alloc_find(ex, req->address, &d);
 
 	if (!al)
 		return CUDA_ERROR_INVALID_VALUE;
 	rep->memory_type = CU_MEMORYTYPE_DEVICE;
-	rep->ctx = ex->primary_ctx;
-	rep->device = 0;
+	rep->ctx = ex->devs[d].ctx;
+	rep->device = (int32_t)d;
 	rep->base = al->addr;
 	rep->bytes = al->size;
 	rep->buffer_id = al->id;
@@ -183,15 +188,12 @@ CUresult exec_memcpy_dtod(struct exec *ex, const struct wire_memcpy_dtod_req *re
 	CUstream s;
 	CUresult res;
 
-	if (!exec_device_range_valid(ex, req->dst, req->bytes) ||
-	    !exec_device_range_valid(ex, req->src, req->bytes))
-		return CUDA_ERROR_INVALID_VALUE;
 	if (!req->async)
-		return ex->be->cuMemcpyDtoD(req->dst, req->src, req->bytes);
+		return exec_copy_dtod(ex, req->dst, req->src, req->bytes, NULL, false);
 	res = exec_stream_real(ex, req->stream, &s);
 	if (res != CUDA_SUCCESS)
 		return res;
-	return ex->be->cuMemcpyDtoDAsync(req->dst, req->src, req->bytes, s);
+	return exec_copy_dtod(ex, req->dst, req->src, req->bytes, s, true);
 }
 
 CUresult exec_memset(struct exec *ex, const struct wire_memset_req *req,

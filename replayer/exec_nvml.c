@@ -72,7 +72,7 @@ CUresult exec_nvml_device_info(struct exec *ex, const struct wire_nvml_device_in
 		return res;
 	rep->uuid = (struct wire_blob){ uuid, sizeof(uuid) };
 	rep->memory_total = ex->cfg.quota && ex->cfg.quota < total ? ex->cfg.quota : total;
-	rep->memory_used = arena_bytes_mapped(ex->arena);
+	rep->memory_used = exec_bytes_mapped(ex);
 	if (rep->memory_used > rep->memory_total)
 		rep->memory_used = rep->memory_total;
 	rep->cc_major = major;

@@ -52,10 +52,12 @@ static void usage(FILE *out)
 		"  --sim-missing-kernels refuse|skip\n"
 		"                       a launch of a kernel without a CPU version fails (default)\n"
 		"                       or succeeds doing nothing (to see what a library calls)\n"
-		"  --device N           GPU index sessions run on (default 0)\n"
+		"  --device N           GPU the guest's device 0 runs on (default 0)\n"
+		"  --devices LIST       GPUs a session sees, e.g. 0,1 (default: all; the guest's\n"
+		"                       device i is the i-th from --device, wrapping)\n"
 		"  --quota SIZE         device memory per session, e.g. 8G (default: no limit)\n"
 		"  --arena-base ADDR    fixed address of each session's arena (default 0x%llx)\n"
-		"  --arena-size SIZE    size of the arena (default 512G)\n"
+		"  --arena-size SIZE    size of the arena of each device (default 512G)\n"
 		"  --state-dir DIR      journals and the snapshot store (default /var/lib/tern)\n"
 		"  --token-file FILE    shared secret that tcp guests must present\n"
 		"  --log-level LEVEL    error, warn, info or debug (default info)\n"
@@ -121,6 +123,31 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 			return -EINVAL;
 		o->sv.worker.exec_cfg.device = (int)d;
 		return 0;
+	}
+	if (!strcmp(key, "devices")) {
+		struct exec_config *e = &o->sv.worker.exec_cfg;
+		char *list = strdup(value), *save = NULL;
+
+		if (!list)
+			return -ENOMEM;
+		e->device_count = 0;
+		for (char *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+			char *end;
+			long d = strtol(p, &end, 10);
+
+			if (*end || d < 0 || d > 1024 || e->device_count == EXEC_DEVICES_MAX) {
+				free(list);
+				return -EINVAL;
+			}
+			for (unsigned i = 0; i < e->device_count; i++)
+				if (e->devices[i] == d) {
+					free(list);
+					return -EINVAL;     /* a device listed twice */
+				}
+			e->devices[e->device_count++] = (int)d;
+		}
+		free(list);
+		return e->device_count ? 0 : -EINVAL;
 	}
 	if (!strcmp(key, "quota")) {
 		ret = units_size_parse(value, &v);
