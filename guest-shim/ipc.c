@@ -8,6 +8,15 @@
 
 #include <string.h>
 
+/* The worker's handle bytes into the app's 64-byte handle. */
+static CUresult handle_out(char reserved[64], struct wire_blob got)
+{
+	if (got.len != 64)
+		return CUDA_ERROR_UNKNOWN;
+	memcpy(reserved, got.ptr, 64);
+	return CUDA_SUCCESS;
+}
+
 SHIM_API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
 	struct wire_ipc_get_mem_handle_req req = { .address = dptr };
@@ -17,12 +26,7 @@ SHIM_API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 	if (!pHandle)
 		return CUDA_ERROR_INVALID_VALUE;
 	res = rpc_ipc_get_mem_handle(&req, &rep);
-	if (res != CUDA_SUCCESS)
-		return res;
-	if (rep.handle.len != sizeof(pHandle->reserved))
-		return CUDA_ERROR_UNKNOWN;
-	memcpy(pHandle->reserved, rep.handle.ptr, sizeof(pHandle->reserved));
-	return CUDA_SUCCESS;
+	return res == CUDA_SUCCESS ? handle_out(pHandle->reserved, rep.handle) : res;
 }
 
 SHIM_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
@@ -67,12 +71,7 @@ SHIM_API CUresult cuIpcGetEventHandle(CUipcEventHandle *pHandle, CUevent event)
 	if (!handle_kind_is(req.event, WIRE_HANDLE_EVENT))
 		return CUDA_ERROR_INVALID_HANDLE;
 	res = rpc_ipc_get_event_handle(&req, &rep);
-	if (res != CUDA_SUCCESS)
-		return res;
-	if (rep.handle.len != sizeof(pHandle->reserved))
-		return CUDA_ERROR_UNKNOWN;
-	memcpy(pHandle->reserved, rep.handle.ptr, sizeof(pHandle->reserved));
-	return CUDA_SUCCESS;
+	return res == CUDA_SUCCESS ? handle_out(pHandle->reserved, rep.handle) : res;
 }
 
 SHIM_API CUresult cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle)

@@ -92,7 +92,8 @@ static CUresult status_of(int err)
 	}
 }
 
-/* Register an export with the supervisor; the guest's handle into @x. */
+/* Register an export with the supervisor; the guest's handle into @x, or
+ * @x forgotten on failure. */
 static CUresult ipc_export(struct exec *ex, struct exec_ipc *x, uint32_t kind, uint64_t size,
 			   int32_t device, const void *payload, int fd)
 {
@@ -106,8 +107,10 @@ static CUresult ipc_export(struct exec *ex, struct exec_ipc *x, uint32_t kind, u
 	ret = ipc_call(ex->ipc_fd, &req, fd, &rep, NULL);
 	if (!ret)
 		ret = rep.status;
-	if (ret)
+	if (ret) {
+		ipc_remove(ex, x);
 		return status_of(ret);
+	}
 	h.id = rep.id;
 	memcpy(h.secret, rep.secret, IPC_SECRET_BYTES);
 	ipc_handle_encode(&h, x->handle);
@@ -144,10 +147,8 @@ CUresult exec_ipc_get_mem_handle(struct exec *ex, const struct wire_ipc_get_mem_
 	x->addr = al->addr;
 	res = ipc_export(ex, x, IPC_KIND_MEM, al->mapped, ex->devs[d].ordinal, NULL, fd);
 	close(fd);
-	if (res != CUDA_SUCCESS) {
-		ipc_remove(ex, x);
+	if (res != CUDA_SUCCESS)
 		return res;
-	}
 out:
 	rep->handle = (struct wire_blob){ x->handle, IPC_HANDLE_BYTES };
 	return CUDA_SUCCESS;
@@ -269,10 +270,8 @@ CUresult exec_ipc_get_event_handle(struct exec *ex, const struct wire_ipc_get_ev
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	x->event = req->event;
 	res = ipc_export(ex, x, IPC_KIND_EVENT, 0, ex->devs[ex->dev_current].ordinal, real.reserved, -1);
-	if (res != CUDA_SUCCESS) {
-		ipc_remove(ex, x);
+	if (res != CUDA_SUCCESS)
 		return res;
-	}
 out:
 	rep->handle = (struct wire_blob){ x->handle, IPC_HANDLE_BYTES };
 	return CUDA_SUCCESS;

@@ -596,6 +596,14 @@ CUresult sim_cuCtxSynchronize(void)
  * context (which peers are enabled) is tracked the same way here, with the
  * driver's errors. */
 
+static CUresult sim_dev_pair(struct sim *sim, CUdevice a, CUdevice b, struct sim_dev **da,
+			     struct sim_dev **db)
+{
+	CUresult rc = sim_dev_lookup(sim, a, da);
+
+	return rc ? rc : sim_dev_lookup(sim, b, db);
+}
+
 CUresult sim_cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer)
 {
 	struct sim_dev *d, *p;
@@ -607,9 +615,7 @@ CUresult sim_cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer)
 	rc = sim_enter(&sim);
 	if (rc)
 		return rc;
-	rc = sim_dev_lookup(sim, dev, &d);
-	if (!rc)
-		rc = sim_dev_lookup(sim, peer, &p);
+	rc = sim_dev_pair(sim, dev, peer, &d, &p);
 	if (!rc)
 		*can = d != p;
 	sim_leave(sim);
@@ -628,9 +634,7 @@ CUresult sim_cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib, C
 	rc = sim_enter(&sim);
 	if (rc)
 		return rc;
-	rc = sim_dev_lookup(sim, src, &d);
-	if (!rc)
-		rc = sim_dev_lookup(sim, dst, &p);
+	rc = sim_dev_pair(sim, src, dst, &d, &p);
 	if (!rc && d == p)
 		rc = CUDA_ERROR_INVALID_DEVICE;
 	if (!rc) {
