@@ -574,7 +574,7 @@ CUresult memory_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, bo
 	return CUDA_SUCCESS;
 }
 
-static CUresult memory_copy_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t stream, bool async)
+CUresult memory_copy_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t stream, bool async)
 {
 	struct wire_memcpy_dtod_req req = {
 		.dst = dst, .src = src, .bytes = n, .stream = stream, .async = async,

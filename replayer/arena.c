@@ -9,9 +9,14 @@
 /* Allocations are kept sorted by address; free space is the gaps between
  * them, searched first-fit. Sessions hold thousands of allocations at most,
  * so arrays beat trees here. */
+#define ARENA_PEERS_MAX 16
+
 struct arena {
 	struct backend *be;
 	CUdevice device;
+	CUdevice peers[ARENA_PEERS_MAX];  /* other devices given access to every mapping */
+	unsigned peer_count;
+	bool exportable;                /* cuMemCreate asks for a POSIX fd handle */
 	uint64_t base, size, granularity;
 	uint64_t mapped;
 	uint64_t next_id;
@@ -69,6 +74,10 @@ int arena_open(struct backend *be, CUdevice device, uint64_t base, uint64_t size
 	a->size = size;
 	a->granularity = gran;
 	a->next_id = 1;
+	/* Memory another session may open (cuIpcGetMemHandle) must be
+	 * exportable; a backend that cannot do it makes the arena plain. */
+	a->exportable = backend_has(be, (const void *)be->cuMemExportToShareableHandle) &&
+			backend_has(be, (const void *)be->cuMemImportFromShareableHandle);
 	*out = a;
 	return 0;
 }
@@ -77,7 +86,52 @@ static void alloc_unmap(struct arena *a, struct arena_alloc *al)
 {
 	a->be->cuMemUnmap(al->addr, al->mapped);
 	a->be->cuMemRelease(al->mem);
-	a->mapped -= al->mapped;
+	if (!al->imported)
+		a->mapped -= al->mapped;
+}
+
+/* Read/write access for the arena's device and every peer given access. */
+static CUresult alloc_access(struct arena *a, uint64_t addr, uint64_t mapped)
+{
+	CUmemAccessDesc access[1 + ARENA_PEERS_MAX] = { 0 };
+
+	for (unsigned i = 0; i <= a->peer_count; i++) {
+		access[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		access[i].location.id = i ? a->peers[i - 1] : a->device;
+		access[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	}
+	return a->be->cuMemSetAccess(addr, mapped, access, 1 + a->peer_count);
+}
+
+/* Map @mem (owned by the caller until success) at @addr, recorded at @at. */
+static CUresult alloc_insert(struct arena *a, uint64_t addr, uint64_t size, uint64_t mapped,
+			     CUmemGenericAllocationHandle mem, bool imported, unsigned at)
+{
+	CUresult res;
+
+	if (a->count == a->cap) {
+		unsigned cap = a->cap ? a->cap * 2 : 64;
+		struct arena_alloc *n = realloc(a->allocs, cap * sizeof(*n));
+
+		if (!n)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		a->allocs = n;
+		a->cap = cap;
+	}
+	res = a->be->cuMemMap(addr, mapped, 0, mem, 0);
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = alloc_access(a, addr, mapped);
+	if (res != CUDA_SUCCESS) {
+		a->be->cuMemUnmap(addr, mapped);
+		return res;
+	}
+	memmove(&a->allocs[at + 1], &a->allocs[at], (a->count - at) * sizeof(*a->allocs));
+	a->allocs[at] = (struct arena_alloc){ addr, size, mapped, a->next_id++, mem, imported };
+	a->count++;
+	if (!imported)
+		a->mapped += mapped;
+	return CUDA_SUCCESS;
 }
 
 void arena_close(struct arena *a)
@@ -110,67 +164,66 @@ static unsigned lower_bound(const struct arena *a, uint64_t addr)
 static CUresult alloc_map(struct arena *a, uint64_t addr, uint64_t size, unsigned at)
 {
 	CUmemAllocationProp prop = { 0 };
-	CUmemAccessDesc access = { 0 };
 	CUmemGenericAllocationHandle mem;
 	uint64_t mapped = round_up(size ? size : 1, a->granularity);
 	CUresult res;
 
-	if (a->count == a->cap) {
-		unsigned cap = a->cap ? a->cap * 2 : 64;
-		struct arena_alloc *n = realloc(a->allocs, cap * sizeof(*n));
-
-		if (!n)
-			return CUDA_ERROR_OUT_OF_MEMORY;
-		a->allocs = n;
-		a->cap = cap;
-	}
 	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
 	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	prop.location.id = a->device;
-	res = a->be->cuMemCreate(&mem, mapped, &prop, 0);
+	if (a->exportable) {
+		prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+		res = a->be->cuMemCreate(&mem, mapped, &prop, 0);
+		if (res == CUDA_ERROR_NOT_SUPPORTED || res == CUDA_ERROR_INVALID_VALUE) {
+			pr_warn("device %d cannot export its memory (error %d): IPC is off", a->device, res);
+			a->exportable = false;
+		}
+	}
+	if (!a->exportable) {
+		prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+		res = a->be->cuMemCreate(&mem, mapped, &prop, 0);
+	}
 	if (res != CUDA_SUCCESS)
 		return res;
-	res = a->be->cuMemMap(addr, mapped, 0, mem, 0);
+	res = alloc_insert(a, addr, size, mapped, mem, false, at);
 	if (res != CUDA_SUCCESS)
-		goto out_release;
-	access.location = prop.location;
-	access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	res = a->be->cuMemSetAccess(addr, mapped, &access, 1);
-	if (res != CUDA_SUCCESS)
-		goto out_unmap;
-	memmove(&a->allocs[at + 1], &a->allocs[at], (a->count - at) * sizeof(*a->allocs));
-	a->allocs[at] = (struct arena_alloc){ addr, size, mapped, a->next_id++, mem };
-	a->count++;
-	a->mapped += mapped;
-	return CUDA_SUCCESS;
-out_unmap:
-	a->be->cuMemUnmap(addr, mapped);
-out_release:
-	a->be->cuMemRelease(mem);
+		a->be->cuMemRelease(mem);
 	return res;
 }
 
-CUresult arena_alloc(struct arena *a, uint64_t size, uint64_t *addr)
+/* The first free range of @need bytes: its address and index. */
+static bool arena_gap(const struct arena *a, uint64_t need, uint64_t *addr, unsigned *at)
 {
-	uint64_t need, cursor = a->base;
+	uint64_t cursor = a->base;
 
-	if (size > a->size)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	need = round_up(size ? size : 1, a->granularity);
 	for (unsigned i = 0; i <= a->count; i++) {
 		uint64_t end = i < a->count ? a->allocs[i].addr : a->base + a->size;
 
 		if (end - cursor >= need) {
-			CUresult res = alloc_map(a, cursor, size, i);
-
-			if (res == CUDA_SUCCESS)
-				*addr = cursor;
-			return res;
+			*addr = cursor;
+			*at = i;
+			return true;
 		}
 		if (i < a->count)
 			cursor = a->allocs[i].addr + a->allocs[i].mapped;
 	}
-	return CUDA_ERROR_OUT_OF_MEMORY;
+	return false;
+}
+
+CUresult arena_alloc(struct arena *a, uint64_t size, uint64_t *addr)
+{
+	uint64_t at_addr;
+	unsigned at;
+	CUresult res;
+
+	if (size > a->size)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (!arena_gap(a, round_up(size ? size : 1, a->granularity), &at_addr, &at))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	res = alloc_map(a, at_addr, size, at);
+	if (res == CUDA_SUCCESS)
+		*addr = at_addr;
+	return res;
 }
 
 CUresult arena_alloc_at(struct arena *a, uint64_t addr, uint64_t size)
@@ -242,4 +295,69 @@ unsigned arena_count(const struct arena *a)
 const struct arena_alloc *arena_at(const struct arena *a, unsigned i)
 {
 	return i < a->count ? &a->allocs[i] : NULL;
+}
+
+int arena_export_fd(struct arena *a, uint64_t addr, int *fd)
+{
+	unsigned at = lower_bound(a, addr);
+	CUresult res;
+
+	if (at == a->count || a->allocs[at].addr != addr || a->allocs[at].imported)
+		return -ENOENT;
+	if (!a->exportable)
+		return -ENOTSUP;
+	res = a->be->cuMemExportToShareableHandle(fd, a->allocs[at].mem,
+						  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+	return res == CUDA_SUCCESS ? 0 : -EIO;
+}
+
+CUresult arena_import_fd(struct arena *a, int fd, uint64_t size, uint64_t *addr)
+{
+	CUmemGenericAllocationHandle mem;
+	uint64_t mapped = round_up(size ? size : 1, a->granularity), at_addr;
+	unsigned at;
+	CUresult res;
+
+	if (size > a->size || !arena_gap(a, mapped, &at_addr, &at))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	res = a->be->cuMemImportFromShareableHandle(&mem, (void *)(uintptr_t)fd,
+						    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = alloc_insert(a, at_addr, size, mapped, mem, true, at);
+	if (res != CUDA_SUCCESS) {
+		a->be->cuMemRelease(mem);
+		return res;
+	}
+	*addr = at_addr;
+	return CUDA_SUCCESS;
+}
+
+CUresult arena_peer_set(struct arena *a, CUdevice peer, bool on)
+{
+	unsigned i;
+	CUresult res = CUDA_SUCCESS;
+
+	for (i = 0; i < a->peer_count && a->peers[i] != peer; i++)
+		;
+	if (on == (i < a->peer_count))
+		return CUDA_SUCCESS;
+	if (on) {
+		if (a->peer_count == ARENA_PEERS_MAX)
+			return CUDA_ERROR_TOO_MANY_PEERS;
+		a->peers[a->peer_count++] = peer;
+		for (unsigned k = 0; k < a->count && res == CUDA_SUCCESS; k++)
+			res = alloc_access(a, a->allocs[k].addr, a->allocs[k].mapped);
+		return res;
+	}
+	/* Access cannot be narrowed in place: a peer that loses it keeps what
+	 * it had until the memory is mapped again, which only widens what a
+	 * correct program may do. */
+	a->peers[i] = a->peers[--a->peer_count];
+	return CUDA_SUCCESS;
+}
+
+bool arena_exportable(const struct arena *a)
+{
+	return a->exportable;
 }

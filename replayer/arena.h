@@ -24,6 +24,7 @@ struct arena_alloc {
 	uint64_t mapped;        /* rounded to the granularity */
 	uint64_t id;            /* buffer id, unique in the session */
 	CUmemGenericAllocationHandle mem;
+	bool imported;          /* another session's memory (IPC): not counted as mapped */
 };
 
 struct arena;
@@ -47,6 +48,18 @@ CUresult arena_free(struct arena *a, uint64_t addr);
 const struct arena_alloc *arena_find(const struct arena *a, uint64_t addr);
 /* True if [addr, addr + len) lies inside one live allocation. */
 bool arena_range_valid(const struct arena *a, uint64_t addr, uint64_t len);
+
+/* IPC: a POSIX fd for the allocation that starts at @addr (the caller
+ * closes it): 0, -ENOENT (no such allocation, or an imported one), -ENOTSUP
+ * (the backend cannot export) or -EIO. */
+int arena_export_fd(struct arena *a, uint64_t addr, int *fd);
+/* Map memory exported by another process (@fd stays the caller's) in a free
+ * range; freed with arena_free like the rest. */
+CUresult arena_import_fd(struct arena *a, int fd, uint64_t size, uint64_t *addr);
+bool arena_exportable(const struct arena *a);
+/* Give device @peer read/write access to every mapping, now and later (on),
+ * or stop giving it to new ones (off). */
+CUresult arena_peer_set(struct arena *a, CUdevice peer, bool on);
 
 uint64_t arena_base(const struct arena *a);
 uint64_t arena_size(const struct arena *a);

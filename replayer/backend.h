@@ -177,7 +177,17 @@
 	BACKEND_ENTRY(cuCtxSetSharedMemConfig, 4020)                    \
 	BACKEND_ENTRY(cuCtxGetSharedMemConfig, 4020)                    \
 	BACKEND_ENTRY(cuFuncSetSharedMemConfig, 4020)                   \
-	BACKEND_ENTRY(cuKernelSetCacheConfig, 12000)
+	BACKEND_ENTRY(cuKernelSetCacheConfig, 12000)                    \
+	BACKEND_ENTRY(cuDeviceCanAccessPeer, 4000)                      \
+	BACKEND_ENTRY(cuDeviceGetP2PAttribute, 8000)                    \
+	BACKEND_ENTRY(cuCtxEnablePeerAccess, 4000)                      \
+	BACKEND_ENTRY(cuCtxDisablePeerAccess, 4000)                     \
+	BACKEND_ENTRY(cuMemcpyPeer, 4000)                               \
+	BACKEND_ENTRY(cuMemcpyPeerAsync, 4000)                          \
+	BACKEND_ENTRY(cuMemExportToShareableHandle, 10020)              \
+	BACKEND_ENTRY(cuMemImportFromShareableHandle, 10020)            \
+	BACKEND_ENTRY(cuIpcGetEventHandle, 4010)                        \
+	BACKEND_ENTRY(cuIpcOpenEventHandle, 4010)
 
 #define BACKEND_MEMBER(name, version) PFN_##name##_v##version name;
 

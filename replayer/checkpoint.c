@@ -86,6 +86,8 @@ static int journal_bookkeeping(struct exec *ex, uint64_t seq, const void *reply,
 		ret = tracker_meta_u64_set(ex->journal, META_QUOTA, ex->cfg.quota);
 	if (!ret)
 		ret = tracker_meta_u64_set(ex->journal, META_CAPTURE_MODE, ex->capture_mode);
+	for (unsigned i = 0; i < ex->dev_count && !ret; i++)
+		ret = tracker_meta_u64_set(ex->journal, EXEC_META_PEERS(i), ex->devs[i].peers);
 	if (!ret)
 		ret = tracker_reply_set(ex->journal, seq, reply, len);
 	return ret;
@@ -131,6 +133,8 @@ int checkpoint_begin(struct exec *ex, const struct checkpoint_request *req,
 
 	/* Graph descriptions are written when a snapshot needs them. */
 	exec_graph_journal_flush(ex);
+	if (exec_ipc_snapshot_check(ex, err, errlen))
+		return -EBUSY;
 	if (!ex->journal || ex->journal_broken) {
 		snprintf(err, errlen, "the session's journal is unavailable; the session cannot be snapshotted");
 		return -EIO;
@@ -151,8 +155,13 @@ int checkpoint_begin(struct exec *ex, const struct checkpoint_request *req,
 	snprintf(job->parent, sizeof(job->parent), "%s", req->parent ? req->parent : "");
 	snprintf(job->session, sizeof(job->session), "%s", req->session);
 	job->start_ns = now_ns();
-	/* Quiesce: no request is being served; let the device finish what it has. */
-	res = ex->be->cuCtxSynchronize();
+	/* Quiesce: no request is being served; let the devices finish what they have. */
+	res = CUDA_SUCCESS;
+	for (unsigned i = 0; i < ex->dev_count && res == CUDA_SUCCESS; i++) {
+		res = exec_context_switch(ex, ex->devs[i].ctx);
+		if (res == CUDA_SUCCESS)
+			res = ex->be->cuCtxSynchronize();
+	}
 	if (res != CUDA_SUCCESS) {
 		snprintf(err, errlen, "the device reports error %d; the session cannot be snapshotted", res);
 		ret = -EIO;
@@ -206,18 +215,28 @@ int checkpoint_begin(struct exec *ex, const struct checkpoint_request *req,
 		snprintf(err, errlen, "cannot copy the journal: %s", strerror(-ret));
 		goto out_writer;
 	}
-	/* The arena's allocations, then the guest's VMM mappings that the device
-	 * may access (the window lies above the arena: addresses stay in order). */
-	regions = calloc(arena_count(ex->arena) + ex->vmm_map_count + 1, sizeof(*regions));
+	/* Every device's memory (what another session exported to this one is
+	 * that session's: exec_ipc.c refuses a snapshot while any is open), then
+	 * the guest's VMM mappings the device may access (the window lies above
+	 * the arenas: addresses stay in order). */
+	job->regions = ex->vmm_map_count;
+	for (unsigned d = 0; d < ex->dev_count; d++)
+		job->regions += arena_count(ex->devs[d].arena);
+	regions = calloc(job->regions + 1, sizeof(*regions));
 	if (!regions) {
 		ret = -ENOMEM;
 		goto out_writer;
 	}
-	for (unsigned i = 0; i < arena_count(ex->arena); i++) {
-		const struct arena_alloc *al = arena_at(ex->arena, i);
+	job->regions = 0;
+	for (unsigned d = 0; d < ex->dev_count; d++) {
+		for (unsigned i = 0; i < arena_count(ex->devs[d].arena); i++) {
+			const struct arena_alloc *al = arena_at(ex->devs[d].arena, i);
 
-		regions[job->regions++] = (struct capture_region){ al->addr, al->size, 0 };
-		job->bytes += al->size;
+			if (al->imported)
+				continue;
+			regions[job->regions++] = (struct capture_region){ al->addr, al->size, 0 };
+			job->bytes += al->size;
+		}
 	}
 	for (unsigned i = 0; i < ex->vmm_map_count; i++) {
 		const struct exec_vmm_map *m = &ex->vmm_maps[i];
@@ -335,6 +354,29 @@ static CUresult restore_callable(struct exec *ex, uint64_t handle, const struct 
 	return res;
 }
 
+static uint32_t args_u32(const struct tracker_object *o, uint32_t at)
+{
+	const uint8_t *a = (const uint8_t *)o->args + at;
+
+	return (uint32_t)a[0] | (uint32_t)a[1] << 8 | (uint32_t)a[2] << 16 | (uint32_t)a[3] << 24;
+}
+
+/* Objects are made in the context they belonged to: a device's primary
+ * context (0: device 0's, what snapshots before several devices held). */
+static int restore_switch(struct restore_ctx *rc, uint64_t ctx)
+{
+	struct exec *ex = rc->ex;
+
+	if (!ctx)
+		ctx = ex->primary_ctx;
+	if (exec_device_of_ctx(ex, ctx) < 0 || exec_context_switch(ex, ctx) != CUDA_SUCCESS) {
+		snprintf(rc->err, rc->errlen, "an object names context 0x%llx, which the session lacks",
+			 (unsigned long long)ctx);
+		return -1;
+	}
+	return 0;
+}
+
 static int restore_object(void *arg, uint64_t handle, const struct tracker_object *o)
 {
 	struct restore_ctx *rc = arg;
@@ -354,13 +396,14 @@ static int restore_object(void *arg, uint64_t handle, const struct tracker_objec
 	}
 	switch (o->kind) {
 	case HANDLE_CONTEXT:
-		/* The session's primary context exists already under the same handle;
-		 * a context the app created names it as its parent (exec_ctx_create). */
-		if (handle == ex->primary_ctx)
+		/* The devices' primary contexts exist already under the same
+		 * handles; a context the app created names its device's as its
+		 * parent (exec_ctx_create). */
+		if (!o->parent && exec_device_of_ctx(ex, handle) >= 0)
 			return 0;
-		if (!parent || o->parent != ex->primary_ctx) {
-			snprintf(rc->err, rc->errlen, "context 0x%llx is not one of the primary context's",
-				 (unsigned long long)handle);
+		if (!parent || parent->parent || exec_device_of_ctx(ex, o->parent) < 0) {
+			snprintf(rc->err, rc->errlen, "context 0x%llx is neither a device's primary context "
+				 "nor a second name for one", (unsigned long long)handle);
 			return -EBADMSG;
 		}
 		real = parent->real;
@@ -371,12 +414,18 @@ static int restore_object(void *arg, uint64_t handle, const struct tracker_objec
 			res = ex->be->cuLibraryGetModule((CUmodule *)&real, parent->real);
 			break;
 		}
-		if (o->args_len != TRACKER_HASH_SIZE ||
+		if ((o->args_len != TRACKER_HASH_SIZE &&
+		     !(o->kind == HANDLE_MODULE && o->args_len == TRACKER_HASH_SIZE + 4)) ||
 		    tracker_image_get(rc->saved, o->args, &im, &bytes)) {
 			snprintf(rc->err, rc->errlen, "module 0x%llx: image missing from the journal",
 				 (unsigned long long)handle);
 			return -EBADMSG;
 		}
+		/* A module loads into its device's context (exec_journal.c). */
+		if (restore_switch(rc, o->args_len == TRACKER_HASH_SIZE + 4 ?
+				   (args_u32(o, TRACKER_HASH_SIZE) < ex->dev_count ?
+				    ex->devs[args_u32(o, TRACKER_HASH_SIZE)].ctx : UINT64_MAX) : ex->primary_ctx))
+			return -EBADMSG;
 		image = aligned_alloc(64, (im.size + 64) / 64 * 64);
 		if (!image)
 			return -ENOMEM;
@@ -424,6 +473,8 @@ static int restore_object(void *arg, uint64_t handle, const struct tracker_objec
 			memcpy(&flags, o->args, 4);
 			memcpy(&prio, (const uint8_t *)o->args + 4, 4);
 		}
+		if (restore_switch(rc, o->parent))
+			return -EBADMSG;
 		res = ex->be->cuStreamCreateWithPriority((CUstream *)&real, flags, prio);
 		if (res == CUDA_SUCCESS) {
 			res = checkpoint_state_stream(ex, o, real);
@@ -437,6 +488,8 @@ static int restore_object(void *arg, uint64_t handle, const struct tracker_objec
 
 		if (o->args_len == 4)
 			memcpy(&flags, o->args, 4);
+		if (restore_switch(rc, o->parent))
+			return -EBADMSG;
 		res = ex->be->cuEventCreate((CUevent *)&real, flags);
 		break;
 	}
@@ -488,7 +541,9 @@ static int restore_region(void *arg, uint64_t addr, const struct tracker_region 
 	}
 	if (r->kind == EXEC_REGION_VMM)
 		return exec_vmm_restore_map(rc->ex, addr, r->size, r->owner, r->flags, rc->err, rc->errlen);
-	res = arena_alloc_at(rc->ex->arena, addr, r->size);
+	struct arena *a = exec_arena_of(rc->ex, addr, NULL);
+
+	res = a ? arena_alloc_at(a, addr, r->size) : CUDA_ERROR_INVALID_VALUE;
 	if (res != CUDA_SUCCESS) {
 		snprintf(rc->err, rc->errlen, "cannot map 0x%llx+%llu again (CUDA error %d)",
 			 (unsigned long long)addr, (unsigned long long)r->size, res);
@@ -499,7 +554,7 @@ static int restore_region(void *arg, uint64_t addr, const struct tracker_region 
 	    exec_graph_alloc_restore(rc->ex, addr, r->size, r->kind == EXEC_REGION_GRAPH_FREED))
 		return -ENOMEM;
 	if (handle_kind_of(r->owner) == HANDLE_MEMPOOL &&
-	    exec_pool_restore_alloc(rc->ex, addr, r->size, arena_find(rc->ex->arena, addr)->mapped,
+	    exec_pool_restore_alloc(rc->ex, addr, r->size, arena_find(a, addr)->mapped,
 				    r->owner))
 		return -ENOMEM;
 	exec_journal_region_as(rc->ex, addr, r->size, (enum exec_region_kind)r->kind, r->owner, 0);
@@ -518,7 +573,8 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
 	char err[512] = "", copy[] = "/tmp/tern-restore-XXXXXX";
 	const void *r;
 	size_t rlen;
-	uint64_t v, t0 = now_ns();
+	uint64_t v, t0 = now_ns(), devices = 1;
+	CUresult res;
 	struct capture *capt;
 	int fd = -1, ret;
 
@@ -549,6 +605,19 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
 		ret = -EINVAL;
 		goto out;
 	}
+	/* Each device's arena lies at base + ordinal * size: both must agree. */
+	if (!tracker_meta_u64_get(saved, TRACKER_META_ARENA_SIZE, &v) && v != arena_size(ex->arena)) {
+		snprintf(err, sizeof(err), "snapshot '%s' was taken with another arena size; start ternd "
+			 "with --arena-size %llu", name, (unsigned long long)v);
+		ret = -EINVAL;
+		goto out;
+	}
+	if (!tracker_meta_u64_get(saved, EXEC_META_DEVICE_COUNT, &devices) && devices > ex->dev_count) {
+		snprintf(err, sizeof(err), "snapshot '%s' holds a session of %llu devices; this ternd "
+			 "gives sessions %u", name, (unsigned long long)devices, ex->dev_count);
+		ret = -ENODEV;
+		goto out;
+	}
 	ret = exec_vmm_restore_begin(ex, saved, err, sizeof(err));
 	if (!ret)
 		ret = tracker_region_foreach(saved, restore_region, &rc);
@@ -570,8 +639,19 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
 					     restore_object, &rc);
 	if (!ret)
 		ret = checkpoint_state_restore_late(ex, saved, err, sizeof(err));
+	for (unsigned i = 0; i < devices && !ret; i++) {
+		if (tracker_meta_u64_get(saved, EXEC_META_PEERS(i), &v) || !v)
+			continue;
+		res = exec_peer_restore(ex, i, (uint32_t)v);
+		if (res != CUDA_SUCCESS) {
+			snprintf(err, sizeof(err), "enabling peer access of device %u again failed with "
+				 "CUDA error %d", i, res);
+			ret = -EIO;
+		}
+	}
 	if (ret)
 		goto out;
+	exec_context_switch(ex, ex->primary_ctx);
 	exec_pool_restore_finish(ex);
 	for (uint32_t k = HANDLE_CONTEXT; k < HANDLE_KIND_MAX; k++)
 		if (!tracker_meta_u64_get(saved, META_NEXT_SERIAL(k), &v))

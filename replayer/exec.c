@@ -8,10 +8,75 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The backend devices of the session, in the guest's order (exec_config). */
+static int devices_pick(struct exec *ex, const struct exec_config *cfg, int count)
+{
+	int list[EXEC_DEVICES_MAX], n = 0, first = -1;
+
+	if (cfg->device_count) {
+		for (unsigned i = 0; i < cfg->device_count && i < EXEC_DEVICES_MAX; i++) {
+			if (cfg->devices[i] < 0 || cfg->devices[i] >= count) {
+				pr_err("device %d unavailable (%d devices)", cfg->devices[i], count);
+				return -ENODEV;
+			}
+			list[n++] = cfg->devices[i];
+		}
+	} else {
+		for (int i = 0; i < count && i < EXEC_DEVICES_MAX; i++)
+			list[n++] = i;
+	}
+	for (int i = 0; i < n; i++)
+		if (list[i] == cfg->device)
+			first = i;
+	if (first < 0) {
+		pr_err("device %d unavailable (error: not among the session's %d devices)", cfg->device, n);
+		return -ENODEV;
+	}
+	for (int i = 0; i < n; i++)
+		ex->devs[i].ordinal = list[(first + i) % n];
+	ex->dev_count = (unsigned)n;
+	return 0;
+}
+
+/* Retain device @i's primary context, name it, and reserve its arena. */
+static int device_open(struct exec *ex, unsigned i)
+{
+	struct exec_device *d = &ex->devs[i];
+	struct backend *be = ex->be;
+	CUcontext ctx;
+	CUresult res;
+	int ret;
+
+	res = be->cuDeviceGet(&d->dev, d->ordinal);
+	if (res != CUDA_SUCCESS)
+		return -ENODEV;
+	/* The arena's VMM calls want a current context; the primary one is what
+	 * cudart uses too, so the session retains it for its whole life. */
+	res = be->cuDevicePrimaryCtxRetain(&ctx, d->dev);
+	if (res != CUDA_SUCCESS || be->cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
+		pr_err("cannot create a context on device %d (error %d)", d->ordinal, res);
+		return -ENODEV;
+	}
+	ret = handle_table_add(ex->handles, HANDLE_CONTEXT, ctx, 0, NULL, &d->ctx);
+	if (ret)
+		goto out_ctx;
+	ret = arena_open(be, d->dev, ex->cfg.arena_base + i * ex->cfg.arena_size, ex->cfg.arena_size,
+			 &d->arena);
+	if (ret) {
+		pr_err("cannot reserve the arena of device %u at 0x%llx (%d)", i,
+		       (unsigned long long)(ex->cfg.arena_base + i * ex->cfg.arena_size), ret);
+		goto out_ctx;
+	}
+	return 0;
+out_ctx:
+	be->cuDevicePrimaryCtxRelease(d->dev);
+	d->ctx = 0;
+	return ret;
+}
+
 int exec_open(struct exec *ex, struct backend *be, const struct exec_config *cfg,
 	      struct session_slot *slot)
 {
-	CUcontext ctx;
 	CUresult res;
 	int count = 0, ret;
 
@@ -21,6 +86,7 @@ int exec_open(struct exec *ex, struct backend *be, const struct exec_config *cfg
 	ex->slot = slot;
 	ex->host_sock = -1;
 	ex->conn_sock = -1;
+	ex->ipc_fd = -1;
 	/* Pinned guest buffers hold host RAM down: at most half of it per session. */
 	ex->host_bytes_max = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 2;
 	res = be->cuInit(0);
@@ -30,37 +96,42 @@ int exec_open(struct exec *ex, struct backend *be, const struct exec_config *cfg
 		pr_err("device %d unavailable (error %d, %d devices)", cfg->device, res, count);
 		return -ENODEV;
 	}
-	res = be->cuDeviceGet(&ex->device, cfg->device);
-	if (res != CUDA_SUCCESS)
-		return -ENODEV;
-	/* The arena's VMM calls want a current context; the primary one is what
-	 * cudart uses too, so the session retains it for its whole life. */
-	res = be->cuDevicePrimaryCtxRetain(&ctx, ex->device);
-	if (res != CUDA_SUCCESS || be->cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
-		pr_err("cannot create a context on device %d (error %d)", cfg->device, res);
-		return -ENODEV;
+	ret = devices_pick(ex, cfg, count);
+	if (ret)
+		return ret;
+	/* The arenas lie side by side: the whole range must fit the address space. */
+	if (cfg->arena_size && ex->dev_count > (UINT64_MAX - cfg->arena_base) / cfg->arena_size) {
+		pr_err("%u arenas of 0x%llx bytes do not fit above 0x%llx", ex->dev_count,
+		       (unsigned long long)cfg->arena_size, (unsigned long long)cfg->arena_base);
+		return -EINVAL;
 	}
 	ret = handle_table_create(&ex->handles);
 	if (ret)
-		goto out_ctx;
-	ret = handle_table_add(ex->handles, HANDLE_CONTEXT, ctx, 0, NULL, &ex->primary_ctx);
-	if (ret)
-		goto out_handles;
-	ex->ctx_current = ex->primary_ctx;
-	ret = arena_open(be, ex->device, cfg->arena_base, cfg->arena_size, &ex->arena);
-	if (ret) {
-		pr_err("cannot reserve the arena at 0x%llx (%d)", (unsigned long long)cfg->arena_base, ret);
-		goto out_handles;
+		return ret;
+	for (unsigned i = 0; i < ex->dev_count; i++) {
+		ret = device_open(ex, i);
+		if (ret) {
+			ex->dev_count = i;
+			goto out_devices;
+		}
 	}
+	ex->device = ex->devs[0].dev;
+	ex->primary_ctx = ex->devs[0].ctx;
+	ex->arena = ex->devs[0].arena;
+	/* The last device opened is current in the backend; the session starts on device 0. */
+	ex->ctx_current = ex->devs[ex->dev_count - 1].ctx;
+	exec_context_switch(ex, ex->primary_ctx);
 	exec_vmm_open(ex);
 	if (slot)
-		atomic_store_explicit(&slot->device, cfg->device, memory_order_relaxed);
+		atomic_store_explicit(&slot->device, ex->devs[0].ordinal, memory_order_relaxed);
 	return 0;
-out_handles:
+out_devices:
+	for (unsigned i = 0; i < ex->dev_count; i++) {
+		arena_close(ex->devs[i].arena);
+		be->cuDevicePrimaryCtxRelease(ex->devs[i].dev);
+	}
 	handle_table_destroy(ex->handles);
 	ex->handles = NULL;
-out_ctx:
-	be->cuDevicePrimaryCtxRelease(ex->device);
 	return ret;
 }
 
@@ -86,14 +157,17 @@ void exec_close(struct exec *ex)
 {
 	/* A host function waiting for the guest must not hold the last sync. */
 	exec_hostfn_shutdown(ex);
-	if (ex->be && ex->be->cuCtxSynchronize && ex->handles)
-		ex->be->cuCtxSynchronize();
+	for (unsigned i = 0; i < ex->dev_count && ex->handles; i++)
+		if (exec_context_switch(ex, ex->devs[i].ctx) == CUDA_SUCCESS)
+			ex->be->cuCtxSynchronize();
+	exec_ipc_close(ex);
 	exec_host_shared_close(ex);
 	capture_close(ex->capture);
 	exec_journal_close(ex);
 	if (ex->arena)
 		exec_vmm_close(ex);
-	arena_close(ex->arena);
+	for (unsigned i = 0; i < ex->dev_count; i++)
+		arena_close(ex->devs[i].arena);
 	if (ex->handles) {
 		handle_table_foreach(ex->handles, entry_release, ex);
 		handle_table_destroy(ex->handles);
@@ -123,9 +197,66 @@ CUresult exec_context_switch(struct exec *ex, uint64_t ctx)
 			return CUDA_ERROR_INVALID_CONTEXT;
 		res = ex->be->cuCtxSetCurrent(e->real);
 	}
-	if (res == CUDA_SUCCESS)
+	if (res == CUDA_SUCCESS) {
+		int d = exec_device_of_ctx(ex, ctx);
+
 		ex->ctx_current = ctx;
+		ex->dev_current = d > 0 ? (unsigned)d : 0;
+	}
 	return res;
+}
+
+int exec_device_of_ctx(const struct exec *ex, uint64_t ctx)
+{
+	struct handle_entry *e;
+
+	for (unsigned i = 0; i < ex->dev_count; i++)
+		if (ex->devs[i].ctx == ctx)
+			return (int)i;
+	/* A context the app created is a second name for its device's primary
+	 * context, its parent (exec_ctx_create). */
+	e = ctx ? handle_table_get(ex->handles, ctx, HANDLE_CONTEXT) : NULL;
+	for (unsigned i = 0; e && e->parent && i < ex->dev_count; i++)
+		if (ex->devs[i].ctx == e->parent)
+			return (int)i;
+	return -1;
+}
+
+struct arena *exec_arena_of(struct exec *ex, uint64_t addr, unsigned *ordinal)
+{
+	if (addr < ex->cfg.arena_base || !ex->cfg.arena_size)
+		return NULL;
+	uint64_t i = (addr - ex->cfg.arena_base) / ex->cfg.arena_size;
+
+	if (i >= ex->dev_count)
+		return NULL;
+	if (ordinal)
+		*ordinal = (unsigned)i;
+	return ex->devs[i].arena;
+}
+
+const struct arena_alloc *exec_alloc_find(struct exec *ex, uint64_t addr, unsigned *ordinal)
+{
+	struct arena *a = exec_arena_of(ex, addr, ordinal);
+
+	return a ? arena_find(a, addr) : NULL;
+}
+
+/* What the session holds on its devices: every arena's mappings and the
+ * guest's VMM allocations. */
+uint64_t exec_mem_used(const struct exec *ex)
+{
+	uint64_t n = ex->vmm_bytes;
+
+	for (unsigned i = 0; i < ex->dev_count; i++)
+		n += arena_bytes_mapped(ex->devs[i].arena);
+	return n;
+}
+
+void exec_mem_publish(struct exec *ex)
+{
+	if (ex->slot)
+		atomic_store_explicit(&ex->slot->memory, exec_mem_used(ex), memory_order_relaxed);
 }
 
 void exec_context_any(struct exec *ex)
@@ -159,16 +290,17 @@ CUresult exec_function_real(struct exec *ex, uint64_t handle, CUfunction *out,
 	if (!e || (e->kind != HANDLE_FUNCTION && e->kind != HANDLE_KERNEL))
 		return CUDA_ERROR_INVALID_HANDLE;
 	ki = e->info;
-	if (e->kind == HANDLE_KERNEL && !ki->function) {
+	/* A kernel has one function per context: the current device's. */
+	if (e->kind == HANDLE_KERNEL && !ki->function[ex->dev_current]) {
 		CUresult res;
 
 		if (!ex->be->cuKernelGetFunction)
 			return CUDA_ERROR_NOT_SUPPORTED;
-		res = ex->be->cuKernelGetFunction(&ki->function, e->real);
+		res = ex->be->cuKernelGetFunction(&ki->function[ex->dev_current], e->real);
 		if (res != CUDA_SUCCESS)
 			return res;
 	}
-	*out = e->kind == HANDLE_KERNEL ? ki->function : e->real;
+	*out = e->kind == HANDLE_KERNEL ? ki->function[ex->dev_current] : e->real;
 	if (params)
 		*params = &ki->params;
 	return CUDA_SUCCESS;
@@ -178,7 +310,9 @@ bool exec_device_range_valid(struct exec *ex, uint64_t addr, uint64_t len)
 {
 	if (addr + len < addr)
 		return false;
-	if (arena_range_valid(ex->arena, addr, len) || exec_vmm_range_valid(ex, addr, len))
+	struct arena *a = exec_arena_of(ex, addr, NULL);
+
+	if ((a && arena_range_valid(a, addr, len)) || exec_vmm_range_valid(ex, addr, len))
 		return true;
 	for (unsigned i = 0; i < ex->extra_count; i++) {
 		const struct exec_extra_range *r = &ex->extra[i];

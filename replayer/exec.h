@@ -24,12 +24,31 @@ struct tracker;
 struct capture;
 struct exec_hostfn;
 
+/* Devices a session may see at most (guest ordinals 0 .. EXEC_DEVICES_MAX-1). */
+#define EXEC_DEVICES_MAX 16
+
 struct exec_config {
-	int device;                 /* real device index the session runs on */
-	uint64_t arena_base;
+	int device;                 /* backend device the guest's device 0 runs on */
+	/* Backend devices the session sees, in order; 0 = every device the
+	 * backend has. The guest's ordinal i runs on the i-th of this list
+	 * counted from @device (wrapping), so a restore onto another device
+	 * moves the session's devices as a whole. */
+	int devices[EXEC_DEVICES_MAX];
+	unsigned device_count;
+	uint64_t arena_base;        /* the guest's device i has [base + i * size, +size) */
 	uint64_t arena_size;
-	uint64_t quota;             /* bytes of device memory; 0 = no limit */
-	uint64_t vmm_size;          /* the VMM window after the arena; 0 = no guest VMM */
+	uint64_t quota;             /* bytes of device memory, all devices together; 0 = no limit */
+	uint64_t vmm_size;          /* the VMM window after the arenas; 0 = no guest VMM */
+};
+
+/* One device of the session, by the guest's ordinal. */
+struct exec_device {
+	int ordinal;                /* the backend's device index */
+	CUdevice dev;
+	uint64_t ctx;               /* its primary context's virtual handle */
+	int primary_refs;           /* the guest's retains */
+	struct arena *arena;
+	uint32_t peers;             /* bit j: this context enabled access to guest device j */
 };
 
 /* Parameter layout of a function or kernel, cached at lookup. */
@@ -42,7 +61,7 @@ struct exec_params {
 
 struct exec_kernel_info {
 	struct exec_params params;
-	CUfunction function;        /* cuKernelGetFunction for the session context */
+	CUfunction function[EXEC_DEVICES_MAX];  /* cuKernelGetFunction, per device's context */
 };
 
 /* A memory pool (exec_pool.c): the worker's own object, its memory from the arena. */
@@ -114,6 +133,12 @@ struct exec_graph_alloc {
 	bool freed;
 };
 
+/* Journal meta keys of the executor (the tracker reserves those below
+ * TRACKER_META_USER; checkpoint.c uses USER + kind and USER + 0x100..). */
+#define EXEC_META_DEVICE_COUNT (TRACKER_META_USER + 0x110)
+/* u64 bitmask of the guest devices whose memory device @i's context reaches. */
+#define EXEC_META_PEERS(i) (TRACKER_META_USER + 0x120 + (uint32_t)(i))
+
 /* Region kinds in the journal (docs/journal.md, "Executor records"). */
 enum exec_region_kind {
 	EXEC_REGION_DEVICE = 0,     /* cuMemAlloc */
@@ -125,13 +150,17 @@ enum exec_region_kind {
 struct exec {
 	struct backend *be;
 	struct handle_table *handles;
-	struct arena *arena;
 	struct session_slot *slot;  /* shared with the supervisor, may be NULL */
 	struct exec_config cfg;
+	struct exec_device devs[EXEC_DEVICES_MAX];
+	unsigned dev_count;
+	/* The guest's device 0: where the session's own work (snapshots,
+	 * graphs) runs; aliases of devs[0]. */
 	CUdevice device;
-	uint64_t primary_ctx;       /* virtual handle, 0 until first retained */
-	int primary_refs;
+	uint64_t primary_ctx;
+	struct arena *arena;
 	uint64_t ctx_current;       /* the context made current in the backend */
+	unsigned dev_current;       /* the guest ordinal of ctx_current's device */
 	struct exec_extra_range *extra;
 	unsigned extra_count, extra_cap;
 	uint64_t default_pool;      /* handle, 0 until first asked for */
@@ -155,6 +184,9 @@ struct exec {
 	char device_name[256];
 	bool journal_broken;        /* a journal write failed: no snapshots */
 	int host_sock;              /* where shared buffers' memfds arrive; -1: not offered */
+	int ipc_fd;                 /* IPC requests to the supervisor (ipc_broker.h); -1: none */
+	struct exec_ipc *ipc;       /* exports and imports (exec_ipc.c) */
+	unsigned ipc_count, ipc_cap;
 	struct exec_host_buf *host_bufs;
 	uint64_t host_bytes, host_bytes_max;
 	struct exec_capture *captures;
@@ -268,10 +300,6 @@ CUresult exec_pool_restore(struct exec *ex, uint64_t handle, const void *args, u
 int exec_pool_restore_alloc(struct exec *ex, uint64_t addr, uint64_t size, uint64_t mapped,
 			    uint64_t pool);
 void exec_pool_restore_finish(struct exec *ex);
-/* exec_memory.c: device memory the session holds (arena and VMM), the
- * quota's measure; and its publication to the supervisor's slot. */
-uint64_t exec_mem_used(const struct exec *ex);
-void exec_mem_publish(struct exec *ex);
 
 /* exec_vmm.c */
 /* Reserve the VMM window after the arena (a failure only disables guest VMM). */
@@ -341,13 +369,45 @@ CUresult exec_graph_restore(struct exec *ex, uint64_t handle, uint32_t kind, con
 			    size_t errlen);
 
 
-
-/* The guest sees its session's device as device 0. */
+/* The guest's device ordinals are indices into ex->devs. */
 static inline CUresult exec_device_real(struct exec *ex, int32_t device, CUdevice *out)
 {
-	if (device != 0)
+	if (device < 0 || (unsigned)device >= ex->dev_count)
 		return CUDA_ERROR_INVALID_DEVICE;
-	*out = ex->device;
+	*out = ex->devs[device].dev;
 	return CUDA_SUCCESS;
 }
+
+/* exec.c: the session's devices and their arenas. */
+/* The arena of the current context's device: where new memory comes from. */
+static inline struct arena *exec_arena_current(struct exec *ex)
+{
+	return ex->devs[ex->dev_current].arena;
+}
+/* The arena whose range holds @addr and its guest ordinal, or NULL. */
+struct arena *exec_arena_of(struct exec *ex, uint64_t addr, unsigned *ordinal);
+/* The live allocation holding @addr on any device, or NULL. */
+const struct arena_alloc *exec_alloc_find(struct exec *ex, uint64_t addr, unsigned *ordinal);
+/* Device memory the session holds: every device's arena and the guest's VMM
+ * allocations (what the quota counts); and its publication to the
+ * supervisor's slot. */
+uint64_t exec_mem_used(const struct exec *ex);
+void exec_mem_publish(struct exec *ex);
+/* The guest ordinal whose primary context is @ctx; -1 if none. */
+int exec_device_of_ctx(const struct exec *ex, uint64_t ctx);
+
+/* exec_peer.c: re-apply peer access after a restore (from the journal). */
+CUresult exec_peer_restore(struct exec *ex, unsigned ordinal, uint32_t peers);
+/* A device-to-device copy, checked; between two devices a peer copy. */
+CUresult exec_copy_dtod(struct exec *ex, uint64_t dst, uint64_t src, uint64_t bytes, CUstream s,
+			bool async);
+/* exec_ipc.c: the allocation at @addr is going: its export (if any) too. */
+void exec_ipc_unexport(struct exec *ex, uint64_t addr);
+/* exec_ipc.c: an event went: its export, or its being opened, too. */
+void exec_ipc_event_destroyed(struct exec *ex, uint64_t event);
+/* exec_ipc.c: drop the session's exports and imports (session end). */
+void exec_ipc_close(struct exec *ex);
+/* Nonzero (with @err) while the session maps another session's memory:
+ * that memory is not the session's to snapshot. */
+int exec_ipc_snapshot_check(struct exec *ex, char *err, size_t errlen);
 #endif

@@ -1,8 +1,9 @@
 /* Primary and current context calls.
  *
- * A session runs in its device's primary context, retained by the worker for
- * the session's life. The guest's retain/release are counted here; a guest
- * reset destroys what the guest created in it, as the driver's reset does. */
+ * A session runs in its devices' primary contexts, retained by the worker
+ * for the session's life. The guest's retain/release are counted here; a
+ * guest reset destroys what the guest created in it, as the driver's reset
+ * does. */
 #define LOG_PREFIX "exec: "
 #include "exec.h"
 #include "log.h"
@@ -16,8 +17,8 @@ CUresult exec_primary_ctx_retain(struct exec *ex, const struct wire_primary_ctx_
 
 	if (res != CUDA_SUCCESS)
 		return res;
-	ex->primary_refs++;
-	rep->ctx = ex->primary_ctx;
+	ex->devs[req->device].primary_refs++;
+	rep->ctx = ex->devs[req->device].ctx;
 	return CUDA_SUCCESS;
 }
 
@@ -29,9 +30,9 @@ CUresult exec_primary_ctx_release(struct exec *ex, const struct wire_primary_ctx
 
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (ex->primary_refs == 0)
+	if (ex->devs[req->device].primary_refs == 0)
 		return CUDA_ERROR_INVALID_CONTEXT;
-	ex->primary_refs--;
+	ex->devs[req->device].primary_refs--;
 	return CUDA_SUCCESS;
 }
 
@@ -60,27 +61,42 @@ CUresult exec_primary_ctx_get_state(struct exec *ex, const struct wire_primary_c
 	if (res == CUDA_SUCCESS)
 		res = ex->be->cuDevicePrimaryCtxGetState(dev, &flags, &active);
 	rep->flags = flags;
-	rep->active = ex->primary_refs > 0;
+	rep->active = res == CUDA_SUCCESS && ex->devs[req->device].primary_refs > 0;
 	return res;
 }
 
+struct reset_scope {
+	struct exec *ex;
+	uint64_t ctx;       /* the context being reset */
+	bool all;           /* the session's only device: modules go too */
+};
+
 static int entry_destroy(struct handle_entry *e, void *arg)
 {
-	struct exec *ex = arg;
+	struct reset_scope *r = arg;
+	struct exec *ex = r->ex;
 
 	switch (e->kind) {
 	case HANDLE_STREAM:
+		if (e->parent != r->ctx)
+			return 0;
 		ex->be->cuStreamDestroy(e->real);
 		break;
 	case HANDLE_EVENT:
+		if (e->parent != r->ctx)
+			return 0;
 		ex->be->cuEventDestroy(e->real);
 		break;
 	case HANDLE_MODULE:
+		if (!r->all)
+			return 0;
 		/* Modules owned by a library go with the library. */
 		if (!e->parent)
 			ex->be->cuModuleUnload(e->real);
 		break;
 	case HANDLE_LIBRARY:
+		if (!r->all)
+			return 0;
 		ex->be->cuLibraryUnload(e->real);
 		break;
 	default:
@@ -93,49 +109,65 @@ static int entry_destroy(struct handle_entry *e, void *arg)
 
 static int entry_forget_function(struct handle_entry *e, void *arg)
 {
-	struct exec *ex = arg;
+	struct reset_scope *r = arg;
 
-	if (e->kind == HANDLE_FUNCTION || e->kind == HANDLE_KERNEL) {
+	if (r->all && (e->kind == HANDLE_FUNCTION || e->kind == HANDLE_KERNEL)) {
 		struct exec_kernel_info *ki = e->info;
 
 		exec_params_release(&ki->params);
 		free(ki);
-		exec_object_remove(ex, e->handle);
+		exec_object_remove(r->ex, e->handle);
 	}
 	return 0;
 }
 
+/* With one device, a reset takes everything the guest made, as the driver's
+ * does. With several, modules and libraries are shared by the session's
+ * contexts here, so only the device's streams, events and memory go
+ * (docs/limits.md). */
 CUresult exec_primary_ctx_reset(struct exec *ex, const struct wire_primary_ctx_reset_req *req,
 				struct wire_primary_ctx_reset_rep *rep)
 {
 	CUdevice dev;
 	CUresult res = exec_device_real(ex, req->device, &dev);
+	struct exec_device *d;
+	struct reset_scope r;
 
 	if (res != CUDA_SUCCESS)
 		return res;
+	d = &ex->devs[req->device];
+	r = (struct reset_scope){ ex, d->ctx, ex->dev_count == 1 };
+	res = exec_context_switch(ex, d->ctx);
+	if (res != CUDA_SUCCESS)
+		return res;
 	ex->be->cuCtxSynchronize();
-	handle_table_foreach(ex->handles, entry_forget_function, ex);
-	handle_table_foreach(ex->handles, entry_destroy, ex);
-	exec_pool_reset(ex);
-	while (arena_count(ex->arena)) {
-		uint64_t addr = arena_at(ex->arena, 0)->addr;
+	handle_table_foreach(ex->handles, entry_forget_function, &r);
+	handle_table_foreach(ex->handles, entry_destroy, &r);
+	if (r.all)
+		exec_pool_reset(ex);
+	while (arena_count(d->arena)) {
+		uint64_t addr = arena_at(d->arena, 0)->addr;
 
-		arena_free(ex->arena, addr);
+		exec_pool_alloc_forget(ex, addr);
+		arena_free(d->arena, addr);
 		exec_journal_region_drop(ex, addr);
 	}
-	ex->primary_refs = 0;
-	if (ex->slot)
-		atomic_store_explicit(&ex->slot->memory, 0, memory_order_relaxed);
-	pr_info("guest reset its primary context");
+	d->primary_refs = 0;
+	exec_mem_publish(ex);
+	pr_info("guest reset its primary context on device %d", req->device);
 	return CUDA_SUCCESS;
 }
 
 CUresult exec_ctx_synchronize(struct exec *ex, const struct wire_ctx_synchronize_req *req,
 			      struct wire_ctx_synchronize_rep *rep)
 {
+	CUresult res;
+
 	if (req->ctx && !handle_table_get(ex->handles, req->ctx, HANDLE_CONTEXT))
 		return CUDA_ERROR_INVALID_CONTEXT;
-	return ex->be->cuCtxSynchronize();
+	/* cuCtxSynchronize_v2 names its context, which need not be current. */
+	res = req->ctx ? exec_context_switch(ex, req->ctx) : CUDA_SUCCESS;
+	return res == CUDA_SUCCESS ? ex->be->cuCtxSynchronize() : res;
 }
 
 CUresult exec_ctx_set_limit(struct exec *ex, const struct wire_ctx_set_limit_req *req,
@@ -225,9 +257,11 @@ CUresult exec_ctx_get_cache_config(struct exec *ex, const struct wire_ctx_get_ca
 CUresult exec_ctx_get_device(struct exec *ex, const struct wire_ctx_get_device_req *req,
 			     struct wire_ctx_get_device_rep *rep)
 {
-	if (req->ctx && !handle_table_get(ex->handles, req->ctx, HANDLE_CONTEXT))
+	int d = exec_device_of_ctx(ex, req->ctx ? req->ctx : ex->ctx_current);
+
+	if (d < 0)
 		return CUDA_ERROR_INVALID_CONTEXT;
-	rep->device = 0;
+	rep->device = d;
 	return CUDA_SUCCESS;
 }
 
@@ -244,7 +278,7 @@ CUresult exec_ctx_get_device(struct exec *ex, const struct wire_ctx_get_device_r
 CUresult exec_ctx_create(struct exec *ex, const struct wire_ctx_create_req *req,
 			 struct wire_ctx_create_rep *rep)
 {
-	struct handle_entry *primary = handle_table_get(ex->handles, ex->primary_ctx, HANDLE_CONTEXT);
+	struct handle_entry *primary;
 	CUdevice dev;
 	CUresult res = exec_device_real(ex, req->device, &dev);
 
@@ -252,22 +286,23 @@ CUresult exec_ctx_create(struct exec *ex, const struct wire_ctx_create_req *req,
 		return res;
 	if (req->flags & ~(uint32_t)CTX_CREATE_FLAGS)
 		return CUDA_ERROR_INVALID_VALUE;
+	primary = handle_table_get(ex->handles, ex->devs[req->device].ctx, HANDLE_CONTEXT);
 	if (!primary)
 		return CUDA_ERROR_INVALID_CONTEXT;
-	return exec_object_add(ex, HANDLE_CONTEXT, primary->real, ex->primary_ctx, NULL, &req->flags,
+	return exec_object_add(ex, HANDLE_CONTEXT, primary->real, primary->handle, NULL, &req->flags,
 			       sizeof(req->flags), &rep->ctx);
 }
 
 CUresult exec_ctx_destroy(struct exec *ex, const struct wire_ctx_destroy_req *req,
 			  struct wire_ctx_destroy_rep *rep)
 {
-	if (!handle_table_get(ex->handles, req->ctx, HANDLE_CONTEXT))
-		return CUDA_ERROR_INVALID_CONTEXT;
-	/* The primary context cannot be destroyed, only released. */
-	if (req->ctx == ex->primary_ctx)
+	struct handle_entry *e = handle_table_get(ex->handles, req->ctx, HANDLE_CONTEXT);
+
+	/* A primary context cannot be destroyed, only released. */
+	if (!e || !e->parent)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	if (ex->ctx_current == req->ctx)
-		ex->ctx_current = ex->primary_ctx;
+		exec_context_switch(ex, e->parent);
 	exec_object_remove(ex, req->ctx);
 	return CUDA_SUCCESS;
 }

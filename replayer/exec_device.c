@@ -12,10 +12,12 @@ CUresult exec_hello(struct exec *ex, const struct wire_hello_req *req, struct wi
 	/* The supervisor checked protocol and token before forking us. */
 	ex->guest_pid = req->pid;
 	rep->worker_pid = (uint32_t)getpid();
-	rep->arena_base = arena_base(ex->arena);
-	/* The device addresses the guest may hold: the arena and, right after
-	 * it, the VMM window its reservations come from. */
-	rep->arena_size = arena_size(ex->arena) + ex->vmm_size;
+	/* The device addresses the guest may hold: the arenas of the session's
+	 * devices side by side and, after room for EXEC_DEVICES_MAX of them, the
+	 * VMM window its reservations come from (exec_vmm.c). */
+	rep->arena_base = ex->cfg.arena_base;
+	rep->arena_size = ex->vmm_size ? ex->vmm_base + ex->vmm_size - ex->cfg.arena_base
+				       : ex->cfg.arena_size * ex->dev_count;
 	rep->quota = ex->cfg.quota;
 	rep->resume_seq = ex->resume_seq;
 	return CUDA_SUCCESS;
@@ -45,16 +47,16 @@ CUresult exec_driver_get_version(struct exec *ex, const struct wire_driver_get_v
 CUresult exec_device_get_count(struct exec *ex, const struct wire_device_get_count_req *req,
 			       struct wire_device_get_count_rep *rep)
 {
-	rep->count = 1;
+	rep->count = (int32_t)ex->dev_count;
 	return CUDA_SUCCESS;
 }
 
 CUresult exec_device_get(struct exec *ex, const struct wire_device_get_req *req,
 			 struct wire_device_get_rep *rep)
 {
-	if (req->ordinal != 0)
+	if (req->ordinal < 0 || (unsigned)req->ordinal >= ex->dev_count)
 		return CUDA_ERROR_INVALID_DEVICE;
-	rep->device = 0;
+	rep->device = req->ordinal;
 	return CUDA_SUCCESS;
 }
 

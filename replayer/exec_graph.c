@@ -124,10 +124,8 @@ static void galloc_settle(struct exec *ex, struct exec_graph_alloc *ga)
 		return;
 	/* A launch of a graph that held it may still run. */
 	ex->be->cuCtxSynchronize();
-	arena_free(ex->arena, addr);
-	exec_journal_region_drop(ex, addr);
+	exec_mem_unmap(ex, addr);
 	*ga = ex->gallocs[--ex->galloc_count];
-	exec_mem_publish(ex);
 }
 
 static void galloc_journal(struct exec *ex, struct exec_graph_alloc *ga)
@@ -357,6 +355,14 @@ struct kernel_match {
 	uint64_t handle;
 };
 
+static bool exec_kernel_has_function(const struct exec_kernel_info *ki, CUfunction fn)
+{
+	for (unsigned i = 0; i < EXEC_DEVICES_MAX; i++)
+		if (ki->function[i] == fn)
+			return true;
+	return false;
+}
+
 static int kernel_match(struct handle_entry *e, void *arg)
 {
 	struct kernel_match *m = arg;
@@ -364,7 +370,7 @@ static int kernel_match(struct handle_entry *e, void *arg)
 
 	if (e->kind != HANDLE_KERNEL || !ki)
 		return 0;
-	if ((m->kern && e->real == m->kern) || (m->fn && ki->function == m->fn)) {
+	if ((m->kern && e->real == m->kern) || (m->fn && exec_kernel_has_function(ki, m->fn))) {
 		m->handle = e->handle;
 		return 1;
 	}
@@ -1592,14 +1598,10 @@ CUresult exec_graph_add_mem_alloc_node(struct exec *ex, const struct wire_graph_
 	if (res == CUDA_SUCCESS && a.g->execs)  /* one executable at a time, as in the driver */
 		res = CUDA_ERROR_INVALID_VALUE;
 	/* The quota counts what is mapped, as for cuMemAlloc. */
-	if (res == CUDA_SUCCESS && ex->cfg.quota &&
-	    (req->bytes > ex->cfg.quota || exec_mem_used(ex) > ex->cfg.quota - req->bytes))
-		res = CUDA_ERROR_OUT_OF_MEMORY;
 	if (res == CUDA_SUCCESS)
-		res = arena_alloc(ex->arena, req->bytes, &addr);
-	if (res == CUDA_SUCCESS && ((ex->cfg.quota && exec_mem_used(ex) > ex->cfg.quota) ||
-				    galloc_add(ex, addr, req->bytes, false))) {
-		arena_free(ex->arena, addr);
+		res = exec_mem_map(ex, req->bytes, &addr);
+	if (res == CUDA_SUCCESS && galloc_add(ex, addr, req->bytes, false)) {
+		exec_mem_unmap(ex, addr);
 		addr = 0;
 		res = CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -1612,13 +1614,12 @@ CUresult exec_graph_add_mem_alloc_node(struct exec *ex, const struct wire_graph_
 	if (res != CUDA_SUCCESS) {
 		if (ga) {
 			*ga = ex->gallocs[--ex->galloc_count];
-			arena_free(ex->arena, addr);
+			exec_mem_unmap(ex, addr);
 		}
 		return res;
 	}
 	ga->refs = 1;
 	galloc_journal(ex, ga);
-	exec_mem_publish(ex);
 	rep->address = addr;
 	return CUDA_SUCCESS;
 }

@@ -41,7 +41,9 @@ int exec_journal_open(struct exec *ex, const char *dir, const char *session)
 	if (!ret)
 		ret = tracker_meta_u64_set(ex->journal, TRACKER_META_PROTOCOL_VERSION, WIRE_VERSION);
 	if (!ret)
-		ret = exec_journal_object(ex, ex->primary_ctx, HANDLE_CONTEXT, 0, NULL, 0);
+		ret = tracker_meta_u64_set(ex->journal, EXEC_META_DEVICE_COUNT, ex->dev_count);
+	for (unsigned i = 0; i < ex->dev_count && !ret; i++)
+		ret = exec_journal_object(ex, ex->devs[i].ctx, HANDLE_CONTEXT, 0, NULL, 0);
 	if (ret)
 		journal_failed(ex, "cannot initialise the journal", ret);
 	return 0;
@@ -91,6 +93,18 @@ CUresult exec_object_add_image(struct exec *ex, enum handle_kind kind, void *rea
 		journal_failed(ex, "cannot journal a module image", ret);
 		return CUDA_SUCCESS;
 	}
+	/* A module belongs to the context it was loaded in: one of another
+	 * device than 0 names its device after the hash. */
+	if (kind == HANDLE_MODULE && ex->dev_current) {
+		uint8_t args[TRACKER_HASH_SIZE + 4];
+		uint32_t d = ex->dev_current;
+
+		memcpy(args, hash, sizeof(hash));
+		for (int k = 0; k < 4; k++)
+			args[TRACKER_HASH_SIZE + k] = (uint8_t)(d >> (8 * k));
+		exec_journal_object(ex, *handle, kind, 0, args, sizeof(args));
+		return CUDA_SUCCESS;
+	}
 	exec_journal_object(ex, *handle, kind, 0, hash, sizeof(hash));
 	return CUDA_SUCCESS;
 }
@@ -111,6 +125,7 @@ void exec_object_remove(struct exec *ex, uint64_t handle)
 	 * description (docs/journal.md), by the hash in their first bytes. */
 	if (!ret && (((o.kind == HANDLE_MODULE || o.kind == HANDLE_LIBRARY || o.kind == HANDLE_GRAPH) &&
 		      o.args_len == TRACKER_HASH_SIZE) ||
+		     (o.kind == HANDLE_MODULE && o.args_len == TRACKER_HASH_SIZE + 4) ||
 		     (o.kind == HANDLE_GRAPH_EXEC && o.args_len == TRACKER_HASH_SIZE + 16))) {
 		/* The record's bytes live until the next write: copy the hash first. */
 		memcpy(hash, o.args, sizeof(hash));

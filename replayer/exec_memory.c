@@ -8,16 +8,6 @@
 #include "log.h"
 #include "wire_dispatch.h"
 
-uint64_t exec_mem_used(const struct exec *ex)
-{
-	return arena_bytes_mapped(ex->arena) + ex->vmm_bytes;
-}
-
-void exec_mem_publish(struct exec *ex)
-{
-	if (ex->slot)
-		atomic_store_explicit(&ex->slot->memory, exec_mem_used(ex), memory_order_relaxed);
-}
 
 CUresult exec_mem_map(struct exec *ex, uint64_t bytes, uint64_t *addr)
 {
@@ -29,11 +19,11 @@ CUresult exec_mem_map(struct exec *ex, uint64_t bytes, uint64_t *addr)
 	if (ex->cfg.quota && (bytes > ex->cfg.quota ||
 			      exec_mem_used(ex) > ex->cfg.quota - bytes))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	res = arena_alloc(ex->arena, bytes, addr);
+	res = arena_alloc(exec_arena_current(ex), bytes, addr);
 	if (res != CUDA_SUCCESS)
 		return res;
 	if (ex->cfg.quota && exec_mem_used(ex) > ex->cfg.quota) {
-		arena_free(ex->arena, *addr);
+		arena_free(exec_arena_current(ex), *addr);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	exec_mem_publish(ex);
@@ -42,7 +32,17 @@ CUresult exec_mem_map(struct exec *ex, uint64_t bytes, uint64_t *addr)
 
 CUresult exec_mem_unmap(struct exec *ex, uint64_t addr)
 {
-	CUresult res = arena_free(ex->arena, addr);
+	struct arena *a = exec_arena_of(ex, addr, NULL);
+	const struct arena_alloc *al = a ? arena_find(a, addr) : NULL;
+	CUresult res;
+
+	/* Another session's memory is closed with cuIpcCloseMemHandle, not freed. */
+	if (al && al->imported)
+		return CUDA_ERROR_INVALID_VALUE;
+
+	/* Exported memory stops being openable; sessions that opened it keep it. */
+	exec_ipc_unexport(ex, addr);
+	res = a ? arena_free(a, addr) : CUDA_ERROR_INVALID_VALUE;
 
 	if (res == CUDA_SUCCESS)
 		exec_journal_region_drop(ex, addr);
@@ -106,7 +106,7 @@ CUresult exec_mem_get_info(struct exec *ex, const struct wire_mem_get_info_req *
 CUresult exec_mem_get_address_range(struct exec *ex, const struct wire_mem_get_address_range_req *req,
 				    struct wire_mem_get_address_range_rep *rep)
 {
-	const struct arena_alloc *al = arena_find(ex->arena, req->address);
+	const struct arena_alloc *al = exec_alloc_find(ex, req->address, NULL);
 	const struct exec_vmm_map *m = al ? NULL : exec_vmm_find(ex, req->address);
 
 	if (!al && !m)
@@ -120,14 +120,16 @@ CUresult exec_mem_get_address_range(struct exec *ex, const struct wire_mem_get_a
 CUresult exec_pointer_get_info(struct exec *ex, const struct wire_pointer_get_info_req *req,
 			       struct wire_pointer_get_info_rep *rep)
 {
-	const struct arena_alloc *al = arena_find(ex->arena, req->address);
+	unsigned d = 0;
+	const struct arena_alloc *al = exec_alloc_find(ex, req->address, &d);
+	/* VMM mappings live on device 0 (exec_vmm.c). */
 	const struct exec_vmm_map *m = al ? NULL : exec_vmm_find(ex, req->address);
 
 	if (!al && !m)
 		return CUDA_ERROR_INVALID_VALUE;
 	rep->memory_type = CU_MEMORYTYPE_DEVICE;
-	rep->ctx = ex->primary_ctx;
-	rep->device = 0;
+	rep->ctx = ex->devs[d].ctx;
+	rep->device = (int32_t)d;
 	rep->base = al ? al->addr : m->addr;
 	rep->bytes = al ? al->size : m->size;
 	rep->buffer_id = al ? al->id : m->buffer_id;
@@ -186,15 +188,12 @@ CUresult exec_memcpy_dtod(struct exec *ex, const struct wire_memcpy_dtod_req *re
 	CUstream s;
 	CUresult res;
 
-	if (!exec_device_range_valid(ex, req->dst, req->bytes) ||
-	    !exec_device_range_valid(ex, req->src, req->bytes))
-		return CUDA_ERROR_INVALID_VALUE;
 	if (!req->async)
-		return ex->be->cuMemcpyDtoD(req->dst, req->src, req->bytes);
+		return exec_copy_dtod(ex, req->dst, req->src, req->bytes, NULL, false);
 	res = exec_stream_real(ex, req->stream, &s);
 	if (res != CUDA_SUCCESS)
 		return res;
-	return ex->be->cuMemcpyDtoDAsync(req->dst, req->src, req->bytes, s);
+	return exec_copy_dtod(ex, req->dst, req->src, req->bytes, s, true);
 }
 
 CUresult exec_memset(struct exec *ex, const struct wire_memset_req *req,

@@ -348,11 +348,11 @@ CUresult exec_mem_alloc_async(struct exec *ex, const struct wire_mem_alloc_async
 		return CUDA_ERROR_INVALID_VALUE;
 	if (p->max_size && (req->bytes > p->max_size || p->used > p->max_size - req->bytes))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	before = arena_bytes_mapped(ex->arena);
+	before = exec_mem_used(ex);
 	res = exec_mem_map(ex, req->bytes, &addr);
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (pool_alloc_add(ex, addr, req->bytes, arena_bytes_mapped(ex->arena) - before, pool)) {
+	if (pool_alloc_add(ex, addr, req->bytes, exec_mem_used(ex) - before, pool)) {
 		exec_mem_unmap(ex, addr);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}

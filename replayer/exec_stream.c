@@ -205,8 +205,10 @@ CUresult exec_event_destroy(struct exec *ex, const struct wire_event_destroy_req
 	if (!ev)
 		return CUDA_ERROR_INVALID_HANDLE;
 	res = ex->be->cuEventDestroy(ev->real);
-	if (res == CUDA_SUCCESS)
+	if (res == CUDA_SUCCESS) {
+		exec_ipc_event_destroyed(ex, req->event);
 		exec_object_remove(ex, req->event);
+	}
 	return res;
 }
 

@@ -286,7 +286,9 @@ static CUresult vmm_location(struct exec *ex, uint32_t type, int32_t id, CUmemLo
 void exec_vmm_open(struct exec *ex)
 {
 	CUmemAllocationProp prop = { 0 };
-	uint64_t base = arena_base(ex->arena) + arena_size(ex->arena);
+	/* After room for every device's arena: the window stays where it is
+	 * whatever number of devices a restoring ternd gives the session. */
+	uint64_t base = ex->cfg.arena_base + EXEC_DEVICES_MAX * ex->cfg.arena_size;
 	CUdeviceptr got = 0;
 	size_t gran = 0;
 	CUresult res;

@@ -1,6 +1,7 @@
 #define LOG_PREFIX "supervisor: "
 #include "supervisor.h"
 #include "control.h"
+#include "ipc_broker.h"
 #include "log.h"
 #include "snap_store.h"
 
@@ -24,6 +25,7 @@
  * waiting on it (snapshot, suspend, or a restore this worker performs). */
 struct worker_link {
 	int fd;
+	int ipc_fd;                         /* the worker's IPC requests (ipc_broker.h) */
 	char buf[WORKER_LINE_MAX];
 	size_t len;
 	int client_fd;
@@ -59,6 +61,7 @@ struct supervisor {
 	struct worker_link links[SESSION_SLOTS];
 	struct session_known known[SESSIONS_KNOWN];
 	unsigned long sessions_started;
+	struct ipc_broker *ipc;
 };
 
 static void client_finish(int *fd, const char *json)
@@ -205,7 +208,7 @@ static void session_start(struct supervisor *sv, int listen_idx)
 	struct worker_config wcfg = sv->cfg->worker;
 	struct session_slot *slot;
 	unsigned index;
-	int fd = transport_accept(sv->listen_fd[listen_idx]), pair[2];
+	int fd = transport_accept(sv->listen_fd[listen_idx]), pair[2], ipc[2] = { -1, -1 };
 	pid_t pid;
 
 	if (fd < 0) {
@@ -224,6 +227,10 @@ static void session_start(struct supervisor *sv, int listen_idx)
 		close(fd);
 		return;
 	}
+	/* IPC asks and answers in packets, an fd beside some. */
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ipc))
+		pr_warn("no IPC channel for this session: %s", strerror(errno));
+	wcfg.ipc_fd = ipc[1];
 	wcfg.require_token = transport_url_needs_token(url);
 	wcfg.token = sv->cfg->token[0] ? sv->cfg->token : NULL;
 	wcfg.state_dir = sv->cfg->state_dir;
@@ -236,6 +243,10 @@ static void session_start(struct supervisor *sv, int listen_idx)
 		close(fd);
 		close(pair[0]);
 		close(pair[1]);
+		if (ipc[0] >= 0) {
+			close(ipc[0]);
+			close(ipc[1]);
+		}
 		return;
 	}
 	if (pid == 0) {
@@ -245,6 +256,8 @@ static void session_start(struct supervisor *sv, int listen_idx)
 		for (unsigned i = 0; i < SESSION_SLOTS; i++) {
 			if (sv->links[i].fd >= 0)
 				close(sv->links[i].fd);
+			if (sv->links[i].ipc_fd >= 0)
+				close(sv->links[i].ipc_fd);
 			if (sv->links[i].client_fd >= 0)
 				close(sv->links[i].client_fd);
 		}
@@ -256,12 +269,16 @@ static void session_start(struct supervisor *sv, int listen_idx)
 		close(sv->control_fd);
 		close(sv->signal_fd);
 		close(pair[0]);
+		if (ipc[0] >= 0)
+			close(ipc[0]);
 		sigprocmask(SIG_SETMASK, &(sigset_t){ 0 }, NULL);
 		worker_signals_install();
 		_exit(worker_run(&wcfg, fd, slot));
 	}
 	close(pair[1]);
-	sv->links[index] = (struct worker_link){ .fd = pair[0], .client_fd = -1 };
+	if (ipc[1] >= 0)
+		close(ipc[1]);
+	sv->links[index] = (struct worker_link){ .fd = pair[0], .ipc_fd = ipc[0], .client_fd = -1 };
 	atomic_store(&slot->pid, pid);
 	sv->sessions_started++;
 	close(fd);
@@ -383,6 +400,16 @@ static void worker_readable(struct supervisor *sv, unsigned index)
 		l->len = 0;
 }
 
+static void ipc_link_close(struct supervisor *sv, unsigned index)
+{
+	struct worker_link *l = &sv->links[index];
+
+	if (l->ipc_fd >= 0)
+		close(l->ipc_fd);
+	l->ipc_fd = -1;
+	ipc_broker_drop_owner(sv->ipc, index);
+}
+
 static struct session_slot *slot_by_pid(struct supervisor *sv, pid_t pid, unsigned *index)
 {
 	for (unsigned i = 0; i < SESSION_SLOTS; i++)
@@ -411,6 +438,8 @@ static void workers_reap(struct supervisor *sv)
 			pr_info("session %s: worker %d done", id, pid);
 		if (!s)
 			continue;
+		/* Its exports go with it; sessions that opened them keep their mappings. */
+		ipc_link_close(sv, index);
 		/* Read what it said last before forgetting it. */
 		while (sv->links[index].fd >= 0)
 			worker_readable(sv, index);
@@ -698,8 +727,8 @@ static void workers_stop(struct supervisor *sv)
 int supervisor_run(struct supervisor_config *cfg)
 {
 	static struct supervisor sv;
-	struct pollfd pfd[SUPERVISOR_LISTEN_MAX + 2 + SESSION_SLOTS];
-	unsigned link_of[SESSION_SLOTS];
+	struct pollfd pfd[SUPERVISOR_LISTEN_MAX + 2 + 2 * SESSION_SLOTS];
+	unsigned link_of[SESSION_SLOTS], ipc_of[SESSION_SLOTS];
 	struct transport_url control_url = { .kind = TRANSPORT_UNIX };
 	sigset_t mask;
 	unsigned i;
@@ -712,7 +741,11 @@ int supervisor_run(struct supervisor_config *cfg)
 	for (i = 0; i < SUPERVISOR_LISTEN_MAX; i++)
 		sv.listen_fd[i] = -1;
 	for (i = 0; i < SESSION_SLOTS; i++)
-		sv.links[i] = (struct worker_link){ .fd = -1, .client_fd = -1 };
+		sv.links[i] = (struct worker_link){ .fd = -1, .ipc_fd = -1, .client_fd = -1 };
+	if (ipc_broker_create(&sv.ipc)) {
+		pr_err("cannot create the IPC table");
+		return 1;
+	}
 	for (i = 0; i < SESSIONS_KNOWN; i++)
 		sv.known[i] = (struct session_known){ .client_fd = -1, .waiting_slot = -1 };
 	suspended_load(&sv);
@@ -752,7 +785,7 @@ int supervisor_run(struct supervisor_config *cfg)
 	pr_info("ternd ready: backend %s, control %s, state %s", cfg->worker.backend, cfg->control_path,
 		cfg->state_dir);
 	while (running) {
-		unsigned n = 0, links = 0;
+		unsigned n = 0, links = 0, ipcs = 0, ipc_at;
 
 		for (i = 0; i < cfg->listen_count; i++)
 			pfd[n++] = (struct pollfd){ .fd = sv.listen_fd[i], .events = POLLIN };
@@ -762,6 +795,12 @@ int supervisor_run(struct supervisor_config *cfg)
 			if (sv.links[i].fd >= 0) {
 				link_of[links++] = i;
 				pfd[n++] = (struct pollfd){ .fd = sv.links[i].fd, .events = POLLIN };
+			}
+		ipc_at = n;
+		for (i = 0; i < SESSION_SLOTS; i++)
+			if (sv.links[i].ipc_fd >= 0) {
+				ipc_of[ipcs++] = i;
+				pfd[n++] = (struct pollfd){ .fd = sv.links[i].ipc_fd, .events = POLLIN };
 			}
 		if (poll(pfd, n, -1) < 0) {
 			if (errno == EINTR)
@@ -777,6 +816,11 @@ int supervisor_run(struct supervisor_config *cfg)
 		for (i = 0; i < links; i++)
 			if (pfd[cfg->listen_count + 2 + i].revents & (POLLIN | POLLHUP) && sv.links[link_of[i]].fd >= 0)
 				worker_readable(&sv, link_of[i]);
+		for (i = 0; i < ipcs; i++)
+			if (pfd[ipc_at + i].revents & (POLLIN | POLLHUP | POLLERR) &&
+			    sv.links[ipc_of[i]].ipc_fd >= 0 &&
+			    ipc_broker_serve(sv.ipc, sv.links[ipc_of[i]].ipc_fd, ipc_of[i]))
+				ipc_link_close(&sv, ipc_of[i]);
 		if (pfd[cfg->listen_count + 1].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
@@ -805,6 +849,10 @@ out:
 	workers_stop(&sv);
 	if (sv.signal_fd >= 0)
 		close(sv.signal_fd);
+	for (i = 0; i < SESSION_SLOTS; i++)
+		if (sv.links[i].ipc_fd >= 0)
+			close(sv.links[i].ipc_fd);
+	ipc_broker_destroy(sv.ipc);
 	munmap(sv.slots, SESSION_SLOTS * sizeof(*sv.slots));
 	pr_info("ternd stopped");
 	return status;

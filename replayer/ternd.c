@@ -25,7 +25,7 @@
 #define ARENA_BASE_DEFAULT 0x200000000000ull    /* 32 TiB: clear of the heap, libraries and stacks */
 #define ARENA_SIZE_DEFAULT (512ull << 30)
 /* Guest VMM reservations (PyTorch's expandable segments reserve about 1.1x
- * the device's memory each): address space only, right after the arena. */
+ * the device's memory each): address space only, after room for 16 devices' arenas. */
 #define VMM_SIZE_DEFAULT (4ull << 40)
 
 struct ternd_options {
@@ -55,12 +55,14 @@ static void usage(FILE *out)
 		"  --sim-missing-kernels refuse|skip\n"
 		"                       a launch of a kernel without a CPU version fails (default)\n"
 		"                       or succeeds doing nothing (to see what a library calls)\n"
-		"  --device N           GPU index sessions run on (default 0)\n"
+		"  --device N           GPU the guest's device 0 runs on (default 0)\n"
+		"  --devices LIST       GPUs a session sees, e.g. 0,1 (default: all; the guest's\n"
+		"                       device i is the i-th from --device, wrapping)\n"
 		"  --quota SIZE         device memory per session, e.g. 8G (default: no limit)\n"
 		"  --arena-base ADDR    fixed address of each session's arena (default 0x%llx)\n"
-		"  --arena-size SIZE    size of the arena (default 512G)\n"
-		"  --vmm-size SIZE      address space for the guest's VMM reservations, after the\n"
-		"                       arena (default 4T; 0 refuses cuMemAddressReserve)\n"
+		"  --arena-size SIZE    size of the arena of each device (default 512G)\n"
+		"  --vmm-size SIZE      address space for the guest's VMM reservations, after room\n"
+		"                       for 16 arenas (default 4T; 0 refuses cuMemAddressReserve)\n"
 		"  --state-dir DIR      journals and the snapshot store (default /var/lib/tern)\n"
 		"  --token-file FILE    shared secret that tcp guests must present\n"
 		"  --log-level LEVEL    error, warn, info or debug (default info)\n"
@@ -126,6 +128,31 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 			return -EINVAL;
 		o->sv.worker.exec_cfg.device = (int)d;
 		return 0;
+	}
+	if (!strcmp(key, "devices")) {
+		struct exec_config *e = &o->sv.worker.exec_cfg;
+		char *list = strdup(value), *save = NULL;
+
+		if (!list)
+			return -ENOMEM;
+		e->device_count = 0;
+		for (char *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+			char *end;
+			long d = strtol(p, &end, 10);
+
+			if (*end || d < 0 || d > 1024 || e->device_count == EXEC_DEVICES_MAX) {
+				free(list);
+				return -EINVAL;
+			}
+			for (unsigned i = 0; i < e->device_count; i++)
+				if (e->devices[i] == d) {
+					free(list);
+					return -EINVAL;     /* a device listed twice */
+				}
+			e->devices[e->device_count++] = (int)d;
+		}
+		free(list);
+		return e->device_count ? 0 : -EINVAL;
 	}
 	if (!strcmp(key, "quota")) {
 		ret = units_size_parse(value, &v);

@@ -466,6 +466,7 @@ static int session_open(struct worker_session *s, const struct wire_hello_req *h
 		snprintf(ready, cap, "{\"error\":\"session %s: no device %d on the %s backend\"}", s->id, device, cfg->backend);
 		return ret;
 	}
+	s->ex.ipc_fd = cfg->ipc_fd;
 	if (cfg->state_dir &&
 	    journal_dir_reset(cfg->state_dir, s->id, s->journal_dir, sizeof(s->journal_dir)) == 0)
 		exec_journal_open(&s->ex, s->journal_dir, s->id);

@@ -22,6 +22,7 @@ struct worker_config {
 	int hello_timeout_ms;
 	const char *state_dir;          /* journals and the snapshot store live here */
 	int cmd_fd;                     /* line channel to the supervisor */
+	int ipc_fd;                     /* IPC requests to the supervisor (ipc_broker.h); -1: none */
 };
 
 /* The supervisor <-> worker channel (a socketpair), one line per message:

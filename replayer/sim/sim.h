@@ -68,6 +68,8 @@ struct sim_alloc {
 	size_t size;
 	unsigned maps;
 	bool released;
+	bool exportable;                /* created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR */
+	bool imported;                  /* another process's memory: not counted on a device */
 };
 
 enum sim_cmd_kind {
@@ -133,6 +135,7 @@ struct sim_ctx {
 	unsigned flags;
 	bool active;
 	CUresult sticky;                /* a kernel fault poisons the context */
+	uint32_t peers;                 /* bit d: peer access to device d's memory enabled */
 	size_t limits[CU_LIMIT_MAX];
 	CUfunc_cache cache_config;
 	CUsharedconfig shared_config;

@@ -591,6 +591,157 @@ CUresult sim_cuCtxSynchronize(void)
 	return rc;
 }
 
+/* Peer access. Every simulated device shares the process's memory, so any
+ * two distinct devices can reach each other; what the driver tracks per
+ * context (which peers are enabled) is tracked the same way here, with the
+ * driver's errors. */
+
+static CUresult sim_dev_pair(struct sim *sim, CUdevice a, CUdevice b, struct sim_dev **da,
+			     struct sim_dev **db)
+{
+	CUresult rc = sim_dev_lookup(sim, a, da);
+
+	return rc ? rc : sim_dev_lookup(sim, b, db);
+}
+
+CUresult sim_cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer)
+{
+	struct sim_dev *d, *p;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!can)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_dev_pair(sim, dev, peer, &d, &p);
+	if (!rc)
+		*can = d != p;
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib, CUdevice src,
+				     CUdevice dst)
+{
+	struct sim_dev *d, *p;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!value)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_dev_pair(sim, src, dst, &d, &p);
+	if (!rc && d == p)
+		rc = CUDA_ERROR_INVALID_DEVICE;
+	if (!rc) {
+		switch (attrib) {
+		case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK:
+			*value = 0;
+			break;
+		case CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED:
+		case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED:
+		case CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED:
+			*value = 1;
+			break;
+		default:
+			rc = CUDA_ERROR_INVALID_VALUE;
+		}
+	}
+	sim_leave(sim);
+	return rc;
+}
+
+/* The current context and @peer_ctx, both active and on distinct devices. */
+static CUresult sim_peer_pair(struct sim *sim, CUcontext peer_ctx, struct sim_ctx **cur,
+			      struct sim_ctx **peer)
+{
+	CUresult rc = sim_ctx_require(sim, cur);
+
+	if (rc)
+		return rc;
+	*peer = sim_ctx_lookup(sim, peer_ctx);
+	if (!*peer || !(*peer)->active)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if ((*peer)->dev == (*cur)->dev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_cuCtxEnablePeerAccess(CUcontext peer_ctx, unsigned int flags)
+{
+	struct sim_ctx *cur, *peer;
+	struct sim *sim;
+	CUresult rc;
+
+	if (flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_peer_pair(sim, peer_ctx, &cur, &peer);
+	if (!rc && cur->peers & (1u << peer->dev->ordinal))
+		rc = CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+	if (!rc)
+		cur->peers |= 1u << peer->dev->ordinal;
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuCtxDisablePeerAccess(CUcontext peer_ctx)
+{
+	struct sim_ctx *cur, *peer;
+	struct sim *sim;
+	CUresult rc;
+
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_peer_pair(sim, peer_ctx, &cur, &peer);
+	if (!rc && !(cur->peers & (1u << peer->dev->ordinal)))
+		rc = CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+	if (!rc)
+		cur->peers &= ~(1u << peer->dev->ordinal);
+	sim_leave(sim);
+	return rc;
+}
+
+/* Both contexts must exist; the copy itself is an ordinary device copy. */
+static CUresult sim_peer_contexts(CUcontext a, CUcontext b)
+{
+	struct sim *sim;
+	CUresult rc = sim_enter(&sim);
+	struct sim_ctx *ca, *cb;
+
+	if (rc)
+		return rc;
+	ca = sim_ctx_lookup(sim, a);
+	cb = sim_ctx_lookup(sim, b);
+	if (!ca || !cb || !ca->active || !cb->active)
+		rc = CUDA_ERROR_INVALID_CONTEXT;
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuMemcpyPeer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
+			  size_t bytes)
+{
+	CUresult rc = sim_peer_contexts(dst_ctx, src_ctx);
+
+	return rc ? rc : sim_cuMemcpyDtoD(dst, src, bytes);
+}
+
+CUresult sim_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src,
+			       CUcontext src_ctx, size_t bytes, CUstream h)
+{
+	CUresult rc = sim_peer_contexts(dst_ctx, src_ctx);
+
+	return rc ? rc : sim_cuMemcpyDtoDAsync(dst, src, bytes, h);
+}
+
 static bool sim_limit_settable(CUlimit limit)
 {
 	return limit < CU_LIMIT_MAX && limit != CU_LIMIT_SHMEM_SIZE &&

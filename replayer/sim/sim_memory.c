@@ -13,6 +13,8 @@
 #include "sim.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -142,7 +144,8 @@ static void sim_alloc_put(struct sim *sim, struct sim_alloc *a)
 			*p = a->next;
 			break;
 		}
-	a->dev->used -= a->size;
+	if (!a->imported)
+		a->dev->used -= a->size;
 	close(a->fd);
 	free(a);
 }
@@ -304,6 +307,7 @@ CUresult sim_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 	}
 	a->dev = dev;
 	a->size = size;
+	a->exportable = prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 	dev->used += size;
 	a->next = sim->allocs;
 	sim->allocs = a;
@@ -314,6 +318,78 @@ out_free:
 	if (a->fd >= 0)
 		close(a->fd);
 	free(a);
+out:
+	sim_leave(sim);
+	return rc;
+}
+
+/* Sharing with another process: the allocation's memfd is the shareable
+ * handle, as a POSIX file descriptor is the driver's. */
+CUresult sim_cuMemExportToShareableHandle(void *shareable, CUmemGenericAllocationHandle handle,
+					  CUmemAllocationHandleType type, unsigned long long flags)
+{
+	struct sim_alloc *a;
+	struct sim *sim;
+	CUresult rc;
+	int fd;
+
+	if (!shareable || flags || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	a = sim_alloc_lookup(sim, handle);
+	if (!a || !a->exportable) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	fd = fcntl(a->fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0) {
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	*(int *)shareable = fd;
+out:
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *os_handle,
+					    CUmemAllocationHandleType type)
+{
+	int src = (int)(intptr_t)os_handle;
+	struct sim_alloc *a;
+	struct sim *sim;
+	struct stat st;
+	CUresult rc;
+
+	if (!handle || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (fstat(src, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+	    !sim_aligned((uintptr_t)st.st_size, SIM_GRANULARITY))
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	a = calloc(1, sizeof(*a));
+	if (!a) {
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	a->fd = fcntl(src, F_DUPFD_CLOEXEC, 0);
+	if (a->fd < 0) {
+		free(a);
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	/* The exporter counts it on its device; this process only maps it. */
+	a->dev = &sim->devs[0];
+	a->size = (size_t)st.st_size;
+	a->imported = true;
+	a->exportable = true;
+	a->next = sim->allocs;
+	sim->allocs = a;
+	*handle = (CUmemGenericAllocationHandle)(uintptr_t)a;
 out:
 	sim_leave(sim);
 	return rc;

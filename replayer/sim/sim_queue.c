@@ -749,4 +749,22 @@ CUresult sim_cuStreamAddCallback(CUstream h, CUstreamCallback cb, void *data, un
 	if (!cb || flags)
 		return CUDA_ERROR_INVALID_VALUE;
 	return sim_host_enqueue(h, NULL, cb, data);
+
+}
+
+/* Events shared between processes need state both processes see; the sim's
+ * events live in one process's memory, so it answers as a driver without
+ * interprocess events would (docs/limits.md). */
+CUresult sim_cuIpcGetEventHandle(CUipcEventHandle *handle, CUevent event)
+{
+	(void)handle;
+	(void)event;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult sim_cuIpcOpenEventHandle(CUevent *event, CUipcEventHandle handle)
+{
+	(void)event;
+	(void)handle;
+	return CUDA_ERROR_NOT_SUPPORTED;
 }

@@ -565,6 +565,8 @@ SIM_KERNELS_BEGIN
 	SIM_KERNEL("me_set", ma_iota),         /* mod_enum.cu: the same computation */
 	SIM_KERNEL("mp_fill", ma_iota),        /* mem_pools.cu: the same again */
 	SIM_KERNEL("vm_fill", ma_iota),        /* vmm.cu: and again */
+	SIM_KERNEL("md_fill", ma_iota),        /* multi_device.cu */
+	SIM_KERNEL("ip_fill", ma_iota),        /* ipc_pair.cu */
 	SIM_KERNEL("mt_square", mt_square),
 	SIM_KERNEL("_Z8mt_twicePii", mt_twice),
 	SIM_KERNEL("err_affine", err_affine),

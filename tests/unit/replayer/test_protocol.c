@@ -901,6 +901,132 @@ static void test_misc_hostile(void **state)
 	close(fd);
 }
 
+static uint32_t ipc_open_status(int fd, uint64_t seq, const uint8_t *handle, uint32_t len,
+				uint32_t flags, uint64_t *addr)
+{
+	struct wire_msg m;
+	struct reply r;
+	uint32_t st;
+
+	wire_msg_init(&m);
+	wire_put_blob(&m, (struct wire_blob){ handle, len });
+	wire_put_u32(&m, flags);
+	st = call_reply(fd, WIRE_CALL_IPC_OPEN_MEM_HANDLE, seq, &m, &r);
+	wire_msg_release(&m);
+	if (addr && st == CUDA_SUCCESS)
+		memcpy(addr, r.payload + 4, 8);
+	return st;
+}
+
+static uint32_t u64_call(int fd, uint32_t call, uint64_t seq, uint64_t v)
+{
+	struct wire_msg m;
+	uint32_t st;
+
+	wire_msg_init(&m);
+	wire_put_u64(&m, v);
+	st = call_status(fd, call, seq, &m, UINT32_MAX, NULL);
+	wire_msg_release(&m);
+	return st;
+}
+
+/* IPC handles between two sessions: forged, foreign and malformed handles
+ * are refused; only the exporter's handle, with its secret, opens; and
+ * device ordinals out of range. */
+static void test_ipc_hostile(void **state)
+{
+	uint64_t seq_a = 1, seq_b = 1, addr = 0, opened = 0, again = 0;
+	uint8_t handle[64], bad[64];
+	struct wire_msg m;
+	struct reply r;
+	uint32_t status;
+	int a = session_open(sock_url, "", &status), b;
+
+	assert_int_equal(status, CUDA_SUCCESS);
+	b = session_open(sock_url, "", &status);
+	assert_int_equal(status, CUDA_SUCCESS);
+	wire_msg_init(&m);
+	wire_put_u64(&m, 4096);
+	assert_int_equal(call_reply(a, WIRE_CALL_MEM_ALLOC, ++seq_a, &m, &r), CUDA_SUCCESS);
+	memcpy(&addr, r.payload + 4, 8);
+	/* Not an allocation: no handle. */
+	assert_int_equal(u64_call(a, WIRE_CALL_IPC_GET_MEM_HANDLE, ++seq_a, 0x1000), CUDA_ERROR_INVALID_VALUE);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, addr + 100);   /* inside it: the allocation's handle */
+	assert_int_equal(call_reply(a, WIRE_CALL_IPC_GET_MEM_HANDLE, ++seq_a, &m, &r), CUDA_SUCCESS);
+	assert_int_equal(r.len, 4 + 4 + 64);
+	memcpy(handle, r.payload + 8, 64);
+	/* Another session's handle without its secret, an unknown id, junk in
+	 * the reserved bytes, a short handle, unknown flags. */
+	memcpy(bad, handle, 64);
+	bad[30] ^= 0x5a;
+	assert_int_equal(ipc_open_status(b, ++seq_b, bad, 64, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+	memcpy(bad, handle, 64);
+	bad[8] ^= 0x40;
+	assert_int_equal(ipc_open_status(b, ++seq_b, bad, 64, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+	memcpy(bad, handle, 64);
+	bad[60] = 1;
+	assert_int_equal(ipc_open_status(b, ++seq_b, bad, 64, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+	memset(bad, 0xff, sizeof(bad));
+	assert_int_equal(ipc_open_status(b, ++seq_b, bad, 64, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(ipc_open_status(b, ++seq_b, handle, 10, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(ipc_open_status(b, ++seq_b, handle, 64, 0x80, NULL), CUDA_ERROR_INVALID_VALUE);
+	/* A memory handle is no event handle. */
+	wire_msg_reset(&m);
+	wire_put_blob(&m, (struct wire_blob){ handle, 64 });
+	assert_int_equal(call_status(b, WIRE_CALL_IPC_OPEN_EVENT_HANDLE, ++seq_b, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	/* The exporter cannot open its own handle. */
+	assert_int_equal(ipc_open_status(a, ++seq_a, handle, 64, 0, NULL), CUDA_ERROR_INVALID_CONTEXT);
+	/* The real one opens, twice to the same mapping, and closes as often. */
+	assert_int_equal(ipc_open_status(b, ++seq_b, handle, 64, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
+					 &opened), CUDA_SUCCESS);
+	assert_int_equal(ipc_open_status(b, ++seq_b, handle, 64, 0, &again), CUDA_SUCCESS);
+	assert_true(opened == again && opened != 0);
+	/* Another session's memory is not freed with cuMemFree. */
+	assert_int_equal(u64_call(b, WIRE_CALL_MEM_FREE, ++seq_b, opened), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(u64_call(b, WIRE_CALL_IPC_CLOSE_MEM_HANDLE, ++seq_b, opened), CUDA_SUCCESS);
+	assert_int_equal(u64_call(b, WIRE_CALL_IPC_CLOSE_MEM_HANDLE, ++seq_b, opened), CUDA_SUCCESS);
+	assert_int_equal(u64_call(b, WIRE_CALL_IPC_CLOSE_MEM_HANDLE, ++seq_b, opened), CUDA_ERROR_INVALID_VALUE);
+	/* The exporter's own memory is not closed, and a stray event has no handle. */
+	assert_int_equal(u64_call(a, WIRE_CALL_IPC_CLOSE_MEM_HANDLE, ++seq_a, addr), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(u64_call(a, WIRE_CALL_IPC_GET_EVENT_HANDLE, ++seq_a, 0x0700000000000999ull),
+			 CUDA_ERROR_INVALID_HANDLE);
+	/* Freed memory is no longer exported. */
+	assert_int_equal(u64_call(a, WIRE_CALL_MEM_FREE, ++seq_a, addr), CUDA_SUCCESS);
+	assert_int_equal(ipc_open_status(b, ++seq_b, handle, 64, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+	/* Device ordinals out of range, on every call that takes one. */
+	wire_msg_reset(&m);
+	wire_put_i32(&m, 5);
+	assert_int_equal(call_status(b, WIRE_CALL_DEVICE_GET, ++seq_b, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_DEVICE);
+	wire_msg_reset(&m);
+	wire_put_i32(&m, -1);
+	assert_int_equal(call_status(b, WIRE_CALL_PRIMARY_CTX_RETAIN, ++seq_b, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_DEVICE);
+	wire_msg_reset(&m);
+	wire_put_i32(&m, 0);
+	wire_put_i32(&m, 7);
+	assert_int_equal(call_status(b, WIRE_CALL_DEVICE_CAN_ACCESS_PEER, ++seq_b, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_DEVICE);
+	wire_msg_reset(&m);
+	wire_put_u32(&m, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED);
+	wire_put_i32(&m, 0);
+	wire_put_i32(&m, 0x7fffffff);
+	assert_int_equal(call_status(b, WIRE_CALL_DEVICE_GET_P2P_ATTRIBUTE, ++seq_b, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_DEVICE);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 0x0100000000000999ull);       /* no such context */
+	wire_put_u32(&m, 0);
+	assert_int_equal(call_status(b, WIRE_CALL_CTX_ENABLE_PEER_ACCESS, ++seq_b, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_CONTEXT);
+	wire_msg_release(&m);
+	assert_alive(a, ++seq_a);
+	assert_alive(b, ++seq_b);
+	close(a);
+	close(b);
+}
+
 /* The JIT linker and created contexts: each malformed request fails alone. */
 static void test_link_and_contexts_hostile(void **state)
 {
@@ -1036,6 +1162,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_token),
 		cmocka_unit_test(test_owner_queries),
 		cmocka_unit_test(test_link_and_contexts_hostile),
+		cmocka_unit_test(test_ipc_hostile),
 		cmocka_unit_test(test_misc_hostile),
 		cmocka_unit_test(test_vmm_hostile),
 		cmocka_unit_test(test_shm_hostile),

@@ -1,0 +1,144 @@
+/* Peer access between the session's devices.
+ *
+ * The arena maps memory with the driver's VMM calls, whose access is given
+ * per mapping (cuMemSetAccess), not by cuCtxEnablePeerAccess: enabling peer
+ * access here also gives the current device access to every mapping of the
+ * peer's arena, now and later. What each context enabled is kept in
+ * ex->devs[].peers and journaled with a snapshot (EXEC_META_PEERS), so a
+ * restore enables it again. */
+#define LOG_PREFIX "exec: "
+#include "exec.h"
+#include "log.h"
+#include "wire_dispatch.h"
+
+static void *ctx_real(struct exec *ex, unsigned d)
+{
+	struct handle_entry *e = handle_table_get(ex->handles, ex->devs[d].ctx, HANDLE_CONTEXT);
+
+	return e ? e->real : NULL;
+}
+
+CUresult exec_device_can_access_peer(struct exec *ex, const struct wire_device_can_access_peer_req *req,
+				     struct wire_device_can_access_peer_rep *rep)
+{
+	CUdevice a, b;
+	int can = 0;
+	CUresult res = exec_device_real(ex, req->device, &a);
+
+	if (res == CUDA_SUCCESS)
+		res = exec_device_real(ex, req->peer, &b);
+	if (res != CUDA_SUCCESS)
+		return res;
+	/* A device is not its own peer; two guest devices on one backend
+	 * device (never made here) would be. */
+	res = req->device == req->peer ? CUDA_SUCCESS : ex->be->cuDeviceCanAccessPeer(&can, a, b);
+	rep->can = can;
+	return res;
+}
+
+CUresult exec_device_get_p2p_attribute(struct exec *ex,
+				       const struct wire_device_get_p2p_attribute_req *req,
+				       struct wire_device_get_p2p_attribute_rep *rep)
+{
+	CUdevice a, b;
+	int v = 0;
+	CUresult res = exec_device_real(ex, req->src, &a);
+
+	if (res == CUDA_SUCCESS)
+		res = exec_device_real(ex, req->dst, &b);
+	if (res == CUDA_SUCCESS && req->src == req->dst)
+		res = CUDA_ERROR_INVALID_DEVICE;
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuDeviceGetP2PAttribute(&v, (CUdevice_P2PAttribute)req->attrib, a, b);
+	rep->value = v;
+	return res;
+}
+
+/* Device @d's context reaches device @p's memory (the backend's context is @d's). */
+static CUresult peer_enable(struct exec *ex, unsigned d, unsigned p)
+{
+	CUresult res = ex->be->cuCtxEnablePeerAccess(ctx_real(ex, p), 0);
+
+	if (res != CUDA_SUCCESS && res != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+		return res;
+	res = arena_peer_set(ex->devs[p].arena, ex->devs[d].dev, true);
+	if (res == CUDA_SUCCESS)
+		ex->devs[d].peers |= 1u << p;
+	return res;
+}
+
+CUresult exec_ctx_enable_peer_access(struct exec *ex, const struct wire_ctx_enable_peer_access_req *req,
+				     struct wire_ctx_enable_peer_access_rep *rep)
+{
+	int p = exec_device_of_ctx(ex, req->peer_ctx);
+	unsigned d = ex->dev_current;
+
+	if (!ex->ctx_current)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (p < 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (req->flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((unsigned)p == d)
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (ex->devs[d].peers & (1u << p))
+		return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+	return peer_enable(ex, d, (unsigned)p);
+}
+
+CUresult exec_ctx_disable_peer_access(struct exec *ex,
+				      const struct wire_ctx_disable_peer_access_req *req,
+				      struct wire_ctx_disable_peer_access_rep *rep)
+{
+	int p = exec_device_of_ctx(ex, req->peer_ctx);
+	unsigned d = ex->dev_current;
+	CUresult res;
+
+	if (!ex->ctx_current || p < 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!(ex->devs[d].peers & (1u << p)))
+		return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+	res = ex->be->cuCtxDisablePeerAccess(ctx_real(ex, (unsigned)p));
+	if (res != CUDA_SUCCESS && res != CUDA_ERROR_PEER_ACCESS_NOT_ENABLED)
+		return res;
+	arena_peer_set(ex->devs[p].arena, ex->devs[d].dev, false);
+	ex->devs[d].peers &= ~(1u << p);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_peer_restore(struct exec *ex, unsigned ordinal, uint32_t peers)
+{
+	CUresult res;
+
+	if (ordinal >= ex->dev_count)
+		return CUDA_ERROR_INVALID_DEVICE;
+	res = exec_context_switch(ex, ex->devs[ordinal].ctx);
+	for (unsigned p = 0; p < ex->dev_count && res == CUDA_SUCCESS; p++)
+		if (p != ordinal && peers & (1u << p))
+			res = peer_enable(ex, ordinal, p);
+	/* Peers the snapshot names beyond this session's devices cannot be. */
+	if (res == CUDA_SUCCESS && peers >> ex->dev_count)
+		res = CUDA_ERROR_INVALID_DEVICE;
+	return res;
+}
+
+CUresult exec_copy_dtod(struct exec *ex, uint64_t dst, uint64_t src, uint64_t bytes, CUstream s,
+			bool async)
+{
+	unsigned dd = 0, sd = 0;
+
+	if (!exec_device_range_valid(ex, dst, bytes) || !exec_device_range_valid(ex, src, bytes))
+		return CUDA_ERROR_INVALID_VALUE;
+	/* Module globals lie outside the arenas: the current device's. */
+	if (!exec_arena_of(ex, dst, &dd))
+		dd = ex->dev_current;
+	if (!exec_arena_of(ex, src, &sd))
+		sd = ex->dev_current;
+	if (dd == sd)
+		return async ? ex->be->cuMemcpyDtoDAsync(dst, src, bytes, s)
+			     : ex->be->cuMemcpyDtoD(dst, src, bytes);
+	/* Between devices the driver wants both contexts (cuMemcpyPeer): it
+	 * goes over NVLink/PCIe peer-to-peer where it can, staged where not. */
+	return async ? ex->be->cuMemcpyPeerAsync(dst, ctx_real(ex, dd), src, ctx_real(ex, sd), bytes, s)
+		     : ex->be->cuMemcpyPeer(dst, ctx_real(ex, dd), src, ctx_real(ex, sd), bytes);
+}
