@@ -170,6 +170,8 @@ void host_range_reset(struct shim_process *p);
 /* Copies in WIRE_COPY_PIECE pieces. */
 CUresult memory_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stream, bool async);
 CUresult memory_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, bool async);
+/* Any direction, told by the arena (cuMemcpy). */
+CUresult memory_copy(uint64_t dst, uint64_t src, size_t n, uint64_t stream, bool async);
 
 /* launch.c */
 /* A launch's arguments packed by @fn's parameter layout (kernelParams) or

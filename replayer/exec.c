@@ -74,6 +74,8 @@ static int entry_release(struct handle_entry *e, void *arg)
 		free(ki);
 	} else if (e->kind == HANDLE_MEMPOOL) {
 		exec_pool_release(e);
+	} else {
+		exec_array_entry_release(arg, e, false);
 	}
 	return 0;
 }

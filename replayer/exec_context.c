@@ -80,6 +80,13 @@ static int entry_destroy(struct handle_entry *e, void *arg)
 	case HANDLE_LIBRARY:
 		ex->be->cuLibraryUnload(e->real);
 		break;
+	case HANDLE_ARRAY:
+	case HANDLE_MIPMAP:
+	case HANDLE_TEXOBJ:
+	case HANDLE_SURFOBJ:
+		/* The context's reset takes them: arrays go, objects go. */
+		exec_array_entry_release(ex, e, true);
+		return 0;
 	default:
 		return 0;
 	}
@@ -114,6 +121,7 @@ CUresult exec_primary_ctx_reset(struct exec *ex, const struct wire_primary_ctx_r
 	handle_table_foreach(ex->handles, entry_forget_function, ex);
 	handle_table_foreach(ex->handles, entry_destroy, ex);
 	exec_pool_reset(ex);
+	ex->array_bytes = 0;
 	while (arena_count(ex->arena)) {
 		uint64_t addr = arena_at(ex->arena, 0)->addr;
 

@@ -23,12 +23,12 @@ CUresult exec_mem_map(struct exec *ex, uint64_t bytes, uint64_t *addr)
 		return CUDA_ERROR_INVALID_VALUE;
 	/* The quota counts what is mapped, granularity included: that is what the device loses. */
 	if (ex->cfg.quota && (bytes > ex->cfg.quota ||
-			      arena_bytes_mapped(ex->arena) > ex->cfg.quota - bytes))
+			      arena_bytes_mapped(ex->arena) + ex->array_bytes > ex->cfg.quota - bytes))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	res = arena_alloc(ex->arena, bytes, addr);
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (ex->cfg.quota && arena_bytes_mapped(ex->arena) > ex->cfg.quota) {
+	if (ex->cfg.quota && arena_bytes_mapped(ex->arena) + ex->array_bytes > ex->cfg.quota) {
 		arena_free(ex->arena, *addr);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
