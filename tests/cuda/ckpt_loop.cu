@@ -23,7 +23,9 @@
  * with an async copy (over tern's shm transport: a buffer the worker maps),
  * and folds it into the checksum. Two buffers come from memory pools (a pool
  * of its own and the default one, stream-ordered): after a restore they must
- * hold their data, still count in their pools and free as usual. */
+ * hold their data, still count in their pools and free as usual. A 2D array
+ * (outside the arena) takes rows of the state every 16 steps and is folded
+ * into the checksum at the end, with a texture object on it. */
 #include "check.h"
 
 #include <stdint.h>
@@ -141,6 +143,23 @@ int main(int argc, char **argv)
 		CHECK(cudaMemcpy(c, r, extra, cudaMemcpyHostToDevice));
 		free(r);
 	}
+	/* An array (outside the arena: its contents travel in the journal) that
+	 * some steps copy into, and a texture object on it. */
+	const unsigned aw = 97, ah = 31;
+	cudaChannelFormatDesc afd = cudaCreateChannelDesc<unsigned>();
+	cudaArray_t arr;
+	cudaTextureObject_t tex;
+	cudaResourceDesc ard = {};
+	cudaTextureDesc atd = {};
+
+	CHECK(cudaMallocArray(&arr, &afd, aw, ah));
+	CHECK(cudaMemcpy2DToArray(arr, 0, 0, h, aw * sizeof(unsigned), aw * sizeof(unsigned), ah,
+				  cudaMemcpyHostToDevice));
+	ard.resType = cudaResourceTypeArray;
+	ard.res.array.array = arr;
+	atd.filterMode = cudaFilterModePoint;
+	atd.readMode = cudaReadModeElementType;
+	CHECK(cudaCreateTextureObject(&tex, &ard, &atd, NULL));
 	/* Graph mode: one captured graph, one built node by node. */
 	bool graphs = getenv("TERN_TEST_GRAPH") && atoi(getenv("TERN_TEST_GRAPH"));
 	cudaGraph_t g_main = NULL, g_half = NULL;
@@ -195,6 +214,10 @@ int main(int argc, char **argv)
 			if (i % 8 == 7)
 				ck_mix<<<64, 256, 0, s>>>(z, half, i);  /* only the first half changes */
 		}
+		if (i % 16 == 5)
+			CHECK(cudaMemcpy2DToArrayAsync(arr, 0, (i / 16) % ah, d + (i * 131u) % (n - aw),
+						       aw * sizeof(unsigned), aw * sizeof(unsigned), 1,
+						       cudaMemcpyDeviceToDevice, s));
 		CHECK(cudaMemcpyAsync(pin, d + (i * 7919u) % (n - pin_words), pin_words * sizeof(unsigned),
 				      cudaMemcpyDeviceToHost, s));
 		CHECK(cudaStreamSynchronize(s));
@@ -217,6 +240,19 @@ int main(int argc, char **argv)
 	CHECK(cudaMemcpy(h, d, n * sizeof(unsigned), cudaMemcpyDeviceToHost));
 	for (unsigned j = 0; j < n; j++)
 		sum = (sum ^ h[j]) * 1099511628211ull;
+	{
+		cudaResourceDesc back;
+
+		CHECK(cudaMemcpy2DFromArray(h, aw * sizeof(unsigned), arr, 0, 0, aw * sizeof(unsigned), ah,
+					    cudaMemcpyDeviceToHost));
+		for (unsigned j = 0; j < aw * ah; j++)
+			sum = (sum ^ h[j]) * 1099511628211ull;
+		CHECK(cudaGetTextureObjectResourceDesc(&back, tex));
+		REQUIRE(back.resType == cudaResourceTypeArray && back.res.array.array == arr,
+			"the texture object no longer names its array");
+		CHECK(cudaDestroyTextureObject(tex));
+		CHECK(cudaFreeArray(arr));
+	}
 	CHECK(cudaMemcpy(h, z, 2 * half * sizeof(unsigned), cudaMemcpyDeviceToHost));
 	for (unsigned j = 0; j < 2 * half; j++) {
 		REQUIRE(j < half || h[j] == 0, "the untouched half changed at %u", j);
