@@ -42,7 +42,11 @@ enum wire_handle_kind {
 	WIRE_HANDLE_GRAPH_EXEC = 9,
 	WIRE_HANDLE_MEMPOOL = 10,
 	WIRE_HANDLE_VMM = 11,          /* a physical allocation (cuMemCreate) */
-	WIRE_HANDLE_KIND_MAX = 12,
+	WIRE_HANDLE_ARRAY = 12,
+	WIRE_HANDLE_MIPMAP = 13,
+	WIRE_HANDLE_TEXOBJ = 14,      /* journal only: the guest holds the driver's value */
+	WIRE_HANDLE_SURFOBJ = 15,     /* journal only, likewise */
+	WIRE_HANDLE_KIND_MAX = 16,
 };
 
 /* Header flags. */

@@ -589,7 +589,7 @@ CUresult memory_copy_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t stream,
 }
 
 /* cuMemcpy: unified addressing, so the arena tells device from host. */
-static CUresult memory_copy(uint64_t dst, uint64_t src, size_t n, uint64_t stream, bool async)
+CUresult memory_copy(uint64_t dst, uint64_t src, size_t n, uint64_t stream, bool async)
 {
 	bool dst_dev = rpc_arena_contains(dst, 1), src_dev = rpc_arena_contains(src, 1);
 

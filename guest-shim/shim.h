@@ -243,6 +243,8 @@ CUresult memory_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stre
 CUresult memory_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, bool async);
 /* Device to device; between two devices the worker makes it a peer copy. */
 CUresult memory_copy_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t stream, bool async);
+/* Any direction, told by the arena (cuMemcpy). */
+CUresult memory_copy(uint64_t dst, uint64_t src, size_t n, uint64_t stream, bool async);
 
 /* launch.c */
 /* A launch's arguments packed by @fn's parameter layout (kernelParams) or

@@ -187,7 +187,31 @@
 	BACKEND_ENTRY(cuMemExportToShareableHandle, 10020)              \
 	BACKEND_ENTRY(cuMemImportFromShareableHandle, 10020)            \
 	BACKEND_ENTRY(cuIpcGetEventHandle, 4010)                        \
-	BACKEND_ENTRY(cuIpcOpenEventHandle, 4010)
+	BACKEND_ENTRY(cuIpcOpenEventHandle, 4010)                       \
+	BACKEND_ENTRY(cuMemcpy3D, 3020)                                 \
+	BACKEND_ENTRY(cuMemcpy3DAsync, 3020)                            \
+	BACKEND_ENTRY(cuMemsetD2D8, 3020)                               \
+	BACKEND_ENTRY(cuMemsetD2D16, 3020)                              \
+	BACKEND_ENTRY(cuMemsetD2D32, 3020)                              \
+	BACKEND_ENTRY(cuMemsetD2D8Async, 3020)                          \
+	BACKEND_ENTRY(cuMemsetD2D16Async, 3020)                         \
+	BACKEND_ENTRY(cuMemsetD2D32Async, 3020)                         \
+	BACKEND_ENTRY(cuArray3DCreate, 3020)                            \
+	BACKEND_ENTRY(cuArrayDestroy, 2000)                             \
+	BACKEND_ENTRY(cuArray3DGetDescriptor, 3020)                     \
+	BACKEND_ENTRY(cuArrayGetMemoryRequirements, 11060)              \
+	BACKEND_ENTRY(cuMipmappedArrayCreate, 5000)                     \
+	BACKEND_ENTRY(cuMipmappedArrayDestroy, 5000)                    \
+	BACKEND_ENTRY(cuMipmappedArrayGetLevel, 5000)                   \
+	BACKEND_ENTRY(cuMipmappedArrayGetMemoryRequirements, 11060)     \
+	BACKEND_ENTRY(cuTexObjectCreate, 5000)                          \
+	BACKEND_ENTRY(cuTexObjectDestroy, 5000)                         \
+	BACKEND_ENTRY(cuTexObjectGetResourceDesc, 5000)                 \
+	BACKEND_ENTRY(cuTexObjectGetTextureDesc, 5000)                  \
+	BACKEND_ENTRY(cuTexObjectGetResourceViewDesc, 5000)             \
+	BACKEND_ENTRY(cuSurfObjectCreate, 5000)                         \
+	BACKEND_ENTRY(cuSurfObjectDestroy, 5000)                        \
+	BACKEND_ENTRY(cuSurfObjectGetResourceDesc, 5000)
 
 #define BACKEND_MEMBER(name, version) PFN_##name##_v##version name;
 

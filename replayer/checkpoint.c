@@ -25,10 +25,13 @@
 /* Objects come back parents first: contexts, libraries, their modules and
  * kernels, plain modules, functions, then streams and events, then graphs
  * (their kernel and event nodes name functions and events) and executable
- * graphs (which count the graph they came from). */
+ * graphs (which count the graph they came from), mipmapped arrays before
+ * the arrays of their levels; texture and surface objects are gathered and
+ * recreated last, in the order of their values (exec_texobj_restore_all). */
 static const uint32_t restore_order[] = {
 	HANDLE_CONTEXT, HANDLE_LIBRARY, HANDLE_MODULE, HANDLE_KERNEL,
 	HANDLE_FUNCTION, HANDLE_STREAM, HANDLE_EVENT, HANDLE_MEMPOOL, HANDLE_GRAPH, HANDLE_GRAPH_EXEC,
+	HANDLE_MIPMAP, HANDLE_ARRAY, HANDLE_TEXOBJ, HANDLE_SURFOBJ,
 };
 
 struct checkpoint_job {
@@ -167,6 +170,10 @@ int checkpoint_begin(struct exec *ex, const struct checkpoint_request *req,
 		ret = -EIO;
 		goto out_job;
 	}
+	/* Arrays live outside the arena: their contents go into the journal. */
+	ret = exec_array_journal_flush(ex, err, errlen);
+	if (ret)
+		goto out_job;
 	/* Hashing and compression of the drain use every core. */
 	scfg.workers = sysconf(_SC_NPROCESSORS_ONLN) > 2 ? (unsigned)sysconf(_SC_NPROCESSORS_ONLN) : 2;
 	ret = snap_store_open(req->store_dir, &scfg, SNAP_STORE_CREATE, &job->store);
@@ -317,7 +324,35 @@ struct restore_ctx {
 	struct tracker *saved;
 	char *err;
 	size_t errlen;
+	struct exec_object_record *objs;    /* texture and surface objects */
+	unsigned obj_count, obj_cap;
 };
+
+static int restore_object_defer(struct restore_ctx *rc, uint64_t handle, const struct tracker_object *o)
+{
+	struct exec_object_record *r;
+
+	if (rc->obj_count == rc->obj_cap) {
+		unsigned cap = rc->obj_cap ? rc->obj_cap * 2 : 16;
+		void *p = realloc(rc->objs, cap * sizeof(*rc->objs));
+
+		if (!p)
+			return -ENOMEM;
+		rc->objs = p;
+		rc->obj_cap = cap;
+	}
+	r = &rc->objs[rc->obj_count];
+	r->args = malloc(o->args_len ? o->args_len : 1);
+	if (!r->args)
+		return -ENOMEM;
+	memcpy(r->args, o->args, o->args_len);
+	r->handle = handle;
+	r->kind = o->kind;
+	r->args_len = o->args_len;
+	r->value = exec_object_record_value(o->args, o->args_len);
+	rc->obj_count++;
+	return 0;
+}
 
 /* A function's or kernel's name, as exec_module.c journals it: u32 length, bytes. */
 static const char *args_name(const struct tracker_object *o, char *buf, size_t cap)
@@ -513,6 +548,14 @@ static int restore_object(void *arg, uint64_t handle, const struct tracker_objec
 		if (res != CUDA_SUCCESS)
 			return -EIO;
 		return 0;       /* journaled by the executor with its description */
+	case HANDLE_ARRAY:
+	case HANDLE_MIPMAP:
+		res = exec_array_restore(ex, handle, o->kind, o->parent, o->args, o->args_len, rc->saved, rc->err,
+					 rc->errlen);
+		return res == CUDA_SUCCESS ? 0 : -EIO;  /* journaled by the executor */
+	case HANDLE_TEXOBJ:
+	case HANDLE_SURFOBJ:
+		return restore_object_defer(rc, handle, o);
 	default:
 		snprintf(rc->err, rc->errlen, "object 0x%llx of unknown kind %u", (unsigned long long)handle, o->kind);
 		return -EBADMSG;
@@ -569,7 +612,7 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
 	struct snap_reader *reader = NULL;
 	struct tracker *saved = NULL;
 	struct capture_stats stats = { 0 };
-	struct restore_ctx rc = { ex, NULL, NULL, 0 };
+	struct restore_ctx rc = { ex, NULL, NULL, 0, NULL, 0, 0 };
 	char err[512] = "", copy[] = "/tmp/tern-restore-XXXXXX";
 	const void *r;
 	size_t rlen;
@@ -639,6 +682,8 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
 					     restore_object, &rc);
 	if (!ret)
 		ret = checkpoint_state_restore_late(ex, saved, err, sizeof(err));
+	if (!ret)
+		ret = exec_texobj_restore_all(ex, rc.objs, rc.obj_count, err, sizeof(err));
 	for (unsigned i = 0; i < devices && !ret; i++) {
 		if (tracker_meta_u64_get(saved, EXEC_META_PEERS(i), &v) || !v)
 			continue;
@@ -691,6 +736,9 @@ out:
 		pr_err("restore of '%s' failed: %s", name, err[0] ? err : strerror(-ret));
 		snprintf(json, cap, "{\"error\":\"restore of '%s' failed: %s\"}", name, err[0] ? err : strerror(-ret));
 	}
+	for (unsigned i = 0; i < rc.obj_count; i++)
+		free(rc.objs[i].args);
+	free(rc.objs);
 	tracker_close(saved);
 	if (fd >= 0) {
 		close(fd);

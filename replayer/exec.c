@@ -149,6 +149,8 @@ static int entry_release(struct handle_entry *e, void *arg)
 		exec_pool_release(e);
 	} else if (e->kind == HANDLE_VMM) {
 		free(e->info);      /* the backend's part went in exec_vmm_close() */
+	} else {
+		exec_array_entry_release(arg, e, false);
 	}
 	return 0;
 }
@@ -242,11 +244,11 @@ const struct arena_alloc *exec_alloc_find(struct exec *ex, uint64_t addr, unsign
 	return a ? arena_find(a, addr) : NULL;
 }
 
-/* What the session holds on its devices: every arena's mappings and the
- * guest's VMM allocations. */
+/* What the session holds on its devices: every arena's mappings, the
+ * guest's VMM allocations and its arrays. */
 uint64_t exec_mem_used(const struct exec *ex)
 {
-	uint64_t n = ex->vmm_bytes;
+	uint64_t n = ex->vmm_bytes + ex->array_bytes;
 
 	for (unsigned i = 0; i < ex->dev_count; i++)
 		n += arena_bytes_mapped(ex->devs[i].arena);

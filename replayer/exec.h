@@ -198,6 +198,7 @@ struct exec {
 	int conn_sock;              /* the session's socket (host_func_attach), -1: none */
 	struct exec_hostfn *hostfn; /* host-function channel and records (exec_hostfn.c) */
 	struct exec_image_globals *image_globals;  /* checkpoint_state.c's cache */
+	uint64_t array_bytes;       /* arrays and mipmapped arrays, counted against the quota */
 };
 
 /* Open the backend's device and reserve the arena. 0 or -errno. */
@@ -366,6 +367,28 @@ int exec_graph_alloc_restore(struct exec *ex, uint64_t addr, uint64_t bytes, boo
  * encoded description. CUDA_SUCCESS or why not; @err says which part. */
 CUresult exec_graph_restore(struct exec *ex, uint64_t handle, uint32_t kind, const uint8_t *args,
 			    uint32_t args_len, const void *desc, size_t desc_len, char *err,
+			    size_t errlen);
+
+/* exec_array.c: arrays, mipmapped arrays, texture and surface objects. */
+/* Free @e's info (an array, mipmap or object entry; others are left alone);
+ * @destroy: destroy it in the backend and drop its journal record too. */
+void exec_array_entry_release(struct exec *ex, struct handle_entry *e, bool destroy);
+/* Copy every array's contents into the journal (images of format 0x200);
+ * a snapshot calls it once the device is idle. 0 or -errno with @err set. */
+int exec_array_journal_flush(struct exec *ex, char *err, size_t errlen);
+/* Restore an array (@parent: its mipmapped array, for a level) or a
+ * mipmapped array from its record, contents from @saved. */
+CUresult exec_array_restore(struct exec *ex, uint64_t handle, uint32_t kind, uint64_t parent, const uint8_t *args,
+			    uint32_t len, struct tracker *saved, char *err, size_t errlen);
+/* A texture or surface object's record, held until all are restored at once. */
+struct exec_object_record {
+	uint64_t handle, value;
+	uint32_t kind, args_len;
+	uint8_t *args;
+};
+uint64_t exec_object_record_value(const void *args, uint32_t len);
+/* Recreate them so that each gets the value the guest holds (sorts @recs). */
+int exec_texobj_restore_all(struct exec *ex, struct exec_object_record *recs, unsigned count, char *err,
 			    size_t errlen);
 
 

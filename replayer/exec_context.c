@@ -99,6 +99,15 @@ static int entry_destroy(struct handle_entry *e, void *arg)
 			return 0;
 		ex->be->cuLibraryUnload(e->real);
 		break;
+	case HANDLE_ARRAY:
+	case HANDLE_MIPMAP:
+	case HANDLE_TEXOBJ:
+	case HANDLE_SURFOBJ:
+		/* The context's reset takes them: arrays go, objects go (arrays are
+		 * made on device 0; with several devices they stay, as modules do). */
+		if (r->all)
+			exec_array_entry_release(ex, e, true);
+		return 0;
 	default:
 		return 0;
 	}
@@ -143,8 +152,10 @@ CUresult exec_primary_ctx_reset(struct exec *ex, const struct wire_primary_ctx_r
 	ex->be->cuCtxSynchronize();
 	handle_table_foreach(ex->handles, entry_forget_function, &r);
 	handle_table_foreach(ex->handles, entry_destroy, &r);
-	if (r.all)
+	if (r.all) {
 		exec_pool_reset(ex);
+		ex->array_bytes = 0;
+	}
 	while (arena_count(d->arena)) {
 		uint64_t addr = arena_at(d->arena, 0)->addr;
 

@@ -319,6 +319,9 @@ struct sim {
 	uint64_t capture_ids;
 	unsigned walk_mark;             /* sim_gnode.mark of the current walk */
 	bool skip_missing;              /* launches of kernels without a CPU version succeed, doing nothing */
+	struct sim_array *arrays;       /* sim_array.c: arrays, mipmap levels included */
+	struct sim_mipmap *mipmaps;
+	struct sim_texobj *texobjs;     /* texture and surface objects, by value */
 };
 
 extern struct sim *sim_self;
@@ -399,6 +402,12 @@ CUresult sim_stream_enqueue(struct sim *sim, struct sim_stream *s, struct sim_cm
 /* Synchronous work: queue on the legacy stream and wait; otherwise as
  * sim_stream_enqueue. Returns the context's sticky error after a wait. */
 CUresult sim_stream_enqueue_sync(struct sim *sim, struct sim_stream *s, struct sim_cmd *cmd, bool sync);
+
+/* Arrays (sim_array.c): free every array and object; lock held. */
+struct sim_array;
+struct sim_mipmap;
+struct sim_texobj;
+void sim_arrays_teardown(struct sim *sim);
 
 /* Graphs (sim_graph.c); lock held. */
 void sim_graphs_forget_funcs(struct sim *sim, const struct sim_func *funcs, unsigned count);

@@ -1037,6 +1037,7 @@ static void sim_destroy(struct sim *sim)
 		pthread_cond_destroy(&sim->devs[i].work);
 	}
 	sim_modules_teardown(sim, NULL);
+	sim_arrays_teardown(sim);
 	sim_memory_teardown(sim);
 	pthread_mutex_unlock(&sim->lock);
 	sim_plugins_unload(sim);

@@ -32,7 +32,9 @@
  * allowed 64 KiB of dynamic shared memory (and launched with it), the stream
  * has a synchronisation policy, the context a stack size limit. A
  * __device__ counter (ck_counter) is folded with every step by a kernel that
- * names it as a symbol; its value must survive too. */
+ * names it as a symbol; its value must survive too. A 2D array
+ * (outside the arena) takes rows of the state every 16 steps and is folded
+ * into the checksum at the end, with a texture object on it. */
 #include "check.h"
 
 #include <stdint.h>
@@ -223,6 +225,23 @@ int main(int argc, char **argv)
 		CHECK(cudaMemcpy(c, r, extra, cudaMemcpyHostToDevice));
 		free(r);
 	}
+	/* An array (outside the arena: its contents travel in the journal) that
+	 * some steps copy into, and a texture object on it. */
+	const unsigned aw = 97, ah = 31;
+	cudaChannelFormatDesc afd = cudaCreateChannelDesc<unsigned>();
+	cudaArray_t arr;
+	cudaTextureObject_t tex;
+	cudaResourceDesc ard = {};
+	cudaTextureDesc atd = {};
+
+	CHECK(cudaMallocArray(&arr, &afd, aw, ah));
+	CHECK(cudaMemcpy2DToArray(arr, 0, 0, h, aw * sizeof(unsigned), aw * sizeof(unsigned), ah,
+				  cudaMemcpyHostToDevice));
+	ard.resType = cudaResourceTypeArray;
+	ard.res.array.array = arr;
+	atd.filterMode = cudaFilterModePoint;
+	atd.readMode = cudaReadModeElementType;
+	CHECK(cudaCreateTextureObject(&tex, &ard, &atd, NULL));
 	/* Graph mode: one captured graph, one built node by node. */
 	bool graphs = getenv("TERN_TEST_GRAPH") && atoi(getenv("TERN_TEST_GRAPH"));
 	cudaGraph_t g_main = NULL, g_half = NULL;
@@ -300,6 +319,10 @@ int main(int argc, char **argv)
 		ck_count<<<1, 1, 0, s>>>(i);
 		CHECK(cudaGetLastError());
 		counter_want = counter_want * 31 + i + 1;
+		if (i % 16 == 5)
+			CHECK(cudaMemcpy2DToArrayAsync(arr, 0, (i / 16) % ah, d + (i * 131u) % (n - aw),
+						       aw * sizeof(unsigned), aw * sizeof(unsigned), 1,
+						       cudaMemcpyDeviceToDevice, s));
 		CHECK(cudaMemcpyAsync(pin, d + (i * 7919u) % (n - pin_words), pin_words * sizeof(unsigned),
 				      cudaMemcpyDeviceToHost, s));
 		CHECK(cudaStreamSynchronize(s));
@@ -322,6 +345,19 @@ int main(int argc, char **argv)
 	CHECK(cudaMemcpy(h, d, n * sizeof(unsigned), cudaMemcpyDeviceToHost));
 	for (unsigned j = 0; j < n; j++)
 		sum = (sum ^ h[j]) * 1099511628211ull;
+	{
+		cudaResourceDesc back;
+
+		CHECK(cudaMemcpy2DFromArray(h, aw * sizeof(unsigned), arr, 0, 0, aw * sizeof(unsigned), ah,
+					    cudaMemcpyDeviceToHost));
+		for (unsigned j = 0; j < aw * ah; j++)
+			sum = (sum ^ h[j]) * 1099511628211ull;
+		CHECK(cudaGetTextureObjectResourceDesc(&back, tex));
+		REQUIRE(back.resType == cudaResourceTypeArray && back.res.array.array == arr,
+			"the texture object no longer names its array");
+		CHECK(cudaDestroyTextureObject(tex));
+		CHECK(cudaFreeArray(arr));
+	}
 	CHECK(cudaMemcpy(h, z, 2 * half * sizeof(unsigned), cudaMemcpyDeviceToHost));
 	for (unsigned j = 0; j < 2 * half; j++) {
 		REQUIRE(j < half || h[j] == 0, "the untouched half changed at %u", j);

@@ -21,6 +21,7 @@
 
 #include "shm_chan.h"
 #include "transport.h"
+#include "array_desc.h"
 #include "wire.h"
 #include "wire_calls.h"
 #include <cuda.h>
@@ -1027,6 +1028,94 @@ static void test_ipc_hostile(void **state)
 	close(b);
 }
 
+/* Arrays, 2D/3D copies and texture objects: every geometry and handle is
+ * checked before the backend sees it (exec_array.c). */
+static void test_arrays_hostile(void **state)
+{
+	uint8_t res[ARRAY_RES_BYTES], tex[ARRAY_TEX_BYTES] = { 0 };
+	struct array_res r = { .type = CU_RESOURCE_TYPE_ARRAY, .handle = 0x0c00000000000777ull };
+	uint64_t seq = 1;
+	uint32_t status;
+	struct wire_msg m;
+	int fd = session_open(sock_url, "", &status);
+
+	assert_int_equal(status, CUDA_SUCCESS);
+	wire_msg_init(&m);
+#define CALL(name, want, ...)                                                          \
+	do {                                                                           \
+		struct wire_##name##_req req_ = { __VA_ARGS__ };                        \
+		wire_msg_reset(&m);                                                    \
+		wire_##name##_req_encode(&m, &req_);                                   \
+		assert_int_equal(call_status(fd, WIRE_CALL_##name##_ID, ++seq, &m, UINT32_MAX, NULL), want); \
+	} while (0)
+#define WIRE_CALL_memcpy_3d_ID WIRE_CALL_MEMCPY_3D
+#define WIRE_CALL_memcpy_3d_htod_ID WIRE_CALL_MEMCPY_3D_HTOD
+#define WIRE_CALL_memcpy_3d_dtoh_ID WIRE_CALL_MEMCPY_3D_DTOH
+#define WIRE_CALL_memset_2d_ID WIRE_CALL_MEMSET_2D
+#define WIRE_CALL_mem_alloc_pitch_ID WIRE_CALL_MEM_ALLOC_PITCH
+#define WIRE_CALL_array_create_ID WIRE_CALL_ARRAY_CREATE
+#define WIRE_CALL_array_destroy_ID WIRE_CALL_ARRAY_DESTROY
+#define WIRE_CALL_mipmapped_array_get_level_ID WIRE_CALL_MIPMAPPED_ARRAY_GET_LEVEL
+#define WIRE_CALL_tex_object_create_ID WIRE_CALL_TEX_OBJECT_CREATE
+#define WIRE_CALL_tex_object_destroy_ID WIRE_CALL_TEX_OBJECT_DESTROY
+#define WIRE_CALL_surf_object_get_desc_ID WIRE_CALL_SURF_OBJECT_GET_DESC
+	/* Device ends outside any allocation, wrapping, or with a short pitch. */
+	CALL(memcpy_3d, CUDA_ERROR_INVALID_VALUE, .src_type = CU_MEMORYTYPE_DEVICE, .src = 0x1000,
+	     .dst_type = CU_MEMORYTYPE_DEVICE, .dst = 0x2000, .width = 64, .height = 1, .depth = 1);
+	CALL(memcpy_3d, CUDA_ERROR_INVALID_VALUE, .src_type = CU_MEMORYTYPE_DEVICE, .src = 0x1000,
+	     .src_y = UINT64_MAX / 2, .src_pitch = 4, .dst_type = CU_MEMORYTYPE_DEVICE, .dst = 0x2000,
+	     .width = 64, .height = 2, .depth = 1);
+	CALL(memcpy_3d, CUDA_ERROR_INVALID_VALUE, .src_type = 7, .dst_type = CU_MEMORYTYPE_DEVICE,
+	     .width = 1, .height = 1, .depth = 1);
+	/* Array ends name arrays that do not exist, or wrong-kind handles. */
+	CALL(memcpy_3d, CUDA_ERROR_INVALID_HANDLE, .src_type = CU_MEMORYTYPE_ARRAY, .src = 0x0c00000000000777ull,
+	     .dst_type = CU_MEMORYTYPE_ARRAY, .dst = 0x0600000000000001ull, .width = 4, .height = 1, .depth = 1);
+	/* Host data that disagrees with the extent, extents that overflow. */
+	{
+		static const uint8_t five[5];
+
+		CALL(memcpy_3d_htod, CUDA_ERROR_INVALID_VALUE, .dst_type = CU_MEMORYTYPE_DEVICE, .dst = 0x1000,
+		     .width = 10, .height = 2, .depth = 1, .data = { five, 5 });
+	}
+	CALL(memcpy_3d_dtoh, CUDA_ERROR_INVALID_VALUE, .src_type = CU_MEMORYTYPE_DEVICE, .src = 0x1000,
+	     .width = 1ull << 40, .height = 1ull << 40, .depth = 1);
+	CALL(memcpy_3d_dtoh, CUDA_ERROR_INVALID_VALUE, .src_type = CU_MEMORYTYPE_DEVICE, .src = 0x1000,
+	     .width = 64ull << 20, .height = 1, .depth = 1);
+	CALL(memset_2d, CUDA_ERROR_INVALID_VALUE, .dst = 0x1000, .pitch = 1, .width = 4, .columns = 16,
+	     .rows = 1ull << 60);
+	CALL(memset_2d, CUDA_ERROR_INVALID_VALUE, .dst = 0x1000, .width = 3, .columns = 1, .rows = 1);
+	CALL(mem_alloc_pitch, CUDA_ERROR_INVALID_VALUE, .width = UINT64_MAX, .height = 2, .element_size = 4);
+	CALL(mem_alloc_pitch, CUDA_ERROR_INVALID_VALUE, .width = 64, .height = 2, .element_size = 3);
+	/* Arrays too large, of unknown formats, sparse. */
+	CALL(array_create, CUDA_ERROR_INVALID_VALUE, .format = CU_AD_FORMAT_FLOAT, .channels = 4,
+	     .width = 1ull << 40, .height = 1ull << 40);
+	CALL(array_create, CUDA_ERROR_INVALID_VALUE, .format = CU_AD_FORMAT_FLOAT, .channels = 3, .width = 8);
+	CALL(array_create, CUDA_ERROR_NOT_SUPPORTED, .format = 0x99, .channels = 1, .width = 8);
+	CALL(array_create, CUDA_ERROR_NOT_SUPPORTED, .format = CU_AD_FORMAT_FLOAT, .channels = 1, .width = 8,
+	     .height = 8, .flags = CUDA_ARRAY3D_SPARSE);
+	CALL(array_destroy, CUDA_ERROR_INVALID_HANDLE, .array = 0x0c00000000000001ull);
+	CALL(mipmapped_array_get_level, CUDA_ERROR_INVALID_HANDLE, .mipmap = 0x0c00000000000001ull);
+	/* Texture objects: malformed descriptions, unknown arrays, memory outside. */
+	array_res_encode(&r, res);
+	CALL(tex_object_create, CUDA_ERROR_INVALID_VALUE, .resource = { res, 7 }, .texture = { tex, sizeof(tex) });
+	CALL(tex_object_create, CUDA_ERROR_INVALID_HANDLE, .resource = { res, sizeof(res) },
+	     .texture = { tex, sizeof(tex) });
+	r = (struct array_res){ .type = CU_RESOURCE_TYPE_LINEAR, .handle = 0x1000, .format = CU_AD_FORMAT_FLOAT,
+				.channels = 1, .width = 4096 };
+	array_res_encode(&r, res);
+	CALL(tex_object_create, CUDA_ERROR_INVALID_VALUE, .resource = { res, sizeof(res) },
+	     .texture = { tex, sizeof(tex) });
+	res[0] = 0x77;          /* unknown resource type */
+	CALL(tex_object_create, CUDA_ERROR_INVALID_VALUE, .resource = { res, sizeof(res) },
+	     .texture = { tex, sizeof(tex) });
+	CALL(tex_object_destroy, CUDA_ERROR_INVALID_VALUE, .object = 12345);
+	CALL(surf_object_get_desc, CUDA_ERROR_INVALID_VALUE, .object = 1);
+#undef CALL
+	assert_alive(fd, ++seq);
+	wire_msg_release(&m);
+	close(fd);
+}
+
 /* The JIT linker and created contexts: each malformed request fails alone. */
 static void test_link_and_contexts_hostile(void **state)
 {
@@ -1162,6 +1251,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_token),
 		cmocka_unit_test(test_owner_queries),
 		cmocka_unit_test(test_link_and_contexts_hostile),
+		cmocka_unit_test(test_arrays_hostile),
 		cmocka_unit_test(test_ipc_hostile),
 		cmocka_unit_test(test_misc_hostile),
 		cmocka_unit_test(test_vmm_hostile),
