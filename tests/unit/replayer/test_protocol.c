@@ -982,6 +982,20 @@ static void test_managed_hostile(void **state)
 		{ UINT64_MAX, CU_MEM_ATTACH_GLOBAL, CUDA_ERROR_OUT_OF_MEMORY },
 		{ 1ull << 62, CU_MEM_ATTACH_HOST, CUDA_ERROR_OUT_OF_MEMORY },
 	};
+	/* handle 0: the context, where a module goes. */
+	static const struct {
+		uint32_t call;
+		uint64_t handle;
+		const char *name;
+		uint32_t status;
+	} lookups[] = {
+		{ WIRE_CALL_LIBRARY_GET_MANAGED, 0x0300000000000777ull, "mg_var", CUDA_ERROR_INVALID_HANDLE },
+		{ WIRE_CALL_LIBRARY_GET_MANAGED, 0x0200000000000001ull, "mg_var", CUDA_ERROR_INVALID_HANDLE },
+		{ WIRE_CALL_LIBRARY_GET_MANAGED, 0x0300000000000001ull, NULL, CUDA_ERROR_INVALID_VALUE },
+		{ WIRE_CALL_MODULE_GET_VARIABLE, 0x0200000000000777ull, "mm_var", CUDA_ERROR_INVALID_HANDLE },
+		{ WIRE_CALL_MODULE_GET_VARIABLE, 0, "mm_var", CUDA_ERROR_INVALID_HANDLE },
+		{ WIRE_CALL_MODULE_GET_VARIABLE, 0x0200000000000001ull, NULL, CUDA_ERROR_INVALID_VALUE },
+	};
 	uint64_t seq = 1, addr;
 	uint32_t status;
 	struct wire_msg m;
@@ -1042,37 +1056,18 @@ static void test_managed_hostile(void **state)
 	assert_int_equal(call_status(fd, WIRE_CALL_MEM_FREE, ++seq, &m, UINT32_MAX, NULL), CUDA_SUCCESS);
 	assert_int_equal(call_status(fd, WIRE_CALL_MEM_FREE, ++seq, &m, UINT32_MAX, NULL),
 			 CUDA_ERROR_INVALID_VALUE);
-	/* __managed__ lookups: unknown and wrong-kind libraries, a missing name. */
-	wire_msg_reset(&m);
-	wire_put_u64(&m, 0x0300000000000777ull);
-	wire_put_str(&m, "mg_var");
-	assert_int_equal(call_status(fd, WIRE_CALL_LIBRARY_GET_MANAGED, ++seq, &m, UINT32_MAX, NULL),
-			 CUDA_ERROR_INVALID_HANDLE);
-	wire_msg_reset(&m);
-	wire_put_u64(&m, 0x0200000000000001ull);
-	wire_put_str(&m, "mg_var");
-	assert_int_equal(call_status(fd, WIRE_CALL_LIBRARY_GET_MANAGED, ++seq, &m, UINT32_MAX, NULL),
-			 CUDA_ERROR_INVALID_HANDLE);
-	wire_msg_reset(&m);
-	wire_put_u64(&m, 0x0300000000000001ull);
-	assert_int_equal(call_status(fd, WIRE_CALL_LIBRARY_GET_MANAGED, ++seq, &m, UINT32_MAX, NULL),
-			 CUDA_ERROR_INVALID_VALUE);
-	/* The same for a module's variable. */
-	wire_msg_reset(&m);
-	wire_put_u64(&m, 0x0200000000000777ull);
-	wire_put_str(&m, "mm_var");
-	assert_int_equal(call_status(fd, WIRE_CALL_MODULE_GET_VARIABLE, ++seq, &m, UINT32_MAX, NULL),
-			 CUDA_ERROR_INVALID_HANDLE);
-	wire_msg_reset(&m);
-	wire_put_u64(&m, sock_ctx);                     /* a context where a module goes */
-	wire_put_str(&m, "mm_var");
-	assert_int_equal(call_status(fd, WIRE_CALL_MODULE_GET_VARIABLE, ++seq, &m, UINT32_MAX, NULL),
-			 CUDA_ERROR_INVALID_HANDLE);
-	wire_msg_reset(&m);
-	wire_put_u64(&m, 0x0200000000000001ull);
-	wire_put_u32(&m, 4);                            /* a string's length, and no bytes */
-	assert_int_equal(call_status(fd, WIRE_CALL_MODULE_GET_VARIABLE, ++seq, &m, UINT32_MAX, NULL),
-			 CUDA_ERROR_INVALID_VALUE);
+	/* __managed__ lookups: unknown and wrong-kind libraries and modules, a
+	 * name whose bytes are missing. */
+	for (size_t i = 0; i < sizeof(lookups) / sizeof(lookups[0]); i++) {
+		wire_msg_reset(&m);
+		wire_put_u64(&m, lookups[i].handle ? lookups[i].handle : sock_ctx);
+		if (lookups[i].name)
+			wire_put_str(&m, lookups[i].name);
+		else
+			wire_put_u32(&m, 4);    /* a string's length, and no bytes */
+		assert_int_equal(call_status(fd, lookups[i].call, ++seq, &m, UINT32_MAX, NULL),
+				 lookups[i].status);
+	}
 	wire_msg_release(&m);
 	assert_alive(fd, ++seq);
 	sock_ctx = 0;
