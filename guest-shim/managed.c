@@ -76,7 +76,7 @@ struct managed_segment {
 struct managed_range {
 	uint64_t base, len;             /* page aligned: the application's view */
 	uint64_t alloc_bytes;           /* what cuMemAllocManaged asked; 0 for a variable */
-	uint64_t owner;                 /* the library of a variable, 0 for an allocation */
+	uint64_t owner;                 /* a variable's module or library, 0 for an allocation */
 	unsigned flags;                 /* CU_MEM_ATTACH_* */
 	int memfd;
 	uint8_t *shadow;                /* the shim's read-write view */
@@ -158,9 +158,17 @@ static CUresult range_move_locked(struct managed_range *r, uint64_t first, uint6
 	return res;
 }
 
+/* A failure (ENOMEM: the process's map count, vm.max_map_count) leaves the
+ * pages as they were: logged, as the mirror may then be stale. */
 static int range_protect_locked(struct managed_range *r, uint64_t first, uint64_t n, int prot)
 {
-	return mprotect((void *)(uintptr_t)(r->base + first * page_size()), n * page_size(), prot);
+	int ret = mprotect((void *)(uintptr_t)(r->base + first * page_size()), n * page_size(), prot);
+
+	if (ret)
+		pr_err("protecting managed memory at %#llx (+%llu) failed: %s",
+		       (unsigned long long)(r->base + first * page_size()),
+		       (unsigned long long)(n * page_size()), strerror(errno));
+	return ret;
 }
 
 /* Set pages [first, first+n) to @st, keeping the counters. */
@@ -306,7 +314,7 @@ bool managed_info(uint64_t addr, uint64_t *base, uint64_t *bytes)
 static int managed_fault(uint64_t addr)
 {
 	size_t pg = page_size();
-	uint64_t chunk = MANAGED_CHUNK_BYTES / pg, idx, c0, c1, lo, hi;
+	uint64_t chunk = MANAGED_CHUNK_BYTES > pg ? MANAGED_CHUNK_BYTES / pg : 1, idx, c0, c1, lo, hi;
 	struct managed_range *r;
 	int ret = -1;
 
