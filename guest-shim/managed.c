@@ -334,6 +334,12 @@ static int managed_fault(uint64_t addr)
 			;
 		for (hi = idx + 1; hi < c1 && r->state[hi] == PAGE_INVALID; hi++)
 			;
+		if (hostfn_in_callback()) {
+			/* Its stream waits for it: a fetch would wait for the stream. */
+			pr_err("a host function touched managed memory at %#llx that the host does not hold "
+			       "(docs/limits.md)", (unsigned long long)addr);
+			goto out_unlock;
+		}
 		rpc_reply_stash(&stash);
 		res = range_move_locked(r, lo, hi - lo, false);
 		rpc_reply_unstash(&stash);
