@@ -42,6 +42,7 @@ static const char *region_kind_name(uint32_t kind)
 	case 1: return "graph";
 	case 2: return "graph-freed";
 	case 3: return "vmm-mapping";
+	case 4: return "managed";
 	default: return "other";
 	}
 }

@@ -67,7 +67,7 @@ out:
 	pthread_mutex_unlock(&capture_lock);
 }
 
-static bool capture_tracked(uint64_t stream)
+bool capture_tracked(uint64_t stream)
 {
 	bool found = capture_untracked > 0;
 

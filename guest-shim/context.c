@@ -68,6 +68,19 @@ static bool ctx_table_find(uint64_t handle, struct shim_ctx *out)
 	return found;
 }
 
+uint64_t ctx_primary_any(void)
+{
+	struct shim_process *p = shim_process();
+	uint64_t handle = 0;
+
+	pthread_mutex_lock(&p->cache_lock);
+	for (struct shim_ctx *c = p->ctxs; c && !handle; c = c->next)
+		if (c->primary)
+			handle = c->handle;
+	pthread_mutex_unlock(&p->cache_lock);
+	return handle;
+}
+
 static void ctx_table_drop(uint64_t handle)
 {
 	struct shim_process *p = shim_process();

@@ -238,14 +238,15 @@ SHIM_API CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGra
 			       nodeParams->kern, KERNEL_FIELDS(nodeParams));
 }
 
-/* A copy's device end: device memory, or a unified pointer into the arena.
- * Offsets are folded into the address. */
+/* A copy's device end: device memory, or a unified pointer into the arena or
+ * a __managed__ variable (managed memory runs on its device copy; a graph's
+ * launch is a coherence point). Offsets are folded into the address. */
 static CUresult copy_end(CUmemorytype type, CUdeviceptr dev, size_t x, size_t y, size_t z, size_t pitch,
 			 size_t rows, uint64_t *out)
 {
 	if (type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	if (type == CU_MEMORYTYPE_UNIFIED && !rpc_arena_contains(dev, 1))
+	if (type == CU_MEMORYTYPE_UNIFIED && !rpc_arena_contains(dev, 1) && !managed_contains(dev))
 		return CUDA_ERROR_NOT_SUPPORTED;        /* host memory under unified addressing */
 	*out = dev + x + (y + z * rows) * pitch;
 	return CUDA_SUCCESS;
@@ -1039,9 +1040,13 @@ static CUresult graph_launch(CUgraphExec x, uint64_t stream)
 {
 	struct wire_graph_launch_req req = { .exec = (uint64_t)(uintptr_t)x, .stream = stream };
 	struct wire_graph_launch_rep rep;
+	CUresult res;
 
 	if (!exec_handle_ok(x))
 		return CUDA_ERROR_INVALID_VALUE;
+	res = managed_device_access(true, stream);
+	if (res != CUDA_SUCCESS)
+		return res;
 	if (shim_process()->lazy)
 		return rpc_graph_launch_defer(&req);
 	return rpc_graph_launch(&req, &rep);

@@ -128,6 +128,11 @@ static CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned g
 	if (res != CUDA_SUCCESS)
 		return res;
 	req.args.ptr = args;
+	res = managed_device_access(true, stream);
+	if (res != CUDA_SUCCESS) {
+		free(args);
+		return res;
+	}
 	if (shim_process()->lazy) {
 		res = launch_geometry_check(gx, gy, gz, bx, by, bz, shmem);
 		if (res == CUDA_SUCCESS)
@@ -200,6 +205,8 @@ static CUresult launch_kernel_ex(const CUlaunchConfig *config, CUfunction f,
 		req.attrs.len = config->numAttrs * LAUNCH_ATTR_RECORD;
 	}
 	res = launch_args(req.function, kernelParams, extra, &args, &req.args.len);
+	if (res == CUDA_SUCCESS)
+		res = managed_device_access(true, req.stream);
 	if (res == CUDA_SUCCESS) {
 		req.args.ptr = args;
 		/* Deferred like cuLaunchKernel: the runtime launches <<<>>> this way. */

@@ -38,8 +38,36 @@ SHIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
 	struct wire_mem_free_req req = { .address = dptr };
 	struct wire_mem_free_rep rep;
+	CUresult res = rpc_mem_free(&req, &rep);
 
-	return rpc_mem_free(&req, &rep);
+	/* The mirror goes with the device memory (the host's unpushed writes
+	 * with it: the memory is gone). */
+	if (res == CUDA_SUCCESS)
+		managed_free(dptr);
+	return res;
+}
+
+SHIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+	struct wire_mem_alloc_managed_req req = { .bytes = bytesize, .flags = flags };
+	struct wire_mem_alloc_managed_rep rep;
+	struct wire_mem_free_req freq;
+	struct wire_mem_free_rep frep;
+	CUresult res;
+
+	if (!dptr || !bytesize || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_mem_alloc_managed(&req, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = managed_alloc_mirror(rep.address, bytesize, flags);
+	if (res != CUDA_SUCCESS) {
+		freq.address = rep.address;
+		rpc_mem_free(&freq, &frep);
+		return res;
+	}
+	*dptr = rep.address;
+	return CUDA_SUCCESS;
 }
 
 SHIM_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
@@ -343,6 +371,7 @@ SHIM_API CUresult cuMemHostUnregister(void *p)
 
 struct ptr_info {
 	unsigned type;                  /* 0: unknown to CUDA */
+	bool managed;
 	uint64_t ctx;
 	int device;
 	uint64_t base, bytes, buffer_id;
@@ -354,6 +383,16 @@ static CUresult ptr_info_get(CUdeviceptr ptr, struct ptr_info *info)
 	struct shim_host_range r;
 
 	memset(info, 0, sizeof(*info));
+	if (managed_info(ptr, &info->base, &info->bytes)) {
+		/* Managed memory answers as device memory the host may also
+		 * dereference; a variable is its own buffer. */
+		info->managed = true;
+		info->type = CU_MEMORYTYPE_DEVICE;
+		info->ctx = ctx_current();
+		info->buffer_id = (1ull << 62) | info->base;
+		if (!rpc_arena_contains(ptr, 1))
+			return CUDA_SUCCESS;
+	}
 	if (rpc_arena_contains(ptr, 1)) {
 		struct wire_pointer_get_info_req req = { .address = ptr };
 		struct wire_pointer_get_info_rep rep;
@@ -364,8 +403,10 @@ static CUresult ptr_info_get(CUdeviceptr ptr, struct ptr_info *info)
 		info->type = rep.memory_type;
 		info->ctx = rep.ctx;
 		info->device = rep.device;
-		info->base = rep.base;
-		info->bytes = rep.bytes;
+		if (!info->managed) {
+			info->base = rep.base;
+			info->bytes = rep.bytes;
+		}
 		info->buffer_id = rep.buffer_id;
 		return CUDA_SUCCESS;
 	}
@@ -406,12 +447,15 @@ static CUresult ptr_attribute(const struct ptr_info *in, CUdeviceptr ptr,
 		*(CUdeviceptr *)data = known ? ptr : 0;
 		return CUDA_SUCCESS;
 	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-		if (in->type == CU_MEMORYTYPE_DEVICE && !lenient)
+		if (in->type == CU_MEMORYTYPE_DEVICE && !in->managed && !lenient)
 			return CUDA_ERROR_INVALID_VALUE;
-		*(void **)data = in->type == CU_MEMORYTYPE_HOST ? (void *)(uintptr_t)ptr : NULL;
+		*(void **)data = in->type == CU_MEMORYTYPE_HOST || in->managed ? (void *)(uintptr_t)ptr
+									      : NULL;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+		*(unsigned *)data = in->managed;
 		return CUDA_SUCCESS;
 	case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
-	case CU_POINTER_ATTRIBUTE_IS_MANAGED:
 	case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
 	case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
 	case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
@@ -501,12 +545,32 @@ static bool host_shared(const void *p, size_t n)
 	       n <= r.size - ((uintptr_t)p - r.base);
 }
 
+
+/* Device work on [dst) and from [src) (0: none) is about to be sent: the
+ * coherence point of managed memory (guest-shim/managed.c). */
+static CUresult memory_managed_point(uint64_t dst, uint64_t src, uint64_t stream)
+{
+	if (dst && managed_contains(dst))
+		return managed_device_access(true, stream);
+	if (src && managed_contains(src))
+		return managed_device_access(false, stream);
+	return CUDA_SUCCESS;
+}
+
 CUresult memory_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stream, bool async)
 {
 	const uint8_t *s = src;
+	CUresult res;
 
 	if (!src && n)
 		return CUDA_ERROR_INVALID_VALUE;
+	/* Managed memory's host side is never read by the shim: the device
+	 * copy is (after the host's writes are pushed). */
+	if (managed_contains((uintptr_t)src))
+		return memory_copy_dtod(dst, (uintptr_t)src, n, stream, async);
+	res = memory_managed_point(dst, 0, stream);
+	if (res != CUDA_SUCCESS)
+		return res;
 	if (host_shared(src, n)) {
 		/* The worker's driver reads the guest's pages itself. */
 		struct wire_memcpy_htod_shared_req req = {
@@ -523,10 +587,10 @@ CUresult memory_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stre
 			.data = { .ptr = s, .len = (uint32_t)piece },
 		};
 		struct wire_memcpy_htod_rep rep;
-		/* An async copy from pageable memory takes the bytes now and runs later. */
-		CUresult res = async && shim_process()->lazy ? rpc_memcpy_htod_defer(&req)
-							     : rpc_memcpy_htod(&req, &rep);
 
+		/* An async copy from pageable memory takes the bytes now and runs later. */
+		res = async && shim_process()->lazy ? rpc_memcpy_htod_defer(&req)
+						    : rpc_memcpy_htod(&req, &rep);
 		if (res != CUDA_SUCCESS)
 			return res;
 		dst += piece;
@@ -539,9 +603,15 @@ CUresult memory_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stre
 CUresult memory_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, bool async)
 {
 	uint8_t *d = dst;
+	CUresult res;
 
 	if (!dst && n)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (managed_contains((uintptr_t)dst))
+		return memory_copy_dtod((uintptr_t)dst, src, n, stream, async);
+	res = memory_managed_point(0, src, stream);
+	if (res != CUDA_SUCCESS)
+		return res;
 	if (host_shared(dst, n)) {
 		/* DMA into the guest's pages; an async one completes in stream
 		 * order, like the driver's, with no reply to wait for. */
@@ -558,8 +628,8 @@ CUresult memory_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, bo
 			.src = src, .bytes = piece, .stream = stream, .async = async,
 		};
 		struct wire_memcpy_dtoh_rep rep;
-		CUresult res = rpc_memcpy_dtoh(&req, &rep);
 
+		res = rpc_memcpy_dtoh(&req, &rep);
 		if (res != CUDA_SUCCESS)
 			return res;
 		if (rep.data.len != piece) {
@@ -580,9 +650,13 @@ CUresult memory_copy_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t stream,
 		.dst = dst, .src = src, .bytes = n, .stream = stream, .async = async,
 	};
 	struct wire_memcpy_dtod_rep rep;
+	CUresult res;
 
 	if (!n)
 		return CUDA_SUCCESS;
+	res = memory_managed_point(dst, src, stream);
+	if (res != CUDA_SUCCESS)
+		return res;
 	if (async && shim_process()->lazy)
 		return rpc_memcpy_dtod_defer(&req);
 	return rpc_memcpy_dtod(&req, &rep);
@@ -591,7 +665,8 @@ CUresult memory_copy_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t stream,
 /* cuMemcpy: unified addressing, so the arena tells device from host. */
 CUresult memory_copy(uint64_t dst, uint64_t src, size_t n, uint64_t stream, bool async)
 {
-	bool dst_dev = rpc_arena_contains(dst, 1), src_dev = rpc_arena_contains(src, 1);
+	bool dst_dev = rpc_arena_contains(dst, 1) || managed_contains(dst);
+	bool src_dev = rpc_arena_contains(src, 1) || managed_contains(src);
 
 	if (!n)
 		return CUDA_SUCCESS;
@@ -701,9 +776,13 @@ static CUresult memory_set(uint64_t dst, uint32_t value, uint32_t width, size_t 
 		.stream = stream, .async = async,
 	};
 	struct wire_memset_rep rep;
+	CUresult res;
 
 	if (!count)
 		return CUDA_SUCCESS;
+	res = memory_managed_point(dst, 0, stream);
+	if (res != CUDA_SUCCESS)
+		return res;
 	if (async && shim_process()->lazy)
 		return rpc_memset_defer(&req);
 	return rpc_memset(&req, &rep);

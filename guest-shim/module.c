@@ -160,8 +160,11 @@ SHIM_API CUresult cuModuleUnload(CUmodule hmod)
 {
 	struct wire_module_unload_req req = { .module = (uint64_t)(uintptr_t)hmod };
 	struct wire_module_unload_rep rep;
+	CUresult res = rpc_module_unload(&req, &rep);
 
-	return rpc_module_unload(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		managed_drop_owner(req.module);
+	return res;
 }
 
 static CUresult name_copy(char *dst, size_t cap, const char *name)
@@ -193,23 +196,38 @@ SHIM_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const ch
 	return CUDA_SUCCESS;
 }
 
+/* A module's or library's variable found: a __managed__ one gets its host
+ * side, a mirror at its address owned by @owner (guest-shim/managed.c).
+ * Either output may be NULL, as in the driver. */
+static CUresult variable_answer(CUdeviceptr *dptr, size_t *bytes, uint64_t address, uint64_t size,
+				bool managed, uint64_t owner)
+{
+	if (managed) {
+		CUresult res = managed_variable_mirror(address, size, owner);
+
+		if (res != CUDA_SUCCESS)
+			return res;
+	}
+	if (dptr)
+		*dptr = address;
+	if (bytes)
+		*bytes = (size_t)size;
+	return CUDA_SUCCESS;
+}
+
 SHIM_API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
 				       const char *name)
 {
-	struct wire_module_get_global_req req = { .module = (uint64_t)(uintptr_t)hmod };
-	struct wire_module_get_global_rep rep;
+	struct wire_module_get_variable_req req = { .module = (uint64_t)(uintptr_t)hmod };
+	struct wire_module_get_variable_rep rep;
 	CUresult res;
 
 	if (name_copy(req.name, sizeof(req.name), name))
 		return CUDA_ERROR_INVALID_VALUE;
-	res = rpc_module_get_global(&req, &rep);
+	res = rpc_module_get_variable(&req, &rep);
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (dptr)
-		*dptr = rep.address;
-	if (bytes)
-		*bytes = (size_t)rep.bytes;
-	return CUDA_SUCCESS;
+	return variable_answer(dptr, bytes, rep.address, rep.bytes, rep.managed, req.module);
 }
 
 SHIM_API CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
@@ -274,8 +292,11 @@ SHIM_API CUresult cuLibraryUnload(CUlibrary library)
 {
 	struct wire_library_unload_req req = { .library = (uint64_t)(uintptr_t)library };
 	struct wire_library_unload_rep rep;
+	CUresult res = rpc_library_unload(&req, &rep);
 
-	return rpc_library_unload(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		managed_drop_owner(req.library);
+	return res;
 }
 
 SHIM_API CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
@@ -320,11 +341,25 @@ SHIM_API CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary
 	res = rpc_library_get_global(&req, &rep);
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (dptr)
-		*dptr = rep.address;
-	if (bytes)
-		*bytes = (size_t)rep.bytes;
-	return CUDA_SUCCESS;
+	return variable_answer(dptr, bytes, rep.address, rep.bytes, false, req.library);
+}
+
+/* A __managed__ variable (cudart finds them this way): its host side is a
+ * mirror at the same address (guest-shim/managed.c), made at the first
+ * lookup. The driver answers NOT_FOUND for a variable that is not managed. */
+SHIM_API CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
+				      const char *name)
+{
+	struct wire_library_get_managed_req req = { .library = (uint64_t)(uintptr_t)library };
+	struct wire_library_get_managed_rep rep;
+	CUresult res;
+
+	if (name_copy(req.name, sizeof(req.name), name))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_library_get_managed(&req, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	return variable_answer(dptr, bytes, rep.address, rep.bytes, true, req.library);
 }
 
 /* Kernels */

@@ -153,6 +153,7 @@ static void atfork_child(void)
 	ctx_table_reset(&shim);
 	uobj_reset(&shim);
 	capture_reset();
+	managed_reset();
 	pthread_mutex_unlock(&shim.hostfn_lock);
 	pthread_mutex_unlock(&shim.cache_lock);
 	pthread_mutex_unlock(&shim.conn_lock);
@@ -232,6 +233,40 @@ static void session_name(struct shim_process *p)
 	} else {
 		snprintf(p->session, sizeof(p->session), "%s-%d", host, (int)getpid());
 	}
+}
+
+static __thread uint64_t ctx_stand_in;
+
+uint64_t rpc_ctx_stand_in(uint64_t ctx)
+{
+	uint64_t old = ctx_stand_in;
+
+	ctx_stand_in = ctx;
+	return old;
+}
+
+/* The context a request of this thread names in its header. */
+static uint64_t header_ctx(void)
+{
+	uint64_t ctx = ctx_current();
+
+	return ctx ? ctx : ctx_stand_in;
+}
+
+void rpc_reply_stash(struct rpc_reply_stash *s)
+{
+	s->buf = reply_buf;
+	s->cap = reply_cap;
+	reply_buf = NULL;
+	reply_cap = 0;
+}
+
+void rpc_reply_unstash(struct rpc_reply_stash *s)
+{
+	free(reply_buf);
+	reply_buf = s->buf;
+	reply_cap = s->cap;
+	pthread_setspecific(reply_key, reply_buf);
 }
 
 static int reply_reserve(size_t n)
@@ -325,7 +360,7 @@ static int reply_read_locked(struct shim_process *p, uint32_t id, uint64_t seq,
 static int conn_exchange_locked(struct shim_process *p, uint32_t id, uint64_t seq, struct wire_msg *req,
 				struct iovec *iov, int *niov, struct wire_cursor *rep, CUresult *status)
 {
-	struct wire_header h = { .call = id, .ctx = ctx_current(), .seq = seq };
+	struct wire_header h = { .call = id, .ctx = header_ctx(), .seq = seq };
 	struct iovec sent[WIRE_MSG_IOV_MAX + 1];
 	int ret, n = 0;
 
@@ -746,6 +781,7 @@ static int session_recover_locked(struct shim_process *p, uint64_t seq)
 		pr_info("session %s restored at request %llu: replaying %llu requests", p->session,
 			(unsigned long long)resume, (unsigned long long)(seq - 1 - resume));
 		p->durable_seq = resume;
+		managed_session_restored();
 		for (e = p->replay_head; e && !ret; e = e->next) {
 			struct iovec iov = { e->bytes, e->len };
 			struct wire_cursor cur;
@@ -849,7 +885,7 @@ static CUresult defer_locked(struct shim_process *p, uint32_t id, struct wire_ms
 	size_t len = 0;
 	int niov;
 
-	h.ctx = ctx_current();
+	h.ctx = header_ctx();
 	h.seq = ++p->seq;
 	niov = req->failed ? -EMSGSIZE : wire_msg_finish(req, &h, iov);
 	if (niov < 0) {

@@ -218,6 +218,8 @@ bool guest_table_get(const void **table, const CUuuid *id);
 /* context.c */
 /* The calling thread's current context handle, 0 if none. */
 uint64_t ctx_current(void);
+/* A primary context the process retained, 0 if none. */
+uint64_t ctx_primary_any(void);
 /* Forget everything about contexts (the child after fork). */
 void ctx_table_reset(struct shim_process *p);
 
@@ -246,6 +248,43 @@ CUresult memory_copy_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t stream,
 /* Any direction, told by the arena (cuMemcpy). */
 CUresult memory_copy(uint64_t dst, uint64_t src, size_t n, uint64_t stream, bool async);
 
+/* rpc.c: the calling thread's reply buffer set aside (a fault handler's
+ * RPC must not overwrite the reply its thread is reading) and put back. */
+struct rpc_reply_stash {
+	uint8_t *buf;
+	size_t cap;
+};
+void rpc_reply_stash(struct rpc_reply_stash *s);
+void rpc_reply_unstash(struct rpc_reply_stash *s);
+/* The context the calling thread's requests name while it has none of its
+ * own (managed memory is touched from threads that never made one current);
+ * returns the previous stand-in, to put back. */
+uint64_t rpc_ctx_stand_in(uint64_t ctx);
+
+/* managed.c: managed memory's host mirror (the file's comment has the rules). */
+/* Device work on @stream that may read managed memory is about to be sent:
+ * push the host's writes; @writes: it may also write, so host copies become
+ * invalid. Nothing for work a capture records (its graph's launch is the
+ * coherence point). */
+CUresult managed_device_access(bool writes, uint64_t stream);
+/* Does @addr lie in a managed mirror (allocation or __managed__ variable)? */
+bool managed_contains(uint64_t addr);
+/* The allocation (or variable) holding @addr, for pointer attributes. */
+bool managed_info(uint64_t addr, uint64_t *base, uint64_t *bytes);
+CUresult managed_alloc_mirror(uint64_t addr, uint64_t bytes, unsigned flags);
+CUresult managed_variable_mirror(uint64_t addr, uint64_t bytes, uint64_t library);
+/* 0, or -ENOENT when @addr starts no managed allocation. */
+int managed_free(uint64_t addr);
+void managed_drop_owner(uint64_t library);
+/* The session was restored from a snapshot (called under conn_lock). */
+void managed_session_restored(void);
+void managed_reset(void);
+CUresult managed_prefetch(uint64_t addr, uint64_t count, CUmemLocation loc, uint64_t stream);
+CUresult managed_advise(uint64_t addr, uint64_t count, CUmem_advise advice, CUmemLocation loc);
+CUresult managed_range_attributes(void **data, size_t *sizes, CUmem_range_attribute *attrs,
+				  size_t n, uint64_t addr, uint64_t count);
+CUresult managed_attach(uint64_t stream, uint64_t addr, uint64_t length, unsigned flags);
+
 /* launch.c */
 /* A launch's arguments packed by @fn's parameter layout (kernelParams) or
  * as the caller's `extra` buffer: *@buf is malloc'ed (free it) or NULL for
@@ -257,6 +296,8 @@ CUresult launch_args(uint64_t fn, void **kernelParams, void **extra, uint8_t **b
  * calls that are usually deferred are sent at once, so that an error the
  * driver gives during capture comes back from the call that caused it. */
 bool capture_active(void);
+/* Is @stream capturing (or may it be: more captures than the table holds)? */
+bool capture_tracked(uint64_t stream);
 /* The calling thread's capture mode (cuThreadExchangeStreamCaptureMode). */
 uint32_t capture_mode_current(void);
 /* Forget the parent's captures (the child after fork). */

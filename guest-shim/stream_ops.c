@@ -4,7 +4,8 @@
  * A wait or write wants no reply: it is deferred like a launch (lazy RPC),
  * after the checks the driver makes at the call. The first API version of
  * each (v8000/v9000) and the _v2 one (v11070) are the same operation since
- * CUDA 12, so both names lead here. */
+ * CUDA 12, so both names lead here. An operation on managed memory is a
+ * coherence point of it (guest-shim/managed.c), as a copy is. */
 #include "shim.h"
 
 #include <stdlib.h>
@@ -24,6 +25,12 @@ static CUresult value_op(CUstream stream, bool per_thread, CUdeviceptr addr, uin
 	if (wait ? (flags & ~(0xfu | CU_STREAM_WAIT_VALUE_FLUSH)) || (flags & 0xf) > CU_STREAM_WAIT_VALUE_NOR
 		 : (flags & ~(unsigned)CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER))
 		return CUDA_ERROR_INVALID_VALUE;
+	if (managed_contains(addr)) {
+		CUresult res = managed_device_access(!wait, s);
+
+		if (res != CUDA_SUCCESS)
+			return res;
+	}
 	if (wait) {
 		struct wire_stream_wait_value_req req = {
 			.stream = s, .address = addr, .value = value, .width = width, .flags = flags,
@@ -67,6 +74,7 @@ static CUresult batch_mem_op(CUstream stream, bool per_thread, unsigned count,
 		.stream = shim_stream(stream, per_thread), .flags = flags,
 	};
 	struct wire_stream_batch_mem_op_rep rep;
+	bool reads = false, writes = false;
 	uint8_t *buf;
 	CUresult res;
 
@@ -106,14 +114,21 @@ static CUresult batch_mem_op(CUstream stream, bool per_thread, unsigned count,
 			free(buf);
 			return CUDA_ERROR_INVALID_VALUE;
 		}
+		if (addr && managed_contains(addr)) {
+			writes |= o->operation == CU_STREAM_MEM_OP_WRITE_VALUE_32 ||
+				  o->operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+			reads = true;
+		}
 		shim_le32_put(r, op);
 		shim_le32_put(r + 4, f);
 		memcpy(r + 8, &addr, 8);
 		memcpy(r + 16, &value, 8);
 	}
 	req.ops = (struct wire_blob){ buf, count * BATCH_OP_RECORD };
-	res = shim_process()->lazy ? rpc_stream_batch_mem_op_defer(&req)
-				   : rpc_stream_batch_mem_op(&req, &rep);
+	res = reads ? managed_device_access(writes, req.stream) : CUDA_SUCCESS;
+	if (res == CUDA_SUCCESS)
+		res = shim_process()->lazy ? rpc_stream_batch_mem_op_defer(&req)
+					   : rpc_stream_batch_mem_op(&req, &rep);
 	free(buf);
 	return res;
 }

@@ -60,6 +60,8 @@
 	BACKEND_ENTRY(cuLibraryGetKernel, 12000)                        \
 	BACKEND_ENTRY(cuLibraryGetModule, 12000)                        \
 	BACKEND_ENTRY(cuLibraryGetGlobal, 12000)                        \
+	BACKEND_ENTRY(cuLibraryGetManaged, 12000)                       \
+	BACKEND_ENTRY(cuPointerGetAttribute, 4000)                      \
 	BACKEND_ENTRY(cuModuleGetFunctionCount, 12040)                  \
 	BACKEND_ENTRY(cuModuleEnumerateFunctions, 12040)                \
 	BACKEND_ENTRY(cuLibraryGetKernelCount, 12040)                   \

@@ -577,7 +577,7 @@ static int restore_region(void *arg, uint64_t addr, const struct tracker_region 
 	struct restore_ctx *rc = arg;
 	CUresult res;
 
-	if (r->kind > EXEC_REGION_VMM) {
+	if (r->kind > EXEC_REGION_MANAGED) {
 		snprintf(rc->err, rc->errlen, "region 0x%llx of unknown kind %u", (unsigned long long)addr,
 			 r->kind);
 		return -EBADMSG;
@@ -593,7 +593,7 @@ static int restore_region(void *arg, uint64_t addr, const struct tracker_region 
 		return -ENOMEM;
 	}
 	/* A graph allocation: the graphs restored later take their references. */
-	if (r->kind != EXEC_REGION_DEVICE &&
+	if ((r->kind == EXEC_REGION_GRAPH || r->kind == EXEC_REGION_GRAPH_FREED) &&
 	    exec_graph_alloc_restore(rc->ex, addr, r->size, r->kind == EXEC_REGION_GRAPH_FREED))
 		return -ENOMEM;
 	if (handle_kind_of(r->owner) == HANDLE_MEMPOOL &&

@@ -145,6 +145,7 @@ enum exec_region_kind {
 	EXEC_REGION_GRAPH = 1,      /* a graph allocation node's memory */
 	EXEC_REGION_GRAPH_FREED = 2,  /* the same, freed, kept while a graph holds it */
 	EXEC_REGION_VMM = 3,        /* a guest's cuMemMap: owner its allocation, flags its access */
+	EXEC_REGION_MANAGED = 4,    /* cuMemAllocManaged: device memory the guest mirrors */
 };
 
 struct exec {

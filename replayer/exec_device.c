@@ -103,14 +103,25 @@ CUresult exec_device_total_mem(struct exec *ex, const struct wire_device_total_m
 
 /* Attributes the session's device has whatever the backend's says: memory
  * pools are the worker's own (exec_pool.c), so they exist and export nothing;
- * virtual memory management exists where the session has its VMM window. */
+ * virtual memory management exists where the session has its VMM window.
+ * Managed memory is the guest's mirror of device memory, kept coherent at
+ * launches and copies only (docs/wire-protocol.md, "Managed memory"): the
+ * host may not touch it while the device works, nor reach pageable memory
+ * from a kernel, whatever the GPU itself could do. */
 static int attribute_as_seen(const struct exec *ex, CUdevice_attribute attrib, int v)
 {
 	switch (attrib) {
 	case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
 		return ex->vmm_size ? v : 0;
 	case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
 		return 1;
+	case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+	case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS:
+	case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES:
+	case CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST:
+	case CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED:
+		return 0;
 	case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:
 		return CU_MEM_HANDLE_TYPE_NONE;
 	default:

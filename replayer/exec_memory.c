@@ -63,6 +63,31 @@ CUresult exec_mem_alloc(struct exec *ex, const struct wire_mem_alloc_req *req,
 	return CUDA_SUCCESS;
 }
 
+/* Managed memory is device memory of the arena like cuMemAlloc's; the guest
+ * keeps its host mirror coherent (guest-shim/managed.c). It starts zeroed,
+ * as managed memory does natively on first touch, so that the guest's
+ * mirror can start as zero pages without fetching them. */
+CUresult exec_mem_alloc_managed(struct exec *ex, const struct wire_mem_alloc_managed_req *req,
+				struct wire_mem_alloc_managed_rep *rep)
+{
+	uint64_t addr = 0;
+	CUresult res;
+
+	if (req->flags != CU_MEM_ATTACH_GLOBAL && req->flags != CU_MEM_ATTACH_HOST)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = exec_mem_map(ex, req->bytes, &addr);
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = ex->be->cuMemsetD8(addr, 0, req->bytes);
+	if (res != CUDA_SUCCESS) {
+		exec_mem_unmap(ex, addr);
+		return res;
+	}
+	rep->address = addr;
+	exec_journal_region_kind(ex, addr, req->bytes, EXEC_REGION_MANAGED);
+	return CUDA_SUCCESS;
+}
+
 CUresult exec_mem_free(struct exec *ex, const struct wire_mem_free_req *req,
 		       struct wire_mem_free_rep *rep)
 {

@@ -186,6 +186,32 @@ CUresult exec_module_get_global(struct exec *ex, const struct wire_module_get_gl
 	return CUDA_SUCCESS;
 }
 
+/* cuModuleGetGlobal for the shim, which must know whether the variable is
+ * __managed__ (its host side is then the guest's mirror). */
+CUresult exec_module_get_variable(struct exec *ex, const struct wire_module_get_variable_req *req,
+				  struct wire_module_get_variable_rep *rep)
+{
+	struct wire_module_get_global_req g = { .module = req->module };
+	struct wire_module_get_global_rep grep;
+	unsigned managed = 0;
+	CUresult res;
+
+	memcpy(g.name, req->name, sizeof(g.name));
+	res = exec_module_get_global(ex, &g, &grep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = ex->be->cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, grep.address);
+	/* A backend that cannot tell has no managed variables. */
+	if (res == CUDA_ERROR_NOT_SUPPORTED)
+		managed = 0;
+	else if (res != CUDA_SUCCESS)
+		return res;
+	rep->address = grep.address;
+	rep->bytes = grep.bytes;
+	rep->managed = managed != 0;
+	return CUDA_SUCCESS;
+}
+
 CUresult exec_library_load_data(struct exec *ex, const struct wire_library_load_data_req *req,
 				struct wire_library_load_data_rep *rep)
 {
@@ -296,23 +322,43 @@ CUresult exec_kernel_get_library(struct exec *ex, const struct wire_kernel_get_l
 	return CUDA_SUCCESS;
 }
 
-CUresult exec_library_get_global(struct exec *ex, const struct wire_library_get_global_req *req,
-				 struct wire_library_get_global_rep *rep)
+/* A library's global (cuLibraryGetGlobal) or __managed__ variable
+ * (cuLibraryGetManaged): the guest may copy to and from it from now on. */
+static CUresult library_variable(struct exec *ex, uint64_t library, const char *name,
+				 CUresult (*get)(CUdeviceptr *, size_t *, CUlibrary, const char *),
+				 uint64_t *address, uint64_t *bytes_out)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, req->library, HANDLE_LIBRARY);
+	struct handle_entry *e = handle_table_get(ex->handles, library, HANDLE_LIBRARY);
 	CUdeviceptr addr = 0;
 	size_t bytes = 0;
 	CUresult res;
 
 	if (!e)
 		return CUDA_ERROR_INVALID_HANDLE;
-	res = ex->be->cuLibraryGetGlobal(&addr, &bytes, e->real, req->name);
+	res = get(&addr, &bytes, e->real, name);
 	if (res != CUDA_SUCCESS)
 		return res;
-	exec_extra_range_add(ex, addr, bytes, req->library);
-	rep->address = addr;
-	rep->bytes = bytes;
+	exec_extra_range_add(ex, addr, bytes, library);
+	*address = addr;
+	*bytes_out = bytes;
 	return CUDA_SUCCESS;
+}
+
+CUresult exec_library_get_global(struct exec *ex, const struct wire_library_get_global_req *req,
+				 struct wire_library_get_global_rep *rep)
+{
+	return library_variable(ex, req->library, req->name, ex->be->cuLibraryGetGlobal,
+				&rep->address, &rep->bytes);
+}
+
+CUresult exec_library_get_managed(struct exec *ex, const struct wire_library_get_managed_req *req,
+				  struct wire_library_get_managed_rep *rep)
+{
+	/* A managed variable is the library's, not a context's: cudart asks
+	 * before it makes one current. */
+	exec_context_any(ex);
+	return library_variable(ex, req->library, req->name, ex->be->cuLibraryGetManaged,
+				&rep->address, &rep->bytes);
 }
 
 /* Enumeration: the driver's handles for what a module or library holds, each

@@ -272,6 +272,7 @@ struct sim_global {
 	void *storage;                  /* page-aligned mmap, a SIM_RANGE_GLOBAL */
 	size_t size;
 	size_t map_size;
+	bool managed;                   /* __managed__: cuLibraryGetManaged finds it */
 };
 
 struct sim_module {

@@ -195,6 +195,7 @@ static int sim_module_fill(struct sim *sim, struct sim_module *m, const struct c
 		}
 		g->size = (size_t)cg->size;
 		g->map_size = map;
+		g->managed = cg->managed;
 		if (cg->init)
 			memcpy(g->storage, cg->init, g->size);
 		if (sim_range_add(sim, SIM_RANGE_GLOBAL, (uintptr_t)g->storage,
@@ -328,11 +329,11 @@ static struct sim_func *sim_module_func_find(struct sim_module *m, const char *n
 	return NULL;
 }
 
-static CUresult sim_module_global_find(struct sim_module *m, const char *name,
+static CUresult sim_module_global_find(struct sim_module *m, const char *name, bool managed_only,
 				       CUdeviceptr *dptr, size_t *bytes)
 {
 	for (uint32_t i = 0; i < m->global_count; i++)
-		if (!strcmp(m->globals[i].name, name)) {
+		if (!strcmp(m->globals[i].name, name) && (!managed_only || m->globals[i].managed)) {
 			/* Either output may be NULL, as in the driver. */
 			if (dptr)
 				*dptr = (CUdeviceptr)(uintptr_t)m->globals[i].storage;
@@ -428,7 +429,7 @@ CUresult sim_cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, 
 		return rc;
 	rc = sim_module_resolve(sim, hmod, &m);
 	if (!rc)
-		rc = sim_module_global_find(m, name, dptr, bytes);
+		rc = sim_module_global_find(m, name, false, dptr, bytes);
 	sim_leave(sim);
 	return rc;
 }
@@ -541,8 +542,8 @@ CUresult sim_cuLibraryGetModule(CUmodule *module, CUlibrary hlib)
 	return rc;
 }
 
-CUresult sim_cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary hlib,
-				const char *name)
+static CUresult sim_library_variable(CUdeviceptr *dptr, size_t *bytes, CUlibrary hlib,
+				     const char *name, bool managed_only)
 {
 	struct sim_library *l;
 	struct sim_ctx *ctx;
@@ -558,9 +559,52 @@ CUresult sim_cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary hlib
 	if (!rc)
 		rc = sim_library_resolve(sim, hlib, &l);
 	if (!rc)
-		rc = sim_module_global_find(l->module, name, dptr, bytes);
+		rc = sim_module_global_find(l->module, name, managed_only, dptr, bytes);
 	sim_leave(sim);
 	return rc;
+}
+
+CUresult sim_cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary hlib, const char *name)
+{
+	return sim_library_variable(dptr, bytes, hlib, name, false);
+}
+
+/* The sim answers one pointer attribute, whether memory is managed: only a
+ * module's __managed__ variable is. Anything else is NOT_SUPPORTED. */
+CUresult sim_cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+	struct sim *sim;
+	CUresult rc;
+	int found = -1;
+
+	if (!data)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (attribute != CU_POINTER_ATTRIBUTE_IS_MANAGED)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	for (struct sim_module *m = sim->modules; m && found < 0; m = m->next)
+		for (uint32_t i = 0; i < m->global_count && found < 0; i++) {
+			uintptr_t base = (uintptr_t)m->globals[i].storage;
+
+			if (ptr >= base && ptr - base < m->globals[i].map_size)
+				found = m->globals[i].managed;
+		}
+	if (found < 0)
+		found = sim_range_device_ok(sim, (uintptr_t)ptr, 1, 0) ? 0 : -1;
+	if (found < 0)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else
+		*(unsigned *)data = (unsigned)found;
+	sim_leave(sim);
+	return rc;
+}
+
+/* Only a __managed__ variable: the driver answers NOT_FOUND for another. */
+CUresult sim_cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary hlib, const char *name)
+{
+	return sim_library_variable(dptr, bytes, hlib, name, true);
 }
 
 /* The kernels of a module (@lib NULL) or library in image order: their

@@ -34,7 +34,13 @@
  * __device__ counter (ck_counter) is folded with every step by a kernel that
  * names it as a symbol; its value must survive too. A 2D array
  * (outside the arena) takes rows of the state every 16 steps and is folded
- * into the checksum at the end, with a texture object on it. */
+ * into the checksum at the end, with a texture object on it.
+ *
+ * A managed allocation takes turns with the host: every iteration a kernel
+ * mixes it, the host reads one word of it (folded into the checksum) and
+ * writes another, which the next launch must see. After a restore it must
+ * hold the snapshot's contents plus the replayed host writes, and the host
+ * must read the restored device copy. */
 #include "check.h"
 
 #include <stdint.h>
@@ -180,6 +186,8 @@ int main(int argc, char **argv)
 	cudaStream_t s;
 	uint64_t sum = 1469598103934665603ull;
 	struct ck_vmm vmm;
+	const unsigned mw = 1u << 16;
+	unsigned *m;
 
 	h = (unsigned *)malloc(n * sizeof(unsigned));
 	REQUIRE(h, "out of host memory");
@@ -201,6 +209,9 @@ int main(int argc, char **argv)
 	unsigned *vd = (unsigned *)(uintptr_t)vmm.va;
 
 	CHECK(cudaMemcpy(vd, h, 2 * vmm.gran, cudaMemcpyHostToDevice));
+	CHECK(cudaMallocManaged(&m, mw * sizeof(unsigned)));
+	for (unsigned j = 0; j < mw; j++)
+		m[j] = j * 40503u;
 	const unsigned list_len = 65521;
 	struct ck_node *list;
 	unsigned long long *walk, walked[2];
@@ -323,11 +334,15 @@ int main(int argc, char **argv)
 			CHECK(cudaMemcpy2DToArrayAsync(arr, 0, (i / 16) % ah, d + (i * 131u) % (n - aw),
 						       aw * sizeof(unsigned), aw * sizeof(unsigned), 1,
 						       cudaMemcpyDeviceToDevice, s));
+		ck_mix<<<16, 256, 0, s>>>(m, mw, i);
+		CHECK(cudaGetLastError());
 		CHECK(cudaMemcpyAsync(pin, d + (i * 7919u) % (n - pin_words), pin_words * sizeof(unsigned),
 				      cudaMemcpyDeviceToHost, s));
 		CHECK(cudaStreamSynchronize(s));
 		for (unsigned j = 0; j < pin_words; j += 64)
 			sum = (sum ^ pin[j]) * 1099511628211ull;
+		sum = (sum ^ m[(i * 17u) % mw]) * 1099511628211ull;
+		m[(i * 131u) % mw] ^= i * 2654435761u;
 		if (i == mark_at && mark_file)
 			mark(mark_file);
 		if (i == sync_at && mark_file) {
@@ -373,6 +388,9 @@ int main(int argc, char **argv)
 		free(r);
 		vmm_teardown(&vmm);
 	}
+	for (unsigned j = 0; j < mw; j++)
+		sum = (sum ^ m[j]) * 1099511628211ull;
+	CHECK(cudaFree(m));
 	if (c) {
 		unsigned *r = (unsigned *)malloc(extra);
 

@@ -554,6 +554,22 @@ static void g_add(const struct sim_launch *l)
 		y[i] += x[i];
 }
 
+/* managed.cu */
+static void mg_affine(const struct sim_launch *l)
+{
+	int32_t *a, k, b, n;
+
+	if (!ARGS_OK(l, 8, 4, 4, 4))
+		return;
+	ARG(l, 0, a);
+	ARG(l, 1, k);
+	ARG(l, 2, b);
+	ARG(l, 3, n);
+	SIM_FOR_EACH_THREAD(l, i)
+		if (i < (uint64_t)(int64_t)n)
+			a[i] = (int32_t)((uint32_t)a[i] * (uint32_t)k + (uint32_t)b);
+}
+
 SIM_KERNELS_BEGIN
 	SIM_KERNEL("vec_add", vec_add),
 	SIM_KERNEL("jl_affine", jl_affine),
@@ -593,4 +609,6 @@ SIM_KERNELS_BEGIN
 	SIM_KERNEL("g_add", g_add),
 	SIM_KERNEL("hf_fill", g_fill),         /* host_funcs.cu: the same computations */
 	SIM_KERNEL("hf_add", g_add),
+	SIM_KERNEL("mg_affine", mg_affine),
+	SIM_KERNEL("mg_iota", ma_iota),        /* managed.cu: as ma_iota */
 SIM_KERNELS_END

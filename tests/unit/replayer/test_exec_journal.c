@@ -186,6 +186,25 @@ static void test_journal_follows_calls(void **state)
 		assert_int_equal(((const uint8_t *)meta)[8] | ((const uint8_t *)meta)[9] << 8, 8192);
 	}
 
+	/* Managed memory is a region of its own kind, freed like any other. */
+	{
+		struct wire_mem_alloc_managed_req ma = { .bytes = 5000, .flags = CU_MEM_ATTACH_GLOBAL };
+		struct wire_mem_alloc_managed_rep ma_rep;
+		struct wire_mem_free_req mf;
+		struct wire_mem_free_rep mf_rep;
+		struct tracker_region reg;
+
+		assert_int_equal(exec_mem_alloc_managed(&ex, &ma, &ma_rep), CUDA_SUCCESS);
+		assert_int_equal(tracker_region_get(ex.journal, ma_rep.address, &reg), 0);
+		assert_int_equal(reg.kind, EXEC_REGION_MANAGED);
+		assert_int_equal(reg.size, 5000);
+		ma.flags = CU_MEM_ATTACH_SINGLE;        /* an attachment, not an allocation flag */
+		assert_int_equal(exec_mem_alloc_managed(&ex, &ma, &ma_rep), CUDA_ERROR_INVALID_VALUE);
+		mf.address = ma_rep.address;
+		assert_int_equal(exec_mem_free(&ex, &mf, &mf_rep), CUDA_SUCCESS);
+		assert_int_equal(tracker_region_get(ex.journal, mf.address, &reg), -ENOENT);
+	}
+
 	/* Freed objects drop their records; a module takes its functions along. */
 	{
 		struct wire_mem_free_req mf = { .address = alloc_rep.address };

@@ -1180,6 +1180,115 @@ static void test_link_and_contexts_hostile(void **state)
 	close(fd);
 }
 
+/* Managed memory: bad attach flags, sizes and handles fail the request only;
+ * a good allocation starts zeroed and is bounded like any other. */
+static void test_managed_hostile(void **state)
+{
+	static const struct {
+		uint64_t bytes;
+		uint32_t flags;
+		uint32_t status;
+	} allocs[] = {
+		{ 4096, 0, CUDA_ERROR_INVALID_VALUE },
+		{ 4096, CU_MEM_ATTACH_GLOBAL | CU_MEM_ATTACH_HOST, CUDA_ERROR_INVALID_VALUE },
+		{ 4096, CU_MEM_ATTACH_SINGLE, CUDA_ERROR_INVALID_VALUE },
+		{ 4096, 0x80000001u, CUDA_ERROR_INVALID_VALUE },
+		{ 0, CU_MEM_ATTACH_GLOBAL, CUDA_ERROR_INVALID_VALUE },
+		{ UINT64_MAX, CU_MEM_ATTACH_GLOBAL, CUDA_ERROR_OUT_OF_MEMORY },
+		{ 1ull << 62, CU_MEM_ATTACH_HOST, CUDA_ERROR_OUT_OF_MEMORY },
+	};
+	/* handle 0: the context, where a module goes. */
+	static const struct {
+		uint32_t call;
+		uint64_t handle;
+		const char *name;
+		uint32_t status;
+	} lookups[] = {
+		{ WIRE_CALL_LIBRARY_GET_MANAGED, 0x0300000000000777ull, "mg_var", CUDA_ERROR_INVALID_HANDLE },
+		{ WIRE_CALL_LIBRARY_GET_MANAGED, 0x0200000000000001ull, "mg_var", CUDA_ERROR_INVALID_HANDLE },
+		{ WIRE_CALL_LIBRARY_GET_MANAGED, 0x0300000000000001ull, NULL, CUDA_ERROR_INVALID_VALUE },
+		{ WIRE_CALL_MODULE_GET_VARIABLE, 0x0200000000000777ull, "mm_var", CUDA_ERROR_INVALID_HANDLE },
+		{ WIRE_CALL_MODULE_GET_VARIABLE, 0, "mm_var", CUDA_ERROR_INVALID_HANDLE },
+		{ WIRE_CALL_MODULE_GET_VARIABLE, 0x0200000000000001ull, NULL, CUDA_ERROR_INVALID_VALUE },
+	};
+	uint64_t seq = 1, addr;
+	uint32_t status;
+	struct wire_msg m;
+	struct reply r;
+	int fd = session_open(sock_url, "", &status);
+
+	assert_int_equal(status, CUDA_SUCCESS);
+	wire_msg_init(&m);
+	for (size_t i = 0; i < sizeof(allocs) / sizeof(allocs[0]); i++) {
+		wire_msg_reset(&m);
+		wire_put_u64(&m, allocs[i].bytes);
+		wire_put_u32(&m, allocs[i].flags);
+		assert_int_equal(call_status(fd, WIRE_CALL_MEM_ALLOC_MANAGED, ++seq, &m, UINT32_MAX, NULL),
+				 allocs[i].status);
+	}
+	/* Without its flags the request does not decode. */
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 4096);
+	assert_int_equal(call_status(fd, WIRE_CALL_MEM_ALLOC_MANAGED, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	/* A good one, in the primary context: zeroed, and a copy past its end
+	 * is refused. */
+	wire_msg_reset(&m);
+	wire_put_i32(&m, 0);
+	assert_int_equal(request_send(fd, WIRE_CALL_PRIMARY_CTX_RETAIN, ++seq, &m, UINT32_MAX), 0);
+	assert_int_equal(reply_read(fd, &r), 0);
+	assert_int_equal(r.status, CUDA_SUCCESS);
+	memcpy(&sock_ctx, r.payload + 4, 8);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 4096);
+	wire_put_u32(&m, CU_MEM_ATTACH_GLOBAL);
+	assert_int_equal(request_send(fd, WIRE_CALL_MEM_ALLOC_MANAGED, ++seq, &m, UINT32_MAX), 0);
+	assert_int_equal(reply_read(fd, &r), 0);
+	assert_int_equal(r.status, CUDA_SUCCESS);
+	assert_int_equal(r.len, 12);
+	memcpy(&addr, r.payload + 4, 8);
+	assert_true(addr != 0);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, addr + 4000);
+	wire_put_u64(&m, 96);
+	wire_put_u64(&m, 0);
+	wire_put_u32(&m, 0);
+	assert_int_equal(request_send(fd, WIRE_CALL_MEMCPY_DTOH, ++seq, &m, UINT32_MAX), 0);
+	assert_int_equal(reply_read(fd, &r), 0);
+	assert_int_equal(r.status, CUDA_SUCCESS);
+	assert_int_equal(r.len, 4 + 4 + 96);
+	for (unsigned i = 0; i < 96; i++)
+		assert_int_equal(r.payload[8 + i], 0);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, addr + 4000);
+	wire_put_u64(&m, 97);
+	wire_put_u64(&m, 0);
+	wire_put_u32(&m, 0);
+	assert_int_equal(call_status(fd, WIRE_CALL_MEMCPY_DTOH, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, addr);
+	assert_int_equal(call_status(fd, WIRE_CALL_MEM_FREE, ++seq, &m, UINT32_MAX, NULL), CUDA_SUCCESS);
+	assert_int_equal(call_status(fd, WIRE_CALL_MEM_FREE, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	/* __managed__ lookups: unknown and wrong-kind libraries and modules, a
+	 * name whose bytes are missing. */
+	for (size_t i = 0; i < sizeof(lookups) / sizeof(lookups[0]); i++) {
+		wire_msg_reset(&m);
+		wire_put_u64(&m, lookups[i].handle ? lookups[i].handle : sock_ctx);
+		if (lookups[i].name)
+			wire_put_str(&m, lookups[i].name);
+		else
+			wire_put_u32(&m, 4);    /* a string's length, and no bytes */
+		assert_int_equal(call_status(fd, lookups[i].call, ++seq, &m, UINT32_MAX, NULL),
+				 lookups[i].status);
+	}
+	wire_msg_release(&m);
+	assert_alive(fd, ++seq);
+	sock_ctx = 0;
+	close(fd);
+}
+
 static void test_token(void **state)
 {
 	uint32_t status;
@@ -1255,6 +1364,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_ipc_hostile),
 		cmocka_unit_test(test_misc_hostile),
 		cmocka_unit_test(test_vmm_hostile),
+		cmocka_unit_test(test_managed_hostile),
 		cmocka_unit_test(test_shm_hostile),
 	};
 
