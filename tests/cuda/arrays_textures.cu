@@ -217,6 +217,10 @@ static void arrays(void)
 	CHECK(cudaFreeArray(b));
 	CHECK(cudaFree(d));
 
+	/* The failures expected above stay the runtime's last error: clear it,
+	 * so that the launches below report their own. */
+	(void)cudaGetLastError();
+
 	/* Textures: point and linear filtering, unnormalized and normalized. */
 	cudaResourceDesc rd = {};
 	rd.resType = cudaResourceTypeArray;
