@@ -6,7 +6,7 @@
  * answer CUDA_ERROR_NOT_SUPPORTED (tools/api-coverage says why):
  * cuMemExportToShareableHandle and cuMemImportFromShareableHandle (a file
  * descriptor or fabric handle of the worker's host means nothing in the
- * guest) and cuMemMapArrayAsync (no arrays are remoted). */
+ * guest) and cuMemMapArrayAsync (sparse arrays are refused). */
 #define LOG_PREFIX "shim: "
 
 #include "shim.h"
