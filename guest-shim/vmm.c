@@ -1,8 +1,8 @@
 /* Virtual memory management: address reservations, physical allocations,
  * mappings and their access (replayer/exec_vmm.c). Reservations come from a
- * fixed window after the session's arena, so every address is the one the
- * worker maps; allocation handles are virtual like any other. Only pinned
- * device memory of the session's device exists. Not defined here, so they
+ * fixed window after room for every device's arena, so every address is the
+ * one the worker maps; allocation handles are virtual like any other. Only
+ * pinned device memory, on the session's device 0, exists. Not defined here, so they
  * answer CUDA_ERROR_NOT_SUPPORTED (tools/api-coverage says why):
  * cuMemExportToShareableHandle and cuMemImportFromShareableHandle (a file
  * descriptor or fabric handle of the worker's host means nothing in the
