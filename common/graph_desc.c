@@ -363,6 +363,7 @@ int graph_desc_node_params_set(struct graph_desc *d, uint32_t i, const struct gr
 	tmp.deps = n->deps;
 	tmp.ndeps = n->ndeps;
 	tmp.real = n->real;
+	tmp.disabled = n->disabled;
 	n->deps = NULL;
 	n->ndeps = 0;
 	graph_node_release(n);
@@ -499,16 +500,28 @@ static void out_u64(struct out *o, uint64_t v)
 	out_u32(o, (uint32_t)(v >> 32));
 }
 
+static bool desc_has_flags(const struct graph_desc *d)
+{
+	for (uint32_t i = 0; i < d->count; i++)
+		if (d->nodes[i].disabled)
+			return true;
+	return false;
+}
+
 static void desc_encode(const struct graph_desc *d, struct out *o)
 {
+	bool flags = desc_has_flags(d);
+
 	out_u32(o, GRAPH_DESC_MAGIC);
-	out_u32(o, GRAPH_DESC_VERSION);         /* u16 version, u16 reserved */
+	out_u32(o, flags ? 2u : 1u);            /* u16 version, u16 reserved */
 	out_u32(o, d->count);
 	out_u32(o, 0);
 	for (uint32_t i = 0; i < d->count; i++) {
 		const struct graph_node *n = &d->nodes[i];
 
 		out_u32(o, n->type);
+		if (flags)
+			out_u32(o, n->disabled ? 1u : 0u);
 		out_u32(o, n->ndeps);
 		for (uint32_t j = 0; j < n->ndeps; j++)
 			out_u32(o, n->deps[j]);
@@ -602,7 +615,7 @@ static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned dep
 		return -EBADMSG;
 	if (magic != GRAPH_DESC_MAGIC || reserved || version >> 16)
 		return -EBADMSG;
-	if (version != GRAPH_DESC_VERSION)
+	if (version != 1 && version != GRAPH_DESC_VERSION)
 		return -EPROTONOSUPPORT;
 	if (count > *budget)
 		return -EBADMSG;
@@ -610,7 +623,11 @@ static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned dep
 		struct graph_node n = { 0 };
 		uint32_t ndeps;
 
-		if (wire_get_u32(c, &n.type) || wire_get_u32(c, &ndeps))
+		if (wire_get_u32(c, &n.type))
+			return -EBADMSG;
+		if (version >= 2 && (wire_get_u32(c, &n.disabled) || n.disabled > 1))
+			return -EBADMSG;
+		if (wire_get_u32(c, &ndeps))
 			return -EBADMSG;
 		/* Dependencies may name later nodes (edges added afterwards):
 		 * check them against the count, and append them once all are read. */

@@ -23,7 +23,9 @@
 #include <stdint.h>
 
 #define GRAPH_DESC_MAGIC 0x31444754u    /* "TGD1" */
-#define GRAPH_DESC_VERSION 1u
+/* Version 2 adds a u32 of flags after each node's type (bit 0: disabled in
+ * its executable); descriptions with no flag set are still written as 1. */
+#define GRAPH_DESC_VERSION 2u
 /* Nodes of one graph, those of embedded child graphs included. */
 #define GRAPH_DESC_NODES_MAX (1u << 20)
 /* Dependencies of one node, and edges of one graph in all. */
@@ -66,6 +68,7 @@ struct graph_node {
 	uint32_t type;                  /* CUgraphNodeType or GRAPH_NODE_REMOVED */
 	uint32_t ndeps;
 	uint32_t *deps;                 /* owned */
+	uint32_t disabled;              /* executables: cuGraphNodeSetEnabled(0) (version 2) */
 	void *real;                     /* the backend's node, NULL when not built */
 	union {
 		struct graph_node_kernel kernel;

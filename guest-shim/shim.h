@@ -52,6 +52,7 @@ struct shim_func {
 	uint32_t args_bytes;            /* last offset + size */
 	struct shim_param *params;
 	char *name;                     /* NULL until asked for */
+	uint64_t kernel;                /* the kernel cuKernelGetFunction made it from, or 0 */
 	uint32_t attr_known;            /* bit a: attr_value[a] is cached */
 	int32_t attr_value[SHIM_FUNC_FIXED_ATTRS];
 	struct shim_func *next;

@@ -2161,6 +2161,258 @@ CUresult exec_graph_exec_host_node_set_params(struct exec *ex,
 	return CUDA_SUCCESS;
 }
 
+/* ---- node parameters read back and changed ------------------------------ */
+
+CUresult exec_graph_node_get_params(struct exec *ex, const struct wire_graph_node_get_params_req *req,
+				    struct wire_graph_node_get_params_rep *rep)
+{
+	CUresult res;
+	struct exec_graph *g = graph_get_synced(ex, req->graph, &res);
+	const struct graph_node *n;
+
+	if (!g)
+		return res;
+	if (!graph_desc_node_live(&g->d, req->node))
+		return CUDA_ERROR_INVALID_VALUE;
+	n = &g->d.nodes[req->node];
+	rep->type = n->type;
+	switch (n->type) {
+	case CU_GRAPH_NODE_TYPE_KERNEL:
+		rep->object = n->kernel.function;
+		rep->grid_x = n->kernel.grid[0];
+		rep->grid_y = n->kernel.grid[1];
+		rep->grid_z = n->kernel.grid[2];
+		rep->block_x = n->kernel.block[0];
+		rep->block_y = n->kernel.block[1];
+		rep->block_z = n->kernel.block[2];
+		rep->shared_bytes = n->kernel.shared_bytes;
+		rep->args = (struct wire_blob){ n->kernel.args, n->kernel.args_len };
+		break;
+	case CU_GRAPH_NODE_TYPE_MEMCPY:
+		rep->dst = n->copy.dst;
+		rep->dst_pitch = n->copy.dst_pitch;
+		rep->dst_height = n->copy.dst_height;
+		rep->src = n->copy.src;
+		rep->src_pitch = n->copy.src_pitch;
+		rep->src_height = n->copy.src_height;
+		rep->width = n->copy.width;
+		rep->height = n->copy.height;
+		rep->depth = n->copy.depth;
+		break;
+	case CU_GRAPH_NODE_TYPE_MEMSET:
+		rep->dst = n->set.dst;
+		rep->dst_pitch = n->set.pitch;
+		rep->width = n->set.width;
+		rep->height = n->set.height;
+		rep->value = n->set.value;
+		rep->element_size = n->set.element_size;
+		break;
+	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+		rep->object = n->event;
+		break;
+	case CU_GRAPH_NODE_TYPE_HOST:
+		rep->object = n->host;
+		break;
+	case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+		rep->dst = n->mem.address;
+		rep->width = n->mem.bytes;
+		break;
+	case CU_GRAPH_NODE_TYPE_MEM_FREE:
+		rep->dst = n->mem.address;
+		break;
+	default:                /* empty, child graph: the type only */
+		break;
+	}
+	return CUDA_SUCCESS;
+}
+
+/* The node a setter names: node @index of @graph when @exec is 0, else the
+ * executable's copy of it (named in the graph it was instantiated from).
+ * *@x is the executable (NULL for a graph), *@xreal its backend handle. */
+struct node_target {
+	struct exec_graph *g;
+	struct exec_graph_exec *x;
+	CUgraphExec xreal;
+	struct graph_node *n;
+};
+
+static CUresult node_target(struct exec *ex, uint64_t exec, uint64_t graph, uint32_t index,
+			    CUgraphNodeType type, struct node_target *t)
+{
+	memset(t, 0, sizeof(*t));
+	if (exec) {
+		t->x = graph_exec_get(ex, exec, &t->xreal);
+		if (!t->x)
+			return CUDA_ERROR_INVALID_HANDLE;
+		t->n = graph == t->x->origin ? node_at(&t->x->d, index, type) : NULL;
+	} else {
+		t->g = graph_get(ex, graph, NULL);
+		if (!t->g)
+			return CUDA_ERROR_INVALID_HANDLE;
+		if (t->g->capturing)
+			return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+		t->n = node_at(&t->g->d, index, type);
+	}
+	return t->n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static void node_target_journal(struct exec *ex, uint64_t exec, uint64_t graph, struct node_target *t)
+{
+	if (t->x)
+		journal_exec(ex, exec, t->x);
+	else
+		journal_graph(ex, graph, t->g);
+}
+
+CUresult exec_graph_memcpy_node_set_params(struct exec *ex, const struct wire_graph_memcpy_node_set_params_req *req,
+					   struct wire_graph_memcpy_node_set_params_rep *rep)
+{
+	struct graph_node_memcpy c = { req->dst, req->dst_pitch, req->dst_height, req->src, req->src_pitch,
+				       req->src_height, req->width, req->height, req->depth };
+	struct node_target t;
+	CUDA_MEMCPY3D p;
+	CUcontext ctx;
+	CUresult res = node_target(ex, req->exec, req->graph, req->node, CU_GRAPH_NODE_TYPE_MEMCPY, &t);
+
+	(void)rep;
+	if (res == CUDA_SUCCESS && !memcpy_valid(ex, &c))
+		res = CUDA_ERROR_INVALID_VALUE;
+	if (res == CUDA_SUCCESS)
+		res = ctx_real(ex, &ctx);
+	if (res != CUDA_SUCCESS)
+		return res;
+	memcpy_3d(&c, &p);
+	res = t.x ? ex->be->cuGraphExecMemcpyNodeSetParams(t.xreal, t.n->real, &p, ctx)
+		  : ex->be->cuGraphMemcpyNodeSetParams(t.n->real, &p);
+	if (res != CUDA_SUCCESS)
+		return res;
+	t.n->copy = c;
+	node_target_journal(ex, req->exec, req->graph, &t);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_memset_node_set_params(struct exec *ex, const struct wire_graph_memset_node_set_params_req *req,
+					   struct wire_graph_memset_node_set_params_rep *rep)
+{
+	struct graph_node_memset s = { req->dst, req->pitch, req->width, req->height, req->value,
+				       req->element_size };
+	struct node_target t;
+	CUDA_MEMSET_NODE_PARAMS p;
+	CUcontext ctx;
+	CUresult res = node_target(ex, req->exec, req->graph, req->node, CU_GRAPH_NODE_TYPE_MEMSET, &t);
+
+	(void)rep;
+	if (res == CUDA_SUCCESS && !memset_valid(ex, &s))
+		res = CUDA_ERROR_INVALID_VALUE;
+	if (res == CUDA_SUCCESS)
+		res = ctx_real(ex, &ctx);
+	if (res != CUDA_SUCCESS)
+		return res;
+	memset_params(&s, &p);
+	res = t.x ? ex->be->cuGraphExecMemsetNodeSetParams(t.xreal, t.n->real, &p, ctx)
+		  : ex->be->cuGraphMemsetNodeSetParams(t.n->real, &p);
+	if (res != CUDA_SUCCESS)
+		return res;
+	t.n->set = s;
+	node_target_journal(ex, req->exec, req->graph, &t);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_event_node_set_event(struct exec *ex, const struct wire_graph_event_node_set_event_req *req,
+					 struct wire_graph_event_node_set_event_rep *rep)
+{
+	struct handle_entry *ev;
+	struct node_target t;
+	CUresult res;
+
+	(void)rep;
+	if (req->wait > 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = node_target(ex, req->exec, req->graph, req->node,
+			  req->wait ? CU_GRAPH_NODE_TYPE_WAIT_EVENT : CU_GRAPH_NODE_TYPE_EVENT_RECORD, &t);
+	if (res != CUDA_SUCCESS)
+		return res;
+	ev = handle_table_get(ex->handles, req->event, HANDLE_EVENT);
+	if (!ev)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (t.x)
+		res = req->wait ? ex->be->cuGraphExecEventWaitNodeSetEvent(t.xreal, t.n->real, ev->real)
+				: ex->be->cuGraphExecEventRecordNodeSetEvent(t.xreal, t.n->real, ev->real);
+	else
+		res = req->wait ? ex->be->cuGraphEventWaitNodeSetEvent(t.n->real, ev->real)
+				: ex->be->cuGraphEventRecordNodeSetEvent(t.n->real, ev->real);
+	if (res != CUDA_SUCCESS)
+		return res;
+	t.n->event = req->event;
+	node_target_journal(ex, req->exec, req->graph, &t);
+	return CUDA_SUCCESS;
+}
+
+/* The executable's node that cuGraphNodeSetEnabled may name: kernel,
+ * memcpy and memset nodes. */
+static CUresult enable_target(struct exec *ex, uint64_t exec, uint64_t graph, uint32_t index,
+			      struct node_target *t)
+{
+	struct exec_graph_exec *x;
+
+	if (!exec)
+		return CUDA_ERROR_INVALID_VALUE;
+	x = graph_exec_get(ex, exec, NULL);
+	if (!x)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (graph != x->origin || !graph_desc_node_live(&x->d, index))
+		return CUDA_ERROR_INVALID_VALUE;
+	switch (x->d.nodes[index].type) {
+	case CU_GRAPH_NODE_TYPE_KERNEL:
+	case CU_GRAPH_NODE_TYPE_MEMCPY:
+	case CU_GRAPH_NODE_TYPE_MEMSET:
+		return node_target(ex, exec, graph, index, x->d.nodes[index].type, t);
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+CUresult exec_graph_exec_node_set_enabled(struct exec *ex, const struct wire_graph_exec_node_set_enabled_req *req,
+					  struct wire_graph_exec_node_set_enabled_rep *rep)
+{
+	struct node_target t;
+	CUresult res = enable_target(ex, req->exec, req->graph, req->node, &t);
+
+	(void)rep;
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuGraphNodeSetEnabled(t.xreal, t.n->real, req->enabled ? 1 : 0);
+	if (res != CUDA_SUCCESS)
+		return res;
+	t.n->disabled = !req->enabled;
+	journal_exec(ex, req->exec, t.x);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_exec_node_get_enabled(struct exec *ex, const struct wire_graph_exec_node_get_enabled_req *req,
+					  struct wire_graph_exec_node_get_enabled_rep *rep)
+{
+	struct node_target t;
+	CUresult res = enable_target(ex, req->exec, req->graph, req->node, &t);
+
+	if (res == CUDA_SUCCESS)
+		rep->enabled = !t.n->disabled;
+	return res;
+}
+
+/* A restored executable's nodes disabled as they were. */
+static CUresult exec_enabled_restore(struct exec *ex, CUgraphExec exec, const struct graph_desc *d)
+{
+	for (uint32_t i = 0; i < d->count; i++)
+		if (d->nodes[i].type != GRAPH_NODE_REMOVED && d->nodes[i].disabled) {
+			CUresult res = ex->be->cuGraphNodeSetEnabled(exec, d->nodes[i].real, 0);
+
+			if (res != CUDA_SUCCESS)
+				return res;
+		}
+	return CUDA_SUCCESS;
+}
+
 /* ---- restore ------------------------------------------------------------ */
 
 CUresult exec_graph_restore(struct exec *ex, uint64_t handle, uint32_t kind, const uint8_t *args,
@@ -2228,6 +2480,14 @@ CUresult exec_graph_restore(struct exec *ex, uint64_t handle, uint32_t kind, con
 			goto out_free;
 		}
 		x->source = real;
+		res = exec_enabled_restore(ex, exec, d);
+		if (res != CUDA_SUCCESS) {
+			snprintf(err, errlen, "executable graph 0x%llx: disabling its nodes again failed with "
+				 "CUDA error %d", (unsigned long long)handle, res);
+			ex->be->cuGraphExecDestroy(exec);
+			ex->be->cuGraphDestroy(real);
+			goto out_free;
+		}
 		if (handle_table_add_at(ex->handles, handle, exec, ex->primary_ctx, x)) {
 			ex->be->cuGraphExecDestroy(exec);
 			ex->be->cuGraphDestroy(real);

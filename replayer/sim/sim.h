@@ -213,6 +213,7 @@ struct sim_gnode {
 	CUgraphNodeType type;
 	struct sim_node_set deps;
 	const struct sim_gnode *orig;   /* what it was cloned from */
+	bool disabled;                  /* an executable's node: cuGraphNodeSetEnabled(0) */
 	union {
 		struct {
 			struct sim_func *fn;    /* NULL once its module is unloaded */

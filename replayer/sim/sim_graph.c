@@ -1378,7 +1378,8 @@ CUresult sim_cuGraphLaunch(CUgraphExec h, CUstream hs)
 	/* Every command is made (and every node checked) before one is queued:
 	 * a launch runs whole or not at all. */
 	for (unsigned i = 0; i < x->count && !rc; i++)
-		rc = node_cmds(sim, s, x->order[i], &q);
+		if (!x->order[i]->disabled)
+			rc = node_cmds(sim, s, x->order[i], &q);
 	while (q) {
 		struct sim_cmd *c = q;
 
@@ -1657,6 +1658,157 @@ CUresult sim_cuGraphExecHostNodeSetParams(CUgraphExec h, CUgraphNode node, const
 		rc = CUDA_ERROR_INVALID_VALUE;
 	if (!rc)
 		n->host = *p;
+	sim_leave(sim);
+	return rc;
+}
+
+/* ---- memcpy, memset and event nodes changed, nodes disabled -------------- */
+
+/* A graph's node of @type (@x NULL) or an executable's copy of it, with the
+ * lock held (sim_leave when done). */
+static CUresult node_for_set(CUgraphExec hx, CUgraphNode h, CUgraphNodeType type, struct sim **psim,
+			     struct sim_gnode **pn)
+{
+	struct sim_exec *x;
+	CUresult rc;
+
+	if (!hx)
+		return enter_node(h, type, psim, pn);
+	if (!h)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(psim);
+	if (rc)
+		return rc;
+	rc = exec_resolve(*psim, hx, &x);
+	if (!rc && !(*pn = exec_node_find(x, h, type)))
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (rc)
+		sim_leave(*psim);
+	return rc;
+}
+
+static CUresult memcpy_set(CUgraphExec hx, CUgraphNode h, const CUDA_MEMCPY3D *p)
+{
+	struct copy_geom geom;
+	struct sim_gnode *n;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = node_for_set(hx, h, CU_GRAPH_NODE_TYPE_MEMCPY, &sim, &n);
+	if (rc)
+		return rc;
+	rc = copy_check(sim, p, &geom);
+	if (!rc)
+		n->copy = *p;
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuGraphMemcpyNodeSetParams(CUgraphNode h, const CUDA_MEMCPY3D *p)
+{
+	return memcpy_set(NULL, h, p);
+}
+
+CUresult sim_cuGraphExecMemcpyNodeSetParams(CUgraphExec hx, CUgraphNode h, const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+	(void)ctx;
+	return hx ? memcpy_set(hx, h, p) : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult memset_set(CUgraphExec hx, CUgraphNode h, const CUDA_MEMSET_NODE_PARAMS *p)
+{
+	struct sim_gnode *n;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = node_for_set(hx, h, CU_GRAPH_NODE_TYPE_MEMSET, &sim, &n);
+	if (rc)
+		return rc;
+	rc = memset_check(sim, p);
+	if (!rc)
+		n->set = *p;
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuGraphMemsetNodeSetParams(CUgraphNode h, const CUDA_MEMSET_NODE_PARAMS *p)
+{
+	return memset_set(NULL, h, p);
+}
+
+CUresult sim_cuGraphExecMemsetNodeSetParams(CUgraphExec hx, CUgraphNode h, const CUDA_MEMSET_NODE_PARAMS *p,
+					    CUcontext ctx)
+{
+	(void)ctx;
+	return hx ? memset_set(hx, h, p) : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult event_set(CUgraphExec hx, CUgraphNode h, CUevent hev, CUgraphNodeType type)
+{
+	struct sim_event *ev;
+	struct sim_gnode *n;
+	struct sim *sim;
+	CUresult rc;
+
+	rc = node_for_set(hx, h, type, &sim, &n);
+	if (rc)
+		return rc;
+	rc = sim_event_lookup(sim, hev, &ev);
+	if (!rc) {
+		ev->pending++;
+		sim_event_unref(n->event);
+		n->event = ev;
+	}
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuGraphEventRecordNodeSetEvent(CUgraphNode h, CUevent ev)
+{
+	return event_set(NULL, h, ev, CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+}
+
+CUresult sim_cuGraphEventWaitNodeSetEvent(CUgraphNode h, CUevent ev)
+{
+	return event_set(NULL, h, ev, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+}
+
+CUresult sim_cuGraphExecEventRecordNodeSetEvent(CUgraphExec hx, CUgraphNode h, CUevent ev)
+{
+	return hx ? event_set(hx, h, ev, CU_GRAPH_NODE_TYPE_EVENT_RECORD) : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult sim_cuGraphExecEventWaitNodeSetEvent(CUgraphExec hx, CUgraphNode h, CUevent ev)
+{
+	return hx ? event_set(hx, h, ev, CU_GRAPH_NODE_TYPE_WAIT_EVENT) : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Kernel, memcpy and memset nodes of an executable, as the driver allows. */
+CUresult sim_cuGraphNodeSetEnabled(CUgraphExec hx, CUgraphNode h, unsigned int enabled)
+{
+	static const CUgraphNodeType types[] = { CU_GRAPH_NODE_TYPE_KERNEL, CU_GRAPH_NODE_TYPE_MEMCPY,
+						 CU_GRAPH_NODE_TYPE_MEMSET };
+	struct sim_gnode *n = NULL;
+	struct sim_exec *x;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!h)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = exec_resolve(sim, hx, &x);
+	for (unsigned k = 0; !rc && !n && k < sizeof(types) / sizeof(types[0]); k++)
+		n = exec_node_find(x, h, types[k]);
+	if (!rc && !n)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (!rc)
+		n->disabled = !enabled;
 	sim_leave(sim);
 	return rc;
 }
