@@ -1289,6 +1289,211 @@ static void test_managed_hostile(void **state)
 	close(fd);
 }
 
+/* A node added to @graph without dependencies; its index. */
+static uint32_t graph_node_add(int fd, uint64_t *seq, uint32_t call, struct wire_msg *m)
+{
+	struct reply r;
+	uint32_t node;
+
+	assert_int_equal(call_reply(fd, call, ++*seq, m, &r), CUDA_SUCCESS);
+	memcpy(&node, r.payload + 4, 4);
+	return node;
+}
+
+static void put_memset(struct wire_msg *m, uint64_t exec, uint64_t graph, uint32_t node, uint64_t dst,
+		       uint32_t element_size, uint64_t width)
+{
+	wire_msg_reset(m);
+	wire_put_u64(m, exec);
+	wire_put_u64(m, graph);
+	wire_put_u32(m, node);
+	wire_put_u64(m, dst);
+	wire_put_u64(m, 0);             /* pitch */
+	wire_put_u32(m, 1);             /* value */
+	wire_put_u32(m, element_size);
+	wire_put_u64(m, width);
+	wire_put_u64(m, 1);             /* height */
+}
+
+static void put_node_ref(struct wire_msg *m, uint64_t exec, uint64_t graph, uint32_t node)
+{
+	wire_msg_reset(m);
+	if (exec != UINT64_MAX)
+		wire_put_u64(m, exec);
+	wire_put_u64(m, graph);
+	wire_put_u32(m, node);
+}
+
+/* Graph node parameters read and changed by a guest that lies: bad node
+ * indices, nodes of another type, bad graphs, executables and events. */
+static void test_graph_nodes_hostile(void **state)
+{
+	uint64_t seq = 1, graph, other, addr, event, exec;
+	uint32_t status, nempty, nset, nrec, type, enabled;
+	struct wire_msg m;
+	struct reply r;
+	int fd = session_open(sock_url, "", &status);
+
+	(void)state;
+	assert_int_equal(status, CUDA_SUCCESS);
+	wire_msg_init(&m);
+	wire_put_i32(&m, 0);
+	assert_int_equal(call_u64(fd, WIRE_CALL_PRIMARY_CTX_RETAIN, ++seq, &m, &sock_ctx), CUDA_SUCCESS);
+	wire_msg_reset(&m);
+	wire_put_u32(&m, 0);
+	assert_int_equal(call_u64(fd, WIRE_CALL_GRAPH_CREATE, ++seq, &m, &graph), CUDA_SUCCESS);
+	assert_int_equal(call_u64(fd, WIRE_CALL_GRAPH_CREATE, ++seq, &m, &other), CUDA_SUCCESS);
+	assert_int_equal(call_u64(fd, WIRE_CALL_EVENT_CREATE, ++seq, &m, &event), CUDA_SUCCESS);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 4096);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_ALLOC, ++seq, &m, &addr), CUDA_SUCCESS);
+
+	wire_msg_reset(&m);
+	wire_put_u64(&m, graph);
+	wire_put_u32(&m, 0);            /* no dependencies */
+	nempty = graph_node_add(fd, &seq, WIRE_CALL_GRAPH_ADD_EMPTY_NODE, &m);
+	/* graph_add_memset_node: graph, deps, then the memset's fields. */
+	wire_msg_reset(&m);
+	wire_put_u64(&m, graph);
+	wire_put_u32(&m, 0);
+	wire_put_u64(&m, addr);
+	wire_put_u64(&m, 0);
+	wire_put_u32(&m, 1);
+	wire_put_u32(&m, 4);
+	wire_put_u64(&m, 16);
+	wire_put_u64(&m, 1);
+	nset = graph_node_add(fd, &seq, WIRE_CALL_GRAPH_ADD_MEMSET_NODE, &m);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, graph);
+	wire_put_u32(&m, 0);
+	wire_put_u64(&m, event);
+	wire_put_u32(&m, 0);
+	nrec = graph_node_add(fd, &seq, WIRE_CALL_GRAPH_ADD_EVENT_NODE, &m);
+
+	/* Read back: bad graphs and indices fail, a good node answers. */
+	put_node_ref(&m, UINT64_MAX, 0x0800000000000777ull, nset);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_NODE_GET_PARAMS, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_HANDLE);
+	put_node_ref(&m, UINT64_MAX, event, nset);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_NODE_GET_PARAMS, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_HANDLE);
+	for (uint32_t bad = 3; bad; bad = bad == 3 ? 0xffffffffu : bad == 0xffffffffu ? 0x7fffffffu : 0) {
+		put_node_ref(&m, UINT64_MAX, graph, bad);
+		assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_NODE_GET_PARAMS, ++seq, &m, UINT32_MAX, NULL),
+				 CUDA_ERROR_INVALID_VALUE);
+	}
+	put_node_ref(&m, UINT64_MAX, other, nset);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_NODE_GET_PARAMS, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	put_node_ref(&m, UINT64_MAX, graph, nset);
+	assert_int_equal(call_reply(fd, WIRE_CALL_GRAPH_NODE_GET_PARAMS, ++seq, &m, &r), CUDA_SUCCESS);
+	memcpy(&type, r.payload + 4, 4);
+	assert_int_equal(type, CU_GRAPH_NODE_TYPE_MEMSET);
+	/* Truncated: the node index is missing. */
+	wire_msg_reset(&m);
+	wire_put_u64(&m, graph);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_NODE_GET_PARAMS, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+
+	/* Memset setters: wrong node type, memory outside the session,
+	 * element sizes and widths that do not fit, then a good one. */
+	put_memset(&m, 0, graph, nempty, addr, 4, 16);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_MEMSET_NODE_SET_PARAMS, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	put_memset(&m, 0, graph, nset, 0x1000, 4, 16);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_MEMSET_NODE_SET_PARAMS, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	put_memset(&m, 0, graph, nset, addr, 3, 16);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_MEMSET_NODE_SET_PARAMS, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	put_memset(&m, 0, graph, nset, addr, 4, UINT64_MAX / 2);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_MEMSET_NODE_SET_PARAMS, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	put_memset(&m, 0, graph, nset, addr, 4, 1025);          /* one past the allocation */
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_MEMSET_NODE_SET_PARAMS, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	put_memset(&m, 0x0900000000000777ull, graph, nset, addr, 4, 16);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_MEMSET_NODE_SET_PARAMS, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_HANDLE);
+	put_memset(&m, 0, graph, nset, addr, 4, 1024);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_MEMSET_NODE_SET_PARAMS, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_SUCCESS);
+
+	/* A memcpy setter on a memset node. */
+	put_node_ref(&m, 0, graph, nset);
+	for (int k = 0; k < 9; k++)
+		wire_put_u64(&m, k == 0 || k == 3 ? addr : 1);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_MEMCPY_NODE_SET_PARAMS, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+
+	/* Event setters: a bad wait flag, the wrong kind of event node, a
+	 * node of another type, an event that is not one. */
+	static const struct {
+		uint32_t node_of;       /* 0: the record node, 1: the memset node */
+		uint64_t event;         /* 0: the real one */
+		uint32_t wait;
+		uint32_t status;
+	} evs[] = {
+		{ 0, 0, 2, CUDA_ERROR_INVALID_VALUE },
+		{ 0, 0, 1, CUDA_ERROR_INVALID_VALUE },
+		{ 1, 0, 0, CUDA_ERROR_INVALID_VALUE },
+		{ 0, 0x0700000000000777ull, 0, CUDA_ERROR_INVALID_HANDLE },
+		{ 0, 0x0800000000000001ull, 0, CUDA_ERROR_INVALID_HANDLE },
+		{ 0, 0, 0, CUDA_SUCCESS },
+	};
+	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++) {
+		put_node_ref(&m, 0, graph, evs[i].node_of ? nset : nrec);
+		wire_put_u64(&m, evs[i].event ? evs[i].event : event);
+		wire_put_u32(&m, evs[i].wait);
+		assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_EVENT_NODE_SET_EVENT, ++seq, &m, UINT32_MAX, NULL),
+				 evs[i].status);
+	}
+
+	/* Executables: nodes named in another graph, enabled state of nodes
+	 * that have none, of no executable. */
+	wire_msg_reset(&m);
+	wire_put_u64(&m, graph);
+	wire_put_u64(&m, 0);
+	wire_put_u64(&m, 0);
+	assert_int_equal(call_reply(fd, WIRE_CALL_GRAPH_INSTANTIATE, ++seq, &m, &r), CUDA_SUCCESS);
+	memcpy(&status, r.payload + 4, 4);
+	assert_int_equal(status, CUDA_SUCCESS);
+	memcpy(&exec, r.payload + 8, 8);
+	put_memset(&m, exec, other, nset, addr, 4, 16);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_MEMSET_NODE_SET_PARAMS, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	put_memset(&m, graph, graph, nset, addr, 4, 16);        /* a graph as the executable */
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_MEMSET_NODE_SET_PARAMS, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_HANDLE);
+	put_memset(&m, exec, graph, nset, addr, 4, 8);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_MEMSET_NODE_SET_PARAMS, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_SUCCESS);
+	put_node_ref(&m, exec, graph, nrec);
+	wire_put_u32(&m, 0);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_EXEC_NODE_SET_ENABLED, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	put_node_ref(&m, 0, graph, nset);
+	wire_put_u32(&m, 0);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_EXEC_NODE_SET_ENABLED, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	put_node_ref(&m, exec, graph, 0xffffffffu);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_EXEC_NODE_GET_ENABLED, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	put_node_ref(&m, exec, graph, nset);
+	wire_put_u32(&m, 0);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_EXEC_NODE_SET_ENABLED, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_SUCCESS);
+	put_node_ref(&m, exec, graph, nset);
+	assert_int_equal(call_reply(fd, WIRE_CALL_GRAPH_EXEC_NODE_GET_ENABLED, ++seq, &m, &r), CUDA_SUCCESS);
+	memcpy(&enabled, r.payload + 4, 4);
+	assert_int_equal(enabled, 0);
+
+	wire_msg_release(&m);
+	assert_alive(fd, ++seq);
+	sock_ctx = 0;
+	close(fd);
+}
+
 static void test_token(void **state)
 {
 	uint32_t status;
@@ -1365,6 +1570,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_misc_hostile),
 		cmocka_unit_test(test_vmm_hostile),
 		cmocka_unit_test(test_managed_hostile),
+		cmocka_unit_test(test_graph_nodes_hostile),
 		cmocka_unit_test(test_shm_hostile),
 	};
 
