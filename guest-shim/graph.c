@@ -1599,3 +1599,29 @@ SHIM_API CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNod
 		*isEnabled = rep.enabled;
 	return res;
 }
+
+/* ---- cuGraphDebugDotPrint ----------------------------------------------- */
+
+/* The driver writes in the worker; the text comes back and is written at
+ * the guest's path here. */
+SHIM_API CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)
+{
+	struct wire_graph_debug_dot_print_req req = { .graph = (uint64_t)(uintptr_t)hGraph, .flags = flags };
+	struct wire_graph_debug_dot_print_rep rep;
+	CUresult res;
+	FILE *f;
+
+	if (!path || !*path || !graph_handle_ok(hGraph))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_graph_debug_dot_print(&req, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	f = fopen(path, "w");
+	if (!f)
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	if (fwrite(rep.dot.ptr, 1, rep.dot.len, f) != rep.dot.len) {
+		fclose(f);
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	}
+	return fclose(f) ? CUDA_ERROR_OPERATING_SYSTEM : CUDA_SUCCESS;
+}

@@ -177,6 +177,7 @@
 	BACKEND_ENTRY(cuGraphExecEventRecordNodeSetEvent, 11010)        \
 	BACKEND_ENTRY(cuGraphExecEventWaitNodeSetEvent, 11010)          \
 	BACKEND_ENTRY(cuGraphNodeSetEnabled, 11060)                     \
+	BACKEND_ENTRY(cuGraphDebugDotPrint, 11030)                      \
 	BACKEND_ENTRY(cuStreamWaitValue32, 11070)                       \
 	BACKEND_ENTRY(cuStreamWaitValue64, 11070)                       \
 	BACKEND_ENTRY(cuStreamWriteValue32, 11070)                      \

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "exec.h"
 #include "graph_desc.h"
@@ -2410,6 +2411,57 @@ static CUresult exec_enabled_restore(struct exec *ex, CUgraphExec exec, const st
 			if (res != CUDA_SUCCESS)
 				return res;
 		}
+	return CUDA_SUCCESS;
+}
+
+
+/* ---- cuGraphDebugDotPrint ----------------------------------------------- */
+
+#define DOT_FLAGS_KNOWN ((1u << 16) - 1)
+#define DOT_BYTES_MAX (16u << 20)
+
+CUresult exec_graph_debug_dot_print(struct exec *ex, const struct wire_graph_debug_dot_print_req *req,
+				    struct wire_graph_debug_dot_print_rep *rep)
+{
+	char path[] = "/tmp/tern-graph-dot-XXXXXX";
+	uint8_t *out = NULL;
+	size_t len = 0;
+	CUgraph real;
+	CUresult res;
+	FILE *f;
+	int fd;
+
+	if (!graph_get(ex, req->graph, &real))
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (req->flags & ~DOT_FLAGS_KNOWN)
+		return CUDA_ERROR_INVALID_VALUE;
+	fd = mkstemp(path);
+	if (fd < 0) {
+		pr_warn("graph dot print: no temporary file (%s)", strerror(errno));
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	}
+	close(fd);
+	res = ex->be->cuGraphDebugDotPrint(real, path, req->flags);
+	f = res == CUDA_SUCCESS ? fopen(path, "rb") : NULL;
+	if (res == CUDA_SUCCESS && !f)
+		res = CUDA_ERROR_OPERATING_SYSTEM;
+	if (f) {
+		/* One byte past the limit tells a file too large. */
+		out = exec_copy_buffer(ex, DOT_BYTES_MAX + 1);
+		if (!out)
+			res = CUDA_ERROR_OUT_OF_MEMORY;
+		else
+			len = fread(out, 1, DOT_BYTES_MAX + 1, f);
+		if (out && ferror(f))
+			res = CUDA_ERROR_OPERATING_SYSTEM;
+		else if (len > DOT_BYTES_MAX)
+			res = CUDA_ERROR_NOT_SUPPORTED;
+		fclose(f);
+	}
+	unlink(path);
+	if (res != CUDA_SUCCESS)
+		return res;
+	rep->dot = (struct wire_blob){ out, (uint32_t)len };
 	return CUDA_SUCCESS;
 }
 

@@ -13,6 +13,7 @@
 #include "sim.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -1809,6 +1810,70 @@ CUresult sim_cuGraphNodeSetEnabled(CUgraphExec hx, CUgraphNode h, unsigned int e
 		rc = CUDA_ERROR_INVALID_VALUE;
 	if (!rc)
 		n->disabled = !enabled;
+	sim_leave(sim);
+	return rc;
+}
+
+/* ---- dot ---------------------------------------------------------------- */
+
+static const char *const gnode_type_names[] = {
+	[CU_GRAPH_NODE_TYPE_KERNEL] = "kernel", [CU_GRAPH_NODE_TYPE_MEMCPY] = "memcpy",
+	[CU_GRAPH_NODE_TYPE_MEMSET] = "memset", [CU_GRAPH_NODE_TYPE_HOST] = "host",
+	[CU_GRAPH_NODE_TYPE_GRAPH] = "graph", [CU_GRAPH_NODE_TYPE_EMPTY] = "empty",
+	[CU_GRAPH_NODE_TYPE_WAIT_EVENT] = "wait_event", [CU_GRAPH_NODE_TYPE_EVENT_RECORD] = "event_record",
+	[CU_GRAPH_NODE_TYPE_MEM_ALLOC] = "mem_alloc", [CU_GRAPH_NODE_TYPE_MEM_FREE] = "mem_free",
+};
+
+/* The nodes of @g (children as clusters) and their dependencies; @id
+ * numbers the nodes of the whole file. */
+static void dot_graph(FILE *f, const struct sim_graph *g, unsigned *id, unsigned depth)
+{
+	unsigned base = *id;
+
+	*id += g->count;
+	for (unsigned i = 0; i < g->count; i++) {
+		const struct sim_gnode *n = g->nodes[i];
+		const char *name = (unsigned)n->type < sizeof(gnode_type_names) / sizeof(gnode_type_names[0]) &&
+					   gnode_type_names[n->type] ? gnode_type_names[n->type] : "node";
+
+		fprintf(f, "%*s\"n%u\" [label=\"%u: %s\"];\n", (int)depth * 2 + 2, "", base + i, i, name);
+		if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->child && depth < 8) {
+			fprintf(f, "%*ssubgraph \"cluster_n%u\" {\n", (int)depth * 2 + 2, "", base + i);
+			dot_graph(f, n->child, id, depth + 1);
+			fprintf(f, "%*s}\n", (int)depth * 2 + 2, "");
+		}
+		for (unsigned k = 0; k < n->deps.count; k++)
+			fprintf(f, "%*s\"n%u\" -> \"n%u\";\n", (int)depth * 2 + 2, "", base + n->deps.nodes[k]->index,
+				base + i);
+	}
+}
+
+CUresult sim_cuGraphDebugDotPrint(CUgraph hg, const char *path, unsigned int flags)
+{
+	struct sim_graph *g;
+	struct sim *sim;
+	unsigned id = 0;
+	CUresult rc;
+	FILE *f;
+
+	if (!path || flags >> 16)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = graph_resolve(sim, hg, &g);
+	if (!rc) {
+		f = fopen(path, "w");
+		if (!f) {
+			rc = CUDA_ERROR_OPERATING_SYSTEM;
+		} else {
+			fprintf(f, "digraph dot {\n");
+			dot_graph(f, g, &id, 0);
+			fprintf(f, "}\n");
+			if (fclose(f))
+				rc = CUDA_ERROR_OPERATING_SYSTEM;
+		}
+	}
 	sim_leave(sim);
 	return rc;
 }

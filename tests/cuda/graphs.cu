@@ -21,12 +21,17 @@
  *     event record and wait, allocation and free nodes) and compared with
  *     what was given; memcpy, memset and event nodes changed in the graph
  *     and in an executable (cudaGraphExecNodeSetParams too), a node of an
- *     executable disabled and enabled again, each checked by a launch.
+ *     executable disabled and enabled again, each checked by a launch; the
+ *     graph printed as dot text at a path of this process.
  *
  * CPU versions of the kernels for the sim: sim_kernels.c. */
 #include "check.h"
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 #include <vector>
 
 extern "C" __global__ void g_iota(int *a, int n)
@@ -764,6 +769,28 @@ static void node_params(void)
 	CHECK(cudaGraphNodeSetParams(er, &np));
 	CHECK(cudaGraphEventRecordNodeGetEvent(er, &got));
 	REQUIRE(got == e2, "event record node after cudaGraphNodeSetParams");
+
+	/* The graph as dot text, written at this process's path. */
+	{
+		char path[] = "/tmp/graphs-dot-XXXXXX", text[4096];
+		int fd = mkstemp(path);
+		FILE *f;
+		size_t len;
+
+		REQUIRE(fd >= 0, "no temporary file");
+		close(fd);
+		CHECK(cudaGraphDebugDotPrint(g, path, cudaGraphDebugDotFlagsVerbose));
+		f = fopen(path, "r");
+		REQUIRE(f, "cudaGraphDebugDotPrint wrote no file");
+		len = fread(text, 1, sizeof(text) - 1, f);
+		text[len] = 0;
+		fclose(f);
+		unlink(path);
+		REQUIRE(strstr(text, "digraph"), "cudaGraphDebugDotPrint: not dot text: %.80s", text);
+		REQUIRE(cudaGraphDebugDotPrint(g, "/nonexistent-dir/x.dot", 0) != cudaSuccess,
+			"a dot file written where no directory is");
+		cudaGetLastError();
+	}
 
 	CHECK(cudaGraphExecDestroy(x));
 	CHECK(cudaGraphDestroy(g));

@@ -1488,6 +1488,23 @@ static void test_graph_nodes_hostile(void **state)
 	memcpy(&enabled, r.payload + 4, 4);
 	assert_int_equal(enabled, 0);
 
+	/* Dot text: a graph that is not one, flags no driver knows. */
+	wire_msg_reset(&m);
+	wire_put_u64(&m, exec);
+	wire_put_u32(&m, 0);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_DEBUG_DOT_PRINT, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_HANDLE);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, graph);
+	wire_put_u32(&m, 1u << 20);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_DEBUG_DOT_PRINT, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, graph);
+	wire_put_u32(&m, 1);
+	assert_int_equal(call_reply(fd, WIRE_CALL_GRAPH_DEBUG_DOT_PRINT, ++seq, &m, &r), CUDA_SUCCESS);
+	assert_true(r.len > 8 && memmem(r.payload + 8, r.len - 8, "digraph", 7));
+
 	wire_msg_release(&m);
 	assert_alive(fd, ++seq);
 	sock_ctx = 0;
