@@ -774,6 +774,13 @@ static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned dep
 		for (uint32_t j = 0; j < d->nodes[i].ndeps; j++)
 			if (d->nodes[d->nodes[i].deps[j]].type == GRAPH_NODE_REMOVED)
 				return -EBADMSG;
+	/* One form only: version 2 when a node is disabled, and only then; a
+	 * removed slot is not disabled. */
+	for (uint32_t i = 0; i < d->count; i++)
+		if (d->nodes[i].disabled && d->nodes[i].type == GRAPH_NODE_REMOVED)
+			return -EBADMSG;
+	if ((version == GRAPH_DESC_VERSION) != desc_has_flags(d))
+		return -EBADMSG;
 	return 0;
 }
 
