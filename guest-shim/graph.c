@@ -1552,8 +1552,13 @@ static CUresult node_set(CUgraphExec x, CUgraphNode hNode, CUgraphNodeParams *p)
 		return event_set(x, hNode, p->eventWait.event, 1);
 	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
 		return event_set(x, hNode, p->eventRecord.event, 0);
+	case CU_GRAPH_NODE_TYPE_GRAPH:
+		if (x && p->graph.ownership == CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)
+			return cuGraphExecChildGraphNodeSetParams(x, hNode, p->graph.graph);
+		pr_warn("a graph's child graph node cannot be changed through tern");
+		return CUDA_ERROR_NOT_SUPPORTED;
 	default:
-		/* Child graphs, allocations (not changeable), external
+		/* Allocations (not changeable), external
 		 * semaphores, batch memops, conditionals. */
 		pr_warn("changing graph nodes of type %d is not supported by tern", (int)p->type);
 		return CUDA_ERROR_NOT_SUPPORTED;
@@ -1624,4 +1629,18 @@ SHIM_API CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigne
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	}
 	return fclose(f) ? CUDA_ERROR_OPERATING_SYSTEM : CUDA_SUCCESS;
+}
+
+/* ---- an executable's child graph node changed --------------------------- */
+
+SHIM_API CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
+{
+	struct wire_graph_exec_child_node_set_params_req req = { .child = (uint64_t)(uintptr_t)childGraph };
+	struct wire_graph_exec_child_node_set_params_rep rep;
+	CUresult res;
+
+	if (!hGraphExec || !graph_handle_ok(childGraph))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = node_target(hGraphExec, hNode, &req.exec, &req.graph, &req.node);
+	return res == CUDA_SUCCESS ? rpc_graph_exec_child_node_set_params(&req, &rep) : res;
 }

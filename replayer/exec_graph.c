@@ -2415,6 +2415,52 @@ static CUresult exec_enabled_restore(struct exec *ex, CUgraphExec exec, const st
 }
 
 
+
+/* The executable's child node takes the parameters of @child's nodes; the
+ * driver checks that the shapes match. Its description takes a copy of
+ * @child's (the executable's nodes inside a child are not named on the
+ * wire, so their order does not matter). */
+CUresult exec_graph_exec_child_node_set_params(struct exec *ex,
+					       const struct wire_graph_exec_child_node_set_params_req *req,
+					       struct wire_graph_exec_child_node_set_params_rep *rep)
+{
+	struct graph_node from = { .type = CU_GRAPH_NODE_TYPE_GRAPH };
+	struct exec_graph *child;
+	struct node_target t;
+	CUgraph child_real;
+	CUresult res;
+	int ret;
+
+	(void)rep;
+	if (!req->exec)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = node_target(ex, req->exec, req->graph, req->node, CU_GRAPH_NODE_TYPE_GRAPH, &t);
+	if (res != CUDA_SUCCESS)
+		return res;
+	child = graph_get(ex, req->child, &child_real);
+	if (!child)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (child->capturing)
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	if (desc_has_mem_nodes(&child->d))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = ex->be->cuGraphExecChildGraphNodeSetParams(t.xreal, t.n->real, child_real);
+	if (res != CUDA_SUCCESS)
+		return res;
+	from.child = &child->d;
+	ret = graph_desc_node_params_set(&t.x->d, req->node, &from);
+	if (ret) {
+		/* The executable runs the new parameters; a restore could
+		 * not bring them back. */
+		pr_warn("executable graph %#llx: its child node's new parameters cannot be recorded (%s); "
+			"no more snapshots", (unsigned long long)req->exec, strerror(-ret));
+		ex->journal_broken = true;
+		return CUDA_SUCCESS;
+	}
+	journal_exec(ex, req->exec, t.x);
+	return CUDA_SUCCESS;
+}
+
 /* ---- cuGraphDebugDotPrint ----------------------------------------------- */
 
 #define DOT_FLAGS_KNOWN ((1u << 16) - 1)

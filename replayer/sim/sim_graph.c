@@ -1877,3 +1877,42 @@ CUresult sim_cuGraphDebugDotPrint(CUgraph hg, const char *path, unsigned int fla
 	sim_leave(sim);
 	return rc;
 }
+
+/* The executable's child node takes @hchild's parameters node for node,
+ * when the shapes match as for cuGraphExecUpdate. */
+CUresult sim_cuGraphExecChildGraphNodeSetParams(CUgraphExec hx, CUgraphNode node, CUgraph hchild)
+{
+	CUgraphExecUpdateResultInfo info;
+	struct sim_gnode *n = NULL;
+	struct sim_graph *child;
+	struct sim_exec *x;
+	struct sim *sim;
+	unsigned *pair = NULL;
+	CUresult rc;
+
+	if (!node)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = exec_resolve(sim, hx, &x);
+	if (!rc && !(n = exec_node_find(x, node, CU_GRAPH_NODE_TYPE_GRAPH)))
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (!rc)
+		rc = graph_resolve(sim, hchild, &child);
+	if (!rc && child->capture)
+		rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	if (!rc) {
+		pair = malloc((n->child->count + 1) * sizeof(*pair));
+		if (!pair)
+			rc = CUDA_ERROR_OUT_OF_MEMORY;
+		else if (!update_pair(n->child, child, pair, &info))
+			rc = info.result == CU_GRAPH_EXEC_UPDATE_ERROR ? CUDA_ERROR_OUT_OF_MEMORY
+								       : CUDA_ERROR_INVALID_VALUE;
+		free(pair);
+	}
+	if (!rc && update_apply(sim, n->child, child))
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+	sim_leave(sim);
+	return rc;
+}

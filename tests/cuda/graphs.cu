@@ -21,8 +21,10 @@
  *     event record and wait, allocation and free nodes) and compared with
  *     what was given; memcpy, memset and event nodes changed in the graph
  *     and in an executable (cudaGraphExecNodeSetParams too), a node of an
- *     executable disabled and enabled again, each checked by a launch; the
- *     graph printed as dot text at a path of this process.
+ *     executable disabled and enabled again, each checked by a launch; an
+ *     executable's child graph node given another child graph of the same
+ *     shape (and refused one of another); the graph printed as dot text at
+ *     a path of this process.
  *
  * CPU versions of the kernels for the sim: sim_kernels.c. */
 #include "check.h"
@@ -769,6 +771,45 @@ static void node_params(void)
 	CHECK(cudaGraphNodeSetParams(er, &np));
 	CHECK(cudaGraphEventRecordNodeGetEvent(er, &got));
 	REQUIRE(got == e2, "event record node after cudaGraphNodeSetParams");
+
+	/* An executable's child graph node changed: same shape, then another. */
+	{
+		cudaGraph_t gc, gc2, gc3, gp;
+		cudaGraphExec_t xp;
+		cudaGraphNode_t cn, m1, m2;
+
+		CHECK(cudaGraphCreate(&gc, 0));
+		CHECK(cudaGraphCreate(&gc2, 0));
+		CHECK(cudaGraphCreate(&gc3, 0));
+		CHECK(cudaGraphCreate(&gp, 0));
+		mp.dst = c;
+		mp.elementSize = 4;
+		mp.width = N;
+		mp.height = 1;
+		mp.value = 1;
+		CHECK(cudaGraphAddMemsetNode(&m1, gc, NULL, 0, &mp));
+		mp.value = 9;
+		CHECK(cudaGraphAddMemsetNode(&m1, gc2, NULL, 0, &mp));
+		CHECK(cudaGraphAddMemsetNode(&m1, gc3, NULL, 0, &mp));
+		CHECK(cudaGraphAddMemsetNode(&m2, gc3, &m1, 1, &mp));
+		CHECK(cudaGraphAddChildGraphNode(&cn, gp, NULL, 0, gc));
+		CHECK(cudaGraphInstantiate(&xp, gp, 0));
+		CHECK(cudaGraphLaunch(xp, s));
+		CHECK(cudaStreamSynchronize(s));
+		all_equal(c, 1, "child graph");
+		CHECK(cudaGraphExecChildGraphNodeSetParams(xp, cn, gc2));
+		CHECK(cudaGraphLaunch(xp, s));
+		CHECK(cudaStreamSynchronize(s));
+		all_equal(c, 9, "child graph changed in the executable");
+		REQUIRE(cudaGraphExecChildGraphNodeSetParams(xp, cn, gc3) != cudaSuccess,
+			"a child graph of another shape taken");
+		cudaGetLastError();
+		CHECK(cudaGraphExecDestroy(xp));
+		CHECK(cudaGraphDestroy(gp));
+		CHECK(cudaGraphDestroy(gc));
+		CHECK(cudaGraphDestroy(gc2));
+		CHECK(cudaGraphDestroy(gc3));
+	}
 
 	/* The graph as dot text, written at this process's path. */
 	{

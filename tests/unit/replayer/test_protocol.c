@@ -1329,7 +1329,7 @@ static void put_node_ref(struct wire_msg *m, uint64_t exec, uint64_t graph, uint
 static void test_graph_nodes_hostile(void **state)
 {
 	uint64_t seq = 1, graph, other, addr, event, exec;
-	uint32_t status, nempty, nset, nrec, type, enabled;
+	uint32_t status, nempty, nset, nrec, nchild, type, enabled;
 	struct wire_msg m;
 	struct reply r;
 	int fd = session_open(sock_url, "", &status);
@@ -1369,6 +1369,11 @@ static void test_graph_nodes_hostile(void **state)
 	wire_put_u64(&m, event);
 	wire_put_u32(&m, 0);
 	nrec = graph_node_add(fd, &seq, WIRE_CALL_GRAPH_ADD_EVENT_NODE, &m);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, graph);
+	wire_put_u32(&m, 0);
+	wire_put_u64(&m, other);
+	nchild = graph_node_add(fd, &seq, WIRE_CALL_GRAPH_ADD_CHILD_NODE, &m);
 
 	/* Read back: bad graphs and indices fail, a good node answers. */
 	put_node_ref(&m, UINT64_MAX, 0x0800000000000777ull, nset);
@@ -1377,7 +1382,7 @@ static void test_graph_nodes_hostile(void **state)
 	put_node_ref(&m, UINT64_MAX, event, nset);
 	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_NODE_GET_PARAMS, ++seq, &m, UINT32_MAX, NULL),
 			 CUDA_ERROR_INVALID_HANDLE);
-	for (uint32_t bad = 3; bad; bad = bad == 3 ? 0xffffffffu : bad == 0xffffffffu ? 0x7fffffffu : 0) {
+	for (uint32_t bad = 4; bad; bad = bad == 4 ? 0xffffffffu : bad == 0xffffffffu ? 0x7fffffffu : 0) {
 		put_node_ref(&m, UINT64_MAX, graph, bad);
 		assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_NODE_GET_PARAMS, ++seq, &m, UINT32_MAX, NULL),
 				 CUDA_ERROR_INVALID_VALUE);
@@ -1487,6 +1492,26 @@ static void test_graph_nodes_hostile(void **state)
 	assert_int_equal(call_reply(fd, WIRE_CALL_GRAPH_EXEC_NODE_GET_ENABLED, ++seq, &m, &r), CUDA_SUCCESS);
 	memcpy(&enabled, r.payload + 4, 4);
 	assert_int_equal(enabled, 0);
+
+	/* A child node's graph replaced: no executable, a node that is not a
+	 * child graph node, a child that is not a graph. */
+	static const struct {
+		bool exec, child_node;
+		uint64_t child;         /* 0: the other graph */
+		uint32_t status;
+	} kids[] = {
+		{ false, true, 0, CUDA_ERROR_INVALID_VALUE },
+		{ true, false, 0, CUDA_ERROR_INVALID_VALUE },
+		{ true, true, 0x0800000000000777ull, CUDA_ERROR_INVALID_HANDLE },
+		{ true, true, 1, CUDA_ERROR_INVALID_HANDLE },   /* the event, below */
+		{ true, true, 0, CUDA_SUCCESS },
+	};
+	for (size_t i = 0; i < sizeof(kids) / sizeof(kids[0]); i++) {
+		put_node_ref(&m, kids[i].exec ? exec : 0, graph, kids[i].child_node ? nchild : nset);
+		wire_put_u64(&m, kids[i].child == 1 ? event : kids[i].child ? kids[i].child : other);
+		assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_EXEC_CHILD_NODE_SET_PARAMS, ++seq, &m, UINT32_MAX,
+					     NULL), kids[i].status);
+	}
 
 	/* Dot text: a graph that is not one, flags no driver knows. */
 	wire_msg_reset(&m);
