@@ -1644,3 +1644,45 @@ SHIM_API CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUg
 	res = node_target(hGraphExec, hNode, &req.exec, &req.graph, &req.node);
 	return res == CUDA_SUCCESS ? rpc_graph_exec_child_node_set_params(&req, &rep) : res;
 }
+
+/* ---- kernel node attributes (plain data; the worker checks the ids) ----- */
+
+SHIM_API CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
+						CUkernelNodeAttrValue *value_out)
+{
+	struct wire_graph_kernel_node_get_attribute_req req = { .attr = (uint32_t)attr };
+	struct wire_graph_kernel_node_get_attribute_rep rep;
+	CUresult res;
+
+	if (!value_out || !shim_node_decode(hNode, &req.graph, &req.node))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_graph_kernel_node_get_attribute(&req, &rep);
+	if (res == CUDA_SUCCESS && rep.value.len != sizeof(*value_out))
+		res = CUDA_ERROR_INVALID_VALUE;
+	if (res == CUDA_SUCCESS)
+		memcpy(value_out, rep.value.ptr, sizeof(*value_out));
+	return res;
+}
+
+SHIM_API CUresult cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
+						const CUkernelNodeAttrValue *value)
+{
+	struct wire_graph_kernel_node_set_attribute_req req = {
+		.attr = (uint32_t)attr, .value = { (const uint8_t *)value, sizeof(*value) },
+	};
+	struct wire_graph_kernel_node_set_attribute_rep rep;
+
+	if (!value || !shim_node_decode(hNode, &req.graph, &req.node))
+		return CUDA_ERROR_INVALID_VALUE;
+	return rpc_graph_kernel_node_set_attribute(&req, &rep);
+}
+
+SHIM_API CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
+{
+	struct wire_graph_kernel_node_copy_attributes_req req;
+	struct wire_graph_kernel_node_copy_attributes_rep rep;
+
+	if (!shim_node_decode(dst, &req.graph, &req.node) || !shim_node_decode(src, &req.src_graph, &req.src_node))
+		return CUDA_ERROR_INVALID_VALUE;
+	return rpc_graph_kernel_node_copy_attributes(&req, &rep);
+}

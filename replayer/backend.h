@@ -179,6 +179,9 @@
 	BACKEND_ENTRY(cuGraphNodeSetEnabled, 11060)                     \
 	BACKEND_ENTRY(cuGraphDebugDotPrint, 11030)                      \
 	BACKEND_ENTRY(cuGraphExecChildGraphNodeSetParams, 11010)        \
+	BACKEND_ENTRY(cuGraphKernelNodeGetAttribute, 11000)             \
+	BACKEND_ENTRY(cuGraphKernelNodeSetAttribute, 11000)             \
+	BACKEND_ENTRY(cuGraphKernelNodeCopyAttributes, 11000)           \
 	BACKEND_ENTRY(cuStreamWaitValue32, 11070)                       \
 	BACKEND_ENTRY(cuStreamWaitValue64, 11070)                       \
 	BACKEND_ENTRY(cuStreamWriteValue32, 11070)                      \

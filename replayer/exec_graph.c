@@ -720,7 +720,13 @@ static CUresult node_build(struct exec *ex, CUgraph g, struct graph_node *n, CUg
 		CUDA_KERNEL_NODE_PARAMS p;
 
 		res = kernel_node_params(ex, &n->kernel, &p);
-		return res == CUDA_SUCCESS ? ex->be->cuGraphAddKernelNode(real, g, NULL, 0, &p) : res;
+		if (res == CUDA_SUCCESS)
+			res = ex->be->cuGraphAddKernelNode(real, g, NULL, 0, &p);
+		/* Its attributes as they were set. */
+		for (uint32_t k = 0; k < n->nattrs && res == CUDA_SUCCESS; k++)
+			res = ex->be->cuGraphKernelNodeSetAttribute(*real, (CUkernelNodeAttrID)n->attrs[k].id,
+								    (const CUkernelNodeAttrValue *)n->attrs[k].value);
+		return res;
 	}
 	case CU_GRAPH_NODE_TYPE_MEMCPY: {
 		CUDA_MEMCPY3D p;
@@ -2458,6 +2464,127 @@ CUresult exec_graph_exec_child_node_set_params(struct exec *ex,
 		return CUDA_SUCCESS;
 	}
 	journal_exec(ex, req->exec, t.x);
+	return CUDA_SUCCESS;
+}
+
+
+/* ---- kernel node attributes --------------------------------------------- */
+
+_Static_assert(sizeof(CUkernelNodeAttrValue) == sizeof(((struct graph_kattr *)0)->value),
+	       "kernel node attribute value size");
+
+/* A graph's kernel node for an attribute call. */
+static CUresult kattr_node(struct exec *ex, uint64_t graph, uint32_t index, struct exec_graph **g,
+			   struct graph_node **n)
+{
+	CUresult res;
+
+	*g = graph_get_synced(ex, graph, &res);
+	if (!*g)
+		return res;
+	*n = kernel_node_at(&(*g)->d, index);
+	return *n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Ids tern does not keep: device-updatable nodes are not offered, events
+ * and unknown ids are refused as the driver refuses them on a node. */
+static CUresult kattr_id_check(uint32_t id)
+{
+	if (graph_kattr_id_ok(id))
+		return CUDA_SUCCESS;
+	return id == CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE ? CUDA_ERROR_NOT_SUPPORTED
+								   : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult exec_graph_kernel_node_get_attribute(struct exec *ex,
+					      const struct wire_graph_kernel_node_get_attribute_req *req,
+					      struct wire_graph_kernel_node_get_attribute_rep *rep)
+{
+	struct exec_graph *g;
+	struct graph_node *n;
+	uint8_t *out;
+	CUresult res = kattr_node(ex, req->graph, req->node, &g, &n);
+
+	if (res == CUDA_SUCCESS)
+		res = kattr_id_check(req->attr);
+	if (res != CUDA_SUCCESS)
+		return res;
+	out = exec_copy_buffer(ex, sizeof(CUkernelNodeAttrValue));
+	if (!out)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	memset(out, 0, sizeof(CUkernelNodeAttrValue));
+	res = ex->be->cuGraphKernelNodeGetAttribute(n->real, (CUkernelNodeAttrID)req->attr,
+						    (CUkernelNodeAttrValue *)out);
+	if (res == CUDA_SUCCESS)
+		rep->value = (struct wire_blob){ out, sizeof(CUkernelNodeAttrValue) };
+	return res;
+}
+
+CUresult exec_graph_kernel_node_set_attribute(struct exec *ex,
+					      const struct wire_graph_kernel_node_set_attribute_req *req,
+					      struct wire_graph_kernel_node_set_attribute_rep *rep)
+{
+	CUkernelNodeAttrValue v;
+	struct exec_graph *g;
+	struct graph_node *n;
+	CUresult res = kattr_node(ex, req->graph, req->node, &g, &n);
+	int ret;
+
+	(void)rep;
+	if (res == CUDA_SUCCESS && g->capturing)
+		res = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	if (res == CUDA_SUCCESS)
+		res = kattr_id_check(req->attr);
+	if (res == CUDA_SUCCESS && req->value.len != sizeof(v))
+		res = CUDA_ERROR_INVALID_VALUE;
+	if (res != CUDA_SUCCESS)
+		return res;
+	memcpy(&v, req->value.ptr, sizeof(v));
+	/* Room in the description first: the backend's change cannot be undone. */
+	ret = graph_node_kattr_set(n, req->attr, &v);
+	if (ret)
+		return res_of_errno(ret);
+	res = ex->be->cuGraphKernelNodeSetAttribute(n->real, (CUkernelNodeAttrID)req->attr, &v);
+	if (res != CUDA_SUCCESS) {
+		/* Back to what the backend holds. */
+		CUkernelNodeAttrValue old;
+
+		if (ex->be->cuGraphKernelNodeGetAttribute(n->real, (CUkernelNodeAttrID)req->attr, &old) ==
+		    CUDA_SUCCESS)
+			graph_node_kattr_set(n, req->attr, &old);
+		return res;
+	}
+	journal_graph(ex, req->graph, g);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_kernel_node_copy_attributes(struct exec *ex,
+						const struct wire_graph_kernel_node_copy_attributes_req *req,
+						struct wire_graph_kernel_node_copy_attributes_rep *rep)
+{
+	struct exec_graph *g, *sg;
+	struct graph_node *n, *src;
+	struct graph_node tmp = { .type = CU_GRAPH_NODE_TYPE_KERNEL };
+	CUresult res = kattr_node(ex, req->graph, req->node, &g, &n);
+
+	(void)rep;
+	if (res == CUDA_SUCCESS)
+		res = kattr_node(ex, req->src_graph, req->src_node, &sg, &src);
+	if (res == CUDA_SUCCESS && (g->capturing || sg->capturing))
+		res = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (graph_node_kattrs_copy(&tmp, src))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	res = ex->be->cuGraphKernelNodeCopyAttributes(n->real, src->real);
+	if (res != CUDA_SUCCESS) {
+		free(tmp.attrs);
+		return res;
+	}
+	free(n->attrs);
+	n->attrs = tmp.attrs;
+	n->nattrs = tmp.nattrs;
+	journal_graph(ex, req->graph, g);
 	return CUDA_SUCCESS;
 }
 

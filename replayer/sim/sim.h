@@ -207,6 +207,9 @@ struct sim_graph {
 	struct sim_capture *capture;    /* a capture adds to it */
 };
 
+/* Kernel node attribute ids the sim keeps (CUlaunchAttributeID < this). */
+#define SIM_KATTRS 17
+
 struct sim_gnode {
 	struct sim_graph *graph;
 	unsigned index;                 /* in graph->nodes */
@@ -220,6 +223,7 @@ struct sim_gnode {
 			unsigned grid[3], block[3], shared_bytes;
 			uint8_t *args;          /* packed, fn->param_bytes */
 			void **ptrs;            /* into args, for GetParams */
+			CUkernelNodeAttrValue *attrs;   /* SIM_KATTRS of them, NULL: all default */
 		} kernel;
 		CUDA_MEMCPY3D copy;
 		CUDA_MEMSET_NODE_PARAMS set;

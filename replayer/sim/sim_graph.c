@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "graph_desc.h"
 #include "log.h"
 
 /* ---- node sets ---------------------------------------------------------- */
@@ -104,8 +105,10 @@ static void gnode_params_release(struct sim *sim, struct sim_gnode *n)
 	case CU_GRAPH_NODE_TYPE_KERNEL:
 		free(n->kernel.args);
 		free(n->kernel.ptrs);
+		free(n->kernel.attrs);
 		n->kernel.args = NULL;
 		n->kernel.ptrs = NULL;
+		n->kernel.attrs = NULL;
 		break;
 	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
 	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
@@ -203,6 +206,13 @@ static int gnode_params_copy(struct sim *sim, struct sim_gnode *dst, const struc
 		dst->kernel = src->kernel;
 		dst->kernel.args = NULL;
 		dst->kernel.ptrs = NULL;
+		dst->kernel.attrs = NULL;
+		if (src->kernel.attrs) {
+			dst->kernel.attrs = malloc(SIM_KATTRS * sizeof(*dst->kernel.attrs));
+			if (!dst->kernel.attrs)
+				return -ENOMEM;
+			memcpy(dst->kernel.attrs, src->kernel.attrs, SIM_KATTRS * sizeof(*dst->kernel.attrs));
+		}
 		if (!src->kernel.fn)
 			return 0;       /* its module is gone; a launch refuses it */
 		dst->kernel.args = malloc(src->kernel.fn->param_bytes + 1);
@@ -1913,6 +1923,83 @@ CUresult sim_cuGraphExecChildGraphNodeSetParams(CUgraphExec hx, CUgraphNode node
 	}
 	if (!rc && update_apply(sim, n->child, child))
 		rc = CUDA_ERROR_OUT_OF_MEMORY;
+	sim_leave(sim);
+	return rc;
+}
+
+/* ---- kernel node attributes --------------------------------------------- */
+
+/* Those a kernel node takes whose value is plain data: kept, not acted on
+ * (the sim has no L2 policy, clusters, priorities or sync domains). */
+static bool kattr_known(CUkernelNodeAttrID id)
+{
+	return graph_kattr_id_ok((uint32_t)id) && (unsigned)id < SIM_KATTRS;
+}
+
+CUresult sim_cuGraphKernelNodeGetAttribute(CUgraphNode h, CUkernelNodeAttrID id, CUkernelNodeAttrValue *out)
+{
+	struct sim_gnode *n;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!out || !kattr_known(id))
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = enter_node(h, CU_GRAPH_NODE_TYPE_KERNEL, &sim, &n);
+	if (rc)
+		return rc;
+	if (n->kernel.attrs)
+		*out = n->kernel.attrs[id];
+	else
+		memset(out, 0, sizeof(*out));
+	sim_leave(sim);
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_cuGraphKernelNodeSetAttribute(CUgraphNode h, CUkernelNodeAttrID id, const CUkernelNodeAttrValue *v)
+{
+	struct sim_gnode *n;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!v || !kattr_known(id))
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = enter_node(h, CU_GRAPH_NODE_TYPE_KERNEL, &sim, &n);
+	if (rc)
+		return rc;
+	if (!n->kernel.attrs)
+		n->kernel.attrs = calloc(SIM_KATTRS, sizeof(*n->kernel.attrs));
+	if (n->kernel.attrs)
+		n->kernel.attrs[id] = *v;
+	else
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
+{
+	struct sim_gnode *d, *s;
+	CUkernelNodeAttrValue *copy = NULL;
+	struct sim *sim;
+	CUresult rc;
+
+	rc = enter_node(dst, CU_GRAPH_NODE_TYPE_KERNEL, &sim, &d);
+	if (rc)
+		return rc;
+	rc = node_resolve(sim, src, &s);
+	if (!rc && s->type != CU_GRAPH_NODE_TYPE_KERNEL)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (!rc && s->kernel.attrs) {
+		copy = malloc(SIM_KATTRS * sizeof(*copy));
+		if (copy)
+			memcpy(copy, s->kernel.attrs, SIM_KATTRS * sizeof(*copy));
+		else
+			rc = CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if (!rc) {
+		free(d->kernel.attrs);
+		d->kernel.attrs = copy;
+	}
 	sim_leave(sim);
 	return rc;
 }

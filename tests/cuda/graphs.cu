@@ -21,7 +21,8 @@
  *     event record and wait, allocation and free nodes) and compared with
  *     what was given; memcpy, memset and event nodes changed in the graph
  *     and in an executable (cudaGraphExecNodeSetParams too), a node of an
- *     executable disabled and enabled again, each checked by a launch; an
+ *     executable disabled and enabled again, each checked by a launch; kernel
+ *     node attributes set, read back and copied; an
  *     executable's child graph node given another child graph of the same
  *     shape (and refused one of another); the graph printed as dot text at
  *     a path of this process.
@@ -771,6 +772,42 @@ static void node_params(void)
 	CHECK(cudaGraphNodeSetParams(er, &np));
 	CHECK(cudaGraphEventRecordNodeGetEvent(er, &got));
 	REQUIRE(got == e2, "event record node after cudaGraphNodeSetParams");
+
+	/* Kernel node attributes: set, read back, copied to another node. */
+	{
+		cudaKernelNodeAttrValue av = {}, got_av = {};
+		cudaGraphNode_t k2;
+
+		kp.kernelParams = args;
+		CHECK(cudaGraphAddKernelNode(&k2, g, NULL, 0, &kp));
+		CHECK(cudaGraphKernelNodeGetAttribute(k2, cudaLaunchAttributePriority, &got_av));
+		av.priority = -1;    /* in the range of every device: 0 .. -5 on the H200 */
+		CHECK(cudaGraphKernelNodeSetAttribute(k, cudaLaunchAttributePriority, &av));
+		av = {};
+		av.accessPolicyWindow.base_ptr = a;
+		av.accessPolicyWindow.num_bytes = 4096;
+		av.accessPolicyWindow.hitRatio = 0.5f;
+		av.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+		av.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+		CHECK(cudaGraphKernelNodeSetAttribute(k, cudaLaunchAttributeAccessPolicyWindow, &av));
+		CHECK(cudaGraphKernelNodeGetAttribute(k, cudaLaunchAttributeAccessPolicyWindow, &got_av));
+		REQUIRE(got_av.accessPolicyWindow.base_ptr == a && got_av.accessPolicyWindow.num_bytes == 4096 &&
+			got_av.accessPolicyWindow.hitProp == cudaAccessPropertyPersisting,
+			"access policy window read back");
+		CHECK(cudaGraphKernelNodeCopyAttributes(k2, k));
+		got_av = {};
+		CHECK(cudaGraphKernelNodeGetAttribute(k2, cudaLaunchAttributeAccessPolicyWindow, &got_av));
+		REQUIRE(got_av.accessPolicyWindow.base_ptr == a && got_av.accessPolicyWindow.num_bytes == 4096,
+			"access policy window copied");
+		CHECK(cudaGraphKernelNodeGetAttribute(k, cudaLaunchAttributePriority, &got_av));
+		av.priority = got_av.priority;
+		CHECK(cudaGraphKernelNodeGetAttribute(k2, cudaLaunchAttributePriority, &got_av));
+		REQUIRE(got_av.priority == av.priority, "priority copied: %d, not %d", got_av.priority, av.priority);
+		REQUIRE(cudaGraphKernelNodeGetAttribute(ms, cudaLaunchAttributePriority, &got_av) != cudaSuccess,
+			"a memset node's kernel attribute");
+		cudaGetLastError();
+		CHECK(cudaGraphDestroyNode(k2));
+	}
 
 	/* An executable's child graph node changed: same shape, then another. */
 	{

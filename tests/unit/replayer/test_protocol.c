@@ -1513,6 +1513,38 @@ static void test_graph_nodes_hostile(void **state)
 					     NULL), kids[i].status);
 	}
 
+	/* Kernel node attributes of nodes that are not kernel nodes, of graphs
+	 * that are not graphs, values of the wrong size. */
+	put_node_ref(&m, UINT64_MAX, graph, nset);
+	wire_put_u32(&m, CU_LAUNCH_ATTRIBUTE_PRIORITY);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_KERNEL_NODE_GET_ATTRIBUTE, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	put_node_ref(&m, UINT64_MAX, exec, nset);
+	wire_put_u32(&m, CU_LAUNCH_ATTRIBUTE_PRIORITY);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_KERNEL_NODE_GET_ATTRIBUTE, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_HANDLE);
+	{
+		uint8_t value[65] = { 0 };
+
+		for (uint32_t len = 64; len <= 65; len++) {
+			put_node_ref(&m, UINT64_MAX, graph, len == 64 ? nset : 0xffffffffu);
+			wire_put_u32(&m, CU_LAUNCH_ATTRIBUTE_PRIORITY);
+			put_bytes(&m, value, len);
+			assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_KERNEL_NODE_SET_ATTRIBUTE, ++seq, &m,
+						     UINT32_MAX, NULL), CUDA_ERROR_INVALID_VALUE);
+		}
+	}
+	put_node_ref(&m, UINT64_MAX, graph, nset);
+	wire_put_u64(&m, 0x0800000000000777ull);
+	wire_put_u32(&m, nset);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_KERNEL_NODE_COPY_ATTRIBUTES, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	put_node_ref(&m, UINT64_MAX, other, 0);
+	wire_put_u64(&m, graph);
+	wire_put_u32(&m, nset);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_KERNEL_NODE_COPY_ATTRIBUTES, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+
 	/* Dot text: a graph that is not one, flags no driver knows. */
 	wire_msg_reset(&m);
 	wire_put_u64(&m, exec);
