@@ -2524,6 +2524,7 @@ CUresult exec_graph_kernel_node_set_attribute(struct exec *ex,
 					      const struct wire_graph_kernel_node_set_attribute_req *req,
 					      struct wire_graph_kernel_node_set_attribute_rep *rep)
 {
+	struct graph_node tmp = { .type = CU_GRAPH_NODE_TYPE_KERNEL };
 	CUkernelNodeAttrValue v;
 	struct exec_graph *g;
 	struct graph_node *n;
@@ -2540,20 +2541,22 @@ CUresult exec_graph_kernel_node_set_attribute(struct exec *ex,
 	if (res != CUDA_SUCCESS)
 		return res;
 	memcpy(&v, req->value.ptr, sizeof(v));
-	/* Room in the description first: the backend's change cannot be undone. */
-	ret = graph_node_kattr_set(n, req->attr, &v);
-	if (ret)
+	/* The new set in @tmp first: the backend's change cannot be undone. */
+	ret = graph_node_kattrs_copy(&tmp, n);
+	if (!ret)
+		ret = graph_node_kattr_set(&tmp, req->attr, &v);
+	if (ret) {
+		free(tmp.attrs);
 		return res_of_errno(ret);
+	}
 	res = ex->be->cuGraphKernelNodeSetAttribute(n->real, (CUkernelNodeAttrID)req->attr, &v);
 	if (res != CUDA_SUCCESS) {
-		/* Back to what the backend holds. */
-		CUkernelNodeAttrValue old;
-
-		if (ex->be->cuGraphKernelNodeGetAttribute(n->real, (CUkernelNodeAttrID)req->attr, &old) ==
-		    CUDA_SUCCESS)
-			graph_node_kattr_set(n, req->attr, &old);
+		free(tmp.attrs);
 		return res;
 	}
+	free(n->attrs);
+	n->attrs = tmp.attrs;
+	n->nattrs = tmp.nattrs;
 	journal_graph(ex, req->graph, g);
 	return CUDA_SUCCESS;
 }
