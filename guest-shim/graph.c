@@ -1686,3 +1686,47 @@ SHIM_API CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode s
 		return CUDA_ERROR_INVALID_VALUE;
 	return rpc_graph_kernel_node_copy_attributes(&req, &rep);
 }
+
+/* ---- capture into the guest's graph ------------------------------------- */
+
+static CUresult begin_capture_to_graph(uint64_t stream, CUgraph hGraph, const CUgraphNode *deps,
+				       const CUgraphEdgeData *edges, size_t n, CUstreamCaptureMode mode)
+{
+	struct wire_stream_begin_capture_to_graph_req req = {
+		.stream = stream, .graph = (uint64_t)(uintptr_t)hGraph, .mode = (uint32_t)mode,
+	};
+	struct wire_stream_begin_capture_to_graph_rep rep;
+	uint8_t *buf = NULL;
+	CUresult res;
+
+	if (!graph_handle_ok(hGraph) || (unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!graph_edges_default(edges, n)) {
+		pr_warn("cuStreamBeginCaptureToGraph: only default edges are supported");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	res = deps_blob(req.graph, deps, n, &buf, &req.deps);
+	if (res == CUDA_SUCCESS)
+		res = rpc_stream_begin_capture_to_graph(&req, &rep);
+	free(buf);
+	if (res == CUDA_SUCCESS)
+		capture_track(stream);
+	return res;
+}
+
+SHIM_API CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+					      const CUgraphEdgeData *dependencyData, size_t numDependencies,
+					      CUstreamCaptureMode mode)
+{
+	return begin_capture_to_graph(shim_stream(hStream, false), hGraph, dependencies, dependencyData,
+				      numDependencies, mode);
+}
+
+SHIM_API CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
+						   const CUgraphNode *dependencies,
+						   const CUgraphEdgeData *dependencyData, size_t numDependencies,
+						   CUstreamCaptureMode mode)
+{
+	return begin_capture_to_graph(shim_stream(hStream, true), hGraph, dependencies, dependencyData,
+				      numDependencies, mode);
+}

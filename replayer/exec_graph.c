@@ -842,17 +842,14 @@ static void capture_drop(struct exec *ex, struct exec_capture *c)
 	*c = ex->captures[--ex->capture_count];
 }
 
-CUresult exec_stream_begin_capture(struct exec *ex, const struct wire_stream_begin_capture_req *req,
-				   struct wire_stream_begin_capture_rep *rep)
+/* The stream of a capture about to begin, and room for its record. */
+static CUresult capture_prepare(struct exec *ex, uint64_t stream, uint32_t mode, CUstream *s)
 {
-	CUstreamCaptureStatus st;
-	CUgraph g = NULL;
-	CUstream s;
-	CUresult res = exec_stream_real(ex, req->stream, &s);
+	CUresult res = exec_stream_real(ex, stream, s);
 
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (req->mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+	if (mode > CU_STREAM_CAPTURE_MODE_RELAXED)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (ex->capture_count == CAPTURES_MAX)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -865,6 +862,19 @@ CUresult exec_stream_begin_capture(struct exec *ex, const struct wire_stream_beg
 		ex->captures = n;
 		ex->capture_cap = cap;
 	}
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_stream_begin_capture(struct exec *ex, const struct wire_stream_begin_capture_req *req,
+				   struct wire_stream_begin_capture_rep *rep)
+{
+	CUstreamCaptureStatus st;
+	CUgraph g = NULL;
+	CUstream s;
+	CUresult res = capture_prepare(ex, req->stream, req->mode, &s);
+
+	if (res != CUDA_SUCCESS)
+		return res;
 	res = ex->be->cuStreamBeginCapture(s, (CUstreamCaptureMode)req->mode);
 	if (res != CUDA_SUCCESS)
 		return res;
@@ -872,6 +882,67 @@ CUresult exec_stream_begin_capture(struct exec *ex, const struct wire_stream_beg
 	ex->be->cuStreamGetCaptureInfo(s, &st, NULL, &g, NULL, NULL);
 	ex->captures[ex->capture_count++] = (struct exec_capture){ req->stream, g, 0 };
 	return CUDA_SUCCESS;
+}
+
+/* Node indices of a `deps` blob, as the backend's nodes. */
+static CUresult deps_parse(const struct graph_desc *d, struct wire_blob blob, uint32_t **idx,
+			   CUgraphNode **reals, uint32_t *n);
+
+CUresult exec_stream_begin_capture_to_graph(struct exec *ex,
+					    const struct wire_stream_begin_capture_to_graph_req *req,
+					    struct wire_stream_begin_capture_to_graph_rep *rep)
+{
+	CUgraphNode *deps = NULL;
+	uint32_t *idx = NULL, ndeps = 0;
+	struct exec_graph *g;
+	CUgraph real;
+	CUstream s;
+	CUresult res = capture_prepare(ex, req->stream, req->mode, &s);
+
+	(void)rep;
+	if (res != CUDA_SUCCESS)
+		return res;
+	g = graph_get(ex, req->graph, &real);
+	if (!g)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (g->capturing)
+		return CUDA_ERROR_ILLEGAL_STATE;
+	res = deps_parse(&g->d, req->deps, &idx, &deps, &ndeps);
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuStreamBeginCaptureToGraph(s, real, ndeps ? deps : NULL, NULL, ndeps,
+							  (CUstreamCaptureMode)req->mode);
+	free(idx);
+	free(deps);
+	if (res != CUDA_SUCCESS)
+		return res;
+	ex->captures[ex->capture_count++] = (struct exec_capture){ req->stream, real, req->graph, true };
+	g->capturing = true;
+	return CUDA_SUCCESS;
+}
+
+/* A capture into the guest's own graph ended (@res: how): the graph is
+ * the guest's whatever happened, with what the capture added to it. */
+static CUresult capture_to_graph_end(struct exec *ex, uint64_t handle, CUresult res, uint64_t *out)
+{
+	CUgraph real;
+	struct exec_graph *g = graph_get(ex, handle, &real);
+	CUresult sync;
+
+	if (!g)
+		return res != CUDA_SUCCESS ? res : CUDA_ERROR_INVALID_HANDLE;
+	g->capturing = false;
+	sync = desc_sync(ex, &g->d, real, 0);
+	if (sync != CUDA_SUCCESS) {
+		/* The guest keeps its graph; a restore could not bring it back. */
+		pr_warn("graph %#llx: what the capture added cannot be described (%d); no more snapshots",
+			(unsigned long long)handle, sync);
+		ex->journal_broken = true;
+		return res != CUDA_SUCCESS ? res : sync;
+	}
+	journal_graph(ex, handle, g);
+	if (res == CUDA_SUCCESS)
+		*out = handle;
+	return res;
 }
 
 static CUresult graph_entry_add(struct exec *ex, CUgraph real, struct exec_graph *g, uint64_t *handle)
@@ -894,6 +965,10 @@ CUresult exec_stream_end_capture(struct exec *ex, const struct wire_stream_end_c
 	if (res != CUDA_SUCCESS)
 		return res;
 	res = ex->be->cuStreamEndCapture(s, &real);
+	if (c && c->user && res != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED) {
+		capture_drop(ex, c);
+		return capture_to_graph_end(ex, named, res, &rep->graph);
+	}
 	if (c && res != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED)
 		capture_drop(ex, c);
 	if (res != CUDA_SUCCESS || !real) {
@@ -960,6 +1035,13 @@ void exec_graph_stream_destroyed(struct exec *ex, uint64_t stream)
 
 	if (!c)
 		return;
+	if (c->user) {
+		uint64_t handle = c->graph, unused;
+
+		capture_drop(ex, c);
+		capture_to_graph_end(ex, handle, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, &unused);
+		return;
+	}
 	if (c->graph) {
 		struct handle_entry *e = handle_table_get(ex->handles, c->graph, HANDLE_GRAPH);
 

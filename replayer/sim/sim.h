@@ -250,7 +250,12 @@ struct sim_capture {
 	pthread_t thread;
 	struct sim_stream *origin;
 	bool invalidated;
+	bool user_graph;                /* cuStreamBeginCaptureToGraph: the graph stays */
 };
+
+/* The guest's graph @hg a capture may add to, after @deps (its nodes). */
+CUresult sim_graph_capture_target(struct sim *sim, CUgraph hg, const CUgraphNode *deps, size_t n,
+				  struct sim_graph **out);
 
 struct sim_param {
 	uint32_t offset;

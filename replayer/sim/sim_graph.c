@@ -2003,3 +2003,17 @@ CUresult sim_cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
 	sim_leave(sim);
 	return rc;
 }
+
+/* Dependencies a capture into @hg starts from: nodes of that graph, for
+ * cuStreamBeginCaptureToGraph (sim_capture.c); lock held. */
+CUresult sim_graph_capture_target(struct sim *sim, CUgraph hg, const CUgraphNode *deps, size_t n,
+				  struct sim_graph **out)
+{
+	CUresult rc = graph_resolve(sim, hg, out);
+
+	if (!rc && ((*out)->capture || (*out)->owned))
+		rc = (*out)->capture ? CUDA_ERROR_ILLEGAL_STATE : CUDA_ERROR_INVALID_VALUE;
+	if (!rc)
+		rc = deps_check(sim, *out, deps, n);
+	return rc;
+}

@@ -24,7 +24,8 @@
  *     executable disabled and enabled again, each checked by a launch; kernel
  *     node attributes set, read back and copied; an
  *     executable's child graph node given another child graph of the same
- *     shape (and refused one of another); the graph printed as dot text at
+ *     shape (and refused one of another); a capture into a graph of the
+ *     program's after one of its nodes; the graph printed as dot text at
  *     a path of this process.
  *
  * CPU versions of the kernels for the sim: sim_kernels.c. */
@@ -591,6 +592,18 @@ static void host_node(void)
 	CHECK(cudaGraphDestroy(g));
 }
 
+static cudaMemsetParams memset_of(int *dst, unsigned value)
+{
+	cudaMemsetParams mp = {};
+
+	mp.dst = dst;
+	mp.value = value;
+	mp.elementSize = 4;
+	mp.width = N;
+	mp.height = 1;
+	return mp;
+}
+
 static void kernel_params_check(cudaGraphNode_t k, const int *a, int mult, const char *when)
 {
 	cudaKernelNodeParams kp = {};
@@ -651,11 +664,7 @@ static void node_params(void)
 	CHECK(cudaStreamSynchronize(s));
 
 	CHECK(cudaGraphCreate(&g, 0));
-	mp.dst = a;
-	mp.value = 5;
-	mp.elementSize = 4;
-	mp.width = N;
-	mp.height = 1;
+	mp = memset_of(a, 5);
 	CHECK(cudaGraphAddMemsetNode(&ms, g, NULL, 0, &mp));
 	kp.func = (void *)g_scale;
 	kp.gridDim = dim3(G);
@@ -705,11 +714,7 @@ static void node_params(void)
 	CHECK(cudaGraphDestroy(ga));
 
 	/* Changed in the graph: memset 7, the copy into c, the other event. */
-	mp.dst = a;
-	mp.value = 7;
-	mp.elementSize = 4;
-	mp.width = N;
-	mp.height = 1;
+	mp = memset_of(a, 7);
 	CHECK(cudaGraphMemsetNodeSetParams(ms, &mp));
 	CHECK(cudaGraphMemcpyNodeSetParams1D(cp, c, a, N * sizeof(int), cudaMemcpyDeviceToDevice));
 	CHECK(cudaGraphEventRecordNodeSetEvent(er, e2));
@@ -819,11 +824,7 @@ static void node_params(void)
 		CHECK(cudaGraphCreate(&gc2, 0));
 		CHECK(cudaGraphCreate(&gc3, 0));
 		CHECK(cudaGraphCreate(&gp, 0));
-		mp.dst = c;
-		mp.elementSize = 4;
-		mp.width = N;
-		mp.height = 1;
-		mp.value = 1;
+		mp = memset_of(c, 1);
 		CHECK(cudaGraphAddMemsetNode(&m1, gc, NULL, 0, &mp));
 		mp.value = 9;
 		CHECK(cudaGraphAddMemsetNode(&m1, gc2, NULL, 0, &mp));
@@ -846,6 +847,37 @@ static void node_params(void)
 		CHECK(cudaGraphDestroy(gc));
 		CHECK(cudaGraphDestroy(gc2));
 		CHECK(cudaGraphDestroy(gc3));
+	}
+
+	/* A capture that adds to a graph of the program's, after its memset. */
+	{
+		cudaGraph_t gt, ended = NULL;
+		cudaGraphExec_t xt;
+		cudaGraphNode_t m0, nodes[4], dep;
+		size_t count = 4, ndep = 1;
+		int two = 2;
+
+		CHECK(cudaGraphCreate(&gt, 0));
+		mp = memset_of(c, 3);
+		CHECK(cudaGraphAddMemsetNode(&m0, gt, NULL, 0, &mp));
+		CHECK(cudaStreamBeginCaptureToGraph(s, gt, &m0, NULL, 1, cudaStreamCaptureModeGlobal));
+		g_scale<<<G, B, 0, s>>>(c, two, N);
+		CHECK(cudaGetLastError());
+		CHECK(cudaStreamEndCapture(s, &ended));
+		REQUIRE(ended == gt, "the capture ended in another graph");
+		CHECK(cudaGraphGetNodes(gt, nodes, &count));
+		REQUIRE(count == 2, "the graph has %zu nodes after the capture", count);
+		for (size_t i = 0; i < count; i++)
+			if (nodes[i] != m0) {
+				CHECK(cudaGraphNodeGetDependencies(nodes[i], &dep, NULL, &ndep));
+				REQUIRE(ndep == 1 && dep == m0, "the captured kernel does not follow the memset");
+			}
+		CHECK(cudaGraphInstantiate(&xt, gt, 0));
+		CHECK(cudaGraphLaunch(xt, s));
+		CHECK(cudaStreamSynchronize(s));
+		all_equal(c, 6, "graph captured into");
+		CHECK(cudaGraphExecDestroy(xt));
+		CHECK(cudaGraphDestroy(gt));
 	}
 
 	/* The graph as dot text, written at this process's path. */

@@ -1545,6 +1545,38 @@ static void test_graph_nodes_hostile(void **state)
 	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_KERNEL_NODE_COPY_ATTRIBUTES, ++seq, &m, UINT32_MAX, NULL),
 			 CUDA_ERROR_INVALID_VALUE);
 
+	/* Captures into a graph: a bad mode, a graph that is not one, a
+	 * dependency that is not a node of it; the legacy stream cannot. */
+	static const struct {
+		uint64_t graph;         /* 0: the graph */
+		uint32_t dep, mode, status;
+	} caps[] = {
+		{ 0, 0, 3, CUDA_ERROR_INVALID_VALUE },
+		{ 0x0800000000000777ull, 0, 0, CUDA_ERROR_INVALID_HANDLE },
+		{ 1, 0, 0, CUDA_ERROR_INVALID_HANDLE },         /* the event */
+		{ 0, 99, 0, CUDA_ERROR_INVALID_VALUE },
+		{ 0, 0xffffffffu, 0, CUDA_ERROR_INVALID_VALUE },
+	};
+	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+		uint8_t dep[4];
+
+		memcpy(dep, &caps[i].dep, 4);
+		wire_msg_reset(&m);
+		wire_put_u64(&m, 0);    /* the NULL stream */
+		wire_put_u64(&m, caps[i].graph == 1 ? event : caps[i].graph ? caps[i].graph : graph);
+		put_bytes(&m, dep, 4);
+		wire_put_u32(&m, caps[i].mode);
+		assert_int_equal(call_status(fd, WIRE_CALL_STREAM_BEGIN_CAPTURE_TO_GRAPH, ++seq, &m, UINT32_MAX,
+					     NULL), caps[i].status);
+	}
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 0);
+	wire_put_u64(&m, graph);
+	wire_put_u32(&m, 0);            /* no dependencies */
+	wire_put_u32(&m, 0);
+	assert_int_equal(call_status(fd, WIRE_CALL_STREAM_BEGIN_CAPTURE_TO_GRAPH, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+
 	/* Dot text: a graph that is not one, flags no driver knows. */
 	wire_msg_reset(&m);
 	wire_put_u64(&m, exec);
