@@ -13,6 +13,11 @@
  * built node by node; each launch gets its step number with
  * cudaGraphExecKernelNodeSetParams. The checksum is the same as without.
  *
+ * TERN_TEST_TWO_DEVICES=1 also keeps a buffer on device 1 (filled from
+ * device 0's data by a peer copy) that a stream of device 1 mixes every
+ * fourth step; it is folded into the checksum at the end. A restore must
+ * bring back both devices' memory, contexts and streams.
+ *
  * At iteration MARK_AT it writes MARK_FILE (the test then snapshots, kills,
  * restores ...) and goes on, sleeping STEP_MS between iterations so that the
  * test has time to act while it keeps calling. At SYNC_AT it launches a kernel
@@ -294,7 +299,21 @@ int main(int argc, char **argv)
 	policy.syncPolicy = cudaSyncPolicyYield;
 	CHECK(cudaStreamSetAttribute(s, cudaStreamAttributeSynchronizationPolicy, &policy));
 	CHECK(cudaMalloc(&counter_d, sizeof(counter)));
-	printf("ckpt_loop: %u iterations%s\n", iterations, graphs ? " (graphs)" : "");
+	/* A second device's buffer and stream (TERN_TEST_TWO_DEVICES). */
+	bool two = getenv("TERN_TEST_TWO_DEVICES") && atoi(getenv("TERN_TEST_TWO_DEVICES"));
+	const unsigned n1 = 1u << 16;
+	unsigned *d1 = NULL;
+	cudaStream_t s1 = NULL;
+
+	if (two) {
+		CHECK(cudaSetDevice(1));
+		CHECK(cudaMalloc(&d1, n1 * sizeof(unsigned)));
+		CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+		CHECK(cudaMemcpyPeer(d1, 1, d, 0, n1 * sizeof(unsigned)));
+		CHECK(cudaSetDevice(0));
+	}
+	printf("ckpt_loop: %u iterations%s%s\n", iterations, graphs ? " (graphs)" : "",
+	       two ? " (two devices)" : "");
 	fflush(stdout);
 	for (unsigned i = 0; i < iterations; i++) {
 		if (graphs) {
@@ -330,6 +349,13 @@ int main(int argc, char **argv)
 		ck_count<<<1, 1, 0, s>>>(i);
 		CHECK(cudaGetLastError());
 		counter_want = counter_want * 31 + i + 1;
+		if (two && i % 4 == 1) {
+			CHECK(cudaSetDevice(1));
+			ck_mix<<<16, 256, 0, s1>>>(d1, n1, i);
+			CHECK(cudaGetLastError());
+			CHECK(cudaStreamSynchronize(s1));
+			CHECK(cudaSetDevice(0));
+		}
 		if (i % 16 == 5)
 			CHECK(cudaMemcpy2DToArrayAsync(arr, 0, (i / 16) % ah, d + (i * 131u) % (n - aw),
 						       aw * sizeof(unsigned), aw * sizeof(unsigned), 1,
@@ -423,6 +449,19 @@ int main(int argc, char **argv)
 	CHECK(cudaMemcpyAsync(&counter, counter_d, sizeof(counter), cudaMemcpyDeviceToHost, s));
 	CHECK(cudaStreamSynchronize(s));
 	REQUIRE(counter == counter_want, "the __device__ counter is %llx, expected %llx", counter, counter_want);
+	if (two) {
+		unsigned *h1 = (unsigned *)malloc(n1 * sizeof(unsigned));
+
+		REQUIRE(h1, "out of host memory");
+		CHECK(cudaMemcpy(h1, d1, n1 * sizeof(unsigned), cudaMemcpyDeviceToHost));
+		for (unsigned j = 0; j < n1; j += 16)
+			sum = (sum ^ h1[j]) * 1099511628211ull;
+		free(h1);
+		CHECK(cudaSetDevice(1));
+		CHECK(cudaStreamDestroy(s1));
+		CHECK(cudaFree(d1));
+		CHECK(cudaSetDevice(0));
+	}
 	sum = (sum ^ counter) * 1099511628211ull;
 	CHECK(cudaDeviceGetLimit(&stack1, cudaLimitStackSize));
 	REQUIRE(stack1 == stack0, "the stack size limit is %zu, was set to %zu", stack1, stack0);
