@@ -1073,7 +1073,6 @@ static CUresult sim_launch(const void *hfunc, const struct sim_launch_args *a)
 		f->warned = true;
 		if (sim->skip_missing) {
 			/* Checked like any launch, then dropped: it would have done nothing visible to the sim. */
-			sim_cmd_free(cmd);
 			goto out;
 		}
 		rc = CUDA_ERROR_NOT_SUPPORTED;
