@@ -434,6 +434,11 @@ CUresult sim_capture_legacy_check(struct sim *sim, struct sim_stream *s);
  * calling thread's capture mode: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and
  * the captures that forbid it are invalidated. */
 CUresult sim_capture_unsafe_check(struct sim *sim);
+/* The stream a copy or memset runs on (sim_memory.c): @h, or the legacy
+ * stream when @sync, which a global-mode capture forbids; the capture rules
+ * of that stream and the context's sticky error are checked. Lock held. */
+CUresult sim_copy_stream(struct sim *sim, CUstream h, bool sync, struct sim_ctx **ctx,
+			 struct sim_stream **s);
 /* Synchronising a stream or context that captures: the capture is
  * invalidated, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED. @s NULL: any in @ctx. */
 CUresult sim_capture_sync_check(struct sim *sim, struct sim_ctx *ctx, struct sim_stream *s);

@@ -452,15 +452,7 @@ static CUresult memcpy_3d(const CUDA_MEMCPY3D *p, CUstream h, bool sync)
 	rc = sim_enter(&sim);
 	if (rc)
 		return rc;
-	rc = sim_ctx_require(sim, &ctx);
-	if (!rc)
-		rc = sim_stream_resolve(sim, sync ? NULL : h, ctx, &s);
-	if (!rc && sync)
-		rc = sim_capture_unsafe_check(sim);
-	if (!rc)
-		rc = sim_capture_legacy_check(sim, s);
-	if (!rc)
-		rc = ctx->sticky;
+	rc = sim_copy_stream(sim, h, sync, &ctx, &s);
 	if (rc)
 		goto out;
 	if (s->capture) {
@@ -534,15 +526,7 @@ static CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint32_t value, unsigne
 	rc = sim_enter(&sim);
 	if (rc)
 		return rc;
-	rc = sim_ctx_require(sim, &ctx);
-	if (!rc)
-		rc = sim_stream_resolve(sim, sync ? NULL : h, ctx, &s);
-	if (!rc && sync)
-		rc = sim_capture_unsafe_check(sim);
-	if (!rc)
-		rc = sim_capture_legacy_check(sim, s);
-	if (!rc)
-		rc = ctx->sticky;
+	rc = sim_copy_stream(sim, h, sync, &ctx, &s);
 	if (!rc && s->capture)
 		rc = CUDA_ERROR_NOT_SUPPORTED;
 	if (rc || !width || !height)

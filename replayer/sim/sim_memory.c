@@ -812,6 +812,22 @@ void sim_memory_teardown(struct sim *sim)
 
 enum sim_copy_dir { SIM_H2D, SIM_D2H, SIM_D2D };
 
+CUresult sim_copy_stream(struct sim *sim, CUstream h, bool sync, struct sim_ctx **ctx,
+			 struct sim_stream **s)
+{
+	CUresult rc = sim_ctx_require(sim, ctx);
+
+	if (!rc)
+		rc = sim_stream_resolve(sim, sync ? NULL : h, *ctx, s);
+	if (!rc && sync)
+		rc = sim_capture_unsafe_check(sim);
+	if (!rc)
+		rc = sim_capture_legacy_check(sim, *s);
+	if (!rc)
+		rc = (*ctx)->sticky;
+	return rc;
+}
+
 /* Queue one copy on @h, or on the legacy stream and wait when @sync. */
 static CUresult sim_copy(enum sim_copy_dir dir, void *dst, const void *src, size_t bytes,
 			 CUstream h, bool sync)
@@ -825,19 +841,9 @@ static CUresult sim_copy(enum sim_copy_dir dir, void *dst, const void *src, size
 	rc = sim_enter(&sim);
 	if (rc)
 		return rc;
-	rc = sim_ctx_require(sim, &ctx);
-	if (!rc)
-		rc = sim_stream_resolve(sim, sync ? NULL : h, ctx, &s);
-	if (!rc && sync)
-		rc = sim_capture_unsafe_check(sim);
-	if (!rc)
-		rc = sim_capture_legacy_check(sim, s);
+	rc = sim_copy_stream(sim, h, sync, &ctx, &s);
 	if (rc)
 		goto out;
-	if (!rc && ctx->sticky) {
-		rc = ctx->sticky;
-		goto out;
-	}
 	if (!bytes)
 		goto out;
 	if (!dst || !src ||
@@ -916,15 +922,7 @@ static CUresult sim_memset(CUdeviceptr dst, uint32_t value, unsigned elem, size_
 	rc = sim_enter(&sim);
 	if (rc)
 		return rc;
-	rc = sim_ctx_require(sim, &ctx);
-	if (!rc)
-		rc = sim_stream_resolve(sim, sync ? NULL : h, ctx, &s);
-	if (!rc && sync)
-		rc = sim_capture_unsafe_check(sim);
-	if (!rc)
-		rc = sim_capture_legacy_check(sim, s);
-	if (!rc)
-		rc = ctx->sticky;
+	rc = sim_copy_stream(sim, h, sync, &ctx, &s);
 	if (rc || !count)
 		goto out;
 	if (!sim_aligned((uintptr_t)dst, elem) ||
