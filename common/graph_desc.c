@@ -19,6 +19,9 @@ void graph_node_release(struct graph_node *n)
 	free(n->deps);
 	n->deps = NULL;
 	n->ndeps = 0;
+	free(n->attrs);
+	n->attrs = NULL;
+	n->nattrs = 0;
 	if (n->type == CU_GRAPH_NODE_TYPE_KERNEL) {
 		free(n->kernel.args);
 		n->kernel.args = NULL;
@@ -42,11 +45,74 @@ static uint32_t node_weight(const struct graph_node *n)
 	return n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->child ? 1 + n->child->weight : 1;
 }
 
+int graph_kattr_id_ok(uint32_t id)
+{
+	switch (id) {
+	case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+	case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+	case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+	case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+	case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+	case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+	case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+	case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
+	case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+	case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+int graph_node_kattr_set(struct graph_node *n, uint32_t id, const void *value)
+{
+	uint32_t i = 0;
+	struct graph_kattr *a;
+
+	if (n->type != CU_GRAPH_NODE_TYPE_KERNEL || !graph_kattr_id_ok(id))
+		return -EINVAL;
+	while (i < n->nattrs && n->attrs[i].id < id)
+		i++;
+	if (i == n->nattrs || n->attrs[i].id != id) {
+		if (n->nattrs >= GRAPH_DESC_KATTRS_MAX)
+			return -EINVAL;
+		a = realloc(n->attrs, (n->nattrs + 1) * sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		n->attrs = a;
+		memmove(&a[i + 1], &a[i], (n->nattrs - i) * sizeof(*a));
+		n->nattrs++;
+		a[i].id = id;
+	}
+	memcpy(n->attrs[i].value, value, sizeof(n->attrs[i].value));
+	return 0;
+}
+
+int graph_node_kattrs_copy(struct graph_node *dst, const struct graph_node *src)
+{
+	struct graph_kattr *a = NULL;
+
+	if (src->nattrs) {
+		a = malloc(src->nattrs * sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		memcpy(a, src->attrs, src->nattrs * sizeof(*a));
+	}
+	free(dst->attrs);
+	dst->attrs = a;
+	dst->nattrs = src->nattrs;
+	return 0;
+}
+
 static int node_copy(struct graph_node *dst, const struct graph_node *src)
 {
 	*dst = *src;
 	dst->real = NULL;
 	dst->deps = NULL;
+	dst->attrs = NULL;
+	dst->nattrs = 0;
+	if (graph_node_kattrs_copy(dst, src))
+		goto out_nomem;
 	if (src->ndeps) {
 		dst->deps = malloc(src->ndeps * sizeof(uint32_t));
 		if (!dst->deps)
@@ -363,6 +429,7 @@ int graph_desc_node_params_set(struct graph_desc *d, uint32_t i, const struct gr
 	tmp.deps = n->deps;
 	tmp.ndeps = n->ndeps;
 	tmp.real = n->real;
+	tmp.disabled = n->disabled;
 	n->deps = NULL;
 	n->ndeps = 0;
 	graph_node_release(n);
@@ -499,16 +566,33 @@ static void out_u64(struct out *o, uint64_t v)
 	out_u32(o, (uint32_t)(v >> 32));
 }
 
+static uint32_t node_flags(const struct graph_node *n)
+{
+	return (n->disabled ? 1u : 0u) | (n->nattrs ? 2u : 0u);
+}
+
+static bool desc_has_flags(const struct graph_desc *d)
+{
+	for (uint32_t i = 0; i < d->count; i++)
+		if (node_flags(&d->nodes[i]))
+			return true;
+	return false;
+}
+
 static void desc_encode(const struct graph_desc *d, struct out *o)
 {
+	bool flags = desc_has_flags(d);
+
 	out_u32(o, GRAPH_DESC_MAGIC);
-	out_u32(o, GRAPH_DESC_VERSION);         /* u16 version, u16 reserved */
+	out_u32(o, flags ? 2u : 1u);            /* u16 version, u16 reserved */
 	out_u32(o, d->count);
 	out_u32(o, 0);
 	for (uint32_t i = 0; i < d->count; i++) {
 		const struct graph_node *n = &d->nodes[i];
 
 		out_u32(o, n->type);
+		if (flags)
+			out_u32(o, node_flags(n));
 		out_u32(o, n->ndeps);
 		for (uint32_t j = 0; j < n->ndeps; j++)
 			out_u32(o, n->deps[j]);
@@ -522,6 +606,13 @@ static void desc_encode(const struct graph_desc *d, struct out *o)
 			out_u32(o, n->kernel.shared_bytes);
 			out_u32(o, n->kernel.args_len);
 			out_bytes(o, n->kernel.args, n->kernel.args_len);
+			if (n->nattrs) {
+				out_u32(o, n->nattrs);
+				for (uint32_t k = 0; k < n->nattrs; k++) {
+					out_u32(o, n->attrs[k].id);
+					out_bytes(o, n->attrs[k].value, sizeof(n->attrs[k].value));
+				}
+			}
 			break;
 		case CU_GRAPH_NODE_TYPE_MEMCPY:
 			out_u64(o, n->copy.dst);
@@ -591,6 +682,26 @@ int graph_desc_encode(const struct graph_desc *d, uint8_t **buf, size_t *len)
 
 /* ---- decoding ---------------------------------------------------------- */
 
+/* A kernel node's attributes: 1 to GRAPH_DESC_KATTRS_MAX, ids known and
+ * increasing (one form only). */
+static int kattrs_decode(struct wire_cursor *c, struct graph_node *n)
+{
+	uint32_t count, id;
+
+	if (wire_get_u32(c, &count) || !count || count > GRAPH_DESC_KATTRS_MAX)
+		return -EBADMSG;
+	for (uint32_t k = 0; k < count; k++) {
+		if (wire_get_u32(c, &id) || c->left < sizeof(n->attrs[0].value) ||
+		    (n->nattrs && id <= n->attrs[n->nattrs - 1].id) || !graph_kattr_id_ok(id))
+			return -EBADMSG;
+		if (graph_node_kattr_set(n, id, c->p))
+			return -ENOMEM;
+		c->p += sizeof(n->attrs[0].value);
+		c->left -= sizeof(n->attrs[0].value);
+	}
+	return 0;
+}
+
 /* @budget: nodes the whole description may still hold (children included). */
 static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned depth, uint32_t *budget)
 {
@@ -602,15 +713,21 @@ static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned dep
 		return -EBADMSG;
 	if (magic != GRAPH_DESC_MAGIC || reserved || version >> 16)
 		return -EBADMSG;
-	if (version != GRAPH_DESC_VERSION)
+	if (version != 1 && version != GRAPH_DESC_VERSION)
 		return -EPROTONOSUPPORT;
 	if (count > *budget)
 		return -EBADMSG;
 	for (uint32_t i = 0; i < count; i++) {
 		struct graph_node n = { 0 };
-		uint32_t ndeps;
+		uint32_t ndeps, flags = 0;
 
-		if (wire_get_u32(c, &n.type) || wire_get_u32(c, &ndeps))
+		if (wire_get_u32(c, &n.type))
+			return -EBADMSG;
+		if (version >= 2 && (wire_get_u32(c, &flags) || flags > 3 ||
+				     ((flags & 2) && n.type != CU_GRAPH_NODE_TYPE_KERNEL)))
+			return -EBADMSG;
+		n.disabled = flags & 1;
+		if (wire_get_u32(c, &ndeps))
 			return -EBADMSG;
 		/* Dependencies may name later nodes (edges added afterwards):
 		 * check them against the count, and append them once all are read. */
@@ -657,6 +774,8 @@ static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned dep
 					c->left -= n.kernel.args_len;
 				}
 			}
+			if (!ret && (flags & 2))
+				ret = kattrs_decode(c, &n);
 			break;
 		case CU_GRAPH_NODE_TYPE_MEMCPY:
 			if (wire_get_u64(c, &n.copy.dst) || wire_get_u64(c, &n.copy.dst_pitch) ||
@@ -757,6 +876,13 @@ static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned dep
 		for (uint32_t j = 0; j < d->nodes[i].ndeps; j++)
 			if (d->nodes[d->nodes[i].deps[j]].type == GRAPH_NODE_REMOVED)
 				return -EBADMSG;
+	/* One form only: version 2 when a node is disabled, and only then; a
+	 * removed slot is not disabled. */
+	for (uint32_t i = 0; i < d->count; i++)
+		if (d->nodes[i].disabled && d->nodes[i].type == GRAPH_NODE_REMOVED)
+			return -EBADMSG;
+	if ((version == GRAPH_DESC_VERSION) != desc_has_flags(d))
+		return -EBADMSG;
 	return 0;
 }
 

@@ -23,7 +23,10 @@
 #include <stdint.h>
 
 #define GRAPH_DESC_MAGIC 0x31444754u    /* "TGD1" */
-#define GRAPH_DESC_VERSION 1u
+/* Version 2 adds a u32 of flags after each node's type (bit 0: disabled in
+ * its executable, bit 1: kernel attributes follow the kernel's fields);
+ * descriptions with no flag set are still written as 1. */
+#define GRAPH_DESC_VERSION 2u
 /* Nodes of one graph, those of embedded child graphs included. */
 #define GRAPH_DESC_NODES_MAX (1u << 20)
 /* Dependencies of one node, and edges of one graph in all. */
@@ -62,10 +65,21 @@ struct graph_node_memset {
 	uint32_t value, element_size;
 };
 
+/* A kernel node's attribute set with cuGraphKernelNodeSetAttribute (or
+ * copied): its id (a CUlaunchAttributeID whose value is plain data,
+ * graph_kattr_id_ok) and value. */
+struct graph_kattr {
+	uint32_t id;
+	uint8_t value[64];              /* CUkernelNodeAttrValue */
+};
+
 struct graph_node {
 	uint32_t type;                  /* CUgraphNodeType or GRAPH_NODE_REMOVED */
 	uint32_t ndeps;
 	uint32_t *deps;                 /* owned */
+	uint32_t disabled;              /* executables: cuGraphNodeSetEnabled(0) (version 2) */
+	uint32_t nattrs;                /* kernel nodes: attributes set (version 2) */
+	struct graph_kattr *attrs;      /* owned, ids increasing */
 	void *real;                     /* the backend's node, NULL when not built */
 	union {
 		struct graph_node_kernel kernel;
@@ -141,6 +155,16 @@ int graph_desc_encode(const struct graph_desc *d, uint8_t **buf, size_t *len);
 /* Decode into an empty @d. 0, -EBADMSG (not a description, limits,
  * trailing bytes), -EPROTONOSUPPORT (another version), -ENOMEM. */
 int graph_desc_decode(struct graph_desc *d, const void *buf, size_t len);
+
+/* Kernel node attributes a description may hold: those whose value is
+ * plain data (no handles), at most GRAPH_DESC_KATTRS_MAX of them. */
+#define GRAPH_DESC_KATTRS_MAX 32u
+int graph_kattr_id_ok(uint32_t id);
+/* Set attribute @id of kernel node @n to @value (sizeof(struct
+ * graph_kattr) value bytes), keeping the ids in order. 0, -EINVAL, -ENOMEM. */
+int graph_node_kattr_set(struct graph_node *n, uint32_t id, const void *value);
+/* Give kernel node @dst @src's attributes. 0, -ENOMEM. */
+int graph_node_kattrs_copy(struct graph_node *dst, const struct graph_node *src);
 
 /* Name of a node type for logs and `ckpt inspect` ("kernel", "memcpy" ...). */
 const char *graph_node_type_name(uint32_t type);

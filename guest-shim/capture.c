@@ -42,7 +42,7 @@ void capture_reset(void)
 	capture_untracked = 0;
 }
 
-static void capture_track(uint64_t stream)
+void capture_track(uint64_t stream)
 {
 	pthread_mutex_lock(&capture_lock);
 	if (capture_count < CAPTURES_TRACKED)

@@ -12,6 +12,7 @@
 
 #include "shim.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1172,4 +1173,560 @@ SHIM_API CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgr
 		return CUDA_ERROR_INVALID_VALUE;
 	return exec_kernel_node_set(hGraphExec, hNode, nodeParams->func, nodeParams->kern,
 				    KERNEL_FIELDS(nodeParams));
+}
+
+/* ---- node parameters read back ------------------------------------------ */
+
+/* Node @hNode's parameters from the worker's description of its graph,
+ * for the guest's @out (NULL: CUDA_ERROR_INVALID_VALUE, as when the node is
+ * not of @type). The reply's blob lives until this thread's next call. */
+static CUresult node_params_fetch(CUgraphNode hNode, CUgraphNodeType type, const void *out,
+				  struct wire_graph_node_get_params_rep *rep)
+{
+	struct wire_graph_node_get_params_req req;
+	CUresult res;
+
+	if (!out || !shim_node_decode(hNode, &req.graph, &req.node))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_graph_node_get_params(&req, rep);
+	if (res == CUDA_SUCCESS && rep->type != (uint32_t)type)
+		res = CUDA_ERROR_INVALID_VALUE;
+	return res;
+}
+
+/* Kernel arguments handed out by cuGraphKernelNodeGetParams: kernelParams
+ * points into storage the shim keeps per node, as the driver's stays valid
+ * until the node changes. An entry is replaced when a later read finds other
+ * arguments (the node changed); the old one is kept too, since the guest may
+ * still hold its pointers, and everything goes with the process. */
+struct kargs {
+	uint64_t graph;
+	uint32_t index;
+	uint32_t len;
+	uint8_t *args;
+	void **ptrs;
+	struct kargs *next;
+};
+
+static pthread_mutex_t kargs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kargs *kargs_list;
+
+static CUresult kargs_get(uint64_t graph, uint32_t index, uint64_t fn, const struct wire_blob *args, void ***out,
+			  uint64_t *kernel)
+{
+	struct shim_func *f;
+	struct kargs *k;
+	CUresult res = CUDA_SUCCESS;
+
+	*out = NULL;
+	f = func_table_get(fn, &res);
+	if (!f)
+		return res;
+	*kernel = handle_kind_is(fn, WIRE_HANDLE_KERNEL) ? fn : f->kernel;
+	if (args->len != f->args_bytes)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!f->param_count)
+		return CUDA_SUCCESS;
+	pthread_mutex_lock(&kargs_lock);
+	for (k = kargs_list; k; k = k->next)
+		if (k->graph == graph && k->index == index && k->len == args->len &&
+		    !memcmp(k->args, args->ptr, args->len))
+			break;
+	if (!k) {
+		k = calloc(1, sizeof(*k));
+		if (k) {
+			k->args = malloc(args->len ? args->len : 1);
+			k->ptrs = calloc(f->param_count, sizeof(void *));
+		}
+		if (!k || !k->args || !k->ptrs) {
+			if (k) {
+				free(k->args);
+				free(k->ptrs);
+			}
+			free(k);
+			pthread_mutex_unlock(&kargs_lock);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		k->graph = graph;
+		k->index = index;
+		k->len = args->len;
+		memcpy(k->args, args->ptr, args->len);
+		for (uint32_t i = 0; i < f->param_count; i++)
+			k->ptrs[i] = k->args + f->params[i].offset;
+		k->next = kargs_list;
+		kargs_list = k;
+	}
+	*out = k->ptrs;
+	pthread_mutex_unlock(&kargs_lock);
+	return CUDA_SUCCESS;
+}
+
+static CUresult kernel_node_read(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *p)
+{
+	struct wire_graph_node_get_params_rep rep;
+	uint64_t graph, kernel = 0;
+	uint32_t index;
+	CUresult res = node_params_fetch(hNode, CU_GRAPH_NODE_TYPE_KERNEL, p, &rep);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	shim_node_decode(hNode, &graph, &index);
+	memset(p, 0, sizeof(*p));
+	res = kargs_get(graph, index, rep.object, &rep.args, &p->kernelParams, &kernel);
+	if (res != CUDA_SUCCESS)
+		return res;
+	p->func = (CUfunction)(uintptr_t)rep.object;
+	p->kern = (CUkernel)(uintptr_t)kernel;
+	p->gridDimX = rep.grid_x;
+	p->gridDimY = rep.grid_y;
+	p->gridDimZ = rep.grid_z;
+	p->blockDimX = rep.block_x;
+	p->blockDimY = rep.block_y;
+	p->blockDimZ = rep.block_z;
+	p->sharedMemBytes = rep.shared_bytes;
+	return CUDA_SUCCESS;
+}
+
+/* The first version's fields are the second's first ones. */
+_Static_assert(offsetof(CUDA_KERNEL_NODE_PARAMS_v1, extra) == offsetof(CUDA_KERNEL_NODE_PARAMS, extra) &&
+	       sizeof(CUDA_KERNEL_NODE_PARAMS_v1) <= sizeof(CUDA_KERNEL_NODE_PARAMS),
+	       "CUDA_KERNEL_NODE_PARAMS_v1 is a prefix of CUDA_KERNEL_NODE_PARAMS");
+
+SHIM_API CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+	CUDA_KERNEL_NODE_PARAMS p;
+	CUresult res;
+
+	if (!nodeParams)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = kernel_node_read(hNode, &p);
+	if (res == CUDA_SUCCESS)
+		memcpy(nodeParams, &p, sizeof(*nodeParams));
+	return res;
+}
+
+SHIM_API CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+	return nodeParams ? kernel_node_read(hNode, nodeParams) : CUDA_ERROR_INVALID_VALUE;
+}
+
+SHIM_API CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
+{
+	struct wire_graph_node_get_params_rep rep;
+	CUresult res;
+
+	res = node_params_fetch(hNode, CU_GRAPH_NODE_TYPE_MEMCPY, nodeParams, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	/* Offsets were folded into the addresses when the node was made. */
+	memset(nodeParams, 0, sizeof(*nodeParams));
+	nodeParams->srcMemoryType = CU_MEMORYTYPE_DEVICE;
+	nodeParams->srcDevice = rep.src;
+	nodeParams->srcPitch = rep.src_pitch;
+	nodeParams->srcHeight = rep.src_height;
+	nodeParams->dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	nodeParams->dstDevice = rep.dst;
+	nodeParams->dstPitch = rep.dst_pitch;
+	nodeParams->dstHeight = rep.dst_height;
+	nodeParams->WidthInBytes = rep.width;
+	nodeParams->Height = rep.height;
+	nodeParams->Depth = rep.depth;
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+	struct wire_graph_node_get_params_rep rep;
+	CUresult res;
+
+	res = node_params_fetch(hNode, CU_GRAPH_NODE_TYPE_MEMSET, nodeParams, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	nodeParams->dst = rep.dst;
+	nodeParams->pitch = rep.dst_pitch;
+	nodeParams->value = rep.value;
+	nodeParams->elementSize = rep.element_size;
+	nodeParams->width = rep.width;
+	nodeParams->height = rep.height;
+	return CUDA_SUCCESS;
+}
+
+static CUresult event_node_read(CUgraphNode hNode, CUgraphNodeType type, CUevent *out)
+{
+	struct wire_graph_node_get_params_rep rep;
+	CUresult res;
+
+	res = node_params_fetch(hNode, type, out, &rep);
+	if (res == CUDA_SUCCESS)
+		*out = (CUevent)(uintptr_t)rep.object;
+	return res;
+}
+
+SHIM_API CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
+{
+	return event_node_read(hNode, CU_GRAPH_NODE_TYPE_EVENT_RECORD, event_out);
+}
+
+SHIM_API CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
+{
+	return event_node_read(hNode, CU_GRAPH_NODE_TYPE_WAIT_EVENT, event_out);
+}
+
+/* What tern allows an allocation node to be: pinned device memory of the
+ * session's device, readable and writable there. */
+SHIM_API CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out)
+{
+	struct wire_graph_node_get_params_rep rep;
+	CUresult res;
+
+	res = node_params_fetch(hNode, CU_GRAPH_NODE_TYPE_MEM_ALLOC, params_out, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	memset(params_out, 0, sizeof(*params_out));
+	params_out->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	params_out->poolProps.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+	params_out->poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	params_out->poolProps.location.id = 0;
+	params_out->bytesize = rep.width;
+	params_out->dptr = rep.dst;
+	return CUDA_SUCCESS;
+}
+
+SHIM_API CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
+{
+	struct wire_graph_node_get_params_rep rep;
+	CUresult res;
+
+	res = node_params_fetch(hNode, CU_GRAPH_NODE_TYPE_MEM_FREE, dptr_out, &rep);
+	if (res == CUDA_SUCCESS)
+		*dptr_out = rep.dst;
+	return res;
+}
+
+/* ---- memcpy, memset and event nodes changed ----------------------------- */
+
+/* Setters on a graph's node (@x NULL) or an executable's copy of it. The
+ * executable's are deferred like cuGraphExecKernelNodeSetParams. */
+#define NODE_SET_RPC(name, x, req)                                                            \
+	({                                                                                    \
+		struct wire_##name##_rep rep_;                                                \
+		(x) && shim_process()->lazy ? rpc_##name##_defer(req) : rpc_##name(req, &rep_); \
+	})
+
+static CUresult node_target(CUgraphExec x, CUgraphNode hNode, uint64_t *exec, uint64_t *graph, uint32_t *index)
+{
+	if (x && !exec_handle_ok(x))
+		return CUDA_ERROR_INVALID_VALUE;
+	*exec = (uint64_t)(uintptr_t)x;
+	return shim_node_decode(hNode, graph, index) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult memcpy_set(CUgraphExec x, CUgraphNode hNode, const CUDA_MEMCPY3D *p)
+{
+	struct wire_graph_add_memcpy_node_req add;
+	struct wire_graph_memcpy_node_set_params_req req;
+	CUresult res = node_target(x, hNode, &req.exec, &req.graph, &req.node);
+
+	if (res == CUDA_SUCCESS)
+		res = memcpy_req(p, &add);
+	if (res != CUDA_SUCCESS)
+		return res;
+	req.dst = add.dst;
+	req.dst_pitch = add.dst_pitch;
+	req.dst_height = add.dst_height;
+	req.src = add.src;
+	req.src_pitch = add.src_pitch;
+	req.src_height = add.src_height;
+	req.width = add.width;
+	req.height = add.height;
+	req.depth = add.depth;
+	return NODE_SET_RPC(graph_memcpy_node_set_params, x, &req);
+}
+
+SHIM_API CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams)
+{
+	return memcpy_set(NULL, hNode, nodeParams);
+}
+
+SHIM_API CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+						 const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+	(void)ctx;      /* the session's one context */
+	if (!hGraphExec)
+		return CUDA_ERROR_INVALID_VALUE;
+	return memcpy_set(hGraphExec, hNode, copyParams);
+}
+
+static CUresult memset_set(CUgraphExec x, CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *p)
+{
+	struct wire_graph_memset_node_set_params_req req;
+	CUresult res = node_target(x, hNode, &req.exec, &req.graph, &req.node);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	req.dst = p->dst;
+	req.pitch = p->pitch;
+	req.value = p->value;
+	req.element_size = p->elementSize;
+	req.width = p->width;
+	req.height = p->height;
+	return NODE_SET_RPC(graph_memset_node_set_params, x, &req);
+}
+
+SHIM_API CUresult cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+	return memset_set(NULL, hNode, nodeParams);
+}
+
+SHIM_API CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+						 const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+	(void)ctx;
+	if (!hGraphExec)
+		return CUDA_ERROR_INVALID_VALUE;
+	return memset_set(hGraphExec, hNode, memsetParams);
+}
+
+static CUresult event_set(CUgraphExec x, CUgraphNode hNode, CUevent ev, uint32_t wait)
+{
+	struct wire_graph_event_node_set_event_req req = { .event = (uint64_t)(uintptr_t)ev, .wait = wait };
+	CUresult res = node_target(x, hNode, &req.exec, &req.graph, &req.node);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (!handle_kind_is(req.event, WIRE_HANDLE_EVENT))
+		return CUDA_ERROR_INVALID_HANDLE;
+	return NODE_SET_RPC(graph_event_node_set_event, x, &req);
+}
+
+SHIM_API CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event)
+{
+	return event_set(NULL, hNode, event, 0);
+}
+
+SHIM_API CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
+{
+	return event_set(NULL, hNode, event, 1);
+}
+
+SHIM_API CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
+{
+	return hGraphExec ? event_set(hGraphExec, hNode, event, 0) : CUDA_ERROR_INVALID_VALUE;
+}
+
+SHIM_API CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
+{
+	return hGraphExec ? event_set(hGraphExec, hNode, event, 1) : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* cuGraphNodeSetParams / cuGraphExecNodeSetParams: the generic form, by
+ * type, to the setters that exist (@x NULL: the graph's node). */
+static CUresult node_set(CUgraphExec x, CUgraphNode hNode, CUgraphNodeParams *p)
+{
+	if (!p || p->reserved0[0] || p->reserved0[1] || p->reserved0[2] || p->reserved2)
+		return CUDA_ERROR_INVALID_VALUE;
+	switch (p->type) {
+	case CU_GRAPH_NODE_TYPE_KERNEL:
+		return x ? exec_kernel_node_set(x, hNode, p->kernel.func, p->kernel.kern, KERNEL_FIELDS(&p->kernel))
+			 : kernel_node_set(hNode, p->kernel.func, p->kernel.kern, KERNEL_FIELDS(&p->kernel));
+	case CU_GRAPH_NODE_TYPE_MEMCPY:
+		if (p->memcpy.flags || p->memcpy.reserved)
+			return CUDA_ERROR_INVALID_VALUE;
+		return memcpy_set(x, hNode, &p->memcpy.copyParams);
+	case CU_GRAPH_NODE_TYPE_MEMSET: {
+		CUDA_MEMSET_NODE_PARAMS set = {
+			.dst = p->memset.dst, .pitch = p->memset.pitch, .value = p->memset.value,
+			.elementSize = p->memset.elementSize, .width = p->memset.width, .height = p->memset.height,
+		};
+
+		return memset_set(x, hNode, &set);
+	}
+	case CU_GRAPH_NODE_TYPE_HOST: {
+		CUDA_HOST_NODE_PARAMS host = { .fn = p->host.fn, .userData = p->host.userData };
+
+		return x ? cuGraphExecHostNodeSetParams(x, hNode, &host) : cuGraphHostNodeSetParams(hNode, &host);
+	}
+	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+		return event_set(x, hNode, p->eventWait.event, 1);
+	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+		return event_set(x, hNode, p->eventRecord.event, 0);
+	case CU_GRAPH_NODE_TYPE_GRAPH:
+		if (x && p->graph.ownership == CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)
+			return cuGraphExecChildGraphNodeSetParams(x, hNode, p->graph.graph);
+		pr_warn("a graph's child graph node cannot be changed through tern");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	default:
+		/* Allocations (not changeable), external
+		 * semaphores, batch memops, conditionals. */
+		pr_warn("changing graph nodes of type %d is not supported by tern", (int)p->type);
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+}
+
+SHIM_API CUresult cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeParams)
+{
+	return node_set(NULL, hNode, nodeParams);
+}
+
+SHIM_API CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+					   CUgraphNodeParams *nodeParams)
+{
+	return hGraphExec ? node_set(hGraphExec, hNode, nodeParams) : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- nodes of an executable disabled ------------------------------------ */
+
+SHIM_API CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
+{
+	struct wire_graph_exec_node_set_enabled_req req = { .enabled = isEnabled ? 1 : 0 };
+	CUresult res;
+
+	if (!hGraphExec)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = node_target(hGraphExec, hNode, &req.exec, &req.graph, &req.node);
+	return res == CUDA_SUCCESS ? NODE_SET_RPC(graph_exec_node_set_enabled, hGraphExec, &req) : res;
+}
+
+SHIM_API CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
+{
+	struct wire_graph_exec_node_get_enabled_req req;
+	struct wire_graph_exec_node_get_enabled_rep rep;
+	CUresult res;
+
+	if (!hGraphExec || !isEnabled)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = node_target(hGraphExec, hNode, &req.exec, &req.graph, &req.node);
+	if (res == CUDA_SUCCESS)
+		res = rpc_graph_exec_node_get_enabled(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*isEnabled = rep.enabled;
+	return res;
+}
+
+/* ---- cuGraphDebugDotPrint ----------------------------------------------- */
+
+/* The driver writes in the worker; the text comes back and is written at
+ * the guest's path here. */
+SHIM_API CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)
+{
+	struct wire_graph_debug_dot_print_req req = { .graph = (uint64_t)(uintptr_t)hGraph, .flags = flags };
+	struct wire_graph_debug_dot_print_rep rep;
+	CUresult res;
+	FILE *f;
+
+	if (!path || !*path || !graph_handle_ok(hGraph))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_graph_debug_dot_print(&req, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	f = fopen(path, "w");
+	if (!f)
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	if (fwrite(rep.dot.ptr, 1, rep.dot.len, f) != rep.dot.len) {
+		fclose(f);
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	}
+	return fclose(f) ? CUDA_ERROR_OPERATING_SYSTEM : CUDA_SUCCESS;
+}
+
+/* ---- an executable's child graph node changed --------------------------- */
+
+SHIM_API CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
+{
+	struct wire_graph_exec_child_node_set_params_req req = { .child = (uint64_t)(uintptr_t)childGraph };
+	struct wire_graph_exec_child_node_set_params_rep rep;
+	CUresult res;
+
+	if (!hGraphExec || !graph_handle_ok(childGraph))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = node_target(hGraphExec, hNode, &req.exec, &req.graph, &req.node);
+	return res == CUDA_SUCCESS ? rpc_graph_exec_child_node_set_params(&req, &rep) : res;
+}
+
+/* ---- kernel node attributes (plain data; the worker checks the ids) ----- */
+
+SHIM_API CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
+						CUkernelNodeAttrValue *value_out)
+{
+	struct wire_graph_kernel_node_get_attribute_req req = { .attr = (uint32_t)attr };
+	struct wire_graph_kernel_node_get_attribute_rep rep;
+	CUresult res;
+
+	if (!value_out || !shim_node_decode(hNode, &req.graph, &req.node))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_graph_kernel_node_get_attribute(&req, &rep);
+	if (res == CUDA_SUCCESS && rep.value.len != sizeof(*value_out))
+		res = CUDA_ERROR_INVALID_VALUE;
+	if (res == CUDA_SUCCESS)
+		memcpy(value_out, rep.value.ptr, sizeof(*value_out));
+	return res;
+}
+
+SHIM_API CUresult cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
+						const CUkernelNodeAttrValue *value)
+{
+	struct wire_graph_kernel_node_set_attribute_req req = {
+		.attr = (uint32_t)attr, .value = { (const uint8_t *)value, sizeof(*value) },
+	};
+	struct wire_graph_kernel_node_set_attribute_rep rep;
+
+	if (!value || !shim_node_decode(hNode, &req.graph, &req.node))
+		return CUDA_ERROR_INVALID_VALUE;
+	return rpc_graph_kernel_node_set_attribute(&req, &rep);
+}
+
+SHIM_API CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
+{
+	struct wire_graph_kernel_node_copy_attributes_req req;
+	struct wire_graph_kernel_node_copy_attributes_rep rep;
+
+	if (!shim_node_decode(dst, &req.graph, &req.node) || !shim_node_decode(src, &req.src_graph, &req.src_node))
+		return CUDA_ERROR_INVALID_VALUE;
+	return rpc_graph_kernel_node_copy_attributes(&req, &rep);
+}
+
+/* ---- capture into the guest's graph ------------------------------------- */
+
+static CUresult begin_capture_to_graph(uint64_t stream, CUgraph hGraph, const CUgraphNode *deps,
+				       const CUgraphEdgeData *edges, size_t n, CUstreamCaptureMode mode)
+{
+	struct wire_stream_begin_capture_to_graph_req req = {
+		.stream = stream, .graph = (uint64_t)(uintptr_t)hGraph, .mode = (uint32_t)mode,
+	};
+	struct wire_stream_begin_capture_to_graph_rep rep;
+	uint8_t *buf = NULL;
+	CUresult res;
+
+	if (!graph_handle_ok(hGraph) || (unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!graph_edges_default(edges, n)) {
+		pr_warn("cuStreamBeginCaptureToGraph: only default edges are supported");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	res = deps_blob(req.graph, deps, n, &buf, &req.deps);
+	if (res == CUDA_SUCCESS)
+		res = rpc_stream_begin_capture_to_graph(&req, &rep);
+	free(buf);
+	if (res == CUDA_SUCCESS)
+		capture_track(stream);
+	return res;
+}
+
+SHIM_API CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+					      const CUgraphEdgeData *dependencyData, size_t numDependencies,
+					      CUstreamCaptureMode mode)
+{
+	return begin_capture_to_graph(shim_stream(hStream, false), hGraph, dependencies, dependencyData,
+				      numDependencies, mode);
+}
+
+SHIM_API CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
+						   const CUgraphNode *dependencies,
+						   const CUgraphEdgeData *dependencyData, size_t numDependencies,
+						   CUstreamCaptureMode mode)
+{
+	return begin_capture_to_graph(shim_stream(hStream, true), hGraph, dependencies, dependencyData,
+				      numDependencies, mode);
 }

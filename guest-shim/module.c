@@ -485,6 +485,13 @@ SHIM_API CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
 	if (res != CUDA_SUCCESS)
 		return res;
 	params_remember(rep.function, rep.params);
+	{
+		/* cuGraphKernelNodeGetParams names the kernel too, as the driver does. */
+		struct shim_func *f = func_table_get(rep.function, &res);
+
+		if (f)
+			f->kernel = req.kernel;
+	}
 	*pFunc = (CUfunction)(uintptr_t)rep.function;
 	return CUDA_SUCCESS;
 }

@@ -52,6 +52,7 @@ struct shim_func {
 	uint32_t args_bytes;            /* last offset + size */
 	struct shim_param *params;
 	char *name;                     /* NULL until asked for */
+	uint64_t kernel;                /* the kernel cuKernelGetFunction made it from, or 0 */
 	uint32_t attr_known;            /* bit a: attr_value[a] is cached */
 	int32_t attr_value[SHIM_FUNC_FIXED_ATTRS];
 	struct shim_func *next;
@@ -298,6 +299,8 @@ CUresult launch_args(uint64_t fn, void **kernelParams, void **extra, uint8_t **b
 bool capture_active(void);
 /* Is @stream capturing (or may it be: more captures than the table holds)? */
 bool capture_tracked(uint64_t stream);
+/* A capture begun on @stream (capture.c). */
+void capture_track(uint64_t stream);
 /* The calling thread's capture mode (cuThreadExchangeStreamCaptureMode). */
 uint32_t capture_mode_current(void);
 /* Forget the parent's captures (the child after fork). */

@@ -168,6 +168,21 @@
 	BACKEND_ENTRY(cuGraphHostNodeGetParams, 10000)                  \
 	BACKEND_ENTRY(cuGraphHostNodeSetParams, 10000)                  \
 	BACKEND_ENTRY(cuGraphExecHostNodeSetParams, 10020)              \
+	BACKEND_ENTRY(cuGraphMemcpyNodeSetParams, 10000)                \
+	BACKEND_ENTRY(cuGraphMemsetNodeSetParams, 10000)                \
+	BACKEND_ENTRY(cuGraphEventRecordNodeSetEvent, 11010)            \
+	BACKEND_ENTRY(cuGraphEventWaitNodeSetEvent, 11010)              \
+	BACKEND_ENTRY(cuGraphExecMemcpyNodeSetParams, 10020)            \
+	BACKEND_ENTRY(cuGraphExecMemsetNodeSetParams, 10020)            \
+	BACKEND_ENTRY(cuGraphExecEventRecordNodeSetEvent, 11010)        \
+	BACKEND_ENTRY(cuGraphExecEventWaitNodeSetEvent, 11010)          \
+	BACKEND_ENTRY(cuGraphNodeSetEnabled, 11060)                     \
+	BACKEND_ENTRY(cuGraphDebugDotPrint, 11030)                      \
+	BACKEND_ENTRY(cuGraphExecChildGraphNodeSetParams, 11010)        \
+	BACKEND_ENTRY(cuGraphKernelNodeGetAttribute, 11000)             \
+	BACKEND_ENTRY(cuGraphKernelNodeSetAttribute, 11000)             \
+	BACKEND_ENTRY(cuGraphKernelNodeCopyAttributes, 11000)           \
+	BACKEND_ENTRY(cuStreamBeginCaptureToGraph, 12030)               \
 	BACKEND_ENTRY(cuStreamWaitValue32, 11070)                       \
 	BACKEND_ENTRY(cuStreamWaitValue64, 11070)                       \
 	BACKEND_ENTRY(cuStreamWriteValue32, 11070)                      \

@@ -122,6 +122,7 @@ struct exec_capture {
 	uint64_t stream;            /* virtual handle (or 2, the per-thread stream) */
 	void *graph_real;           /* the backend's graph being captured into */
 	uint64_t graph;             /* its handle once the guest asked for it, else 0 */
+	bool user;                  /* the guest's own graph (cuStreamBeginCaptureToGraph) */
 };
 
 /* Device memory of a graph's memory allocation node: mapped in the arena

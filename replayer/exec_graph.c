@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "exec.h"
 #include "graph_desc.h"
@@ -719,7 +720,13 @@ static CUresult node_build(struct exec *ex, CUgraph g, struct graph_node *n, CUg
 		CUDA_KERNEL_NODE_PARAMS p;
 
 		res = kernel_node_params(ex, &n->kernel, &p);
-		return res == CUDA_SUCCESS ? ex->be->cuGraphAddKernelNode(real, g, NULL, 0, &p) : res;
+		if (res == CUDA_SUCCESS)
+			res = ex->be->cuGraphAddKernelNode(real, g, NULL, 0, &p);
+		/* Its attributes as they were set. */
+		for (uint32_t k = 0; k < n->nattrs && res == CUDA_SUCCESS; k++)
+			res = ex->be->cuGraphKernelNodeSetAttribute(*real, (CUkernelNodeAttrID)n->attrs[k].id,
+								    (const CUkernelNodeAttrValue *)n->attrs[k].value);
+		return res;
 	}
 	case CU_GRAPH_NODE_TYPE_MEMCPY: {
 		CUDA_MEMCPY3D p;
@@ -835,17 +842,14 @@ static void capture_drop(struct exec *ex, struct exec_capture *c)
 	*c = ex->captures[--ex->capture_count];
 }
 
-CUresult exec_stream_begin_capture(struct exec *ex, const struct wire_stream_begin_capture_req *req,
-				   struct wire_stream_begin_capture_rep *rep)
+/* The stream of a capture about to begin, and room for its record. */
+static CUresult capture_prepare(struct exec *ex, uint64_t stream, uint32_t mode, CUstream *s)
 {
-	CUstreamCaptureStatus st;
-	CUgraph g = NULL;
-	CUstream s;
-	CUresult res = exec_stream_real(ex, req->stream, &s);
+	CUresult res = exec_stream_real(ex, stream, s);
 
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (req->mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+	if (mode > CU_STREAM_CAPTURE_MODE_RELAXED)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (ex->capture_count == CAPTURES_MAX)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -858,6 +862,19 @@ CUresult exec_stream_begin_capture(struct exec *ex, const struct wire_stream_beg
 		ex->captures = n;
 		ex->capture_cap = cap;
 	}
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_stream_begin_capture(struct exec *ex, const struct wire_stream_begin_capture_req *req,
+				   struct wire_stream_begin_capture_rep *rep)
+{
+	CUstreamCaptureStatus st;
+	CUgraph g = NULL;
+	CUstream s;
+	CUresult res = capture_prepare(ex, req->stream, req->mode, &s);
+
+	if (res != CUDA_SUCCESS)
+		return res;
 	res = ex->be->cuStreamBeginCapture(s, (CUstreamCaptureMode)req->mode);
 	if (res != CUDA_SUCCESS)
 		return res;
@@ -865,6 +882,67 @@ CUresult exec_stream_begin_capture(struct exec *ex, const struct wire_stream_beg
 	ex->be->cuStreamGetCaptureInfo(s, &st, NULL, &g, NULL, NULL);
 	ex->captures[ex->capture_count++] = (struct exec_capture){ req->stream, g, 0 };
 	return CUDA_SUCCESS;
+}
+
+/* Node indices of a `deps` blob, as the backend's nodes. */
+static CUresult deps_parse(const struct graph_desc *d, struct wire_blob blob, uint32_t **idx,
+			   CUgraphNode **reals, uint32_t *n);
+
+CUresult exec_stream_begin_capture_to_graph(struct exec *ex,
+					    const struct wire_stream_begin_capture_to_graph_req *req,
+					    struct wire_stream_begin_capture_to_graph_rep *rep)
+{
+	CUgraphNode *deps = NULL;
+	uint32_t *idx = NULL, ndeps = 0;
+	struct exec_graph *g;
+	CUgraph real;
+	CUstream s;
+	CUresult res = capture_prepare(ex, req->stream, req->mode, &s);
+
+	(void)rep;
+	if (res != CUDA_SUCCESS)
+		return res;
+	g = graph_get(ex, req->graph, &real);
+	if (!g)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (g->capturing)
+		return CUDA_ERROR_ILLEGAL_STATE;
+	res = deps_parse(&g->d, req->deps, &idx, &deps, &ndeps);
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuStreamBeginCaptureToGraph(s, real, ndeps ? deps : NULL, NULL, ndeps,
+							  (CUstreamCaptureMode)req->mode);
+	free(idx);
+	free(deps);
+	if (res != CUDA_SUCCESS)
+		return res;
+	ex->captures[ex->capture_count++] = (struct exec_capture){ req->stream, real, req->graph, true };
+	g->capturing = true;
+	return CUDA_SUCCESS;
+}
+
+/* A capture into the guest's own graph ended (@res: how): the graph is
+ * the guest's whatever happened, with what the capture added to it. */
+static CUresult capture_to_graph_end(struct exec *ex, uint64_t handle, CUresult res, uint64_t *out)
+{
+	CUgraph real;
+	struct exec_graph *g = graph_get(ex, handle, &real);
+	CUresult sync;
+
+	if (!g)
+		return res != CUDA_SUCCESS ? res : CUDA_ERROR_INVALID_HANDLE;
+	g->capturing = false;
+	sync = desc_sync(ex, &g->d, real, 0);
+	if (sync != CUDA_SUCCESS) {
+		/* The guest keeps its graph; a restore could not bring it back. */
+		pr_warn("graph %#llx: what the capture added cannot be described (%d); no more snapshots",
+			(unsigned long long)handle, sync);
+		ex->journal_broken = true;
+		return res != CUDA_SUCCESS ? res : sync;
+	}
+	journal_graph(ex, handle, g);
+	if (res == CUDA_SUCCESS)
+		*out = handle;
+	return res;
 }
 
 static CUresult graph_entry_add(struct exec *ex, CUgraph real, struct exec_graph *g, uint64_t *handle)
@@ -887,6 +965,10 @@ CUresult exec_stream_end_capture(struct exec *ex, const struct wire_stream_end_c
 	if (res != CUDA_SUCCESS)
 		return res;
 	res = ex->be->cuStreamEndCapture(s, &real);
+	if (c && c->user && res != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED) {
+		capture_drop(ex, c);
+		return capture_to_graph_end(ex, named, res, &rep->graph);
+	}
 	if (c && res != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED)
 		capture_drop(ex, c);
 	if (res != CUDA_SUCCESS || !real) {
@@ -953,6 +1035,13 @@ void exec_graph_stream_destroyed(struct exec *ex, uint64_t stream)
 
 	if (!c)
 		return;
+	if (c->user) {
+		uint64_t handle = c->graph, unused;
+
+		capture_drop(ex, c);
+		capture_to_graph_end(ex, handle, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, &unused);
+		return;
+	}
 	if (c->graph) {
 		struct handle_entry *e = handle_table_get(ex->handles, c->graph, HANDLE_GRAPH);
 
@@ -2161,6 +2250,479 @@ CUresult exec_graph_exec_host_node_set_params(struct exec *ex,
 	return CUDA_SUCCESS;
 }
 
+/* ---- node parameters read back and changed ------------------------------ */
+
+CUresult exec_graph_node_get_params(struct exec *ex, const struct wire_graph_node_get_params_req *req,
+				    struct wire_graph_node_get_params_rep *rep)
+{
+	CUresult res;
+	struct exec_graph *g = graph_get_synced(ex, req->graph, &res);
+	const struct graph_node *n;
+
+	if (!g)
+		return res;
+	if (!graph_desc_node_live(&g->d, req->node))
+		return CUDA_ERROR_INVALID_VALUE;
+	n = &g->d.nodes[req->node];
+	rep->type = n->type;
+	switch (n->type) {
+	case CU_GRAPH_NODE_TYPE_KERNEL:
+		rep->object = n->kernel.function;
+		rep->grid_x = n->kernel.grid[0];
+		rep->grid_y = n->kernel.grid[1];
+		rep->grid_z = n->kernel.grid[2];
+		rep->block_x = n->kernel.block[0];
+		rep->block_y = n->kernel.block[1];
+		rep->block_z = n->kernel.block[2];
+		rep->shared_bytes = n->kernel.shared_bytes;
+		rep->args = (struct wire_blob){ n->kernel.args, n->kernel.args_len };
+		break;
+	case CU_GRAPH_NODE_TYPE_MEMCPY:
+		rep->dst = n->copy.dst;
+		rep->dst_pitch = n->copy.dst_pitch;
+		rep->dst_height = n->copy.dst_height;
+		rep->src = n->copy.src;
+		rep->src_pitch = n->copy.src_pitch;
+		rep->src_height = n->copy.src_height;
+		rep->width = n->copy.width;
+		rep->height = n->copy.height;
+		rep->depth = n->copy.depth;
+		break;
+	case CU_GRAPH_NODE_TYPE_MEMSET:
+		rep->dst = n->set.dst;
+		rep->dst_pitch = n->set.pitch;
+		rep->width = n->set.width;
+		rep->height = n->set.height;
+		rep->value = n->set.value;
+		rep->element_size = n->set.element_size;
+		break;
+	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+		rep->object = n->event;
+		break;
+	case CU_GRAPH_NODE_TYPE_HOST:
+		rep->object = n->host;
+		break;
+	case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+		rep->dst = n->mem.address;
+		rep->width = n->mem.bytes;
+		break;
+	case CU_GRAPH_NODE_TYPE_MEM_FREE:
+		rep->dst = n->mem.address;
+		break;
+	default:                /* empty, child graph: the type only */
+		break;
+	}
+	return CUDA_SUCCESS;
+}
+
+/* The node a setter names: node @index of @graph when @exec is 0, else the
+ * executable's copy of it (named in the graph it was instantiated from).
+ * *@x is the executable (NULL for a graph), *@xreal its backend handle. */
+struct node_target {
+	struct exec_graph *g;
+	struct exec_graph_exec *x;
+	CUgraphExec xreal;
+	struct graph_node *n;
+};
+
+static CUresult node_target(struct exec *ex, uint64_t exec, uint64_t graph, uint32_t index,
+			    CUgraphNodeType type, struct node_target *t)
+{
+	memset(t, 0, sizeof(*t));
+	if (exec) {
+		t->x = graph_exec_get(ex, exec, &t->xreal);
+		if (!t->x)
+			return CUDA_ERROR_INVALID_HANDLE;
+		t->n = graph == t->x->origin ? node_at(&t->x->d, index, type) : NULL;
+	} else {
+		t->g = graph_get(ex, graph, NULL);
+		if (!t->g)
+			return CUDA_ERROR_INVALID_HANDLE;
+		if (t->g->capturing)
+			return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+		t->n = node_at(&t->g->d, index, type);
+	}
+	return t->n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static void node_target_journal(struct exec *ex, uint64_t exec, uint64_t graph, struct node_target *t)
+{
+	if (t->x)
+		journal_exec(ex, exec, t->x);
+	else
+		journal_graph(ex, graph, t->g);
+}
+
+CUresult exec_graph_memcpy_node_set_params(struct exec *ex, const struct wire_graph_memcpy_node_set_params_req *req,
+					   struct wire_graph_memcpy_node_set_params_rep *rep)
+{
+	struct graph_node_memcpy c = { req->dst, req->dst_pitch, req->dst_height, req->src, req->src_pitch,
+				       req->src_height, req->width, req->height, req->depth };
+	struct node_target t;
+	CUDA_MEMCPY3D p;
+	CUcontext ctx;
+	CUresult res = node_target(ex, req->exec, req->graph, req->node, CU_GRAPH_NODE_TYPE_MEMCPY, &t);
+
+	(void)rep;
+	if (res == CUDA_SUCCESS && !memcpy_valid(ex, &c))
+		res = CUDA_ERROR_INVALID_VALUE;
+	if (res == CUDA_SUCCESS)
+		res = ctx_real(ex, &ctx);
+	if (res != CUDA_SUCCESS)
+		return res;
+	memcpy_3d(&c, &p);
+	res = t.x ? ex->be->cuGraphExecMemcpyNodeSetParams(t.xreal, t.n->real, &p, ctx)
+		  : ex->be->cuGraphMemcpyNodeSetParams(t.n->real, &p);
+	if (res != CUDA_SUCCESS)
+		return res;
+	t.n->copy = c;
+	node_target_journal(ex, req->exec, req->graph, &t);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_memset_node_set_params(struct exec *ex, const struct wire_graph_memset_node_set_params_req *req,
+					   struct wire_graph_memset_node_set_params_rep *rep)
+{
+	struct graph_node_memset s = { req->dst, req->pitch, req->width, req->height, req->value,
+				       req->element_size };
+	struct node_target t;
+	CUDA_MEMSET_NODE_PARAMS p;
+	CUcontext ctx;
+	CUresult res = node_target(ex, req->exec, req->graph, req->node, CU_GRAPH_NODE_TYPE_MEMSET, &t);
+
+	(void)rep;
+	if (res == CUDA_SUCCESS && !memset_valid(ex, &s))
+		res = CUDA_ERROR_INVALID_VALUE;
+	if (res == CUDA_SUCCESS)
+		res = ctx_real(ex, &ctx);
+	if (res != CUDA_SUCCESS)
+		return res;
+	memset_params(&s, &p);
+	res = t.x ? ex->be->cuGraphExecMemsetNodeSetParams(t.xreal, t.n->real, &p, ctx)
+		  : ex->be->cuGraphMemsetNodeSetParams(t.n->real, &p);
+	if (res != CUDA_SUCCESS)
+		return res;
+	t.n->set = s;
+	node_target_journal(ex, req->exec, req->graph, &t);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_event_node_set_event(struct exec *ex, const struct wire_graph_event_node_set_event_req *req,
+					 struct wire_graph_event_node_set_event_rep *rep)
+{
+	struct handle_entry *ev;
+	struct node_target t;
+	CUresult res;
+
+	(void)rep;
+	if (req->wait > 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = node_target(ex, req->exec, req->graph, req->node,
+			  req->wait ? CU_GRAPH_NODE_TYPE_WAIT_EVENT : CU_GRAPH_NODE_TYPE_EVENT_RECORD, &t);
+	if (res != CUDA_SUCCESS)
+		return res;
+	ev = handle_table_get(ex->handles, req->event, HANDLE_EVENT);
+	if (!ev)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (t.x)
+		res = req->wait ? ex->be->cuGraphExecEventWaitNodeSetEvent(t.xreal, t.n->real, ev->real)
+				: ex->be->cuGraphExecEventRecordNodeSetEvent(t.xreal, t.n->real, ev->real);
+	else
+		res = req->wait ? ex->be->cuGraphEventWaitNodeSetEvent(t.n->real, ev->real)
+				: ex->be->cuGraphEventRecordNodeSetEvent(t.n->real, ev->real);
+	if (res != CUDA_SUCCESS)
+		return res;
+	t.n->event = req->event;
+	node_target_journal(ex, req->exec, req->graph, &t);
+	return CUDA_SUCCESS;
+}
+
+/* The executable's node that cuGraphNodeSetEnabled may name: kernel,
+ * memcpy and memset nodes. */
+static CUresult enable_target(struct exec *ex, uint64_t exec, uint64_t graph, uint32_t index,
+			      struct node_target *t)
+{
+	struct exec_graph_exec *x;
+
+	if (!exec)
+		return CUDA_ERROR_INVALID_VALUE;
+	x = graph_exec_get(ex, exec, NULL);
+	if (!x)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (graph != x->origin || !graph_desc_node_live(&x->d, index))
+		return CUDA_ERROR_INVALID_VALUE;
+	switch (x->d.nodes[index].type) {
+	case CU_GRAPH_NODE_TYPE_KERNEL:
+	case CU_GRAPH_NODE_TYPE_MEMCPY:
+	case CU_GRAPH_NODE_TYPE_MEMSET:
+		return node_target(ex, exec, graph, index, x->d.nodes[index].type, t);
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+CUresult exec_graph_exec_node_set_enabled(struct exec *ex, const struct wire_graph_exec_node_set_enabled_req *req,
+					  struct wire_graph_exec_node_set_enabled_rep *rep)
+{
+	struct node_target t;
+	CUresult res = enable_target(ex, req->exec, req->graph, req->node, &t);
+
+	(void)rep;
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuGraphNodeSetEnabled(t.xreal, t.n->real, req->enabled ? 1 : 0);
+	if (res != CUDA_SUCCESS)
+		return res;
+	t.n->disabled = !req->enabled;
+	journal_exec(ex, req->exec, t.x);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_exec_node_get_enabled(struct exec *ex, const struct wire_graph_exec_node_get_enabled_req *req,
+					  struct wire_graph_exec_node_get_enabled_rep *rep)
+{
+	struct node_target t;
+	CUresult res = enable_target(ex, req->exec, req->graph, req->node, &t);
+
+	if (res == CUDA_SUCCESS)
+		rep->enabled = !t.n->disabled;
+	return res;
+}
+
+/* A restored executable's nodes disabled as they were. */
+static CUresult exec_enabled_restore(struct exec *ex, CUgraphExec exec, const struct graph_desc *d)
+{
+	for (uint32_t i = 0; i < d->count; i++)
+		if (d->nodes[i].type != GRAPH_NODE_REMOVED && d->nodes[i].disabled) {
+			CUresult res = ex->be->cuGraphNodeSetEnabled(exec, d->nodes[i].real, 0);
+
+			if (res != CUDA_SUCCESS)
+				return res;
+		}
+	return CUDA_SUCCESS;
+}
+
+
+
+/* The executable's child node takes the parameters of @child's nodes; the
+ * driver checks that the shapes match. Its description takes a copy of
+ * @child's (the executable's nodes inside a child are not named on the
+ * wire, so their order does not matter). */
+CUresult exec_graph_exec_child_node_set_params(struct exec *ex,
+					       const struct wire_graph_exec_child_node_set_params_req *req,
+					       struct wire_graph_exec_child_node_set_params_rep *rep)
+{
+	struct graph_node from = { .type = CU_GRAPH_NODE_TYPE_GRAPH };
+	struct exec_graph *child;
+	struct node_target t;
+	CUgraph child_real;
+	CUresult res;
+	int ret;
+
+	(void)rep;
+	if (!req->exec)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = node_target(ex, req->exec, req->graph, req->node, CU_GRAPH_NODE_TYPE_GRAPH, &t);
+	if (res != CUDA_SUCCESS)
+		return res;
+	child = graph_get(ex, req->child, &child_real);
+	if (!child)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (child->capturing)
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	if (desc_has_mem_nodes(&child->d))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = ex->be->cuGraphExecChildGraphNodeSetParams(t.xreal, t.n->real, child_real);
+	if (res != CUDA_SUCCESS)
+		return res;
+	from.child = &child->d;
+	ret = graph_desc_node_params_set(&t.x->d, req->node, &from);
+	if (ret) {
+		/* The executable runs the new parameters; a restore could
+		 * not bring them back. */
+		pr_warn("executable graph %#llx: its child node's new parameters cannot be recorded (%s); "
+			"no more snapshots", (unsigned long long)req->exec, strerror(-ret));
+		ex->journal_broken = true;
+		return CUDA_SUCCESS;
+	}
+	journal_exec(ex, req->exec, t.x);
+	return CUDA_SUCCESS;
+}
+
+
+/* ---- kernel node attributes --------------------------------------------- */
+
+_Static_assert(sizeof(CUkernelNodeAttrValue) == sizeof(((struct graph_kattr *)0)->value),
+	       "kernel node attribute value size");
+
+/* A graph's kernel node for an attribute call. */
+static CUresult kattr_node(struct exec *ex, uint64_t graph, uint32_t index, struct exec_graph **g,
+			   struct graph_node **n)
+{
+	CUresult res;
+
+	*g = graph_get_synced(ex, graph, &res);
+	if (!*g)
+		return res;
+	*n = kernel_node_at(&(*g)->d, index);
+	return *n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Ids tern does not keep: device-updatable nodes are not offered, events
+ * and unknown ids are refused as the driver refuses them on a node. */
+static CUresult kattr_id_check(uint32_t id)
+{
+	if (graph_kattr_id_ok(id))
+		return CUDA_SUCCESS;
+	return id == CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE ? CUDA_ERROR_NOT_SUPPORTED
+								   : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult exec_graph_kernel_node_get_attribute(struct exec *ex,
+					      const struct wire_graph_kernel_node_get_attribute_req *req,
+					      struct wire_graph_kernel_node_get_attribute_rep *rep)
+{
+	struct exec_graph *g;
+	struct graph_node *n;
+	uint8_t *out;
+	CUresult res = kattr_node(ex, req->graph, req->node, &g, &n);
+
+	if (res == CUDA_SUCCESS)
+		res = kattr_id_check(req->attr);
+	if (res != CUDA_SUCCESS)
+		return res;
+	out = exec_copy_buffer(ex, sizeof(CUkernelNodeAttrValue));
+	if (!out)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	memset(out, 0, sizeof(CUkernelNodeAttrValue));
+	res = ex->be->cuGraphKernelNodeGetAttribute(n->real, (CUkernelNodeAttrID)req->attr,
+						    (CUkernelNodeAttrValue *)out);
+	if (res == CUDA_SUCCESS)
+		rep->value = (struct wire_blob){ out, sizeof(CUkernelNodeAttrValue) };
+	return res;
+}
+
+CUresult exec_graph_kernel_node_set_attribute(struct exec *ex,
+					      const struct wire_graph_kernel_node_set_attribute_req *req,
+					      struct wire_graph_kernel_node_set_attribute_rep *rep)
+{
+	struct graph_node tmp = { .type = CU_GRAPH_NODE_TYPE_KERNEL };
+	CUkernelNodeAttrValue v;
+	struct exec_graph *g;
+	struct graph_node *n;
+	CUresult res = kattr_node(ex, req->graph, req->node, &g, &n);
+	int ret;
+
+	(void)rep;
+	if (res == CUDA_SUCCESS && g->capturing)
+		res = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	if (res == CUDA_SUCCESS)
+		res = kattr_id_check(req->attr);
+	if (res == CUDA_SUCCESS && req->value.len != sizeof(v))
+		res = CUDA_ERROR_INVALID_VALUE;
+	if (res != CUDA_SUCCESS)
+		return res;
+	memcpy(&v, req->value.ptr, sizeof(v));
+	/* The new set in @tmp first: the backend's change cannot be undone. */
+	ret = graph_node_kattrs_copy(&tmp, n);
+	if (!ret)
+		ret = graph_node_kattr_set(&tmp, req->attr, &v);
+	if (ret) {
+		free(tmp.attrs);
+		return res_of_errno(ret);
+	}
+	res = ex->be->cuGraphKernelNodeSetAttribute(n->real, (CUkernelNodeAttrID)req->attr, &v);
+	if (res != CUDA_SUCCESS) {
+		free(tmp.attrs);
+		return res;
+	}
+	free(n->attrs);
+	n->attrs = tmp.attrs;
+	n->nattrs = tmp.nattrs;
+	journal_graph(ex, req->graph, g);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_kernel_node_copy_attributes(struct exec *ex,
+						const struct wire_graph_kernel_node_copy_attributes_req *req,
+						struct wire_graph_kernel_node_copy_attributes_rep *rep)
+{
+	struct exec_graph *g, *sg;
+	struct graph_node *n, *src;
+	struct graph_node tmp = { .type = CU_GRAPH_NODE_TYPE_KERNEL };
+	CUresult res = kattr_node(ex, req->graph, req->node, &g, &n);
+
+	(void)rep;
+	if (res == CUDA_SUCCESS)
+		res = kattr_node(ex, req->src_graph, req->src_node, &sg, &src);
+	if (res == CUDA_SUCCESS && (g->capturing || sg->capturing))
+		res = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (graph_node_kattrs_copy(&tmp, src))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	res = ex->be->cuGraphKernelNodeCopyAttributes(n->real, src->real);
+	if (res != CUDA_SUCCESS) {
+		free(tmp.attrs);
+		return res;
+	}
+	free(n->attrs);
+	n->attrs = tmp.attrs;
+	n->nattrs = tmp.nattrs;
+	journal_graph(ex, req->graph, g);
+	return CUDA_SUCCESS;
+}
+
+/* ---- cuGraphDebugDotPrint ----------------------------------------------- */
+
+#define DOT_FLAGS_KNOWN ((1u << 16) - 1)
+#define DOT_BYTES_MAX (16u << 20)
+
+CUresult exec_graph_debug_dot_print(struct exec *ex, const struct wire_graph_debug_dot_print_req *req,
+				    struct wire_graph_debug_dot_print_rep *rep)
+{
+	char path[] = "/tmp/tern-graph-dot-XXXXXX";
+	uint8_t *out = NULL;
+	size_t len = 0;
+	CUgraph real;
+	CUresult res;
+	FILE *f;
+	int fd;
+
+	if (!graph_get(ex, req->graph, &real))
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (req->flags & ~DOT_FLAGS_KNOWN)
+		return CUDA_ERROR_INVALID_VALUE;
+	fd = mkstemp(path);
+	if (fd < 0) {
+		pr_warn("graph dot print: no temporary file (%s)", strerror(errno));
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	}
+	close(fd);
+	res = ex->be->cuGraphDebugDotPrint(real, path, req->flags);
+	f = res == CUDA_SUCCESS ? fopen(path, "rb") : NULL;
+	if (res == CUDA_SUCCESS && !f)
+		res = CUDA_ERROR_OPERATING_SYSTEM;
+	if (f) {
+		/* One byte past the limit tells a file too large. */
+		out = exec_copy_buffer(ex, DOT_BYTES_MAX + 1);
+		if (!out)
+			res = CUDA_ERROR_OUT_OF_MEMORY;
+		else
+			len = fread(out, 1, DOT_BYTES_MAX + 1, f);
+		if (out && ferror(f))
+			res = CUDA_ERROR_OPERATING_SYSTEM;
+		else if (len > DOT_BYTES_MAX)
+			res = CUDA_ERROR_NOT_SUPPORTED;
+		fclose(f);
+	}
+	unlink(path);
+	if (res != CUDA_SUCCESS)
+		return res;
+	rep->dot = (struct wire_blob){ out, (uint32_t)len };
+	return CUDA_SUCCESS;
+}
+
 /* ---- restore ------------------------------------------------------------ */
 
 CUresult exec_graph_restore(struct exec *ex, uint64_t handle, uint32_t kind, const uint8_t *args,
@@ -2228,6 +2790,14 @@ CUresult exec_graph_restore(struct exec *ex, uint64_t handle, uint32_t kind, con
 			goto out_free;
 		}
 		x->source = real;
+		res = exec_enabled_restore(ex, exec, d);
+		if (res != CUDA_SUCCESS) {
+			snprintf(err, errlen, "executable graph 0x%llx: disabling its nodes again failed with "
+				 "CUDA error %d", (unsigned long long)handle, res);
+			ex->be->cuGraphExecDestroy(exec);
+			ex->be->cuGraphDestroy(real);
+			goto out_free;
+		}
 		if (handle_table_add_at(ex->handles, handle, exec, ex->primary_ctx, x)) {
 			ex->be->cuGraphExecDestroy(exec);
 			ex->be->cuGraphDestroy(real);

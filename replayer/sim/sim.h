@@ -207,18 +207,23 @@ struct sim_graph {
 	struct sim_capture *capture;    /* a capture adds to it */
 };
 
+/* Kernel node attribute ids the sim keeps (CUlaunchAttributeID < this). */
+#define SIM_KATTRS 17
+
 struct sim_gnode {
 	struct sim_graph *graph;
 	unsigned index;                 /* in graph->nodes */
 	CUgraphNodeType type;
 	struct sim_node_set deps;
 	const struct sim_gnode *orig;   /* what it was cloned from */
+	bool disabled;                  /* an executable's node: cuGraphNodeSetEnabled(0) */
 	union {
 		struct {
 			struct sim_func *fn;    /* NULL once its module is unloaded */
 			unsigned grid[3], block[3], shared_bytes;
 			uint8_t *args;          /* packed, fn->param_bytes */
 			void **ptrs;            /* into args, for GetParams */
+			CUkernelNodeAttrValue *attrs;   /* SIM_KATTRS of them, NULL: all default */
 		} kernel;
 		CUDA_MEMCPY3D copy;
 		CUDA_MEMSET_NODE_PARAMS set;
@@ -245,7 +250,12 @@ struct sim_capture {
 	pthread_t thread;
 	struct sim_stream *origin;
 	bool invalidated;
+	bool user_graph;                /* cuStreamBeginCaptureToGraph: the graph stays */
 };
+
+/* The guest's graph @hg a capture may add to, after @deps (its nodes). */
+CUresult sim_graph_capture_target(struct sim *sim, CUgraph hg, const CUgraphNode *deps, size_t n,
+				  struct sim_graph **out);
 
 struct sim_param {
 	uint32_t offset;

@@ -44,7 +44,7 @@ static void capture_end(struct sim *sim, struct sim_capture *cap, bool keep_grap
 			break;
 		}
 	cap->graph->capture = NULL;
-	if (!keep_graph)
+	if (!keep_graph && !cap->user_graph)
 		sim_graph_free(sim, cap->graph);
 	free(cap);
 }
@@ -354,8 +354,11 @@ CUresult sim_capture_graph(struct sim *sim, struct sim_stream *s, struct sim_exe
 
 /* ---- entry points ------------------------------------------------------- */
 
-CUresult sim_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode)
+/* A capture into a new graph, or into @hg after @deps (its nodes). */
+static CUresult begin_capture(CUstream h, CUgraph hg, const CUgraphNode *deps, size_t ndeps,
+			      CUstreamCaptureMode mode)
 {
+	struct sim_graph *user = NULL;
 	struct sim_capture *cap;
 	struct sim_stream *s;
 	struct sim *sim;
@@ -375,10 +378,30 @@ CUresult sim_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode)
 		rc = CUDA_ERROR_ILLEGAL_STATE;
 		goto out;
 	}
+	if (hg) {
+		rc = sim_graph_capture_target(sim, hg, deps, ndeps, &user);
+		if (rc)
+			goto out;
+	}
 	cap = calloc(1, sizeof(*cap));
-	if (!cap || !(cap->graph = sim_graph_new(sim, false))) {
+	if (cap && user) {
+		cap->graph = user;
+		cap->user_graph = true;
+	}
+	if (!cap || (!cap->graph && !(cap->graph = sim_graph_new(sim, false)))) {
 		free(cap);
 		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	sim_node_set_clear(&s->cdeps);
+	for (size_t i = 0; i < ndeps && !rc; i++)
+		if (sim_node_set_add(&s->cdeps, (struct sim_gnode *)deps[i]))
+			rc = CUDA_ERROR_OUT_OF_MEMORY;
+	if (rc) {
+		sim_node_set_clear(&s->cdeps);
+		if (!cap->user_graph)
+			sim_graph_free(sim, cap->graph);
+		free(cap);
 		goto out;
 	}
 	cap->graph->capture = cap;
@@ -389,10 +412,25 @@ CUresult sim_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode)
 	cap->next = sim->captures;
 	sim->captures = cap;
 	s->capture = cap;
-	sim_node_set_clear(&s->cdeps);
 out:
 	sim_leave(sim);
 	return rc;
+}
+
+CUresult sim_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode)
+{
+	return begin_capture(h, NULL, NULL, 0, mode);
+}
+
+CUresult sim_cuStreamBeginCaptureToGraph(CUstream h, CUgraph hg, const CUgraphNode *deps,
+					 const CUgraphEdgeData *edges, size_t ndeps, CUstreamCaptureMode mode)
+{
+	static const CUgraphEdgeData zero;
+
+	for (size_t i = 0; edges && i < ndeps; i++)
+		if (memcmp(&edges[i], &zero, sizeof(zero)))
+			return CUDA_ERROR_NOT_SUPPORTED;
+	return hg ? begin_capture(h, hg, deps, ndeps, mode) : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* Mark every ancestor of the nodes in @set (and the nodes). */

@@ -13,10 +13,12 @@
 #include "sim.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
+#include "graph_desc.h"
 #include "log.h"
 
 /* ---- node sets ---------------------------------------------------------- */
@@ -103,8 +105,10 @@ static void gnode_params_release(struct sim *sim, struct sim_gnode *n)
 	case CU_GRAPH_NODE_TYPE_KERNEL:
 		free(n->kernel.args);
 		free(n->kernel.ptrs);
+		free(n->kernel.attrs);
 		n->kernel.args = NULL;
 		n->kernel.ptrs = NULL;
+		n->kernel.attrs = NULL;
 		break;
 	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
 	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
@@ -202,6 +206,13 @@ static int gnode_params_copy(struct sim *sim, struct sim_gnode *dst, const struc
 		dst->kernel = src->kernel;
 		dst->kernel.args = NULL;
 		dst->kernel.ptrs = NULL;
+		dst->kernel.attrs = NULL;
+		if (src->kernel.attrs) {
+			dst->kernel.attrs = malloc(SIM_KATTRS * sizeof(*dst->kernel.attrs));
+			if (!dst->kernel.attrs)
+				return -ENOMEM;
+			memcpy(dst->kernel.attrs, src->kernel.attrs, SIM_KATTRS * sizeof(*dst->kernel.attrs));
+		}
 		if (!src->kernel.fn)
 			return 0;       /* its module is gone; a launch refuses it */
 		dst->kernel.args = malloc(src->kernel.fn->param_bytes + 1);
@@ -1378,7 +1389,8 @@ CUresult sim_cuGraphLaunch(CUgraphExec h, CUstream hs)
 	/* Every command is made (and every node checked) before one is queued:
 	 * a launch runs whole or not at all. */
 	for (unsigned i = 0; i < x->count && !rc; i++)
-		rc = node_cmds(sim, s, x->order[i], &q);
+		if (!x->order[i]->disabled)
+			rc = node_cmds(sim, s, x->order[i], &q);
 	while (q) {
 		struct sim_cmd *c = q;
 
@@ -1658,5 +1670,350 @@ CUresult sim_cuGraphExecHostNodeSetParams(CUgraphExec h, CUgraphNode node, const
 	if (!rc)
 		n->host = *p;
 	sim_leave(sim);
+	return rc;
+}
+
+/* ---- memcpy, memset and event nodes changed, nodes disabled -------------- */
+
+/* A graph's node of @type (@x NULL) or an executable's copy of it, with the
+ * lock held (sim_leave when done). */
+static CUresult node_for_set(CUgraphExec hx, CUgraphNode h, CUgraphNodeType type, struct sim **psim,
+			     struct sim_gnode **pn)
+{
+	struct sim_exec *x;
+	CUresult rc;
+
+	if (!hx)
+		return enter_node(h, type, psim, pn);
+	if (!h)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(psim);
+	if (rc)
+		return rc;
+	rc = exec_resolve(*psim, hx, &x);
+	if (!rc && !(*pn = exec_node_find(x, h, type)))
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (rc)
+		sim_leave(*psim);
+	return rc;
+}
+
+static CUresult memcpy_set(CUgraphExec hx, CUgraphNode h, const CUDA_MEMCPY3D *p)
+{
+	struct copy_geom geom;
+	struct sim_gnode *n;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = node_for_set(hx, h, CU_GRAPH_NODE_TYPE_MEMCPY, &sim, &n);
+	if (rc)
+		return rc;
+	rc = copy_check(sim, p, &geom);
+	if (!rc)
+		n->copy = *p;
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuGraphMemcpyNodeSetParams(CUgraphNode h, const CUDA_MEMCPY3D *p)
+{
+	return memcpy_set(NULL, h, p);
+}
+
+CUresult sim_cuGraphExecMemcpyNodeSetParams(CUgraphExec hx, CUgraphNode h, const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+	(void)ctx;
+	return hx ? memcpy_set(hx, h, p) : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult memset_set(CUgraphExec hx, CUgraphNode h, const CUDA_MEMSET_NODE_PARAMS *p)
+{
+	struct sim_gnode *n;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = node_for_set(hx, h, CU_GRAPH_NODE_TYPE_MEMSET, &sim, &n);
+	if (rc)
+		return rc;
+	rc = memset_check(sim, p);
+	if (!rc)
+		n->set = *p;
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuGraphMemsetNodeSetParams(CUgraphNode h, const CUDA_MEMSET_NODE_PARAMS *p)
+{
+	return memset_set(NULL, h, p);
+}
+
+CUresult sim_cuGraphExecMemsetNodeSetParams(CUgraphExec hx, CUgraphNode h, const CUDA_MEMSET_NODE_PARAMS *p,
+					    CUcontext ctx)
+{
+	(void)ctx;
+	return hx ? memset_set(hx, h, p) : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult event_set(CUgraphExec hx, CUgraphNode h, CUevent hev, CUgraphNodeType type)
+{
+	struct sim_event *ev;
+	struct sim_gnode *n;
+	struct sim *sim;
+	CUresult rc;
+
+	rc = node_for_set(hx, h, type, &sim, &n);
+	if (rc)
+		return rc;
+	rc = sim_event_lookup(sim, hev, &ev);
+	if (!rc) {
+		ev->pending++;
+		sim_event_unref(n->event);
+		n->event = ev;
+	}
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuGraphEventRecordNodeSetEvent(CUgraphNode h, CUevent ev)
+{
+	return event_set(NULL, h, ev, CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+}
+
+CUresult sim_cuGraphEventWaitNodeSetEvent(CUgraphNode h, CUevent ev)
+{
+	return event_set(NULL, h, ev, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+}
+
+CUresult sim_cuGraphExecEventRecordNodeSetEvent(CUgraphExec hx, CUgraphNode h, CUevent ev)
+{
+	return hx ? event_set(hx, h, ev, CU_GRAPH_NODE_TYPE_EVENT_RECORD) : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult sim_cuGraphExecEventWaitNodeSetEvent(CUgraphExec hx, CUgraphNode h, CUevent ev)
+{
+	return hx ? event_set(hx, h, ev, CU_GRAPH_NODE_TYPE_WAIT_EVENT) : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Kernel, memcpy and memset nodes of an executable, as the driver allows. */
+CUresult sim_cuGraphNodeSetEnabled(CUgraphExec hx, CUgraphNode h, unsigned int enabled)
+{
+	static const CUgraphNodeType types[] = { CU_GRAPH_NODE_TYPE_KERNEL, CU_GRAPH_NODE_TYPE_MEMCPY,
+						 CU_GRAPH_NODE_TYPE_MEMSET };
+	struct sim_gnode *n = NULL;
+	struct sim_exec *x;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!h)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = exec_resolve(sim, hx, &x);
+	for (unsigned k = 0; !rc && !n && k < sizeof(types) / sizeof(types[0]); k++)
+		n = exec_node_find(x, h, types[k]);
+	if (!rc && !n)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (!rc)
+		n->disabled = !enabled;
+	sim_leave(sim);
+	return rc;
+}
+
+/* ---- dot ---------------------------------------------------------------- */
+
+static const char *const gnode_type_names[] = {
+	[CU_GRAPH_NODE_TYPE_KERNEL] = "kernel", [CU_GRAPH_NODE_TYPE_MEMCPY] = "memcpy",
+	[CU_GRAPH_NODE_TYPE_MEMSET] = "memset", [CU_GRAPH_NODE_TYPE_HOST] = "host",
+	[CU_GRAPH_NODE_TYPE_GRAPH] = "graph", [CU_GRAPH_NODE_TYPE_EMPTY] = "empty",
+	[CU_GRAPH_NODE_TYPE_WAIT_EVENT] = "wait_event", [CU_GRAPH_NODE_TYPE_EVENT_RECORD] = "event_record",
+	[CU_GRAPH_NODE_TYPE_MEM_ALLOC] = "mem_alloc", [CU_GRAPH_NODE_TYPE_MEM_FREE] = "mem_free",
+};
+
+/* The nodes of @g (children as clusters) and their dependencies; @id
+ * numbers the nodes of the whole file. */
+static void dot_graph(FILE *f, const struct sim_graph *g, unsigned *id, unsigned depth)
+{
+	unsigned base = *id;
+
+	*id += g->count;
+	for (unsigned i = 0; i < g->count; i++) {
+		const struct sim_gnode *n = g->nodes[i];
+		const char *name = (unsigned)n->type < sizeof(gnode_type_names) / sizeof(gnode_type_names[0]) &&
+					   gnode_type_names[n->type] ? gnode_type_names[n->type] : "node";
+
+		fprintf(f, "%*s\"n%u\" [label=\"%u: %s\"];\n", (int)depth * 2 + 2, "", base + i, i, name);
+		if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->child && depth < 8) {
+			fprintf(f, "%*ssubgraph \"cluster_n%u\" {\n", (int)depth * 2 + 2, "", base + i);
+			dot_graph(f, n->child, id, depth + 1);
+			fprintf(f, "%*s}\n", (int)depth * 2 + 2, "");
+		}
+		for (unsigned k = 0; k < n->deps.count; k++)
+			fprintf(f, "%*s\"n%u\" -> \"n%u\";\n", (int)depth * 2 + 2, "", base + n->deps.nodes[k]->index,
+				base + i);
+	}
+}
+
+CUresult sim_cuGraphDebugDotPrint(CUgraph hg, const char *path, unsigned int flags)
+{
+	struct sim_graph *g;
+	struct sim *sim;
+	unsigned id = 0;
+	CUresult rc;
+	FILE *f;
+
+	if (!path || flags >> 16)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = graph_resolve(sim, hg, &g);
+	if (!rc) {
+		f = fopen(path, "w");
+		if (!f) {
+			rc = CUDA_ERROR_OPERATING_SYSTEM;
+		} else {
+			fprintf(f, "digraph dot {\n");
+			dot_graph(f, g, &id, 0);
+			fprintf(f, "}\n");
+			if (fclose(f))
+				rc = CUDA_ERROR_OPERATING_SYSTEM;
+		}
+	}
+	sim_leave(sim);
+	return rc;
+}
+
+/* The executable's child node takes @hchild's parameters node for node,
+ * when the shapes match as for cuGraphExecUpdate. */
+CUresult sim_cuGraphExecChildGraphNodeSetParams(CUgraphExec hx, CUgraphNode node, CUgraph hchild)
+{
+	CUgraphExecUpdateResultInfo info;
+	struct sim_gnode *n = NULL;
+	struct sim_graph *child;
+	struct sim_exec *x;
+	struct sim *sim;
+	unsigned *pair = NULL;
+	CUresult rc;
+
+	if (!node)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = exec_resolve(sim, hx, &x);
+	if (!rc && !(n = exec_node_find(x, node, CU_GRAPH_NODE_TYPE_GRAPH)))
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (!rc)
+		rc = graph_resolve(sim, hchild, &child);
+	if (!rc && child->capture)
+		rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	if (!rc) {
+		pair = malloc((n->child->count + 1) * sizeof(*pair));
+		if (!pair)
+			rc = CUDA_ERROR_OUT_OF_MEMORY;
+		else if (!update_pair(n->child, child, pair, &info))
+			rc = info.result == CU_GRAPH_EXEC_UPDATE_ERROR ? CUDA_ERROR_OUT_OF_MEMORY
+								       : CUDA_ERROR_INVALID_VALUE;
+		free(pair);
+	}
+	if (!rc && update_apply(sim, n->child, child))
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+	sim_leave(sim);
+	return rc;
+}
+
+/* ---- kernel node attributes --------------------------------------------- */
+
+/* Those a kernel node takes whose value is plain data: kept, not acted on
+ * (the sim has no L2 policy, clusters, priorities or sync domains). */
+static bool kattr_known(CUkernelNodeAttrID id)
+{
+	return graph_kattr_id_ok((uint32_t)id) && (unsigned)id < SIM_KATTRS;
+}
+
+CUresult sim_cuGraphKernelNodeGetAttribute(CUgraphNode h, CUkernelNodeAttrID id, CUkernelNodeAttrValue *out)
+{
+	struct sim_gnode *n;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!out || !kattr_known(id))
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = enter_node(h, CU_GRAPH_NODE_TYPE_KERNEL, &sim, &n);
+	if (rc)
+		return rc;
+	if (n->kernel.attrs)
+		*out = n->kernel.attrs[id];
+	else
+		memset(out, 0, sizeof(*out));
+	sim_leave(sim);
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_cuGraphKernelNodeSetAttribute(CUgraphNode h, CUkernelNodeAttrID id, const CUkernelNodeAttrValue *v)
+{
+	struct sim_gnode *n;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!v || !kattr_known(id))
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = enter_node(h, CU_GRAPH_NODE_TYPE_KERNEL, &sim, &n);
+	if (rc)
+		return rc;
+	if (!n->kernel.attrs)
+		n->kernel.attrs = calloc(SIM_KATTRS, sizeof(*n->kernel.attrs));
+	if (n->kernel.attrs)
+		n->kernel.attrs[id] = *v;
+	else
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+	sim_leave(sim);
+	return rc;
+}
+
+CUresult sim_cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
+{
+	struct sim_gnode *d, *s;
+	CUkernelNodeAttrValue *copy = NULL;
+	struct sim *sim;
+	CUresult rc;
+
+	rc = enter_node(dst, CU_GRAPH_NODE_TYPE_KERNEL, &sim, &d);
+	if (rc)
+		return rc;
+	rc = node_resolve(sim, src, &s);
+	if (!rc && s->type != CU_GRAPH_NODE_TYPE_KERNEL)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (!rc && s->kernel.attrs) {
+		copy = malloc(SIM_KATTRS * sizeof(*copy));
+		if (copy)
+			memcpy(copy, s->kernel.attrs, SIM_KATTRS * sizeof(*copy));
+		else
+			rc = CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if (!rc) {
+		free(d->kernel.attrs);
+		d->kernel.attrs = copy;
+	}
+	sim_leave(sim);
+	return rc;
+}
+
+/* Dependencies a capture into @hg starts from: nodes of that graph, for
+ * cuStreamBeginCaptureToGraph (sim_capture.c); lock held. */
+CUresult sim_graph_capture_target(struct sim *sim, CUgraph hg, const CUgraphNode *deps, size_t n,
+				  struct sim_graph **out)
+{
+	CUresult rc = graph_resolve(sim, hg, out);
+
+	if (!rc && ((*out)->capture || (*out)->owned))
+		rc = (*out)->capture ? CUDA_ERROR_ILLEGAL_STATE : CUDA_ERROR_INVALID_VALUE;
+	if (!rc)
+		rc = deps_check(sim, *out, deps, n);
 	return rc;
 }

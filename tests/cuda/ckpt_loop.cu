@@ -12,6 +12,9 @@
  * loop: the main step is a captured graph, the every-eighth step a graph
  * built node by node; each launch gets its step number with
  * cudaGraphExecKernelNodeSetParams. The checksum is the same as without.
+ * The node-by-node graph also holds a memset node that would wipe the half,
+ * disabled in its executable, and a kernel node attribute: a restore must
+ * keep the node disabled.
  *
  * TERN_TEST_TWO_DEVICES=1 also keeps a buffer on device 1 (filled from
  * device 0's data by a peer copy) that a stream of device 1 mixes every
@@ -292,7 +295,28 @@ int main(int argc, char **argv)
 		p.kernelParams = args;
 		CHECK(cudaGraphCreate(&g_half, 0));
 		CHECK(cudaGraphAddKernelNode(&n_half, g_half, NULL, 0, &p));
-		CHECK(cudaGraphInstantiate(&x_half, g_half, 0));
+		/* A node that would wipe the half, disabled in the executable, and
+		 * an attribute of no effect on the result: a restore must bring
+		 * both back (the checksum shows a wipe). */
+		{
+			cudaGraphNodeParams wp = {};
+			cudaGraphNode_t wipe;
+			cudaKernelNodeAttrValue prio = {};
+			unsigned enabled = 1;
+
+			wp.type = cudaGraphNodeTypeMemset;
+			wp.memset.dst = z;
+			wp.memset.elementSize = 4;
+			wp.memset.width = half;
+			wp.memset.height = 1;
+			CHECK(cudaGraphAddNode(&wipe, g_half, &n_half, NULL, 1, &wp));
+			prio.priority = -1;
+			CHECK(cudaGraphKernelNodeSetAttribute(n_half, cudaLaunchAttributePriority, &prio));
+			CHECK(cudaGraphInstantiate(&x_half, g_half, 0));
+			CHECK(cudaGraphNodeSetEnabled(x_half, wipe, 0));
+			CHECK(cudaGraphNodeGetEnabled(x_half, wipe, &enabled));
+			REQUIRE(enabled == 0, "the wipe node is still enabled");
+		}
 	}
 	CHECK(cudaDeviceSetLimit(cudaLimitStackSize, 8192));
 	CHECK(cudaDeviceGetLimit(&stack0, cudaLimitStackSize));

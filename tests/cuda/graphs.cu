@@ -16,12 +16,26 @@
  *  4. cudaGraphExecKernelNodeSetParams and cudaGraphExecUpdate (one that
  *     works, one refused for a changed topology);
  *  5. a host node: runs in the program's process (through tern too: the
- *     worker calls the shim back; host_funcs.cu tests that in depth).
+ *     worker calls the shim back; host_funcs.cu tests that in depth);
+ *  6. node parameters read back (kernel with its arguments, memcpy, memset,
+ *     event record and wait, allocation and free nodes) and compared with
+ *     what was given; memcpy, memset and event nodes changed in the graph
+ *     and in an executable (cudaGraphExecNodeSetParams too), a node of an
+ *     executable disabled and enabled again, each checked by a launch; kernel
+ *     node attributes set, read back and copied; an
+ *     executable's child graph node given another child graph of the same
+ *     shape (and refused one of another); a capture into a graph of the
+ *     program's after one of its nodes; the graph printed as dot text at
+ *     a path of this process.
  *
  * CPU versions of the kernels for the sim: sim_kernels.c. */
 #include "check.h"
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 #include <vector>
 
 extern "C" __global__ void g_iota(int *a, int n)
@@ -578,6 +592,326 @@ static void host_node(void)
 	CHECK(cudaGraphDestroy(g));
 }
 
+static cudaMemsetParams memset_of(int *dst, unsigned value)
+{
+	cudaMemsetParams mp = {};
+
+	mp.dst = dst;
+	mp.value = value;
+	mp.elementSize = 4;
+	mp.width = N;
+	mp.height = 1;
+	return mp;
+}
+
+static void kernel_params_check(cudaGraphNode_t k, const int *a, int mult, const char *when)
+{
+	cudaKernelNodeParams kp = {};
+
+	CHECK(cudaGraphKernelNodeGetParams(k, &kp));
+	REQUIRE(kp.func == (void *)g_scale, "%s: kernel node function %p", when, kp.func);
+	REQUIRE(kp.gridDim.x == (unsigned)G && kp.gridDim.y == 1 && kp.blockDim.x == (unsigned)B &&
+		kp.blockDim.y == 1 && kp.sharedMemBytes == 0, "%s: kernel node geometry", when);
+	REQUIRE(kp.kernelParams && kp.extra == NULL, "%s: kernel node arguments missing", when);
+	REQUIRE(*(int **)kp.kernelParams[0] == a && *(int *)kp.kernelParams[1] == mult &&
+		*(int *)kp.kernelParams[2] == N, "%s: kernel node arguments (%p %d %d)", when,
+		*(void **)kp.kernelParams[0], *(int *)kp.kernelParams[1], *(int *)kp.kernelParams[2]);
+}
+
+static void memset_params_check(cudaGraphNode_t n, const int *dst, unsigned value, const char *when)
+{
+	cudaMemsetParams mp = {};
+
+	CHECK(cudaGraphMemsetNodeGetParams(n, &mp));
+	REQUIRE(mp.dst == dst && mp.value == value && mp.elementSize == 4 && mp.width == (size_t)N &&
+		mp.height == 1, "%s: memset node %p %u %u %zu %zu", when, mp.dst, mp.value, mp.elementSize,
+		mp.width, mp.height);
+}
+
+static void all_equal(const int *d, int want, const char *when)
+{
+	for (int e : fetch(d))
+		REQUIRE(e == want, "%s: %d, not %d", when, e, want);
+}
+
+/* 6. Node parameters read back and changed, nodes disabled. */
+static void node_params(void)
+{
+	cudaStream_t s;
+	cudaEvent_t e1, e2, got;
+	cudaGraph_t g, ga;
+	cudaGraphExec_t x;
+	cudaGraphNode_t ms, k, cp, er, ew, an, fn;
+	cudaMemsetParams mp = {};
+	cudaKernelNodeParams kp = {};
+	cudaMemcpy3DParms cpp = {};
+	cudaMemAllocNodeParams ap = {};
+	cudaGraphNodeParams np = {};
+	unsigned enabled;
+	int *a, *b, *c, mult = 3, n = N;
+	void *args[] = { &a, &mult, &n };
+	void *dptr;
+
+	CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CHECK(cudaEventCreateWithFlags(&e1, cudaEventDisableTiming));
+	CHECK(cudaEventCreateWithFlags(&e2, cudaEventDisableTiming));
+	CHECK(cudaMalloc(&a, N * sizeof(int)));
+	CHECK(cudaMalloc(&b, N * sizeof(int)));
+	CHECK(cudaMalloc(&c, N * sizeof(int)));
+	CHECK(cudaMemset(b, 0, N * sizeof(int)));
+	CHECK(cudaMemset(c, 0, N * sizeof(int)));
+	CHECK(cudaEventRecord(e2, s));
+	CHECK(cudaStreamSynchronize(s));
+
+	CHECK(cudaGraphCreate(&g, 0));
+	mp = memset_of(a, 5);
+	CHECK(cudaGraphAddMemsetNode(&ms, g, NULL, 0, &mp));
+	kp.func = (void *)g_scale;
+	kp.gridDim = dim3(G);
+	kp.blockDim = dim3(B);
+	kp.kernelParams = args;
+	CHECK(cudaGraphAddKernelNode(&k, g, &ms, 1, &kp));
+	CHECK(cudaGraphAddMemcpyNode1D(&cp, g, &k, 1, b, a, N * sizeof(int), cudaMemcpyDeviceToDevice));
+	CHECK(cudaGraphAddEventRecordNode(&er, g, &cp, 1, e1));
+	CHECK(cudaGraphAddEventWaitNode(&ew, g, NULL, 0, e2));
+
+	/* Read back: what was given, in the program's own terms. */
+	memset_params_check(ms, a, 5, "graph");
+	kernel_params_check(k, a, 3, "graph");
+	mult = 99;      /* the node holds its own copy */
+	kernel_params_check(k, a, 3, "graph, again");
+	CHECK(cudaGraphMemcpyNodeGetParams(cp, &cpp));
+	REQUIRE(cpp.srcPtr.ptr == a && cpp.dstPtr.ptr == b && cpp.extent.width == N * sizeof(int) &&
+		cpp.extent.height == 1 && cpp.extent.depth == 1, "memcpy node %p %p %zu", cpp.srcPtr.ptr,
+		cpp.dstPtr.ptr, cpp.extent.width);
+	CHECK(cudaGraphEventRecordNodeGetEvent(er, &got));
+	REQUIRE(got == e1, "event record node's event");
+	CHECK(cudaGraphEventWaitNodeGetEvent(ew, &got));
+	REQUIRE(got == e2, "event wait node's event");
+	REQUIRE(cudaGraphMemsetNodeGetParams(k, &mp) == cudaErrorInvalidValue,
+		"a kernel node read as a memset node");
+	cudaGetLastError();
+	REQUIRE(cudaGraphEventWaitNodeGetEvent(er, &got) == cudaErrorInvalidValue,
+		"a record node read as a wait node");
+	cudaGetLastError();
+
+	/* Allocation and free nodes. */
+	CHECK(cudaGraphCreate(&ga, 0));
+	ap.poolProps.allocType = cudaMemAllocationTypePinned;
+	ap.poolProps.location.type = cudaMemLocationTypeDevice;
+	ap.poolProps.location.id = 0;
+	ap.bytesize = 1 << 20;
+	CHECK(cudaGraphAddMemAllocNode(&an, ga, NULL, 0, &ap));
+	dptr = ap.dptr;
+	CHECK(cudaGraphAddMemFreeNode(&fn, ga, &an, 1, dptr));
+	ap = {};
+	CHECK(cudaGraphMemAllocNodeGetParams(an, &ap));
+	REQUIRE(ap.dptr == dptr && ap.bytesize == 1 << 20 && ap.poolProps.location.type == cudaMemLocationTypeDevice &&
+		ap.poolProps.location.id == 0, "allocation node %p %zu", ap.dptr, ap.bytesize);
+	dptr = NULL;
+	CHECK(cudaGraphMemFreeNodeGetParams(fn, &dptr));
+	REQUIRE(dptr == ap.dptr, "free node %p", dptr);
+	CHECK(cudaGraphDestroy(ga));
+
+	/* Changed in the graph: memset 7, the copy into c, the other event. */
+	mp = memset_of(a, 7);
+	CHECK(cudaGraphMemsetNodeSetParams(ms, &mp));
+	CHECK(cudaGraphMemcpyNodeSetParams1D(cp, c, a, N * sizeof(int), cudaMemcpyDeviceToDevice));
+	CHECK(cudaGraphEventRecordNodeSetEvent(er, e2));
+	CHECK(cudaGraphEventWaitNodeSetEvent(ew, e1));
+	memset_params_check(ms, a, 7, "graph, changed");
+	CHECK(cudaGraphMemcpyNodeGetParams(cp, &cpp));
+	REQUIRE(cpp.dstPtr.ptr == c, "memcpy node changed: %p", cpp.dstPtr.ptr);
+	CHECK(cudaGraphEventRecordNodeGetEvent(er, &got));
+	REQUIRE(got == e2, "event record node changed");
+	CHECK(cudaGraphEventWaitNodeSetEvent(ew, e2));
+	CHECK(cudaGraphInstantiate(&x, g, 0));
+	CHECK(cudaGraphLaunch(x, s));
+	CHECK(cudaStreamSynchronize(s));
+	all_equal(c, 21, "after the graph's nodes changed");
+	all_equal(b, 0, "the old copy target");
+
+	/* Changed in the executable only. */
+	mp.value = 2;
+	CHECK(cudaGraphExecMemsetNodeSetParams(x, ms, &mp));
+	CHECK(cudaGraphExecMemcpyNodeSetParams1D(x, cp, b, a, N * sizeof(int), cudaMemcpyDeviceToDevice));
+	CHECK(cudaGraphExecEventRecordNodeSetEvent(x, er, e1));
+	CHECK(cudaGraphExecEventWaitNodeSetEvent(x, ew, e2));
+	CHECK(cudaGraphLaunch(x, s));
+	CHECK(cudaStreamSynchronize(s));
+	all_equal(b, 6, "after the executable's nodes changed");
+	REQUIRE(cudaEventQuery(e1) == cudaSuccess, "the executable's record node did not record e1");
+	memset_params_check(ms, a, 7, "graph, after the executable changed");
+
+	/* A node disabled, then enabled again. */
+	CHECK(cudaGraphNodeGetEnabled(x, k, &enabled));
+	REQUIRE(enabled == 1, "kernel node enabled: %u", enabled);
+	CHECK(cudaGraphNodeSetEnabled(x, k, 0));
+	CHECK(cudaGraphNodeGetEnabled(x, k, &enabled));
+	REQUIRE(enabled == 0, "kernel node disabled: %u", enabled);
+	CHECK(cudaGraphLaunch(x, s));
+	CHECK(cudaStreamSynchronize(s));
+	all_equal(b, 2, "with the kernel node disabled");
+	CHECK(cudaGraphNodeSetEnabled(x, k, 1));
+	CHECK(cudaGraphLaunch(x, s));
+	CHECK(cudaStreamSynchronize(s));
+	all_equal(b, 6, "with the kernel node enabled again");
+
+	/* The generic forms. */
+	np.type = cudaGraphNodeTypeMemset;
+	np.memset.dst = a;
+	np.memset.elementSize = 4;
+	np.memset.width = N;
+	np.memset.height = 1;
+	np.memset.value = 4;
+	CHECK(cudaGraphExecNodeSetParams(x, ms, &np));
+	CHECK(cudaGraphLaunch(x, s));
+	CHECK(cudaStreamSynchronize(s));
+	all_equal(b, 12, "after cudaGraphExecNodeSetParams");
+	np.memset.value = 1;
+	CHECK(cudaGraphNodeSetParams(ms, &np));
+	memset_params_check(ms, a, 1, "graph, after cudaGraphNodeSetParams");
+	np = {};
+	np.type = cudaGraphNodeTypeEventRecord;
+	np.eventRecord.event = e2;
+	CHECK(cudaGraphNodeSetParams(er, &np));
+	CHECK(cudaGraphEventRecordNodeGetEvent(er, &got));
+	REQUIRE(got == e2, "event record node after cudaGraphNodeSetParams");
+
+	/* Kernel node attributes: set, read back, copied to another node. */
+	{
+		cudaKernelNodeAttrValue av = {}, got_av = {};
+		cudaGraphNode_t k2;
+
+		kp.kernelParams = args;
+		CHECK(cudaGraphAddKernelNode(&k2, g, NULL, 0, &kp));
+		CHECK(cudaGraphKernelNodeGetAttribute(k2, cudaLaunchAttributePriority, &got_av));
+		av.priority = -1;    /* in the range of every device: 0 .. -5 on the H200 */
+		CHECK(cudaGraphKernelNodeSetAttribute(k, cudaLaunchAttributePriority, &av));
+		av = {};
+		av.accessPolicyWindow.base_ptr = a;
+		av.accessPolicyWindow.num_bytes = 4096;
+		av.accessPolicyWindow.hitRatio = 0.5f;
+		av.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+		av.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+		CHECK(cudaGraphKernelNodeSetAttribute(k, cudaLaunchAttributeAccessPolicyWindow, &av));
+		CHECK(cudaGraphKernelNodeGetAttribute(k, cudaLaunchAttributeAccessPolicyWindow, &got_av));
+		REQUIRE(got_av.accessPolicyWindow.base_ptr == a && got_av.accessPolicyWindow.num_bytes == 4096 &&
+			got_av.accessPolicyWindow.hitProp == cudaAccessPropertyPersisting,
+			"access policy window read back");
+		CHECK(cudaGraphKernelNodeCopyAttributes(k2, k));
+		got_av = {};
+		CHECK(cudaGraphKernelNodeGetAttribute(k2, cudaLaunchAttributeAccessPolicyWindow, &got_av));
+		REQUIRE(got_av.accessPolicyWindow.base_ptr == a && got_av.accessPolicyWindow.num_bytes == 4096,
+			"access policy window copied");
+		CHECK(cudaGraphKernelNodeGetAttribute(k, cudaLaunchAttributePriority, &got_av));
+		av.priority = got_av.priority;
+		CHECK(cudaGraphKernelNodeGetAttribute(k2, cudaLaunchAttributePriority, &got_av));
+		REQUIRE(got_av.priority == av.priority, "priority copied: %d, not %d", got_av.priority, av.priority);
+		REQUIRE(cudaGraphKernelNodeGetAttribute(ms, cudaLaunchAttributePriority, &got_av) != cudaSuccess,
+			"a memset node's kernel attribute");
+		cudaGetLastError();
+		CHECK(cudaGraphDestroyNode(k2));
+	}
+
+	/* An executable's child graph node changed: same shape, then another. */
+	{
+		cudaGraph_t gc, gc2, gc3, gp;
+		cudaGraphExec_t xp;
+		cudaGraphNode_t cn, m1, m2;
+
+		CHECK(cudaGraphCreate(&gc, 0));
+		CHECK(cudaGraphCreate(&gc2, 0));
+		CHECK(cudaGraphCreate(&gc3, 0));
+		CHECK(cudaGraphCreate(&gp, 0));
+		mp = memset_of(c, 1);
+		CHECK(cudaGraphAddMemsetNode(&m1, gc, NULL, 0, &mp));
+		mp.value = 9;
+		CHECK(cudaGraphAddMemsetNode(&m1, gc2, NULL, 0, &mp));
+		CHECK(cudaGraphAddMemsetNode(&m1, gc3, NULL, 0, &mp));
+		CHECK(cudaGraphAddMemsetNode(&m2, gc3, &m1, 1, &mp));
+		CHECK(cudaGraphAddChildGraphNode(&cn, gp, NULL, 0, gc));
+		CHECK(cudaGraphInstantiate(&xp, gp, 0));
+		CHECK(cudaGraphLaunch(xp, s));
+		CHECK(cudaStreamSynchronize(s));
+		all_equal(c, 1, "child graph");
+		CHECK(cudaGraphExecChildGraphNodeSetParams(xp, cn, gc2));
+		CHECK(cudaGraphLaunch(xp, s));
+		CHECK(cudaStreamSynchronize(s));
+		all_equal(c, 9, "child graph changed in the executable");
+		REQUIRE(cudaGraphExecChildGraphNodeSetParams(xp, cn, gc3) != cudaSuccess,
+			"a child graph of another shape taken");
+		cudaGetLastError();
+		CHECK(cudaGraphExecDestroy(xp));
+		CHECK(cudaGraphDestroy(gp));
+		CHECK(cudaGraphDestroy(gc));
+		CHECK(cudaGraphDestroy(gc2));
+		CHECK(cudaGraphDestroy(gc3));
+	}
+
+	/* A capture that adds to a graph of the program's, after its memset. */
+	{
+		cudaGraph_t gt, ended = NULL;
+		cudaGraphExec_t xt;
+		cudaGraphNode_t m0, nodes[4], dep;
+		size_t count = 4, ndep = 1;
+		int two = 2;
+
+		CHECK(cudaGraphCreate(&gt, 0));
+		mp = memset_of(c, 3);
+		CHECK(cudaGraphAddMemsetNode(&m0, gt, NULL, 0, &mp));
+		CHECK(cudaStreamBeginCaptureToGraph(s, gt, &m0, NULL, 1, cudaStreamCaptureModeGlobal));
+		g_scale<<<G, B, 0, s>>>(c, two, N);
+		CHECK(cudaGetLastError());
+		CHECK(cudaStreamEndCapture(s, &ended));
+		REQUIRE(ended == gt, "the capture ended in another graph");
+		CHECK(cudaGraphGetNodes(gt, nodes, &count));
+		REQUIRE(count == 2, "the graph has %zu nodes after the capture", count);
+		for (size_t i = 0; i < count; i++)
+			if (nodes[i] != m0) {
+				CHECK(cudaGraphNodeGetDependencies(nodes[i], &dep, NULL, &ndep));
+				REQUIRE(ndep == 1 && dep == m0, "the captured kernel does not follow the memset");
+			}
+		CHECK(cudaGraphInstantiate(&xt, gt, 0));
+		CHECK(cudaGraphLaunch(xt, s));
+		CHECK(cudaStreamSynchronize(s));
+		all_equal(c, 6, "graph captured into");
+		CHECK(cudaGraphExecDestroy(xt));
+		CHECK(cudaGraphDestroy(gt));
+	}
+
+	/* The graph as dot text, written at this process's path. */
+	{
+		char path[] = "/tmp/graphs-dot-XXXXXX", text[4096];
+		int fd = mkstemp(path);
+		FILE *f;
+		size_t len;
+
+		REQUIRE(fd >= 0, "no temporary file");
+		close(fd);
+		CHECK(cudaGraphDebugDotPrint(g, path, cudaGraphDebugDotFlagsVerbose));
+		f = fopen(path, "r");
+		REQUIRE(f, "cudaGraphDebugDotPrint wrote no file");
+		len = fread(text, 1, sizeof(text) - 1, f);
+		text[len] = 0;
+		fclose(f);
+		unlink(path);
+		REQUIRE(strstr(text, "digraph"), "cudaGraphDebugDotPrint: not dot text: %.80s", text);
+		REQUIRE(cudaGraphDebugDotPrint(g, "/nonexistent-dir/x.dot", 0) != cudaSuccess,
+			"a dot file written where no directory is");
+		cudaGetLastError();
+	}
+
+	CHECK(cudaGraphExecDestroy(x));
+	CHECK(cudaGraphDestroy(g));
+	CHECK(cudaFree(a));
+	CHECK(cudaFree(b));
+	CHECK(cudaFree(c));
+	CHECK(cudaEventDestroy(e1));
+	CHECK(cudaEventDestroy(e2));
+	CHECK(cudaStreamDestroy(s));
+}
+
 int main(void)
 {
 	CHECK(cudaSetDevice(0));
@@ -586,6 +920,7 @@ int main(void)
 	built_graph();
 	exec_changes();
 	host_node();
+	node_params();
 	test_pass("graphs");
 	return 0;
 }

@@ -248,6 +248,8 @@ struct journal_view {
 	unsigned graphs, execs, graph_images;
 	uint64_t last_graph;
 	uint8_t hash[TRACKER_HASH_SIZE];
+	uint64_t last_exec;
+	uint8_t exec_args[TRACKER_HASH_SIZE + 16];
 };
 
 static int view_object(void *ctx, uint64_t handle, const struct tracker_object *o)
@@ -262,6 +264,8 @@ static int view_object(void *ctx, uint64_t handle, const struct tracker_object *
 	} else if (o->kind == HANDLE_GRAPH_EXEC) {
 		v->execs++;
 		assert_int_equal(o->args_len, TRACKER_HASH_SIZE + 16);
+		v->last_exec = handle;
+		memcpy(v->exec_args, o->args, TRACKER_HASH_SIZE + 16);
 	}
 	return 0;
 }
@@ -376,6 +380,99 @@ static void test_journal_and_restore(void **state)
 	}
 	v = journal_view();
 	assert_int_equal(v.execs, v0.execs + 1);        /* the restored graph's executable */
+	assert_false(fx.ex.journal_broken);
+}
+
+static void memset_node_set(uint64_t exec, uint64_t g, uint32_t node, uint64_t dst, uint32_t value, CUresult want)
+{
+	struct wire_graph_memset_node_set_params_req req = {
+		.exec = exec, .graph = g, .node = node, .dst = dst, .value = value, .element_size = 4,
+		.width = 256, .height = 1,
+	};
+	struct wire_graph_memset_node_set_params_rep rep;
+
+	assert_int_equal(exec_graph_memset_node_set_params(&fx.ex, &req, &rep), want);
+}
+
+static void enabled_set(uint64_t exec, uint64_t g, uint32_t node, uint32_t enabled)
+{
+	struct wire_graph_exec_node_set_enabled_req req = { .exec = exec, .graph = g, .node = node,
+							    .enabled = enabled };
+	struct wire_graph_exec_node_set_enabled_rep rep;
+	struct wire_graph_exec_node_get_enabled_req gq = { .exec = exec, .graph = g, .node = node };
+	struct wire_graph_exec_node_get_enabled_rep gr;
+
+	assert_int_equal(exec_graph_exec_node_set_enabled(&fx.ex, &req, &rep), CUDA_SUCCESS);
+	assert_int_equal(exec_graph_exec_node_get_enabled(&fx.ex, &gq, &gr), CUDA_SUCCESS);
+	assert_int_equal(gr.enabled, enabled);
+}
+
+static void zero(uint64_t addr)
+{
+	assert_int_equal(exec_memset(&fx.ex, &(struct wire_memset_req){ .dst = addr, .width = 4, .count = 256 }, NULL),
+			 CUDA_SUCCESS);
+}
+
+/* Node parameters changed in a graph and in an executable, a node of the
+ * executable disabled: the journal follows, and a restore brings the
+ * executable back as it was changed. */
+static void test_changes_restore(void **state)
+{
+	uint64_t g = graph_new(), exec, h = (uint64_t)HANDLE_GRAPH_EXEC << 56 | 0x888;
+	uint32_t set, copy;
+	struct tracker_image im;
+	struct journal_view v;
+	const void *bytes;
+	char err[256];
+
+	assert_int_equal(memset_add(g, fx.mem, 0x11111111, 4, 256, 1, 0, &set), CUDA_SUCCESS);
+	assert_int_equal(memcpy_add(g, fx.mem + 4096, fx.mem, 1024, 1, 0, set, &copy), CUDA_SUCCESS);
+	memset_node_set(0, g, set, fx.mem, 0x33333333, CUDA_SUCCESS);
+	{
+		struct wire_graph_node_get_params_req req = { .graph = g, .node = set };
+		struct wire_graph_node_get_params_rep rep;
+
+		assert_int_equal(exec_graph_node_get_params(&fx.ex, &req, &rep), CUDA_SUCCESS);
+		assert_int_equal(rep.type, CU_GRAPH_NODE_TYPE_MEMSET);
+		assert_int_equal(rep.value, 0x33333333);
+		assert_int_equal(rep.dst, fx.mem);
+		assert_int_equal(rep.width, 256);
+	}
+	{
+		struct wire_graph_instantiate_req req = { .graph = g };
+		struct wire_graph_instantiate_rep rep;
+
+		assert_int_equal(exec_graph_instantiate(&fx.ex, &req, &rep), CUDA_SUCCESS);
+		assert_int_equal(rep.status, CUDA_SUCCESS);
+		exec = rep.exec;
+	}
+	memset_node_set(exec, g, set, fx.mem, 0x22222222, CUDA_SUCCESS);
+	memset_node_set(exec, g, copy, fx.mem, 0x22222222, CUDA_ERROR_INVALID_VALUE);
+	enabled_set(exec, g, copy, 0);
+	zero(fx.mem + 4096);
+	launch_and_sync(exec);
+	assert_int_equal(word_at(fx.mem), 0x22222222);
+	assert_int_equal(word_at(fx.mem + 4096), 0);
+
+	/* The executable's journaled description: changed and disabled. */
+	v = journal_view();
+	assert_int_equal(v.last_exec, exec);
+	assert_int_equal(tracker_image_get(fx.ex.journal, v.exec_args, &im, &bytes), 0);
+	{
+		void *desc = malloc(im.size);
+
+		memcpy(desc, bytes, im.size);
+		assert_int_equal(exec_graph_restore(&fx.ex, h, HANDLE_GRAPH_EXEC, v.exec_args, sizeof(v.exec_args),
+						    desc, im.size, err, sizeof(err)), CUDA_SUCCESS);
+		free(desc);
+	}
+	zero(fx.mem);
+	launch_and_sync(h);
+	assert_int_equal(word_at(fx.mem), 0x22222222);
+	assert_int_equal(word_at(fx.mem + 4096), 0);
+	enabled_set(h, g, copy, 1);
+	launch_and_sync(h);
+	assert_int_equal(word_at(fx.mem + 4096 + 1020), 0x22222222);
 	assert_false(fx.ex.journal_broken);
 }
 
@@ -505,6 +602,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hostile_requests),
 		cmocka_unit_test(test_journal_and_restore),
+		cmocka_unit_test(test_changes_restore),
 		cmocka_unit_test(test_mem_nodes),
 		cmocka_unit_test(test_capture),
 		cmocka_unit_test(test_large_graph),
