@@ -333,28 +333,19 @@ CUresult arena_import_fd(struct arena *a, int fd, uint64_t size, uint64_t *addr)
 	return CUDA_SUCCESS;
 }
 
-CUresult arena_peer_set(struct arena *a, CUdevice peer, bool on)
+CUresult arena_peer_add(struct arena *a, CUdevice peer)
 {
-	unsigned i;
 	CUresult res = CUDA_SUCCESS;
 
-	for (i = 0; i < a->peer_count && a->peers[i] != peer; i++)
-		;
-	if (on == (i < a->peer_count))
-		return CUDA_SUCCESS;
-	if (on) {
-		if (a->peer_count == ARENA_PEERS_MAX)
-			return CUDA_ERROR_TOO_MANY_PEERS;
-		a->peers[a->peer_count++] = peer;
-		for (unsigned k = 0; k < a->count && res == CUDA_SUCCESS; k++)
-			res = alloc_access(a, a->allocs[k].addr, a->allocs[k].mapped);
-		return res;
-	}
-	/* Access cannot be narrowed in place: a peer that loses it keeps what
-	 * it had until the memory is mapped again, which only widens what a
-	 * correct program may do. */
-	a->peers[i] = a->peers[--a->peer_count];
-	return CUDA_SUCCESS;
+	for (unsigned i = 0; i < a->peer_count; i++)
+		if (a->peers[i] == peer)
+			return CUDA_SUCCESS;
+	if (a->peer_count == ARENA_PEERS_MAX)
+		return CUDA_ERROR_TOO_MANY_PEERS;
+	a->peers[a->peer_count++] = peer;
+	for (unsigned k = 0; k < a->count && res == CUDA_SUCCESS; k++)
+		res = alloc_access(a, a->allocs[k].addr, a->allocs[k].mapped);
+	return res;
 }
 
 bool arena_exportable(const struct arena *a)

@@ -57,9 +57,8 @@ int arena_export_fd(struct arena *a, uint64_t addr, int *fd);
  * range; freed with arena_free like the rest. */
 CUresult arena_import_fd(struct arena *a, int fd, uint64_t size, uint64_t *addr);
 bool arena_exportable(const struct arena *a);
-/* Give device @peer read/write access to every mapping, now and later (on),
- * or stop giving it to new ones (off). */
-CUresult arena_peer_set(struct arena *a, CUdevice peer, bool on);
+/* Give device @peer read/write access to every mapping, now and later. */
+CUresult arena_peer_add(struct arena *a, CUdevice peer);
 
 uint64_t arena_base(const struct arena *a);
 uint64_t arena_size(const struct arena *a);

@@ -69,6 +69,10 @@ static int capture_get(struct exec *ex, struct capture **out)
 	int ret;
 
 	if (!ex->capture) {
+		/* Its streams, staging buffers and hash kernel belong to the
+		 * context current now: device 0's, whatever the last request used. */
+		if (exec_context_switch(ex, ex->primary_ctx) != CUDA_SUCCESS)
+			return -EIO;
 		ret = capture_open(ex->be, ex->device, &cfg, &ex->capture);
 		if (ret)
 			return ret;

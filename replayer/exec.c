@@ -118,6 +118,11 @@ int exec_open(struct exec *ex, struct backend *be, const struct exec_config *cfg
 	ex->device = ex->devs[0].dev;
 	ex->primary_ctx = ex->devs[0].ctx;
 	ex->arena = ex->devs[0].arena;
+	if (exec_peers_open(ex) != CUDA_SUCCESS) {
+		pr_err("cannot give the session's devices access to each other's memory");
+		ret = -ENODEV;
+		goto out_devices;
+	}
 	/* The last device opened is current in the backend; the session starts on device 0. */
 	ex->ctx_current = ex->devs[ex->dev_count - 1].ctx;
 	exec_context_switch(ex, ex->primary_ctx);

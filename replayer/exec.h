@@ -421,7 +421,10 @@ void exec_mem_publish(struct exec *ex);
 /* The guest ordinal whose primary context is @ctx; -1 if none. */
 int exec_device_of_ctx(const struct exec *ex, uint64_t ctx);
 
-/* exec_peer.c: re-apply peer access after a restore (from the journal). */
+/* exec_peer.c: give each device access to the arena of every device it can
+ * reach, at session open (why: exec_peer.c). */
+CUresult exec_peers_open(struct exec *ex);
+/* Re-apply peer access after a restore (from the journal). */
 CUresult exec_peer_restore(struct exec *ex, unsigned ordinal, uint32_t peers);
 /* A device-to-device copy, checked; between two devices a peer copy. */
 CUresult exec_copy_dtod(struct exec *ex, uint64_t dst, uint64_t src, uint64_t bytes, CUstream s,

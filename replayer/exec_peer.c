@@ -1,11 +1,13 @@
 /* Peer access between the session's devices.
  *
  * The arena maps memory with the driver's VMM calls, whose access is given
- * per mapping (cuMemSetAccess), not by cuCtxEnablePeerAccess: enabling peer
- * access here also gives the current device access to every mapping of the
- * peer's arena, now and later. What each context enabled is kept in
- * ex->devs[].peers and journaled with a snapshot (EXEC_META_PEERS), so a
- * restore enables it again. */
+ * per mapping (cuMemSetAccess), not by cuCtxEnablePeerAccess. Without it a
+ * device cannot even copy from another's mapping (where cudaMalloc memory
+ * is reached through unified addressing from any context), so every device
+ * of the session that the hardware lets reach another is given access to
+ * all of its arena when the session opens (exec_peers_open); the guest's
+ * cuCtxEnablePeerAccess is the driver's call and a bit in ex->devs[].peers,
+ * journaled with a snapshot (EXEC_META_PEERS) so a restore enables it again. */
 #define LOG_PREFIX "exec: "
 #include "exec.h"
 #include "log.h"
@@ -61,9 +63,23 @@ static CUresult peer_enable(struct exec *ex, unsigned d, unsigned p)
 
 	if (res != CUDA_SUCCESS && res != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
 		return res;
-	res = arena_peer_set(ex->devs[p].arena, ex->devs[d].dev, true);
-	if (res == CUDA_SUCCESS)
-		ex->devs[d].peers |= 1u << p;
+	ex->devs[d].peers |= 1u << p;
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_peers_open(struct exec *ex)
+{
+	CUresult res = CUDA_SUCCESS;
+
+	for (unsigned d = 0; d < ex->dev_count && res == CUDA_SUCCESS; d++)
+		for (unsigned p = 0; p < ex->dev_count && res == CUDA_SUCCESS; p++) {
+			int can = 0;
+
+			if (p == d || ex->be->cuDeviceCanAccessPeer(&can, ex->devs[d].dev,
+								    ex->devs[p].dev) != CUDA_SUCCESS || !can)
+				continue;
+			res = arena_peer_add(ex->devs[p].arena, ex->devs[d].dev);
+		}
 	return res;
 }
 
@@ -101,7 +117,6 @@ CUresult exec_ctx_disable_peer_access(struct exec *ex,
 	res = ex->be->cuCtxDisablePeerAccess(ctx_real(ex, (unsigned)p));
 	if (res != CUDA_SUCCESS && res != CUDA_ERROR_PEER_ACCESS_NOT_ENABLED)
 		return res;
-	arena_peer_set(ex->devs[p].arena, ex->devs[d].dev, false);
 	ex->devs[d].peers &= ~(1u << p);
 	return CUDA_SUCCESS;
 }
