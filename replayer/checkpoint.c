@@ -169,6 +169,8 @@ int checkpoint_begin(struct exec *ex, const struct checkpoint_request *req,
 		if (res == CUDA_SUCCESS)
 			res = ex->be->cuCtxSynchronize();
 	}
+	if (res == CUDA_SUCCESS)
+		res = exec_context_switch(ex, ex->primary_ctx);
 	if (res != CUDA_SUCCESS) {
 		snprintf(err, errlen, "the device reports error %d; the session cannot be snapshotted", res);
 		ret = -EIO;
@@ -684,8 +686,14 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
 		ret = tracker_object_foreach(saved, restore_order,
 					     sizeof(restore_order) / sizeof(restore_order[0]),
 					     restore_object, &rc);
+	/* What follows is made in device 0's context, as the objects were
+	 * (restore_object left the last object's current). */
+	if (!ret)
+		ret = restore_switch(&rc, 0);
 	if (!ret)
 		ret = checkpoint_state_restore_late(ex, saved, err, sizeof(err));
+	if (!ret)
+		ret = restore_switch(&rc, 0);
 	if (!ret)
 		ret = exec_texobj_restore_all(ex, rc.objs, rc.obj_count, err, sizeof(err));
 	for (unsigned i = 0; i < devices && !ret; i++) {
@@ -727,13 +735,17 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
 	{
 		const void *sid = NULL;
 		size_t sid_len = 0;
+		unsigned regions = ex->vmm_map_count;
+
+		for (unsigned d = 0; d < ex->dev_count; d++)
+			regions += arena_count(ex->devs[d].arena);
 
 		tracker_meta_bytes_get(saved, TRACKER_META_SESSION_ID, &sid, &sid_len);
 		snprintf(json, cap, "{\"ok\":true,\"snapshot\":\"%s\",\"session\":\"%.*s\",\"pid\":%d,"
 			 "\"device\":%d,\"restore_ms\":%.3f,\"seq\":%llu,\"regions\":%u,\"bytes\":%llu}",
 			 name, (int)(sid_len < 128 ? sid_len : 128), sid ? (const char *)sid : "", (int)getpid(),
 			 ex->cfg.device, (now_ns() - t0) / 1e6, (unsigned long long)*seq,
-			 arena_count(ex->arena) + ex->vmm_map_count, (unsigned long long)exec_mem_used(ex));
+			 regions, (unsigned long long)exec_mem_used(ex));
 	}
 out:
 	if (ret) {

@@ -13,7 +13,8 @@
  * was given before (cuModuleGetGlobal, cudaGetSymbolAddress, cudart's
  * cached symbol addresses) is then stale. The restore logs each global
  * that moved, accepts the new address for copies and nothing at the old one
- * (docs/limits.md). */
+ * (docs/limits.md). A library's globals are read and written in each
+ * device's context: every context the library is loaded in has its own. */
 #define LOG_PREFIX "checkpoint: "
 #include <errno.h>
 #include <stdio.h>
@@ -28,6 +29,11 @@
 #define GLOBALS_MAGIC 0x31474d54u       /* "TMG1" */
 #define GLOBAL_HEADER 32u               /* u64 owner, address, size, u32 flags, u32 name length */
 #define GLOBAL_GUEST_KNOWN 1u           /* the guest was given its address */
+/* Flags bits 8-15: the device whose context the global was read in. A
+ * library has a copy of each global in every context it is used in
+ * (cuLibraryGetGlobal answers the current context's); a module has one. */
+#define GLOBAL_DEVICE_SHIFT 8u
+#define GLOBAL_DEVICE_MASK 0xff00u
 
 static uint32_t le32(const uint8_t *p)
 {
@@ -296,6 +302,49 @@ static const struct exec_image_globals *image_globals(struct exec *ex, const uin
 	return c;
 }
 
+/* Global @name of @e as device @d's context sees it, unless an earlier
+ * device's context sees the same one (a module's). */
+static void global_save(struct globals_out *g, struct handle_entry *e, const char *name, unsigned d)
+{
+	struct exec *ex = g->ex;
+	size_t name_len = strlen(name), size = 0, other_size;
+	CUdeviceptr addr = 0, other;
+	uint32_t flags, n32 = (uint32_t)name_len;
+	uint64_t s64;
+	uint8_t *h;
+	CUresult res;
+
+	if (exec_context_switch(ex, ex->devs[d].ctx) != CUDA_SUCCESS ||
+	    global_lookup(ex, e, name, &addr, &size) != CUDA_SUCCESS)
+		return;         /* listed in the image, dropped by the linker */
+	for (unsigned k = 0; k < d; k++)
+		if (exec_context_switch(ex, ex->devs[k].ctx) == CUDA_SUCCESS &&
+		    global_lookup(ex, e, name, &other, &other_size) == CUDA_SUCCESS && other == addr)
+			return;
+	if (exec_context_switch(ex, ex->devs[d].ctx) != CUDA_SUCCESS)
+		return;
+	g->ret = out_reserve(g, GLOBAL_HEADER + name_len + size);
+	if (g->ret)
+		return;
+	h = g->buf + g->len;
+	flags = (guest_knows(ex, addr) ? GLOBAL_GUEST_KNOWN : 0) | d << GLOBAL_DEVICE_SHIFT;
+	s64 = size;
+	memcpy(h, &e->handle, 8);
+	memcpy(h + 8, &addr, 8);
+	memcpy(h + 16, &s64, 8);
+	memcpy(h + 24, &flags, 4);
+	memcpy(h + 28, &n32, 4);
+	memcpy(h + GLOBAL_HEADER, name, name_len);
+	res = size ? ex->be->cuMemcpyDtoH(h + GLOBAL_HEADER + name_len, addr, size) : CUDA_SUCCESS;
+	if (res != CUDA_SUCCESS) {
+		snprintf(g->err, g->errlen, "reading global %s failed with CUDA error %d", name, res);
+		g->ret = -EIO;
+		return;
+	}
+	g->len += GLOBAL_HEADER + name_len + size;
+	g->count++;
+}
+
 /* One module's or library's globals, from its image in the journal. */
 static int entry_globals(struct handle_entry *e, void *arg)
 {
@@ -315,42 +364,9 @@ static int entry_globals(struct handle_entry *e, void *arg)
 	if (tracker_image_get(ex->journal, hash, &im, &image))
 		return 0;
 	c = image_globals(ex, hash, image, im.size, g->sm);
-	for (unsigned i = 0; c && i < c->count && !g->ret; i++) {
-		const char *name = c->names[i];
-		size_t name_len = strlen(name), size = 0;
-		CUdeviceptr addr = 0;
-		uint8_t *h;
-		uint32_t flags;
-		CUresult res;
-
-		res = global_lookup(ex, e, name, &addr, &size);
-		if (res != CUDA_SUCCESS)
-			continue;       /* listed in the image, dropped by the linker */
-		g->ret = out_reserve(g, GLOBAL_HEADER + name_len + size);
-		if (g->ret)
-			break;
-		h = g->buf + g->len;
-		flags = guest_knows(ex, addr) ? GLOBAL_GUEST_KNOWN : 0;
-		memcpy(h, &e->handle, 8);
-		memcpy(h + 8, &addr, 8);
-		{
-			uint64_t s64 = size;
-			uint32_t n32 = (uint32_t)name_len;
-
-			memcpy(h + 16, &s64, 8);
-			memcpy(h + 24, &flags, 4);
-			memcpy(h + 28, &n32, 4);
-		}
-		memcpy(h + GLOBAL_HEADER, name, name_len);
-		res = size ? ex->be->cuMemcpyDtoH(h + GLOBAL_HEADER + name_len, addr, size) : CUDA_SUCCESS;
-		if (res != CUDA_SUCCESS) {
-			snprintf(g->err, g->errlen, "reading global %s failed with CUDA error %d", name, res);
-			g->ret = -EIO;
-			break;
-		}
-		g->len += GLOBAL_HEADER + name_len + size;
-		g->count++;
-	}
+	for (unsigned i = 0; c && i < c->count && !g->ret; i++)
+		for (unsigned d = 0; d < ex->dev_count && !g->ret; d++)
+			global_save(g, e, c->names[i], d);
 	return g->ret;
 }
 
@@ -400,7 +416,7 @@ static int globals_restore(struct exec *ex, struct tracker *saved, char *err, si
 	count = le32(b + 4);
 	for (uint32_t i = 0; i < count; i++) {
 		uint64_t owner, old, size;
-		uint32_t flags, name_len;
+		uint32_t flags, name_len, device;
 		char name[WIRE_STR_MAX + 1];
 		struct handle_entry *e;
 		CUdeviceptr addr = 0;
@@ -422,7 +438,15 @@ static int globals_restore(struct exec *ex, struct tracker *saved, char *err, si
 		e = handle_table_get(ex->handles, owner, handle_kind_of(owner));
 		if (!e || (e->kind != HANDLE_MODULE && e->kind != HANDLE_LIBRARY))
 			goto damaged;
-		res = global_lookup(ex, e, name, &addr, &now_size);
+		device = (flags & GLOBAL_DEVICE_MASK) >> GLOBAL_DEVICE_SHIFT;
+		if (device >= ex->dev_count) {
+			snprintf(err, errlen, "global %s was read on device %u, which the session lacks", name,
+				 device);
+			return -ENODEV;
+		}
+		res = exec_context_switch(ex, ex->devs[device].ctx);
+		if (res == CUDA_SUCCESS)
+			res = global_lookup(ex, e, name, &addr, &now_size);
 		if (res == CUDA_SUCCESS && now_size != size)
 			res = CUDA_ERROR_INVALID_IMAGE;
 		if (res == CUDA_SUCCESS && size)
