@@ -198,7 +198,6 @@
 	BACKEND_ENTRY(cuDeviceCanAccessPeer, 4000)                      \
 	BACKEND_ENTRY(cuDeviceGetP2PAttribute, 8000)                    \
 	BACKEND_ENTRY(cuCtxEnablePeerAccess, 4000)                      \
-	BACKEND_ENTRY(cuCtxDisablePeerAccess, 4000)                     \
 	BACKEND_ENTRY(cuMemcpyPeer, 4000)                               \
 	BACKEND_ENTRY(cuMemcpyPeerAsync, 4000)                          \
 	BACKEND_ENTRY(cuMemExportToShareableHandle, 10020)              \

@@ -68,11 +68,12 @@ static int capture_get(struct exec *ex, struct capture **out)
 				      .threads = cpus > 4 ? (unsigned)cpus : 4 };
 	int ret;
 
+	/* Its streams, staging buffers and hash kernel belong to device 0's
+	 * context, which must be current when it opens and when it copies,
+	 * whatever the last request or object restored used. */
+	if (exec_context_switch(ex, ex->primary_ctx) != CUDA_SUCCESS)
+		return -EIO;
 	if (!ex->capture) {
-		/* Its streams, staging buffers and hash kernel belong to the
-		 * context current now: device 0's, whatever the last request used. */
-		if (exec_context_switch(ex, ex->primary_ctx) != CUDA_SUCCESS)
-			return -EIO;
 		ret = capture_open(ex->be, ex->device, &cfg, &ex->capture);
 		if (ret)
 			return ret;

@@ -123,8 +123,8 @@ int exec_open(struct exec *ex, struct backend *be, const struct exec_config *cfg
 		ret = -ENODEV;
 		goto out_devices;
 	}
-	/* The last device opened is current in the backend; the session starts on device 0. */
-	ex->ctx_current = ex->devs[ex->dev_count - 1].ctx;
+	/* The session starts on device 0, whatever the backend has current. */
+	ex->ctx_current = 0;
 	exec_context_switch(ex, ex->primary_ctx);
 	exec_vmm_open(ex);
 	if (slot)

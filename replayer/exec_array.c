@@ -1180,8 +1180,20 @@ int exec_texobj_restore_all(struct exec *ex, struct exec_object_record *recs, un
 							      &value)
 					      : CUDA_ERROR_INVALID_VALUE;
 			if (res != CUDA_SUCCESS) {
-				snprintf(err, errlen, "%s object 0x%llx: recreating it failed with CUDA error %d",
-					 surface ? "surface" : "texture", (unsigned long long)r->value, res);
+				CUcontext cur = NULL;
+				int d = -1;
+
+				ex->be->cuCtxGetCurrent(&cur);
+				for (unsigned k = 0; k < ex->dev_count; k++) {
+					struct handle_entry *c = handle_table_get(ex->handles, ex->devs[k].ctx,
+										  HANDLE_CONTEXT);
+
+					if (c && c->real == cur)
+						d = (int)k;
+				}
+				snprintf(err, errlen, "%s object 0x%llx: recreating it in device %d's context failed "
+					 "with CUDA error %d", surface ? "surface" : "texture",
+					 (unsigned long long)r->value, d, res);
 				ret = -EIO;
 				break;
 			}

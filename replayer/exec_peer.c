@@ -1,13 +1,17 @@
 /* Peer access between the session's devices.
  *
  * The arena maps memory with the driver's VMM calls, whose access is given
- * per mapping (cuMemSetAccess), not by cuCtxEnablePeerAccess. Without it a
- * device cannot even copy from another's mapping (where cudaMalloc memory
- * is reached through unified addressing from any context), so every device
- * of the session that the hardware lets reach another is given access to
- * all of its arena when the session opens (exec_peers_open); the guest's
- * cuCtxEnablePeerAccess is the driver's call and a bit in ex->devs[].peers,
- * journaled with a snapshot (EXEC_META_PEERS) so a restore enables it again. */
+ * per mapping (cuMemSetAccess). Without it a device cannot even copy from
+ * another's mapping (where cudaMalloc memory is reached through unified
+ * addressing from any context), and a snapshot copies every device's memory
+ * from device 0's context. So when the session opens, each device that the
+ * hardware lets reach another gets peer access to it for the worker's whole
+ * life: the driver's (cuCtxEnablePeerAccess, which the driver wants
+ * alongside such mappings: texture objects failed with PEER_ACCESS_NOT_ENABLED
+ * without it) and access to every mapping of its arena. What the guest
+ * enables and disables is a bit in ex->devs[].peers, with the driver's
+ * answers, journaled with a snapshot (EXEC_META_PEERS) so a restore sets it
+ * again (docs/limits.md). */
 #define LOG_PREFIX "exec: "
 #include "exec.h"
 #include "log.h"
@@ -56,15 +60,13 @@ CUresult exec_device_get_p2p_attribute(struct exec *ex,
 	return res;
 }
 
-/* Device @d's context reaches device @p's memory (the backend's context is @d's). */
+/* Device @d's context reaches device @p's memory (the backend's context is
+ * @d's): the driver's answer for a pair it cannot join, else a success. */
 static CUresult peer_enable(struct exec *ex, unsigned d, unsigned p)
 {
 	CUresult res = ex->be->cuCtxEnablePeerAccess(ctx_real(ex, p), 0);
 
-	if (res != CUDA_SUCCESS && res != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
-		return res;
-	ex->devs[d].peers |= 1u << p;
-	return CUDA_SUCCESS;
+	return res == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED ? CUDA_SUCCESS : res;
 }
 
 CUresult exec_peers_open(struct exec *ex)
@@ -78,7 +80,11 @@ CUresult exec_peers_open(struct exec *ex)
 			if (p == d || ex->be->cuDeviceCanAccessPeer(&can, ex->devs[d].dev,
 								    ex->devs[p].dev) != CUDA_SUCCESS || !can)
 				continue;
-			res = arena_peer_add(ex->devs[p].arena, ex->devs[d].dev);
+			res = exec_context_switch(ex, ex->devs[d].ctx);
+			if (res == CUDA_SUCCESS)
+				res = peer_enable(ex, d, p);
+			if (res == CUDA_SUCCESS)
+				res = arena_peer_add(ex->devs[p].arena, ex->devs[d].dev);
 		}
 	return res;
 }
@@ -88,6 +94,7 @@ CUresult exec_ctx_enable_peer_access(struct exec *ex, const struct wire_ctx_enab
 {
 	int p = exec_device_of_ctx(ex, req->peer_ctx);
 	unsigned d = ex->dev_current;
+	CUresult res;
 
 	if (!ex->ctx_current)
 		return CUDA_ERROR_INVALID_CONTEXT;
@@ -99,7 +106,10 @@ CUresult exec_ctx_enable_peer_access(struct exec *ex, const struct wire_ctx_enab
 		return CUDA_ERROR_INVALID_DEVICE;
 	if (ex->devs[d].peers & (1u << p))
 		return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
-	return peer_enable(ex, d, (unsigned)p);
+	res = peer_enable(ex, d, (unsigned)p);
+	if (res == CUDA_SUCCESS)
+		ex->devs[d].peers |= 1u << p;
+	return res;
 }
 
 CUresult exec_ctx_disable_peer_access(struct exec *ex,
@@ -108,15 +118,12 @@ CUresult exec_ctx_disable_peer_access(struct exec *ex,
 {
 	int p = exec_device_of_ctx(ex, req->peer_ctx);
 	unsigned d = ex->dev_current;
-	CUresult res;
 
 	if (!ex->ctx_current || p < 0)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	if (!(ex->devs[d].peers & (1u << p)))
 		return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
-	res = ex->be->cuCtxDisablePeerAccess(ctx_real(ex, (unsigned)p));
-	if (res != CUDA_SUCCESS && res != CUDA_ERROR_PEER_ACCESS_NOT_ENABLED)
-		return res;
+	/* The worker's own peer access stays (exec_peers_open). */
 	ex->devs[d].peers &= ~(1u << p);
 	return CUDA_SUCCESS;
 }
@@ -129,8 +136,11 @@ CUresult exec_peer_restore(struct exec *ex, unsigned ordinal, uint32_t peers)
 		return CUDA_ERROR_INVALID_DEVICE;
 	res = exec_context_switch(ex, ex->devs[ordinal].ctx);
 	for (unsigned p = 0; p < ex->dev_count && res == CUDA_SUCCESS; p++)
-		if (p != ordinal && peers & (1u << p))
+		if (p != ordinal && peers & (1u << p)) {
 			res = peer_enable(ex, ordinal, p);
+			if (res == CUDA_SUCCESS)
+				ex->devs[ordinal].peers |= 1u << p;
+		}
 	/* Peers the snapshot names beyond this session's devices cannot be. */
 	if (res == CUDA_SUCCESS && peers >> ex->dev_count)
 		res = CUDA_ERROR_INVALID_DEVICE;

@@ -691,24 +691,6 @@ CUresult sim_cuCtxEnablePeerAccess(CUcontext peer_ctx, unsigned int flags)
 	return rc;
 }
 
-CUresult sim_cuCtxDisablePeerAccess(CUcontext peer_ctx)
-{
-	struct sim_ctx *cur, *peer;
-	struct sim *sim;
-	CUresult rc;
-
-	rc = sim_enter(&sim);
-	if (rc)
-		return rc;
-	rc = sim_peer_pair(sim, peer_ctx, &cur, &peer);
-	if (!rc && !(cur->peers & (1u << peer->dev->ordinal)))
-		rc = CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
-	if (!rc)
-		cur->peers &= ~(1u << peer->dev->ordinal);
-	sim_leave(sim);
-	return rc;
-}
-
 /* Both contexts must exist; the copy itself is an ordinary device copy. */
 static CUresult sim_peer_contexts(CUcontext a, CUcontext b)
 {
