@@ -99,6 +99,7 @@ static void atomics(int dev, int count)
 {
 	DRV_FN(cuDeviceGetHostAtomicCapabilities);
 	DRV_FN(cuDeviceGetP2PAtomicCapabilities);
+	DRV_FN(cuDeviceGetAttribute);
 	CUatomicOperation ops[CU_ATOMIC_OPERATION_MAX];
 	unsigned caps[CU_ATOMIC_OPERATION_MAX];
 	CUatomicOperation bad = CU_ATOMIC_OPERATION_MAX;
@@ -106,8 +107,12 @@ static void atomics(int dev, int count)
 	for (int i = 0; i < CU_ATOMIC_OPERATION_MAX; i++)
 		ops[i] = (CUatomicOperation)i;
 	memset(caps, 0xff, sizeof(caps));
+	int native = -1, partial = -1;
+
+	CHECK(cudaDeviceGetAttribute(&native, cudaDevAttrHostNativeAtomicSupported, dev));
+	CHECK_DRV(p_cuDeviceGetAttribute(&partial, CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED, dev));
 	CHECK_DRV(p_cuDeviceGetHostAtomicCapabilities(caps, ops, CU_ATOMIC_OPERATION_MAX, dev));
-	printf("  host atomics:");
+	printf("  host native atomics %d, partial %d; capabilities:", native, partial);
 	for (int i = 0; i < CU_ATOMIC_OPERATION_MAX; i++) {
 		REQUIRE(!(caps[i] & ~ATOMIC_CAPS_ALL), "host op %d capabilities %#x", i, caps[i]);
 		printf(" %#x", caps[i]);
