@@ -43,7 +43,7 @@ static void bus_id_forms(int dev)
 	CHECK_DRV(p_cuDeviceGetByPCIBusId(&got, id));
 	REQUIRE(got == dev, "upper case '%s' is device %d, not %d", id, got, dev);
 	/* domain:bus:device */
-	snprintf(form, sizeof(form), "%x:%x:%x", domain, bus, device);
+	snprintf(form, sizeof(form), "%04x:%02x:%02x", domain, bus, device);
 	got = -1;
 	CHECK_DRV(p_cuDeviceGetByPCIBusId(&got, form));
 	REQUIRE(got == dev, "'%s' is device %d, not %d", form, got, dev);
