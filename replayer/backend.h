@@ -197,6 +197,11 @@
 	BACKEND_ENTRY(cuKernelSetCacheConfig, 12000)                    \
 	BACKEND_ENTRY(cuDeviceCanAccessPeer, 4000)                      \
 	BACKEND_ENTRY(cuDeviceGetP2PAttribute, 8000)                    \
+	BACKEND_ENTRY(cuDeviceGetByPCIBusId, 4010)                      \
+	BACKEND_ENTRY(cuDeviceGetTexture1DLinearMaxWidth, 11010)        \
+	BACKEND_ENTRY(cuDeviceGetHostAtomicCapabilities, 13000)         \
+	BACKEND_ENTRY(cuDeviceGetP2PAtomicCapabilities, 13000)          \
+	BACKEND_ENTRY(cuFlushGPUDirectRDMAWrites, 11030)                \
 	BACKEND_ENTRY(cuCtxEnablePeerAccess, 4000)                      \
 	BACKEND_ENTRY(cuMemcpyPeer, 4000)                               \
 	BACKEND_ENTRY(cuMemcpyPeerAsync, 4000)                          \

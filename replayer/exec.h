@@ -196,6 +196,9 @@ struct exec {
 	uint32_t capture_mode;      /* the worker thread's capture mode, as the guest set it */
 	struct exec_graph_alloc *gallocs;
 	unsigned galloc_count, galloc_cap;
+	/* High watermarks of graph allocations per guest device since the
+	 * guest last reset them (exec_device_query.c): used and mapped bytes. */
+	uint64_t graph_mem_high_used[EXEC_DEVICES_MAX], graph_mem_high_reserved[EXEC_DEVICES_MAX];
 	bool graph_dirty;           /* a graph description awaits its journal write */
 	int conn_sock;              /* the session's socket (host_func_attach), -1: none */
 	struct exec_hostfn *hostfn; /* host-function channel and records (exec_hostfn.c) */
@@ -363,6 +366,8 @@ void exec_graph_stream_destroyed(struct exec *ex, uint64_t stream);
 /* cuMemFree of a graph allocation: marks it freed (true), or false when
  * @addr is no graph allocation. */
 bool exec_graph_alloc_free(struct exec *ex, uint64_t addr);
+/* exec_device_query.c: a graph allocation was added; raise the high watermarks. */
+void exec_graph_mem_note(struct exec *ex);
 /* Restore: a graph allocation's region came back mapped. */
 int exec_graph_alloc_restore(struct exec *ex, uint64_t addr, uint64_t bytes, bool freed);
 /* Restore a graph or executable (@o, kind GRAPH or GRAPH_EXEC) from its

@@ -107,7 +107,9 @@ CUresult exec_device_total_mem(struct exec *ex, const struct wire_device_total_m
  * Managed memory is the guest's mirror of device memory, kept coherent at
  * launches and copies only (docs/wire-protocol.md, "Managed memory"): the
  * host may not touch it while the device works, nor reach pageable memory
- * from a kernel, whatever the GPU itself could do. */
+ * from a kernel, whatever the GPU itself could do. A unified function
+ * pointer would be an address in the worker's process, which the guest
+ * cannot call: the device has none (cuLibraryGetUnifiedFunction). */
 static int attribute_as_seen(const struct exec *ex, CUdevice_attribute attrib, int v)
 {
 	switch (attrib) {
@@ -121,6 +123,7 @@ static int attribute_as_seen(const struct exec *ex, CUdevice_attribute attrib, i
 	case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES:
 	case CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST:
 	case CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS:
 		return 0;
 	case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:
 		return CU_MEM_HANDLE_TYPE_NONE;

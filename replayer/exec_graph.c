@@ -113,6 +113,7 @@ static int galloc_add(struct exec *ex, uint64_t addr, uint64_t bytes, bool freed
 		ex->galloc_cap = cap;
 	}
 	ex->gallocs[ex->galloc_count++] = (struct exec_graph_alloc){ addr, bytes, 0, freed };
+	exec_graph_mem_note(ex);
 	return 0;
 }
 

@@ -3,11 +3,13 @@
 
 #include "sim.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "array_desc.h"
 #include "log.h"
 
 struct sim *sim_self;
@@ -69,6 +71,14 @@ static CUresult sim_dev_lookup(struct sim *sim, CUdevice d, struct sim_dev **out
 		return CUDA_ERROR_INVALID_DEVICE;
 	*out = &sim->devs[d];
 	return CUDA_SUCCESS;
+}
+
+static CUresult sim_dev_pair(struct sim *sim, CUdevice a, CUdevice b, struct sim_dev **da,
+			     struct sim_dev **db)
+{
+	CUresult rc = sim_dev_lookup(sim, a, da);
+
+	return rc ? rc : sim_dev_lookup(sim, b, db);
 }
 
 CUresult sim_cuInit(unsigned int flags)
@@ -306,7 +316,7 @@ static int sim_attribute_value(CUdevice_attribute a, const struct sim_dev *d)
 	case CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED: return 1;
 	case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: return 1;
 	case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED: return 0;
-	case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS: return 0;
+	case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS: return CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST;
 	case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING: return 0;
 	case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES: return CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 	case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: return 1;
@@ -379,6 +389,199 @@ CUresult sim_cuDeviceGetPCIBusId(char *bus_id, int len, CUdevice dev)
 	rc = sim_dev_lookup(sim, dev, &d);
 	if (!rc)
 		snprintf(bus_id, (size_t)len, "00000000:%02X:00.0", 0x18 + d->ordinal);
+	sim_leave(sim);
+	return rc;
+}
+
+/* One hexadecimal field of at most 8 digits (no sign, no 0x), at *s. */
+static bool sim_hex_field(const char **s, unsigned long *v)
+{
+	unsigned n = 0;
+
+	*v = 0;
+	while (isxdigit((unsigned char)**s) && n < 9) {
+		char c = (char)tolower((unsigned char)**s);
+
+		*v = *v << 4 | (unsigned long)(c <= '9' ? c - '0' : c - 'a' + 10);
+		(*s)++;
+		n++;
+	}
+	return n >= 1 && n <= 8;
+}
+
+/* Hexadecimal fields of a PCI bus id, in the forms the driver accepts:
+ * domain:bus:device.function, domain:bus:device, bus:device.function. */
+static bool sim_bus_id_parse(const char *s, unsigned long f[4])
+{
+	unsigned long v[3];
+	unsigned n = 0;
+
+	for (;;) {
+		if (!sim_hex_field(&s, &v[n++]))
+			return false;
+		if (*s != ':' || n == 3)
+			break;
+		s++;
+	}
+	f[3] = 0;
+	if (*s == '.') {
+		s++;
+		if (!sim_hex_field(&s, &f[3]))
+			return false;
+	} else if (n != 3) {
+		return false;       /* bus:device needs its function */
+	}
+	if (*s || n < 2)
+		return false;
+	f[0] = n == 3 ? v[0] : 0;
+	f[1] = v[n - 2];
+	f[2] = v[n - 1];
+	return true;
+}
+
+/* The sim's devices sit at domain 0, bus 0x18 + ordinal, device 0
+ * (sim_cuDeviceGetPCIBusId); the function is not compared. */
+CUresult sim_cuDeviceGetByPCIBusId(CUdevice *dev, const char *bus_id)
+{
+	unsigned long f[4];
+	struct sim *sim;
+	CUresult rc;
+
+	if (!dev || !bus_id || !sim_bus_id_parse(bus_id, f))
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = CUDA_ERROR_INVALID_DEVICE;
+	for (unsigned i = 0; i < sim->dev_count; i++)
+		if (f[0] == 0 && f[1] == 0x18 + (unsigned long)sim->devs[i].ordinal && f[2] == 0) {
+			*dev = (CUdevice)i;
+			rc = CUDA_SUCCESS;
+			break;
+		}
+	sim_leave(sim);
+	return rc;
+}
+
+/* Every format and channel count the driver takes has the same limit in
+ * elements on the sim: its MAXIMUM_TEXTURE1D_LINEAR_WIDTH attribute. */
+CUresult sim_cuDeviceGetTexture1DLinearMaxWidth(size_t *width, CUarray_format format, unsigned channels,
+						CUdevice dev)
+{
+	struct sim_dev *d;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!width || !array_format_elem_size((uint32_t)format, channels))
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_dev_lookup(sim, dev, &d);
+	if (!rc)
+		*width = (size_t)sim_attribute_value(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH, d);
+	sim_leave(sim);
+	return rc;
+}
+
+/* What a link with native atomics supports for each operation (the sim's
+ * model of a full NVLink peer link); a link without them supports none. */
+static unsigned sim_atomic_caps(CUatomicOperation op)
+{
+	const unsigned ints = CU_ATOMIC_CAPABILITY_SIGNED | CU_ATOMIC_CAPABILITY_UNSIGNED |
+			      CU_ATOMIC_CAPABILITY_REDUCTION | CU_ATOMIC_CAPABILITY_SCALAR_32 |
+			      CU_ATOMIC_CAPABILITY_SCALAR_64;
+	const unsigned floats = CU_ATOMIC_CAPABILITY_REDUCTION | CU_ATOMIC_CAPABILITY_SCALAR_32 |
+				CU_ATOMIC_CAPABILITY_SCALAR_64;
+
+	switch (op) {
+	case CU_ATOMIC_OPERATION_INTEGER_INCREMENT:
+	case CU_ATOMIC_OPERATION_INTEGER_DECREMENT:
+		return CU_ATOMIC_CAPABILITY_UNSIGNED | CU_ATOMIC_CAPABILITY_REDUCTION |
+		       CU_ATOMIC_CAPABILITY_SCALAR_32;
+	case CU_ATOMIC_OPERATION_EXCHANGE:
+	case CU_ATOMIC_OPERATION_CAS:
+		return CU_ATOMIC_CAPABILITY_SIGNED | CU_ATOMIC_CAPABILITY_UNSIGNED |
+		       CU_ATOMIC_CAPABILITY_SCALAR_32 | CU_ATOMIC_CAPABILITY_SCALAR_64 |
+		       CU_ATOMIC_CAPABILITY_SCALAR_128;
+	case CU_ATOMIC_OPERATION_FLOAT_ADD:
+		return floats | CU_ATOMIC_CAPABILITY_VECTOR_32x4;
+	case CU_ATOMIC_OPERATION_FLOAT_MIN:
+	case CU_ATOMIC_OPERATION_FLOAT_MAX:
+		return floats;
+	default:
+		return ints;
+	}
+}
+
+static CUresult sim_atomic_answer(unsigned *caps, const CUatomicOperation *ops, unsigned count,
+				  bool native)
+{
+	if (!caps || !ops || !count)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned i = 0; i < count; i++)
+		if ((unsigned)ops[i] >= CU_ATOMIC_OPERATION_MAX)
+			return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned i = 0; i < count; i++)
+		caps[i] = native ? sim_atomic_caps(ops[i]) : 0;
+	return CUDA_SUCCESS;
+}
+
+/* The host link has no native atomics on the sim (HOST_NATIVE_ATOMIC_SUPPORTED 0). */
+CUresult sim_cuDeviceGetHostAtomicCapabilities(unsigned *caps, const CUatomicOperation *ops, unsigned count,
+					       CUdevice dev)
+{
+	struct sim_dev *d;
+	struct sim *sim;
+	CUresult rc = sim_enter(&sim);
+
+	if (rc)
+		return rc;
+	rc = sim_dev_lookup(sim, dev, &d);
+	if (!rc)
+		rc = sim_atomic_answer(caps, ops, count,
+				       sim_attribute_value(CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED, d) == 1);
+	sim_leave(sim);
+	return rc;
+}
+
+/* Peer links have native atomics on the sim (its P2P attribute says so). */
+CUresult sim_cuDeviceGetP2PAtomicCapabilities(unsigned *caps, const CUatomicOperation *ops, unsigned count,
+					      CUdevice src, CUdevice dst)
+{
+	struct sim_dev *d, *p;
+	struct sim *sim;
+	CUresult rc = sim_enter(&sim);
+
+	if (rc)
+		return rc;
+	rc = sim_dev_pair(sim, src, dst, &d, &p);
+	if (!rc && d == p)
+		rc = CUDA_ERROR_INVALID_DEVICE;
+	if (!rc)
+		rc = sim_atomic_answer(caps, ops, count, true);
+	sim_leave(sim);
+	return rc;
+}
+
+/* Nothing writes the sim's memory from outside but its own threads, which
+ * the copy and launch paths order already: the flush checks its arguments
+ * and the current context, and has nothing to wait for. */
+CUresult sim_cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target,
+					CUflushGPUDirectRDMAWritesScope scope)
+{
+	struct sim_ctx *ctx;
+	struct sim *sim;
+	CUresult rc;
+
+	if (target != CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX ||
+	    (scope != CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER &&
+	     scope != CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_ALL_DEVICES))
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = sim_ctx_require(sim, &ctx);
 	sim_leave(sim);
 	return rc;
 }
@@ -595,14 +798,6 @@ CUresult sim_cuCtxSynchronize(void)
  * two distinct devices can reach each other; what the driver tracks per
  * context (which peers are enabled) is tracked the same way here, with the
  * driver's errors. */
-
-static CUresult sim_dev_pair(struct sim *sim, CUdevice a, CUdevice b, struct sim_dev **da,
-			     struct sim_dev **db)
-{
-	CUresult rc = sim_dev_lookup(sim, a, da);
-
-	return rc ? rc : sim_dev_lookup(sim, b, db);
-}
 
 CUresult sim_cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer)
 {

@@ -174,6 +174,79 @@ static void test_device_query(void **state)
 	assert_null(s);
 }
 
+/* Bus ids in every form the driver accepts, and the rest. */
+static void test_device_by_bus_id(void **state)
+{
+	static const struct {
+		const char *id;
+		CUresult res;
+		int dev;
+	} ids[] = {
+		{ "00000000:18:00.0", CUDA_SUCCESS, 0 }, { "0000:19:00.0", CUDA_SUCCESS, 1 },
+		{ "0:19:0", CUDA_SUCCESS, 1 }, { "18:00.0", CUDA_SUCCESS, 0 }, { "00000000:19:00.7", CUDA_SUCCESS, 1 },
+		{ "0000:1A:00.0", CUDA_ERROR_INVALID_DEVICE, 0 }, { "0001:18:00.0", CUDA_ERROR_INVALID_DEVICE, 0 },
+		{ "0000:18:01.0", CUDA_ERROR_INVALID_DEVICE, 0 }, { "", CUDA_ERROR_INVALID_VALUE, 0 },
+		{ "18:00", CUDA_ERROR_INVALID_VALUE, 0 }, { "0x18:00.0", CUDA_ERROR_INVALID_VALUE, 0 },
+		{ "000000000:18:00.0", CUDA_ERROR_INVALID_VALUE, 0 }, { "0000:18:00.0x", CUDA_ERROR_INVALID_VALUE, 0 },
+		{ "-1:18:00.0", CUDA_ERROR_INVALID_VALUE, 0 }, { "0000:18:00:0", CUDA_ERROR_INVALID_VALUE, 0 },
+	};
+	char bus[32];
+	CUdevice d;
+
+	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+		d = -1;
+		assert_int_equal(be->cuDeviceGetByPCIBusId(&d, ids[i].id), ids[i].res);
+		if (ids[i].res == CUDA_SUCCESS)
+			assert_int_equal(d, ids[i].dev);
+	}
+	assert_int_equal(be->cuDeviceGetByPCIBusId(NULL, "18:00.0"), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(be->cuDeviceGetByPCIBusId(&d, NULL), CUDA_ERROR_INVALID_VALUE);
+	for (int dev = 0; dev < 2; dev++) {
+		assert_int_equal(be->cuDeviceGetPCIBusId(bus, sizeof(bus), dev), CUDA_SUCCESS);
+		assert_int_equal(be->cuDeviceGetByPCIBusId(&d, bus), CUDA_SUCCESS);
+		assert_int_equal(d, dev);
+	}
+}
+
+/* The texture limit, atomic capabilities and the RDMA fence. */
+static void test_device_links(void **state)
+{
+	CUatomicOperation ops[CU_ATOMIC_OPERATION_MAX], bad = CU_ATOMIC_OPERATION_MAX;
+	unsigned caps[CU_ATOMIC_OPERATION_MAX];
+	size_t w = 0;
+
+	assert_int_equal(be->cuDeviceGetTexture1DLinearMaxWidth(&w, CU_AD_FORMAT_FLOAT, 4, 0), CUDA_SUCCESS);
+	assert_int_equal(w, 1u << 28);
+	assert_int_equal(be->cuDeviceGetTexture1DLinearMaxWidth(&w, CU_AD_FORMAT_FLOAT, 3, 0), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(be->cuDeviceGetTexture1DLinearMaxWidth(&w, (CUarray_format)0x99, 1, 0),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(be->cuDeviceGetTexture1DLinearMaxWidth(&w, CU_AD_FORMAT_FLOAT, 1, 2), CUDA_ERROR_INVALID_DEVICE);
+
+	for (int i = 0; i < CU_ATOMIC_OPERATION_MAX; i++)
+		ops[i] = (CUatomicOperation)i;
+	assert_int_equal(be->cuDeviceGetHostAtomicCapabilities(caps, ops, CU_ATOMIC_OPERATION_MAX, 0), CUDA_SUCCESS);
+	for (int i = 0; i < CU_ATOMIC_OPERATION_MAX; i++)
+		assert_int_equal(caps[i], 0);   /* no host native atomics */
+	assert_int_equal(be->cuDeviceGetP2PAtomicCapabilities(caps, ops, CU_ATOMIC_OPERATION_MAX, 0, 1), CUDA_SUCCESS);
+	for (int i = 0; i < CU_ATOMIC_OPERATION_MAX; i++)
+		assert_true(caps[i] & (CU_ATOMIC_CAPABILITY_SCALAR_32 | CU_ATOMIC_CAPABILITY_SCALAR_64));
+	assert_int_equal(be->cuDeviceGetP2PAtomicCapabilities(caps, ops, 1, 1, 1), CUDA_ERROR_INVALID_DEVICE);
+	assert_int_equal(be->cuDeviceGetP2PAtomicCapabilities(caps, &bad, 1, 0, 1), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(be->cuDeviceGetHostAtomicCapabilities(caps, ops, 0, 0), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(be->cuDeviceGetHostAtomicCapabilities(caps, ops, 1, 7), CUDA_ERROR_INVALID_DEVICE);
+
+	assert_int_equal(be->cuFlushGPUDirectRDMAWrites(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
+							(CUflushGPUDirectRDMAWritesScope)0), CUDA_ERROR_INVALID_VALUE);
+	/* The suite's context (device 0's primary one) is current. */
+	assert_int_equal(be->cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+	assert_int_equal(be->cuFlushGPUDirectRDMAWrites(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
+							CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER), CUDA_SUCCESS);
+	assert_int_equal(be->cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+	assert_int_equal(be->cuFlushGPUDirectRDMAWrites(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
+							CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER), CUDA_ERROR_INVALID_CONTEXT);
+	assert_int_equal(be->cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+}
+
 static void test_contexts(void **state)
 {
 	CUcontext c1, cur;
@@ -1021,6 +1094,8 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_device_query),
+		cmocka_unit_test(test_device_by_bus_id),
+		cmocka_unit_test(test_device_links),
 		cmocka_unit_test(test_contexts),
 		cmocka_unit_test(test_arena_round_trip),
 		cmocka_unit_test(test_bad_pointers),
