@@ -36,6 +36,7 @@ struct ternd_options {
 	char log_file[4096];
 	int log_level;
 	bool json;
+	bool device_given;      /* --device: else the first of --devices */
 };
 
 static void usage(FILE *out)
@@ -55,7 +56,8 @@ static void usage(FILE *out)
 		"  --sim-missing-kernels refuse|skip\n"
 		"                       a launch of a kernel without a CPU version fails (default)\n"
 		"                       or succeeds doing nothing (to see what a library calls)\n"
-		"  --device N           GPU the guest's device 0 runs on (default 0)\n"
+		"  --device N           GPU the guest's device 0 runs on (default: the first of\n"
+		"                       --devices, else 0)\n"
 		"  --devices LIST       GPUs a session sees, e.g. 0,1 (default: all; the guest's\n"
 		"                       device i is the i-th from --device, wrapping)\n"
 		"  --quota SIZE         device memory per session, e.g. 8G (default: no limit)\n"
@@ -127,6 +129,7 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 		if (*end || d < 0 || d > 1024)
 			return -EINVAL;
 		o->sv.worker.exec_cfg.device = (int)d;
+		o->device_given = true;
 		return 0;
 	}
 	if (!strcmp(key, "devices")) {
@@ -377,6 +380,8 @@ int main(int argc, char **argv)
 	log_open("ternd", (enum log_level)o.log_level, log_fd);
 	if (!o.sv.listen_count)
 		transport_url_parse(TRANSPORT_DEFAULT_URL, &o.sv.listen[o.sv.listen_count++]);
+	if (!o.device_given && o.sv.worker.exec_cfg.device_count)
+		o.sv.worker.exec_cfg.device = o.sv.worker.exec_cfg.devices[0];
 	if (!strcmp(o.backend, "auto"))
 		snprintf(o.backend, sizeof(o.backend), "%s",
 			 cuda_driver_present(o.sv.worker.backend_cfg.driver_path) ? "cuda" : "sim");
