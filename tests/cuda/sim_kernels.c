@@ -315,6 +315,22 @@ static void ck_count_read(const struct sim_launch *l)
 	*out = *c;
 }
 
+/* ckpt_loop.cu: a __managed__ array, reached by name as the kernel does. */
+static void ck_mstep(const struct sim_launch *l)
+{
+	unsigned long long *v = SIM_GLOBAL(l, "ck_mvar", unsigned long long);
+	unsigned step, a, b;
+
+	if (!v || !ARGS_OK(l, 4)) {
+		fprintf(stderr, "tern_test_kernels: ck_mstep: no global ck_mvar\n");
+		return;
+	}
+	ARG(l, 0, step);
+	a = step % 64u;
+	b = (step * 7u + 3u) % 64u;
+	v[a] = v[a] * 1099511628211ull + v[b] + step;
+}
+
 /* launch_misc.cu */
 static void lm_coop(const struct sim_launch *l)
 {
@@ -593,6 +609,7 @@ SIM_KERNELS_BEGIN
 	SIM_KERNEL("ck_list_walk", ck_list_walk),
 	SIM_KERNEL("ck_count", ck_count),
 	SIM_KERNEL("ck_count_read", ck_count_read),
+	SIM_KERNEL("ck_mstep", ck_mstep),
 	SIM_KERNEL("lm_coop", lm_coop),
 	SIM_KERNEL("lm_cluster", lm_cluster),
 	SIM_KERNEL("lm_big_sum", lm_big_sum),
