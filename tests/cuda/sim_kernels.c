@@ -586,6 +586,21 @@ static void mg_affine(const struct sim_launch *l)
 			a[i] = (int32_t)((uint32_t)a[i] * (uint32_t)k + (uint32_t)b);
 }
 
+/* managed.cu: a __managed__ array, reached by name as the kernel does. */
+static void mg_arr_step(const struct sim_launch *l)
+{
+	int32_t *v = SIM_GLOBAL(l, "mg_arr", int32_t), k;
+
+	if (!v || !ARGS_OK(l, 4)) {
+		fprintf(stderr, "tern_test_kernels: mg_arr_step: no global mg_arr\n");
+		return;
+	}
+	ARG(l, 0, k);
+	SIM_FOR_EACH_THREAD(l, i)
+		if (i < 3000)
+			v[i] = (int32_t)((uint32_t)v[i] * 3u + (uint32_t)k + (uint32_t)i);
+}
+
 SIM_KERNELS_BEGIN
 	SIM_KERNEL("vec_add", vec_add),
 	SIM_KERNEL("jl_affine", jl_affine),
@@ -627,5 +642,6 @@ SIM_KERNELS_BEGIN
 	SIM_KERNEL("hf_fill", g_fill),         /* host_funcs.cu: the same computations */
 	SIM_KERNEL("hf_add", g_add),
 	SIM_KERNEL("mg_affine", mg_affine),
+	SIM_KERNEL("mg_arr_step", mg_arr_step),
 	SIM_KERNEL("mg_iota", ma_iota),        /* managed.cu: as ma_iota */
 SIM_KERNELS_END
