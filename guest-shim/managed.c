@@ -630,30 +630,120 @@ static bool location_valid(CUmemLocation loc, bool host_ok)
 	}
 }
 
+/* A prefetch's destination: the session's device or the host. */
+static CUresult prefetch_location_check(CUmemLocation loc)
+{
+	if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE && loc.id != 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	return location_valid(loc, true) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* One prefetch of (part of) @r, already checked. To the device: the host's
+ * writes go now. To the host: pages are fetched when touched, after the
+ * stream's work, as the application must synchronise before it touches
+ * them. */
+static CUresult range_prefetch_locked(struct managed_range *r, CUmemLocation loc)
+{
+	r->last_prefetch = loc;
+	if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE && r->dirty)
+		return range_push_locked(r);
+	return CUDA_SUCCESS;
+}
+
+/* A discard of [addr, addr+count) in @r: its contents become undefined, so
+ * the host's writes to pages wholly inside it need not reach the device;
+ * they are dropped (the pages fetch the device copy when touched again).
+ * Pages the range covers in part keep their other bytes, and so their
+ * state. Keeping data is always a legal discard: work on a capturing
+ * stream is recorded, not run, so there the host keeps its writes. */
+static void range_discard_locked(struct managed_range *r, uint64_t addr, uint64_t count,
+				 uint64_t stream)
+{
+	uint64_t pg = page_size(), first = (addr - r->base + pg - 1) / pg,
+		 end = (addr - r->base + count) / pg;
+
+	if (!r->dirty || (capture_active() && capture_tracked(stream)))
+		return;
+	for (uint64_t i = first; i < end;) {
+		uint64_t j = i;
+
+		while (j < end && r->state[j] == PAGE_DIRTY)
+			j++;
+		if (j > i && range_protect_locked(r, i, j - i, PROT_NONE) == 0)
+			range_state_locked(r, i, j - i, PAGE_INVALID);
+		i = j > i ? j : i + 1;
+	}
+}
+
 CUresult managed_prefetch(uint64_t addr, uint64_t count, CUmemLocation loc, uint64_t stream)
 {
 	struct managed_range *r;
-	CUresult res = CUDA_SUCCESS;
+	CUresult res;
 
 	if (stream > 2 && !handle_kind_is(stream, WIRE_HANDLE_STREAM))
 		return CUDA_ERROR_INVALID_HANDLE;
-	if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE && loc.id != 0)
-		return CUDA_ERROR_INVALID_DEVICE;
-	if (!location_valid(loc, true))
-		return CUDA_ERROR_INVALID_VALUE;
+	res = prefetch_location_check(loc);
+	if (res != CUDA_SUCCESS)
+		return res;
 	pthread_mutex_lock(&managed_lock);
 	r = range_span_locked(addr, count);
-	if (!r) {
-		res = CUDA_ERROR_INVALID_VALUE;
-	} else {
-		r->last_prefetch = loc;
-		/* To the device: the host's writes go now. To the host: pages
-		 * are fetched when touched, after the stream's work, as the
-		 * application must synchronise before it touches them. */
-		if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE && r->dirty)
-			res = range_push_locked(r);
-	}
+	res = r ? range_prefetch_locked(r, loc) : CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_unlock(&managed_lock);
+	return res;
+}
+
+/* The location of operation @i of a batch: prefetchLocIdxs[k] is the first
+ * operation that prefetchLocs[k] applies to (checked increasing). */
+static CUmemLocation batch_location(const struct managed_batch *b, size_t i)
+{
+	size_t k = b->nlocs - 1;
+
+	while (k && b->loc_idxs[k] > i)
+		k--;
+	return b->locs[k];
+}
+
+CUresult managed_batch(const struct managed_batch *b)
+{
+	struct managed_range **ranges;
+	CUresult res = CUDA_SUCCESS;
+
+	/* Everything is checked before anything is done: a batch that fails
+	 * has no effect. */
+	if (b->flags || !b->dptrs || !b->sizes || !b->count)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (b->stream == 0 || b->stream == (uint64_t)(uintptr_t)CU_STREAM_LEGACY)
+		return CUDA_ERROR_INVALID_VALUE;        /* "must not be the legacy NULL stream" */
+	if (b->stream > 2 && !handle_kind_is(b->stream, WIRE_HANDLE_STREAM))
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (b->prefetch) {
+		if (!b->locs || !b->loc_idxs || !b->nlocs || b->nlocs > b->count || b->loc_idxs[0] != 0 ||
+		    b->loc_idxs[b->nlocs - 1] >= b->count)
+			return CUDA_ERROR_INVALID_VALUE;
+		for (size_t k = 0; k < b->nlocs && res == CUDA_SUCCESS; k++) {
+			if (k && b->loc_idxs[k] <= b->loc_idxs[k - 1])
+				return CUDA_ERROR_INVALID_VALUE;
+			res = prefetch_location_check(b->locs[k]);
+		}
+		if (res != CUDA_SUCCESS)
+			return res;
+	}
+	ranges = calloc(b->count, sizeof(*ranges));
+	if (!ranges)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_lock(&managed_lock);
+	for (size_t i = 0; i < b->count && res == CUDA_SUCCESS; i++) {
+		ranges[i] = range_span_locked(b->dptrs[i], b->sizes[i]);
+		if (!ranges[i])
+			res = CUDA_ERROR_INVALID_VALUE;
+	}
+	/* Discards first, then prefetches: a range may appear twice. */
+	for (size_t i = 0; i < b->count && res == CUDA_SUCCESS && b->discard; i++)
+		range_discard_locked(ranges[i], b->dptrs[i], b->sizes[i], b->stream);
+	for (size_t i = 0; i < b->count && res == CUDA_SUCCESS && b->prefetch; i++)
+		res = range_prefetch_locked(ranges[i], batch_location(b, i));
+	pthread_mutex_unlock(&managed_lock);
+	free(ranges);
 	return res;
 }
 
@@ -847,6 +937,75 @@ SHIM_API CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count, C
 	if (flags)
 		return CUDA_ERROR_INVALID_VALUE;
 	return managed_prefetch(devPtr, count, location, shim_stream(hStream, true));
+}
+
+static CUresult batch_call(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *locs,
+			   size_t *loc_idxs, size_t nlocs, unsigned long long flags, CUstream s,
+			   bool per_thread, bool discard, bool prefetch)
+{
+	struct managed_batch b = {
+		.dptrs = dptrs, .sizes = sizes, .count = count, .locs = locs, .loc_idxs = loc_idxs,
+		.nlocs = nlocs, .flags = flags, .stream = shim_stream(s, per_thread),
+		.discard = discard, .prefetch = prefetch,
+	};
+
+	return managed_batch(&b);
+}
+
+SHIM_API CUresult cuMemPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+					  CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs,
+					  size_t numPrefetchLocs, unsigned long long flags, CUstream hStream)
+{
+	return batch_call(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags,
+			  hStream, false, false, true);
+}
+
+CUresult cuMemPrefetchBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+				      CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs,
+				      size_t numPrefetchLocs, unsigned long long flags, CUstream hStream);
+SHIM_API CUresult cuMemPrefetchBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+					       CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs,
+					       size_t numPrefetchLocs, unsigned long long flags,
+					       CUstream hStream)
+{
+	return batch_call(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags,
+			  hStream, true, false, true);
+}
+
+SHIM_API CUresult cuMemDiscardBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+					 unsigned long long flags, CUstream hStream)
+{
+	return batch_call(dptrs, sizes, count, NULL, NULL, 0, flags, hStream, false, true, false);
+}
+
+CUresult cuMemDiscardBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+				     unsigned long long flags, CUstream hStream);
+SHIM_API CUresult cuMemDiscardBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+					      unsigned long long flags, CUstream hStream)
+{
+	return batch_call(dptrs, sizes, count, NULL, NULL, 0, flags, hStream, true, true, false);
+}
+
+SHIM_API CUresult cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+						    CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs,
+						    size_t numPrefetchLocs, unsigned long long flags,
+						    CUstream hStream)
+{
+	return batch_call(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags,
+			  hStream, false, true, true);
+}
+
+CUresult cuMemDiscardAndPrefetchBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+						CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs,
+						size_t numPrefetchLocs, unsigned long long flags,
+						CUstream hStream);
+SHIM_API CUresult cuMemDiscardAndPrefetchBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+							 CUmemLocation *prefetchLocs,
+							 size_t *prefetchLocIdxs, size_t numPrefetchLocs,
+							 unsigned long long flags, CUstream hStream)
+{
+	return batch_call(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags,
+			  hStream, true, true, true);
 }
 
 SHIM_API CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device)

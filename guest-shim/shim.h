@@ -281,6 +281,22 @@ void managed_drop_owner(uint64_t library);
 void managed_session_restored(void);
 void managed_reset(void);
 CUresult managed_prefetch(uint64_t addr, uint64_t count, CUmemLocation loc, uint64_t stream);
+/* cuMemPrefetchBatchAsync, cuMemDiscardBatchAsync and
+ * cuMemDiscardAndPrefetchBatchAsync: every range must lie in one managed
+ * mirror; discards (when @discard) come before prefetches (when
+ * @prefetch). Checked whole before anything is done. */
+struct managed_batch {
+	const CUdeviceptr *dptrs;
+	const size_t *sizes;
+	size_t count;
+	const CUmemLocation *locs;
+	const size_t *loc_idxs;         /* first operation of each location */
+	size_t nlocs;
+	unsigned long long flags;
+	uint64_t stream;                /* as the worker names it (shim_stream) */
+	bool discard, prefetch;
+};
+CUresult managed_batch(const struct managed_batch *b);
 CUresult managed_advise(uint64_t addr, uint64_t count, CUmem_advise advice, CUmemLocation loc);
 CUresult managed_range_attributes(void **data, size_t *sizes, CUmem_range_attribute *attrs,
 				  size_t n, uint64_t addr, uint64_t count);

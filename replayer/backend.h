@@ -251,6 +251,7 @@ struct backend_config {
 	unsigned sim_device_count;      /* sim: devices to present (default 1) */
 	unsigned long long sim_memory;  /* sim: bytes per device (default 16 GiB) */
 	bool sim_skip_missing;          /* sim: a kernel with no CPU version is skipped, not refused */
+	unsigned long long sim_managed_base;  /* sim: where __managed__ variables go (0: the default) */
 };
 
 /* Open a backend by name. Must be called in the worker process (after fork):

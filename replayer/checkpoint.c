@@ -27,11 +27,20 @@
  * (their kernel and event nodes name functions and events) and executable
  * graphs (which count the graph they came from), mipmapped arrays before
  * the arrays of their levels; texture and surface objects are gathered and
- * recreated last, in the order of their values (exec_texobj_restore_all). */
+ * recreated last, in the order of their values (exec_texobj_restore_all).
+ *
+ * Contexts, libraries and modules come back first of all, before the
+ * snapshot machinery allocates its staging and shadow buffers and the
+ * memory is filled: the driver places a module's globals, __managed__
+ * variables included, in memory it allocates as the module loads, and a
+ * restored worker whose driver has made the same allocations before the
+ * same loads as the original one (which loaded its modules before it took
+ * any snapshot) has the best chance to place them at the same addresses
+ * (a __managed__ variable that moves fails the restore: checkpoint.md). */
+static const uint32_t restore_order_code[] = { HANDLE_CONTEXT, HANDLE_LIBRARY, HANDLE_MODULE };
 static const uint32_t restore_order[] = {
-	HANDLE_CONTEXT, HANDLE_LIBRARY, HANDLE_MODULE, HANDLE_KERNEL,
-	HANDLE_FUNCTION, HANDLE_STREAM, HANDLE_EVENT, HANDLE_MEMPOOL, HANDLE_GRAPH, HANDLE_GRAPH_EXEC,
-	HANDLE_MIPMAP, HANDLE_ARRAY, HANDLE_TEXOBJ, HANDLE_SURFOBJ,
+	HANDLE_KERNEL, HANDLE_FUNCTION, HANDLE_STREAM, HANDLE_EVENT, HANDLE_MEMPOOL, HANDLE_GRAPH,
+	HANDLE_GRAPH_EXEC, HANDLE_MIPMAP, HANDLE_ARRAY, HANDLE_TEXOBJ, HANDLE_SURFOBJ,
 };
 
 struct checkpoint_job {
@@ -333,7 +342,16 @@ struct restore_ctx {
 	size_t errlen;
 	struct exec_object_record *objs;    /* texture and surface objects */
 	unsigned obj_count, obj_cap;
+	bool code_pass;                     /* restore_order_code's kinds, or all others */
 };
+
+static bool kind_is_code(uint32_t kind)
+{
+	for (size_t i = 0; i < sizeof(restore_order_code) / sizeof(restore_order_code[0]); i++)
+		if (restore_order_code[i] == kind)
+			return true;
+	return false;
+}
 
 static int restore_object_defer(struct restore_ctx *rc, uint64_t handle, const struct tracker_object *o)
 {
@@ -431,6 +449,10 @@ static int restore_object(void *arg, uint64_t handle, const struct tracker_objec
 	void *real = NULL, *image = NULL;
 	CUresult res = CUDA_SUCCESS;
 
+	/* A walk visits every object (kinds it was not given last): each pass
+	 * takes its own. */
+	if (kind_is_code(o->kind) != rc->code_pass)
+		return 0;
 	if (o->parent && !parent) {
 		snprintf(rc->err, rc->errlen, "object 0x%llx names a parent 0x%llx the snapshot lacks",
 			 (unsigned long long)handle, (unsigned long long)o->parent);
@@ -671,6 +693,12 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
 	ret = exec_vmm_restore_begin(ex, saved, err, sizeof(err));
 	if (!ret)
 		ret = tracker_region_foreach(saved, restore_region, &rc);
+	rc.code_pass = true;
+	if (!ret)
+		ret = tracker_object_foreach(saved, restore_order_code,
+					     sizeof(restore_order_code) / sizeof(restore_order_code[0]),
+					     restore_object, &rc);
+	rc.code_pass = false;
 	if (!ret)
 		ret = capture_get(ex, &capt);
 	if (!ret) {

@@ -14,7 +14,17 @@
  * cached symbol addresses) is then stale. The restore logs each global
  * that moved, accepts the new address for copies and nothing at the old one
  * (docs/limits.md). A library's globals are read and written in each
- * device's context: every context the library is loaded in has its own. */
+ * device's context: every context the library is loaded in has its own.
+ *
+ * __managed__ variables are globals too (the driver's managed memory, where
+ * the module put it) and are captured the same way: the device copy, read
+ * after the quiescing synchronisation. The host's writes not yet pushed are
+ * the guest's (its mirror's DIRTY pages, guest-shim/managed.c), which it
+ * pushes to the restored worker as it does for managed allocations. The
+ * guest's mirror lies at the address the variable had: one that moved
+ * cannot be followed (the application's host code holds the old address
+ * and may hand it to kernels), so a restore that finds a variable the guest
+ * mirrors at another address fails. */
 #define LOG_PREFIX "checkpoint: "
 #include <errno.h>
 #include <stdio.h>
@@ -29,6 +39,7 @@
 #define GLOBALS_MAGIC 0x31474d54u       /* "TMG1" */
 #define GLOBAL_HEADER 32u               /* u64 owner, address, size, u32 flags, u32 name length */
 #define GLOBAL_GUEST_KNOWN 1u           /* the guest was given its address */
+#define GLOBAL_MANAGED 2u               /* __managed__: the guest mirrors it there */
 /* Flags bits 8-15: the device whose context the global was read in. A
  * library has a copy of each global in every context it is used in
  * (cuLibraryGetGlobal answers the current context's); a module has one. */
@@ -183,11 +194,15 @@ static int builtin_streams_restore(struct exec *ex, struct tracker *saved, char 
 
 /* ---- module globals ---- */
 
+/* A library hands out its __managed__ variables with cuLibraryGetManaged
+ * (as cudart asks for them); a module's come from cuModuleGetGlobal. */
 static CUresult global_lookup(struct exec *ex, const struct handle_entry *owner, const char *name,
-			      CUdeviceptr *addr, size_t *size)
+			      bool managed, CUdeviceptr *addr, size_t *size)
 {
-	return owner->kind == HANDLE_LIBRARY ? ex->be->cuLibraryGetGlobal(addr, size, owner->real, name)
-					     : ex->be->cuModuleGetGlobal(addr, size, owner->real, name);
+	if (owner->kind != HANDLE_LIBRARY)
+		return ex->be->cuModuleGetGlobal(addr, size, owner->real, name);
+	return managed ? ex->be->cuLibraryGetManaged(addr, size, owner->real, name)
+		       : ex->be->cuLibraryGetGlobal(addr, size, owner->real, name);
 }
 
 struct globals_out {
@@ -237,7 +252,8 @@ struct exec_image_globals {
 	struct exec_image_globals *next;
 	uint8_t hash[TRACKER_HASH_SIZE];
 	unsigned count;
-	char **names;               /* managed ones left out */
+	char **names;
+	bool *managed;              /* names[i] is a __managed__ variable */
 };
 
 void exec_image_globals_free(struct exec *ex)
@@ -249,6 +265,7 @@ void exec_image_globals_free(struct exec *ex)
 		for (unsigned i = 0; i < c->count; i++)
 			free(c->names[i]);
 		free(c->names);
+		free(c->managed);
 		free(c);
 	}
 }
@@ -273,15 +290,16 @@ static const struct exec_image_globals *image_globals(struct exec *ex, const uin
 	ret = cuimage_parse(image, size, sm, &img);
 	if (!ret) {
 		c->names = calloc(cuimage_global_count(img) + 1, sizeof(*c->names));
-		ret = c->names ? 0 : -ENOMEM;
+		c->managed = calloc(cuimage_global_count(img) + 1, sizeof(*c->managed));
+		ret = c->names && c->managed ? 0 : -ENOMEM;
 	}
 	for (unsigned i = 0; !ret && i < cuimage_global_count(img); i++) {
 		const struct cuimage_global *cg = cuimage_global(img, i);
 
-		/* Managed variables live in managed memory, which is not remoted. */
-		if (cg->managed || strlen(cg->name) > WIRE_STR_MAX)
+		if (strlen(cg->name) > WIRE_STR_MAX)
 			continue;
 		c->names[c->count] = strdup(cg->name);
+		c->managed[c->count] = cg->managed;
 		if (!c->names[c->count])
 			ret = -ENOMEM;
 		else
@@ -295,7 +313,9 @@ static const struct exec_image_globals *image_globals(struct exec *ex, const uin
 		for (unsigned i = 0; i < c->count; i++)
 			free(c->names[i]);
 		free(c->names);
+		free(c->managed);
 		c->names = NULL;
+		c->managed = NULL;
 		c->count = 1;           /* marks "unreadable" */
 		return NULL;
 	}
@@ -304,7 +324,8 @@ static const struct exec_image_globals *image_globals(struct exec *ex, const uin
 
 /* Global @name of @e as device @d's context sees it, unless an earlier
  * device's context sees the same one (a module's). */
-static void global_save(struct globals_out *g, struct handle_entry *e, const char *name, unsigned d)
+static void global_save(struct globals_out *g, struct handle_entry *e, const char *name, bool managed,
+			unsigned d)
 {
 	struct exec *ex = g->ex;
 	size_t name_len = strlen(name), size = 0, other_size;
@@ -315,11 +336,11 @@ static void global_save(struct globals_out *g, struct handle_entry *e, const cha
 	CUresult res;
 
 	if (exec_context_switch(ex, ex->devs[d].ctx) != CUDA_SUCCESS ||
-	    global_lookup(ex, e, name, &addr, &size) != CUDA_SUCCESS)
+	    global_lookup(ex, e, name, managed, &addr, &size) != CUDA_SUCCESS)
 		return;         /* listed in the image, dropped by the linker */
 	for (unsigned k = 0; k < d; k++)
 		if (exec_context_switch(ex, ex->devs[k].ctx) == CUDA_SUCCESS &&
-		    global_lookup(ex, e, name, &other, &other_size) == CUDA_SUCCESS && other == addr)
+		    global_lookup(ex, e, name, managed, &other, &other_size) == CUDA_SUCCESS && other == addr)
 			return;
 	if (exec_context_switch(ex, ex->devs[d].ctx) != CUDA_SUCCESS)
 		return;
@@ -327,7 +348,8 @@ static void global_save(struct globals_out *g, struct handle_entry *e, const cha
 	if (g->ret)
 		return;
 	h = g->buf + g->len;
-	flags = (guest_knows(ex, addr) ? GLOBAL_GUEST_KNOWN : 0) | d << GLOBAL_DEVICE_SHIFT;
+	flags = (guest_knows(ex, addr) ? GLOBAL_GUEST_KNOWN : 0) | (managed ? GLOBAL_MANAGED : 0) |
+		d << GLOBAL_DEVICE_SHIFT;
 	s64 = size;
 	memcpy(h, &e->handle, 8);
 	memcpy(h + 8, &addr, 8);
@@ -366,7 +388,7 @@ static int entry_globals(struct handle_entry *e, void *arg)
 	c = image_globals(ex, hash, image, im.size, g->sm);
 	for (unsigned i = 0; c && i < c->count && !g->ret; i++)
 		for (unsigned d = 0; d < ex->dev_count && !g->ret; d++)
-			global_save(g, e, c->names[i], d);
+			global_save(g, e, c->names[i], c->managed[i], d);
 	return g->ret;
 }
 
@@ -446,9 +468,17 @@ static int globals_restore(struct exec *ex, struct tracker *saved, char *err, si
 		}
 		res = exec_context_switch(ex, ex->devs[device].ctx);
 		if (res == CUDA_SUCCESS)
-			res = global_lookup(ex, e, name, &addr, &now_size);
+			res = global_lookup(ex, e, name, flags & GLOBAL_MANAGED, &addr, &now_size);
 		if (res == CUDA_SUCCESS && now_size != size)
 			res = CUDA_ERROR_INVALID_IMAGE;
+		if (res == CUDA_SUCCESS && addr != old &&
+		    (flags & (GLOBAL_MANAGED | GLOBAL_GUEST_KNOWN)) == (GLOBAL_MANAGED | GLOBAL_GUEST_KNOWN)) {
+			snprintf(err, errlen, "__managed__ variable %s moved from 0x%llx to 0x%llx in the "
+				 "restored worker: the guest's host mirror of it lies at the old address, "
+				 "so the session cannot continue (docs/limits.md)", name,
+				 (unsigned long long)old, (unsigned long long)addr);
+			return -EADDRNOTAVAIL;
+		}
 		if (res == CUDA_SUCCESS && size)
 			res = ex->be->cuMemcpyHtoD(addr, b + at + GLOBAL_HEADER + name_len, size);
 		if (res != CUDA_SUCCESS) {

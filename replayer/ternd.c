@@ -56,6 +56,9 @@ static void usage(FILE *out)
 		"  --sim-missing-kernels refuse|skip\n"
 		"                       a launch of a kernel without a CPU version fails (default)\n"
 		"                       or succeeds doing nothing (to see what a library calls)\n"
+		"  --sim-managed-base ADDR\n"
+		"                       where the sim places __managed__ variables (default\n"
+		"                       0x100000000000; tests restore across two bases)\n"
 		"  --device N           GPU the guest's device 0 runs on (default: the first of\n"
 		"                       --devices, else 0)\n"
 		"  --devices LIST       GPUs a session sees, e.g. 0,1 (default: all; the guest's\n"
@@ -179,6 +182,11 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 			return -EINVAL;
 		o->sv.worker.backend_cfg.sim_skip_missing = !strcmp(value, "skip");
 		return 0;
+	}
+	if (!strcmp(key, "sim-managed-base") || !strcmp(key, "sim_managed_base")) {
+		ret = units_size_parse(value, &v);
+		o->sv.worker.backend_cfg.sim_managed_base = v;
+		return ret;
 	}
 	if (!strcmp(key, "arena-base") || !strcmp(key, "arena_base")) {
 		ret = units_size_parse(value, &v);

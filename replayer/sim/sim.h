@@ -333,7 +333,15 @@ struct sim {
 	struct sim_array *arrays;       /* sim_array.c: arrays, mipmap levels included */
 	struct sim_mipmap *mipmaps;
 	struct sim_texobj *texobjs;     /* texture and surface objects, by value */
+	uint64_t managed_base;          /* __managed__ variables' window (sim_module.c) */
+	uint64_t managed_next;          /* the next one's offset in it */
 };
+
+/* Where the sim puts __managed__ variables by default: a window of their
+ * own, clear of the default arena (32 TiB), the heap and the libraries in
+ * the worker and the guest (which mirrors them at the same address). */
+#define SIM_MANAGED_BASE 0x100000000000ull     /* 16 TiB */
+#define SIM_MANAGED_SIZE (64ull << 30)
 
 extern struct sim *sim_self;
 

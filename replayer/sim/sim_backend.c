@@ -1267,6 +1267,7 @@ int backend_sim_open(const struct backend_config *cfg, struct backend **out)
 	sim->generation = __atomic_fetch_add(&sim_generation_next, 1, __ATOMIC_RELAXED);
 	sim->dev_count = count;
 	sim->skip_missing = cfg && cfg->sim_skip_missing;
+	sim->managed_base = cfg && cfg->sim_managed_base ? cfg->sim_managed_base : SIM_MANAGED_BASE;
 	for (unsigned i = 0; i < count; i++) {
 		struct sim_dev *d = &sim->devs[i];
 

@@ -145,6 +145,36 @@ static void sim_func_defaults(struct sim_func *f)
 	f->cache_config = CU_FUNC_CACHE_PREFER_NONE;
 }
 
+/* @map bytes (page multiple) for a global, zeroed; NULL when none are left.
+ * __managed__ variables fill their window (sim->managed_base) in load
+ * order, so that a fresh worker that loads the same modules in the same
+ * order (a restore) finds each where it was, as the guest's host mirror of
+ * it needs (docs/sim.md). */
+static void *global_map(struct sim *sim, size_t map, bool managed)
+{
+	void *p;
+
+	if (!managed) {
+		p = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		return p == MAP_FAILED ? NULL : p;
+	}
+	/* Taken addresses (another sim in this process) are stepped over. */
+	while (sim->managed_next + map <= SIM_MANAGED_SIZE) {
+		void *want = (void *)(uintptr_t)(sim->managed_base + sim->managed_next);
+
+		sim->managed_next += map;
+		p = mmap(want, map, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+		if (p == want)
+			return p;
+		if (p != MAP_FAILED)
+			munmap(p, map);         /* a kernel without MAP_FIXED_NOREPLACE */
+		else if (errno != EEXIST)
+			return NULL;
+	}
+	return NULL;
+}
+
 static int sim_module_fill(struct sim *sim, struct sim_module *m, const struct cuimage *img)
 {
 	unsigned nk = cuimage_kernel_count(img), ng = cuimage_global_count(img);
@@ -187,12 +217,9 @@ static int sim_module_fill(struct sim *sim, struct sim_module *m, const struct c
 			return -ENOMEM;
 		if (cg->size > sim->devs[0].total)
 			return -ENOMEM;
-		g->storage = mmap(NULL, map, PROT_READ | PROT_WRITE,
-				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (g->storage == MAP_FAILED) {
-			g->storage = NULL;
+		g->storage = global_map(sim, map, cg->managed);
+		if (!g->storage)
 			return -ENOMEM;
-		}
 		g->size = (size_t)cg->size;
 		g->map_size = map;
 		g->managed = cg->managed;

@@ -48,7 +48,15 @@
  * mixes it, the host reads one word of it (folded into the checksum) and
  * writes another, which the next launch must see. After a restore it must
  * hold the snapshot's contents plus the replayed host writes, and the host
- * must read the restored device copy. */
+ * must read the restored device copy.
+ *
+ * A __managed__ array (ck_mvar, a module global in the driver's managed
+ * memory, mirrored by tern's shim at the driver's address) takes turns the
+ * same way: every iteration a kernel that names it as a symbol mixes one
+ * word, the host reads another (folded into the checksum) and then writes a
+ * third, after which MARK_AT may fire: a snapshot then finds a host write
+ * that has not reached the device yet. At the end its words must equal a
+ * host model and are folded into the checksum. */
 #include "check.h"
 
 #include <stdint.h>
@@ -85,6 +93,23 @@ extern "C" __global__ void ck_count(unsigned step)
 extern "C" __global__ void ck_count_read(unsigned long long *out)
 {
 	out[0] = ck_counter;
+}
+
+/* Taken in turns by the device (ck_mstep) and the host every iteration. */
+#define CK_MVAR_WORDS 64u
+__managed__ unsigned long long ck_mvar[CK_MVAR_WORDS];
+
+static inline __host__ __device__ void ck_mvar_step(unsigned long long *v, unsigned step)
+{
+	unsigned a = step % CK_MVAR_WORDS, b = (step * 7u + 3u) % CK_MVAR_WORDS;
+
+	v[a] = v[a] * 1099511628211ull + v[b] + step;
+}
+
+extern "C" __global__ void ck_mstep(unsigned step)
+{
+	if (blockIdx.x == 0 && threadIdx.x == 0)
+		ck_mvar_step(ck_mvar, step);
 }
 
 /* A linked list inside device memory: device pointers stored in device
@@ -273,6 +298,10 @@ int main(int argc, char **argv)
 	size_t stack0 = 0, stack1 = 0;
 	cudaLaunchAttributeValue policy = {}, policy_back = {};
 	unsigned long long counter = 0, counter_want = 0, *counter_d;
+	unsigned long long mvar_want[CK_MVAR_WORDS];
+
+	for (unsigned j = 0; j < CK_MVAR_WORDS; j++)
+		ck_mvar[j] = mvar_want[j] = j * 0x9e3779b97f4a7c15ull;
 
 	CHECK(cudaFuncSetAttribute(ck_mix, cudaFuncAttributeMaxDynamicSharedMemorySize, mix_smem));
 	if (graphs) {
@@ -386,6 +415,9 @@ int main(int argc, char **argv)
 						       cudaMemcpyDeviceToDevice, s));
 		ck_mix<<<16, 256, 0, s>>>(m, mw, i);
 		CHECK(cudaGetLastError());
+		ck_mstep<<<1, 1, 0, s>>>(i);
+		CHECK(cudaGetLastError());
+		ck_mvar_step(mvar_want, i);
 		CHECK(cudaMemcpyAsync(pin, d + (i * 7919u) % (n - pin_words), pin_words * sizeof(unsigned),
 				      cudaMemcpyDeviceToHost, s));
 		CHECK(cudaStreamSynchronize(s));
@@ -393,6 +425,9 @@ int main(int argc, char **argv)
 			sum = (sum ^ pin[j]) * 1099511628211ull;
 		sum = (sum ^ m[(i * 17u) % mw]) * 1099511628211ull;
 		m[(i * 131u) % mw] ^= i * 2654435761u;
+		sum = (sum ^ ck_mvar[(i * 5u + 1u) % CK_MVAR_WORDS]) * 1099511628211ull;
+		ck_mvar[(i * 11u + 2u) % CK_MVAR_WORDS] ^= i * 0xff51afd7ed558ccdull;
+		mvar_want[(i * 11u + 2u) % CK_MVAR_WORDS] ^= i * 0xff51afd7ed558ccdull;
 		if (i == mark_at && mark_file)
 			mark(mark_file);
 		if (i == sync_at && mark_file) {
@@ -441,6 +476,12 @@ int main(int argc, char **argv)
 	for (unsigned j = 0; j < mw; j++)
 		sum = (sum ^ m[j]) * 1099511628211ull;
 	CHECK(cudaFree(m));
+	CHECK(cudaDeviceSynchronize());
+	for (unsigned j = 0; j < CK_MVAR_WORDS; j++) {
+		REQUIRE(ck_mvar[j] == mvar_want[j], "the __managed__ ck_mvar[%u] is %llx, expected %llx", j,
+			ck_mvar[j], mvar_want[j]);
+		sum = (sum ^ ck_mvar[j]) * 1099511628211ull;
+	}
 	if (c) {
 		unsigned *r = (unsigned *)malloc(extra);
 

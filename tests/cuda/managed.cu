@@ -7,7 +7,11 @@
  * cuModuleLoadData, its variable found with cuModuleGetGlobal); a 64 MiB
  * allocation touched sparsely; copies and
  * memsets from and to managed memory; prefetch, advice and range
- * attributes; pointer attributes; a fault outside managed memory still
+ * attributes; batched prefetch and discard (cuMemPrefetchBatchAsync,
+ * cuMemDiscardBatchAsync, cuMemDiscardAndPrefetchBatchAsync and their
+ * per-thread versions) over allocations and a __managed__ array that a
+ * kernel names as a symbol, with the errors for bad batches; pointer
+ * attributes; a fault outside managed memory still
  * reaching the program's own SIGSEGV handler, installed before any managed
  * memory existed. Every value is checked exactly, against a host model where
  * the device changed it.
@@ -43,6 +47,18 @@ extern "C" __global__ void mg_iota(int *a, int base, int n)
 
 	if (i < n)
 		a[i] = base + i;
+}
+
+/* A __managed__ array a kernel reaches by name, for the batched calls. */
+#define MG_ARR_WORDS 3000
+__managed__ int mg_arr[MG_ARR_WORDS];
+
+extern "C" __global__ void mg_arr_step(int k)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i < MG_ARR_WORDS)
+		mg_arr[i] = mg_arr[i] * 3 + k + i;
 }
 
 static void affine(int *a, int k, int b, int n, cudaStream_t s = 0)
@@ -348,6 +364,182 @@ static void prefetch_advise(void)
 	CHECK(cudaStreamDestroy(s));
 }
 
+typedef CUresult (*prefetch_batch_fn)(CUdeviceptr *, size_t *, size_t, CUmemLocation *, size_t *, size_t,
+				      unsigned long long, CUstream);
+typedef CUresult (*discard_batch_fn)(CUdeviceptr *, size_t *, size_t, unsigned long long, CUstream);
+
+/* A driver entry point's per-thread-default-stream version. */
+static void *drv_sym_per_thread(const char *name)
+{
+	void *fn = NULL;
+	cudaDriverEntryPointQueryResult st = cudaDriverEntryPointSymbolNotFound;
+
+	CHECK(cudaGetDriverEntryPointByVersion(name, &fn, TEST_CUDA_VERSION, cudaEnablePerThreadDefaultStream,
+					       &st));
+	REQUIRE(st == cudaDriverEntryPointSuccess && fn, "per-thread %s not found (%d)", name, (int)st);
+	return fn;
+}
+
+/* A bad batch must fail. tern answers @want; a native driver's other
+ * answer is reported (the test is how tern's codes get checked against
+ * the driver's), not failed. */
+static void expect_batch_error(CUresult got, CUresult want, const char *what)
+{
+	REQUIRE(got != CUDA_SUCCESS, "%s succeeded", what);
+	if (got == want)
+		return;
+	REQUIRE(!through_tern(), "%s: error %d, expected %d", what, (int)got, (int)want);
+	printf("managed: note: the driver answers %d for %s (tern: %d)\n", (int)got, what, (int)want);
+}
+
+static int last_prefetch(void *p, size_t bytes)
+{
+	int v = 99;
+
+	CHECK(cudaMemRangeGetAttribute(&v, sizeof(v), cudaMemRangeAttributeLastPrefetchLocation, p, bytes));
+	return v;
+}
+
+static void batches(void)
+{
+	prefetch_batch_fn prefetch = (prefetch_batch_fn)drv_sym("cuMemPrefetchBatchAsync");
+	prefetch_batch_fn prefetch_pt = (prefetch_batch_fn)drv_sym_per_thread("cuMemPrefetchBatchAsync");
+	prefetch_batch_fn both = (prefetch_batch_fn)drv_sym("cuMemDiscardAndPrefetchBatchAsync");
+	prefetch_batch_fn both_pt = (prefetch_batch_fn)drv_sym_per_thread("cuMemDiscardAndPrefetchBatchAsync");
+	discard_batch_fn discard = (discard_batch_fn)drv_sym("cuMemDiscardBatchAsync");
+	discard_batch_fn discard_pt = (discard_batch_fn)drv_sym_per_thread("cuMemDiscardBatchAsync");
+	const int n = (1 << 18) + 11;
+	const size_t bytes = n * sizeof(int);
+	CUmemLocation dev = { CU_MEM_LOCATION_TYPE_DEVICE, 0 }, host = { CU_MEM_LOCATION_TYPE_HOST, 0 };
+	CUmemLocation locs[2] = { host, dev }, bad_dev = { CU_MEM_LOCATION_TYPE_DEVICE, 7 };
+	std::vector<int> model_a(n), model_b(n), model_v(MG_ARR_WORDS);
+	cudaStream_t cs;
+	CUstream s;
+	int *a, *b, *plain;
+	size_t idx[2] = { 0, 2 }, idx0 = 0, late = 1;
+
+	CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+	s = (CUstream)cs;
+	CHECK(cudaMallocManaged(&a, bytes));
+	CHECK(cudaMallocManaged(&b, bytes));
+	CHECK(cudaMalloc(&plain, 4096));
+	for (int i = 0; i < n; i++) {
+		a[i] = model_a[i] = i;
+		b[i] = model_b[i] = 2 * i;
+	}
+	for (int i = 0; i < MG_ARR_WORDS; i++)
+		mg_arr[i] = model_v[i] = i ^ 5;
+
+	CUdeviceptr d[3] = { (CUdeviceptr)(uintptr_t)a, (CUdeviceptr)(uintptr_t)mg_arr, (CUdeviceptr)(uintptr_t)b };
+	size_t sz[3] = { bytes, sizeof(mg_arr), bytes };
+
+	/* Everything to the device, then kernels; then a and mg_arr to the
+	 * host and b to the device again (two locations). */
+	CHECK_DRV(prefetch(d, sz, 3, &dev, &idx0, 1, 0, s));
+	affine(a, 2, 1, n, cs);
+	affine(b, 1, -3, n, cs);
+	mg_arr_step<<<(MG_ARR_WORDS + 255) / 256, 256, 0, cs>>>(7);
+	CHECK(cudaGetLastError());
+	CHECK_DRV(prefetch(d, sz, 3, locs, idx, 2, 0, s));
+	CHECK(cudaStreamSynchronize(cs));
+	for (int i = 0; i < n; i++) {
+		model_a[i] = model_a[i] * 2 + 1;
+		model_b[i] -= 3;
+		REQUIRE(a[i] == model_a[i] && b[i] == model_b[i], "after the prefetches a[%d] = %d, b = %d", i,
+			a[i], b[i]);
+	}
+	for (int i = 0; i < MG_ARR_WORDS; i++) {
+		model_v[i] = model_v[i] * 3 + 7 + i;
+		REQUIRE(mg_arr[i] == model_v[i], "after the prefetches mg_arr[%d] = %d, expected %d", i, mg_arr[i],
+			model_v[i]);
+	}
+	REQUIRE(last_prefetch(a, bytes) == cudaCpuDeviceId, "a last prefetched to %d", last_prefetch(a, bytes));
+	REQUIRE(last_prefetch(b, bytes) == 0, "b last prefetched to %d", last_prefetch(b, bytes));
+	REQUIRE(last_prefetch(mg_arr, sizeof(mg_arr)) == cudaCpuDeviceId, "mg_arr last prefetched to %d",
+		last_prefetch(mg_arr, sizeof(mg_arr)));
+
+	/* Discards of ranges that start and end inside pages: what lies
+	 * outside them keeps the host's writes; writing the discarded bytes
+	 * again (host) or whole (kernel) makes them defined again. */
+	for (int i = 0; i < n; i++)
+		a[i] = model_a[i] = 5 * i;
+	{
+		CUdeviceptr dd[2] = { (CUdeviceptr)(uintptr_t)(a + 100), (CUdeviceptr)(uintptr_t)(mg_arr + 3) };
+		size_t ds[2] = { 50000 * sizeof(int), (MG_ARR_WORDS - 6) * sizeof(int) };
+
+		CHECK_DRV(discard(dd, ds, 2, 0, s));
+	}
+	CHECK(cudaStreamSynchronize(cs));
+	for (int i = 100; i < 100 + 50000; i++)
+		a[i] = model_a[i] = 7 * i;
+	for (int i = 3; i < MG_ARR_WORDS - 3; i++)
+		mg_arr[i] = model_v[i] = -i;
+	affine(a, 1, 3, n, cs);
+	mg_arr_step<<<(MG_ARR_WORDS + 255) / 256, 256, 0, cs>>>(1);
+	CHECK(cudaGetLastError());
+	CHECK(cudaStreamSynchronize(cs));
+	for (int i = 0; i < n; i++)
+		REQUIRE(a[i] == model_a[i] + 3, "after the discard a[%d] = %d, expected %d", i, a[i], model_a[i] + 3);
+	for (int i = 0; i < MG_ARR_WORDS; i++) {
+		model_v[i] = model_v[i] * 3 + 1 + i;
+		REQUIRE(mg_arr[i] == model_v[i], "after the discard mg_arr[%d] = %d, expected %d", i, mg_arr[i],
+			model_v[i]);
+	}
+	/* Per-thread versions (the NULL stream is the thread's own): b is
+	 * discarded whole and rewritten by a kernel; then discarded and
+	 * prefetched to the device and rewritten again. */
+	b[5] = -1;
+	CHECK_DRV(discard_pt(&d[2], &sz[2], 1, 0, NULL));
+	mg_iota<<<(n + 255) / 256, 256, 0, cudaStreamPerThread>>>(b, 9, n);
+	CHECK(cudaGetLastError());
+	CHECK(cudaStreamSynchronize(cudaStreamPerThread));
+	for (int i = 0; i < n; i += 7)
+		REQUIRE(b[i] == 9 + i, "after the per-thread discard b[%d] = %d", i, b[i]);
+	b[6] = -1;
+	CHECK_DRV(both(&d[2], &sz[2], 1, &dev, &idx0, 1, 0, s));
+	mg_iota<<<(n + 255) / 256, 256, 0, cs>>>(b, 11, n);
+	CHECK(cudaGetLastError());
+	CHECK(cudaStreamSynchronize(cs));
+	for (int i = 0; i < n; i++)
+		REQUIRE(b[i] == 11 + i, "after discard and prefetch b[%d] = %d", i, b[i]);
+	REQUIRE(last_prefetch(b, bytes) == 0, "b last prefetched to %d", last_prefetch(b, bytes));
+	CHECK_DRV(both_pt(&d[2], &sz[2], 1, &host, &idx0, 1, 0, NULL));
+	CHECK_DRV(prefetch_pt(&d[0], &sz[0], 1, &host, &idx0, 1, 0, NULL));
+	CHECK(cudaStreamSynchronize(cudaStreamPerThread));
+	REQUIRE(last_prefetch(b, bytes) == cudaCpuDeviceId, "b last prefetched to %d", last_prefetch(b, bytes));
+	for (int i = 0; i < n; i += 4099)
+		REQUIRE(a[i] == model_a[i] + 3, "after the per-thread prefetch a[%d] = %d", i, a[i]);
+
+	/* Bad batches. */
+	{
+		CUdeviceptr bad[2] = { (CUdeviceptr)(uintptr_t)a, (CUdeviceptr)(uintptr_t)plain };
+		size_t bs[2] = { 4096, 4096 };
+
+		expect_batch_error(prefetch(d, sz, 3, &dev, &idx0, 1, 1, s), CUDA_ERROR_INVALID_VALUE,
+				   "a prefetch batch with flags");
+		expect_batch_error(discard(d, sz, 3, 1, s), CUDA_ERROR_INVALID_VALUE, "a discard batch with flags");
+		expect_batch_error(prefetch(bad, bs, 2, &dev, &idx0, 1, 0, s), CUDA_ERROR_INVALID_VALUE,
+				   "a prefetch batch naming cudaMalloc memory");
+		expect_batch_error(discard(bad, bs, 2, 0, s), CUDA_ERROR_INVALID_VALUE,
+				   "a discard batch naming cudaMalloc memory");
+		expect_batch_error(prefetch(d, sz, 3, &dev, &late, 1, 0, s), CUDA_ERROR_INVALID_VALUE,
+				   "a prefetch batch whose first location index is not 0");
+		expect_batch_error(prefetch(d, sz, 1, locs, idx, 2, 0, s), CUDA_ERROR_INVALID_VALUE,
+				   "a prefetch batch with more locations than operations");
+		expect_batch_error(prefetch(d, sz, 3, &bad_dev, &idx0, 1, 0, s), CUDA_ERROR_INVALID_DEVICE,
+				   "a prefetch batch to device 7");
+		expect_batch_error(prefetch(d, sz, 3, &dev, &idx0, 1, 0, CU_STREAM_LEGACY), CUDA_ERROR_INVALID_VALUE,
+				   "a prefetch batch on the legacy stream");
+		expect_batch_error(discard(d, sz, 3, 0, CU_STREAM_LEGACY), CUDA_ERROR_INVALID_VALUE,
+				   "a discard batch on the legacy stream");
+	}
+	CHECK(cudaStreamSynchronize(cs));
+	CHECK(cudaFree(plain));
+	CHECK(cudaFree(b));
+	CHECK(cudaFree(a));
+	CHECK(cudaStreamDestroy(cs));
+}
+
 static void pointer_attributes(void)
 {
 	DRV_FN(cuPointerGetAttribute);
@@ -392,6 +584,7 @@ int main(void)
 	large_sparse();
 	copies();
 	prefetch_advise();
+	batches();
 	pointer_attributes();
 	own_handler_check();
 	printf("PASS managed\n");

@@ -315,6 +315,22 @@ static void ck_count_read(const struct sim_launch *l)
 	*out = *c;
 }
 
+/* ckpt_loop.cu: a __managed__ array, reached by name as the kernel does. */
+static void ck_mstep(const struct sim_launch *l)
+{
+	unsigned long long *v = SIM_GLOBAL(l, "ck_mvar", unsigned long long);
+	unsigned step, a, b;
+
+	if (!v || !ARGS_OK(l, 4)) {
+		fprintf(stderr, "tern_test_kernels: ck_mstep: no global ck_mvar\n");
+		return;
+	}
+	ARG(l, 0, step);
+	a = step % 64u;
+	b = (step * 7u + 3u) % 64u;
+	v[a] = v[a] * 1099511628211ull + v[b] + step;
+}
+
 /* launch_misc.cu */
 static void lm_coop(const struct sim_launch *l)
 {
@@ -570,6 +586,21 @@ static void mg_affine(const struct sim_launch *l)
 			a[i] = (int32_t)((uint32_t)a[i] * (uint32_t)k + (uint32_t)b);
 }
 
+/* managed.cu: a __managed__ array, reached by name as the kernel does. */
+static void mg_arr_step(const struct sim_launch *l)
+{
+	int32_t *v = SIM_GLOBAL(l, "mg_arr", int32_t), k;
+
+	if (!v || !ARGS_OK(l, 4)) {
+		fprintf(stderr, "tern_test_kernels: mg_arr_step: no global mg_arr\n");
+		return;
+	}
+	ARG(l, 0, k);
+	SIM_FOR_EACH_THREAD(l, i)
+		if (i < 3000)
+			v[i] = (int32_t)((uint32_t)v[i] * 3u + (uint32_t)k + (uint32_t)i);
+}
+
 SIM_KERNELS_BEGIN
 	SIM_KERNEL("vec_add", vec_add),
 	SIM_KERNEL("jl_affine", jl_affine),
@@ -593,6 +624,7 @@ SIM_KERNELS_BEGIN
 	SIM_KERNEL("ck_list_walk", ck_list_walk),
 	SIM_KERNEL("ck_count", ck_count),
 	SIM_KERNEL("ck_count_read", ck_count_read),
+	SIM_KERNEL("ck_mstep", ck_mstep),
 	SIM_KERNEL("lm_coop", lm_coop),
 	SIM_KERNEL("lm_cluster", lm_cluster),
 	SIM_KERNEL("lm_big_sum", lm_big_sum),
@@ -610,5 +642,6 @@ SIM_KERNELS_BEGIN
 	SIM_KERNEL("hf_fill", g_fill),         /* host_funcs.cu: the same computations */
 	SIM_KERNEL("hf_add", g_add),
 	SIM_KERNEL("mg_affine", mg_affine),
+	SIM_KERNEL("mg_arr_step", mg_arr_step),
 	SIM_KERNEL("mg_iota", ma_iota),        /* managed.cu: as ma_iota */
 SIM_KERNELS_END

@@ -1,8 +1,9 @@
 /* The shim's client side against a fake ternd: a thread that speaks the wire
  * protocol over a unix socket. Checks the hello exchange, the attribute
  * cache, parameter packing for launches, cutting of large copies, host
- * memory attributes, and that a worker that dies mid-run gives the app an
- * error instead of a crash. */
+ * memory attributes, batched prefetch and discard of managed memory (what
+ * they check, push and drop), and that a worker that dies mid-run gives the
+ * app an error instead of a crash. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -23,6 +24,7 @@
 #define ARENA_BASE 0x7e0000000000ull
 #define ARENA_SIZE (1ull << 34)
 #define FAKE_FUNCTION 0x0500000000000007ull
+#define MANAGED_ADDR (ARENA_BASE + (1ull << 30))
 
 static void *lib;
 static char dir[] = "/tmp/tern-shim-rpc-XXXXXX";
@@ -31,7 +33,8 @@ static int listen_fd;
 
 /* What the fake server saw; read after the call that caused it returned. */
 static struct {
-	int hello, attrs_fetches, dtoh_pieces;
+	int hello, attrs_fetches, dtoh_pieces, htod_pushes;
+	uint64_t htod_bytes;
 	uint8_t launch_args[64];
 	uint32_t launch_len;
 	uint64_t launch_stream;
@@ -157,6 +160,20 @@ static bool serve(int fd)
 			seen.dtoh_pieces++;
 			wire_put_u32(&m, CUDA_SUCCESS);
 			wire_put_blob(&m, (struct wire_blob){ data, (uint32_t)r.bytes });
+			break;
+		}
+		case WIRE_CALL_MEM_ALLOC_MANAGED:
+			wire_put_u32(&m, CUDA_SUCCESS);
+			wire_put_u64(&m, MANAGED_ADDR);
+			break;
+		case WIRE_CALL_MEMCPY_HTOD: {
+			struct wire_memcpy_htod_req r;
+
+			if (wire_memcpy_htod_req_decode(&cur, &r) == 0) {
+				seen.htod_pushes++;
+				seen.htod_bytes += r.data.len;
+			}
+			wire_put_u32(&m, CUDA_SUCCESS);
 			break;
 		}
 		case WIRE_CALL_DEVICE_GET:
@@ -300,6 +317,126 @@ static void test_host_memory_attributes(void **state)
 	assert_int_equal(release(p), CUDA_ERROR_INVALID_VALUE);
 }
 
+typedef CUresult (*prefetch_batch_fn)(CUdeviceptr *, size_t *, size_t, CUmemLocation *, size_t *, size_t,
+				      unsigned long long, CUstream);
+typedef CUresult (*discard_batch_fn)(CUdeviceptr *, size_t *, size_t, unsigned long long, CUstream);
+
+static int last_prefetch(CUdeviceptr p, size_t bytes)
+{
+	CUresult (*get)(void *, size_t, CUmem_range_attribute, CUdeviceptr, size_t) =
+		FN("cuMemRangeGetAttribute",
+		   CUresult (*)(void *, size_t, CUmem_range_attribute, CUdeviceptr, size_t));
+	int v = 99;
+
+	assert_int_equal(get(&v, sizeof(v), CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, p, bytes),
+			 CUDA_SUCCESS);
+	return v;
+}
+
+/* Batched prefetch and discard are answered in the shim (guest-shim/managed.c):
+ * what they refuse, and what they push and drop of the host's writes. */
+static void test_managed_batches(void **state)
+{
+	CUresult (*alloc)(CUdeviceptr *, size_t, unsigned) =
+		FN("cuMemAllocManaged", CUresult (*)(CUdeviceptr *, size_t, unsigned));
+	prefetch_batch_fn prefetch = FN("cuMemPrefetchBatchAsync", prefetch_batch_fn);
+	prefetch_batch_fn prefetch_pt = FN("cuMemPrefetchBatchAsync_ptsz", prefetch_batch_fn);
+	prefetch_batch_fn both = FN("cuMemDiscardAndPrefetchBatchAsync", prefetch_batch_fn);
+	discard_batch_fn discard = FN("cuMemDiscardBatchAsync", discard_batch_fn);
+	discard_batch_fn discard_pt = FN("cuMemDiscardBatchAsync_ptsz", discard_batch_fn);
+	const size_t pg = (size_t)sysconf(_SC_PAGESIZE), bytes = 4 * pg;
+	CUmemLocation dev = { CU_MEM_LOCATION_TYPE_DEVICE, 0 }, host = { CU_MEM_LOCATION_TYPE_HOST, 0 };
+	CUmemLocation locs[2] = { host, dev }, bad_dev = { CU_MEM_LOCATION_TYPE_DEVICE, 3 };
+	CUmemLocation bad_type = { CU_MEM_LOCATION_TYPE_INVALID, 0 };
+	CUstream s = (CUstream)(uintptr_t)CU_STREAM_PER_THREAD, legacy = (CUstream)(uintptr_t)CU_STREAM_LEGACY;
+	CUstream not_stream = (CUstream)(uintptr_t)0x0500000000000009ull;
+	CUdeviceptr p = 0, d[2];
+	size_t sz[2], idx[2] = { 0, 1 }, idx0 = 0, bad_idx[2] = { 0, 0 }, late_idx = 1;
+	volatile uint8_t *h;
+	int pushes;
+
+	assert_int_equal(alloc(&p, bytes, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+	assert_int_equal(p, MANAGED_ADDR);
+	h = (volatile uint8_t *)(uintptr_t)p;
+	d[0] = p;
+	d[1] = p + 2 * pg;
+	sz[0] = sz[1] = pg;
+
+	/* Refused whole, before anything is done. */
+	assert_int_equal(prefetch(d, sz, 2, locs, idx, 2, 1, s), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(prefetch(NULL, sz, 2, locs, idx, 2, 0, s), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(prefetch(d, NULL, 2, locs, idx, 2, 0, s), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(prefetch(d, sz, 0, locs, idx, 2, 0, s), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(prefetch(d, sz, 2, NULL, idx, 2, 0, s), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(prefetch(d, sz, 2, locs, NULL, 2, 0, s), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(prefetch(d, sz, 2, locs, idx, 0, 0, s), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(prefetch(d, sz, 1, locs, idx, 2, 0, s), CUDA_ERROR_INVALID_VALUE);    /* more locations than operations */
+	assert_int_equal(prefetch(d, sz, 2, locs, &late_idx, 1, 0, s), CUDA_ERROR_INVALID_VALUE); /* first is not 0 */
+	assert_int_equal(prefetch(d, sz, 2, locs, bad_idx, 2, 0, s), CUDA_ERROR_INVALID_VALUE);  /* not increasing */
+	assert_int_equal(prefetch(d, sz, 2, &bad_dev, &idx0, 1, 0, s), CUDA_ERROR_INVALID_DEVICE);
+	assert_int_equal(prefetch(d, sz, 2, &bad_type, &idx0, 1, 0, s), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(prefetch(d, sz, 2, locs, idx, 2, 0, NULL), CUDA_ERROR_INVALID_VALUE);   /* the legacy stream */
+	assert_int_equal(prefetch(d, sz, 2, locs, idx, 2, 0, legacy), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(prefetch(d, sz, 2, locs, idx, 2, 0, not_stream), CUDA_ERROR_INVALID_HANDLE);
+	assert_int_equal(discard(d, sz, 2, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(discard(d, sz, 2, 2, s), CUDA_ERROR_INVALID_VALUE);
+	/* A range outside managed memory, or past the allocation's end, fails
+	 * the batch, and the good range before it is not prefetched. */
+	d[1] = ARENA_BASE;
+	assert_int_equal(prefetch(d, sz, 2, locs, idx, 2, 0, s), CUDA_ERROR_INVALID_VALUE);
+	d[1] = p + 3 * pg;
+	sz[1] = pg + 1;
+	assert_int_equal(prefetch(d, sz, 2, locs, idx, 2, 0, s), CUDA_ERROR_INVALID_VALUE);
+	sz[1] = 0;
+	assert_int_equal(discard(d, sz, 2, 0, s), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(last_prefetch(p, bytes), CU_DEVICE_INVALID);
+	assert_int_equal(seen.htod_pushes, 0);
+
+	/* To the host moves nothing; to the device pushes the host's writes.
+	 * The per-thread entry point takes the NULL stream. */
+	h[10] = 1;                      /* every page of the 64 KiB chunk becomes dirty */
+	d[1] = p + 2 * pg;
+	sz[1] = pg;
+	assert_int_equal(prefetch_pt(d, sz, 1, locs, idx, 1, 0, NULL), CUDA_SUCCESS);
+	assert_int_equal(seen.htod_pushes, 0);
+	assert_int_equal(last_prefetch(p, bytes), CU_DEVICE_CPU);
+	assert_int_equal(prefetch(d, sz, 2, locs, idx, 2, 0, s), CUDA_SUCCESS);
+	assert_int_equal(seen.htod_pushes, 1);  /* one run: the whole allocation */
+	assert_int_equal(seen.htod_bytes, bytes);
+	assert_int_equal(last_prefetch(p, bytes), 0);
+
+	/* A discard drops the host's writes to the pages wholly inside its
+	 * range and keeps those it covers in part: page 0 and 3 are pushed
+	 * next, 1 and 2 are fetched from the device when touched. */
+	h[10] = 2;
+	d[0] = p + 100;
+	sz[0] = 3 * pg;
+	assert_int_equal(discard_pt(d, sz, 1, 0, NULL), CUDA_SUCCESS);
+	pushes = seen.htod_pushes;
+	assert_int_equal(prefetch(d, sz, 1, &dev, &idx0, 1, 0, s), CUDA_SUCCESS);
+	assert_int_equal(seen.htod_pushes, pushes + 2);
+	assert_int_equal(seen.htod_bytes, bytes + 2 * pg);
+	assert_int_equal(h[10], 2);
+	assert_int_equal(seen.dtoh_pieces, 4);
+	/* The fake device's bytes tell their address. */
+	assert_int_equal(h[pg + 3], (uint8_t)((MANAGED_ADDR - ARENA_BASE + pg + 3) * 7));
+	assert_int_equal(seen.dtoh_pieces, 5);
+
+	/* Discard and prefetch: the dropped pages are not pushed, the rest is.
+	 * (The fetch above took pages 1 and 2; a write makes the chunk's
+	 * CLEAN pages, all four, dirty.) */
+	h[pg] = 3;
+	h[3 * pg] = 4;
+	d[0] = p;
+	sz[0] = 2 * pg;
+	pushes = seen.htod_pushes;
+	assert_int_equal(both(d, sz, 1, &dev, &idx0, 1, 0, s), CUDA_SUCCESS);
+	assert_int_equal(seen.htod_pushes, pushes + 1);
+	assert_int_equal(seen.htod_bytes, bytes + 4 * pg);     /* pages 2 and 3 */
+	assert_int_equal(h[3 * pg], 4);
+	assert_int_equal(last_prefetch(p, bytes), 0);
+}
+
 static void test_worker_death(void **state)
 {
 	CUresult (*get)(CUdevice *, int) = FN("cuDeviceGet", CUresult (*)(CUdevice *, int));
@@ -323,6 +460,7 @@ int main(void)
 		cmocka_unit_test(test_launch_packs_params),
 		cmocka_unit_test(test_copy_is_cut),
 		cmocka_unit_test(test_host_memory_attributes),
+		cmocka_unit_test(test_managed_batches),
 		cmocka_unit_test(test_worker_death),
 	};
 	struct transport_url url;

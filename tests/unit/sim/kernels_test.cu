@@ -9,6 +9,7 @@ struct packed3 {
 };
 
 __device__ int counter = 42;
+__managed__ int mvar[5] = { 1, 2, 3, 4, 5 };
 
 extern "C" __global__ void vec_add(const float *a, const float *b, float *c, int n)
 {

@@ -13,10 +13,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "backend.h"
+#include "sim.h"
 
 #define MIB (1ull << 20)
 #define SIM_TEST_MEMORY (64 * MIB)
@@ -558,6 +560,37 @@ static void test_param_info_and_globals(void **state)
 	}
 	piece_put(&p);
 	assert_int_equal(be->cuModuleUnload(m), CUDA_SUCCESS);
+}
+
+/* __managed__ variables fill a window of their own in load order (a
+ * restore that loads the same modules in the same order finds them where
+ * they were); other globals do not take from it. */
+static void test_managed_window(void **state)
+{
+	CUmodule m1 = module_load(), m2 = module_load();
+	CUdeviceptr a1, a2, c;
+	size_t s1, s2, cs, pg = (size_t)sysconf(_SC_PAGESIZE);
+	unsigned managed = 9;
+	int32_t v[5];
+
+	assert_int_equal(be->cuModuleGetGlobal(&a1, &s1, m1, "mvar"), CUDA_SUCCESS);
+	assert_int_equal(be->cuModuleGetGlobal(&a2, &s2, m2, "mvar"), CUDA_SUCCESS);
+	assert_int_equal(s1, sizeof(v));
+	assert_int_equal(s2, sizeof(v));
+	assert_true(a1 >= SIM_MANAGED_BASE && a1 < SIM_MANAGED_BASE + SIM_MANAGED_SIZE);
+	assert_int_equal(a1 % pg, 0);
+	assert_int_equal(a2, a1 + pg);
+	assert_int_equal(be->cuMemcpyDtoH(v, a2, sizeof(v)), CUDA_SUCCESS);
+	assert_int_equal(v[0], 1);
+	assert_int_equal(v[4], 5);
+	assert_int_equal(be->cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, a1), CUDA_SUCCESS);
+	assert_int_equal(managed, 1);
+	assert_int_equal(be->cuModuleGetGlobal(&c, &cs, m1, "counter"), CUDA_SUCCESS);
+	assert_false(c >= SIM_MANAGED_BASE && c < SIM_MANAGED_BASE + SIM_MANAGED_SIZE);
+	assert_int_equal(be->cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, c), CUDA_SUCCESS);
+	assert_int_equal(managed, 0);
+	assert_int_equal(be->cuModuleUnload(m2), CUDA_SUCCESS);
+	assert_int_equal(be->cuModuleUnload(m1), CUDA_SUCCESS);
 }
 
 static void test_library_cubin(void **state)
@@ -1102,6 +1135,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_out_of_memory_counts),
 		cmocka_unit_test(test_module_vec_add),
 		cmocka_unit_test(test_param_info_and_globals),
+		cmocka_unit_test(test_managed_window),
 		cmocka_unit_test(test_library_cubin),
 		cmocka_unit_test(test_invalid_image),
 		cmocka_unit_test(test_stream_order),
