@@ -494,6 +494,35 @@ static void ov_reduce(const struct sim_launch *l)
 	*out += sum;
 }
 
+/* graph_conditional.cu: conditions set as cudaGraphSetConditional does. */
+static void cg_set(const struct sim_launch *l)
+{
+	uint64_t h;
+	const int *flag;
+
+	if (!ARGS_OK(l, 8, 8))
+		return;
+	ARG(l, 0, h);
+	ARG(l, 1, flag);
+	SIM_SET_CONDITIONAL(l, h, (unsigned)*flag);
+}
+
+static void cg_step(const struct sim_launch *l)
+{
+	uint64_t h;
+	int *counter;
+	long long *sum;
+
+	if (!ARGS_OK(l, 8, 8, 8))
+		return;
+	ARG(l, 0, h);
+	ARG(l, 1, counter);
+	ARG(l, 2, sum);
+	*sum += *counter;
+	*counter -= 1;
+	SIM_SET_CONDITIONAL(l, h, *counter > 0 ? 1u : 0u);
+}
+
 /* graphs.cu: each thread i < n of the grid touches element i. */
 static uint64_t graph_span(const struct sim_launch *l, int n)
 {
@@ -554,6 +583,19 @@ static void g_add(const struct sim_launch *l)
 		y[i] += x[i];
 }
 
+static void cg_add(const struct sim_launch *l)
+{
+	int *a, v, n;
+
+	if (!ARGS_OK(l, 8, 4, 4))
+		return;
+	ARG(l, 0, a);
+	ARG(l, 1, v);
+	ARG(l, 2, n);
+	for (uint64_t i = 0; i < graph_span(l, n); i++)
+		a[i] += v;
+}
+
 /* managed.cu */
 static void mg_affine(const struct sim_launch *l)
 {
@@ -603,6 +645,9 @@ SIM_KERNELS_BEGIN
 	SIM_KERNEL("ov_affine", ov_affine),
 	SIM_KERNEL("ov_xorshift", ov_xorshift),
 	SIM_KERNEL("ov_reduce", ov_reduce),
+	SIM_KERNEL("cg_set", cg_set),
+	SIM_KERNEL("cg_step", cg_step),
+	SIM_KERNEL("cg_add", cg_add),
 	SIM_KERNEL("g_iota", g_iota),
 	SIM_KERNEL("g_scale", g_scale),
 	SIM_KERNEL("g_fill", g_fill),
