@@ -343,6 +343,9 @@ void sim_graphs_teardown(struct sim *sim)
 		struct sim_exec *x = sim->execs;
 
 		sim->execs = x->next;
+		/* With its graph: the graphs its nodes own (children, bodies)
+		 * go with it, never before it. */
+		sim_graph_free(sim, x->graph);
 		free(x->order);
 		free(x);
 	}
