@@ -116,6 +116,17 @@ static void weight_propagate(struct exec_graph *g, uint32_t before)
 		p->d->weight += delta;
 }
 
+/* True when a handle of @c has another value in the backend than the
+ * guest's (after a restore): only then are arguments looked at. */
+static bool chain_translates(const struct cond_chain *c)
+{
+	for (unsigned j = 0; c && j < c->n; j++)
+		for (uint32_t k = 0; k < c->d[j]->nhandles; k++)
+			if (c->d[j]->handles[k].value != c->d[j]->handles[k].real)
+				return true;
+	return false;
+}
+
 static void graph_chain(const struct exec_graph *g, struct cond_chain *c)
 {
 	c->n = 0;
@@ -583,7 +594,7 @@ static CUresult node_read(struct exec *ex, CUgraphNode real, struct graph_node *
 		/* After a restore, a launch captured with a conditional handle's
 		 * old value (the guest's) got to the backend as is: the node
 		 * takes the new one; the description keeps the guest's. */
-		if (chain) {
+		if (chain_translates(chain)) {
 			CUDA_KERNEL_NODE_PARAMS q;
 			unsigned translated = 0;
 
@@ -789,7 +800,9 @@ static unsigned args_translate(uint8_t *args, const struct exec_params *layout, 
 {
 	unsigned changed = 0;
 
-	for (uint32_t i = 0; c && i < layout->count; i++) {
+	if (!chain_translates(c))
+		return 0;
+	for (uint32_t i = 0; i < layout->count; i++) {
 		bool done = false;
 		uint64_t v;
 

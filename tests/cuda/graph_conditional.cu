@@ -16,7 +16,10 @@
  *     that graph), the capture's dependencies moved after it, and its
  *     body filled afterwards by a capture into it (cudaStreamBeginCaptureToGraph);
  *  6. what the driver documents as refused: a graph with conditional nodes
- *     cloned, or instantiated while an executable of it exists.
+ *     cloned, or instantiated while an executable of it exists;
+ *  7. nesting: a while node whose body holds, after its counting kernel, a
+ *     kernel setting a handle made on the body graph and an if node on that
+ *     handle whose body holds a child graph node.
  *
  * CPU versions of the kernels for the sim: sim_kernels.c (they set
  * conditions with SIM_SET_CONDITIONAL). */
@@ -291,6 +294,52 @@ static void test_captured(cudaStream_t s, int *a, int *counter, long long *sum)
 	printf("graph_conditional: captured while ok\n");
 }
 
+/* 7: an if node inside a while body, on a handle of the body graph, its
+ * own body a child graph. */
+static void test_nested(cudaStream_t s, int *a, int *flag, int *counter, long long *sum)
+{
+	cudaGraphConditionalHandle h, hb;
+	cudaGraph_t g, body, inner, child;
+	cudaGraphExec_t x;
+	int n = N, hundred = 100;
+
+	CHECK(cudaGraphCreate(&g, 0));
+	CHECK(cudaGraphConditionalHandleCreate(&h, g, 1, cudaGraphCondAssignDefault));
+	add_cond(g, NULL, h, cudaGraphCondTypeWhile, 1, &body);
+	void *step_args[] = { &h, &counter, &sum };
+	cudaGraphNode_t step = add_kernel(body, NULL, 0, (void *)cg_step, 1, 1, step_args);
+	CHECK(cudaGraphConditionalHandleCreate(&hb, body, 0, 0));
+	void *set_args[] = { &hb, &flag };
+	cudaGraphNode_t set = add_kernel(body, &step, 1, (void *)cg_set, 1, 1, set_args);
+	add_cond(body, set, hb, cudaGraphCondTypeIf, 1, &inner);
+	CHECK(cudaGraphCreate(&child, 0));
+	void *add_args[] = { &a, &hundred, &n };
+	add_kernel(child, NULL, 0, (void *)cg_add, G, B, add_args);
+	cudaGraphNode_t cn;
+	CHECK(cudaGraphAddChildGraphNode(&cn, inner, NULL, 0, child));
+	CHECK(cudaGraphDestroy(child));         /* the node holds its own copy */
+	CHECK(cudaGraphInstantiate(&x, g, 0));
+	CHECK(cudaMemset(a, 0, N * sizeof(int)));
+	int want = 0;
+	const int runs[][2] = { { 3, 1 }, { 4, 0 }, { 2, 1 } };
+	for (const auto &r : runs) {
+		long long zero = 0, got;
+
+		put_int(counter, r[0]);
+		put_int(flag, r[1]);
+		CHECK(cudaMemcpy(sum, &zero, sizeof(zero), cudaMemcpyHostToDevice));
+		CHECK(cudaGraphLaunch(x, s));
+		CHECK(cudaStreamSynchronize(s));
+		CHECK(cudaMemcpy(&got, sum, sizeof(got), cudaMemcpyDeviceToHost));
+		REQUIRE(got == (long long)r[0] * (r[0] + 1) / 2, "nested while from %d: sum %lld", r[0], got);
+		want += r[1] ? r[0] * hundred : 0;
+		expect_all(a, want, "nested if");
+	}
+	CHECK(cudaGraphExecDestroy(x));
+	CHECK(cudaGraphDestroy(g));
+	printf("graph_conditional: nested ok\n");
+}
+
 int main(void)
 {
 	cudaStream_t s;
@@ -308,6 +357,7 @@ int main(void)
 	test_while(s, counter, sum);
 	test_switch(s, a, flag);
 	test_captured(s, a, counter, sum);
+	test_nested(s, a, flag, counter, sum);
 	CHECK(cudaFree(a));
 	CHECK(cudaFree(flag));
 	CHECK(cudaFree(counter));

@@ -676,7 +676,7 @@ static CUresult cond_add(uint64_t g, struct wire_blob d, uint64_t value, uint32_
  * body handles; a destroyed node takes its bodies' handles along. */
 static void test_conditional(void **state)
 {
-	uint64_t g = graph_new(), other = graph_new(), h, h2, bodies[2], exec, restored;
+	uint64_t g = graph_new(), other = graph_new(), h, h2, hn, nested, bodies[2], exec, restored;
 	uint32_t cond, n, dep = 0;
 	uint8_t hash[TRACKER_HASH_SIZE];
 	size_t len;
@@ -714,6 +714,15 @@ static void test_conditional(void **state)
 	assert_int_equal(memset_add(bodies[0], fx.mem, 5, 4, 1, 1, 0, &n), CUDA_SUCCESS);
 	assert_int_equal(memset_add(bodies[1], fx.mem, 7, 4, 1, 1, 0, &n), CUDA_SUCCESS);
 	assert_int_equal(node_count(bodies[0]), 1);
+	/* Nested: an if (default 0: never runs) in the first body, on a handle
+	 * of that body; the parent's handle is not one of the body's. */
+	assert_int_equal(cond_add(bodies[0], (struct wire_blob){ 0 }, h, CU_GRAPH_COND_TYPE_IF, 1, &n, &nested),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cond_handle(bodies[0], 0, 0, 0, &hn), CUDA_SUCCESS);
+	assert_int_equal(cond_add(bodies[0], (struct wire_blob){ 0 }, hn, CU_GRAPH_COND_TYPE_IF, 1, &n, &nested),
+			 CUDA_SUCCESS);
+	assert_int_equal(memset_add(nested, fx.mem, 0x99, 4, 1, 1, 0, &n), CUDA_SUCCESS);
+	assert_int_equal(node_count(bodies[0]), 2);
 	{
 		struct wire_graph_get_nodes_req req = { .graph = g };
 		struct wire_graph_get_nodes_rep rep;
@@ -777,7 +786,10 @@ static void test_conditional(void **state)
 		assert_int_equal(d.nodes[1].type, CU_GRAPH_NODE_TYPE_CONDITIONAL);
 		assert_int_equal(d.nodes[1].cond.size, 2);
 		assert_int_equal(d.nodes[1].cond.body_handle[1], bodies[1]);
-		assert_int_equal(d.nodes[1].cond.body[0].count, 1);
+		assert_int_equal(d.nodes[1].cond.body[0].count, 2);
+		assert_int_equal(d.nodes[1].cond.body[0].nhandles, 1);
+		assert_int_equal(d.nodes[1].cond.body[0].nodes[1].cond.body_handle[0], nested);
+		assert_int_equal(d.weight, 6);
 		assert_int_equal(graph_desc_encode(&d, &again, &again_len), 0);
 		assert_int_equal(again_len, len);
 		assert_memory_equal(again, desc, len);
@@ -800,6 +812,8 @@ static void test_conditional(void **state)
 
 		assert_int_equal(exec_graph_destroy(&fx.ex, &gd, &gr), CUDA_SUCCESS);
 		assert_int_equal(exec_graph_get_nodes(&fx.ex, &req, &rep), CUDA_ERROR_INVALID_HANDLE);
+		req.graph = nested;
+		assert_int_equal(exec_graph_get_nodes(&fx.ex, &req, &rep), CUDA_ERROR_INVALID_HANDLE);
 		memset_node_set(exec, g, 0, fx.mem, 1, CUDA_ERROR_INVALID_VALUE);   /* its node is gone */
 		zero(fx.mem);
 		launch_and_sync(exec);
@@ -811,6 +825,7 @@ static void test_conditional(void **state)
 					    err, sizeof(err)), CUDA_SUCCESS);
 	free(desc);
 	assert_int_equal(node_count(bodies[1]), 1);
+	assert_int_equal(node_count(nested), 1);
 	assert_int_equal(memset_add(bodies[1], fx.mem + 4, 9, 4, 1, 1, 0, &n), CUDA_SUCCESS);
 	{
 		struct wire_graph_instantiate_req req = { .graph = restored };
@@ -830,6 +845,7 @@ static void test_conditional(void **state)
 
 		assert_int_equal(exec_graph_destroy_node(&fx.ex, &req, &rep), CUDA_SUCCESS);
 		assert_int_equal(empty_add(bodies[0], (struct wire_blob){ 0 }, &n), CUDA_ERROR_INVALID_HANDLE);
+		assert_int_equal(empty_add(nested, (struct wire_blob){ 0 }, &n), CUDA_ERROR_INVALID_HANDLE);
 		assert_int_equal(node_count(restored), 1);
 	}
 	assert_false(fx.ex.journal_broken);
