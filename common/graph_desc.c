@@ -186,6 +186,7 @@ static int node_copy(struct graph_node *dst, const struct graph_node *src)
 {
 	*dst = *src;
 	dst->real = NULL;
+	dst->child_handle = 0;
 	dst->deps = NULL;
 	dst->attrs = NULL;
 	dst->nattrs = 0;
@@ -666,7 +667,8 @@ static void out_u64(struct out *o, uint64_t v)
 
 static uint32_t node_flags(const struct graph_node *n)
 {
-	return (n->disabled ? 1u : 0u) | (n->nattrs ? 2u : 0u);
+	return (n->disabled ? 1u : 0u) | (n->nattrs ? 2u : 0u) |
+	       (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->child_handle ? 4u : 0u);
 }
 
 static bool desc_has_flags(const struct graph_desc *d)
@@ -760,6 +762,8 @@ static void desc_encode(const struct graph_desc *d, struct out *o)
 			break;
 		case CU_GRAPH_NODE_TYPE_GRAPH:
 			nested_encode(n->child, o);
+			if (n->child_handle)
+				out_u64(o, n->child_handle);
 			break;
 		case CU_GRAPH_NODE_TYPE_CONDITIONAL:
 			out_u32(o, n->cond.type);
@@ -898,8 +902,9 @@ static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned dep
 
 		if (wire_get_u32(c, &n.type))
 			return -EBADMSG;
-		if (version >= 2 && (wire_get_u32(c, &flags) || flags > 3 ||
-				     ((flags & 2) && n.type != CU_GRAPH_NODE_TYPE_KERNEL)))
+		if (version >= 2 && (wire_get_u32(c, &flags) || flags > 7 ||
+				     ((flags & 2) && n.type != CU_GRAPH_NODE_TYPE_KERNEL) ||
+				     ((flags & 4) && n.type != CU_GRAPH_NODE_TYPE_GRAPH)))
 			return -EBADMSG;
 		n.disabled = flags & 1;
 		if (wire_get_u32(c, &ndeps))
@@ -969,6 +974,8 @@ static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned dep
 		case CU_GRAPH_NODE_TYPE_GRAPH:
 			n.child = calloc(1, sizeof(*n.child));
 			ret = n.child ? nested_decode(n.child, c, depth + 1, budget) : -ENOMEM;
+			if (!ret && (flags & 4) && (wire_get_u64(c, &n.child_handle) || !n.child_handle))
+				ret = -EBADMSG;
 			break;
 		case CU_GRAPH_NODE_TYPE_CONDITIONAL: {
 			uint32_t type, size, handle;

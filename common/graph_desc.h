@@ -24,7 +24,9 @@
 
 #define GRAPH_DESC_MAGIC 0x31444754u    /* "TGD1" */
 /* Version 2 adds a u32 of flags after each node's type (bit 0: disabled in
- * its executable, bit 1: kernel attributes follow the kernel's fields);
+ * its executable, bit 1: kernel attributes follow the kernel's fields, bit
+ * 2: a child graph node's embedded graph has a guest handle, which follows
+ * the nested description);
  * descriptions with no flag set are still written as 1. Version 3 adds the
  * graph's conditional handles after the header and conditional nodes; a
  * description (each level on its own) is written as 3 exactly when it has
@@ -109,6 +111,9 @@ struct graph_node {
 	uint32_t disabled;              /* executables: cuGraphNodeSetEnabled(0) (version 2) */
 	uint32_t nattrs;                /* kernel nodes: attributes set (version 2) */
 	struct graph_kattr *attrs;      /* owned, ids increasing */
+	/* GRAPH: the guest's handle of the embedded graph
+	 * (cuGraphChildGraphNodeGetGraph), 0 for none (flag bit 2). */
+	uint64_t child_handle;
 	void *real;                     /* the backend's node, NULL when not built */
 	union {
 		struct graph_node_kernel kernel;
@@ -137,8 +142,8 @@ void graph_desc_init(struct graph_desc *d);
 /* Free everything the description owns; it is empty afterwards. */
 void graph_desc_release(struct graph_desc *d);
 /* Deep copy into an empty @dst; backend nodes are not copied (NULL), nor
- * the guest's handles of conditional bodies (0: a copy's bodies are the
- * copy's, which the guest cannot name). 0, -ENOMEM. */
+ * the guest's handles of conditional bodies and embedded child graphs (0:
+ * a copy's are the copy's, which the guest cannot name). 0, -ENOMEM. */
 int graph_desc_copy(struct graph_desc *dst, const struct graph_desc *src);
 
 /* Append @node, taking ownership of what it points to (deps, args, child)

@@ -529,6 +529,22 @@ SHIM_API CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph
 	return res == CUDA_SUCCESS ? node_out(req.graph, rep.node, phGraphNode) : res;
 }
 
+/* The embedded graph of a child graph node: a graph of the guest's that
+ * the node owns (changes to it are the node's). */
+SHIM_API CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
+{
+	struct wire_graph_child_node_get_graph_req req;
+	struct wire_graph_child_node_get_graph_rep rep;
+	CUresult res;
+
+	if (!phGraph || !shim_node_decode(hNode, &req.graph, &req.node))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_graph_child_node_get_graph(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*phGraph = (CUgraph)(uintptr_t)rep.child;
+	return res;
+}
+
 static bool ctx_handle_ok(CUcontext ctx)
 {
 	return !ctx || handle_kind_is((uint64_t)(uintptr_t)ctx, WIRE_HANDLE_CONTEXT);

@@ -365,41 +365,69 @@ void exec_graph_journal_flush(struct exec *ex)
 	ex->graph_dirty = false;
 }
 
-/* The handle entries of the bodies of conditional nodes in @d (nested
- * ones too) go: their descriptions go with @d. */
-static void bodies_forget(struct exec *ex, const struct graph_desc *d)
+/* The graphs node @n owns that the guest may hold handles of: the bodies
+ * of a conditional node, the embedded graph of a child graph node. */
+static uint32_t node_subgraphs(const struct graph_node *n)
+{
+	if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+		return n->cond.size;
+	return n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->child ? 1 : 0;
+}
+
+/* Subgraph @k of @n (< node_subgraphs), its guest handle in *@handle. */
+static struct graph_desc *node_subgraph(struct graph_node *n, uint32_t k, uint64_t **handle)
+{
+	if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+		*handle = &n->cond.body_handle[k];
+		return &n->cond.body[k];
+	}
+	*handle = &n->child_handle;
+	return n->child;
+}
+
+/* The wrapper of the guest's handle @handle of subgraph @d, or NULL. */
+static struct exec_graph *subgraph_info(struct exec *ex, uint64_t handle, const struct graph_desc *d)
+{
+	struct handle_entry *e = handle ? handle_table_get(ex->handles, handle, HANDLE_GRAPH) : NULL;
+
+	return e && e->info && ((struct exec_graph *)e->info)->d == d ? e->info : NULL;
+}
+
+/* The handle entries of the graphs @d's nodes own (conditional bodies,
+ * embedded child graphs; nested ones too) go: their descriptions go with
+ * @d. */
+static void bodies_forget(struct exec *ex, struct graph_desc *d)
 {
 	for (uint32_t i = 0; i < d->count; i++) {
-		const struct graph_node *n = &d->nodes[i];
+		struct graph_node *n = &d->nodes[i];
 
-		if (n->type != CU_GRAPH_NODE_TYPE_CONDITIONAL)
-			continue;
-		for (uint32_t k = 0; k < n->cond.size; k++) {
-			struct handle_entry *e = n->cond.body_handle[k]
-				? handle_table_get(ex->handles, n->cond.body_handle[k], HANDLE_GRAPH) : NULL;
+		for (uint32_t k = 0; k < node_subgraphs(n); k++) {
+			uint64_t *handle;
+			struct graph_desc *sub = node_subgraph(n, k, &handle);
+			struct exec_graph *w = subgraph_info(ex, *handle, sub);
 
-			bodies_forget(ex, &n->cond.body[k]);
-			if (e && e->info && ((struct exec_graph *)e->info)->d == &n->cond.body[k]) {
-				free(e->info);
-				handle_table_remove(ex->handles, n->cond.body_handle[k]);
+			bodies_forget(ex, sub);
+			if (w) {
+				free(w);
+				handle_table_remove(ex->handles, *handle);
 			}
-			n->cond.body_handle[k] = 0;
+			*handle = 0;
 		}
 	}
 }
 
-/* True when a capture adds to a body of a conditional node of @d. */
-static bool bodies_capturing(struct exec *ex, const struct graph_desc *d)
+/* True when a capture adds to a graph a node of @d owns. */
+static bool bodies_capturing(struct exec *ex, struct graph_desc *d)
 {
 	for (uint32_t i = 0; i < d->count; i++) {
-		const struct graph_node *n = &d->nodes[i];
+		struct graph_node *n = &d->nodes[i];
 
-		for (uint32_t k = 0; n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL && k < n->cond.size; k++) {
-			struct handle_entry *e = n->cond.body_handle[k]
-				? handle_table_get(ex->handles, n->cond.body_handle[k], HANDLE_GRAPH) : NULL;
+		for (uint32_t k = 0; k < node_subgraphs(n); k++) {
+			uint64_t *handle;
+			struct graph_desc *sub = node_subgraph(n, k, &handle);
+			struct exec_graph *w = subgraph_info(ex, *handle, sub);
 
-			if ((e && e->info && ((struct exec_graph *)e->info)->capturing) ||
-			    bodies_capturing(ex, &n->cond.body[k]))
+			if ((w && w->capturing) || bodies_capturing(ex, sub))
 				return true;
 		}
 	}
@@ -986,6 +1014,20 @@ static CUresult node_build(struct exec *ex, CUgraph g, const struct graph_desc *
 	case CU_GRAPH_NODE_TYPE_GRAPH: {
 		CUgraph child;
 
+		if (n->child_handle) {
+			/* The guest names the embedded graph's nodes: build it in
+			 * place (an empty child filled), so they are known. */
+			CUgraph embedded;
+
+			res = ex->be->cuGraphCreate(&child, 0);
+			if (res != CUDA_SUCCESS)
+				return res;
+			res = ex->be->cuGraphAddChildGraphNode(real, g, NULL, 0, child);
+			ex->be->cuGraphDestroy(child);
+			if (res == CUDA_SUCCESS)
+				res = ex->be->cuGraphChildGraphNodeGetGraph(*real, &embedded);
+			return res == CUDA_SUCCESS ? graph_fill(ex, n->child, embedded, c) : res;
+		}
 		res = graph_build(ex, n->child, &child, c);
 		if (res != CUDA_SUCCESS)
 			return res;
@@ -2198,7 +2240,7 @@ CUresult exec_graph_destroy_node(struct exec *ex, const struct wire_graph_destro
 	if (!graph_desc_node_live(g->d, req->node))
 		return CUDA_ERROR_INVALID_VALUE;
 	n = &g->d->nodes[req->node];
-	if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+	{
 		struct graph_desc one = { .count = 1, .nodes = n };
 
 		if (bodies_capturing(ex, &one))
@@ -2209,10 +2251,10 @@ CUresult exec_graph_destroy_node(struct exec *ex, const struct wire_graph_destro
 		return res;
 	if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
 		alloc = n->mem.address;
-	if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+	{
 		struct graph_desc one = { .count = 1, .nodes = n };
 
-		bodies_forget(ex, &one);        /* its bodies' handles go with it */
+		bodies_forget(ex, &one);        /* its bodies' (embedded graph's) handles go with it */
 	}
 	shared_execs_forget(ex, req->graph, req->node);
 	before = g->d->weight;
@@ -3118,6 +3160,72 @@ CUresult exec_graph_conditional_handle_create(struct exec *ex,
 	return CUDA_SUCCESS;
 }
 
+/* True when a node of @d or of its children has kernel attributes. */
+static bool desc_has_kattrs(const struct graph_desc *d)
+{
+	for (uint32_t i = 0; i < d->count; i++)
+		if (d->nodes[i].nattrs ||
+		    (d->nodes[i].type == CU_GRAPH_NODE_TYPE_GRAPH && desc_has_kattrs(d->nodes[i].child)))
+			return true;
+	return false;
+}
+
+/* cuGraphChildGraphNodeGetGraph: a guest handle for a child node's
+ * embedded graph, which the node owns as a conditional node its bodies.
+ * At the first request the embedded graph's description is read back
+ * from the backend (its nodes' order is the backend's; the guest named
+ * none of them before), so that its nodes are known. */
+CUresult exec_graph_child_node_get_graph(struct exec *ex, const struct wire_graph_child_node_get_graph_req *req,
+					 struct wire_graph_child_node_get_graph_rep *rep)
+{
+	CUresult res;
+	struct exec_graph *g = graph_get_synced(ex, req->graph, &res), *w;
+	struct graph_desc fresh;
+	uint32_t before;
+	struct cond_chain c;
+	struct graph_node *n;
+	CUgraph embedded;
+
+	if (!g)
+		return res;
+	n = node_at(g->d, req->node, CU_GRAPH_NODE_TYPE_GRAPH);
+	if (!n)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (subgraph_info(ex, n->child_handle, n->child)) {
+		rep->child = n->child_handle;
+		return CUDA_SUCCESS;
+	}
+	/* A description read back would lose them. */
+	if (desc_has_kattrs(n->child))
+		return CUDA_ERROR_NOT_SUPPORTED;
+	res = ex->be->cuGraphChildGraphNodeGetGraph(n->real, &embedded);
+	if (res != CUDA_SUCCESS)
+		return res;
+	graph_desc_init(&fresh);
+	graph_chain(g, &c);
+	res = desc_sync(ex, &fresh, embedded, graph_nesting(g) + 1, &c);
+	w = res == CUDA_SUCCESS ? graph_info_new() : NULL;
+	if (res == CUDA_SUCCESS && (!w || handle_table_add(ex->handles, HANDLE_GRAPH, embedded, ex->primary_ctx, w,
+							   &rep->child)))
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+	if (res != CUDA_SUCCESS) {
+		free(w);
+		graph_desc_release(&fresh);
+		return res;
+	}
+	/* Removed slots of the copy are gone from what was read back. */
+	before = g->d->weight;
+	g->d->weight = g->d->weight - n->child->weight + fresh.weight;
+	weight_propagate(g, before);
+	graph_desc_release(n->child);
+	*n->child = fresh;
+	n->child_handle = rep->child;
+	w->d = n->child;
+	w->parent = g;
+	journal_graph(ex, req->graph, g);
+	return CUDA_SUCCESS;
+}
+
 /* The index of the handle the guest knows as @value in @d, or -1. */
 static int cond_handle_index(const struct graph_desc *d, uint64_t value)
 {
@@ -3209,24 +3317,33 @@ static int bodies_register(struct exec *ex, struct exec_graph *owner, struct gra
 	for (uint32_t i = 0; i < d->count; i++) {
 		struct graph_node *n = &d->nodes[i];
 
-		for (uint32_t k = 0; n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL && k < n->cond.size; k++) {
+		for (uint32_t k = 0; k < node_subgraphs(n); k++) {
+			uint64_t *handle;
+			struct graph_desc *sub = node_subgraph(n, k, &handle);
+			CUgraph real = NULL;
 			struct exec_graph *b;
 			int ret;
 
-			if (!n->cond.body_handle[k] || handle_kind_of(n->cond.body_handle[k]) != HANDLE_GRAPH) {
-				n->cond.body_handle[k] = 0;
+			if (!*handle || handle_kind_of(*handle) != HANDLE_GRAPH) {
+				*handle = 0;
+				ret = bodies_register(ex, owner, sub);  /* (a copy holds none) */
+				if (ret)
+					return ret;
 				continue;
 			}
+			if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+				real = n->cond.body_real[k];
+			else if (ex->be->cuGraphChildGraphNodeGetGraph(n->real, &real) != CUDA_SUCCESS)
+				return -EINVAL;
 			b = graph_info_new();
 			if (!b)
 				return -ENOMEM;
-			b->d = &n->cond.body[k];
+			b->d = sub;
 			b->parent = owner;
-			ret = handle_table_add_at(ex->handles, n->cond.body_handle[k], n->cond.body_real[k],
-						  ex->primary_ctx, b);
+			ret = handle_table_add_at(ex->handles, *handle, real, ex->primary_ctx, b);
 			if (ret) {
 				free(b);
-				n->cond.body_handle[k] = 0;
+				*handle = 0;
 				return ret;
 			}
 			ret = bodies_register(ex, b, b->d);

@@ -19,7 +19,10 @@
  *     cloned, or instantiated while an executable of it exists;
  *  7. nesting: a while node whose body holds, after its counting kernel, a
  *     kernel setting a handle made on the body graph and an if node on that
- *     handle whose body holds a child graph node.
+ *     handle whose body holds a child graph node;
+ *  8. a child graph node's embedded graph (cudaGraphChildGraphNodeGetGraph,
+ *     a graph the node owns, like a body): a kernel node added to it runs
+ *     with the node.
  *
  * CPU versions of the kernels for the sim: sim_kernels.c (they set
  * conditions with SIM_SET_CONDITIONAL). */
@@ -340,6 +343,42 @@ static void test_nested(cudaStream_t s, int *a, int *flag, int *counter, long lo
 	printf("graph_conditional: nested ok\n");
 }
 
+/* 8: a node added to a child graph node's embedded graph. */
+static void test_embedded(cudaStream_t s, int *a)
+{
+	cudaGraph_t g, child, embedded, again;
+	cudaGraphNode_t cn, first;
+	cudaGraphExec_t x;
+	int n = N, one = 1, ten = 10;
+	size_t count = 1;
+
+	CHECK(cudaGraphCreate(&g, 0));
+	CHECK(cudaGraphCreate(&child, 0));
+	void *one_args[] = { &a, &one, &n };
+	add_kernel(child, NULL, 0, (void *)cg_add, G, B, one_args);
+	CHECK(cudaGraphAddChildGraphNode(&cn, g, NULL, 0, child));
+	CHECK(cudaGraphDestroy(child));
+	CHECK(cudaGraphChildGraphNodeGetGraph(cn, &embedded));
+	CHECK(cudaGraphChildGraphNodeGetGraph(cn, &again));
+	REQUIRE(again == embedded, "the embedded graph has two handles");
+	CHECK(cudaGraphGetNodes(embedded, &first, &count));
+	REQUIRE(count == 1, "the embedded graph has %zu nodes", count);
+	void *ten_args[] = { &a, &ten, &n };
+	add_kernel(embedded, &first, 1, (void *)cg_add, G, B, ten_args);
+	CHECK(cudaGraphGetNodes(embedded, NULL, &count));
+	REQUIRE(count == 2, "the embedded graph has %zu nodes after an add", count);
+	CHECK(cudaGraphInstantiate(&x, g, 0));
+	CHECK(cudaMemset(a, 0, N * sizeof(int)));
+	for (int i = 1; i <= 3; i++) {
+		CHECK(cudaGraphLaunch(x, s));
+		CHECK(cudaStreamSynchronize(s));
+		expect_all(a, 11 * i, "embedded");
+	}
+	CHECK(cudaGraphExecDestroy(x));
+	CHECK(cudaGraphDestroy(g));
+	printf("graph_conditional: embedded child graph ok\n");
+}
+
 int main(void)
 {
 	cudaStream_t s;
@@ -358,6 +397,7 @@ int main(void)
 	test_switch(s, a, flag);
 	test_captured(s, a, counter, sum);
 	test_nested(s, a, flag, counter, sum);
+	test_embedded(s, a);
 	CHECK(cudaFree(a));
 	CHECK(cudaFree(flag));
 	CHECK(cudaFree(counter));

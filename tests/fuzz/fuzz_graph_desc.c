@@ -1,8 +1,8 @@
 /* Fuzz target for graph descriptions (common/graph_desc.h), which a restore
  * and `ckpt inspect` read from a snapshot's journal. A description that
  * decodes must re-encode to exactly the same bytes (one form only), copy
- * (a copy names no conditional bodies: as the original with their guest
- * handles cleared), and pair with itself node for node. */
+ * (a copy names no conditional bodies or embedded graphs: as the original
+ * with their guest handles cleared), and pair with itself node for node. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +15,7 @@ static void body_handles_clear(struct graph_desc *d)
 	for (uint32_t i = 0; i < d->count; i++) {
 		struct graph_node *n = &d->nodes[i];
 
+		n->child_handle = 0;
 		if (n->type == CU_GRAPH_NODE_TYPE_GRAPH)
 			body_handles_clear(n->child);
 		for (uint32_t k = 0; n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL && k < n->cond.size; k++) {
@@ -37,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	free(buf);
 	body_handles_clear(&d);
-	if (graph_desc_encode(&d, &want, &want_len) || want_len != size)
+	if (graph_desc_encode(&d, &want, &want_len))
 		abort();
 	if (graph_desc_copy(&c, &d) || graph_desc_encode(&c, &buf, &len) || len != want_len ||
 	    memcmp(buf, want, want_len))

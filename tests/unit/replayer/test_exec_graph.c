@@ -851,6 +851,88 @@ static void test_conditional(void **state)
 	assert_false(fx.ex.journal_broken);
 }
 
+/* cuGraphChildGraphNodeGetGraph: the embedded graph's handle, once; a node
+ * added through it runs with the child node; the description keeps the
+ * handle (flag bit 2) and a restore gives it again, nodes in place. */
+static void test_embedded(void **state)
+{
+	uint64_t g = graph_new(), c = graph_new(), restored = (uint64_t)HANDLE_GRAPH << 56 | 0xaaa, e;
+	struct wire_graph_child_node_get_graph_req req = { .graph = g };
+	struct wire_graph_child_node_get_graph_rep rep;
+	uint8_t hash[TRACKER_HASH_SIZE];
+	uint32_t n, child;
+	size_t len;
+	void *desc;
+	char err[256];
+
+	assert_int_equal(memset_add(c, fx.mem, 3, 4, 1, 1, 0, &n), CUDA_SUCCESS);
+	{
+		struct wire_graph_add_child_node_req cq = { .graph = g, .child = c };
+		struct wire_graph_add_child_node_rep cr;
+		struct wire_graph_destroy_req gd = { .graph = c };
+		struct wire_graph_destroy_rep gr;
+
+		assert_int_equal(exec_graph_add_child_node(&fx.ex, &cq, &cr), CUDA_SUCCESS);
+		child = cr.node;
+		assert_int_equal(exec_graph_destroy(&fx.ex, &gd, &gr), CUDA_SUCCESS);
+	}
+	req.node = child + 1;
+	assert_int_equal(exec_graph_child_node_get_graph(&fx.ex, &req, &rep), CUDA_ERROR_INVALID_VALUE);
+	req.node = child;
+	assert_int_equal(exec_graph_child_node_get_graph(&fx.ex, &req, &rep), CUDA_SUCCESS);
+	e = rep.child;
+	assert_int_equal(exec_graph_child_node_get_graph(&fx.ex, &req, &rep), CUDA_SUCCESS);
+	assert_int_equal(rep.child, e);
+	assert_int_equal(node_count(e), 1);
+	assert_int_equal(memset_add(e, fx.mem + 4, 4, 4, 1, 1, 0, &n), CUDA_SUCCESS);
+	assert_int_equal(node_count(e), 2);
+	{
+		struct wire_graph_destroy_req gd = { .graph = e };
+		struct wire_graph_destroy_rep gr;
+
+		assert_int_equal(exec_graph_destroy(&fx.ex, &gd, &gr), CUDA_ERROR_INVALID_VALUE);
+	}
+	desc = journaled_desc(g, &len, hash);
+	{
+		struct graph_desc d;
+
+		assert_int_equal(le32_of(desc, 4), 2);
+		assert_int_equal(graph_desc_decode(&d, desc, len), 0);
+		assert_int_equal(d.nodes[child].child_handle, e);
+		assert_int_equal(d.nodes[child].child->count, 2);
+		assert_int_equal(d.weight, 3);
+		graph_desc_release(&d);
+	}
+	{
+		struct wire_graph_destroy_req gd = { .graph = g };
+		struct wire_graph_destroy_rep gr;
+		struct wire_graph_get_nodes_req nq = { .graph = e };
+		struct wire_graph_get_nodes_rep nr;
+
+		assert_int_equal(exec_graph_destroy(&fx.ex, &gd, &gr), CUDA_SUCCESS);
+		assert_int_equal(exec_graph_get_nodes(&fx.ex, &nq, &nr), CUDA_ERROR_INVALID_HANDLE);
+	}
+	assert_int_equal(exec_graph_restore(&fx.ex, restored, HANDLE_GRAPH, hash, TRACKER_HASH_SIZE, desc, len,
+					    err, sizeof(err)), CUDA_SUCCESS);
+	free(desc);
+	assert_int_equal(node_count(e), 2);
+	req.graph = restored;
+	assert_int_equal(exec_graph_child_node_get_graph(&fx.ex, &req, &rep), CUDA_SUCCESS);
+	assert_int_equal(rep.child, e);
+	{
+		struct wire_graph_instantiate_req iq = { .graph = restored };
+		struct wire_graph_instantiate_rep ir;
+
+		assert_int_equal(exec_graph_instantiate(&fx.ex, &iq, &ir), CUDA_SUCCESS);
+		assert_int_equal(ir.status, CUDA_SUCCESS);
+		zero(fx.mem);
+		launch_and_sync(ir.exec);
+		assert_int_equal(word_at(fx.mem), 3);
+		assert_int_equal(word_at(fx.mem + 4), 4);
+	}
+	assert_false(fx.ex.journal_broken);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -861,6 +943,7 @@ int main(void)
 		cmocka_unit_test(test_capture),
 		cmocka_unit_test(test_large_graph),
 		cmocka_unit_test(test_conditional),
+		cmocka_unit_test(test_embedded),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

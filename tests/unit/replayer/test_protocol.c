@@ -1448,6 +1448,23 @@ static void test_conditional_hostile(void **state)
 	put_cond_node(&m, bodies[0], NULL, value, CU_GRAPH_COND_TYPE_WHILE, 1, 0);
 	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_ADD_CONDITIONAL_NODE, ++seq, &m, UINT32_MAX, NULL),
 			 CUDA_ERROR_INVALID_VALUE);
+	/* Embedded graphs: only a child graph node has one. */
+	static const struct {
+		int graph;              /* 0: the graph, 1: the event */
+		uint32_t node, status;
+	} embeds[] = {
+		{ 1, 0, CUDA_ERROR_INVALID_HANDLE },
+		{ 0, 0, CUDA_ERROR_INVALID_VALUE },             /* the conditional node */
+		{ 0, 1, CUDA_ERROR_INVALID_VALUE },
+		{ 0, 0xffffffffu, CUDA_ERROR_INVALID_VALUE },
+	};
+	for (size_t i = 0; i < sizeof(embeds) / sizeof(embeds[0]); i++) {
+		wire_msg_reset(&m);
+		wire_put_u64(&m, embeds[i].graph ? event : graph);
+		wire_put_u32(&m, embeds[i].node);
+		assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_CHILD_NODE_GET_GRAPH, ++seq, &m, UINT32_MAX, NULL),
+				 embeds[i].status);
+	}
 	/* The graph goes, its bodies with it. */
 	wire_msg_reset(&m);
 	wire_put_u64(&m, graph);
