@@ -606,6 +606,17 @@ static void test_large_graph(void **state)
 
 /* ---- conditional nodes ---------------------------------------------------- */
 
+/* A new executable of graph @g. */
+static uint64_t instantiated(uint64_t g)
+{
+	struct wire_graph_instantiate_req req = { .graph = g };
+	struct wire_graph_instantiate_rep rep;
+
+	assert_int_equal(exec_graph_instantiate(&fx.ex, &req, &rep), CUDA_SUCCESS);
+	assert_int_equal(rep.status, CUDA_SUCCESS);
+	return rep.exec;
+}
+
 struct hash_find {
 	uint64_t handle;
 	uint8_t hash[TRACKER_HASH_SIZE];
@@ -827,17 +838,10 @@ static void test_conditional(void **state)
 	assert_int_equal(node_count(bodies[1]), 1);
 	assert_int_equal(node_count(nested), 1);
 	assert_int_equal(memset_add(bodies[1], fx.mem + 4, 9, 4, 1, 1, 0, &n), CUDA_SUCCESS);
-	{
-		struct wire_graph_instantiate_req req = { .graph = restored };
-		struct wire_graph_instantiate_rep rep;
-
-		assert_int_equal(exec_graph_instantiate(&fx.ex, &req, &rep), CUDA_SUCCESS);
-		assert_int_equal(rep.status, CUDA_SUCCESS);
-		zero(fx.mem);
-		launch_and_sync(rep.exec);
-		assert_int_equal(word_at(fx.mem), 5);
-		assert_int_equal(word_at(fx.mem + 4), 0);       /* else body not run */
-	}
+	zero(fx.mem);
+	launch_and_sync(instantiated(restored));
+	assert_int_equal(word_at(fx.mem), 5);
+	assert_int_equal(word_at(fx.mem + 4), 0);       /* else body not run */
 	/* Destroying the conditional node takes its bodies' handles along. */
 	{
 		struct wire_graph_destroy_node_req req = { .graph = restored, .node = cond };
@@ -919,17 +923,10 @@ static void test_embedded(void **state)
 	req.graph = restored;
 	assert_int_equal(exec_graph_child_node_get_graph(&fx.ex, &req, &rep), CUDA_SUCCESS);
 	assert_int_equal(rep.child, e);
-	{
-		struct wire_graph_instantiate_req iq = { .graph = restored };
-		struct wire_graph_instantiate_rep ir;
-
-		assert_int_equal(exec_graph_instantiate(&fx.ex, &iq, &ir), CUDA_SUCCESS);
-		assert_int_equal(ir.status, CUDA_SUCCESS);
-		zero(fx.mem);
-		launch_and_sync(ir.exec);
-		assert_int_equal(word_at(fx.mem), 3);
-		assert_int_equal(word_at(fx.mem + 4), 4);
-	}
+	zero(fx.mem);
+	launch_and_sync(instantiated(restored));
+	assert_int_equal(word_at(fx.mem), 3);
+	assert_int_equal(word_at(fx.mem + 4), 4);
 	assert_false(fx.ex.journal_broken);
 }
 
