@@ -2632,7 +2632,7 @@ CUresult exec_graph_exec_host_node_set_params(struct exec *ex,
 		return CUDA_ERROR_INVALID_HANDLE;
 	/* The node is named in the graph the executable came from. */
 	n = req->graph == x->origin ? node_at(&x->d, req->node, CU_GRAPH_NODE_TYPE_HOST) : NULL;
-	if (!n)
+	if (!n || !n->real)     /* gone with the graph it shared */
 		return CUDA_ERROR_INVALID_VALUE;
 	res = exec_hostfn_params(ex, req->token, &p);
 	if (res == CUDA_SUCCESS)
@@ -3189,7 +3189,7 @@ CUresult exec_graph_child_node_get_graph(struct exec *ex, const struct wire_grap
 	if (!g)
 		return res;
 	n = node_at(g->d, req->node, CU_GRAPH_NODE_TYPE_GRAPH);
-	if (!n)
+	if (!n || !n->real)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (subgraph_info(ex, n->child_handle, n->child)) {
 		rep->child = n->child_handle;
