@@ -29,6 +29,15 @@ void graph_node_release(struct graph_node *n)
 		graph_desc_release(n->child);
 		free(n->child);
 		n->child = NULL;
+	} else if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+		for (uint32_t k = 0; n->cond.body && k < n->cond.size; k++)
+			graph_desc_release(&n->cond.body[k]);
+		free(n->cond.body);
+		free(n->cond.body_handle);
+		free(n->cond.body_real);
+		n->cond.body = NULL;
+		n->cond.body_handle = NULL;
+		n->cond.body_real = NULL;
 	}
 }
 
@@ -37,12 +46,81 @@ void graph_desc_release(struct graph_desc *d)
 	for (uint32_t i = 0; i < d->count; i++)
 		graph_node_release(&d->nodes[i]);
 	free(d->nodes);
+	free(d->handles);
 	graph_desc_init(d);
 }
 
 static uint32_t node_weight(const struct graph_node *n)
 {
-	return n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->child ? 1 + n->child->weight : 1;
+	uint32_t w = 1;
+
+	if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->child)
+		return 1 + n->child->weight;
+	if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL && n->cond.body)
+		for (uint32_t k = 0; k < n->cond.size; k++)
+			w += n->cond.body[k].weight;     /* each <= GRAPH_DESC_NODES_MAX: no overflow */
+	return w;
+}
+
+int graph_cond_shape_ok(uint32_t type, uint32_t size)
+{
+	switch (type) {
+	case CU_GRAPH_COND_TYPE_WHILE:
+		return size == 1;
+	case CU_GRAPH_COND_TYPE_IF:
+		return size == 1 || size == 2;
+	case CU_GRAPH_COND_TYPE_SWITCH:
+		return size >= 1 && size <= GRAPH_DESC_COND_SIZE_MAX;
+	default:
+		return 0;
+	}
+}
+
+int graph_node_cond_init(struct graph_node *n, uint32_t type, uint32_t size, uint32_t handle)
+{
+	memset(n, 0, sizeof(*n));
+	if (!graph_cond_shape_ok(type, size))
+		return -EINVAL;
+	n->type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+	n->cond.type = type;
+	n->cond.size = size;
+	n->cond.handle = handle;
+	n->cond.body = calloc(size, sizeof(*n->cond.body));
+	n->cond.body_handle = calloc(size, sizeof(*n->cond.body_handle));
+	n->cond.body_real = calloc(size, sizeof(*n->cond.body_real));
+	if (!n->cond.body || !n->cond.body_handle || !n->cond.body_real) {
+		graph_node_release(n);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int graph_desc_has_cond(const struct graph_desc *d)
+{
+	if (d->nhandles)
+		return 1;
+	for (uint32_t i = 0; i < d->count; i++)
+		if (d->nodes[i].type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+			return 1;
+	return 0;
+}
+
+int graph_desc_handle_add(struct graph_desc *d, uint64_t value, uint64_t real, uint32_t default_value,
+			  uint32_t flags)
+{
+	struct graph_cond_handle *h;
+
+	if (d->nhandles >= GRAPH_DESC_COND_HANDLES_MAX)
+		return -E2BIG;
+	for (uint32_t i = 0; i < d->nhandles; i++)
+		if (d->handles[i].value == value)
+			return -EEXIST;
+	h = realloc(d->handles, (d->nhandles + 1) * sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	d->handles = h;
+	h[d->nhandles++] = (struct graph_cond_handle){ value, real, default_value, flags };
+	return 0;
 }
 
 int graph_kattr_id_ok(uint32_t id)
@@ -108,6 +186,7 @@ static int node_copy(struct graph_node *dst, const struct graph_node *src)
 {
 	*dst = *src;
 	dst->real = NULL;
+	dst->child_handle = 0;
 	dst->deps = NULL;
 	dst->attrs = NULL;
 	dst->nattrs = 0;
@@ -131,6 +210,17 @@ static int node_copy(struct graph_node *dst, const struct graph_node *src)
 		dst->child = calloc(1, sizeof(*dst->child));
 		if (!dst->child || graph_desc_copy(dst->child, src->child))
 			goto out_nomem;
+	} else if (src->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+		uint32_t size = src->cond.size;
+
+		dst->cond.body = calloc(size, sizeof(*dst->cond.body));
+		dst->cond.body_handle = calloc(size, sizeof(*dst->cond.body_handle));
+		dst->cond.body_real = calloc(size, sizeof(*dst->cond.body_real));
+		if (!dst->cond.body || !dst->cond.body_handle || !dst->cond.body_real)
+			goto out_nomem;
+		for (uint32_t k = 0; k < size; k++)
+			if (graph_desc_copy(&dst->cond.body[k], &src->cond.body[k]))
+				goto out_nomem;
 	}
 	return 0;
 out_nomem:
@@ -141,12 +231,19 @@ out_nomem:
 int graph_desc_copy(struct graph_desc *dst, const struct graph_desc *src)
 {
 	graph_desc_init(dst);
-	if (!src->count)
-		return 0;
-	dst->nodes = calloc(src->count, sizeof(*dst->nodes));
+	dst->nodes = calloc(src->count ? src->count : 1, sizeof(*dst->nodes));
 	if (!dst->nodes)
 		return -ENOMEM;
 	dst->cap = src->count;
+	if (src->nhandles) {
+		dst->handles = malloc(src->nhandles * sizeof(*dst->handles));
+		if (!dst->handles) {
+			graph_desc_release(dst);
+			return -ENOMEM;
+		}
+		memcpy(dst->handles, src->handles, src->nhandles * sizeof(*dst->handles));
+		dst->nhandles = src->nhandles;
+	}
 	for (uint32_t i = 0; i < src->count; i++) {
 		if (node_copy(&dst->nodes[i], &src->nodes[i])) {
 			graph_desc_release(dst);
@@ -209,6 +306,8 @@ int graph_desc_append(struct graph_desc *d, struct graph_node *node)
 	for (uint32_t i = 0; i < node->ndeps; i++)
 		if (!graph_desc_node_live(d, node->deps[i]))
 			return -EINVAL;
+	if (node->type == CU_GRAPH_NODE_TYPE_CONDITIONAL && node->cond.handle >= d->nhandles)
+		return -EINVAL;
 	unique = graph_deps_unique(node->deps, node->ndeps);
 	if (unique <= 0)
 		return unique < 0 ? unique : -EINVAL;
@@ -568,7 +667,8 @@ static void out_u64(struct out *o, uint64_t v)
 
 static uint32_t node_flags(const struct graph_node *n)
 {
-	return (n->disabled ? 1u : 0u) | (n->nattrs ? 2u : 0u);
+	return (n->disabled ? 1u : 0u) | (n->nattrs ? 2u : 0u) |
+	       (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->child_handle ? 4u : 0u);
 }
 
 static bool desc_has_flags(const struct graph_desc *d)
@@ -579,14 +679,41 @@ static bool desc_has_flags(const struct graph_desc *d)
 	return false;
 }
 
+static void desc_encode(const struct graph_desc *d, struct out *o);
+
+/* A description inside another (child graph, conditional body): its
+ * length, then itself. */
+static void nested_encode(const struct graph_desc *d, struct out *o)
+{
+	size_t at = o->len;
+
+	out_u32(o, 0);          /* length, filled in below */
+	desc_encode(d, o);
+	if (!o->failed) {
+		uint32_t len = (uint32_t)(o->len - at - 4);
+
+		for (int k = 0; k < 4; k++)
+			o->buf[at + (size_t)k] = (uint8_t)(len >> (8 * k));
+	}
+}
+
 static void desc_encode(const struct graph_desc *d, struct out *o)
 {
-	bool flags = desc_has_flags(d);
+	bool cond = graph_desc_has_cond(d);
+	bool flags = cond || desc_has_flags(d);
 
 	out_u32(o, GRAPH_DESC_MAGIC);
-	out_u32(o, flags ? 2u : 1u);            /* u16 version, u16 reserved */
+	out_u32(o, cond ? 3u : flags ? 2u : 1u);        /* u16 version, u16 reserved */
 	out_u32(o, d->count);
 	out_u32(o, 0);
+	if (cond) {
+		out_u32(o, d->nhandles);
+		for (uint32_t k = 0; k < d->nhandles; k++) {
+			out_u64(o, d->handles[k].value);
+			out_u32(o, d->handles[k].default_value);
+			out_u32(o, d->handles[k].flags);
+		}
+	}
 	for (uint32_t i = 0; i < d->count; i++) {
 		const struct graph_node *n = &d->nodes[i];
 
@@ -633,19 +760,20 @@ static void desc_encode(const struct graph_desc *d, struct out *o)
 			out_u32(o, n->set.value);
 			out_u32(o, n->set.element_size);
 			break;
-		case CU_GRAPH_NODE_TYPE_GRAPH: {
-			size_t at = o->len;
-
-			out_u32(o, 0);          /* length, filled in below */
-			desc_encode(n->child, o);
-			if (!o->failed) {
-				uint32_t len = (uint32_t)(o->len - at - 4);
-
-				for (int k = 0; k < 4; k++)
-					o->buf[at + (size_t)k] = (uint8_t)(len >> (8 * k));
+		case CU_GRAPH_NODE_TYPE_GRAPH:
+			nested_encode(n->child, o);
+			if (n->child_handle)
+				out_u64(o, n->child_handle);
+			break;
+		case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+			out_u32(o, n->cond.type);
+			out_u32(o, n->cond.size);
+			out_u32(o, n->cond.handle);
+			for (uint32_t k = 0; k < n->cond.size; k++) {
+				out_u64(o, n->cond.body_handle[k]);
+				nested_encode(&n->cond.body[k], o);
 			}
 			break;
-		}
 		case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
 		case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
 			out_u64(o, n->event);
@@ -702,6 +830,52 @@ static int kattrs_decode(struct wire_cursor *c, struct graph_node *n)
 	return 0;
 }
 
+static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned depth, uint32_t *budget);
+
+/* A description inside another, into an empty @d: its length, then
+ * itself, at @depth (the nesting of @d). The node that holds it is
+ * counted against @budget before its contents. */
+static int nested_decode(struct graph_desc *d, struct wire_cursor *c, unsigned depth, uint32_t *budget)
+{
+	struct wire_cursor sub;
+	uint32_t len;
+	int ret;
+
+	if (depth >= GRAPH_DESC_DEPTH_MAX || wire_get_u32(c, &len) || len > c->left || !*budget)
+		return -EBADMSG;
+	wire_cursor_init(&sub, c->p, len);
+	c->p += len;
+	c->left -= len;
+	(*budget)--;            /* the node, before what it holds */
+	ret = desc_decode(d, &sub, depth, budget);
+	(*budget)++;
+	if (!ret && wire_cursor_end(&sub))
+		ret = -EBADMSG;
+	return ret;
+}
+
+/* The handles of a version 3 description: values distinct, flags known. */
+static int handles_decode(struct graph_desc *d, struct wire_cursor *c)
+{
+	uint32_t count;
+
+	if (wire_get_u32(c, &count) || count > GRAPH_DESC_COND_HANDLES_MAX || count > c->left / 16)
+		return -EBADMSG;
+	for (uint32_t k = 0; k < count; k++) {
+		uint64_t value;
+		uint32_t def, flags;
+		int ret;
+
+		if (wire_get_u64(c, &value) || wire_get_u32(c, &def) || wire_get_u32(c, &flags) ||
+		    flags & ~(uint32_t)CU_GRAPH_COND_ASSIGN_DEFAULT)
+			return -EBADMSG;
+		ret = graph_desc_handle_add(d, value, value, def, flags);
+		if (ret)
+			return ret == -ENOMEM ? ret : -EBADMSG;
+	}
+	return 0;
+}
+
 /* @budget: nodes the whole description may still hold (children included). */
 static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned depth, uint32_t *budget)
 {
@@ -713,18 +887,24 @@ static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned dep
 		return -EBADMSG;
 	if (magic != GRAPH_DESC_MAGIC || reserved || version >> 16)
 		return -EBADMSG;
-	if (version != 1 && version != GRAPH_DESC_VERSION)
+	if (version < 1 || version > GRAPH_DESC_VERSION)
 		return -EPROTONOSUPPORT;
 	if (count > *budget)
 		return -EBADMSG;
+	if (version >= 3) {
+		ret = handles_decode(d, c);
+		if (ret)
+			return ret;
+	}
 	for (uint32_t i = 0; i < count; i++) {
 		struct graph_node n = { 0 };
 		uint32_t ndeps, flags = 0;
 
 		if (wire_get_u32(c, &n.type))
 			return -EBADMSG;
-		if (version >= 2 && (wire_get_u32(c, &flags) || flags > 3 ||
-				     ((flags & 2) && n.type != CU_GRAPH_NODE_TYPE_KERNEL)))
+		if (version >= 2 && (wire_get_u32(c, &flags) || flags > 7 ||
+				     ((flags & 2) && n.type != CU_GRAPH_NODE_TYPE_KERNEL) ||
+				     ((flags & 4) && n.type != CU_GRAPH_NODE_TYPE_GRAPH)))
 			return -EBADMSG;
 		n.disabled = flags & 1;
 		if (wire_get_u32(c, &ndeps))
@@ -791,27 +971,39 @@ static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned dep
 			    wire_get_u32(c, &n.set.value) || wire_get_u32(c, &n.set.element_size))
 				ret = -EBADMSG;
 			break;
-		case CU_GRAPH_NODE_TYPE_GRAPH: {
-			struct wire_cursor sub;
-			uint32_t len;
-
-			if (depth + 1 >= GRAPH_DESC_DEPTH_MAX || wire_get_u32(c, &len) || len > c->left) {
-				ret = -EBADMSG;
-				break;
-			}
+		case CU_GRAPH_NODE_TYPE_GRAPH:
 			n.child = calloc(1, sizeof(*n.child));
-			if (!n.child) {
-				ret = -ENOMEM;
+			ret = n.child ? nested_decode(n.child, c, depth + 1, budget) : -ENOMEM;
+			if (!ret && (flags & 4) && (wire_get_u64(c, &n.child_handle) || !n.child_handle))
+				ret = -EBADMSG;
+			break;
+		case CU_GRAPH_NODE_TYPE_CONDITIONAL: {
+			uint32_t type, size, handle;
+
+			if (version < 3 || wire_get_u32(c, &type) || wire_get_u32(c, &size) ||
+			    wire_get_u32(c, &handle) || !graph_cond_shape_ok(type, size) || handle >= d->nhandles ||
+			    size > c->left / 12) {
+				ret = -EBADMSG;
 				break;
 			}
-			wire_cursor_init(&sub, c->p, len);
-			c->p += len;
-			c->left -= len;
-			(*budget)--;            /* this node, before its children */
-			ret = desc_decode(n.child, &sub, depth + 1, budget);
-			(*budget)++;
-			if (!ret && wire_cursor_end(&sub))
-				ret = -EBADMSG;
+			{
+				struct graph_node keep = n;     /* its dependencies and flags */
+
+				ret = graph_node_cond_init(&n, type, size, handle);
+				n.deps = keep.deps;
+				n.ndeps = keep.ndeps;
+				n.disabled = keep.disabled;
+			}
+			if (ret) {
+				n.type = CU_GRAPH_NODE_TYPE_EMPTY;      /* only its dependencies to release */
+				break;
+			}
+			for (uint32_t k = 0; k < size && !ret; k++) {
+				if (wire_get_u64(c, &n.cond.body_handle[k]))
+					ret = -EBADMSG;
+				else
+					ret = nested_decode(&n.cond.body[k], c, depth + 1, budget);
+			}
 			break;
 		}
 		case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
@@ -881,7 +1073,8 @@ static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned dep
 	for (uint32_t i = 0; i < d->count; i++)
 		if (d->nodes[i].disabled && d->nodes[i].type == GRAPH_NODE_REMOVED)
 			return -EBADMSG;
-	if ((version == GRAPH_DESC_VERSION) != desc_has_flags(d))
+	if ((version == 3) != (graph_desc_has_cond(d) != 0) ||
+	    (version == 2) != (version < 3 && desc_has_flags(d)))
 		return -EBADMSG;
 	return 0;
 }
@@ -915,6 +1108,7 @@ const char *graph_node_type_name(uint32_t type)
 	case CU_GRAPH_NODE_TYPE_EVENT_RECORD: return "event_record";
 	case CU_GRAPH_NODE_TYPE_MEM_ALLOC: return "mem_alloc";
 	case CU_GRAPH_NODE_TYPE_MEM_FREE: return "mem_free";
+	case CU_GRAPH_NODE_TYPE_CONDITIONAL: return "conditional";
 	case GRAPH_NODE_REMOVED: return "removed";
 	default: return "unknown";
 	}

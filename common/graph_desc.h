@@ -24,9 +24,18 @@
 
 #define GRAPH_DESC_MAGIC 0x31444754u    /* "TGD1" */
 /* Version 2 adds a u32 of flags after each node's type (bit 0: disabled in
- * its executable, bit 1: kernel attributes follow the kernel's fields);
- * descriptions with no flag set are still written as 1. */
-#define GRAPH_DESC_VERSION 2u
+ * its executable, bit 1: kernel attributes follow the kernel's fields, bit
+ * 2: a child graph node's embedded graph has a guest handle, which follows
+ * the nested description);
+ * descriptions with no flag set are still written as 1. Version 3 adds the
+ * graph's conditional handles after the header and conditional nodes; a
+ * description (each level on its own) is written as 3 exactly when it has
+ * a conditional handle or node, as 2 exactly when not but a flag is set. */
+#define GRAPH_DESC_VERSION 3u
+/* Conditional handles of one graph, and bodies of one conditional node
+ * (a switch's; if and while nodes have one or two). */
+#define GRAPH_DESC_COND_HANDLES_MAX 1024u
+#define GRAPH_DESC_COND_SIZE_MAX 1024u
 /* Nodes of one graph, those of embedded child graphs included. */
 #define GRAPH_DESC_NODES_MAX (1u << 20)
 /* Dependencies of one node, and edges of one graph in all. */
@@ -73,6 +82,28 @@ struct graph_kattr {
 	uint8_t value[64];              /* CUkernelNodeAttrValue */
 };
 
+/* A conditional handle of a graph (cuGraphConditionalHandleCreate). The
+ * guest's value is the one the backend gave when the guest made it; a
+ * restore makes the handle again, and the backend may give another value
+ * (@real), which kernel arguments are translated to (docs/limits.md). */
+struct graph_cond_handle {
+	uint64_t value;                 /* as the guest knows it */
+	uint64_t real;                  /* the backend's now; not encoded (= value when decoded) */
+	uint32_t default_value;
+	uint32_t flags;                 /* CU_GRAPH_COND_ASSIGN_DEFAULT */
+};
+
+/* A conditional node: its type, its bodies (graphs the node owns) and the
+ * handle that drives it, an index into its graph's handles. */
+struct graph_node_cond {
+	uint32_t type;                  /* CUgraphConditionalNodeType */
+	uint32_t size;                  /* bodies */
+	uint32_t handle;                /* index into the graph's handles */
+	struct graph_desc *body;        /* @size descriptions; owned */
+	uint64_t *body_handle;          /* the guest's handles of the bodies, 0 for none; owned */
+	void **body_real;               /* the backend's body graphs, NULL when not built; owned, not encoded */
+};
+
 struct graph_node {
 	uint32_t type;                  /* CUgraphNodeType or GRAPH_NODE_REMOVED */
 	uint32_t ndeps;
@@ -80,6 +111,9 @@ struct graph_node {
 	uint32_t disabled;              /* executables: cuGraphNodeSetEnabled(0) (version 2) */
 	uint32_t nattrs;                /* kernel nodes: attributes set (version 2) */
 	struct graph_kattr *attrs;      /* owned, ids increasing */
+	/* GRAPH: the guest's handle of the embedded graph
+	 * (cuGraphChildGraphNodeGetGraph), 0 for none (flag bit 2). */
+	uint64_t child_handle;
 	void *real;                     /* the backend's node, NULL when not built */
 	union {
 		struct graph_node_kernel kernel;
@@ -88,6 +122,7 @@ struct graph_node {
 		uint64_t event;                 /* WAIT_EVENT, EVENT_RECORD: virtual handle */
 		uint64_t host;                  /* HOST: the guest's token for its function */
 		struct graph_desc *child;       /* GRAPH: an owned copy */
+		struct graph_node_cond cond;    /* CONDITIONAL (version 3) */
 		struct {
 			uint64_t address, bytes;
 		} mem;                          /* MEM_ALLOC (address, bytes), MEM_FREE (address) */
@@ -99,13 +134,16 @@ struct graph_desc {
 	struct graph_node *nodes;
 	uint32_t weight;                /* nodes here and in children, removed slots included */
 	uint32_t edges;                 /* dependencies here */
+	uint32_t nhandles;              /* conditional handles (version 3) */
+	struct graph_cond_handle *handles;      /* owned */
 };
 
 void graph_desc_init(struct graph_desc *d);
 /* Free everything the description owns; it is empty afterwards. */
 void graph_desc_release(struct graph_desc *d);
-/* Deep copy into an empty @dst; backend nodes are not copied (NULL).
- * 0, -ENOMEM. */
+/* Deep copy into an empty @dst; backend nodes are not copied (NULL), nor
+ * the guest's handles of conditional bodies and embedded child graphs (0:
+ * a copy's are the copy's, which the guest cannot name). 0, -ENOMEM. */
 int graph_desc_copy(struct graph_desc *dst, const struct graph_desc *src);
 
 /* Append @node, taking ownership of what it points to (deps, args, child)
@@ -146,6 +184,19 @@ int graph_desc_node_params_set(struct graph_desc *d, uint32_t i, const struct gr
  * differ, with *@bad the node of @b at fault (or GRAPH_NODE_NONE);
  * -ENOMEM. @pair holds a->count entries. */
 int graph_desc_pair(const struct graph_desc *a, const struct graph_desc *b, uint32_t *pair, uint32_t *bad);
+/* Add a conditional handle (guest value @value, backend value @real).
+ * 0, -E2BIG (GRAPH_DESC_COND_HANDLES_MAX), -EEXIST (@value known), -ENOMEM. */
+int graph_desc_handle_add(struct graph_desc *d, uint64_t value, uint64_t real, uint32_t default_value,
+			  uint32_t flags);
+/* True when @d (this level, not its children or bodies) has conditional
+ * handles or nodes: what makes its encoding version 3. */
+int graph_desc_has_cond(const struct graph_desc *d);
+/* A conditional node's shape is valid: type known, size allowed for it
+ * (while: 1, if: 1 or 2, switch: 1 to GRAPH_DESC_COND_SIZE_MAX). */
+int graph_cond_shape_ok(uint32_t type, uint32_t size);
+/* A conditional node of @type and @size with empty bodies, no guest
+ * handles, into @n (type CONDITIONAL). 0, -EINVAL, -ENOMEM. */
+int graph_node_cond_init(struct graph_node *n, uint32_t type, uint32_t size, uint32_t handle);
 /* Free what one node owns (for a node never appended). */
 void graph_node_release(struct graph_node *node);
 

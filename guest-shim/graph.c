@@ -76,6 +76,45 @@ static CUresult deps_blob(uint64_t graph, const CUgraphNode *deps, size_t n, uin
 	return CUDA_SUCCESS;
 }
 
+/* ---- conditional bodies ------------------------------------------------- */
+
+/* Keep @bodies (malloc'ed) for the nodes of @graph. */
+static void cond_bodies_keep(uint64_t graph, CUgraph *bodies)
+{
+	struct shim_process *p = shim_process();
+	struct shim_cond_bodies *b = malloc(sizeof(*b));
+
+	if (!b)
+		return;         /* the array lives on, unrecorded */
+	b->graph = graph;
+	b->bodies = bodies;
+	pthread_mutex_lock(&p->cache_lock);
+	b->next = p->cond_bodies;
+	p->cond_bodies = b;
+	pthread_mutex_unlock(&p->cache_lock);
+}
+
+/* @graph is destroyed: the arrays of its conditional nodes go. Those of
+ * nodes inside bodies stay until the process ends (docs/limits.md). */
+static void cond_bodies_drop(uint64_t graph)
+{
+	struct shim_process *p = shim_process();
+
+	pthread_mutex_lock(&p->cache_lock);
+	for (struct shim_cond_bodies **b = &p->cond_bodies; *b;) {
+		struct shim_cond_bodies *x = *b;
+
+		if (x->graph == graph) {
+			*b = x->next;
+			free(x->bodies);
+			free(x);
+		} else {
+			b = &x->next;
+		}
+	}
+	pthread_mutex_unlock(&p->cache_lock);
+}
+
 /* ---- graphs ------------------------------------------------------------- */
 
 SHIM_API CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
@@ -102,8 +141,10 @@ SHIM_API CUresult cuGraphDestroy(CUgraph hGraph)
 	if (!graph_handle_ok(hGraph))
 		return CUDA_ERROR_INVALID_VALUE;
 	res = rpc_graph_destroy(&req, &rep);
-	if (res == CUDA_SUCCESS)
+	if (res == CUDA_SUCCESS) {
 		uobj_owner_drop(req.graph);
+		cond_bodies_drop(req.graph);
+	}
 	return res;
 }
 
@@ -488,6 +529,89 @@ SHIM_API CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph
 	return res == CUDA_SUCCESS ? node_out(req.graph, rep.node, phGraphNode) : res;
 }
 
+/* The embedded graph of a child graph node: a graph of the guest's that
+ * the node owns (changes to it are the node's). */
+SHIM_API CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
+{
+	struct wire_graph_child_node_get_graph_req req;
+	struct wire_graph_child_node_get_graph_rep rep;
+	CUresult res;
+
+	if (!phGraph || !shim_node_decode(hNode, &req.graph, &req.node))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_graph_child_node_get_graph(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*phGraph = (CUgraph)(uintptr_t)rep.child;
+	return res;
+}
+
+static bool ctx_handle_ok(CUcontext ctx)
+{
+	return !ctx || handle_kind_is((uint64_t)(uintptr_t)ctx, WIRE_HANDLE_CONTEXT);
+}
+
+SHIM_API CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph,
+						 CUcontext ctx, unsigned int defaultLaunchValue, unsigned int flags)
+{
+	struct wire_graph_conditional_handle_create_req req = {
+		.graph = (uint64_t)(uintptr_t)hGraph, .ctx = (uint64_t)(uintptr_t)ctx,
+		.default_value = defaultLaunchValue, .flags = flags,
+	};
+	struct wire_graph_conditional_handle_create_rep rep;
+	CUresult res;
+
+	if (!pHandle_out || !graph_handle_ok(hGraph))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!ctx_handle_ok(ctx))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	res = rpc_graph_conditional_handle_create(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*pHandle_out = rep.value;
+	return res;
+}
+
+/* A conditional node: the worker makes it with its bodies, whose graph
+ * handles the node's phGraph_out array (ours, kept with the graph) holds. */
+static CUresult cond_node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode *deps, size_t n,
+			      CUDA_CONDITIONAL_NODE_PARAMS *p)
+{
+	struct wire_graph_add_conditional_node_req req = {
+		.graph = (uint64_t)(uintptr_t)hGraph, .value = p->handle, .type = (uint32_t)p->type,
+		.size = p->size, .ctx = (uint64_t)(uintptr_t)p->ctx,
+	};
+	struct wire_graph_add_conditional_node_rep rep;
+	CUgraph *bodies = NULL;
+	uint8_t *buf = NULL;
+	CUresult res;
+
+	if (!ph || !graph_handle_ok(hGraph) || !p->size)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!ctx_handle_ok(p->ctx))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	res = deps_blob(req.graph, deps, n, &buf, &req.deps);
+	if (res == CUDA_SUCCESS)
+		res = rpc_graph_add_conditional_node(&req, &rep);
+	free(buf);
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (rep.bodies.len != (uint64_t)p->size * 8)
+		return CUDA_ERROR_UNKNOWN;      /* not what the worker was asked */
+	bodies = calloc(p->size, sizeof(*bodies));
+	if (!bodies)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (uint32_t k = 0; k < p->size; k++)
+		bodies[k] = (CUgraph)(uintptr_t)((uint64_t)shim_le32_get(rep.bodies.ptr + 8 * k) |
+						 (uint64_t)shim_le32_get(rep.bodies.ptr + 8 * k + 4) << 32);
+	res = node_out(req.graph, rep.node, ph);
+	if (res != CUDA_SUCCESS) {
+		free(bodies);
+		return res;
+	}
+	p->phGraph_out = bodies;
+	cond_bodies_keep(req.graph, bodies);
+	return CUDA_SUCCESS;
+}
+
 /* cuGraphAddNode: the generic form, by type. */
 static CUresult node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode *deps, size_t n,
 			 CUgraphNodeParams *p)
@@ -528,8 +652,10 @@ static CUresult node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode *dep
 				     p->alloc.accessDescCount, p->alloc.bytesize, &p->alloc.dptr);
 	case CU_GRAPH_NODE_TYPE_MEM_FREE:
 		return cuGraphAddMemFreeNode(ph, hGraph, deps, n, p->free.dptr);
+	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+		return cond_node_add(ph, hGraph, deps, n, &p->conditional);
 	default:
-		/* External semaphores, batch memops, conditionals. */
+		/* External semaphores, batch memops. */
 		pr_warn("graph nodes of type %d are not supported by tern", (int)p->type);
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}

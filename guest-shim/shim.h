@@ -83,6 +83,15 @@ struct shim_ctx {
 
 struct shim_replay;
 
+/* The array a conditional node's phGraph_out points to (graph.c): the
+ * guest's handles of its bodies, kept until the graph @graph it was added
+ * to is destroyed. */
+struct shim_cond_bodies {
+	uint64_t graph;
+	CUgraph *bodies;
+	struct shim_cond_bodies *next;
+};
+
 #define SHIM_HOSTFN_BUCKETS 256
 
 /* A host function the worker may ask us to run, by token (hostfn.c). */
@@ -149,6 +158,7 @@ struct shim_process {
 	struct shim_ctx *ctxs;
 	struct shim_uobj *uobjs;            /* user objects (user_object.c) */
 	struct shim_uobj_ref *uobj_refs;    /* references graphs and executables hold */
+	struct shim_cond_bodies *cond_bodies;
 };
 
 /* user_object.c: user objects live in the guest only (their destructors are

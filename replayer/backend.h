@@ -183,6 +183,8 @@
 	BACKEND_ENTRY(cuGraphKernelNodeSetAttribute, 11000)             \
 	BACKEND_ENTRY(cuGraphKernelNodeCopyAttributes, 11000)           \
 	BACKEND_ENTRY(cuStreamBeginCaptureToGraph, 12030)               \
+	BACKEND_ENTRY(cuGraphConditionalHandleCreate, 12030)            \
+	BACKEND_ENTRY(cuGraphAddNode, 12030)                            \
 	BACKEND_ENTRY(cuStreamWaitValue32, 11070)                       \
 	BACKEND_ENTRY(cuStreamWaitValue64, 11070)                       \
 	BACKEND_ENTRY(cuStreamWriteValue32, 11070)                      \

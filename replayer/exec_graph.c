@@ -43,7 +43,12 @@
 #define CAPTURES_MAX 1024
 
 struct exec_graph {
-	struct graph_desc d;            /* nodes' `real` point into the entry's graph */
+	struct graph_desc own;
+	/* Nodes' `real` point into the entry's graph. &own, or for a
+	 * conditional body (@parent set) the body's description inside its
+	 * node, which the parent's description owns. */
+	struct graph_desc *d;
+	struct exec_graph *parent;      /* bodies: the graph whose node owns it */
 	uint64_t cloned_from;           /* cuGraphNodeFindInClone's original, 0 if none */
 	bool capturing;                 /* a capture still adds to it */
 	unsigned execs;                 /* live executables instantiated from it */
@@ -53,14 +58,81 @@ struct exec_graph {
 };
 
 struct exec_graph_exec {
-	struct graph_desc d;            /* nodes' `real` point into @source */
+	/* Nodes' `real` point into @source, or with @shared into the guest's
+	 * graph @origin (NULL once that node or graph is gone). */
+	struct graph_desc d;
 	CUgraph source;
+	/* Instantiated from the guest's graph itself, not a clone: a graph
+	 * with conditional nodes cannot be cloned (cuda.h). */
+	bool shared;
 	uint64_t origin;                /* the graph it was instantiated from */
 	uint64_t flags;
 	uint8_t hash[TRACKER_HASH_SIZE];
 	bool journaled;
 	bool dirty;
 };
+
+/* Conditional handles a kernel node's arguments may name: those of its
+ * graph and of the graphs whose conditional nodes hold it (a while body's
+ * kernel sets its parent's handle), innermost first. */
+struct cond_chain {
+	const struct graph_desc *d[GRAPH_DESC_DEPTH_MAX + 1];
+	unsigned n;
+};
+
+static struct exec_graph *graph_info_new(void)
+{
+	struct exec_graph *g = calloc(1, sizeof(*g));
+
+	if (g)
+		g->d = &g->own;
+	return g;
+}
+
+/* The guest's graph a conditional body belongs to (itself if not a body). */
+static struct exec_graph *graph_root(struct exec_graph *g)
+{
+	while (g->parent)
+		g = g->parent;
+	return g;
+}
+
+static unsigned graph_nesting(const struct exec_graph *g)
+{
+	unsigned n = 0;
+
+	for (; g->parent; g = g->parent)
+		n++;
+	return n;
+}
+
+/* A body's description changed from @before nodes (its weight) to what it
+ * is: the descriptions around it count its nodes too. */
+static void weight_propagate(struct exec_graph *g, uint32_t before)
+{
+	uint32_t delta = g->d->weight - before;         /* modulo 2^32: may shrink */
+
+	for (struct exec_graph *p = g->parent; p; p = p->parent)
+		p->d->weight += delta;
+}
+
+/* True when a handle of @c has another value in the backend than the
+ * guest's (after a restore): only then are arguments looked at. */
+static bool chain_translates(const struct cond_chain *c)
+{
+	for (unsigned j = 0; c && j < c->n; j++)
+		for (uint32_t k = 0; k < c->d[j]->nhandles; k++)
+			if (c->d[j]->handles[k].value != c->d[j]->handles[k].real)
+				return true;
+	return false;
+}
+
+static void graph_chain(const struct exec_graph *g, struct cond_chain *c)
+{
+	c->n = 0;
+	for (; g && c->n <= GRAPH_DESC_DEPTH_MAX; g = g->parent)
+		c->d[c->n++] = g->d;
+}
 
 /* ---- lookups ------------------------------------------------------------ */
 
@@ -169,13 +241,22 @@ static unsigned desc_depth(const struct graph_desc *d)
 {
 	unsigned depth = 1;
 
-	for (uint32_t i = 0; i < d->count; i++)
-		if (d->nodes[i].type == CU_GRAPH_NODE_TYPE_GRAPH) {
-			unsigned c = 1 + desc_depth(d->nodes[i].child);
+	for (uint32_t i = 0; i < d->count; i++) {
+		const struct graph_node *n = &d->nodes[i];
+
+		if (n->type == CU_GRAPH_NODE_TYPE_GRAPH) {
+			unsigned c = 1 + desc_depth(n->child);
 
 			if (c > depth)
 				depth = c;
 		}
+		for (uint32_t k = 0; n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL && k < n->cond.size; k++) {
+			unsigned c = 1 + desc_depth(&n->cond.body[k]);
+
+			if (c > depth)
+				depth = c;
+		}
+	}
 	return depth;
 }
 
@@ -244,7 +325,8 @@ static void journal_desc(struct exec *ex, uint64_t handle, enum handle_kind kind
 static void journal_graph(struct exec *ex, uint64_t handle, struct exec_graph *g)
 {
 	(void)handle;
-	g->dirty = true;
+	/* A body is journaled with the graph that owns it. */
+	graph_root(g)->dirty = true;
 	ex->graph_dirty = true;
 }
 
@@ -262,8 +344,8 @@ static int journal_entry_flush(struct handle_entry *e, void *arg)
 	if (e->kind == HANDLE_GRAPH && e->info) {
 		struct exec_graph *g = e->info;
 
-		if (g->dirty && !g->capturing)
-			journal_desc(ex, e->handle, HANDLE_GRAPH, &g->d, g->hash, &g->journaled, 0, 0);
+		if (g->dirty && !g->capturing && !g->parent)
+			journal_desc(ex, e->handle, HANDLE_GRAPH, g->d, g->hash, &g->journaled, 0, 0);
 		g->dirty = false;
 	} else if (e->kind == HANDLE_GRAPH_EXEC && e->info) {
 		struct exec_graph_exec *x = e->info;
@@ -284,13 +366,87 @@ void exec_graph_journal_flush(struct exec *ex)
 	ex->graph_dirty = false;
 }
 
+/* The graphs node @n owns that the guest may hold handles of: the bodies
+ * of a conditional node, the embedded graph of a child graph node. */
+static uint32_t node_subgraphs(const struct graph_node *n)
+{
+	if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+		return n->cond.size;
+	return n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->child ? 1 : 0;
+}
+
+/* Subgraph @k of @n (< node_subgraphs), its guest handle in *@handle. */
+static struct graph_desc *node_subgraph(struct graph_node *n, uint32_t k, uint64_t **handle)
+{
+	if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+		*handle = &n->cond.body_handle[k];
+		return &n->cond.body[k];
+	}
+	*handle = &n->child_handle;
+	return n->child;
+}
+
+/* The wrapper of the guest's handle @handle of subgraph @d, or NULL. */
+static struct exec_graph *subgraph_info(struct exec *ex, uint64_t handle, const struct graph_desc *d)
+{
+	struct handle_entry *e = handle ? handle_table_get(ex->handles, handle, HANDLE_GRAPH) : NULL;
+
+	return e && e->info && ((struct exec_graph *)e->info)->d == d ? e->info : NULL;
+}
+
+/* The handle entries of the graphs @d's nodes own (conditional bodies,
+ * embedded child graphs; nested ones too) go: their descriptions go with
+ * @d. */
+static void bodies_forget(struct exec *ex, struct graph_desc *d)
+{
+	for (uint32_t i = 0; i < d->count; i++) {
+		struct graph_node *n = &d->nodes[i];
+
+		for (uint32_t k = 0; k < node_subgraphs(n); k++) {
+			uint64_t *handle;
+			struct graph_desc *sub = node_subgraph(n, k, &handle);
+			struct exec_graph *w = subgraph_info(ex, *handle, sub);
+
+			bodies_forget(ex, sub);
+			if (w) {
+				free(w);
+				handle_table_remove(ex->handles, *handle);
+			}
+			*handle = 0;
+		}
+	}
+}
+
+/* True when a capture adds to a graph a node of @d owns. */
+static bool bodies_capturing(struct exec *ex, struct graph_desc *d)
+{
+	for (uint32_t i = 0; i < d->count; i++) {
+		struct graph_node *n = &d->nodes[i];
+
+		for (uint32_t k = 0; k < node_subgraphs(n); k++) {
+			uint64_t *handle;
+			struct graph_desc *sub = node_subgraph(n, k, &handle);
+			struct exec_graph *w = subgraph_info(ex, *handle, sub);
+
+			if ((w && w->capturing) || bodies_capturing(ex, sub))
+				return true;
+		}
+	}
+	return false;
+}
+
 static void graph_info_release(struct exec *ex, struct exec_graph *g, bool gallocs)
 {
 	if (!g)
 		return;
+	if (g->parent) {        /* a body: its description is its node's */
+		free(g);
+		return;
+	}
+	bodies_forget(ex, g->d);
 	if (gallocs)
-		desc_gallocs(ex, &g->d, -1);
-	graph_desc_release(&g->d);
+		desc_gallocs(ex, g->d, -1);
+	graph_desc_release(g->d);
 	free(g);
 }
 
@@ -306,9 +462,16 @@ static void exec_info_release(struct exec *ex, struct exec_graph_exec *x, bool g
 
 void exec_graph_info_free(struct exec *ex, struct handle_entry *e)
 {
-	if (e->kind == HANDLE_GRAPH)
-		graph_info_release(ex, e->info, false);
-	else if (e->kind == HANDLE_GRAPH_EXEC)
+	struct exec_graph *g = e->info;
+
+	/* Every entry goes: a body's wrapper alone, a graph's description
+	 * without looking for its bodies' entries. */
+	if (e->kind == HANDLE_GRAPH && g) {
+		if (!g->parent)
+			graph_desc_release(g->d);
+		free(g);
+	}
+	if (e->kind == HANDLE_GRAPH_EXEC)
 		exec_info_release(ex, e->info, false);
 	e->info = NULL;
 }
@@ -412,10 +575,14 @@ static CUresult copy_from_3d(struct exec *ex, const CUDA_MEMCPY3D *p, struct gra
 	return CUDA_SUCCESS;
 }
 
-static CUresult desc_sync(struct exec *ex, struct graph_desc *d, CUgraph g, unsigned depth);
+static CUresult desc_sync(struct exec *ex, struct graph_desc *d, CUgraph g, unsigned depth,
+			  const struct cond_chain *chain);
+static CUresult kernel_node_params(struct exec *ex, const struct graph_node_kernel *k,
+				   CUDA_KERNEL_NODE_PARAMS *p, const struct cond_chain *c, unsigned *translated);
 
 /* Read one backend node's type and parameters into @n. */
-static CUresult node_read(struct exec *ex, CUgraphNode real, struct graph_node *n, unsigned depth)
+static CUresult node_read(struct exec *ex, CUgraphNode real, struct graph_node *n, unsigned depth,
+			  const struct cond_chain *chain)
 {
 	CUgraphNodeType type;
 	CUresult res = ex->be->cuGraphNodeGetType(real, &type);
@@ -453,7 +620,18 @@ static CUresult node_read(struct exec *ex, CUgraphNode real, struct graph_node *
 			for (uint32_t i = 0; i < layout->count; i++)
 				memcpy(n->kernel.args + layout->offset[i], p.kernelParams[i], layout->size[i]);
 		}
-		return CUDA_SUCCESS;
+		/* After a restore, a launch captured with a conditional handle's
+		 * old value (the guest's) got to the backend as is: the node
+		 * takes the new one; the description keeps the guest's. */
+		if (chain_translates(chain)) {
+			CUDA_KERNEL_NODE_PARAMS q;
+			unsigned translated = 0;
+
+			res = kernel_node_params(ex, &n->kernel, &q, chain, &translated);
+			if (res == CUDA_SUCCESS && translated)
+				res = ex->be->cuGraphKernelNodeSetParams(real, &q);
+		}
+		return res;
 	}
 	case CU_GRAPH_NODE_TYPE_MEMCPY: {
 		CUDA_MEMCPY3D p = { 0 };
@@ -512,15 +690,16 @@ static CUresult node_read(struct exec *ex, CUgraphNode real, struct graph_node *
 		n->child = calloc(1, sizeof(*n->child));
 		if (!n->child)
 			return CUDA_ERROR_OUT_OF_MEMORY;
-		res = desc_sync(ex, n->child, child, depth + 1);
+		res = desc_sync(ex, n->child, child, depth + 1, chain);
 		/* The child belongs to the node: forget its backend nodes. */
 		for (uint32_t i = 0; i < n->child->count; i++)
 			n->child->nodes[i].real = NULL;
 		return res;
 	}
 	default:
-		/* External semaphore, conditional, batch memop nodes: none of the
-		 * guest's calls makes them. */
+		/* External semaphore and batch memop nodes: none of the guest's
+		 * calls makes them. Conditional nodes: only the guest's
+		 * cuGraphAddNode makes them, and that call describes them. */
 		pr_warn("graph node of type %d is not supported", (int)type);
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
@@ -529,7 +708,8 @@ static CUresult node_read(struct exec *ex, CUgraphNode real, struct graph_node *
 /* Bring @d up to date with the backend graph @g: nodes keep their indices
  * (matched by backend node), new ones are appended with their parameters
  * read back, dependencies are read again. */
-static CUresult desc_sync(struct exec *ex, struct graph_desc *d, CUgraph g, unsigned depth)
+static CUresult desc_sync(struct exec *ex, struct graph_desc *d, CUgraph g, unsigned depth,
+			  const struct cond_chain *chain)
 {
 	CUgraphNode *nodes = NULL, *from = NULL, *to = NULL;
 	uint32_t *ia = NULL, *ib = NULL;
@@ -561,7 +741,7 @@ static CUresult desc_sync(struct exec *ex, struct graph_desc *d, CUgraph g, unsi
 
 		if (index_of_real(map, mapped, nodes[i]) != GRAPH_NODE_NONE)
 			continue;
-		res = node_read(ex, nodes[i], &n, depth);
+		res = node_read(ex, nodes[i], &n, depth, chain);
 		if (res == CUDA_SUCCESS) {
 			ret = graph_desc_append(d, &n);
 			if (ret)
@@ -625,12 +805,58 @@ out:
 	return res;
 }
 
+/* desc_sync for a guest's graph (or body), its conditional handles known. */
+static CUresult graph_sync(struct exec *ex, struct exec_graph *g, CUgraph real)
+{
+	uint32_t before = g->d->weight;
+	struct cond_chain c;
+	CUresult res;
+
+	graph_chain(g, &c);
+	res = desc_sync(ex, g->d, real, graph_nesting(g), &c);
+	weight_propagate(g, before);
+	return res;
+}
+
 /* ---- building a backend graph from a description ------------------------ */
+
+/* Kernel arguments packed by @layout: each 8-byte argument whose value is
+ * the guest's value of a conditional handle in @c that the backend knows
+ * by another value (after a restore) takes the backend's. Returns how many
+ * changed. An argument that happens to equal such a value is changed too:
+ * docs/limits.md. */
+static unsigned args_translate(uint8_t *args, const struct exec_params *layout, const struct cond_chain *c)
+{
+	unsigned changed = 0;
+
+	if (!chain_translates(c))
+		return 0;
+	for (uint32_t i = 0; i < layout->count; i++) {
+		bool done = false;
+		uint64_t v;
+
+		if (layout->size[i] != 8)
+			continue;
+		memcpy(&v, args + layout->offset[i], 8);
+		for (unsigned j = 0; j < c->n && !done; j++)
+			for (uint32_t k = 0; k < c->d[j]->nhandles && !done; k++) {
+				const struct graph_cond_handle *h = &c->d[j]->handles[k];
+
+				if (h->value == v && h->real != v) {
+					memcpy(args + layout->offset[i], &h->real, 8);
+					changed++;
+					done = true;
+				}
+			}
+	}
+	return changed;
+}
 
 /* kernelParams for packed @args by the function's layout; @store holds
  * GRAPH_ARGS_MAX bytes. */
 static CUresult kernel_params(struct exec *ex, uint64_t function, const uint8_t *args, uint32_t len,
-			      CUfunction *fn, uint8_t *store, void **params, bool *any)
+			      CUfunction *fn, uint8_t *store, void **params, bool *any, const struct cond_chain *c,
+			      unsigned *translated)
 {
 	const struct exec_params *layout;
 	CUresult res = exec_function_real(ex, function, fn, &layout);
@@ -641,20 +867,28 @@ static CUresult kernel_params(struct exec *ex, uint64_t function, const uint8_t 
 		return CUDA_ERROR_INVALID_VALUE;
 	if (len)
 		memcpy(store, args, len);
+	*translated = args_translate(store, layout, c);
 	for (uint32_t i = 0; i < layout->count; i++)
 		params[i] = store + layout->offset[i];
 	*any = layout->count > 0;
 	return CUDA_SUCCESS;
 }
 
+/* The driver's parameters of kernel node @k, its arguments translated for
+ * the conditional handles of @c (may be NULL); *@translated (may be NULL):
+ * how many were. */
 static CUresult kernel_node_params(struct exec *ex, const struct graph_node_kernel *k,
-				   CUDA_KERNEL_NODE_PARAMS *p)
+				   CUDA_KERNEL_NODE_PARAMS *p, const struct cond_chain *c, unsigned *translated)
 {
 	static uint8_t store[GRAPH_ARGS_MAX];
 	static void *params[GRAPH_PARAMS_MAX];
 	CUfunction fn;
 	bool any = false;
-	CUresult res = kernel_params(ex, k->function, k->args, k->args_len, &fn, store, params, &any);
+	unsigned count = 0;
+	CUresult res = kernel_params(ex, k->function, k->args, k->args_len, &fn, store, params, &any, c, &count);
+
+	if (translated)
+		*translated = count;
 
 	if (res != CUDA_SUCCESS)
 		return res;
@@ -698,7 +932,8 @@ static void memset_params(const struct graph_node_memset *s, CUDA_MEMSET_NODE_PA
 	p->height = s->height;
 }
 
-static CUresult graph_build(struct exec *ex, struct graph_desc *d, CUgraph *out);
+static CUresult graph_build(struct exec *ex, struct graph_desc *d, CUgraph *out, const struct cond_chain *outer);
+static CUresult graph_fill(struct exec *ex, struct graph_desc *d, CUgraph g, const struct cond_chain *outer);
 
 static CUresult ctx_real(struct exec *ex, CUcontext *ctx)
 {
@@ -708,8 +943,24 @@ static CUresult ctx_real(struct exec *ex, CUcontext *ctx)
 	return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
-/* Add one node of @d, without dependencies, to @g. */
-static CUresult node_build(struct exec *ex, CUgraph g, struct graph_node *n, CUgraphNode *real)
+/* The context of a conditional handle or node: @handle (0: the current). */
+static CUresult cond_ctx(struct exec *ex, uint64_t handle, CUcontext *ctx)
+{
+	struct handle_entry *e;
+
+	if (!handle)
+		return ctx_real(ex, ctx);
+	e = handle_table_get(ex->handles, handle, HANDLE_CONTEXT);
+	if (!e)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*ctx = e->real;
+	return CUDA_SUCCESS;
+}
+
+/* Add node @n of @d, without dependencies, to @g; @c: the conditional
+ * handles its arguments may name (@d's first). */
+static CUresult node_build(struct exec *ex, CUgraph g, const struct graph_desc *d, struct graph_node *n,
+			   CUgraphNode *real, const struct cond_chain *c)
 {
 	CUcontext ctx;
 	CUresult res = ctx_real(ex, &ctx);
@@ -720,7 +971,7 @@ static CUresult node_build(struct exec *ex, CUgraph g, struct graph_node *n, CUg
 	case CU_GRAPH_NODE_TYPE_KERNEL: {
 		CUDA_KERNEL_NODE_PARAMS p;
 
-		res = kernel_node_params(ex, &n->kernel, &p);
+		res = kernel_node_params(ex, &n->kernel, &p, c, NULL);
 		if (res == CUDA_SUCCESS)
 			res = ex->be->cuGraphAddKernelNode(real, g, NULL, 0, &p);
 		/* Its attributes as they were set. */
@@ -764,7 +1015,21 @@ static CUresult node_build(struct exec *ex, CUgraph g, struct graph_node *n, CUg
 	case CU_GRAPH_NODE_TYPE_GRAPH: {
 		CUgraph child;
 
-		res = graph_build(ex, n->child, &child);
+		if (n->child_handle) {
+			/* The guest names the embedded graph's nodes: build it in
+			 * place (an empty child filled), so they are known. */
+			CUgraph embedded;
+
+			res = ex->be->cuGraphCreate(&child, 0);
+			if (res != CUDA_SUCCESS)
+				return res;
+			res = ex->be->cuGraphAddChildGraphNode(real, g, NULL, 0, child);
+			ex->be->cuGraphDestroy(child);
+			if (res == CUDA_SUCCESS)
+				res = ex->be->cuGraphChildGraphNodeGetGraph(*real, &embedded);
+			return res == CUDA_SUCCESS ? graph_fill(ex, n->child, embedded, c) : res;
+		}
+		res = graph_build(ex, n->child, &child, c);
 		if (res != CUDA_SUCCESS)
 			return res;
 		/* The node holds its own copy of the child. */
@@ -774,26 +1039,59 @@ static CUresult node_build(struct exec *ex, CUgraph g, struct graph_node *n, CUg
 			n->child->nodes[i].real = NULL;
 		return res;
 	}
+	case CU_GRAPH_NODE_TYPE_CONDITIONAL: {
+		CUgraphNodeParams p = { .type = CU_GRAPH_NODE_TYPE_CONDITIONAL };
+
+		/* The handles were made again before the nodes (graph_fill). */
+		p.conditional.handle = d->handles[n->cond.handle].real;
+		p.conditional.type = (CUgraphConditionalNodeType)n->cond.type;
+		p.conditional.size = n->cond.size;
+		p.conditional.ctx = ctx;
+		res = ex->be->cuGraphAddNode(real, g, NULL, NULL, 0, &p);
+		for (uint32_t k = 0; k < n->cond.size && res == CUDA_SUCCESS; k++) {
+			n->cond.body_real[k] = p.conditional.phGraph_out[k];
+			res = graph_fill(ex, &n->cond.body[k], p.conditional.phGraph_out[k], c);
+		}
+		return res;
+	}
 	default:
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
 }
 
-/* A new backend graph with every node of @d, in index order, then every
- * edge; the nodes' `real` fields are set to it. */
-static CUresult graph_build(struct exec *ex, struct graph_desc *d, CUgraph *out)
+/* Fill the empty backend graph @g with @d: its conditional handles made
+ * again (their backend values in `real`), every node in index order, then
+ * every edge; the nodes' `real` fields are set to it. @outer: the handles
+ * of the graphs around @d (a body's), or NULL. */
+static CUresult graph_fill(struct exec *ex, struct graph_desc *d, CUgraph g, const struct cond_chain *outer)
 {
 	CUgraphNode *from = NULL, *to = NULL;
-	CUgraph g;
+	struct cond_chain c = { .n = 0 };
 	size_t e = 0;
-	CUresult res = ex->be->cuGraphCreate(&g, 0);
+	CUresult res = CUDA_SUCCESS;
 
-	if (res != CUDA_SUCCESS)
-		return res;
+	c.d[c.n++] = d;
+	for (unsigned j = 0; outer && j < outer->n && c.n <= GRAPH_DESC_DEPTH_MAX; j++)
+		c.d[c.n++] = outer->d[j];
+	for (uint32_t k = 0; k < d->nhandles && res == CUDA_SUCCESS; k++) {
+		struct graph_cond_handle *h = &d->handles[k];
+		CUgraphConditionalHandle real = 0;
+		CUcontext ctx;
+
+		res = ctx_real(ex, &ctx);
+		if (res == CUDA_SUCCESS)
+			res = ex->be->cuGraphConditionalHandleCreate(&real, g, ctx, h->default_value, h->flags);
+		if (res != CUDA_SUCCESS)
+			break;
+		if (real != h->value)
+			pr_info("conditional handle %#llx is %#llx in the backend now: kernel arguments naming it "
+				"are translated", (unsigned long long)h->value, (unsigned long long)real);
+		h->real = real;
+	}
 	for (uint32_t i = 0; i < d->count && res == CUDA_SUCCESS; i++) {
 		d->nodes[i].real = NULL;
 		if (d->nodes[i].type != GRAPH_NODE_REMOVED)
-			res = node_build(ex, g, &d->nodes[i], (CUgraphNode *)&d->nodes[i].real);
+			res = node_build(ex, g, d, &d->nodes[i], (CUgraphNode *)&d->nodes[i].real, &c);
 	}
 	if (res == CUDA_SUCCESS && d->edges) {
 		from = malloc(d->edges * sizeof(*from));
@@ -810,10 +1108,23 @@ static CUresult graph_build(struct exec *ex, struct graph_desc *d, CUgraph *out)
 	}
 	free(from);
 	free(to);
-	if (res != CUDA_SUCCESS) {
-		ex->be->cuGraphDestroy(g);
+	if (res != CUDA_SUCCESS)
 		for (uint32_t i = 0; i < d->count; i++)
 			d->nodes[i].real = NULL;
+	return res;
+}
+
+/* A new backend graph filled with @d (graph_fill). */
+static CUresult graph_build(struct exec *ex, struct graph_desc *d, CUgraph *out, const struct cond_chain *outer)
+{
+	CUgraph g;
+	CUresult res = ex->be->cuGraphCreate(&g, 0);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = graph_fill(ex, d, g, outer);
+	if (res != CUDA_SUCCESS) {
+		ex->be->cuGraphDestroy(g);
 		return res;
 	}
 	*out = g;
@@ -908,7 +1219,7 @@ CUresult exec_stream_begin_capture_to_graph(struct exec *ex,
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (g->capturing)
 		return CUDA_ERROR_ILLEGAL_STATE;
-	res = deps_parse(&g->d, req->deps, &idx, &deps, &ndeps);
+	res = deps_parse(g->d, req->deps, &idx, &deps, &ndeps);
 	if (res == CUDA_SUCCESS)
 		res = ex->be->cuStreamBeginCaptureToGraph(s, real, ndeps ? deps : NULL, NULL, ndeps,
 							  (CUstreamCaptureMode)req->mode);
@@ -932,7 +1243,7 @@ static CUresult capture_to_graph_end(struct exec *ex, uint64_t handle, CUresult 
 	if (!g)
 		return res != CUDA_SUCCESS ? res : CUDA_ERROR_INVALID_HANDLE;
 	g->capturing = false;
-	sync = desc_sync(ex, &g->d, real, 0);
+	sync = graph_sync(ex, g, real);
 	if (sync != CUDA_SUCCESS) {
 		/* The guest keeps its graph; a restore could not bring it back. */
 		pr_warn("graph %#llx: what the capture added cannot be described (%d); no more snapshots",
@@ -986,7 +1297,7 @@ CUresult exec_stream_end_capture(struct exec *ex, const struct wire_stream_end_c
 	if (named && (g = graph_get(ex, named, NULL))) {
 		rep->graph = named;
 	} else {
-		g = calloc(1, sizeof(*g));
+		g = graph_info_new();
 		if (!g) {
 			ex->be->cuGraphDestroy(real);
 			return CUDA_ERROR_OUT_OF_MEMORY;
@@ -999,7 +1310,7 @@ CUresult exec_stream_end_capture(struct exec *ex, const struct wire_stream_end_c
 		}
 	}
 	g->capturing = false;
-	res = desc_sync(ex, &g->d, real, 0);
+	res = graph_sync(ex, g, real);
 	if (res != CUDA_SUCCESS) {
 		/* A node tern cannot describe: the guest must not hold a graph
 		 * that a restore could not bring back. */
@@ -1082,7 +1393,7 @@ static CUresult capture_graph_handle(struct exec *ex, CUgraph real, uint64_t *ha
 	}
 	if (!c)         /* a capture begun behind tern's back cannot be */
 		return CUDA_ERROR_ILLEGAL_STATE;
-	g = calloc(1, sizeof(*g));
+	g = graph_info_new();
 	if (!g)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	g->capturing = true;
@@ -1128,12 +1439,12 @@ CUresult exec_stream_get_capture_info(struct exec *ex, const struct wire_stream_
 		return res;
 	if (n > GRAPH_DESC_DEPS_MAX)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	res = desc_sync(ex, &g->d, real, 0);
+	res = graph_sync(ex, g, real);
 	if (res == CUDA_SUCCESS) {
 		struct real_index *map;
 		uint32_t mapped;
 
-		map = real_index_build(&g->d, &mapped);
+		map = real_index_build(g->d, &mapped);
 		if (!map)
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		for (size_t i = 0; i < n; i++) {
@@ -1226,9 +1537,9 @@ CUresult exec_stream_update_capture_dependencies(struct exec *ex,
 		/* Nodes of the graph a capture adds to, and of no other. */
 		if (!g->capturing)
 			return CUDA_ERROR_INVALID_VALUE;
-		res = desc_sync(ex, &g->d, real, 0);
+		res = graph_sync(ex, g, real);
 		if (res == CUDA_SUCCESS)
-			res = deps_parse(&g->d, req->deps, &idx, &reals, &n);
+			res = deps_parse(g->d, req->deps, &idx, &reals, &n);
 		if (res != CUDA_SUCCESS)
 			return res;
 	} else {
@@ -1267,7 +1578,7 @@ CUresult exec_graph_create(struct exec *ex, const struct wire_graph_create_req *
 
 	if (req->flags)
 		return CUDA_ERROR_INVALID_VALUE;
-	g = calloc(1, sizeof(*g));
+	g = graph_info_new();
 	if (!g)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	res = ex->be->cuGraphCreate(&real, 0);
@@ -1284,6 +1595,36 @@ CUresult exec_graph_create(struct exec *ex, const struct wire_graph_create_req *
 	return CUDA_SUCCESS;
 }
 
+struct shared_forget {
+	uint64_t graph;
+	uint32_t node;          /* GRAPH_NODE_NONE: all */
+};
+
+static int shared_forget_one(struct handle_entry *e, void *arg)
+{
+	struct shared_forget *f = arg;
+	struct exec_graph_exec *x = e->info;
+
+	if (e->kind != HANDLE_GRAPH_EXEC || !x || !x->shared || x->origin != f->graph)
+		return 0;
+	for (uint32_t i = 0; i < x->d.count; i++)
+		if (f->node == GRAPH_NODE_NONE || f->node == i)
+			x->d.nodes[i].real = NULL;
+	if (f->node == GRAPH_NODE_NONE)
+		x->shared = false;
+	return 0;
+}
+
+/* Executables instantiated from graph @graph itself forget its node
+ * @node (all of them: GRAPH_NODE_NONE), which is going: a guest's later
+ * call naming it fails instead of reaching a freed node. */
+static void shared_execs_forget(struct exec *ex, uint64_t graph, uint32_t node)
+{
+	struct shared_forget f = { graph, node };
+
+	handle_table_foreach(ex->handles, shared_forget_one, &f);
+}
+
 CUresult exec_graph_destroy(struct exec *ex, const struct wire_graph_destroy_req *req,
 			    struct wire_graph_destroy_rep *rep)
 {
@@ -1293,11 +1634,15 @@ CUresult exec_graph_destroy(struct exec *ex, const struct wire_graph_destroy_req
 
 	if (!g)
 		return CUDA_ERROR_INVALID_HANDLE;
-	if (g->capturing)       /* the capture owns it until it ends */
+	/* A body is its conditional node's: it goes with the node. */
+	if (g->parent)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (g->capturing || bodies_capturing(ex, g->d))  /* the capture owns it until it ends */
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	res = ex->be->cuGraphDestroy(real);
 	if (res != CUDA_SUCCESS)
 		return res;
+	shared_execs_forget(ex, req->graph, GRAPH_NODE_NONE);
 	exec_object_remove(ex, req->graph);
 	graph_info_release(ex, g, true);
 	return CUDA_SUCCESS;
@@ -1333,10 +1678,12 @@ CUresult exec_graph_clone(struct exec *ex, const struct wire_graph_clone_req *re
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (g->capturing)
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	c = calloc(1, sizeof(*c));
+	if (g->parent)          /* bodies are not the guest's to copy (docs/limits.md) */
+		return CUDA_ERROR_INVALID_VALUE;
+	c = graph_info_new();
 	if (!c)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (graph_desc_copy(&c->d, &g->d)) {
+	if (graph_desc_copy(c->d, g->d)) {
 		free(c);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -1344,18 +1691,18 @@ CUresult exec_graph_clone(struct exec *ex, const struct wire_graph_clone_req *re
 	res = ex->be->cuGraphClone(&clone, real);
 	if (res != CUDA_SUCCESS)
 		goto out_free;
-	res = nodes_find_in_clone(ex, &g->d, &c->d, clone);
+	res = nodes_find_in_clone(ex, g->d, c->d, clone);
 	if (res == CUDA_SUCCESS)
 		res = graph_entry_add(ex, clone, c, &rep->clone);
 	if (res != CUDA_SUCCESS) {
 		ex->be->cuGraphDestroy(clone);
 		goto out_free;
 	}
-	desc_gallocs(ex, &c->d, +1);
+	desc_gallocs(ex, c->d, +1);
 	journal_graph(ex, rep->clone, c);
 	return CUDA_SUCCESS;
 out_free:
-	graph_desc_release(&c->d);
+	graph_desc_release(c->d);
 	free(c);
 	return res;
 }
@@ -1367,7 +1714,7 @@ CUresult exec_graph_node_find_in_clone(struct exec *ex, const struct wire_graph_
 
 	if (!c || !graph_get(ex, req->graph, NULL))
 		return CUDA_ERROR_INVALID_HANDLE;
-	if (c->cloned_from != req->graph || !graph_desc_node_live(&c->d, req->node))
+	if (c->cloned_from != req->graph || !graph_desc_node_live(c->d, req->node))
 		return CUDA_ERROR_INVALID_VALUE;
 	rep->clone_node = req->node;
 	return CUDA_SUCCESS;
@@ -1392,19 +1739,20 @@ static CUresult node_add_begin(struct exec *ex, uint64_t graph, struct wire_blob
 	if (!a->g)
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (a->g->capturing) {
-		res = desc_sync(ex, &a->g->d, a->real, 0);
+		res = graph_sync(ex, a->g, a->real);
 		if (res != CUDA_SUCCESS)
 			return res;
 	}
-	if (a->g->d.weight >= GRAPH_DESC_NODES_MAX)
+	if (graph_root(a->g)->d->weight >= GRAPH_DESC_NODES_MAX)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	return deps_parse(&a->g->d, deps, &a->idx, &a->deps, &a->ndeps);
+	return deps_parse(a->g->d, deps, &a->idx, &a->deps, &a->ndeps);
 }
 
 /* After the backend's add returned @res (the new node in @real): record it. */
 static CUresult node_add_end(struct exec *ex, uint64_t graph, struct node_add *a, CUresult res,
 			     CUgraphNode real, struct graph_node *n, uint32_t *index)
 {
+	uint32_t before;
 	int ret;
 
 	free(a->deps);
@@ -1416,13 +1764,16 @@ static CUresult node_add_end(struct exec *ex, uint64_t graph, struct node_add *a
 	n->real = real;
 	n->deps = a->idx;
 	n->ndeps = a->ndeps;
-	ret = graph_desc_append(&a->g->d, n);
+	before = a->g->d->weight;
+	ret = graph_desc_append(a->g->d, n);
+	if (!ret)
+		weight_propagate(a->g, before);
 	if (ret) {
 		ex->be->cuGraphDestroyNode(real);
 		graph_node_release(n);
 		return res_of_errno(ret == -E2BIG ? -ENOMEM : ret);
 	}
-	*index = a->g->d.count - 1;
+	*index = a->g->d->count - 1;
 	if (!a->g->capturing)
 		journal_graph(ex, graph, a->g);
 	return CUDA_SUCCESS;
@@ -1438,7 +1789,7 @@ static CUresult node_add_end(struct exec *ex, uint64_t graph, struct node_add *a
 
 static CUresult kernel_node_prepare(struct exec *ex, uint64_t function, const uint32_t grid[3],
 				    const uint32_t block[3], uint32_t shared_bytes, struct wire_blob args,
-				    struct graph_node_kernel *k, CUDA_KERNEL_NODE_PARAMS *p)
+				    struct graph_node_kernel *k, CUDA_KERNEL_NODE_PARAMS *p, const struct cond_chain *c)
 {
 	const struct exec_params *layout;
 	CUfunction fn;
@@ -1460,7 +1811,7 @@ static CUresult kernel_node_prepare(struct exec *ex, uint64_t function, const ui
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		memcpy(k->args, args.ptr, args.len);
 	}
-	res = kernel_node_params(ex, k, p);
+	res = kernel_node_params(ex, k, p, c, NULL);
 	if (res != CUDA_SUCCESS) {
 		free(k->args);
 		k->args = NULL;
@@ -1495,10 +1846,13 @@ CUresult exec_graph_add_kernel_node(struct exec *ex, const struct wire_graph_add
 	CUDA_KERNEL_NODE_PARAMS p;
 	CUgraphNode real = NULL;
 	struct node_add a;
+	struct cond_chain c;
 	CUresult res = node_add_begin(ex, req->graph, req->deps, &a);
 
-	if (res == CUDA_SUCCESS)
-		res = kernel_node_prepare(ex, KERNEL_REQ(req), &n.kernel, &p);
+	if (res == CUDA_SUCCESS) {
+		graph_chain(a.g, &c);
+		res = kernel_node_prepare(ex, KERNEL_REQ(req), &n.kernel, &p, &c);
+	}
 	if (res == CUDA_SUCCESS)
 		res = ex->be->cuGraphAddKernelNode(&real, a.real, a.deps, a.ndeps, &p);
 	return node_add_end(ex, req->graph, &a, res, real, &n, &rep->node);
@@ -1636,16 +1990,17 @@ CUresult exec_graph_add_child_node(struct exec *ex, const struct wire_graph_add_
 	if (res == CUDA_SUCCESS && !child)
 		res = CUDA_ERROR_INVALID_HANDLE;
 	/* Memory nodes may not be in a child graph (as in the driver). */
-	if (res == CUDA_SUCCESS && (child->capturing || req->child == req->graph))
+	if (res == CUDA_SUCCESS && (child->capturing || req->child == req->graph || child->parent))
 		res = CUDA_ERROR_INVALID_VALUE;
-	if (res == CUDA_SUCCESS && desc_has_mem_nodes(&child->d))
+	if (res == CUDA_SUCCESS && desc_has_mem_nodes(child->d))
 		res = CUDA_ERROR_NOT_SUPPORTED;
-	if (res == CUDA_SUCCESS && (desc_depth(&child->d) + 1 >= GRAPH_DESC_DEPTH_MAX ||
-				    child->d.weight >= GRAPH_DESC_NODES_MAX - a.g->d.weight))
+	if (res == CUDA_SUCCESS &&
+	    (graph_nesting(a.g) + desc_depth(child->d) + 1 >= GRAPH_DESC_DEPTH_MAX ||
+	     child->d->weight >= GRAPH_DESC_NODES_MAX - graph_root(a.g)->d->weight))
 		res = CUDA_ERROR_OUT_OF_MEMORY;
 	if (res == CUDA_SUCCESS) {
 		n.child = calloc(1, sizeof(*n.child));
-		if (!n.child || graph_desc_copy(n.child, &child->d))
+		if (!n.child || graph_desc_copy(n.child, child->d))
 			res = CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	if (res == CUDA_SUCCESS)
@@ -1746,7 +2101,7 @@ static struct exec_graph *graph_get_synced(struct exec *ex, uint64_t handle, CUr
 
 	*res = g ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 	if (g && g->capturing)
-		*res = desc_sync(ex, &g->d, real, 0);
+		*res = graph_sync(ex, g, real);
 	return *res == CUDA_SUCCESS ? g : NULL;
 }
 
@@ -1766,16 +2121,16 @@ CUresult exec_graph_get_nodes(struct exec *ex, const struct wire_graph_get_nodes
 
 	if (!g)
 		return res;
-	if ((uint64_t)g->d.count * 8 > WIRE_COPY_PIECE)
+	if ((uint64_t)g->d->count * 8 > WIRE_COPY_PIECE)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	out = exec_copy_buffer(ex, (size_t)g->d.count * 8 + 1);
+	out = exec_copy_buffer(ex, (size_t)g->d->count * 8 + 1);
 	if (!out)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	for (uint32_t i = 0; i < g->d.count; i++) {
-		if (g->d.nodes[i].type == GRAPH_NODE_REMOVED)
+	for (uint32_t i = 0; i < g->d->count; i++) {
+		if (g->d->nodes[i].type == GRAPH_NODE_REMOVED)
 			continue;
 		put_le32(out + 8 * n, i);
-		put_le32(out + 8 * n + 4, g->d.nodes[i].type);
+		put_le32(out + 8 * n + 4, g->d->nodes[i].type);
 		n++;
 	}
 	rep->nodes = (struct wire_blob){ out, n * 8 };
@@ -1792,14 +2147,14 @@ CUresult exec_graph_get_edges(struct exec *ex, const struct wire_graph_get_edges
 
 	if (!g)
 		return res;
-	if ((uint64_t)g->d.edges * 8 > WIRE_COPY_PIECE)
+	if ((uint64_t)g->d->edges * 8 > WIRE_COPY_PIECE)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	out = exec_copy_buffer(ex, (size_t)g->d.edges * 8 + 1);
+	out = exec_copy_buffer(ex, (size_t)g->d->edges * 8 + 1);
 	if (!out)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	for (uint32_t i = 0; i < g->d.count; i++)
-		for (uint32_t j = 0; j < g->d.nodes[i].ndeps && n < g->d.edges; j++) {
-			put_le32(out + 8 * n, g->d.nodes[i].deps[j]);
+	for (uint32_t i = 0; i < g->d->count; i++)
+		for (uint32_t j = 0; j < g->d->nodes[i].ndeps && n < g->d->edges; j++) {
+			put_le32(out + 8 * n, g->d->nodes[i].deps[j]);
 			put_le32(out + 8 * n + 4, i);
 			n++;
 		}
@@ -1838,20 +2193,20 @@ CUresult exec_graph_edit_edges(struct exec *ex, const struct wire_graph_edit_edg
 		b[i] = le32(req->edges.ptr + 8 * i + 4);
 	}
 	/* All or nothing: every pair is checked before the backend sees one. */
-	ret = graph_desc_edges_check(&g->d, a, b, n, req->remove);
+	ret = graph_desc_edges_check(g->d, a, b, n, req->remove);
 	if (ret) {
 		res = ret == -EINVAL ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		from[i] = g->d.nodes[a[i]].real;
-		to[i] = g->d.nodes[b[i]].real;
+		from[i] = g->d->nodes[a[i]].real;
+		to[i] = g->d->nodes[b[i]].real;
 	}
 	res = req->remove ? ex->be->cuGraphRemoveDependencies(real, from, to, n)
 			  : ex->be->cuGraphAddDependencies(real, from, to, n);
 	if (res != CUDA_SUCCESS)
 		goto out;
-	if (graph_desc_edges_apply(&g->d, a, b, n, req->remove)) {
+	if (graph_desc_edges_apply(g->d, a, b, n, req->remove)) {
 		/* Out of memory: the backend's edges go back as they were. */
 		if (req->remove)
 			ex->be->cuGraphAddDependencies(real, from, to, n);
@@ -1876,21 +2231,36 @@ CUresult exec_graph_destroy_node(struct exec *ex, const struct wire_graph_destro
 	struct exec_graph *g = graph_get(ex, req->graph, &real);
 	struct graph_node *n;
 	uint64_t alloc = 0;
+	uint32_t before;
 	CUresult res;
 
 	if (!g)
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (g->capturing)
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	if (!graph_desc_node_live(&g->d, req->node))
+	if (!graph_desc_node_live(g->d, req->node))
 		return CUDA_ERROR_INVALID_VALUE;
-	n = &g->d.nodes[req->node];
+	n = &g->d->nodes[req->node];
+	{
+		struct graph_desc one = { .count = 1, .nodes = n };
+
+		if (bodies_capturing(ex, &one))
+			return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	}
 	res = ex->be->cuGraphDestroyNode(n->real);
 	if (res != CUDA_SUCCESS)
 		return res;
 	if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
 		alloc = n->mem.address;
-	graph_desc_node_remove(&g->d, req->node);
+	{
+		struct graph_desc one = { .count = 1, .nodes = n };
+
+		bodies_forget(ex, &one);        /* its bodies' (embedded graph's) handles go with it */
+	}
+	shared_execs_forget(ex, req->graph, req->node);
+	before = g->d->weight;
+	graph_desc_node_remove(g->d, req->node);
+	weight_propagate(g, before);
 	if (alloc) {
 		struct exec_graph_alloc *ga = galloc_find(ex, alloc);
 
@@ -1913,16 +2283,18 @@ CUresult exec_graph_kernel_node_set_params(struct exec *ex,
 	CUDA_KERNEL_NODE_PARAMS p;
 	struct graph_node *n;
 	struct exec_graph *g = graph_get(ex, req->graph, NULL);
+	struct cond_chain c;
 	CUresult res;
 
 	if (!g)
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (g->capturing)
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	n = kernel_node_at(&g->d, req->node);
+	n = kernel_node_at(g->d, req->node);
 	if (!n)
 		return CUDA_ERROR_INVALID_VALUE;
-	res = kernel_node_prepare(ex, KERNEL_REQ(req), &k, &p);
+	graph_chain(g, &c);
+	res = kernel_node_prepare(ex, KERNEL_REQ(req), &k, &p, &c);
 	if (res == CUDA_SUCCESS)
 		res = ex->be->cuGraphKernelNodeSetParams(n->real, &p);
 	if (res != CUDA_SUCCESS) {
@@ -1939,7 +2311,7 @@ CUresult exec_graph_host_node_get_params(struct exec *ex, const struct wire_grap
 {
 	CUresult res;
 	struct exec_graph *g = graph_get_synced(ex, req->graph, &res);
-	struct graph_node *n = g ? node_at(&g->d, req->node, CU_GRAPH_NODE_TYPE_HOST) : NULL;
+	struct graph_node *n = g ? node_at(g->d, req->node, CU_GRAPH_NODE_TYPE_HOST) : NULL;
 
 	if (!g)
 		return res;
@@ -1962,7 +2334,7 @@ CUresult exec_graph_host_node_set_params(struct exec *ex, const struct wire_grap
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (g->capturing)
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	n = node_at(&g->d, req->node, CU_GRAPH_NODE_TYPE_HOST);
+	n = node_at(g->d, req->node, CU_GRAPH_NODE_TYPE_HOST);
 	if (!n)
 		return CUDA_ERROR_INVALID_VALUE;
 	res = exec_hostfn_params(ex, req->token, &p);
@@ -2025,24 +2397,39 @@ static CUresult graph_instantiate(struct exec *ex, const struct wire_graph_insta
 	}
 	if (g->capturing)
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	if (g->execs && desc_has_mem_nodes(&g->d))
+	/* One executable at a time of a graph with memory or conditional
+	 * nodes, as the driver has it (kept here across restores, which
+	 * give the executable a graph of its own). */
+	if (g->execs && (desc_has_mem_nodes(g->d) || graph_desc_has_cond(g->d)))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (g->parent)          /* a body runs in its node only */
 		return CUDA_ERROR_INVALID_VALUE;
 	x = calloc(1, sizeof(*x));
-	if (!x || graph_desc_copy(&x->d, &g->d)) {
+	if (!x || graph_desc_copy(&x->d, g->d)) {
 		free(x);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	x->origin = req->graph;
 	x->flags = req->flags;
-	/* Its own copy of the graph: the guest may change or destroy its graph
-	 * while the executable lives. */
-	res = ex->be->cuGraphClone(&source, real);
-	if (res == CUDA_SUCCESS)
-		res = nodes_find_in_clone(ex, &g->d, &x->d, source);
+	res = CUDA_SUCCESS;
+	if (graph_desc_has_cond(g->d)) {
+		/* Cannot be cloned: instantiated from the guest's graph, whose
+		 * nodes the executable names until they go. */
+		x->shared = true;
+		for (uint32_t i = 0; i < g->d->count; i++)
+			x->d.nodes[i].real = g->d->nodes[i].real;
+	} else {
+		/* Its own copy of the graph: the guest may change or destroy its
+		 * graph while the executable lives. */
+		res = ex->be->cuGraphClone(&source, real);
+		if (res == CUDA_SUCCESS)
+			res = nodes_find_in_clone(ex, g->d, &x->d, source);
+	}
 	if (res == CUDA_SUCCESS) {
-		res = exec_make(ex, source, &x->d, req->flags, upload, &exec, &rep->result, &rep->error_node);
+		res = exec_make(ex, x->shared ? real : source, &x->d, req->flags, upload, &exec, &rep->result,
+				&rep->error_node);
 		if (res != CUDA_SUCCESS && rep->error_node != GRAPH_NODE_NONE &&
-		    !graph_desc_node_live(&g->d, rep->error_node))
+		    !graph_desc_node_live(g->d, rep->error_node))
 			rep->error_node = GRAPH_NODE_NONE;
 	}
 	if (res == CUDA_SUCCESS) {
@@ -2084,7 +2471,8 @@ CUresult exec_graph_exec_destroy(struct exec *ex, const struct wire_graph_exec_d
 	res = ex->be->cuGraphExecDestroy(real);
 	if (res != CUDA_SUCCESS)
 		return res;
-	ex->be->cuGraphDestroy(x->source);
+	if (x->source)
+		ex->be->cuGraphDestroy(x->source);
 	g = graph_get(ex, x->origin, NULL);
 	if (g && g->execs)
 		g->execs--;
@@ -2146,14 +2534,20 @@ static CUresult graph_exec_update(struct exec *ex, const struct wire_graph_exec_
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (g->capturing)
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	/* tern does not follow conditional bodies and handles through an
+	 * update: refused as the driver refuses what it cannot update. */
+	if (g->parent || graph_desc_has_cond(g->d) || graph_desc_has_cond(&x->d)) {
+		rep->result = CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED;
+		return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+	}
 	if (graph_desc_copy(&d, &x->d))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	res = ex->be->cuGraphExecUpdate(real, greal, &info);
 	rep->result = info.result;
-	for (uint32_t i = 0; i < g->d.count; i++) {
-		if (info.errorNode && g->d.nodes[i].real == (void *)info.errorNode)
+	for (uint32_t i = 0; i < g->d->count; i++) {
+		if (info.errorNode && g->d->nodes[i].real == (void *)info.errorNode)
 			rep->error_node = i;
-		if (info.errorFromNode && g->d.nodes[i].real == (void *)info.errorFromNode)
+		if (info.errorFromNode && g->d->nodes[i].real == (void *)info.errorFromNode)
 			rep->error_from = i;
 	}
 	if (res != CUDA_SUCCESS) {
@@ -2164,11 +2558,11 @@ static CUresult graph_exec_update(struct exec *ex, const struct wire_graph_exec_
 	 * parameters of the node the driver paired it with. */
 	{
 		uint32_t *pair = malloc((d.count + 1) * sizeof(uint32_t)), bad;
-		int ret = pair ? graph_desc_pair(&x->d, &g->d, pair, &bad) : -ENOMEM;
+		int ret = pair ? graph_desc_pair(&x->d, g->d, pair, &bad) : -ENOMEM;
 
 		for (uint32_t i = 0; !ret && i < d.count; i++)
 			if (pair[i] != GRAPH_NODE_NONE)
-				ret = graph_desc_node_params_set(&d, i, &g->d.nodes[pair[i]]);
+				ret = graph_desc_node_params_set(&d, i, &g->d->nodes[pair[i]]);
 		free(pair);
 		if (ret) {
 			/* The driver took an update this description cannot follow:
@@ -2210,9 +2604,9 @@ CUresult exec_graph_exec_kernel_node_set_params(struct exec *ex,
 		return CUDA_ERROR_INVALID_HANDLE;
 	/* The node is named in the graph the executable came from. */
 	n = req->graph == x->origin ? kernel_node_at(&x->d, req->node) : NULL;
-	if (!n)
+	if (!n || !n->real)
 		return CUDA_ERROR_INVALID_VALUE;
-	res = kernel_node_prepare(ex, KERNEL_REQ(req), &k, &p);
+	res = kernel_node_prepare(ex, KERNEL_REQ(req), &k, &p, &(struct cond_chain){ { &x->d }, 1 });
 	if (res == CUDA_SUCCESS)
 		res = ex->be->cuGraphExecKernelNodeSetParams(real, n->real, &p);
 	if (res != CUDA_SUCCESS) {
@@ -2239,7 +2633,7 @@ CUresult exec_graph_exec_host_node_set_params(struct exec *ex,
 		return CUDA_ERROR_INVALID_HANDLE;
 	/* The node is named in the graph the executable came from. */
 	n = req->graph == x->origin ? node_at(&x->d, req->node, CU_GRAPH_NODE_TYPE_HOST) : NULL;
-	if (!n)
+	if (!n || !n->real)     /* gone with the graph it shared */
 		return CUDA_ERROR_INVALID_VALUE;
 	res = exec_hostfn_params(ex, req->token, &p);
 	if (res == CUDA_SUCCESS)
@@ -2262,9 +2656,9 @@ CUresult exec_graph_node_get_params(struct exec *ex, const struct wire_graph_nod
 
 	if (!g)
 		return res;
-	if (!graph_desc_node_live(&g->d, req->node))
+	if (!graph_desc_node_live(g->d, req->node))
 		return CUDA_ERROR_INVALID_VALUE;
-	n = &g->d.nodes[req->node];
+	n = &g->d->nodes[req->node];
 	rep->type = n->type;
 	switch (n->type) {
 	case CU_GRAPH_NODE_TYPE_KERNEL:
@@ -2336,13 +2730,15 @@ static CUresult node_target(struct exec *ex, uint64_t exec, uint64_t graph, uint
 		if (!t->x)
 			return CUDA_ERROR_INVALID_HANDLE;
 		t->n = graph == t->x->origin ? node_at(&t->x->d, index, type) : NULL;
+		if (t->n && !t->n->real)        /* gone with the graph it shared */
+			t->n = NULL;
 	} else {
 		t->g = graph_get(ex, graph, NULL);
 		if (!t->g)
 			return CUDA_ERROR_INVALID_HANDLE;
 		if (t->g->capturing)
 			return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-		t->n = node_at(&t->g->d, index, type);
+		t->n = node_at(t->g->d, index, type);
 	}
 	return t->n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
@@ -2531,12 +2927,12 @@ CUresult exec_graph_exec_child_node_set_params(struct exec *ex,
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (child->capturing)
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	if (desc_has_mem_nodes(&child->d))
+	if (desc_has_mem_nodes(child->d) || child->parent)
 		return CUDA_ERROR_INVALID_VALUE;
 	res = ex->be->cuGraphExecChildGraphNodeSetParams(t.xreal, t.n->real, child_real);
 	if (res != CUDA_SUCCESS)
 		return res;
-	from.child = &child->d;
+	from.child = child->d;
 	ret = graph_desc_node_params_set(&t.x->d, req->node, &from);
 	if (ret) {
 		/* The executable runs the new parameters; a restore could
@@ -2565,7 +2961,7 @@ static CUresult kattr_node(struct exec *ex, uint64_t graph, uint32_t index, stru
 	*g = graph_get_synced(ex, graph, &res);
 	if (!*g)
 		return res;
-	*n = kernel_node_at(&(*g)->d, index);
+	*n = kernel_node_at((*g)->d, index);
 	return *n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -2724,7 +3120,240 @@ CUresult exec_graph_debug_dot_print(struct exec *ex, const struct wire_graph_deb
 	return CUDA_SUCCESS;
 }
 
+/* ---- conditional nodes --------------------------------------------------- */
+
+CUresult exec_graph_conditional_handle_create(struct exec *ex,
+					      const struct wire_graph_conditional_handle_create_req *req,
+					      struct wire_graph_conditional_handle_create_rep *rep)
+{
+	CUgraphConditionalHandle value = 0;
+	CUgraph real;
+	struct exec_graph *g = graph_get(ex, req->graph, &real);
+	CUcontext ctx;
+	CUresult res;
+	int ret;
+
+	if (!g)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (req->flags & ~(uint32_t)CU_GRAPH_COND_ASSIGN_DEFAULT)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (g->d->nhandles >= GRAPH_DESC_COND_HANDLES_MAX)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	res = cond_ctx(ex, req->ctx, &ctx);
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuGraphConditionalHandleCreate(&value, real, ctx, req->default_value, req->flags);
+	if (res != CUDA_SUCCESS)
+		return res;
+	/* The guest gets the backend's value: device code uses it as is. */
+	ret = graph_desc_handle_add(g->d, value, value, req->default_value, req->flags);
+	if (ret) {
+		/* The backend cannot take a handle back: this graph's handles
+		 * can no longer be described (a value the guest knows from
+		 * before a restore came back for another). */
+		pr_err("graph %#llx: conditional handle %#llx cannot be recorded (%s); no more snapshots",
+		       (unsigned long long)req->graph, (unsigned long long)value, strerror(-ret));
+		ex->journal_broken = true;
+		return ret == -ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_NOT_SUPPORTED;
+	}
+	rep->value = value;
+	if (!g->capturing)
+		journal_graph(ex, req->graph, g);
+	return CUDA_SUCCESS;
+}
+
+/* True when a node of @d or of its children has kernel attributes. */
+static bool desc_has_kattrs(const struct graph_desc *d)
+{
+	for (uint32_t i = 0; i < d->count; i++)
+		if (d->nodes[i].nattrs ||
+		    (d->nodes[i].type == CU_GRAPH_NODE_TYPE_GRAPH && desc_has_kattrs(d->nodes[i].child)))
+			return true;
+	return false;
+}
+
+/* cuGraphChildGraphNodeGetGraph: a guest handle for a child node's
+ * embedded graph, which the node owns as a conditional node its bodies.
+ * At the first request the embedded graph's description is read back
+ * from the backend (its nodes' order is the backend's; the guest named
+ * none of them before), so that its nodes are known. */
+CUresult exec_graph_child_node_get_graph(struct exec *ex, const struct wire_graph_child_node_get_graph_req *req,
+					 struct wire_graph_child_node_get_graph_rep *rep)
+{
+	CUresult res;
+	struct exec_graph *g = graph_get_synced(ex, req->graph, &res), *w;
+	struct graph_desc fresh;
+	uint32_t before;
+	struct cond_chain c;
+	struct graph_node *n;
+	CUgraph embedded;
+
+	if (!g)
+		return res;
+	n = node_at(g->d, req->node, CU_GRAPH_NODE_TYPE_GRAPH);
+	if (!n || !n->real)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (subgraph_info(ex, n->child_handle, n->child)) {
+		rep->child = n->child_handle;
+		return CUDA_SUCCESS;
+	}
+	/* A description read back would lose them. */
+	if (desc_has_kattrs(n->child))
+		return CUDA_ERROR_NOT_SUPPORTED;
+	res = ex->be->cuGraphChildGraphNodeGetGraph(n->real, &embedded);
+	if (res != CUDA_SUCCESS)
+		return res;
+	graph_desc_init(&fresh);
+	graph_chain(g, &c);
+	res = desc_sync(ex, &fresh, embedded, graph_nesting(g) + 1, &c);
+	w = res == CUDA_SUCCESS ? graph_info_new() : NULL;
+	if (res == CUDA_SUCCESS && (!w || handle_table_add(ex->handles, HANDLE_GRAPH, embedded, ex->primary_ctx, w,
+							   &rep->child)))
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+	if (res != CUDA_SUCCESS) {
+		free(w);
+		graph_desc_release(&fresh);
+		return res;
+	}
+	/* Removed slots of the copy are gone from what was read back. */
+	before = g->d->weight;
+	g->d->weight = g->d->weight - n->child->weight + fresh.weight;
+	weight_propagate(g, before);
+	graph_desc_release(n->child);
+	*n->child = fresh;
+	n->child_handle = rep->child;
+	w->d = n->child;
+	w->parent = g;
+	journal_graph(ex, req->graph, g);
+	return CUDA_SUCCESS;
+}
+
+/* The index of the handle the guest knows as @value in @d, or -1. */
+static int cond_handle_index(const struct graph_desc *d, uint64_t value)
+{
+	for (uint32_t k = 0; k < d->nhandles; k++)
+		if (d->handles[k].value == value)
+			return (int)k;
+	return -1;
+}
+
+CUresult exec_graph_add_conditional_node(struct exec *ex, const struct wire_graph_add_conditional_node_req *req,
+					 struct wire_graph_add_conditional_node_rep *rep)
+{
+	CUgraphNodeParams p = { .type = CU_GRAPH_NODE_TYPE_CONDITIONAL };
+	struct graph_node n = { .type = CU_GRAPH_NODE_TYPE_EMPTY };
+	struct graph_node *node;
+	CUgraphNode real = NULL;
+	struct node_add a;
+	uint8_t *out;
+	int index = -1;
+	CUresult res = node_add_begin(ex, req->graph, req->deps, &a);
+
+	if (res == CUDA_SUCCESS && !graph_cond_shape_ok(req->type, req->size))
+		res = CUDA_ERROR_INVALID_VALUE;
+	/* A handle made for this graph, as the driver wants. */
+	if (res == CUDA_SUCCESS && (index = cond_handle_index(a.g->d, req->value)) < 0)
+		res = CUDA_ERROR_INVALID_VALUE;
+	/* Its bodies sit one level deeper in the description. */
+	if (res == CUDA_SUCCESS && graph_nesting(a.g) + 2 >= GRAPH_DESC_DEPTH_MAX)
+		res = CUDA_ERROR_NOT_SUPPORTED;
+	if (res == CUDA_SUCCESS)
+		res = cond_ctx(ex, req->ctx, &p.conditional.ctx);
+	if (res == CUDA_SUCCESS && graph_node_cond_init(&n, req->type, req->size, (uint32_t)index))
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+	if (res == CUDA_SUCCESS) {
+		p.conditional.handle = a.g->d->handles[index].real;
+		p.conditional.type = (CUgraphConditionalNodeType)req->type;
+		p.conditional.size = req->size;
+		res = ex->be->cuGraphAddNode(&real, a.real, a.deps, NULL, a.ndeps, &p);
+	}
+	if (res == CUDA_SUCCESS && !p.conditional.phGraph_out)
+		res = CUDA_ERROR_UNKNOWN;       /* a backend that made no bodies */
+	if (res == CUDA_SUCCESS) {
+		for (uint32_t k = 0; k < req->size; k++)
+			n.cond.body_real[k] = p.conditional.phGraph_out[k];
+	} else if (real) {
+		ex->be->cuGraphDestroyNode(real);
+	}
+	res = node_add_end(ex, req->graph, &a, res, real, &n, &rep->node);
+	if (res != CUDA_SUCCESS)
+		return res;
+	/* The guest's handles of the bodies, which it fills as graphs. */
+	node = &a.g->d->nodes[rep->node];
+	out = exec_copy_buffer(ex, (size_t)req->size * 8);
+	for (uint32_t k = 0; out && k < req->size; k++) {
+		struct exec_graph *b = graph_info_new();
+
+		if (!b || handle_table_add(ex->handles, HANDLE_GRAPH, node->cond.body_real[k], ex->primary_ctx, b,
+					   &node->cond.body_handle[k])) {
+			free(b);
+			out = NULL;
+			break;
+		}
+		b->d = &node->cond.body[k];
+		b->parent = a.g;
+		for (int j = 0; j < 8; j++)
+			out[8 * k + (uint32_t)j] = (uint8_t)(node->cond.body_handle[k] >> (8 * j));
+	}
+	if (!out) {
+		struct graph_desc one = { .count = 1, .nodes = node };
+		uint32_t before = a.g->d->weight;
+
+		bodies_forget(ex, &one);
+		ex->be->cuGraphDestroyNode(node->real);
+		graph_desc_node_remove(a.g->d, rep->node);
+		weight_propagate(a.g, before);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	rep->bodies = (struct wire_blob){ out, req->size * 8 };
+	return CUDA_SUCCESS;
+}
+
 /* ---- restore ------------------------------------------------------------ */
+
+/* Handle entries for the bodies of @d's conditional nodes (nested ones
+ * too) under the guest's handles its description keeps, @owner the graph
+ * whose description @d is. 0, -EEXIST (a handle taken), -ENOMEM. */
+static int bodies_register(struct exec *ex, struct exec_graph *owner, struct graph_desc *d)
+{
+	for (uint32_t i = 0; i < d->count; i++) {
+		struct graph_node *n = &d->nodes[i];
+
+		for (uint32_t k = 0; k < node_subgraphs(n); k++) {
+			uint64_t *handle;
+			struct graph_desc *sub = node_subgraph(n, k, &handle);
+			CUgraph real = NULL;
+			struct exec_graph *b;
+			int ret;
+
+			if (!*handle || handle_kind_of(*handle) != HANDLE_GRAPH) {
+				*handle = 0;
+				ret = bodies_register(ex, owner, sub);  /* (a copy holds none) */
+				if (ret)
+					return ret;
+				continue;
+			}
+			if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+				real = n->cond.body_real[k];
+			else if (ex->be->cuGraphChildGraphNodeGetGraph(n->real, &real) != CUDA_SUCCESS)
+				return -EINVAL;
+			b = graph_info_new();
+			if (!b)
+				return -ENOMEM;
+			b->d = sub;
+			b->parent = owner;
+			ret = handle_table_add_at(ex->handles, *handle, real, ex->primary_ctx, b);
+			if (ret) {
+				free(b);
+				*handle = 0;
+				return ret;
+			}
+			ret = bodies_register(ex, b, b->d);
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
+}
 
 CUresult exec_graph_restore(struct exec *ex, uint64_t handle, uint32_t kind, const uint8_t *args,
 			    uint32_t args_len, const void *desc, size_t desc_len, char *err,
@@ -2738,8 +3367,8 @@ CUresult exec_graph_restore(struct exec *ex, uint64_t handle, uint32_t kind, con
 	int ret;
 
 	if (kind == HANDLE_GRAPH) {
-		g = calloc(1, sizeof(*g));
-		d = g ? &g->d : NULL;
+		g = graph_info_new();
+		d = g ? g->d : NULL;
 	} else {
 		x = calloc(1, sizeof(*x));
 		d = x ? &x->d : NULL;
@@ -2754,7 +3383,7 @@ CUresult exec_graph_restore(struct exec *ex, uint64_t handle, uint32_t kind, con
 		free(x);
 		return CUDA_ERROR_INVALID_IMAGE;
 	}
-	res = graph_build(ex, d, &real);
+	res = graph_build(ex, d, &real, NULL);
 	if (res != CUDA_SUCCESS) {
 		snprintf(err, errlen, "graph 0x%llx: rebuilding its %u nodes failed with CUDA error %d",
 			 (unsigned long long)handle, d->count, res);
@@ -2767,7 +3396,17 @@ CUresult exec_graph_restore(struct exec *ex, uint64_t handle, uint32_t kind, con
 			ex->be->cuGraphDestroy(real);
 			goto out_free;
 		}
-		desc_gallocs(ex, &g->d, +1);
+		/* The guest's handles of its conditional bodies, as before. */
+		if (bodies_register(ex, g, g->d)) {
+			snprintf(err, errlen, "graph 0x%llx: the handles of its conditional bodies cannot be "
+				 "given again", (unsigned long long)handle);
+			bodies_forget(ex, g->d);
+			handle_table_remove(ex->handles, handle);
+			ex->be->cuGraphDestroy(real);
+			res = CUDA_ERROR_INVALID_IMAGE;
+			goto out_free;
+		}
+		desc_gallocs(ex, g->d, +1);
 		journal_graph(ex, handle, g);
 		return CUDA_SUCCESS;
 	}

@@ -80,7 +80,11 @@ enum sim_cmd_kind {
 	SIM_CMD_WAIT,
 	SIM_CMD_HOST,           /* a host function or stream callback, on the device thread */
 	SIM_CMD_VALUE,          /* cuStreamWaitValue* / cuStreamWriteValue* */
+	SIM_CMD_COND,           /* a conditional node, or the reset of its handle to its default */
 };
+
+struct sim_cond;
+struct sim_graph;
 
 struct sim_func;
 struct sim_event;
@@ -126,6 +130,11 @@ struct sim_cmd {
 			unsigned flags;         /* CUstreamWaitValue_flags */
 			bool wait;              /* else a write */
 		} value;
+		struct {
+			struct sim_cond *cond;          /* a reference */
+			unsigned type, size;            /* CUgraphConditionalNodeType, bodies */
+			struct sim_graph **bodies;      /* copies made at launch; NULL: a reset */
+		} cond;
 	};
 };
 
@@ -204,6 +213,7 @@ struct sim_graph {
 	unsigned count, cap;
 	struct sim_gnode **nodes;
 	bool owned;                     /* embedded in a node or an executable */
+	bool body;                      /* a conditional node's body (owned) */
 	struct sim_capture *capture;    /* a capture adds to it */
 };
 
@@ -230,12 +240,31 @@ struct sim_gnode {
 		CUDA_HOST_NODE_PARAMS host;
 		struct sim_event *event;
 		struct sim_graph *child;
+		struct {
+			struct sim_cond *cond;          /* a reference */
+			unsigned type, size;
+			struct sim_graph **bodies;      /* owned; handed out as the node's phGraph_out */
+		} cond;
 	};
 	unsigned mark;                  /* scratch for walks */
 };
 
+/* A conditional handle (sim_graph.c): made for one graph, referenced by
+ * the conditional nodes that use it (in copies too). Its value is what
+ * device code names it by: cudaGraphSetConditional's CPU form
+ * (sim_kernel.h, set_conditional) finds it by value. */
+struct sim_cond {
+	struct sim_cond *next;
+	uint64_t value;
+	struct sim_graph *graph;        /* NULL once that graph is gone */
+	unsigned refs;                  /* its graph and the nodes and commands using it */
+	unsigned default_value, flags;
+	unsigned current;               /* the condition, set by kernels */
+};
+
 struct sim_exec {
 	struct sim_exec *next;
+	struct sim_graph *origin;       /* the graph instantiated, NULL once it is gone */
 	struct sim_graph *graph;        /* private copy; node->orig: the instantiated graph's */
 	unsigned count;
 	struct sim_gnode **order;       /* leaf nodes, children flattened, in a topological order */
@@ -326,6 +355,8 @@ struct sim {
 	unsigned kernel_count;
 	struct sim_graph *graphs;
 	struct sim_exec *execs;
+	struct sim_cond *conds;
+	uint64_t cond_ids;
 	struct sim_capture *captures;
 	uint64_t capture_ids;
 	unsigned walk_mark;             /* sim_gnode.mark of the current walk */
@@ -371,6 +402,13 @@ struct sim_cmd *sim_cmd_new(enum sim_cmd_kind kind);
 /* Queue cmd on stream (takes ownership); returns its sequence number. */
 uint64_t sim_cmd_submit(struct sim *sim, struct sim_stream *stream, struct sim_cmd *cmd);
 void sim_cmd_free(struct sim_cmd *cmd);
+/* Run one command on the device thread, without the lock. */
+void sim_cmd_run(struct sim *sim, struct sim_cmd *cmd);
+/* A SIM_CMD_COND (sim_graph.c): run without the lock; released with it. */
+void sim_cond_run(struct sim *sim, struct sim_cmd *cmd);
+void sim_cond_cmd_release(struct sim *sim, struct sim_cmd *cmd);
+/* cudaGraphSetConditional for CPU kernels (struct sim_launch). */
+void sim_launch_set_conditional(const struct sim_launch *launch, uint64_t handle, unsigned value);
 /* Wait until the device of ctx completed seq; drops the lock while waiting. */
 void sim_dev_wait(struct sim *sim, struct sim_dev *dev, uint64_t seq);
 /* Wait for every device to drain (cuMemUnmap and friends are synchronous). */

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "graph_desc.h"
 #include "log.h"
@@ -91,6 +92,27 @@ bool sim_graph_live(struct sim *sim, const struct sim_graph *g)
 	return false;
 }
 
+static void cond_unref(struct sim *sim, struct sim_cond *c)
+{
+	if (--c->refs)
+		return;
+	for (struct sim_cond **p = &sim->conds; *p; p = &(*p)->next)
+		if (*p == c) {
+			*p = c->next;
+			break;
+		}
+	free(c);
+}
+
+/* True when @g has a conditional node (not looking into bodies). */
+static bool graph_has_cond(const struct sim_graph *g)
+{
+	for (unsigned i = 0; i < g->count; i++)
+		if (g->nodes[i]->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+			return true;
+	return false;
+}
+
 static void sim_event_unref(struct sim_event *ev)
 {
 	if (--ev->pending == 0 && ev->destroyed) {
@@ -121,6 +143,16 @@ static void gnode_params_release(struct sim *sim, struct sim_gnode *n)
 			sim_graph_free(sim, n->child);
 		n->child = NULL;
 		break;
+	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+		for (unsigned k = 0; n->cond.bodies && k < n->cond.size; k++)
+			if (n->cond.bodies[k])
+				sim_graph_free(sim, n->cond.bodies[k]);
+		free(n->cond.bodies);
+		n->cond.bodies = NULL;
+		if (n->cond.cond)
+			cond_unref(sim, n->cond.cond);
+		n->cond.cond = NULL;
+		break;
 	default:
 		break;
 	}
@@ -143,6 +175,16 @@ void sim_graph_free(struct sim *sim, struct sim_graph *g)
 	for (unsigned i = 0; i < g->count; i++)
 		gnode_free(sim, g->nodes[i]);
 	free(g->nodes);
+	for (struct sim_exec *x = sim->execs; x; x = x->next)
+		if (x->origin == g)
+			x->origin = NULL;
+	for (struct sim_cond *c = sim->conds, *next; c; c = next) {
+		next = c->next;
+		if (c->graph == g) {
+			c->graph = NULL;
+			cond_unref(sim, c);
+		}
+	}
 	free(g);
 }
 
@@ -237,6 +279,19 @@ static int gnode_params_copy(struct sim *sim, struct sim_gnode *dst, const struc
 	case CU_GRAPH_NODE_TYPE_GRAPH:
 		dst->child = sim_graph_clone(sim, src->child, true);
 		return dst->child ? 0 : -ENOMEM;
+	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+		dst->cond = src->cond;
+		dst->cond.cond->refs++;
+		dst->cond.bodies = calloc(src->cond.size, sizeof(*dst->cond.bodies));
+		if (!dst->cond.bodies)
+			return -ENOMEM;
+		for (unsigned k = 0; k < src->cond.size; k++) {
+			dst->cond.bodies[k] = sim_graph_clone(sim, src->cond.bodies[k], true);
+			if (!dst->cond.bodies[k])
+				return -ENOMEM;
+			dst->cond.bodies[k]->body = true;
+		}
+		return 0;
 	default:
 		return 0;
 	}
@@ -288,6 +343,9 @@ void sim_graphs_teardown(struct sim *sim)
 		struct sim_exec *x = sim->execs;
 
 		sim->execs = x->next;
+		/* With its graph: the graphs its nodes own (children, bodies)
+		 * go with it, never before it. */
+		sim_graph_free(sim, x->graph);
 		free(x->order);
 		free(x);
 	}
@@ -417,8 +475,14 @@ static CUresult enter_node(CUgraphNode h, int type, struct sim **psim, struct si
 static CUresult node_append(struct sim_graph *g, CUgraphNodeType type, const CUgraphNode *deps, size_t ndeps,
 			    CUgraphNode *ph, struct sim_gnode **out)
 {
-	struct sim_gnode *n = sim_gnode_add(g, type, (struct sim_gnode *const *)deps, (unsigned)ndeps);
+	struct sim_gnode *n;
 
+	/* What a conditional body may hold, as the driver documents it. */
+	if (g->body && type != CU_GRAPH_NODE_TYPE_KERNEL && type != CU_GRAPH_NODE_TYPE_EMPTY &&
+	    type != CU_GRAPH_NODE_TYPE_GRAPH && type != CU_GRAPH_NODE_TYPE_MEMSET &&
+	    type != CU_GRAPH_NODE_TYPE_MEMCPY && type != CU_GRAPH_NODE_TYPE_CONDITIONAL)
+		return CUDA_ERROR_INVALID_VALUE;
+	n = sim_gnode_add(g, type, (struct sim_gnode *const *)deps, (unsigned)ndeps);
 	if (!n)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	*ph = (CUgraphNode)n;
@@ -593,6 +657,9 @@ CUresult sim_cuGraphClone(CUgraph *ph, CUgraph h)
 	if (rc)
 		return rc;
 	rc = graph_resolve(sim, h, &g);
+	/* "The graph cannot be cloned" (cuda.h, CU_GRAPH_NODE_TYPE_CONDITIONAL). */
+	if (!rc && graph_has_cond(g))
+		rc = CUDA_ERROR_NOT_SUPPORTED;
 	if (!rc) {
 		c = sim_graph_clone(sim, g, false);
 		if (c)
@@ -968,6 +1035,9 @@ CUresult sim_cuGraphAddChildGraphNode(CUgraphNode *ph, CUgraph hg, const CUgraph
 	rc = graph_resolve(sim, hchild, &child);
 	if (!rc && (child == g || child->capture))
 		rc = CUDA_ERROR_INVALID_VALUE;
+	/* "The graph cannot be used in a child node." */
+	if (!rc && graph_has_cond(child))
+		rc = CUDA_ERROR_NOT_SUPPORTED;
 	if (!rc)
 		rc = node_append(g, CU_GRAPH_NODE_TYPE_GRAPH, deps, ndeps, ph, &n);
 	if (!rc && !(n->child = sim_graph_clone(sim, child, true))) {
@@ -1211,6 +1281,10 @@ CUresult sim_cuGraphInstantiateWithParams(CUgraphExec *ph, CUgraph hg, CUDA_GRAP
 	rc = graph_resolve(sim, hg, &g);
 	if (!rc && g->capture)
 		rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	/* "Only one instantiation of the graph may exist at any point in time." */
+	for (struct sim_exec *e = sim->execs; !rc && e; e = e->next)
+		if (e->origin == g && graph_has_cond(g))
+			rc = CUDA_ERROR_INVALID_VALUE;
 	if (!rc && p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) {
 		rc = sim_ctx_require(sim, &ctx);
 		if (!rc)
@@ -1237,6 +1311,7 @@ CUresult sim_cuGraphInstantiateWithParams(CUgraphExec *ph, CUgraph hg, CUDA_GRAP
 	x->order = o.nodes;
 	x->count = o.count;
 	x->flags = p->flags;
+	x->origin = g;
 	x->next = sim->execs;
 	sim->execs = x;
 	*ph = (CUgraphExec)x;
@@ -1270,6 +1345,8 @@ CUresult sim_cuGraphExecDestroy(CUgraphExec h)
 	sim_leave(sim);
 	return rc;
 }
+
+static CUresult cond_cmd(struct sim *sim, struct sim_stream *s, struct sim_gnode *n, struct sim_cmd **q);
 
 /* The commands of one node, appended to @q. */
 static CUresult node_cmds(struct sim *sim, struct sim_stream *s, struct sim_gnode *n, struct sim_cmd **q)
@@ -1343,6 +1420,8 @@ static CUresult node_cmds(struct sim *sim, struct sim_stream *s, struct sim_gnod
 		cmd->next = *q;
 		*q = cmd;
 		return CUDA_SUCCESS;
+	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+		return cond_cmd(sim, s, n, q);
 	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
 		/* The device's FIFO orders its own records; only another
 		 * device's event needs a wait. */
@@ -1358,6 +1437,284 @@ static CUresult node_cmds(struct sim *sim, struct sim_stream *s, struct sim_gnod
 	default:
 		return CUDA_SUCCESS;
 	}
+}
+
+/* ---- conditional nodes -------------------------------------------------- */
+
+static void cmds_free(struct sim_cmd *q)
+{
+	while (q) {
+		struct sim_cmd *c = q;
+
+		q = c->next;
+		sim_cmd_free(c);
+	}
+}
+
+/* The commands of body @g, in its order, into *@out (first to run first). */
+static CUresult body_cmds(struct sim *sim, struct sim_stream *s, const struct sim_graph *g, struct sim_cmd **out)
+{
+	struct order o = { 0 };
+	struct sim_cmd *q = NULL;
+	CUresult rc = CUDA_SUCCESS;
+	int ret = order_build(g, &o, 0);
+
+	*out = NULL;
+	if (ret) {
+		free(o.nodes);
+		return ret == -ELOOP ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	for (unsigned i = 0; i < o.count && !rc; i++)
+		rc = node_cmds(sim, s, o.nodes[i], &q);
+	free(o.nodes);
+	while (q) {
+		struct sim_cmd *c = q;
+
+		q = c->next;
+		c->next = *out;
+		*out = c;
+	}
+	if (rc) {
+		cmds_free(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+/* A conditional node's command: copies of its bodies (a queued launch
+ * holds everything it needs), each checked now as a launch checks its
+ * nodes. */
+static CUresult cond_cmd(struct sim *sim, struct sim_stream *s, struct sim_gnode *n, struct sim_cmd **q)
+{
+	struct sim_cmd *cmd = sim_cmd_new(SIM_CMD_COND), *check;
+	CUresult rc = CUDA_SUCCESS;
+
+	if (!cmd)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	cmd->cond.cond = n->cond.cond;
+	n->cond.cond->refs++;
+	cmd->cond.type = n->cond.type;
+	cmd->cond.size = n->cond.size;
+	cmd->cond.bodies = calloc(n->cond.size, sizeof(*cmd->cond.bodies));
+	if (!cmd->cond.bodies)
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+	for (unsigned k = 0; k < n->cond.size && !rc; k++) {
+		cmd->cond.bodies[k] = sim_graph_clone(sim, n->cond.bodies[k], true);
+		if (!cmd->cond.bodies[k]) {
+			rc = CUDA_ERROR_OUT_OF_MEMORY;
+			break;
+		}
+		cmd->cond.bodies[k]->body = true;
+		rc = body_cmds(sim, s, cmd->cond.bodies[k], &check);
+		cmds_free(check);
+	}
+	if (rc) {
+		sim_cmd_free(cmd);
+		return rc;
+	}
+	cmd->next = *q;
+	*q = cmd;
+	return CUDA_SUCCESS;
+}
+
+/* A reset to its default of every handle with CU_GRAPH_COND_ASSIGN_DEFAULT
+ * that a conditional node of @g (bodies and children included) uses. */
+static CUresult cond_resets(const struct sim_graph *g, struct sim_cmd **q, unsigned depth)
+{
+	CUresult rc = CUDA_SUCCESS;
+
+	if (depth > 64)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned i = 0; i < g->count && !rc; i++) {
+		const struct sim_gnode *n = g->nodes[i];
+
+		if (n->type == CU_GRAPH_NODE_TYPE_GRAPH) {
+			rc = cond_resets(n->child, q, depth + 1);
+		} else if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+			if (n->cond.cond->flags & CU_GRAPH_COND_ASSIGN_DEFAULT) {
+				struct sim_cmd *cmd = sim_cmd_new(SIM_CMD_COND);
+
+				if (!cmd)
+					return CUDA_ERROR_OUT_OF_MEMORY;
+				cmd->cond.cond = n->cond.cond;
+				n->cond.cond->refs++;
+				cmd->next = *q;
+				*q = cmd;
+			}
+			for (unsigned k = 0; k < n->cond.size && !rc; k++)
+				rc = cond_resets(n->cond.bodies[k], q, depth + 1);
+		}
+	}
+	return rc;
+}
+
+void sim_cond_cmd_release(struct sim *sim, struct sim_cmd *cmd)
+{
+	for (unsigned k = 0; cmd->cond.bodies && k < cmd->cond.size; k++)
+		if (cmd->cond.bodies[k])
+			sim_graph_free(sim, cmd->cond.bodies[k]);
+	free(cmd->cond.bodies);
+	cmd->cond.bodies = NULL;
+	if (cmd->cond.cond)
+		cond_unref(sim, cmd->cond.cond);
+	cmd->cond.cond = NULL;
+}
+
+/* The body a condition value selects, or -1. */
+static int cond_pick(unsigned type, unsigned size, unsigned v)
+{
+	switch (type) {
+	case CU_GRAPH_COND_TYPE_IF:
+		return v ? 0 : size == 2 ? 1 : -1;
+	case CU_GRAPH_COND_TYPE_WHILE:
+		return v ? 0 : -1;
+	default:
+		return v < size ? (int)v : -1;
+	}
+}
+
+/* On the device thread, without the lock: the bodies run here, inline, in
+ * the FIFO position of the node (a while node's as often as its condition
+ * stays non-zero). A poisoned context or a stopping sim ends the loop. */
+void sim_cond_run(struct sim *sim, struct sim_cmd *cmd)
+{
+	struct sim_cond *c = cmd->cond.cond;
+	struct sim_ctx *ctx = cmd->stream->ctx;
+
+	pthread_mutex_lock(&sim->lock);
+	if (!cmd->cond.bodies) {
+		c->current = c->default_value;
+		pthread_mutex_unlock(&sim->lock);
+		return;
+	}
+	for (;;) {
+		int k = cond_pick(cmd->cond.type, cmd->cond.size, c->current);
+		struct sim_cmd *body;
+
+		if (k < 0 || sim->stopping || __atomic_load_n(&ctx->sticky, __ATOMIC_ACQUIRE) != CUDA_SUCCESS)
+			break;
+		/* Checked at launch; memory may have gone since, as for any node. */
+		if (body_cmds(sim, cmd->stream, cmd->cond.bodies[k], &body) != CUDA_SUCCESS) {
+			pr_warn("a conditional body can no longer run: the context is poisoned");
+			__atomic_store_n(&ctx->sticky, CUDA_ERROR_ILLEGAL_ADDRESS, __ATOMIC_RELEASE);
+			break;
+		}
+		pthread_mutex_unlock(&sim->lock);
+		for (struct sim_cmd *b = body; b; b = b->next) {
+			b->stream = cmd->stream;
+			sim_cmd_run(sim, b);
+		}
+		pthread_mutex_lock(&sim->lock);
+		cmds_free(body);
+		if (cmd->cond.type != CU_GRAPH_COND_TYPE_WHILE)
+			break;
+	}
+	pthread_mutex_unlock(&sim->lock);
+}
+
+void sim_launch_set_conditional(const struct sim_launch *launch, uint64_t handle, unsigned value)
+{
+	struct sim *sim = sim_self;
+
+	(void)launch;
+	pthread_mutex_lock(&sim->lock);
+	for (struct sim_cond *c = sim->conds; c; c = c->next)
+		if (c->value == handle) {
+			c->current = value;
+			break;
+		}
+	pthread_mutex_unlock(&sim->lock);
+}
+
+CUresult sim_cuGraphConditionalHandleCreate(CUgraphConditionalHandle *out, CUgraph hg, CUcontext hctx,
+					    unsigned int default_value, unsigned int flags)
+{
+	struct sim_graph *g;
+	struct sim_ctx *ctx;
+	struct sim_cond *c;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!out || flags & ~(unsigned)CU_GRAPH_COND_ASSIGN_DEFAULT)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = sim_enter(&sim);
+	if (rc)
+		return rc;
+	rc = graph_resolve(sim, hg, &g);
+	if (!rc)
+		rc = sim_ctx_require(sim, &ctx);
+	if (!rc && hctx && hctx != (CUcontext)ctx)
+		rc = CUDA_ERROR_INVALID_CONTEXT;
+	if (!rc && !(c = calloc(1, sizeof(*c))))
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+	if (!rc) {
+		/* Opaque, and different in another worker process: what a
+		 * restore must translate kernel arguments for (docs/sim.md). */
+		c->value = 0x7c00000000000000ull | (uint64_t)(getpid() & 0xffffff) << 32 | ++sim->cond_ids;
+		c->graph = g;
+		c->refs = 1;
+		c->default_value = default_value;
+		c->current = default_value;
+		c->flags = flags;
+		c->next = sim->conds;
+		sim->conds = c;
+		*out = c->value;
+	}
+	sim_leave(sim);
+	return rc;
+}
+
+/* cuGraphAddNode: conditional nodes only (the executor adds every other
+ * type with its own call). */
+CUresult sim_cuGraphAddNode(CUgraphNode *ph, CUgraph hg, const CUgraphNode *deps, const CUgraphEdgeData *edata,
+			    size_t ndeps, CUgraphNodeParams *p)
+{
+	CUDA_CONDITIONAL_NODE_PARAMS *cp;
+	struct sim_cond *c = NULL;
+	struct sim_gnode *n = NULL;
+	struct sim_graph *g;
+	struct sim *sim;
+	CUresult rc;
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (p->type != CU_GRAPH_NODE_TYPE_CONDITIONAL || edata)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	cp = &p->conditional;
+	if (!graph_cond_shape_ok(cp->type, cp->size))
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = enter_add(ph, hg, deps, ndeps, &sim, &g);
+	if (rc)
+		return rc;
+	/* The handle must be one made for this graph. */
+	for (c = sim->conds; c; c = c->next)
+		if (c->value == cp->handle && c->graph == g)
+			break;
+	if (!c)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (!rc)
+		rc = node_append(g, CU_GRAPH_NODE_TYPE_CONDITIONAL, deps, ndeps, ph, &n);
+	if (!rc) {
+		n->cond.type = cp->type;
+		n->cond.size = cp->size;
+		n->cond.cond = c;
+		c->refs++;
+		n->cond.bodies = calloc(cp->size, sizeof(*n->cond.bodies));
+		for (unsigned k = 0; n->cond.bodies && k < cp->size; k++) {
+			n->cond.bodies[k] = sim_graph_new(sim, true);
+			if (!n->cond.bodies[k])
+				break;
+			n->cond.bodies[k]->body = true;
+		}
+		if (!n->cond.bodies || !n->cond.bodies[cp->size - 1]) {
+			gnode_drop_last(sim, g);
+			rc = CUDA_ERROR_OUT_OF_MEMORY;
+		} else {
+			cp->phGraph_out = (CUgraph *)n->cond.bodies;
+		}
+	}
+	sim_leave(sim);
+	return rc;
 }
 
 CUresult sim_cuGraphLaunch(CUgraphExec h, CUstream hs)
@@ -1386,6 +1743,9 @@ CUresult sim_cuGraphLaunch(CUgraphExec h, CUstream hs)
 		goto out;
 	}
 	rc = sim_capture_legacy_check(sim, s);
+	/* Handles that start each launch at their default first. */
+	if (!rc)
+		rc = cond_resets(x->graph, &q, 0);
 	/* Every command is made (and every node checked) before one is queued:
 	 * a launch runs whole or not at all. */
 	for (unsigned i = 0; i < x->count && !rc; i++)
@@ -1604,6 +1964,11 @@ CUresult sim_cuGraphExecUpdate(CUgraphExec h, CUgraph hg, CUgraphExecUpdateResul
 		rc = graph_resolve(sim, hg, &g);
 	if (!rc && g->capture)
 		rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	/* The sim does not pair conditional bodies: refused, never half done. */
+	if (!rc && (graph_has_cond(g) || graph_has_cond(x->graph))) {
+		info->result = CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED;
+		rc = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+	}
 	if (!rc) {
 		unsigned *pair = malloc((x->graph->count + 1) * sizeof(*pair));
 
@@ -2011,7 +2376,7 @@ CUresult sim_graph_capture_target(struct sim *sim, CUgraph hg, const CUgraphNode
 {
 	CUresult rc = graph_resolve(sim, hg, out);
 
-	if (!rc && ((*out)->capture || (*out)->owned))
+	if (!rc && ((*out)->capture || ((*out)->owned && !(*out)->body)))
 		rc = (*out)->capture ? CUDA_ERROR_ILLEGAL_STATE : CUDA_ERROR_INVALID_VALUE;
 	if (!rc)
 		rc = deps_check(sim, *out, deps, n);

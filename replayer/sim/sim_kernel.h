@@ -42,7 +42,7 @@
 
 #include <stdint.h>
 
-#define SIM_KERNEL_ABI 1
+#define SIM_KERNEL_ABI 2
 
 struct sim_dim3 {
 	uint32_t x, y, z;
@@ -61,6 +61,10 @@ struct sim_launch {
 	 * globals its CUDA version names as symbols through this. */
 	void *(*global)(const struct sim_launch *launch, const char *name);
 	const void *module;             /* the sim's, for global() */
+	/* cudaGraphSetConditional(handle, value): sets the condition of the
+	 * conditional handle whose value @handle the kernel got as an argument
+	 * (ABI 2). An unknown handle is ignored, as a stale one on a GPU. */
+	void (*set_conditional)(const struct sim_launch *launch, uint64_t handle, unsigned value);
 };
 
 typedef void (*sim_kernel_fn)(const struct sim_launch *launch);
@@ -78,6 +82,9 @@ struct sim_kernel_table {
 #define SIM_ARG(launch, i, type) (*(type *)(launch)->params[(i)])
 /* The module global @name as a pointer to @type (NULL if there is none). */
 #define SIM_GLOBAL(launch, name, type) ((type *)(launch)->global((launch), (name)))
+
+/* cudaGraphSetConditional(handle, value) in a CPU kernel. */
+#define SIM_SET_CONDITIONAL(launch, handle, value) ((launch)->set_conditional((launch), (handle), (value)))
 
 /* Loop over every thread of the grid in x, as blockIdx.x * blockDim.x + threadIdx.x. */
 #define SIM_FOR_EACH_THREAD(launch, i)                                         \

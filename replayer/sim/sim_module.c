@@ -1060,6 +1060,7 @@ struct sim_cmd *sim_kernel_cmd_new(struct sim_func *f, const uint8_t *args, cons
 	cmd->kernel.launch.param_sizes = sizes;
 	cmd->kernel.launch.global = sim_launch_global;
 	cmd->kernel.launch.module = f->module;
+	cmd->kernel.launch.set_conditional = sim_launch_set_conditional;
 	return cmd;
 }
 

@@ -41,6 +41,8 @@ void sim_cmd_free(struct sim_cmd *cmd)
 		free(cmd->copy.staging);
 	if (cmd->kind == SIM_CMD_KERNEL)
 		free(cmd->kernel.block);
+	if (cmd->kind == SIM_CMD_COND)
+		sim_cond_cmd_release(sim_self, cmd);
 	free(cmd);
 }
 
@@ -81,8 +83,7 @@ static void sim_event_unlink(struct sim *sim, struct sim_event *e)
 		}
 }
 
-/* Run one command without the lock. */
-static void sim_cmd_run(struct sim *sim, struct sim_cmd *cmd)
+void sim_cmd_run(struct sim *sim, struct sim_cmd *cmd)
 {
 	struct sim_ctx *ctx = cmd->stream->ctx;
 
@@ -137,6 +138,9 @@ static void sim_cmd_run(struct sim *sim, struct sim_cmd *cmd)
 		break;
 	case SIM_CMD_VALUE:
 		sim_value_run(sim, cmd);
+		break;
+	case SIM_CMD_COND:
+		sim_cond_run(sim, cmd);
 		break;
 	}
 }

@@ -14,7 +14,12 @@
  * cudaGraphExecKernelNodeSetParams. The checksum is the same as without.
  * The node-by-node graph also holds a memset node that would wipe the half,
  * disabled in its executable, and a kernel node attribute: a restore must
- * keep the node disabled.
+ * keep the node disabled. Every fourth step also runs a few rounds over the
+ * start of the data: in graph mode a graph whose while node runs its body
+ * until the body's kernel (cudaGraphSetConditional) ends it, the round count
+ * set by a kernel node re-parametrised each launch; otherwise the same
+ * kernels launched one by one. A restore must rebuild the conditional node
+ * with its handle, whose value kernel arguments hold (docs/limits.md).
  *
  * TERN_TEST_TWO_DEVICES=1 also keeps a buffer on device 1 (filled from
  * device 0's data by a peer copy) that a stream of device 1 mixes every
@@ -78,6 +83,39 @@ extern "C" __global__ void ck_wait(unsigned ms)
 		__nanosleep(100000);
 		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
 	} while (now - start < (uint64_t)ms * 1000000ull);
+}
+
+/* The conditional rounds (graph mode: a while node's body): one block
+ * mixes the first CK_COND_WORDS words, then the round count goes down. */
+#define CK_COND_WORDS 4096u
+
+extern "C" __global__ void ck_cinit(unsigned *rounds, unsigned step)
+{
+	if (blockIdx.x == 0 && threadIdx.x == 0)
+		*rounds = step % 5 + 1;
+}
+
+__device__ void ck_cround(unsigned *x, unsigned *rounds)
+{
+	unsigned r = *rounds;
+
+	for (unsigned j = threadIdx.x; j < CK_COND_WORDS; j += blockDim.x)
+		x[j] = x[j] * 2654435761u + r + j;
+	__syncthreads();
+	if (threadIdx.x == 0)
+		*rounds = r - 1;
+}
+
+extern "C" __global__ void ck_cplain(unsigned *x, unsigned *rounds)
+{
+	ck_cround(x, rounds);
+}
+
+extern "C" __global__ void ck_cbody(cudaGraphConditionalHandle h, unsigned *x, unsigned *rounds)
+{
+	ck_cround(x, rounds);
+	if (threadIdx.x == 0)
+		cudaGraphSetConditional(h, *rounds > 0);
 }
 
 /* A __device__ counter folded with every step: module globals live outside
@@ -288,9 +326,10 @@ int main(int argc, char **argv)
 	CHECK(cudaCreateTextureObject(&tex, &ard, &atd, NULL));
 	/* Graph mode: one captured graph, one built node by node. */
 	bool graphs = getenv("TERN_TEST_GRAPH") && atoi(getenv("TERN_TEST_GRAPH"));
-	cudaGraph_t g_main = NULL, g_half = NULL;
-	cudaGraphExec_t x_main = NULL, x_half = NULL;
-	cudaGraphNode_t n_main = NULL, n_half = NULL;
+	cudaGraph_t g_main = NULL, g_half = NULL, g_cond = NULL;
+	cudaGraphExec_t x_main = NULL, x_half = NULL, x_cond = NULL;
+	cudaGraphNode_t n_main = NULL, n_half = NULL, n_cinit = NULL;
+	unsigned *rounds_d;
 	/* Settings a restore must make again (docs/journal.md, "Settings"),
 	 * made before the graphs: the node-by-node one launches ck_mix with
 	 * the 64 KiB, so a restore must set them before it rebuilds graphs. */
@@ -304,6 +343,38 @@ int main(int argc, char **argv)
 		ck_mvar[j] = mvar_want[j] = j * 0x9e3779b97f4a7c15ull;
 
 	CHECK(cudaFuncSetAttribute(ck_mix, cudaFuncAttributeMaxDynamicSharedMemorySize, mix_smem));
+	CHECK(cudaMalloc(&rounds_d, sizeof(unsigned)));
+	if (graphs) {
+		/* The rounds: init node, then a while node (its handle 1 at each
+		 * launch) whose body's kernel counts the rounds down. */
+		cudaGraphConditionalHandle h;
+		cudaGraphNodeParams cp = {};
+		cudaKernelNodeParams kp = {};
+		cudaGraph_t body;
+		cudaGraphNode_t loop;
+		unsigned step0 = 0;
+		void *init_args[] = { &rounds_d, &step0 };
+		void *body_args[] = { &h, &d, &rounds_d };
+
+		CHECK(cudaGraphCreate(&g_cond, 0));
+		CHECK(cudaGraphConditionalHandleCreate(&h, g_cond, 1, cudaGraphCondAssignDefault));
+		kp.func = (void *)ck_cinit;
+		kp.gridDim = dim3(1);
+		kp.blockDim = dim3(1);
+		kp.kernelParams = init_args;
+		CHECK(cudaGraphAddKernelNode(&n_cinit, g_cond, NULL, 0, &kp));
+		cp.type = cudaGraphNodeTypeConditional;
+		cp.conditional.handle = h;
+		cp.conditional.type = cudaGraphCondTypeWhile;
+		cp.conditional.size = 1;
+		CHECK(cudaGraphAddNode(&loop, g_cond, &n_cinit, NULL, 1, &cp));
+		body = cp.conditional.phGraph_out[0];
+		kp.func = (void *)ck_cbody;
+		kp.blockDim = dim3(256);
+		kp.kernelParams = body_args;
+		CHECK(cudaGraphAddKernelNode(&loop, body, NULL, 0, &kp));
+		CHECK(cudaGraphInstantiate(&x_cond, g_cond, 0));
+	}
 	if (graphs) {
 		size_t count = 1;
 		unsigned step0 = 0;
@@ -394,6 +465,22 @@ int main(int argc, char **argv)
 			CHECK(cudaGetLastError());
 			if (i % 8 == 7)
 				ck_mix<<<64, 256, 0, s>>>(z, half, i);  /* only the first half changes */
+		}
+		if (i % 4 == 1 && graphs) {     /* the rounds */
+			void *args[] = { &rounds_d, &i };
+			cudaKernelNodeParams p = {};
+
+			p.func = (void *)ck_cinit;
+			p.gridDim = dim3(1);
+			p.blockDim = dim3(1);
+			p.kernelParams = args;
+			CHECK(cudaGraphExecKernelNodeSetParams(x_cond, n_cinit, &p));
+			CHECK(cudaGraphLaunch(x_cond, s));
+		} else if (i % 4 == 1) {
+			ck_cinit<<<1, 1, 0, s>>>(rounds_d, i);
+			for (unsigned r = 0; r < i % 5 + 1; r++)
+				ck_cplain<<<1, 256, 0, s>>>(d, rounds_d);
+			CHECK(cudaGetLastError());
 		}
 		if (i % 4 == 3) {       /* across the two VMM chunks */
 			ck_mix<<<64, 256, 0, s>>>(vd, vmm_words, i);
@@ -542,7 +629,10 @@ int main(int argc, char **argv)
 		CHECK(cudaGraphExecDestroy(x_half));
 		CHECK(cudaGraphDestroy(g_main));
 		CHECK(cudaGraphDestroy(g_half));
+		CHECK(cudaGraphExecDestroy(x_cond));
+		CHECK(cudaGraphDestroy(g_cond));
 	}
+	CHECK(cudaFree(rounds_d));
 	CHECK(cudaFree(d));
 	CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used));
 	REQUIRE(used >= 2 * half * sizeof(unsigned), "the pool counts %llu bytes in use",

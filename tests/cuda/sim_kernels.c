@@ -244,6 +244,53 @@ static void ck_mix(const struct sim_launch *l)
 		x[j] = x[j] * 1664525u + 1013904223u + (step ^ j);
 }
 
+/* ckpt_loop.cu: the conditional rounds over the first 4096 words. */
+static void ck_cround(const struct sim_launch *l, unsigned *x, unsigned *rounds)
+{
+	unsigned r = *rounds;
+
+	(void)l;
+	for (unsigned j = 0; j < 4096u; j++)
+		x[j] = x[j] * 2654435761u + r + j;
+	*rounds = r - 1;
+}
+
+static void ck_cinit(const struct sim_launch *l)
+{
+	unsigned *rounds, step;
+
+	if (!ARGS_OK(l, 8, 4))
+		return;
+	ARG(l, 0, rounds);
+	ARG(l, 1, step);
+	*rounds = step % 5 + 1;
+}
+
+static void ck_cplain(const struct sim_launch *l)
+{
+	unsigned *x, *rounds;
+
+	if (!ARGS_OK(l, 8, 8))
+		return;
+	ARG(l, 0, x);
+	ARG(l, 1, rounds);
+	ck_cround(l, x, rounds);
+}
+
+static void ck_cbody(const struct sim_launch *l)
+{
+	uint64_t h;
+	unsigned *x, *rounds;
+
+	if (!ARGS_OK(l, 8, 8, 8))
+		return;
+	ARG(l, 0, h);
+	ARG(l, 1, x);
+	ARG(l, 2, rounds);
+	ck_cround(l, x, rounds);
+	SIM_SET_CONDITIONAL(l, h, *rounds > 0);
+}
+
 static void ck_wait(const struct sim_launch *l)
 {
 	unsigned ms;
@@ -510,6 +557,35 @@ static void ov_reduce(const struct sim_launch *l)
 	*out += sum;
 }
 
+/* graph_conditional.cu: conditions set as cudaGraphSetConditional does. */
+static void cg_set(const struct sim_launch *l)
+{
+	uint64_t h;
+	const int *flag;
+
+	if (!ARGS_OK(l, 8, 8))
+		return;
+	ARG(l, 0, h);
+	ARG(l, 1, flag);
+	SIM_SET_CONDITIONAL(l, h, (unsigned)*flag);
+}
+
+static void cg_step(const struct sim_launch *l)
+{
+	uint64_t h;
+	int *counter;
+	long long *sum;
+
+	if (!ARGS_OK(l, 8, 8, 8))
+		return;
+	ARG(l, 0, h);
+	ARG(l, 1, counter);
+	ARG(l, 2, sum);
+	*sum += *counter;
+	*counter -= 1;
+	SIM_SET_CONDITIONAL(l, h, *counter > 0 ? 1u : 0u);
+}
+
 /* graphs.cu: each thread i < n of the grid touches element i. */
 static uint64_t graph_span(const struct sim_launch *l, int n)
 {
@@ -568,6 +644,19 @@ static void g_add(const struct sim_launch *l)
 	ARG(l, 2, n);
 	for (uint64_t i = 0; i < graph_span(l, n); i++)
 		y[i] += x[i];
+}
+
+static void cg_add(const struct sim_launch *l)
+{
+	int *a, v, n;
+
+	if (!ARGS_OK(l, 8, 4, 4))
+		return;
+	ARG(l, 0, a);
+	ARG(l, 1, v);
+	ARG(l, 2, n);
+	for (uint64_t i = 0; i < graph_span(l, n); i++)
+		a[i] += v;
 }
 
 /* managed.cu */
@@ -635,6 +724,12 @@ SIM_KERNELS_BEGIN
 	SIM_KERNEL("ov_affine", ov_affine),
 	SIM_KERNEL("ov_xorshift", ov_xorshift),
 	SIM_KERNEL("ov_reduce", ov_reduce),
+	SIM_KERNEL("ck_cinit", ck_cinit),
+	SIM_KERNEL("ck_cplain", ck_cplain),
+	SIM_KERNEL("ck_cbody", ck_cbody),
+	SIM_KERNEL("cg_set", cg_set),
+	SIM_KERNEL("cg_step", cg_step),
+	SIM_KERNEL("cg_add", cg_add),
 	SIM_KERNEL("g_iota", g_iota),
 	SIM_KERNEL("g_scale", g_scale),
 	SIM_KERNEL("g_fill", g_fill),

@@ -130,6 +130,13 @@ static CUresult memcpy_add(uint64_t graph, uint64_t dst, uint64_t src, uint64_t 
 	return res;
 }
 
+static uint32_t le32_of(const void *p, size_t at)
+{
+	const uint8_t *b = (const uint8_t *)p + at;
+
+	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
 static uint32_t node_count(uint64_t graph)
 {
 	struct wire_graph_get_nodes_req req = { .graph = graph };
@@ -597,6 +604,332 @@ static void test_large_graph(void **state)
 	free(d);
 }
 
+/* ---- conditional nodes ---------------------------------------------------- */
+
+/* A new executable of graph @g. */
+static uint64_t instantiated(uint64_t g)
+{
+	struct wire_graph_instantiate_req req = { .graph = g };
+	struct wire_graph_instantiate_rep rep;
+
+	assert_int_equal(exec_graph_instantiate(&fx.ex, &req, &rep), CUDA_SUCCESS);
+	assert_int_equal(rep.status, CUDA_SUCCESS);
+	return rep.exec;
+}
+
+struct hash_find {
+	uint64_t handle;
+	uint8_t hash[TRACKER_HASH_SIZE];
+	bool found;
+};
+
+static int hash_find_one(void *ctx, uint64_t handle, const struct tracker_object *o)
+{
+	struct hash_find *f = ctx;
+
+	if (handle == f->handle) {
+		memcpy(f->hash, o->args, TRACKER_HASH_SIZE);
+		f->found = true;
+	}
+	return 0;
+}
+
+/* A copy of the journaled description of graph @g (*@len bytes). */
+static void *journaled_desc(uint64_t g, size_t *len, uint8_t hash[TRACKER_HASH_SIZE])
+{
+	struct hash_find f = { .handle = g };
+	struct tracker_image im;
+	const void *bytes;
+	void *desc;
+
+	exec_graph_journal_flush(&fx.ex);
+	assert_int_equal(tracker_object_foreach(fx.ex.journal, NULL, 0, hash_find_one, &f), 0);
+	assert_true(f.found);
+	assert_int_equal(tracker_image_get(fx.ex.journal, f.hash, &im, &bytes), 0);
+	desc = malloc(im.size);
+	memcpy(desc, bytes, im.size);
+	*len = im.size;
+	memcpy(hash, f.hash, TRACKER_HASH_SIZE);
+	return desc;
+}
+
+static CUresult cond_handle(uint64_t g, uint64_t ctx, uint32_t def, uint32_t flags, uint64_t *value)
+{
+	struct wire_graph_conditional_handle_create_req req = { .graph = g, .ctx = ctx, .default_value = def,
+								 .flags = flags };
+	struct wire_graph_conditional_handle_create_rep rep = { 0 };
+	CUresult res = exec_graph_conditional_handle_create(&fx.ex, &req, &rep);
+
+	*value = rep.value;
+	return res;
+}
+
+static CUresult cond_add(uint64_t g, struct wire_blob d, uint64_t value, uint32_t type, uint32_t size,
+			 uint32_t *node, uint64_t *bodies)
+{
+	struct wire_graph_add_conditional_node_req req = { .graph = g, .deps = d, .value = value, .type = type,
+							   .size = size };
+	struct wire_graph_add_conditional_node_rep rep = { 0 };
+	CUresult res = exec_graph_add_conditional_node(&fx.ex, &req, &rep);
+
+	if (res == CUDA_SUCCESS) {
+		assert_int_equal(rep.bodies.len, size * 8);
+		memcpy(bodies, rep.bodies.ptr, size * 8);
+		*node = rep.node;
+	}
+	return res;
+}
+
+/* Conditional nodes: hostile handles, types and sizes refused; bodies are
+ * graphs of their node (not destroyed, cloned, instantiated or made a
+ * child alone); an if/else runs its body by the handle's default; the
+ * description (version 3) restores the graph, its handles and the guest's
+ * body handles; a destroyed node takes its bodies' handles along. */
+static void test_conditional(void **state)
+{
+	uint64_t g = graph_new(), other = graph_new(), h, h2, hn, nested, bodies[2], exec, restored;
+	uint32_t cond, n, dep = 0;
+	uint8_t hash[TRACKER_HASH_SIZE];
+	size_t len;
+	void *desc;
+	char err[256];
+
+	assert_int_equal(cond_handle(g, 0, 1, 2, &h), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cond_handle(fx.stream, 0, 1, 0, &h), CUDA_ERROR_INVALID_HANDLE);
+	assert_int_equal(cond_handle(g, fx.stream, 1, 0, &h), CUDA_ERROR_INVALID_CONTEXT);
+	assert_int_equal(cond_handle(g, 0, 1, 0, &h), CUDA_SUCCESS);
+	assert_int_equal(cond_handle(other, 0, 0, CU_GRAPH_COND_ASSIGN_DEFAULT, &h2), CUDA_SUCCESS);
+	assert_true(h != h2);
+	/* Types, sizes, handles, dependencies. */
+	assert_int_equal(cond_add(g, (struct wire_blob){ 0 }, h, 3, 1, &cond, bodies), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cond_add(g, (struct wire_blob){ 0 }, h, CU_GRAPH_COND_TYPE_WHILE, 2, &cond, bodies),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cond_add(g, (struct wire_blob){ 0 }, h, CU_GRAPH_COND_TYPE_IF, 3, &cond, bodies),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cond_add(g, (struct wire_blob){ 0 }, h, CU_GRAPH_COND_TYPE_SWITCH, 0, &cond, bodies),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cond_add(g, (struct wire_blob){ 0 }, h, CU_GRAPH_COND_TYPE_SWITCH, 1u << 20, &cond,
+				  bodies), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cond_add(g, (struct wire_blob){ 0 }, h2, CU_GRAPH_COND_TYPE_IF, 1, &cond, bodies),
+			 CUDA_ERROR_INVALID_VALUE);     /* another graph's handle */
+	assert_int_equal(cond_add(g, (struct wire_blob){ 0 }, h + 12345, CU_GRAPH_COND_TYPE_IF, 1, &cond, bodies),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cond_add(g, deps(&dep, 1), h, CU_GRAPH_COND_TYPE_IF, 1, &cond, bodies),
+			 CUDA_ERROR_INVALID_VALUE);     /* no node 0 yet */
+	assert_int_equal(node_count(g), 0);
+
+	/* if (default 1) { memset 5 } else { memset 7 }, after a memset 0. */
+	assert_int_equal(memset_add(g, fx.mem, 0, 4, 256, 1, 0, &n), CUDA_SUCCESS);
+	assert_int_equal(cond_add(g, deps(&n, 1), h, CU_GRAPH_COND_TYPE_IF, 2, &cond, bodies), CUDA_SUCCESS);
+	assert_true(bodies[0] && bodies[1] && bodies[0] != bodies[1]);
+	assert_int_equal(memset_add(bodies[0], fx.mem, 5, 4, 1, 1, 0, &n), CUDA_SUCCESS);
+	assert_int_equal(memset_add(bodies[1], fx.mem, 7, 4, 1, 1, 0, &n), CUDA_SUCCESS);
+	assert_int_equal(node_count(bodies[0]), 1);
+	/* Nested: an if (default 0: never runs) in the first body, on a handle
+	 * of that body; the parent's handle is not one of the body's. */
+	assert_int_equal(cond_add(bodies[0], (struct wire_blob){ 0 }, h, CU_GRAPH_COND_TYPE_IF, 1, &n, &nested),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cond_handle(bodies[0], 0, 0, 0, &hn), CUDA_SUCCESS);
+	assert_int_equal(cond_add(bodies[0], (struct wire_blob){ 0 }, hn, CU_GRAPH_COND_TYPE_IF, 1, &n, &nested),
+			 CUDA_SUCCESS);
+	assert_int_equal(memset_add(nested, fx.mem, 0x99, 4, 1, 1, 0, &n), CUDA_SUCCESS);
+	assert_int_equal(node_count(bodies[0]), 2);
+	{
+		struct wire_graph_get_nodes_req req = { .graph = g };
+		struct wire_graph_get_nodes_rep rep;
+		uint32_t type;
+
+		assert_int_equal(exec_graph_get_nodes(&fx.ex, &req, &rep), CUDA_SUCCESS);
+		assert_int_equal(rep.nodes.len, 16);
+		memcpy(&type, rep.nodes.ptr + 12, 4);
+		assert_int_equal(type, CU_GRAPH_NODE_TYPE_CONDITIONAL);
+	}
+	/* A body is its node's. */
+	{
+		struct wire_graph_destroy_req gd = { .graph = bodies[0] };
+		struct wire_graph_destroy_rep gr;
+		struct wire_graph_clone_req cq = { .graph = bodies[1] };
+		struct wire_graph_clone_rep cr;
+		struct wire_graph_instantiate_req iq = { .graph = bodies[0] };
+		struct wire_graph_instantiate_rep ir;
+		struct wire_graph_add_child_node_req ch = { .graph = other, .child = bodies[0] };
+		struct wire_graph_add_child_node_rep chr;
+
+		assert_int_equal(exec_graph_destroy(&fx.ex, &gd, &gr), CUDA_ERROR_INVALID_VALUE);
+		assert_int_equal(exec_graph_clone(&fx.ex, &cq, &cr), CUDA_ERROR_INVALID_VALUE);
+		assert_int_equal(exec_graph_instantiate(&fx.ex, &iq, &ir), CUDA_SUCCESS);
+		assert_int_equal(ir.status, CUDA_ERROR_INVALID_VALUE);
+		assert_int_equal(exec_graph_add_child_node(&fx.ex, &ch, &chr), CUDA_ERROR_INVALID_VALUE);
+		cq.graph = g;   /* a graph with a conditional node cannot be cloned */
+		assert_int_not_equal(exec_graph_clone(&fx.ex, &cq, &cr), CUDA_SUCCESS);
+	}
+	{
+		struct wire_graph_instantiate_req req = { .graph = g };
+		struct wire_graph_instantiate_rep rep;
+		struct wire_graph_exec_update_req uq;
+		struct wire_graph_exec_update_rep ur;
+
+		assert_int_equal(exec_graph_instantiate(&fx.ex, &req, &rep), CUDA_SUCCESS);
+		assert_int_equal(rep.status, CUDA_SUCCESS);
+		exec = rep.exec;
+		/* One executable at a time. */
+		assert_int_equal(exec_graph_instantiate(&fx.ex, &req, &rep), CUDA_SUCCESS);
+		assert_int_equal(rep.status, CUDA_ERROR_INVALID_VALUE);
+		uq = (struct wire_graph_exec_update_req){ .exec = exec, .graph = g };
+		assert_int_equal(exec_graph_exec_update(&fx.ex, &uq, &ur), CUDA_SUCCESS);
+		assert_int_equal(ur.status, CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+		assert_int_equal(ur.result, CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED);
+	}
+	launch_and_sync(exec);
+	assert_int_equal(word_at(fx.mem), 5);
+
+	/* The description: version 3, decodes and encodes back the same. */
+	desc = journaled_desc(g, &len, hash);
+	{
+		struct graph_desc d;
+		uint8_t *again;
+		size_t again_len;
+
+		assert_int_equal(le32_of(desc, 4), 3);
+		assert_int_equal(graph_desc_decode(&d, desc, len), 0);
+		assert_int_equal(d.nhandles, 1);
+		assert_int_equal(d.handles[0].value, h);
+		assert_int_equal(d.nodes[1].type, CU_GRAPH_NODE_TYPE_CONDITIONAL);
+		assert_int_equal(d.nodes[1].cond.size, 2);
+		assert_int_equal(d.nodes[1].cond.body_handle[1], bodies[1]);
+		assert_int_equal(d.nodes[1].cond.body[0].count, 2);
+		assert_int_equal(d.nodes[1].cond.body[0].nhandles, 1);
+		assert_int_equal(d.nodes[1].cond.body[0].nodes[1].cond.body_handle[0], nested);
+		assert_int_equal(d.weight, 6);
+		assert_int_equal(graph_desc_encode(&d, &again, &again_len), 0);
+		assert_int_equal(again_len, len);
+		assert_memory_equal(again, desc, len);
+		free(again);
+		graph_desc_release(&d);
+	}
+	/* Its body handles are taken: a restore beside it is refused. */
+	restored = (uint64_t)HANDLE_GRAPH << 56 | 0x999;
+	err[0] = 0;
+	assert_int_not_equal(exec_graph_restore(&fx.ex, restored, HANDLE_GRAPH, hash, TRACKER_HASH_SIZE, desc, len,
+						err, sizeof(err)), CUDA_SUCCESS);
+	assert_true(err[0]);
+	assert_int_equal(node_count(g), 2);
+	/* The executable outlives its graph; the graph's bodies go with it. */
+	{
+		struct wire_graph_destroy_req gd = { .graph = g };
+		struct wire_graph_destroy_rep gr;
+		struct wire_graph_get_nodes_req req = { .graph = bodies[0] };
+		struct wire_graph_get_nodes_rep rep;
+
+		assert_int_equal(exec_graph_destroy(&fx.ex, &gd, &gr), CUDA_SUCCESS);
+		assert_int_equal(exec_graph_get_nodes(&fx.ex, &req, &rep), CUDA_ERROR_INVALID_HANDLE);
+		req.graph = nested;
+		assert_int_equal(exec_graph_get_nodes(&fx.ex, &req, &rep), CUDA_ERROR_INVALID_HANDLE);
+		memset_node_set(exec, g, 0, fx.mem, 1, CUDA_ERROR_INVALID_VALUE);   /* its node is gone */
+		zero(fx.mem);
+		launch_and_sync(exec);
+		assert_int_equal(word_at(fx.mem), 5);
+	}
+	/* Restored: the bodies under the guest's handles again, the handle
+	 * made again (another value on the sim: arguments translated). */
+	assert_int_equal(exec_graph_restore(&fx.ex, restored, HANDLE_GRAPH, hash, TRACKER_HASH_SIZE, desc, len,
+					    err, sizeof(err)), CUDA_SUCCESS);
+	free(desc);
+	assert_int_equal(node_count(bodies[1]), 1);
+	assert_int_equal(node_count(nested), 1);
+	assert_int_equal(memset_add(bodies[1], fx.mem + 4, 9, 4, 1, 1, 0, &n), CUDA_SUCCESS);
+	zero(fx.mem);
+	launch_and_sync(instantiated(restored));
+	assert_int_equal(word_at(fx.mem), 5);
+	assert_int_equal(word_at(fx.mem + 4), 0);       /* else body not run */
+	/* Destroying the conditional node takes its bodies' handles along. */
+	{
+		struct wire_graph_destroy_node_req req = { .graph = restored, .node = cond };
+		struct wire_graph_destroy_node_rep rep;
+
+		assert_int_equal(exec_graph_destroy_node(&fx.ex, &req, &rep), CUDA_SUCCESS);
+		assert_int_equal(empty_add(bodies[0], (struct wire_blob){ 0 }, &n), CUDA_ERROR_INVALID_HANDLE);
+		assert_int_equal(empty_add(nested, (struct wire_blob){ 0 }, &n), CUDA_ERROR_INVALID_HANDLE);
+		assert_int_equal(node_count(restored), 1);
+	}
+	assert_false(fx.ex.journal_broken);
+}
+
+/* cuGraphChildGraphNodeGetGraph: the embedded graph's handle, once; a node
+ * added through it runs with the child node; the description keeps the
+ * handle (flag bit 2) and a restore gives it again, nodes in place. */
+static void test_embedded(void **state)
+{
+	uint64_t g = graph_new(), c = graph_new(), restored = (uint64_t)HANDLE_GRAPH << 56 | 0xaaa, e;
+	struct wire_graph_child_node_get_graph_req req = { .graph = g };
+	struct wire_graph_child_node_get_graph_rep rep;
+	uint8_t hash[TRACKER_HASH_SIZE];
+	uint32_t n, child;
+	size_t len;
+	void *desc;
+	char err[256];
+
+	assert_int_equal(memset_add(c, fx.mem, 3, 4, 1, 1, 0, &n), CUDA_SUCCESS);
+	{
+		struct wire_graph_add_child_node_req cq = { .graph = g, .child = c };
+		struct wire_graph_add_child_node_rep cr;
+		struct wire_graph_destroy_req gd = { .graph = c };
+		struct wire_graph_destroy_rep gr;
+
+		assert_int_equal(exec_graph_add_child_node(&fx.ex, &cq, &cr), CUDA_SUCCESS);
+		child = cr.node;
+		assert_int_equal(exec_graph_destroy(&fx.ex, &gd, &gr), CUDA_SUCCESS);
+	}
+	req.node = child + 1;
+	assert_int_equal(exec_graph_child_node_get_graph(&fx.ex, &req, &rep), CUDA_ERROR_INVALID_VALUE);
+	req.node = child;
+	assert_int_equal(exec_graph_child_node_get_graph(&fx.ex, &req, &rep), CUDA_SUCCESS);
+	e = rep.child;
+	assert_int_equal(exec_graph_child_node_get_graph(&fx.ex, &req, &rep), CUDA_SUCCESS);
+	assert_int_equal(rep.child, e);
+	assert_int_equal(node_count(e), 1);
+	assert_int_equal(memset_add(e, fx.mem + 4, 4, 4, 1, 1, 0, &n), CUDA_SUCCESS);
+	assert_int_equal(node_count(e), 2);
+	{
+		struct wire_graph_destroy_req gd = { .graph = e };
+		struct wire_graph_destroy_rep gr;
+
+		assert_int_equal(exec_graph_destroy(&fx.ex, &gd, &gr), CUDA_ERROR_INVALID_VALUE);
+	}
+	desc = journaled_desc(g, &len, hash);
+	{
+		struct graph_desc d;
+
+		assert_int_equal(le32_of(desc, 4), 2);
+		assert_int_equal(graph_desc_decode(&d, desc, len), 0);
+		assert_int_equal(d.nodes[child].child_handle, e);
+		assert_int_equal(d.nodes[child].child->count, 2);
+		assert_int_equal(d.weight, 3);
+		graph_desc_release(&d);
+	}
+	{
+		struct wire_graph_destroy_req gd = { .graph = g };
+		struct wire_graph_destroy_rep gr;
+		struct wire_graph_get_nodes_req nq = { .graph = e };
+		struct wire_graph_get_nodes_rep nr;
+
+		assert_int_equal(exec_graph_destroy(&fx.ex, &gd, &gr), CUDA_SUCCESS);
+		assert_int_equal(exec_graph_get_nodes(&fx.ex, &nq, &nr), CUDA_ERROR_INVALID_HANDLE);
+	}
+	assert_int_equal(exec_graph_restore(&fx.ex, restored, HANDLE_GRAPH, hash, TRACKER_HASH_SIZE, desc, len,
+					    err, sizeof(err)), CUDA_SUCCESS);
+	free(desc);
+	assert_int_equal(node_count(e), 2);
+	req.graph = restored;
+	assert_int_equal(exec_graph_child_node_get_graph(&fx.ex, &req, &rep), CUDA_SUCCESS);
+	assert_int_equal(rep.child, e);
+	zero(fx.mem);
+	launch_and_sync(instantiated(restored));
+	assert_int_equal(word_at(fx.mem), 3);
+	assert_int_equal(word_at(fx.mem + 4), 4);
+	assert_false(fx.ex.journal_broken);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -606,6 +939,8 @@ int main(void)
 		cmocka_unit_test(test_mem_nodes),
 		cmocka_unit_test(test_capture),
 		cmocka_unit_test(test_large_graph),
+		cmocka_unit_test(test_conditional),
+		cmocka_unit_test(test_embedded),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

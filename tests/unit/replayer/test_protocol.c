@@ -1300,6 +1300,185 @@ static uint32_t graph_node_add(int fd, uint64_t *seq, uint32_t call, struct wire
 	return node;
 }
 
+#define NONE_DEP 0xfffffffeu
+
+static void put_cond_node(struct wire_msg *m, uint64_t graph, const uint32_t *dep, uint64_t value, uint32_t type,
+			  uint32_t size, uint64_t ctx)
+{
+	wire_msg_reset(m);
+	wire_put_u64(m, graph);
+	put_bytes(m, dep, dep ? 4 : 0);
+	wire_put_u64(m, value);
+	wire_put_u32(m, type);
+	wire_put_u32(m, size);
+	wire_put_u64(m, ctx);
+}
+
+/* Conditional handles and nodes from a guest that lies: bad graphs,
+ * contexts, flags, handles (another graph's, none), types, sizes and
+ * dependencies fail alone; a body graph cannot be destroyed alone or made
+ * a child; the bodies' handles go with their graph. */
+static void test_conditional_hostile(void **state)
+{
+	uint64_t seq = 1, graph, other, event, value, other_value, bodies[2];
+	uint32_t status, node, blob_len;
+	struct wire_msg m;
+	struct reply r;
+	int fd = session_open(sock_url, "", &status);
+
+	(void)state;
+	assert_int_equal(status, CUDA_SUCCESS);
+	wire_msg_init(&m);
+	wire_put_i32(&m, 0);
+	assert_int_equal(call_u64(fd, WIRE_CALL_PRIMARY_CTX_RETAIN, ++seq, &m, &sock_ctx), CUDA_SUCCESS);
+	wire_msg_reset(&m);
+	wire_put_u32(&m, 0);
+	assert_int_equal(call_u64(fd, WIRE_CALL_GRAPH_CREATE, ++seq, &m, &graph), CUDA_SUCCESS);
+	assert_int_equal(call_u64(fd, WIRE_CALL_GRAPH_CREATE, ++seq, &m, &other), CUDA_SUCCESS);
+	assert_int_equal(call_u64(fd, WIRE_CALL_EVENT_CREATE, ++seq, &m, &event), CUDA_SUCCESS);
+
+	static const struct {
+		int graph;              /* 0: the graph, 1: the event, 2: a graph that never was */
+		uint64_t ctx;           /* 1: the event */
+		uint32_t flags, status;
+	} hcs[] = {
+		{ 1, 0, 0, CUDA_ERROR_INVALID_HANDLE },
+		{ 2, 0, 0, CUDA_ERROR_INVALID_HANDLE },
+		{ 0, 0, 2, CUDA_ERROR_INVALID_VALUE },
+		{ 0, 0, 0xffffffffu, CUDA_ERROR_INVALID_VALUE },
+		{ 0, 1, 0, CUDA_ERROR_INVALID_CONTEXT },
+		{ 0, 0x0100000000000777ull, 0, CUDA_ERROR_INVALID_CONTEXT },
+	};
+	for (size_t i = 0; i < sizeof(hcs) / sizeof(hcs[0]); i++) {
+		wire_msg_reset(&m);
+		wire_put_u64(&m, hcs[i].graph == 1 ? event : hcs[i].graph == 2 ? 0x0800000000000777ull : graph);
+		wire_put_u64(&m, hcs[i].ctx == 1 ? event : hcs[i].ctx);
+		wire_put_u32(&m, 1);
+		wire_put_u32(&m, hcs[i].flags);
+		assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_CONDITIONAL_HANDLE_CREATE, ++seq, &m, UINT32_MAX,
+					     NULL), hcs[i].status);
+	}
+	wire_msg_reset(&m);
+	wire_put_u64(&m, graph);
+	wire_put_u64(&m, sock_ctx);
+	wire_put_u32(&m, 1);
+	wire_put_u32(&m, CU_GRAPH_COND_ASSIGN_DEFAULT);
+	assert_int_equal(call_u64(fd, WIRE_CALL_GRAPH_CONDITIONAL_HANDLE_CREATE, ++seq, &m, &value), CUDA_SUCCESS);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, other);
+	wire_put_u64(&m, 0);
+	wire_put_u32(&m, 0);
+	wire_put_u32(&m, 0);
+	assert_int_equal(call_u64(fd, WIRE_CALL_GRAPH_CONDITIONAL_HANDLE_CREATE, ++seq, &m, &other_value),
+			 CUDA_SUCCESS);
+
+	static const struct {
+		int graph;              /* 0: the graph, 1: the event */
+		int value;              /* 0: its handle, 1: the other graph's, 2: none */
+		uint32_t dep, type, size, status;
+		uint64_t ctx;           /* 1: the event */
+	} cases[] = {
+		{ 1, 0, NONE_DEP, 1, 1, CUDA_ERROR_INVALID_HANDLE, 0 },
+		{ 0, 1, NONE_DEP, 1, 1, CUDA_ERROR_INVALID_VALUE, 0 },
+		{ 0, 2, NONE_DEP, 1, 1, CUDA_ERROR_INVALID_VALUE, 0 },
+		{ 0, 0, NONE_DEP, 3, 1, CUDA_ERROR_INVALID_VALUE, 0 },
+		{ 0, 0, NONE_DEP, 0xffffffffu, 1, CUDA_ERROR_INVALID_VALUE, 0 },
+		{ 0, 0, NONE_DEP, 1, 0, CUDA_ERROR_INVALID_VALUE, 0 },          /* while of no body */
+		{ 0, 0, NONE_DEP, 1, 2, CUDA_ERROR_INVALID_VALUE, 0 },          /* while of two */
+		{ 0, 0, NONE_DEP, 0, 3, CUDA_ERROR_INVALID_VALUE, 0 },          /* if of three */
+		{ 0, 0, NONE_DEP, 2, 0, CUDA_ERROR_INVALID_VALUE, 0 },
+		{ 0, 0, NONE_DEP, 2, 0xffffffffu, CUDA_ERROR_INVALID_VALUE, 0 }, /* a switch too large */
+		{ 0, 0, 0, 1, 1, CUDA_ERROR_INVALID_VALUE, 0 },                 /* no node 0 */
+		{ 0, 0, 0xffffffffu, 1, 1, CUDA_ERROR_INVALID_VALUE, 0 },
+		{ 0, 0, NONE_DEP, 1, 1, CUDA_ERROR_INVALID_CONTEXT, 1 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t v = cases[i].value == 0 ? value : cases[i].value == 1 ? other_value : value ^ 0x5555;
+
+		put_cond_node(&m, cases[i].graph ? event : graph, cases[i].dep == NONE_DEP ? NULL : &cases[i].dep, v,
+			      cases[i].type, cases[i].size, cases[i].ctx == 1 ? event : cases[i].ctx);
+		assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_ADD_CONDITIONAL_NODE, ++seq, &m, UINT32_MAX, NULL),
+				 cases[i].status);
+	}
+	/* A payload cut short of its context. */
+	wire_msg_reset(&m);
+	wire_put_u64(&m, graph);
+	wire_put_u32(&m, 0);
+	wire_put_u64(&m, value);
+	wire_put_u32(&m, 1);
+	wire_put_u32(&m, 1);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_ADD_CONDITIONAL_NODE, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+
+	/* An if/else: two bodies, graphs of the node. */
+	put_cond_node(&m, graph, NULL, value, CU_GRAPH_COND_TYPE_IF, 2, 0);
+	assert_int_equal(call_reply(fd, WIRE_CALL_GRAPH_ADD_CONDITIONAL_NODE, ++seq, &m, &r), CUDA_SUCCESS);
+	memcpy(&node, r.payload + 4, 4);
+	memcpy(&blob_len, r.payload + 8, 4);
+	assert_int_equal(blob_len, 16);
+	memcpy(bodies, r.payload + 12, 16);
+	assert_int_equal(node, 0);
+	for (int k = 0; k < 2; k++) {
+		wire_msg_reset(&m);
+		wire_put_u64(&m, bodies[k]);
+		assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_DESTROY, ++seq, &m, UINT32_MAX, NULL),
+				 CUDA_ERROR_INVALID_VALUE);
+		wire_msg_reset(&m);
+		wire_put_u64(&m, other);
+		wire_put_u32(&m, 0);
+		wire_put_u64(&m, bodies[k]);
+		assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_ADD_CHILD_NODE, ++seq, &m, UINT32_MAX, NULL),
+				 CUDA_ERROR_INVALID_VALUE);
+		/* Host and event nodes have no place in a body (the driver's rule). */
+		wire_msg_reset(&m);
+		wire_put_u64(&m, bodies[k]);
+		wire_put_u32(&m, 0);
+		wire_put_u64(&m, event);
+		wire_put_u32(&m, 0);
+		assert_int_not_equal(call_status(fd, WIRE_CALL_GRAPH_ADD_EVENT_NODE, ++seq, &m, UINT32_MAX, NULL),
+				     CUDA_SUCCESS);
+		/* A node in a body that names the parent's node 0 as its dependency. */
+		wire_msg_reset(&m);
+		wire_put_u64(&m, bodies[k]);
+		put_bytes(&m, &node, 4);
+		assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_ADD_EMPTY_NODE, ++seq, &m, UINT32_MAX, NULL),
+				 CUDA_ERROR_INVALID_VALUE);
+	}
+	/* A nested conditional needs a handle of its body. */
+	put_cond_node(&m, bodies[0], NULL, value, CU_GRAPH_COND_TYPE_WHILE, 1, 0);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_ADD_CONDITIONAL_NODE, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	/* Embedded graphs: only a child graph node has one. */
+	static const struct {
+		int graph;              /* 0: the graph, 1: the event */
+		uint32_t node, status;
+	} embeds[] = {
+		{ 1, 0, CUDA_ERROR_INVALID_HANDLE },
+		{ 0, 0, CUDA_ERROR_INVALID_VALUE },             /* the conditional node */
+		{ 0, 1, CUDA_ERROR_INVALID_VALUE },
+		{ 0, 0xffffffffu, CUDA_ERROR_INVALID_VALUE },
+	};
+	for (size_t i = 0; i < sizeof(embeds) / sizeof(embeds[0]); i++) {
+		wire_msg_reset(&m);
+		wire_put_u64(&m, embeds[i].graph ? event : graph);
+		wire_put_u32(&m, embeds[i].node);
+		assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_CHILD_NODE_GET_GRAPH, ++seq, &m, UINT32_MAX, NULL),
+				 embeds[i].status);
+	}
+	/* The graph goes, its bodies with it. */
+	wire_msg_reset(&m);
+	wire_put_u64(&m, graph);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_DESTROY, ++seq, &m, UINT32_MAX, NULL), CUDA_SUCCESS);
+	wire_msg_reset(&m);
+	wire_put_u64(&m, bodies[1]);
+	wire_put_u32(&m, 0);
+	assert_int_equal(call_status(fd, WIRE_CALL_GRAPH_ADD_EMPTY_NODE, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_HANDLE);
+	wire_msg_release(&m);
+	assert_alive(fd, ++seq);
+	close(fd);
+}
+
 static void put_memset(struct wire_msg *m, uint64_t exec, uint64_t graph, uint32_t node, uint64_t dst,
 		       uint32_t element_size, uint64_t width)
 {
@@ -1849,6 +2028,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_managed_hostile),
 		cmocka_unit_test(test_graph_nodes_hostile),
 		cmocka_unit_test(test_device_query_hostile),
+		cmocka_unit_test(test_conditional_hostile),
 		cmocka_unit_test(test_shm_hostile),
 	};
 
