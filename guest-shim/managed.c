@@ -725,8 +725,10 @@ CUresult managed_batch(const struct managed_batch *b)
 				return CUDA_ERROR_INVALID_VALUE;
 			res = prefetch_location_check(b->locs[k]);
 		}
+		/* A batch answers a device it lacks as any bad location (measured
+		 * on the H200); a single prefetch says INVALID_DEVICE. */
 		if (res != CUDA_SUCCESS)
-			return res;
+			return CUDA_ERROR_INVALID_VALUE;
 	}
 	ranges = calloc(b->count, sizeof(*ranges));
 	if (!ranges)

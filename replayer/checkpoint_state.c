@@ -421,6 +421,27 @@ int checkpoint_state_save(struct exec *ex, char *err, size_t errlen)
 	return ret;
 }
 
+/* What this process has mapped at @addr, for an error message: the line of
+ * /proc/self/maps, or "nothing". */
+static void mapping_at(uint64_t addr, char *out, size_t n)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+
+	snprintf(out, n, "nothing");
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long long lo, hi;
+
+		if (sscanf(line, "%llx-%llx", &lo, &hi) == 2 && addr >= lo && addr < hi) {
+			line[strcspn(line, "\n")] = 0;
+			snprintf(out, n, "%.150s", line);
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+}
+
 static int globals_restore(struct exec *ex, struct tracker *saved, char *err, size_t errlen)
 {
 	const uint8_t *b;
@@ -473,10 +494,14 @@ static int globals_restore(struct exec *ex, struct tracker *saved, char *err, si
 			res = CUDA_ERROR_INVALID_IMAGE;
 		if (res == CUDA_SUCCESS && addr != old &&
 		    (flags & (GLOBAL_MANAGED | GLOBAL_GUEST_KNOWN)) == (GLOBAL_MANAGED | GLOBAL_GUEST_KNOWN)) {
+			char at_old[160];
+
+			mapping_at(old, at_old, sizeof(at_old));
 			snprintf(err, errlen, "__managed__ variable %s moved from 0x%llx to 0x%llx in the "
-				 "restored worker: the guest's host mirror of it lies at the old address, "
-				 "so the session cannot continue (docs/limits.md)", name,
-				 (unsigned long long)old, (unsigned long long)addr);
+				 "restored worker (which has %s at the old address): the guest's host mirror "
+				 "of it lies at the old address, so the session cannot continue "
+				 "(docs/limits.md)", name, (unsigned long long)old, (unsigned long long)addr,
+				 at_old);
 			return -EADDRNOTAVAIL;
 		}
 		if (res == CUDA_SUCCESS && size)

@@ -113,8 +113,9 @@ static void graph_mem_totals(struct exec *ex, unsigned ordinal, uint64_t *used, 
 
 		if (!a || at != ordinal)
 			continue;
-		if (!ga->freed)
-			*used += ga->bytes;
+		/* Graphs hold it, freed or not (the driver's "used" stays after
+		 * the free while the graph lives, measured on the H200). */
+		*used += ga->bytes;
 		*reserved += a->mapped;
 	}
 }

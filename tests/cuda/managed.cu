@@ -526,7 +526,7 @@ static void batches(void)
 				   "a prefetch batch whose first location index is not 0");
 		expect_batch_error(prefetch(d, sz, 1, locs, idx, 2, 0, s), CUDA_ERROR_INVALID_VALUE,
 				   "a prefetch batch with more locations than operations");
-		expect_batch_error(prefetch(d, sz, 3, &bad_dev, &idx0, 1, 0, s), CUDA_ERROR_INVALID_DEVICE,
+		expect_batch_error(prefetch(d, sz, 3, &bad_dev, &idx0, 1, 0, s), CUDA_ERROR_INVALID_VALUE,
 				   "a prefetch batch to device 7");
 		expect_batch_error(prefetch(d, sz, 3, &dev, &idx0, 1, 0, CU_STREAM_LEGACY), CUDA_ERROR_INVALID_VALUE,
 				   "a prefetch batch on the legacy stream");
