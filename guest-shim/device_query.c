@@ -147,9 +147,10 @@ SHIM_API CUresult cuDeviceGraphMemTrim(CUdevice device)
 
 /* A unified function pointer is an address a host thread may call: the
  * driver's would lie in the worker's process. No tern device reports
- * CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS (exec_device.c), and with no
- * such device the driver answers CUDA_ERROR_NOT_FOUND; the library is
- * checked first, as the driver checks its handle. */
+ * CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS (exec_device.c), so no
+ * symbol names one: CUDA_ERROR_INVALID_VALUE, the H200's driver's answer for
+ * a symbol that is not a unified function; the library is checked first, as
+ * the driver checks its handle. */
 SHIM_API CUresult cuLibraryGetUnifiedFunction(void **fptr, CUlibrary library, const char *symbol)
 {
 	struct wire_library_get_kernel_count_req req = { .library = (uint64_t)(uintptr_t)library };
@@ -161,5 +162,5 @@ SHIM_API CUresult cuLibraryGetUnifiedFunction(void **fptr, CUlibrary library, co
 	if (!library)
 		return CUDA_ERROR_INVALID_HANDLE;
 	res = rpc_library_get_kernel_count(&req, &rep);
-	return res == CUDA_SUCCESS ? CUDA_ERROR_NOT_FOUND : res;
+	return res == CUDA_SUCCESS ? CUDA_ERROR_INVALID_VALUE : res;
 }

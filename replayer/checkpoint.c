@@ -641,7 +641,7 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
 	struct snap_reader *reader = NULL;
 	struct tracker *saved = NULL;
 	struct capture_stats stats = { 0 };
-	struct restore_ctx rc = { ex, NULL, NULL, 0, NULL, 0, 0 };
+	struct restore_ctx rc = { .ex = ex };
 	char err[512] = "", copy[] = "/tmp/tern-restore-XXXXXX";
 	const void *r;
 	size_t rlen;

@@ -27,7 +27,10 @@
  * mirrors at another address fails. */
 #define LOG_PREFIX "checkpoint: "
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -329,7 +332,7 @@ static void global_save(struct globals_out *g, struct handle_entry *e, const cha
 {
 	struct exec *ex = g->ex;
 	size_t name_len = strlen(name), size = 0, other_size;
-	CUdeviceptr addr = 0, other;
+	CUdeviceptr addr = 0, other, guest;
 	uint32_t flags, n32 = (uint32_t)name_len;
 	uint64_t s64;
 	uint8_t *h;
@@ -348,11 +351,12 @@ static void global_save(struct globals_out *g, struct handle_entry *e, const cha
 	if (g->ret)
 		return;
 	h = g->buf + g->len;
-	flags = (guest_knows(ex, addr) ? GLOBAL_GUEST_KNOWN : 0) | (managed ? GLOBAL_MANAGED : 0) |
+	guest = exec_guest_addr(ex, addr);
+	flags = (guest_knows(ex, guest) ? GLOBAL_GUEST_KNOWN : 0) | (managed ? GLOBAL_MANAGED : 0) |
 		d << GLOBAL_DEVICE_SHIFT;
 	s64 = size;
 	memcpy(h, &e->handle, 8);
-	memcpy(h + 8, &addr, 8);
+	memcpy(h + 8, &guest, 8);
 	memcpy(h + 16, &s64, 8);
 	memcpy(h + 24, &flags, 4);
 	memcpy(h + 28, &n32, 4);
@@ -442,6 +446,41 @@ static void mapping_at(uint64_t addr, char *out, size_t n)
 		fclose(f);
 }
 
+/* Keep what this process maps out of the pages of [@addr, +@size), where
+ * the guest mirrors a __managed__ variable that now lies elsewhere: a
+ * kernel given the old address must fault, not reach something of the
+ * worker's. Pages this worker reserved for another variable already are
+ * fine. 0, or -1 when something else is mapped there. */
+static int old_reserve(uint64_t addr, uint64_t size)
+{
+	static struct {
+		uint64_t lo, hi;
+	} held[64];
+	static unsigned nheld;
+	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), lo = addr & ~(pg - 1);
+
+	for (uint64_t p = lo; p < addr + size; p += pg) {
+		void *m = mmap((void *)(uintptr_t)p, pg, PROT_NONE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+		bool ours = false;
+
+		if (m == (void *)(uintptr_t)p)
+			continue;
+		if (m != MAP_FAILED)
+			munmap(m, pg);  /* a kernel that took the address as a hint */
+		for (unsigned i = 0; i < nheld; i++)
+			ours |= p >= held[i].lo && p < held[i].hi;
+		if (!ours)
+			return -1;
+	}
+	if (nheld < sizeof(held) / sizeof(held[0])) {
+		held[nheld].lo = lo;
+		held[nheld].hi = addr + size;
+		nheld++;
+	}
+	return 0;
+}
+
 static int globals_restore(struct exec *ex, struct tracker *saved, char *err, size_t errlen)
 {
 	const uint8_t *b;
@@ -492,16 +531,15 @@ static int globals_restore(struct exec *ex, struct tracker *saved, char *err, si
 			res = global_lookup(ex, e, name, flags & GLOBAL_MANAGED, &addr, &now_size);
 		if (res == CUDA_SUCCESS && now_size != size)
 			res = CUDA_ERROR_INVALID_IMAGE;
-		if (res == CUDA_SUCCESS && addr != old &&
-		    (flags & (GLOBAL_MANAGED | GLOBAL_GUEST_KNOWN)) == (GLOBAL_MANAGED | GLOBAL_GUEST_KNOWN)) {
+		if (res == CUDA_SUCCESS && addr != old && (flags & GLOBAL_MANAGED) && (flags & GLOBAL_GUEST_KNOWN) &&
+		    old_reserve(old, size)) {
 			char at_old[160];
 
 			mapping_at(old, at_old, sizeof(at_old));
 			snprintf(err, errlen, "__managed__ variable %s moved from 0x%llx to 0x%llx in the "
-				 "restored worker (which has %s at the old address): the guest's host mirror "
-				 "of it lies at the old address, so the session cannot continue "
-				 "(docs/limits.md)", name, (unsigned long long)old, (unsigned long long)addr,
-				 at_old);
+				 "restored worker, which has %s at the old address: the guest's host mirror "
+				 "of it lies there, so the session cannot continue (docs/limits.md)", name,
+				 (unsigned long long)old, (unsigned long long)addr, at_old);
 			return -EADDRNOTAVAIL;
 		}
 		if (res == CUDA_SUCCESS && size)
@@ -513,10 +551,13 @@ static int globals_restore(struct exec *ex, struct tracker *saved, char *err, si
 		}
 		if (flags & GLOBAL_GUEST_KNOWN) {
 			exec_extra_range_add(ex, addr, size, owner);
-			if (addr != old)
-				pr_warn("global %s moved from 0x%llx to 0x%llx: kernels see its contents, "
-					"but an address the application kept for it is stale", name,
+			if (addr != old) {
+				exec_extra_range_move(ex, old, size, owner, addr);
+				pr_warn("global %s moved from 0x%llx to 0x%llx: kernels see it there, copies "
+					"and memsets at the old address the application holds reach it, a "
+					"kernel given the old address does not", name,
 					(unsigned long long)old, (unsigned long long)addr);
+			}
 		}
 		at += GLOBAL_HEADER + name_len + size;
 	}

@@ -424,7 +424,34 @@ void exec_extra_range_add(struct exec *ex, uint64_t addr, uint64_t size, uint64_
 		ex->extra = n;
 		ex->extra_cap = cap;
 	}
-	ex->extra[ex->extra_count++] = (struct exec_extra_range){ addr, size, owner };
+	ex->extra[ex->extra_count++] = (struct exec_extra_range){ addr, size, owner, 0 };
+}
+
+void exec_extra_range_move(struct exec *ex, uint64_t addr, uint64_t size, uint64_t owner, uint64_t now)
+{
+	exec_extra_range_add(ex, addr, size, owner);
+	for (unsigned i = 0; i < ex->extra_count; i++)
+		if (ex->extra[i].addr == addr && ex->extra[i].size == size)
+			ex->extra[i].now = now;
+}
+
+uint64_t exec_device_addr(const struct exec *ex, uint64_t addr, uint64_t len)
+{
+	for (unsigned i = 0; i < ex->extra_count; i++) {
+		const struct exec_extra_range *r = &ex->extra[i];
+
+		if (r->now && addr >= r->addr && addr - r->addr <= r->size && len <= r->size - (addr - r->addr))
+			return r->now + (addr - r->addr);
+	}
+	return addr;
+}
+
+uint64_t exec_guest_addr(const struct exec *ex, uint64_t now)
+{
+	for (unsigned i = 0; i < ex->extra_count; i++)
+		if (ex->extra[i].now && ex->extra[i].now == now)
+			return ex->extra[i].addr;
+	return now;
 }
 
 void exec_extra_range_drop_owner(struct exec *ex, uint64_t owner)

@@ -107,6 +107,7 @@ struct exec_vmm_map {
 struct exec_extra_range {
 	uint64_t addr, size;
 	uint64_t owner;             /* module or library handle */
+	uint64_t now;               /* where a restore found it; 0: at addr */
 };
 
 /* A guest host buffer both sides map (mem_host_share): pinned here, so
@@ -284,6 +285,13 @@ CUresult exec_params_query(struct exec *ex, CUfunction fn, CUkernel kernel,
 			   struct exec_params *out);
 void exec_params_release(struct exec_params *p);
 void exec_extra_range_add(struct exec *ex, uint64_t addr, uint64_t size, uint64_t owner);
+/* A global the guest knows at @addr that a restore found at @now
+ * (checkpoint_state.c): copies and memsets at @addr reach @now. */
+void exec_extra_range_move(struct exec *ex, uint64_t addr, uint64_t size, uint64_t owner, uint64_t now);
+/* The backend's address for a checked guest range (exec_device_range_valid)
+ * and the guest's for a backend one. */
+uint64_t exec_device_addr(const struct exec *ex, uint64_t addr, uint64_t len);
+uint64_t exec_guest_addr(const struct exec *ex, uint64_t now);
 void exec_extra_range_drop_owner(struct exec *ex, uint64_t owner);
 /* Encode a params layout as the wire's params blob into @buf (2 * count u32). */
 struct wire_blob exec_params_blob(const struct exec_params *p, uint32_t *buf);

@@ -1192,7 +1192,7 @@ CUresult exec_stream_begin_capture(struct exec *ex, const struct wire_stream_beg
 		return res;
 	/* Which graph it captures into: to name it if the guest asks for it. */
 	ex->be->cuStreamGetCaptureInfo(s, &st, NULL, &g, NULL, NULL);
-	ex->captures[ex->capture_count++] = (struct exec_capture){ req->stream, g, 0 };
+	ex->captures[ex->capture_count++] = (struct exec_capture){ .stream = req->stream, .graph_real = g };
 	return CUDA_SUCCESS;
 }
 

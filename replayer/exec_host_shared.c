@@ -179,8 +179,8 @@ CUresult exec_memcpy_htod_shared(struct exec *ex, const struct wire_memcpy_htod_
 	res = copy_stream(ex, req->stream, req->async, &s);
 	if (res != CUDA_SUCCESS)
 		return res;
-	return req->async ? ex->be->cuMemcpyHtoDAsync(req->dst, src, req->bytes, s)
-			  : ex->be->cuMemcpyHtoD(req->dst, src, req->bytes);
+	return req->async ? ex->be->cuMemcpyHtoDAsync(exec_device_addr(ex, req->dst, req->bytes), src, req->bytes, s)
+			  : ex->be->cuMemcpyHtoD(exec_device_addr(ex, req->dst, req->bytes), src, req->bytes);
 }
 
 CUresult exec_memcpy_dtoh_shared(struct exec *ex, const struct wire_memcpy_dtoh_shared_req *req,
@@ -198,8 +198,8 @@ CUresult exec_memcpy_dtoh_shared(struct exec *ex, const struct wire_memcpy_dtoh_
 	res = copy_stream(ex, req->stream, req->async, &s);
 	if (res != CUDA_SUCCESS)
 		return res;
-	return req->async ? ex->be->cuMemcpyDtoHAsync(dst, req->src, req->bytes, s)
-			  : ex->be->cuMemcpyDtoH(dst, req->src, req->bytes);
+	return req->async ? ex->be->cuMemcpyDtoHAsync(dst, exec_device_addr(ex, req->src, req->bytes), req->bytes, s)
+			  : ex->be->cuMemcpyDtoH(dst, exec_device_addr(ex, req->src, req->bytes), req->bytes);
 }
 
 bool exec_host_shared_device_range(struct exec *ex, uint64_t addr, uint64_t len)

@@ -165,19 +165,20 @@ CUresult exec_pointer_get_info(struct exec *ex, const struct wire_pointer_get_in
 CUresult exec_memcpy_htod(struct exec *ex, const struct wire_memcpy_htod_req *req,
 			  struct wire_memcpy_htod_rep *rep)
 {
+	uint64_t dst = exec_device_addr(ex, req->dst, req->data.len);
 	CUstream s;
 	CUresult res;
 
 	if (!exec_device_range_valid(ex, req->dst, req->data.len))
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!req->async)
-		return ex->be->cuMemcpyHtoD(req->dst, req->data.ptr, req->data.len);
+		return ex->be->cuMemcpyHtoD(dst, req->data.ptr, req->data.len);
 	res = exec_host_copy_stream(ex, req->stream, &s);
 	if (res != CUDA_SUCCESS)
 		return res;
 	/* The payload buffer is reused by the next request; a pageable source is
 	 * consumed before the driver returns, as for any pageable async copy. */
-	return ex->be->cuMemcpyHtoDAsync(req->dst, req->data.ptr, req->data.len, s);
+	return ex->be->cuMemcpyHtoDAsync(dst, req->data.ptr, req->data.len, s);
 }
 
 CUresult exec_memcpy_dtoh(struct exec *ex, const struct wire_memcpy_dtoh_req *req,
@@ -193,11 +194,12 @@ CUresult exec_memcpy_dtoh(struct exec *ex, const struct wire_memcpy_dtoh_req *re
 	if (!buf)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (!req->async) {
-		res = ex->be->cuMemcpyDtoH(buf, req->src, req->bytes);
+		res = ex->be->cuMemcpyDtoH(buf, exec_device_addr(ex, req->src, req->bytes), req->bytes);
 	} else {
 		res = exec_host_copy_stream(ex, req->stream, &s);
 		if (res == CUDA_SUCCESS)
-			res = ex->be->cuMemcpyDtoHAsync(buf, req->src, req->bytes, s);
+			res = ex->be->cuMemcpyDtoHAsync(buf, exec_device_addr(ex, req->src, req->bytes),
+							req->bytes, s);
 		/* The bytes travel in the reply, so the copy must be done by then. */
 		if (res == CUDA_SUCCESS)
 			res = ex->be->cuStreamSynchronize(s);
@@ -226,12 +228,14 @@ CUresult exec_memset(struct exec *ex, const struct wire_memset_req *req,
 {
 	CUstream s = NULL;
 	CUresult res;
+	uint64_t dst;
 
 	if ((req->width != 1 && req->width != 2 && req->width != 4) ||
 	    req->count > UINT64_MAX / req->width ||
 	    !exec_device_range_valid(ex, req->dst, req->count * req->width) ||
 	    req->dst % req->width)
 		return CUDA_ERROR_INVALID_VALUE;
+	dst = exec_device_addr(ex, req->dst, req->count * req->width);
 	if (req->async) {
 		res = exec_stream_real(ex, req->stream, &s);
 		if (res != CUDA_SUCCESS)
@@ -239,13 +243,13 @@ CUresult exec_memset(struct exec *ex, const struct wire_memset_req *req,
 	}
 	switch (req->width) {
 	case 1:
-		return req->async ? ex->be->cuMemsetD8Async(req->dst, (unsigned char)req->value, req->count, s)
-				  : ex->be->cuMemsetD8(req->dst, (unsigned char)req->value, req->count);
+		return req->async ? ex->be->cuMemsetD8Async(dst, (unsigned char)req->value, req->count, s)
+				  : ex->be->cuMemsetD8(dst, (unsigned char)req->value, req->count);
 	case 2:
-		return req->async ? ex->be->cuMemsetD16Async(req->dst, (unsigned short)req->value, req->count, s)
-				  : ex->be->cuMemsetD16(req->dst, (unsigned short)req->value, req->count);
+		return req->async ? ex->be->cuMemsetD16Async(dst, (unsigned short)req->value, req->count, s)
+				  : ex->be->cuMemsetD16(dst, (unsigned short)req->value, req->count);
 	default:
-		return req->async ? ex->be->cuMemsetD32Async(req->dst, req->value, req->count, s)
-				  : ex->be->cuMemsetD32(req->dst, req->value, req->count);
+		return req->async ? ex->be->cuMemsetD32Async(dst, req->value, req->count, s)
+				  : ex->be->cuMemsetD32(dst, req->value, req->count);
 	}
 }

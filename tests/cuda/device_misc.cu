@@ -257,7 +257,7 @@ static void unified_function(void)
 
 	CHECK(cudaGetKernel(&k, dm_touch));
 	CHECK_DRV(p_cuKernelGetLibrary(&lib, (CUkernel)k));
-	EXPECT_DRV(p_cuLibraryGetUnifiedFunction(&fp, lib, "no_such_function"), CUDA_ERROR_NOT_FOUND);
+	EXPECT_DRV(p_cuLibraryGetUnifiedFunction(&fp, lib, "no_such_function"), CUDA_ERROR_INVALID_VALUE);
 	EXPECT_DRV(p_cuLibraryGetUnifiedFunction(NULL, lib, "no_such_function"), CUDA_ERROR_INVALID_VALUE);
 	EXPECT_DRV(p_cuLibraryGetUnifiedFunction(&fp, lib, NULL), CUDA_ERROR_INVALID_VALUE);
 }
