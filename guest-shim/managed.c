@@ -71,12 +71,12 @@ enum managed_page {
 
 struct managed_segment {
 	uint64_t addr, size;
+	uint64_t owner;                 /* a variable's module or library, 0 for an allocation */
 };
 
 struct managed_range {
 	uint64_t base, len;             /* page aligned: the application's view */
-	uint64_t alloc_bytes;           /* what cuMemAllocManaged asked; 0 for a variable */
-	uint64_t owner;                 /* a variable's module or library, 0 for an allocation */
+	uint64_t alloc_bytes;           /* what cuMemAllocManaged asked; 0 for variables */
 	unsigned flags;                 /* CU_MEM_ATTACH_* */
 	int memfd;
 	uint8_t *shadow;                /* the shim's read-write view */
@@ -487,7 +487,7 @@ CUresult managed_alloc_mirror(uint64_t addr, uint64_t bytes, unsigned flags)
 		r->flags = flags;
 		/* The device range is what was asked: the worker checks copies
 		 * against it, not against the page-rounded mirror. */
-		r->seg[0] = (struct managed_segment){ addr, bytes };
+		r->seg[0] = (struct managed_segment){ addr, bytes, 0 };
 		r->nseg = 1;
 		range_link_locked(r);
 	}
@@ -520,7 +520,6 @@ CUresult managed_variable_mirror(uint64_t addr, uint64_t bytes, uint64_t library
 				res = CUDA_ERROR_OUT_OF_MEMORY;
 				break;
 			}
-			r->owner = library;
 			range_link_locked(r);
 		}
 		end = r->base + r->len < hi ? r->base + r->len : hi;
@@ -540,7 +539,7 @@ CUresult managed_variable_mirror(uint64_t addr, uint64_t bytes, uint64_t library
 				res = CUDA_ERROR_UNKNOWN;
 				break;
 			}
-			r->seg[r->nseg++] = (struct managed_segment){ a, b - a };
+			r->seg[r->nseg++] = (struct managed_segment){ a, b - a, library };
 			range_invalidate_locked(r, false);
 		}
 		p = end;
@@ -579,7 +578,15 @@ void managed_drop_owner(uint64_t library)
 	for (pp = &managed_ranges; *pp;) {
 		struct managed_range *r = *pp;
 
-		if (!r->alloc_bytes && r->owner == library) {
+		unsigned kept = 0;
+
+		/* Its variables go; pages other modules' variables share stay. */
+		for (unsigned i = 0; i < r->nseg && !r->alloc_bytes; i++)
+			if (r->seg[i].owner != library)
+				r->seg[kept++] = r->seg[i];
+		if (!r->alloc_bytes)
+			r->nseg = kept;
+		if (!r->alloc_bytes && !kept) {
 			*pp = r->next;
 			range_destroy(r);
 		} else {

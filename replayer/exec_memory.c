@@ -188,8 +188,15 @@ CUresult exec_memcpy_dtoh(struct exec *ex, const struct wire_memcpy_dtoh_req *re
 	CUstream s;
 	CUresult res;
 
-	if (req->bytes > WIRE_COPY_PIECE || !exec_device_range_valid(ex, req->src, req->bytes))
+	if (req->bytes > WIRE_COPY_PIECE || !exec_device_range_valid(ex, req->src, req->bytes)) {
+		pr_debug("memcpy_dtoh: 0x%llx +%llu is not the session's", (unsigned long long)req->src,
+			 (unsigned long long)req->bytes);
+		for (unsigned i = 0; i < ex->extra_count; i++)
+			if (req->src >= ex->extra[i].addr && req->src - ex->extra[i].addr < ex->extra[i].size)
+				pr_debug("memcpy_dtoh: it starts in 0x%llx +%llu",
+					 (unsigned long long)ex->extra[i].addr, (unsigned long long)ex->extra[i].size);
 		return CUDA_ERROR_INVALID_VALUE;
+	}
 	buf = exec_copy_buffer(ex, req->bytes);
 	if (!buf)
 		return CUDA_ERROR_OUT_OF_MEMORY;
