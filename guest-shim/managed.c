@@ -497,53 +497,86 @@ CUresult managed_alloc_mirror(uint64_t addr, uint64_t bytes, unsigned flags)
 
 /* A __managed__ variable at [addr, addr+bytes): its pages get a mirror,
  * shared with variables that lie in the same pages. */
+/* The variables' mirror that holds [@lo, @hi) whole, with segment @seg. */
+static bool variable_known_locked(uint64_t lo, uint64_t hi, struct managed_segment seg)
+{
+	struct managed_range *r = range_find_locked(lo);
+
+	for (unsigned i = 0; r && lo >= r->base && hi <= r->base + r->len && i < r->nseg; i++)
+		if (r->seg[i].addr == seg.addr && r->seg[i].size == seg.size)
+			return true;
+	return false;
+}
+
 CUresult managed_variable_mirror(uint64_t addr, uint64_t bytes, uint64_t library)
 {
 	uint64_t pg = page_size(), lo = addr & ~(pg - 1), hi = (addr + bytes + pg - 1) & ~(pg - 1);
+	struct managed_segment segs[MANAGED_SEGMENTS_MAX], seg = { addr, bytes, library };
+	struct managed_range *merged = NULL, kept = { 0 };
 	CUresult res = CUDA_SUCCESS;
+	unsigned n = 0, found = 0;
+	bool again = true;
 
 	if (!bytes || addr + bytes < addr)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&managed_lock);
 	if (handler_install_locked())
 		res = CUDA_ERROR_OPERATING_SYSTEM;
-	for (uint64_t p = lo; p < hi && res == CUDA_SUCCESS;) {
-		struct managed_range *r = range_find_locked(p);
-		uint64_t end, a, b;
-		bool known = false;
+	if (res != CUDA_SUCCESS || variable_known_locked(lo, hi, seg))
+		goto out;
+	/* A variable lies in one mirror, as prefetches and advice want: the
+	 * mirrors its pages touch (the driver packs several modules' variables
+	 * into a page) become one. Their host writes go to the device first;
+	 * the new mirror fetches every page again when touched. */
+	while (again && res == CUDA_SUCCESS) {
+		again = false;
+		for (struct managed_range **pp = &managed_ranges; *pp;) {
+			struct managed_range *r = *pp;
 
-		if (!r) {
-			/* The pages up to the next mirror: a new one. */
-			for (end = p + pg; end < hi && !range_find_locked(end); end += pg)
-				;
-			if (range_create(p, end - p, false, &r)) {
+			if (r->alloc_bytes || r->base >= hi || r->base + r->len <= lo) {
+				pp = &r->next;
+				continue;
+			}
+			if (n + r->nseg >= MANAGED_SEGMENTS_MAX) {
 				res = CUDA_ERROR_OUT_OF_MEMORY;
 				break;
 			}
-			range_link_locked(r);
-		}
-		end = r->base + r->len < hi ? r->base + r->len : hi;
-		a = addr > p ? addr : p;
-		b = addr + bytes < end ? addr + bytes : end;
-		for (unsigned i = 0; i < r->nseg; i++)
-			known |= r->seg[i].addr == a && r->seg[i].size == b - a;
-		if (!known && r->nseg == MANAGED_SEGMENTS_MAX) {
-			res = CUDA_ERROR_OUT_OF_MEMORY;
-			break;
-		}
-		if (!known) {
-			/* New device bytes in pages the host may hold: the host's
-			 * writes go first (over the segments known so far), then
-			 * every page is fetched again when touched. */
 			if (r->dirty && range_push_locked(r) != CUDA_SUCCESS) {
 				res = CUDA_ERROR_UNKNOWN;
 				break;
 			}
-			r->seg[r->nseg++] = (struct managed_segment){ a, b - a, library };
-			range_invalidate_locked(r, false);
+			for (unsigned i = 0; i < r->nseg; i++)
+				segs[n++] = r->seg[i];
+			if (!found++)
+				kept = *r;      /* its advice and prefetch record carry over */
+			again |= r->base < lo || r->base + r->len > hi;
+			lo = r->base < lo ? r->base : lo;
+			hi = r->base + r->len > hi ? r->base + r->len : hi;
+			*pp = r->next;
+			range_destroy(r);
 		}
-		p = end;
 	}
+	if (res == CUDA_SUCCESS && range_create(lo, hi - lo, false, &merged))
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+	if (res == CUDA_SUCCESS) {
+		bool have = false;
+
+		for (unsigned i = 0; i < n; i++)
+			have |= segs[i].addr == seg.addr && segs[i].size == seg.size;
+		if (!have)
+			segs[n++] = seg;
+		memcpy(merged->seg, segs, n * sizeof(segs[0]));
+		merged->nseg = n;
+		if (found) {
+			merged->preferred = kept.preferred;
+			merged->last_prefetch = kept.last_prefetch;
+			merged->read_mostly = kept.read_mostly;
+			merged->accessed_by_device = kept.accessed_by_device;
+			merged->accessed_by_host = kept.accessed_by_host;
+		}
+		range_link_locked(merged);
+	}
+out:
 	pthread_mutex_unlock(&managed_lock);
 	return res;
 }

@@ -373,7 +373,7 @@ static void test_managed_batches(void **state)
 	assert_int_equal(prefetch(d, sz, 1, locs, idx, 2, 0, s), CUDA_ERROR_INVALID_VALUE);    /* more locations than operations */
 	assert_int_equal(prefetch(d, sz, 2, locs, &late_idx, 1, 0, s), CUDA_ERROR_INVALID_VALUE); /* first is not 0 */
 	assert_int_equal(prefetch(d, sz, 2, locs, bad_idx, 2, 0, s), CUDA_ERROR_INVALID_VALUE);  /* not increasing */
-	assert_int_equal(prefetch(d, sz, 2, &bad_dev, &idx0, 1, 0, s), CUDA_ERROR_INVALID_DEVICE);
+	assert_int_equal(prefetch(d, sz, 2, &bad_dev, &idx0, 1, 0, s), CUDA_ERROR_INVALID_VALUE);   /* as the H200 answers */
 	assert_int_equal(prefetch(d, sz, 2, &bad_type, &idx0, 1, 0, s), CUDA_ERROR_INVALID_VALUE);
 	assert_int_equal(prefetch(d, sz, 2, locs, idx, 2, 0, NULL), CUDA_ERROR_INVALID_VALUE);   /* the legacy stream */
 	assert_int_equal(prefetch(d, sz, 2, locs, idx, 2, 0, legacy), CUDA_ERROR_INVALID_VALUE);
