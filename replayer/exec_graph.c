@@ -1678,8 +1678,8 @@ CUresult exec_graph_clone(struct exec *ex, const struct wire_graph_clone_req *re
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (g->capturing)
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	if (g->parent)          /* bodies are not the guest's to copy (docs/limits.md) */
-		return CUDA_ERROR_INVALID_VALUE;
+	if (g->parent)          /* bodies are not the guest's to copy: the H200's answer */
+		return CUDA_ERROR_NOT_SUPPORTED;
 	c = graph_info_new();
 	if (!c)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1990,8 +1990,10 @@ CUresult exec_graph_add_child_node(struct exec *ex, const struct wire_graph_add_
 	if (res == CUDA_SUCCESS && !child)
 		res = CUDA_ERROR_INVALID_HANDLE;
 	/* Memory nodes may not be in a child graph (as in the driver). */
-	if (res == CUDA_SUCCESS && (child->capturing || req->child == req->graph || child->parent))
+	if (res == CUDA_SUCCESS && (child->capturing || req->child == req->graph))
 		res = CUDA_ERROR_INVALID_VALUE;
+	if (res == CUDA_SUCCESS && child->parent)       /* a body: the H200's answer */
+		res = CUDA_ERROR_NOT_SUPPORTED;
 	if (res == CUDA_SUCCESS && desc_has_mem_nodes(child->d))
 		res = CUDA_ERROR_NOT_SUPPORTED;
 	if (res == CUDA_SUCCESS &&
@@ -2402,8 +2404,8 @@ static CUresult graph_instantiate(struct exec *ex, const struct wire_graph_insta
 	 * give the executable a graph of its own). */
 	if (g->execs && (desc_has_mem_nodes(g->d) || graph_desc_has_cond(g->d)))
 		return CUDA_ERROR_INVALID_VALUE;
-	if (g->parent)          /* a body runs in its node only */
-		return CUDA_ERROR_INVALID_VALUE;
+	if (g->parent)          /* a body runs in its node only: the H200's answer */
+		return CUDA_ERROR_NOT_SUPPORTED;
 	x = calloc(1, sizeof(*x));
 	if (!x || graph_desc_copy(&x->d, g->d)) {
 		free(x);
@@ -2574,6 +2576,9 @@ static CUresult graph_exec_update(struct exec *ex, const struct wire_graph_exec_
 			return CUDA_SUCCESS;
 		}
 	}
+	/* The copy names no backend nodes; the executable's are the same. */
+	for (uint32_t i = 0; i < d.count; i++)
+		d.nodes[i].real = x->d.nodes[i].real;
 	desc_gallocs(ex, &d, +1);
 	desc_gallocs(ex, &x->d, -1);
 	graph_desc_release(&x->d);

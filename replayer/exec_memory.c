@@ -50,12 +50,32 @@ CUresult exec_mem_unmap(struct exec *ex, uint64_t addr)
 	return res;
 }
 
+/* The arena's VMM calls are allowed during a stream capture where the
+ * driver's cuMemAlloc is not: in global and thread-local mode the H200's
+ * driver answers CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the
+ * capture. Asking it with a small allocation makes its rules, and its
+ * invalidation, the guest's; in relaxed mode nothing is asked. */
+static CUresult capture_allows_alloc(struct exec *ex)
+{
+	CUdeviceptr probe = 0;
+	CUresult res;
+
+	if (!exec_capture_active(ex) || ex->capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+		return CUDA_SUCCESS;
+	res = ex->be->cuMemAlloc(&probe, 1);
+	if (res == CUDA_SUCCESS)
+		ex->be->cuMemFree(probe);
+	return res;
+}
+
 CUresult exec_mem_alloc(struct exec *ex, const struct wire_mem_alloc_req *req,
 			struct wire_mem_alloc_rep *rep)
 {
 	uint64_t addr = 0;
-	CUresult res = exec_mem_map(ex, req->bytes, &addr);
+	CUresult res = capture_allows_alloc(ex);
 
+	if (res == CUDA_SUCCESS)
+		res = exec_mem_map(ex, req->bytes, &addr);
 	if (res != CUDA_SUCCESS)
 		return res;
 	rep->address = addr;

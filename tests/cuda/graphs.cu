@@ -543,6 +543,25 @@ static void exec_changes(void)
 	CHECK(cudaStreamSynchronize(s));
 	for (int e : fetch(p))
 		REQUIRE(e == 7, "after the update: %d", e);
+	/* The executable's nodes still take parameters after an update. */
+	{
+		int *q = p, k = 8, n = N;
+		void *args[] = { &q, &k, &n };
+		cudaKernelNodeParams kp = {};
+		unsigned enabled = 0;
+
+		kp.func = (void *)g_fill;
+		kp.gridDim = dim3(G);
+		kp.blockDim = dim3(B);
+		kp.kernelParams = args;
+		CHECK(cudaGraphExecKernelNodeSetParams(x, n1, &kp));
+		CHECK(cudaGraphNodeGetEnabled(x, n1, &enabled));
+		REQUIRE(enabled == 1, "a node of the updated executable reads disabled");
+		CHECK(cudaGraphLaunch(x, s));
+		CHECK(cudaStreamSynchronize(s));
+		for (int e : fetch(p))
+			REQUIRE(e == 8, "set params after the update: %d", e);
+	}
 
 	/* Another shape does not. */
 	v = 9;
@@ -556,7 +575,7 @@ static void exec_changes(void)
 	CHECK(cudaGraphLaunch(x, s));
 	CHECK(cudaStreamSynchronize(s));
 	for (int e : fetch(p))
-		REQUIRE(e == 7, "after a refused update: %d", e);
+		REQUIRE(e == 8, "after a refused update: %d", e);
 
 	CHECK(cudaGraphExecDestroy(x));
 	CHECK(cudaGraphDestroy(g1));
