@@ -2,8 +2,10 @@
  * protocol over a unix socket. Checks the hello exchange, the attribute
  * cache, parameter packing for launches, cutting of large copies, host
  * memory attributes, batched prefetch and discard of managed memory (what
- * they check, push and drop), and that a worker that dies mid-run gives the
- * app an error instead of a crash. */
+ * they check, push and drop), __managed__ variables of two modules sharing
+ * a page (one mirror; the unloaded module's variable no longer fetched),
+ * and that a worker that dies mid-run gives the app an error instead of a
+ * crash. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -25,6 +27,15 @@
 #define ARENA_SIZE (1ull << 34)
 #define FAKE_FUNCTION 0x0500000000000007ull
 #define MANAGED_ADDR (ARENA_BASE + (1ull << 30))
+/* __managed__ variables as the H200's driver packs them: "a" of module A
+ * and "b" of module B in one page, "b" running into the next. */
+#define VAR_PAGE 0x7c0000000000ull
+#define VAR_A (VAR_PAGE + 0x80)
+#define VAR_A_BYTES 0x40
+#define VAR_B (VAR_PAGE + 0xf00)
+#define VAR_B_BYTES 0x200
+#define MODULE_A ((uint64_t)WIRE_HANDLE_MODULE << 56 | 1)
+#define MODULE_B ((uint64_t)WIRE_HANDLE_MODULE << 56 | 2)
 
 static void *lib;
 static char dir[] = "/tmp/tern-shim-rpc-XXXXXX";
@@ -34,6 +45,7 @@ static int listen_fd;
 /* What the fake server saw; read after the call that caused it returned. */
 static struct {
 	int hello, attrs_fetches, dtoh_pieces, htod_pushes;
+	uint64_t dtoh_src[64], dtoh_len[64];    /* the latest pieces, dtoh_pieces % 64 */
 	uint64_t htod_bytes;
 	uint8_t launch_args[64];
 	uint32_t launch_len;
@@ -157,11 +169,35 @@ static bool serve(int fd)
 			/* Each byte tells where it came from. */
 			for (uint64_t i = 0; i < r.bytes; i++)
 				data[i] = (uint8_t)((r.src - ARENA_BASE + i) * 7);
-			seen.dtoh_pieces++;
+			seen.dtoh_src[seen.dtoh_pieces % 64] = r.src;
+			seen.dtoh_len[seen.dtoh_pieces % 64] = r.bytes;
+			__atomic_add_fetch(&seen.dtoh_pieces, 1, __ATOMIC_RELEASE);
 			wire_put_u32(&m, CUDA_SUCCESS);
 			wire_put_blob(&m, (struct wire_blob){ data, (uint32_t)r.bytes });
 			break;
 		}
+		case WIRE_CALL_MODULE_GET_VARIABLE: {
+			struct wire_module_get_variable_req r;
+			bool a;
+
+			if (wire_module_get_variable_req_decode(&cur, &r) ||
+			    (r.module != MODULE_A && r.module != MODULE_B)) {
+				wire_put_u32(&m, CUDA_ERROR_NOT_FOUND);
+				wire_put_u64(&m, 0);
+				wire_put_u64(&m, 0);
+				wire_put_u32(&m, 0);
+				break;
+			}
+			a = r.module == MODULE_A;
+			wire_put_u32(&m, CUDA_SUCCESS);
+			wire_put_u64(&m, a ? VAR_A : VAR_B);
+			wire_put_u64(&m, a ? VAR_A_BYTES : VAR_B_BYTES);
+			wire_put_u32(&m, 1);    /* __managed__ */
+			break;
+		}
+		case WIRE_CALL_MODULE_UNLOAD:
+			wire_put_u32(&m, CUDA_SUCCESS);
+			break;
 		case WIRE_CALL_MEM_ALLOC_MANAGED:
 			wire_put_u32(&m, CUDA_SUCCESS);
 			wire_put_u64(&m, MANAGED_ADDR);
@@ -335,6 +371,52 @@ static int last_prefetch(CUdeviceptr p, size_t bytes)
 
 /* Batched prefetch and discard are answered in the shim (guest-shim/managed.c):
  * what they refuse, and what they push and drop of the host's writes. */
+/* Two modules' __managed__ variables in one page, the second running into
+ * the next: one mirror holds both (a prefetch of the whole second one
+ * finds one), and once the first module is unloaded a fetch of the shared
+ * page no longer asks for the first variable's bytes, which the worker
+ * would refuse as no longer the session's. Part of test_managed_batches:
+ * cmocka puts its own SIGSEGV handler back after each test, and the shim
+ * installs its handler once. */
+static void managed_variables_share_a_page(void)
+{
+	CUresult (*get)(CUdeviceptr *, size_t *, CUmodule, const char *) =
+		FN("cuModuleGetGlobal_v2", CUresult (*)(CUdeviceptr *, size_t *, CUmodule, const char *));
+	CUresult (*unload)(CUmodule) = FN("cuModuleUnload", CUresult (*)(CUmodule));
+	CUresult (*prefetch)(CUdeviceptr, size_t, CUdevice, CUstream) =
+		FN("cuMemPrefetchAsync", CUresult (*)(CUdeviceptr, size_t, CUdevice, CUstream));
+	CUstream s = (CUstream)(uintptr_t)CU_STREAM_PER_THREAD;
+	CUdeviceptr a = 0, b = 0;
+	size_t na = 0, nb = 0;
+	volatile uint8_t *ha, *hb;
+	int first, last;
+
+	assert_int_equal(get(&a, &na, (CUmodule)(uintptr_t)MODULE_A, "a"), CUDA_SUCCESS);
+	assert_int_equal(a, VAR_A);
+	assert_int_equal(na, VAR_A_BYTES);
+	ha = (volatile uint8_t *)(uintptr_t)a;
+	ha[0] = 1;                      /* fetched, then written: dirty */
+	assert_int_equal(get(&b, &nb, (CUmodule)(uintptr_t)MODULE_B, "b"), CUDA_SUCCESS);
+	assert_int_equal(b, VAR_B);
+	hb = (volatile uint8_t *)(uintptr_t)b;
+	assert_int_equal(prefetch(b, VAR_B_BYTES, 0, s), CUDA_SUCCESS);
+	assert_int_equal(prefetch(a, VAR_A_BYTES, 0, s), CUDA_SUCCESS);
+
+	assert_int_equal(unload((CUmodule)(uintptr_t)MODULE_A), CUDA_SUCCESS);
+	first = __atomic_load_n(&seen.dtoh_pieces, __ATOMIC_ACQUIRE);
+	(void)hb[0];                    /* the shared page, fetched again */
+	(void)hb[VAR_B_BYTES - 1];      /* and the next one */
+	/* The fetches ran in the fault handler, with no call here between:
+	 * read what the server saw afresh. */
+	last = __atomic_load_n(&seen.dtoh_pieces, __ATOMIC_ACQUIRE);
+	assert_true(last > first);
+	for (int i = first; i < last; i++) {
+		uint64_t src = seen.dtoh_src[i % 64], len = seen.dtoh_len[i % 64];
+
+		assert_true(src >= VAR_B && src + len <= VAR_B + VAR_B_BYTES);
+	}
+}
+
 static void test_managed_batches(void **state)
 {
 	CUresult (*alloc)(CUdeviceptr *, size_t, unsigned) =
@@ -435,6 +517,7 @@ static void test_managed_batches(void **state)
 	assert_int_equal(seen.htod_bytes, bytes + 4 * pg);     /* pages 2 and 3 */
 	assert_int_equal(h[3 * pg], 4);
 	assert_int_equal(last_prefetch(p, bytes), 0);
+	managed_variables_share_a_page();
 }
 
 static void test_worker_death(void **state)
