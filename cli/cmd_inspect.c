@@ -23,7 +23,7 @@
 
 #define ARGS_HEX_MAX 64   /* undecodable arguments: show this many bytes */
 
-/* The executor's object kinds (replayer/handle_table.h; stored on disk, so
+/* The executor's object kinds (replayer/exec/handle_table.h; stored on disk, so
  * the numbers never change).  Listed in dependency (restore) order. */
 static const struct {
 	uint32_t kind;
@@ -34,7 +34,7 @@ static const struct {
 	{ 10, "mempool" }, { 11, "vmm_alloc" },
 };
 
-/* The executor's region kinds (replayer/exec.h, enum exec_region_kind). */
+/* The executor's region kinds (replayer/exec/exec.h, enum exec_region_kind). */
 static const char *region_kind_name(uint32_t kind)
 {
 	switch (kind) {

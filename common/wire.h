@@ -27,7 +27,7 @@
 #define WIRE_STR_MAX 8192u
 
 /* Virtual handles: the kind of object in the top byte, a serial below
- * (replayer/handle_table.h issues them). Stream handles 0, 1 and 2 are the
+ * (replayer/exec/handle_table.h issues them). Stream handles 0, 1 and 2 are the
  * NULL, legacy and per-thread streams. */
 #define WIRE_HANDLE_KIND_SHIFT 56
 enum wire_handle_kind {

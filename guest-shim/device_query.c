@@ -1,4 +1,4 @@
-/* Device queries beyond attributes (wire ids 350-355, replayer/exec_device_query.c):
+/* Device queries beyond attributes (wire ids 350-355, replayer/exec/exec_device_query.c):
  * a device by PCI bus id, the 1D linear texture limit, atomic capabilities
  * of the host and peer links, the GPUDirect RDMA write fence, the graph
  * memory figures of the session; and cuLibraryGetUnifiedFunction, which no

@@ -1,5 +1,5 @@
 /* IPC handles between processes: tern's own 64-byte handles, which the
- * worker and ternd's supervisor give out and check (replayer/exec_ipc.c).
+ * worker and ternd's supervisor give out and check (replayer/exec/exec_ipc.c).
  * The bytes are opaque here; the app passes them to another process as it
  * would the driver's. */
 #define LOG_PREFIX "shim: "

@@ -1,5 +1,5 @@
 /* Memory pools and stream-ordered allocation. Pools are the worker's objects
- * (replayer/exec_pool.c): their handles are virtual like any other, their
+ * (replayer/exec/exec_pool.c): their handles are virtual like any other, their
  * memory lies in the session's arena. Only device pools of pinned memory on
  * the session's device exist; host and managed pools, and exporting a pool or
  * its pointers to another process, answer CUDA_ERROR_NOT_SUPPORTED. */

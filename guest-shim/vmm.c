@@ -1,5 +1,5 @@
 /* Virtual memory management: address reservations, physical allocations,
- * mappings and their access (replayer/exec_vmm.c). Reservations come from a
+ * mappings and their access (replayer/exec/exec_vmm.c). Reservations come from a
  * fixed window after room for every device's arena, so every address is the
  * one the worker maps; allocation handles are virtual like any other. Only
  * pinned device memory, on the session's device 0, exists. Not defined here, so they

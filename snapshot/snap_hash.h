@@ -1,5 +1,5 @@
 /* The chunk device hash: the change-detection hash computed where the
- * memory lives (a CUDA kernel in replayer/kernels/, the CPU on sim) and
+ * memory lives (a CUDA kernel in replayer/checkpoint/kernels/, the CPU on sim) and
  * recorded as snap_chunk_ref.device_hash.  This file is its CPU reference;
  * the kernel must give the same value for the same bytes.
  *

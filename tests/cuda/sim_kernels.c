@@ -1,6 +1,6 @@
 /* CPU versions of the test programs' kernels, for ternd's sim backend
  * (loaded with `ternd --backend sim --sim-kernels libtern_test_kernels.so`;
- * see replayer/sim/sim_kernel.h). Each mirrors its .cu kernel exactly,
+ * see replayer/backend/sim/sim_kernel.h). Each mirrors its .cu kernel exactly,
  * including integer wrap-around, so the programs' exact checks hold on sim.
  *
  * Every kernel first checks the argument count and sizes the sim took from

@@ -1,4 +1,4 @@
-/* CPU version of the chunk hash kernel (replayer/kernels/chunk_hash.cu) for
+/* CPU version of the chunk hash kernel (replayer/checkpoint/kernels/chunk_hash.cu) for
  * the sim backend.  It walks the grid exactly as the GPU does (block ->
  * chunk and slice, grid-stride loop over 16-byte vectors, the tail by the
  * first thread of slice 0, one XOR/OR per block into the chunk's result),

@@ -533,6 +533,7 @@ static void test_capture(void **state)
 	struct wire_stream_get_capture_info_rep cr;
 	struct checkpoint_request creq = { .store_dir = "/nonexistent", .name = "s", .session = "graph-test" };
 	struct checkpoint_job *job;
+	struct checkpoint ck;
 	uint8_t data[16] = { 0 };
 	char err[256];
 
@@ -542,7 +543,9 @@ static void test_capture(void **state)
 	assert_int_equal(exec_stream_begin_capture(&fx.ex, &b, &br), CUDA_SUCCESS);
 	assert_true(exec_capture_active(&fx.ex));
 	/* A snapshot now is refused, and leaves the capture alone. */
-	assert_int_equal(checkpoint_begin(&fx.ex, &creq, &job, err, sizeof(err)), -EBUSY);
+	checkpoint_init(&ck, &fx.ex);
+	assert_int_equal(checkpoint_begin(&ck, &creq, &job, err, sizeof(err)), -EBUSY);
+	checkpoint_close(&ck);
 	assert_non_null(strstr(err, "capture"));
 	assert_int_equal(exec_memset(&fx.ex, &(struct wire_memset_req){ .dst = fx.mem, .width = 4, .count = 64,
 							     .stream = fx.stream, .async = 1 }, NULL),

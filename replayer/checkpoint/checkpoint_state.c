@@ -209,6 +209,7 @@ static CUresult global_lookup(struct exec *ex, const struct handle_entry *owner,
 }
 
 struct globals_out {
+	struct checkpoint *ck;
 	struct exec *ex;
 	uint8_t *buf;
 	size_t len, cap;
@@ -251,20 +252,20 @@ static bool guest_knows(const struct exec *ex, uint64_t addr)
 
 /* The names of the globals an image lists, parsed once per image: a large
  * fatbin takes long to read, and a snapshot's pause must not. */
-struct exec_image_globals {
-	struct exec_image_globals *next;
+struct checkpoint_image_globals {
+	struct checkpoint_image_globals *next;
 	uint8_t hash[TRACKER_HASH_SIZE];
 	unsigned count;
 	char **names;
 	bool *managed;              /* names[i] is a __managed__ variable */
 };
 
-void exec_image_globals_free(struct exec *ex)
+void checkpoint_image_globals_free(struct checkpoint *ck)
 {
-	while (ex->image_globals) {
-		struct exec_image_globals *c = ex->image_globals;
+	while (ck->image_globals) {
+		struct checkpoint_image_globals *c = ck->image_globals;
 
-		ex->image_globals = c->next;
+		ck->image_globals = c->next;
 		for (unsigned i = 0; i < c->count; i++)
 			free(c->names[i]);
 		free(c->names);
@@ -274,22 +275,22 @@ void exec_image_globals_free(struct exec *ex)
 }
 
 /* The globals of an image, or NULL when it cannot be read (logged once). */
-static const struct exec_image_globals *image_globals(struct exec *ex, const uint8_t *hash,
+static const struct checkpoint_image_globals *image_globals(struct checkpoint *ck, const uint8_t *hash,
 						      const void *image, size_t size, unsigned sm)
 {
-	struct exec_image_globals *c;
+	struct checkpoint_image_globals *c;
 	struct cuimage *img = NULL;
 	int ret;
 
-	for (c = ex->image_globals; c; c = c->next)
+	for (c = ck->image_globals; c; c = c->next)
 		if (!memcmp(c->hash, hash, TRACKER_HASH_SIZE))
 			return c->names || !c->count ? c : NULL;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
 	memcpy(c->hash, hash, TRACKER_HASH_SIZE);
-	c->next = ex->image_globals;
-	ex->image_globals = c;
+	c->next = ck->image_globals;
+	ck->image_globals = c;
 	ret = cuimage_parse(image, size, sm, &img);
 	if (!ret) {
 		c->names = calloc(cuimage_global_count(img) + 1, sizeof(*c->names));
@@ -378,7 +379,7 @@ static int entry_globals(struct handle_entry *e, void *arg)
 	struct exec *ex = g->ex;
 	struct tracker_object o;
 	struct tracker_image im;
-	const struct exec_image_globals *c;
+	const struct checkpoint_image_globals *c;
 	const void *image;
 	uint8_t hash[TRACKER_HASH_SIZE];
 
@@ -389,16 +390,17 @@ static int entry_globals(struct handle_entry *e, void *arg)
 	memcpy(hash, o.args, sizeof(hash));
 	if (tracker_image_get(ex->journal, hash, &im, &image))
 		return 0;
-	c = image_globals(ex, hash, image, im.size, g->sm);
+	c = image_globals(g->ck, hash, image, im.size, g->sm);
 	for (unsigned i = 0; c && i < c->count && !g->ret; i++)
 		for (unsigned d = 0; d < ex->dev_count && !g->ret; d++)
 			global_save(g, e, c->names[i], c->managed[i], d);
 	return g->ret;
 }
 
-int checkpoint_state_save(struct exec *ex, char *err, size_t errlen)
+int checkpoint_state_save(struct checkpoint *ck, char *err, size_t errlen)
 {
-	struct globals_out g = { .ex = ex, .err = err, .errlen = errlen };
+	struct exec *ex = ck->ex;
+	struct globals_out g = { .ck = ck, .ex = ex, .err = err, .errlen = errlen };
 	int major = 9, minor = 0, ret;
 
 	if (!ex->journal)

@@ -44,6 +44,7 @@ static const uint32_t restore_order[] = {
 };
 
 struct checkpoint_job {
+	struct checkpoint *ck;
 	struct exec *ex;
 	struct snap_store *store;
 	struct snap_writer *writer;
@@ -70,8 +71,16 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int capture_get(struct exec *ex, struct capture **out)
+void checkpoint_close(struct checkpoint *ck)
 {
+	capture_close(ck->capture);
+	ck->capture = NULL;
+	checkpoint_image_globals_free(ck);
+}
+
+static int capture_get(struct checkpoint *ck, struct capture **out)
+{
+	struct exec *ex = ck->ex;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	struct capture_config cfg = { .shadow_max = CAPTURE_SHADOW_AUTO,
 				      .threads = cpus > 4 ? (unsigned)cpus : 4 };
@@ -82,12 +91,12 @@ static int capture_get(struct exec *ex, struct capture **out)
 	 * whatever the last request or object restored used. */
 	if (exec_context_switch(ex, ex->primary_ctx) != CUDA_SUCCESS)
 		return -EIO;
-	if (!ex->capture) {
-		ret = capture_open(ex->be, ex->device, &cfg, &ex->capture);
+	if (!ck->capture) {
+		ret = capture_open(ex->be, ex->device, &cfg, &ck->capture);
 		if (ret)
 			return ret;
 	}
-	*out = ex->capture;
+	*out = ck->capture;
 	return 0;
 }
 
@@ -119,7 +128,7 @@ static void *job_drain(void *arg)
 	/* The driver's current context is per thread. */
 	job->ex->be->cuCtxSetCurrent(handle_table_get(job->ex->handles, job->ex->primary_ctx,
 						      HANDLE_CONTEXT)->real);
-	ret = capture_finish(job->ex->capture, &job->stats);
+	ret = capture_finish(job->ck->capture, &job->stats);
 	if (ret)
 		snprintf(job->error, sizeof(job->error), "copying device memory failed: %s", strerror(-ret));
 	if (!ret) {
@@ -136,9 +145,10 @@ static void *job_drain(void *arg)
 	return NULL;
 }
 
-int checkpoint_begin(struct exec *ex, const struct checkpoint_request *req,
+int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req,
 		     struct checkpoint_job **out, char *err, size_t errlen)
 {
+	struct exec *ex = ck->ex;
 	struct snap_writer_config wcfg = { 0 };
 	struct snap_store_config scfg = { 0 };
 	struct capture_region *regions = NULL;
@@ -165,6 +175,7 @@ int checkpoint_begin(struct exec *ex, const struct checkpoint_request *req,
 	job = calloc(1, sizeof(*job));
 	if (!job)
 		return -ENOMEM;
+	job->ck = ck;
 	job->ex = ex;
 	job->seq = req->seq;
 	job->done_fd = eventfd(0, EFD_CLOEXEC);
@@ -220,7 +231,7 @@ int checkpoint_begin(struct exec *ex, const struct checkpoint_request *req,
 		goto out_store;
 	}
 	/* The journal first: it must describe exactly the memory captured now. */
-	ret = checkpoint_state_save(ex, err, errlen);
+	ret = checkpoint_state_save(ck, err, errlen);
 	if (ret)
 		goto out_writer;
 	ret = journal_bookkeeping(ex, req->seq, req->reply, req->reply_len);
@@ -269,7 +280,7 @@ int checkpoint_begin(struct exec *ex, const struct checkpoint_request *req,
 		regions[job->regions++] = (struct capture_region){ m->addr, m->size, 0 };
 		job->bytes += m->size;
 	}
-	ret = capture_get(ex, &cap);
+	ret = capture_get(ck, &cap);
 	if (!ret)
 		ret = capture_pause(cap, job->writer, regions, job->regions, &job->stats);
 	free(regions);
@@ -633,9 +644,10 @@ static int restore_region(void *arg, uint64_t addr, const struct tracker_region 
 	return 0;
 }
 
-int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
+int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char *name,
 		       uint64_t *seq, void **reply, size_t *reply_len, char *json, size_t cap)
 {
+	struct exec *ex = ck->ex;
 	struct snap_store_config scfg = { 0 };
 	struct snap_store *store = NULL;
 	struct snap_reader *reader = NULL;
@@ -700,7 +712,7 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
 					     restore_object, &rc);
 	rc.code_pass = false;
 	if (!ret)
-		ret = capture_get(ex, &capt);
+		ret = capture_get(ck, &capt);
 	if (!ret) {
 		ret = capture_fill(capt, reader, &stats);
 		if (ret && !err[0])

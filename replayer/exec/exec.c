@@ -1,5 +1,4 @@
 #define LOG_PREFIX "exec: "
-#include "capture.h"
 #include "exec.h"
 #include "log.h"
 
@@ -75,7 +74,7 @@ out_ctx:
 }
 
 int exec_open(struct exec *ex, struct backend *be, const struct exec_config *cfg,
-	      struct session_slot *slot)
+	      const struct exec_observer *observer)
 {
 	CUresult res;
 	int count = 0, ret;
@@ -83,7 +82,8 @@ int exec_open(struct exec *ex, struct backend *be, const struct exec_config *cfg
 	memset(ex, 0, sizeof(*ex));
 	ex->be = be;
 	ex->cfg = *cfg;
-	ex->slot = slot;
+	if (observer)
+		ex->observer = *observer;
 	ex->host_sock = -1;
 	ex->conn_sock = -1;
 	ex->ipc_fd = -1;
@@ -127,8 +127,6 @@ int exec_open(struct exec *ex, struct backend *be, const struct exec_config *cfg
 	ex->ctx_current = 0;
 	exec_context_switch(ex, ex->primary_ctx);
 	exec_vmm_open(ex);
-	if (slot)
-		atomic_store_explicit(&slot->device, ex->devs[0].ordinal, memory_order_relaxed);
 	return 0;
 out_devices:
 	for (unsigned i = 0; i < ex->dev_count; i++) {
@@ -169,7 +167,6 @@ void exec_close(struct exec *ex)
 			ex->be->cuCtxSynchronize();
 	exec_ipc_close(ex);
 	exec_host_shared_close(ex);
-	capture_close(ex->capture);
 	exec_journal_close(ex);
 	if (ex->arena)
 		exec_vmm_close(ex);
@@ -185,7 +182,6 @@ void exec_close(struct exec *ex)
 	free(ex->captures);
 	free(ex->gallocs);
 	exec_hostfn_free(ex);
-	exec_image_globals_free(ex);
 	memset(ex, 0, sizeof(*ex));
 }
 
@@ -262,8 +258,8 @@ uint64_t exec_mem_used(const struct exec *ex)
 
 void exec_mem_publish(struct exec *ex)
 {
-	if (ex->slot)
-		atomic_store_explicit(&ex->slot->memory, exec_mem_used(ex), memory_order_relaxed);
+	if (ex->observer.memory_changed)
+		ex->observer.memory_changed(ex->observer.opaque, exec_mem_used(ex));
 }
 
 void exec_context_any(struct exec *ex)

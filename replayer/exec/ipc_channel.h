@@ -15,8 +15,8 @@
  * Both ends are the same ternd binary on one host; the layout is still
  * fixed-width. The supervisor is single-threaded; workers ask and wait.
  */
-#ifndef TERN_IPC_BROKER_H
-#define TERN_IPC_BROKER_H
+#ifndef TERN_IPC_CHANNEL_H
+#define TERN_IPC_CHANNEL_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -70,20 +70,16 @@ _Static_assert(sizeof(struct ipc_handle) == IPC_HANDLE_BYTES, "ipc_handle layout
 void ipc_handle_encode(const struct ipc_handle *h, uint8_t out[IPC_HANDLE_BYTES]);
 int ipc_handle_decode(const uint8_t *in, uint32_t len, struct ipc_handle *h);
 
+/* One message and the fd beside it (-1: none); the broker serves with
+ * these. 0 or -errno (-EBADMSG: a packet of the wrong size). */
+int ipc_msg_send(int chan, const struct ipc_msg *m, int fd);
+/* *@fd gets the fd that came with it (-1 if none; closed if @fd is NULL). */
+int ipc_msg_recv(int chan, struct ipc_msg *m, int *fd);
+
 /* Worker side: send @req (with @fd_out >= 0 beside it), wait for the reply
  * into @rep, and take the fd that comes with it into *@fd_in (-1: none;
  * NULL: close any). 0 or -errno for a broken channel; rep->status is the
  * answer. */
 int ipc_call(int chan, const struct ipc_msg *req, int fd_out, struct ipc_msg *rep, int *fd_in);
-
-/* Supervisor side. Not thread-safe: the supervisor's loop owns it. */
-struct ipc_broker;
-int ipc_broker_create(struct ipc_broker **out);
-void ipc_broker_destroy(struct ipc_broker *b);
-/* Serve one request from @chan, the channel of the worker in slot @owner.
- * Returns -errno when the channel is closed or broken (the caller closes it). */
-int ipc_broker_serve(struct ipc_broker *b, int chan, unsigned owner);
-/* The worker in slot @owner ended: its exports go. */
-void ipc_broker_drop_owner(struct ipc_broker *b, unsigned owner);
 
 #endif

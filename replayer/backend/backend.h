@@ -4,7 +4,7 @@
  * once against that table; the two backends fill it:
  *   - cuda: each entry resolved from the real libcuda.so.1 with cuGetProcAddress
  *     at the version named below, so its signature is exactly the typedef's;
- *   - sim:  a CPU device implementing the same signatures (replayer/sim/).
+ *   - sim:  a CPU device implementing the same signatures (replayer/backend/sim/).
  * An entry a backend leaves NULL is filled by backend_open() with one that
  * answers CUDA_ERROR_NOT_SUPPORTED, so the executor calls any entry safely
  * (libvirt's driver-table rule).

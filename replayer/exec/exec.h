@@ -17,11 +17,9 @@
 #include "arena.h"
 #include "backend.h"
 #include "handle_table.h"
-#include "session_slot.h"
 #include "wire.h"
 
 struct tracker;
-struct capture;
 struct exec_hostfn;
 
 /* Devices a session may see at most (guest ordinals 0 .. EXEC_DEVICES_MAX-1). */
@@ -150,10 +148,17 @@ enum exec_region_kind {
 	EXEC_REGION_MANAGED = 4,    /* cuMemAllocManaged: device memory the guest mirrors */
 };
 
+/* Told of the session's device memory whenever it changes (the worker
+ * publishes it to the supervisor's slot); @memory_changed may be NULL. */
+struct exec_observer {
+	void (*memory_changed)(void *opaque, uint64_t bytes);
+	void *opaque;
+};
+
 struct exec {
 	struct backend *be;
 	struct handle_table *handles;
-	struct session_slot *slot;  /* shared with the supervisor, may be NULL */
+	struct exec_observer observer;
 	struct exec_config cfg;
 	struct exec_device devs[EXEC_DEVICES_MAX];
 	unsigned dev_count;
@@ -183,7 +188,6 @@ struct exec {
 	uint32_t guest_pid;
 	uint64_t resume_seq;        /* restored at this request, 0 for a fresh session */
 	struct tracker *journal;    /* NULL when the session is not journaled */
-	struct capture *capture;    /* snapshot data path, opened at the first snapshot */
 	char device_name[256];
 	bool journal_broken;        /* a journal write failed: no snapshots */
 	int host_sock;              /* where shared buffers' memfds arrive; -1: not offered */
@@ -203,13 +207,12 @@ struct exec {
 	bool graph_dirty;           /* a graph description awaits its journal write */
 	int conn_sock;              /* the session's socket (host_func_attach), -1: none */
 	struct exec_hostfn *hostfn; /* host-function channel and records (exec_hostfn.c) */
-	struct exec_image_globals *image_globals;  /* checkpoint_state.c's cache */
 	uint64_t array_bytes;       /* arrays and mipmapped arrays, counted against the quota */
 };
 
 /* Open the backend's device and reserve the arena. 0 or -errno. */
 int exec_open(struct exec *ex, struct backend *be, const struct exec_config *cfg,
-	      struct session_slot *slot);
+	      const struct exec_observer *observer);
 void exec_close(struct exec *ex);
 
 /* Make the request's context current before dispatch (0 = none). */
@@ -271,10 +274,6 @@ void exec_journal_meta_setting(struct exec *ex, uint32_t key, const void *rec, u
 #define EXEC_STREAM_SETTING_RECORD 72u
 void exec_journal_ctx_setting(struct exec *ex, uint32_t id, uint64_t value);
 void exec_journal_func_setting(struct exec *ex, uint64_t handle, uint32_t id, int32_t value);
-
-/* checkpoint_state.c: the cache of the globals each image lists (by image
- * hash), freed at exec_close. */
-void exec_image_globals_free(struct exec *ex);
 
 /* Helpers shared by the handler files. */
 CUresult exec_stream_real(struct exec *ex, uint64_t handle, CUstream *out);
@@ -428,7 +427,7 @@ struct arena *exec_arena_of(struct exec *ex, uint64_t addr, unsigned *ordinal);
 const struct arena_alloc *exec_alloc_find(struct exec *ex, uint64_t addr, unsigned *ordinal);
 /* Device memory the session holds: every device's arena and the guest's VMM
  * allocations (what the quota counts); and its publication to the
- * supervisor's slot. */
+ * observer. */
 uint64_t exec_mem_used(const struct exec *ex);
 void exec_mem_publish(struct exec *ex);
 /* The guest ordinal whose primary context is @ctx; -1 if none. */

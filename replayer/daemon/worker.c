@@ -67,6 +67,7 @@ struct worker_session {
 	const struct worker_config *cfg;
 	struct worker_conn c;
 	struct exec ex;
+	struct checkpoint ck;           /* the snapshots' and restores' state of ex */
 	char id[SESSION_ID_MAX];
 	uint64_t seq;                   /* last request applied */
 	uint64_t resume_seq;            /* restored at this sequence number, 0 if fresh */
@@ -303,7 +304,7 @@ static void snapshot_start(struct worker_session *s, const char *name, const cha
 	req.seq = s->seq;
 	req.reply = kept;
 	req.reply_len = kept_len;
-	if (checkpoint_begin(&s->ex, &req, &s->job, err, sizeof(err))) {
+	if (checkpoint_begin(&s->ck, &req, &s->job, err, sizeof(err))) {
 		snprintf(json, sizeof(json), "{\"error\":\"snapshot '%s': %s\"}", name, err);
 		cmd_send(s->cfg, "result", json);
 		return;
@@ -426,6 +427,14 @@ static int shm_attach(struct worker_session *s, const struct wire_header *h, str
 	return ret;
 }
 
+/* The supervisor's slot shows the session's device memory (ternd status). */
+static void slot_memory_changed(void *opaque, uint64_t bytes)
+{
+	struct session_slot *slot = opaque;
+
+	atomic_store_explicit(&slot->memory, bytes, memory_order_relaxed);
+}
+
 static int session_open(struct worker_session *s, const struct wire_hello_req *hello,
 			struct session_slot *slot, char *ready, size_t cap)
 {
@@ -459,13 +468,17 @@ static int session_open(struct worker_session *s, const struct wire_hello_req *h
 	local.exec_cfg.device = device;
 	ret = backend_open(cfg->backend, &cfg->backend_cfg, &be);
 	if (!ret)
-		ret = exec_open(&s->ex, be, &local.exec_cfg, slot);
+		ret = exec_open(&s->ex, be, &local.exec_cfg,
+				&(struct exec_observer){ slot ? slot_memory_changed : NULL, slot });
 	if (ret) {
 		pr_err("session %s: cannot open the %s backend on device %d (%d)", s->id, cfg->backend, device, ret);
 		backend_close(be);
 		snprintf(ready, cap, "{\"error\":\"session %s: no device %d on the %s backend\"}", s->id, device, cfg->backend);
 		return ret;
 	}
+	checkpoint_init(&s->ck, &s->ex);
+	if (slot)
+		atomic_store_explicit(&slot->device, s->ex.devs[0].ordinal, memory_order_relaxed);
 	s->ex.ipc_fd = cfg->ipc_fd;
 	if (cfg->state_dir &&
 	    journal_dir_reset(cfg->state_dir, s->id, s->journal_dir, sizeof(s->journal_dir)) == 0)
@@ -474,7 +487,7 @@ static int session_open(struct worker_session *s, const struct wire_hello_req *h
 		char sdir[4200];
 
 		store_dir(cfg, sdir, sizeof(sdir));
-		ret = checkpoint_restore(&s->ex, sdir, snap, &s->resume_seq, &s->resume_reply,
+		ret = checkpoint_restore(&s->ck, sdir, snap, &s->resume_seq, &s->resume_reply,
 					 &s->resume_reply_len, ready, cap);
 		if (ret)
 			return ret;
@@ -680,6 +693,7 @@ out_exec:
 	if (opened || s->ex.be) {
 		struct backend *be = s->ex.be;
 
+		checkpoint_close(&s->ck);
 		exec_close(&s->ex);
 		backend_close(be);
 	}

@@ -25,126 +25,6 @@ struct ipc_broker {
 	uint64_t next_id;
 };
 
-static void le_put(uint8_t *p, uint64_t v, int n)
-{
-	for (int i = 0; i < n; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t le_get(const uint8_t *p, int n)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < n; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
-}
-
-void ipc_handle_encode(const struct ipc_handle *h, uint8_t out[IPC_HANDLE_BYTES])
-{
-	memset(out, 0, IPC_HANDLE_BYTES);
-	le_put(out, IPC_HANDLE_MAGIC, 4);
-	le_put(out + 4, IPC_HANDLE_VERSION, 2);
-	le_put(out + 6, h->kind, 2);
-	le_put(out + 8, h->id, 8);
-	le_put(out + 16, h->size, 8);
-	memcpy(out + 24, h->secret, IPC_SECRET_BYTES);
-	le_put(out + 40, (uint32_t)h->device, 4);
-}
-
-int ipc_handle_decode(const uint8_t *in, uint32_t len, struct ipc_handle *h)
-{
-	if (len != IPC_HANDLE_BYTES)
-		return -EINVAL;
-	memset(h, 0, sizeof(*h));
-	h->magic = (uint32_t)le_get(in, 4);
-	h->version = (uint16_t)le_get(in + 4, 2);
-	h->kind = (uint16_t)le_get(in + 6, 2);
-	h->id = le_get(in + 8, 8);
-	h->size = le_get(in + 16, 8);
-	memcpy(h->secret, in + 24, IPC_SECRET_BYTES);
-	h->device = (int32_t)(uint32_t)le_get(in + 40, 4);
-	for (unsigned i = 44; i < IPC_HANDLE_BYTES; i++)
-		if (in[i])
-			return -EINVAL;
-	if (h->magic != IPC_HANDLE_MAGIC || h->version != IPC_HANDLE_VERSION ||
-	    (h->kind != IPC_KIND_MEM && h->kind != IPC_KIND_EVENT) || !h->id)
-		return -EINVAL;
-	return 0;
-}
-
-static int msg_send(int chan, const struct ipc_msg *m, int fd)
-{
-	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
-	struct iovec iov = { (void *)m, sizeof(*m) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-
-	if (fd >= 0) {
-		struct cmsghdr *c;
-
-		mh.msg_control = cbuf;
-		mh.msg_controllen = sizeof(cbuf);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
-	if (sendmsg(chan, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(*m))
-		return -errno ? -errno : -EIO;
-	return 0;
-}
-
-/* One message, and the fd beside it into *@fd (-1 if none; closed if @fd is NULL). */
-static int msg_recv(int chan, struct ipc_msg *m, int *fd)
-{
-	char cbuf[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = { m, sizeof(*m) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-			     .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *c;
-	ssize_t n;
-	int got = -1;
-
-	do {
-		n = recvmsg(chan, &mh, MSG_CMSG_CLOEXEC);
-	} while (n < 0 && errno == EINTR);
-	for (c = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-		    c->cmsg_len == CMSG_LEN(sizeof(int)))
-			memcpy(&got, CMSG_DATA(c), sizeof(int));
-	if (fd)
-		*fd = got;
-	else if (got >= 0)
-		close(got);
-	if (n == 0)
-		return -ECONNRESET;
-	if (n < 0)
-		return -errno;
-	if (n != (ssize_t)sizeof(*m) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
-		if (fd && *fd >= 0) {
-			close(*fd);
-			*fd = -1;
-		}
-		return -EBADMSG;
-	}
-	return 0;
-}
-
-int ipc_call(int chan, const struct ipc_msg *req, int fd_out, struct ipc_msg *rep, int *fd_in)
-{
-	int ret;
-
-	if (fd_in)
-		*fd_in = -1;
-	if (chan < 0)
-		return -ENOTCONN;
-	ret = msg_send(chan, req, fd_out);
-	if (!ret)
-		ret = msg_recv(chan, rep, fd_in);
-	return ret;
-}
-
 int ipc_broker_create(struct ipc_broker **out)
 {
 	struct ipc_broker *b = calloc(1, sizeof(*b));
@@ -241,11 +121,11 @@ int ipc_broker_serve(struct ipc_broker *b, int chan, unsigned owner)
 	struct ipc_export *e;
 	int fd = -1, ret, reply_fd = -1;
 
-	ret = msg_recv(chan, &req, &fd);
+	ret = ipc_msg_recv(chan, &req, &fd);
 	if (ret == -EBADMSG) {
 		/* A malformed packet: answered, the channel stays. */
 		rep.status = -EBADMSG;
-		return msg_send(chan, &rep, -1);
+		return ipc_msg_send(chan, &rep, -1);
 	}
 	if (ret)
 		return ret;
@@ -289,5 +169,5 @@ int ipc_broker_serve(struct ipc_broker *b, int chan, unsigned owner)
 	}
 	if (fd >= 0)
 		close(fd);
-	return msg_send(chan, &rep, reply_fd);
+	return ipc_msg_send(chan, &rep, reply_fd);
 }

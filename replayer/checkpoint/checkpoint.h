@@ -24,6 +24,25 @@
 #include "exec.h"
 
 struct checkpoint_job;
+struct capture;
+struct checkpoint_image_globals;
+
+/* What the checkpoint part keeps for one session between snapshots: the
+ * data path, opened at the first snapshot or restore, and the globals each
+ * module image lists (parsed once; a snapshot's pause must not parse). The
+ * worker owns it beside its exec and closes it first. */
+struct checkpoint {
+	struct exec *ex;
+	struct capture *capture;
+	struct checkpoint_image_globals *image_globals;
+};
+
+static inline void checkpoint_init(struct checkpoint *ck, struct exec *ex)
+{
+	*ck = (struct checkpoint){ .ex = ex };
+}
+/* Free what a session's snapshots and restores opened (NULL-safe fields). */
+void checkpoint_close(struct checkpoint *ck);
 
 struct checkpoint_request {
 	const char *store_dir;
@@ -39,7 +58,7 @@ struct checkpoint_request {
  * and *@job drains in the background; its eventfd (checkpoint_job_fd)
  * becomes readable when it is done. On failure nothing is left behind and
  * @err says why. */
-int checkpoint_begin(struct exec *ex, const struct checkpoint_request *req,
+int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req,
 		     struct checkpoint_job **job, char *err, size_t errlen);
 int checkpoint_job_fd(const struct checkpoint_job *job);
 /* Wait for the drain and the commit; write the final JSON result (without
@@ -49,7 +68,7 @@ int checkpoint_end(struct checkpoint_job *job, char *json, size_t cap);
 /* Restore snapshot @name of @store_dir into @ex (opened fresh, journal open).
  * *@seq and the reply of the last applied request are given back so the
  * worker can answer a resend. */
-int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
+int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char *name,
 		       uint64_t *seq, void **reply, size_t *reply_len,
 		       char *json, size_t cap);
 
@@ -61,7 +80,8 @@ int checkpoint_restore(struct exec *ex, const char *store_dir, const char *name,
  * globals, once every object is back. */
 struct tracker;
 struct tracker_object;
-int checkpoint_state_save(struct exec *ex, char *err, size_t errlen);
+void checkpoint_image_globals_free(struct checkpoint *ck);
+int checkpoint_state_save(struct checkpoint *ck, char *err, size_t errlen);
 int checkpoint_state_restore_ctx(struct exec *ex, struct tracker *saved, char *err, size_t errlen);
 CUresult checkpoint_state_func(struct exec *ex, const struct tracker_object *o, void *real);
 CUresult checkpoint_state_stream(struct exec *ex, const struct tracker_object *o, CUstream s);

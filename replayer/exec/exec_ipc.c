@@ -3,7 +3,7 @@
  *
  * The exporting worker gives the supervisor a POSIX fd of the allocation's
  * physical memory (the arena creates exportable memory) or the driver's own
- * event handle, and the guest gets tern's 64-byte handle (ipc_broker.h) with
+ * event handle, and the guest gets tern's 64-byte handle (ipc_channel.h) with
  * the id and secret the supervisor chose. The opening worker asks the
  * supervisor with that handle, imports the fd and maps it in its own arena
  * (the device the memory lives on when the session has it, else the
@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "exec.h"
-#include "ipc_broker.h"
+#include "ipc_channel.h"
 #include "log.h"
 #include "wire_dispatch.h"
 

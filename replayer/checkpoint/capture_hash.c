@@ -1,5 +1,5 @@
 /* Chunk device hashes for capture: the embedded CUDA kernel
- * (replayer/kernels/chunk_hash.cu), or the CPU reference (snap_hash.h) on
+ * (replayer/checkpoint/kernels/chunk_hash.cu), or the CPU reference (snap_hash.h) on
  * memory read in place (sim) or copied to a staging buffer first. */
 #define LOG_PREFIX "capture: "
 #include "capture_internal.h"
