@@ -20,6 +20,7 @@
 #include "graph_desc.h"
 #include "snap_store.h"
 #include "tracker.h"
+#include "le.h"
 
 #define ARGS_HEX_MAX 64   /* undecodable arguments: show this many bytes */
 
@@ -125,11 +126,6 @@ static void text_escape(const void *p, size_t n, char *out, size_t cap)
 	out[o] = 0;
 }
 
-static uint32_t le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* Creation arguments decoded per kind; ok = false when the bytes are not
  * the encoding that kind uses. */
 struct object_args {
@@ -153,8 +149,8 @@ static struct object_args object_args_decode(const struct tracker_object *o)
 	case 1: /* context: u32 device, u32 flags */
 		if (n == 8) {
 			a.ok = a.has_device = a.has_flags = true;
-			a.device = le32(p);
-			a.flags = le32(p + 4);
+			a.device = le32_get(p);
+			a.flags = le32_get(p + 4);
 		}
 		break;
 	case 2: /* module, library: the image's hash */
@@ -166,25 +162,25 @@ static struct object_args object_args_decode(const struct tracker_object *o)
 		break;
 	case 4: /* function, kernel: u32 length + name, then 8-byte settings */
 	case 5:
-		if (n >= 4 && le32(p) <= n - 4 && (n - 4 - le32(p)) % 8 == 0) {
+		if (n >= 4 && le32_get(p) <= n - 4 && (n - 4 - le32_get(p)) % 8 == 0) {
 			a.ok = true;
 			a.name = p + 4;
-			a.name_len = le32(p);
+			a.name_len = le32_get(p);
 			a.settings = (n - 4 - a.name_len) / 8;
 		}
 		break;
 	case 6: /* stream: u32 flags, i32 priority, then 72-byte attributes */
 		if (n >= 8 && (n - 8) % 72 == 0) {
 			a.ok = a.has_flags = a.has_priority = true;
-			a.flags = le32(p);
-			a.priority = (int32_t)le32(p + 4);
+			a.flags = le32_get(p);
+			a.priority = (int32_t)le32_get(p + 4);
 			a.settings = (n - 8) / 72;
 		}
 		break;
 	case 7: /* event: u32 flags */
 		if (n == 4) {
 			a.ok = a.has_flags = true;
-			a.flags = le32(p);
+			a.flags = le32_get(p);
 		}
 		break;
 	case 8: /* graph: its description's hash */
@@ -194,22 +190,22 @@ static struct object_args object_args_decode(const struct tracker_object *o)
 		}
 		break;
 	case 9: /* executable graph: hash, u64 flags, u64 origin graph */
-		if (n == 32 && !le32(p + 20)) {
+		if (n == 32 && !le32_get(p + 20)) {
 			a.ok = a.has_flags = true;
 			a.hash = p;
-			a.flags = le32(p + 16);
+			a.flags = le32_get(p + 16);
 		}
 		break;
 	case 11: /* VMM allocation: u32 version 1, u32 guest references, u64 size, properties */
-		if (n == 32 && le32(p) == 1) {
+		if (n == 32 && le32_get(p) == 1) {
 			a.ok = a.has_flags = true;
-			a.flags = le32(p + 4);
+			a.flags = le32_get(p + 4);
 		}
 		break;
 	case 10: /* memory pool: u32 version 1, u32 flags, then its attributes (40 bytes) */
-		if (n == 40 && le32(p) == 1) {
+		if (n == 40 && le32_get(p) == 1) {
 			a.ok = a.has_flags = true;
-			a.flags = le32(p + 4);
+			a.flags = le32_get(p + 4);
 		}
 		break;
 	}

@@ -72,7 +72,7 @@ static int lz4_block_decompress(const uint8_t *src, size_t src_size,
 			break; /* the last sequence has literals only */
 		if (src_size - ip < 2)
 			return -EINVAL;
-		offset = rd16(src + ip);
+		offset = le16_get(src + ip);
 		ip += 2;
 		if (!offset || offset > op)
 			return -EINVAL;
@@ -120,12 +120,12 @@ static int fatbin_entries_read(struct cuimage *img, const uint8_t *d, size_t siz
 	unsigned cap = 0;
 	int rc;
 
-	if (size < FATBIN_HEADER_SIZE || rd16(d + 4) != FATBIN_VERSION)
+	if (size < FATBIN_HEADER_SIZE || le16_get(d + 4) != FATBIN_VERSION)
 		return -EINVAL;
-	pos = rd16(d + 6);
-	if (pos < FATBIN_HEADER_SIZE || !range_ok(pos, rd64(d + 8), size))
+	pos = le16_get(d + 6);
+	if (pos < FATBIN_HEADER_SIZE || !range_ok(pos, le64_get(d + 8), size))
 		return -EINVAL;
-	end = pos + rd64(d + 8);
+	end = pos + le64_get(d + 8);
 	while (pos < end) {
 		const uint8_t *h = d + pos;
 		struct cuimage_entry e = {0};
@@ -134,17 +134,17 @@ static int fatbin_entries_read(struct cuimage *img, const uint8_t *d, size_t siz
 
 		if (!range_ok(pos, FATBIN_ENTRY_HEADER_MIN, end))
 			return -EINVAL;
-		kind = rd16(h);
-		hsize = rd32(h + 4);
-		psize = rd64(h + 8);
-		csize = rd32(h + 16);
+		kind = le16_get(h);
+		hsize = le32_get(h + 4);
+		psize = le64_get(h + 8);
+		csize = le32_get(h + 16);
 		if (hsize < FATBIN_ENTRY_HEADER_MIN || !range_ok(pos, hsize, end) ||
 		    !range_ok(pos + hsize, psize, end))
 			return -EINVAL;
 		e.kind = kind == FATBIN_ENTRY_PTX ? CUIMAGE_ENTRY_PTX :
 			 kind == FATBIN_ENTRY_ELF ? CUIMAGE_ENTRY_CUBIN : CUIMAGE_ENTRY_OTHER;
-		e.sm = rd32(h + 28);
-		e.flags = rd64(h + 40);
+		e.sm = le32_get(h + 28);
+		e.flags = le64_get(h + 40);
 		e.arch_specific = e.flags & FATBIN_FLAG_ARCH_SPECIFIC;
 		e.family_specific = e.flags & FATBIN_FLAG_FAMILY;
 		e.offset = pos + hsize;
@@ -158,7 +158,7 @@ static int fatbin_entries_read(struct cuimage *img, const uint8_t *d, size_t siz
 			if (csize > psize)
 				return -EINVAL;
 			e.stored_size = csize;
-			e.size = rd64(h + 56);
+			e.size = le64_get(h + 56);
 		} else {
 			e.stored_size = psize;
 			e.size = psize;
@@ -279,13 +279,13 @@ static void elf_section_get(const struct elf *e, unsigned i, struct elf_section 
 {
 	const uint8_t *h = e->d + e->shoff + (uint64_t)i * ELF_SHDR_SIZE;
 
-	s->name = rd32(h);
-	s->type = rd32(h + 0x04);
-	s->offset = rd64(h + 0x18);
-	s->size = rd64(h + 0x20);
-	s->link = rd32(h + 0x28);
-	s->info = rd32(h + 0x2c);
-	s->entsize = rd64(h + 0x38);
+	s->name = le32_get(h);
+	s->type = le32_get(h + 0x04);
+	s->offset = le64_get(h + 0x18);
+	s->size = le64_get(h + 0x20);
+	s->link = le32_get(h + 0x28);
+	s->info = le32_get(h + 0x2c);
+	s->entsize = le64_get(h + 0x38);
 }
 
 /* The section's bytes, or NULL when they are not inside the file. */
@@ -313,14 +313,14 @@ static int elf_open(struct elf *e, const uint8_t *d, size_t size)
 		return -EINVAL;
 	if (d[4] != 2 || d[5] != 1)
 		return -ENOTSUP; /* cubins have been 64-bit little-endian for years */
-	if (rd16(d + 0x12) != EM_CUDA)
+	if (le16_get(d + 0x12) != EM_CUDA)
 		return -EINVAL;
 	e->d = d;
 	e->size = size;
-	e->shoff = rd64(d + 0x28);
-	e->shnum = rd16(d + 0x3c);
-	shstrndx = rd16(d + 0x3e);
-	if (!e->shnum || rd16(d + 0x3a) != ELF_SHDR_SIZE ||
+	e->shoff = le64_get(d + 0x28);
+	e->shnum = le16_get(d + 0x3c);
+	shstrndx = le16_get(d + 0x3e);
+	if (!e->shnum || le16_get(d + 0x3a) != ELF_SHDR_SIZE ||
 	    !range_ok(e->shoff, (uint64_t)e->shnum * ELF_SHDR_SIZE, size) ||
 	    shstrndx >= e->shnum)
 		return -EINVAL;
@@ -334,7 +334,7 @@ static int elf_open(struct elf *e, const uint8_t *d, size_t size)
 
 static unsigned elf_sm(const uint8_t *d)
 {
-	uint32_t flags = rd32(d + 0x30);
+	uint32_t flags = le32_get(d + 0x30);
 
 	/* ABI version 8 (CUDA 13) moved the SM number up a byte. */
 	return d[8] >= 8 ? (flags >> 8) & 0xff : flags & 0xff;
@@ -350,7 +350,7 @@ static int info_records_check(const uint8_t *info, uint64_t n)
 		uint8_t fmt = info[pos];
 
 		if (fmt == EIFMT_SVAL)
-			pos += 4 + (uint64_t)rd16(info + pos + 2);
+			pos += 4 + (uint64_t)le16_get(info + pos + 2);
 		else if (fmt >= 1 && fmt <= 3)
 			pos += 4;
 		else
@@ -361,7 +361,7 @@ static int info_records_check(const uint8_t *info, uint64_t n)
 
 static bool info_is_param(const uint8_t *rec)
 {
-	return rec[0] == EIFMT_SVAL && rd16(rec + 2) >= 12 &&
+	return rec[0] == EIFMT_SVAL && le16_get(rec + 2) >= 12 &&
 	       (rec[1] == EIATTR_KPARAM_INFO || rec[1] == EIATTR_KPARAM_INFO_V2);
 }
 
@@ -377,18 +377,18 @@ static int kernel_params_read(struct cuimage_kernel *k, const uint8_t *info, uin
 	rc = info_records_check(info, n);
 	if (rc)
 		return rc;
-	for (pos = 0; pos < n; pos += info[pos] == EIFMT_SVAL ? 4 + rd16(info + pos + 2) : 4) {
+	for (pos = 0; pos < n; pos += info[pos] == EIFMT_SVAL ? 4 + le16_get(info + pos + 2) : 4) {
 		const uint8_t *rec = info + pos;
 
 		if (info_is_param(rec)) {
 			count++;
 		} else if (rec[0] == EIFMT_SVAL && rec[1] == EIATTR_PARAM_CBANK &&
-			   rd16(rec + 2) >= 8 && !have_bytes) {
-			bytes = rd16(rec + 4 + 6);
+			   le16_get(rec + 2) >= 8 && !have_bytes) {
+			bytes = le16_get(rec + 4 + 6);
 			have_bytes = true;
 		} else if (rec[0] != EIFMT_SVAL && rec[1] == EIATTR_CBANK_PARAM_SIZE) {
 			/* the total, preferred over the bank record's size */
-			bytes = rd16(rec + 2);
+			bytes = le16_get(rec + 2);
 			have_bytes = true;
 		}
 	}
@@ -403,16 +403,16 @@ static int kernel_params_read(struct cuimage_kernel *k, const uint8_t *info, uin
 		goto out_free;
 	}
 	rc = -EINVAL;
-	for (pos = 0; pos < n; pos += info[pos] == EIFMT_SVAL ? 4 + rd16(info + pos + 2) : 4) {
+	for (pos = 0; pos < n; pos += info[pos] == EIFMT_SVAL ? 4 + le16_get(info + pos + 2) : 4) {
 		const uint8_t *rec = info + pos, *v = rec + 4;
 		uint32_t ordinal, offset, size;
 
 		if (!info_is_param(rec))
 			continue;
-		ordinal = rd16(v + 4);
-		offset = rd16(v + 6);
+		ordinal = le16_get(v + 4);
+		offset = le16_get(v + 6);
 		/* v1 packs the size in the top 14 bits; v2 has a whole word. */
-		size = rec[1] == EIATTR_KPARAM_INFO ? rd32(v + 8) >> 18 : rd32(v + 8);
+		size = rec[1] == EIATTR_KPARAM_INFO ? le32_get(v + 8) >> 18 : le32_get(v + 8);
 		if (ordinal >= count || seen[ordinal] || size > PARAM_BYTES_MAX ||
 		    offset + size > PARAM_BYTES_MAX)
 			goto out_free;
@@ -513,7 +513,7 @@ static int cubin_read(struct cuimage *img)
 	for (uint64_t i = 0; i < nsyms; i++) {
 		const uint8_t *sym = syms + i * ELF_SYM_SIZE;
 		uint8_t type = sym[4] & 15, other = sym[5];
-		uint16_t shndx = rd16(sym + 6);
+		uint16_t shndx = le16_get(sym + 6);
 
 		if (type == STT_FUNC && (other & STO_CUDA_ENTRY))
 			nk++;
@@ -530,9 +530,9 @@ static int cubin_read(struct cuimage *img)
 	for (uint64_t i = 0; i < nsyms; i++) {
 		const uint8_t *sym = syms + i * ELF_SYM_SIZE;
 		uint8_t type = sym[4] & 15, other = sym[5];
-		uint16_t shndx = rd16(sym + 6);
-		uint64_t value = rd64(sym + 8), size = rd64(sym + 16);
-		const char *name = elf_string(strs, strtab.size, rd32(sym));
+		uint16_t shndx = le16_get(sym + 6);
+		uint64_t value = le64_get(sym + 8), size = le64_get(sym + 16);
+		const char *name = elf_string(strs, strtab.size, le32_get(sym));
 
 		if (type == STT_FUNC && (other & STO_CUDA_ENTRY)) {
 			struct cuimage_kernel *k = &img->kernels[img->kernel_count];

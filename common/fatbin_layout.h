@@ -3,6 +3,7 @@
 #ifndef TERN_FATBIN_LAYOUT_H
 #define TERN_FATBIN_LAYOUT_H
 
+#include "le.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -54,22 +55,6 @@
 __attribute__((unused)) static const uint8_t magic_fatbin[4] = {0x50, 0xed, 0x55, 0xba};
 __attribute__((unused)) static const uint8_t magic_wrapper[4] = {0xb1, 0x43, 0x62, 0x46};
 __attribute__((unused)) static const uint8_t magic_elf[4] = {0x7f, 'E', 'L', 'F'};
-
-static inline uint16_t rd16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static inline uint32_t rd32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static inline uint64_t rd64(const uint8_t *p)
-{
-	return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
-}
 
 /* True when [off, off + len) lies inside [0, size). */
 static inline bool range_ok(uint64_t off, uint64_t len, uint64_t size)

@@ -44,11 +44,11 @@ const void *cuimage_wrapper_data(const void *image)
 
 	if (!prefix_is(p, 4, magic_wrapper))
 		return NULL;
-	version = rd32(p + 4);
+	version = le32_get(p + 4);
 	if (version < WRAPPER_VERSION_MIN || version > WRAPPER_VERSION_MAX)
 		return NULL;
 	/* struct { int magic; int version; const unsigned long long *data; ... } */
-	data = rd64(p + 8);
+	data = le64_get(p + 8);
 	return (const void *)(uintptr_t)data;
 }
 
@@ -58,11 +58,11 @@ static int fatbin_measure(const uint8_t *p, size_t limit, size_t *size_out)
 
 	if (limit < FATBIN_HEADER_SIZE)
 		return -EINVAL;
-	if (rd16(p + 4) != FATBIN_VERSION || rd16(p + 6) < FATBIN_HEADER_SIZE)
+	if (le16_get(p + 4) != FATBIN_VERSION || le16_get(p + 6) < FATBIN_HEADER_SIZE)
 		return -EINVAL;
-	if (rd64(p + 8) > CUIMAGE_SIZE_MAX)
+	if (le64_get(p + 8) > CUIMAGE_SIZE_MAX)
 		return -E2BIG;
-	total = rd16(p + 6) + rd64(p + 8);
+	total = le16_get(p + 6) + le64_get(p + 8);
 	if (total > CUIMAGE_SIZE_MAX)
 		return -E2BIG;
 	if (total > limit)
@@ -80,12 +80,12 @@ static int elf_measure(const uint8_t *p, size_t limit, size_t *size_out)
 
 	if (limit < ELF_EHDR_SIZE || p[4] != 2 /* ELFCLASS64 */ || p[5] != 1 /* LSB */)
 		return -EINVAL;
-	shoff = rd64(p + 0x28);
-	phoff = rd64(p + 0x20);
-	phnum = rd16(p + 0x38);
-	shnum = rd16(p + 0x3c);
-	if ((shnum && rd16(p + 0x3a) != ELF_SHDR_SIZE) ||
-	    (phnum && rd16(p + 0x36) != ELF_PHDR_SIZE))
+	shoff = le64_get(p + 0x28);
+	phoff = le64_get(p + 0x20);
+	phnum = le16_get(p + 0x38);
+	shnum = le16_get(p + 0x3c);
+	if ((shnum && le16_get(p + 0x3a) != ELF_SHDR_SIZE) ||
+	    (phnum && le16_get(p + 0x36) != ELF_PHDR_SIZE))
 		return -EINVAL;
 	if (shoff > CUIMAGE_SIZE_MAX || phoff > CUIMAGE_SIZE_MAX)
 		return -E2BIG;
@@ -93,7 +93,7 @@ static int elf_measure(const uint8_t *p, size_t limit, size_t *size_out)
 		/* Extended numbering: the count is in section 0's sh_size. */
 		if (!range_ok(shoff, ELF_SHDR_SIZE, limit))
 			return -EINVAL;
-		shnum = rd64(p + shoff + 0x20);
+		shnum = le64_get(p + shoff + 0x20);
 		if (shnum > CUIMAGE_SIZE_MAX / ELF_SHDR_SIZE)
 			return -E2BIG;
 	}
@@ -104,7 +104,7 @@ static int elf_measure(const uint8_t *p, size_t limit, size_t *size_out)
 			end = phoff + (uint64_t)phnum * ELF_PHDR_SIZE;
 		for (unsigned i = 0; i < phnum; i++) {
 			const uint8_t *ph = p + phoff + (uint64_t)i * ELF_PHDR_SIZE;
-			uint64_t off = rd64(ph + 0x08), filesz = rd64(ph + 0x20);
+			uint64_t off = le64_get(ph + 0x08), filesz = le64_get(ph + 0x20);
 
 			if (off > CUIMAGE_SIZE_MAX || filesz > CUIMAGE_SIZE_MAX)
 				return -E2BIG;
@@ -119,8 +119,8 @@ static int elf_measure(const uint8_t *p, size_t limit, size_t *size_out)
 			end = shoff + shnum * ELF_SHDR_SIZE;
 		for (uint64_t i = 0; i < shnum; i++) {
 			const uint8_t *sh = p + shoff + i * ELF_SHDR_SIZE;
-			uint32_t type = rd32(sh + 0x04);
-			uint64_t off = rd64(sh + 0x18), sz = rd64(sh + 0x20);
+			uint32_t type = le32_get(sh + 0x04);
+			uint64_t off = le64_get(sh + 0x18), sz = le64_get(sh + 0x20);
 
 			if (!type || elf_type_nobits(type))
 				continue;

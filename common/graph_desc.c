@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "wire.h"
+#include "le.h"
 
 void graph_desc_init(struct graph_desc *d)
 {
@@ -654,8 +655,9 @@ static void out_bytes(struct out *o, const void *p, size_t n)
 
 static void out_u32(struct out *o, uint32_t v)
 {
-	uint8_t b[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
+	uint8_t b[4];
 
+	le32_put(b, v);
 	out_bytes(o, b, 4);
 }
 

@@ -1,20 +1,10 @@
 /* Records of the host-function channel (hostfn_chan.h). */
 #include "hostfn_chan.h"
+#include "le.h"
 
 #include <errno.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-static void le32_put(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t le32_get(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
 void hostfn_rec_encode(const struct hostfn_rec *r, uint8_t out[HOSTFN_REC_SIZE])
 {

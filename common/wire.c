@@ -1,4 +1,5 @@
 #include "wire.h"
+#include "le.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -6,49 +7,28 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static inline void put_le32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
-}
-
-static inline void put_le64(uint8_t *p, uint64_t v)
-{
-	put_le32(p, (uint32_t)v);
-	put_le32(p + 4, (uint32_t)(v >> 32));
-}
-
-static inline uint32_t get_le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static inline uint64_t get_le64(const uint8_t *p)
-{
-	return (uint64_t)get_le32(p) | (uint64_t)get_le32(p + 4) << 32;
-}
-
 void wire_header_encode(uint8_t out[WIRE_HEADER_SIZE], const struct wire_header *h)
 {
-	put_le32(out, h->magic);
+	le32_put(out, h->magic);
 	out[4] = (uint8_t)h->version;
 	out[5] = (uint8_t)(h->version >> 8);
 	out[6] = (uint8_t)h->flags;
 	out[7] = (uint8_t)(h->flags >> 8);
-	put_le32(out + 8, h->call);
-	put_le32(out + 12, h->length);
-	put_le64(out + 16, h->seq);
-	put_le64(out + 24, h->ctx);
+	le32_put(out + 8, h->call);
+	le32_put(out + 12, h->length);
+	le64_put(out + 16, h->seq);
+	le64_put(out + 24, h->ctx);
 }
 
 int wire_header_decode(const uint8_t in[WIRE_HEADER_SIZE], struct wire_header *h)
 {
-	h->magic = get_le32(in);
+	h->magic = le32_get(in);
 	h->version = (uint16_t)(in[4] | in[5] << 8);
 	h->flags = (uint16_t)(in[6] | in[7] << 8);
-	h->call = get_le32(in + 8);
-	h->length = get_le32(in + 12);
-	h->seq = get_le64(in + 16);
-	h->ctx = get_le64(in + 24);
+	h->call = le32_get(in + 8);
+	h->length = le32_get(in + 12);
+	h->seq = le64_get(in + 16);
+	h->ctx = le64_get(in + 24);
 	if (h->magic != WIRE_MAGIC || h->version != WIRE_VERSION)
 		return -EPROTO;
 	if (h->length > WIRE_PAYLOAD_MAX)
@@ -82,7 +62,7 @@ int wire_get_u16(struct wire_cursor *c, uint16_t *v)
 
 	if (cursor_take(c, 2, &p))
 		return -EPROTO;
-	*v = (uint16_t)(p[0] | p[1] << 8);
+	*v = le16_get(p);
 	return 0;
 }
 
@@ -92,7 +72,7 @@ int wire_get_u32(struct wire_cursor *c, uint32_t *v)
 
 	if (cursor_take(c, 4, &p))
 		return -EPROTO;
-	*v = get_le32(p);
+	*v = le32_get(p);
 	return 0;
 }
 
@@ -102,7 +82,7 @@ int wire_get_u64(struct wire_cursor *c, uint64_t *v)
 
 	if (cursor_take(c, 8, &p))
 		return -EPROTO;
-	*v = get_le64(p);
+	*v = le64_get(p);
 	return 0;
 }
 
@@ -234,8 +214,9 @@ void wire_put_u8(struct wire_msg *m, uint8_t v)
 
 void wire_put_u16(struct wire_msg *m, uint16_t v)
 {
-	uint8_t b[2] = { (uint8_t)v, (uint8_t)(v >> 8) };
+	uint8_t b[2];
 
+	le16_put(b, v);
 	wire_put_bytes(m, b, 2);
 }
 
@@ -243,7 +224,7 @@ void wire_put_u32(struct wire_msg *m, uint32_t v)
 {
 	uint8_t b[4];
 
-	put_le32(b, v);
+	le32_put(b, v);
 	wire_put_bytes(m, b, 4);
 }
 
@@ -251,7 +232,7 @@ void wire_put_u64(struct wire_msg *m, uint64_t v)
 {
 	uint8_t b[8];
 
-	put_le64(b, v);
+	le64_put(b, v);
 	wire_put_bytes(m, b, 8);
 }
 

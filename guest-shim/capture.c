@@ -225,7 +225,7 @@ static CUresult capture_info(uint64_t stream, CUstreamCaptureStatus *status, cuu
 		capture_deps_cap = n;
 	}
 	for (size_t i = 0; i < n; i++) {
-		capture_deps_buf[i] = shim_node(rep.graph, shim_le32_get(rep.deps.ptr + 4 * i));
+		capture_deps_buf[i] = shim_node(rep.graph, le32_get(rep.deps.ptr + 4 * i));
 		/* Only default (full) dependencies are captured through tern. */
 		memset(&capture_edges_buf[i], 0, sizeof(capture_edges_buf[i]));
 	}
@@ -328,7 +328,7 @@ static CUresult update_deps(uint64_t stream, CUgraphNode *deps, const CUgraphEdg
 			return CUDA_ERROR_INVALID_VALUE;
 		}
 		req.graph = g;
-		shim_le32_put(idx + 4 * i, k);
+		le32_put(idx + 4 * i, k);
 	}
 	req.deps = (struct wire_blob){ idx, (uint32_t)(n * 4) };
 	res = rpc_stream_update_capture_dependencies(&req, &rep);

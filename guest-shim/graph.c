@@ -70,7 +70,7 @@ static CUresult deps_blob(uint64_t graph, const CUgraphNode *deps, size_t n, uin
 			*buf = NULL;
 			return CUDA_ERROR_INVALID_VALUE;
 		}
-		shim_le32_put(*buf + 4 * i, k);
+		le32_put(*buf + 4 * i, k);
 	}
 	*out = (struct wire_blob){ *buf, (uint32_t)(n * 4) };
 	return CUDA_SUCCESS;
@@ -600,8 +600,8 @@ static CUresult cond_node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode
 	if (!bodies)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	for (uint32_t k = 0; k < p->size; k++)
-		bodies[k] = (CUgraph)(uintptr_t)((uint64_t)shim_le32_get(rep.bodies.ptr + 8 * k) |
-						 (uint64_t)shim_le32_get(rep.bodies.ptr + 8 * k + 4) << 32);
+		bodies[k] = (CUgraph)(uintptr_t)((uint64_t)le32_get(rep.bodies.ptr + 8 * k) |
+						 (uint64_t)le32_get(rep.bodies.ptr + 8 * k + 4) << 32);
 	res = node_out(req.graph, rep.node, ph);
 	if (res != CUDA_SUCCESS) {
 		free(bodies);
@@ -716,12 +716,12 @@ static CUresult pairs_fetch(uint64_t graph, bool edges, uint8_t **out, size_t *n
 
 static uint32_t pair_a(const uint8_t *pairs, size_t i)
 {
-	return shim_le32_get(pairs + 8 * i);
+	return le32_get(pairs + 8 * i);
 }
 
 static uint32_t pair_b(const uint8_t *pairs, size_t i)
 {
-	return shim_le32_get(pairs + 8 * i + 4);
+	return le32_get(pairs + 8 * i + 4);
 }
 
 /* Hand out @count node handles as the driver does: with an array, fill up
@@ -961,8 +961,8 @@ static CUresult edges_edit(CUgraph hGraph, const CUgraphNode *from, const CUgrap
 			free(pairs);
 			return CUDA_ERROR_INVALID_VALUE;
 		}
-		shim_le32_put(pairs + 8 * i, a);
-		shim_le32_put(pairs + 8 * i + 4, b);
+		le32_put(pairs + 8 * i, a);
+		le32_put(pairs + 8 * i + 4, b);
 	}
 	req.edges = (struct wire_blob){ pairs, (uint32_t)(n * 8) };
 	res = rpc_graph_edit_edges(&req, &rep);

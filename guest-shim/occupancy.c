@@ -3,6 +3,7 @@
  * wire: the shim evaluates it for every candidate block size and asks the
  * worker for all of them in one occupancy_max_active_blocks call. */
 #include "shim.h"
+#include "le.h"
 
 #include <string.h>
 
@@ -14,18 +15,6 @@ enum occ_cluster_query {
 	OCC_MAX_ACTIVE_CLUSTERS = 0,
 	OCC_MAX_POTENTIAL_CLUSTER_SIZE = 1,
 };
-
-static void put_le(uint8_t *p, uint64_t v, unsigned n)
-{
-	for (unsigned i = 0; i < n; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static int32_t get_le32(const uint8_t *p)
-{
-	return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-			 (uint32_t)p[3] << 24);
-}
 
 /* Blocks per SM for each (block size, smem) pair in @q; @out gets @n values. */
 static CUresult occ_blocks(CUfunction func, unsigned flags, const uint8_t *q, unsigned n, int *out)
@@ -45,7 +34,7 @@ static CUresult occ_blocks(CUfunction func, unsigned flags, const uint8_t *q, un
 	if (rep.blocks.len != 4 * n)
 		return CUDA_ERROR_UNKNOWN;
 	for (unsigned i = 0; i < n; i++)
-		out[i] = get_le32(rep.blocks.ptr + 4 * i);
+		out[i] = (int32_t)le32_get(rep.blocks.ptr + 4 * i);
 	return CUDA_SUCCESS;
 }
 
@@ -55,8 +44,8 @@ static CUresult occ_one(int *numBlocks, CUfunction func, int blockSize, size_t s
 
 	if (!numBlocks)
 		return CUDA_ERROR_INVALID_VALUE;
-	put_le(q, (uint32_t)blockSize, 4);
-	put_le(q + 8, smem, 8);
+	le32_put(q, (uint32_t)blockSize);
+	le64_put(q + 8, smem);
 	return occ_blocks(func, flags, q, 1, numBlocks);
 }
 
@@ -112,8 +101,8 @@ static CUresult occ_potential(int *minGridSize, int *blockSize, CUfunction func,
 		size_t dyn = b2smem ? b2smem(size) : smem;
 
 		memset(q + n * OCC_RECORD, 0, OCC_RECORD);
-		put_le(q + n * OCC_RECORD, (uint32_t)size, 4);
-		put_le(q + n * OCC_RECORD + 8, dyn, 8);
+		le32_put(q + n * OCC_RECORD, (uint32_t)size);
+		le64_put(q + n * OCC_RECORD + 8, dyn);
 		sizes[n++] = size;
 	}
 	res = occ_blocks(func, flags, q, n, blocks);
@@ -192,7 +181,7 @@ static CUresult occ_cluster(int *value, enum occ_cluster_query query, CUfunction
 	req.shared_bytes = config->sharedMemBytes;
 	for (unsigned i = 0; i < config->numAttrs; i++) {
 		memset(attrs + 72 * i, 0, 8);
-		put_le(attrs + 72 * i, (uint32_t)config->attrs[i].id, 4);
+		le32_put(attrs + 72 * i, (uint32_t)config->attrs[i].id);
 		memcpy(attrs + 72 * i + 8, &config->attrs[i].value, 64);
 	}
 	req.attrs.ptr = attrs;

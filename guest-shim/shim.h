@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "le.h"
 #include "shm_chan.h"
 #include "wire_client.h"
 
@@ -359,19 +360,6 @@ static inline CUgraphNode shim_node(uint64_t graph, uint32_t index)
 	if (serial >> 32 || index >> SHIM_NODE_INDEX_BITS)
 		return NULL;
 	return (CUgraphNode)(uintptr_t)(SHIM_NODE_TAG << 56 | serial << SHIM_NODE_INDEX_BITS | index);
-}
-
-static inline void shim_le32_put(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
-}
-
-static inline uint32_t shim_le32_get(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 static inline bool shim_node_decode(CUgraphNode node, uint64_t *graph, uint32_t *index)

@@ -119,8 +119,8 @@ static CUresult batch_mem_op(CUstream stream, bool per_thread, unsigned count,
 				  o->operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
 			reads = true;
 		}
-		shim_le32_put(r, op);
-		shim_le32_put(r + 4, f);
+		le32_put(r, op);
+		le32_put(r + 4, f);
 		memcpy(r + 8, &addr, 8);
 		memcpy(r + 16, &value, 8);
 	}

@@ -1,6 +1,7 @@
 /* Open-addressing table from content hash to pack location.  The hash is
  * already uniform (XXH3-128), so its low bits pick the slot. */
 #include "snap_internal.h"
+#include "le.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -21,7 +22,7 @@ void snap_chunk_map_free(struct snap_chunk_map *m)
 
 static uint64_t slot_of(const uint8_t hash[SNAP_HASH_BYTES], uint64_t cap)
 {
-	return snap_le64_get(hash) & (cap - 1);
+	return le64_get(hash) & (cap - 1);
 }
 
 struct snap_chunk_loc *snap_chunk_map_find(const struct snap_chunk_map *m,

@@ -2,6 +2,7 @@
  * Layouts are given by the offset tables below; docs/snapshot-format.md
  * describes the same bytes for humans. */
 #include "snap_format.h"
+#include "le.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -54,53 +55,12 @@ _Static_assert(IR_END == SNAP_INDEX_RECORD_BYTES, "index record");
 enum { JH_MAGIC = 0, JH_VERSION = 8, JH_RESERVED = 12, JH_END = 16 };
 _Static_assert(JH_END == SNAP_JOURNAL_HEADER_BYTES, "journal header");
 
-void snap_le32_put(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-void snap_le64_put(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-uint32_t snap_le32_get(const uint8_t *p)
-{
-	uint32_t v = 0;
-
-	for (int i = 3; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-uint64_t snap_le64_get(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-static void le16_put(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static uint16_t le16_get(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | (p[1] << 8));
-}
-
 void snap_hash128(const void *data, size_t len, uint8_t out[SNAP_HASH_BYTES])
 {
 	XXH128_hash_t h = XXH3_128bits(data, len);
 
-	snap_le64_put(out, h.low64);
-	snap_le64_put(out + 8, h.high64);
+	le64_put(out, h.low64);
+	le64_put(out + 8, h.high64);
 }
 
 int snap_hash_is_zero(const uint8_t hash[SNAP_HASH_BYTES])
@@ -206,7 +166,7 @@ static int magic_version_check(const uint8_t *buf, size_t len, const char *magic
 {
 	if (len < 12 || memcmp(buf, magic, 8) != 0)
 		return -EBADMSG;
-	if (snap_le32_get(buf + 8) != SNAP_FORMAT_VERSION)
+	if (le32_get(buf + 8) != SNAP_FORMAT_VERSION)
 		return -ENOTSUP;
 	return 0;
 }
@@ -241,23 +201,23 @@ int snap_manifest_encode(const struct snap_manifest *m, struct snap_buf *out)
 	if (!p)
 		return out->error;
 	memcpy(p + MAN_MAGIC, SNAP_MAGIC_MANIFEST, 8);
-	snap_le32_put(p + MAN_VERSION, SNAP_FORMAT_VERSION);
-	snap_le32_put(p + MAN_FIXED, MAN_END);
-	snap_le64_put(p + MAN_CREATED, m->created_ns);
-	snap_le32_put(p + MAN_CHUNK_SIZE, m->chunk_size);
-	snap_le32_put(p + MAN_DRIVER, m->driver_version);
+	le32_put(p + MAN_VERSION, SNAP_FORMAT_VERSION);
+	le32_put(p + MAN_FIXED, MAN_END);
+	le64_put(p + MAN_CREATED, m->created_ns);
+	le32_put(p + MAN_CHUNK_SIZE, m->chunk_size);
+	le32_put(p + MAN_DRIVER, m->driver_version);
 	memcpy(p + MAN_UUID, m->device_uuid, 16);
-	snap_le32_put(p + MAN_CODEC, m->codec);
-	snap_le32_put(p + MAN_LEVEL, (uint32_t)m->codec_level);
-	snap_le64_put(p + MAN_REGIONS, m->region_count);
-	snap_le64_put(p + MAN_CHUNKS, m->chunk_count);
-	snap_le64_put(p + MAN_ZERO, m->zero_chunks);
-	snap_le64_put(p + MAN_NEW, m->new_chunks);
-	snap_le64_put(p + MAN_LOGICAL, m->logical_bytes);
-	snap_le64_put(p + MAN_NEW_STORED, m->new_stored_bytes);
-	snap_le64_put(p + MAN_REF_STORED, m->ref_stored_bytes);
-	snap_le64_put(p + MAN_JOURNAL_BYTES, m->journal_bytes);
-	snap_le64_put(p + MAN_CHUNKS_BYTES, m->chunks_bytes);
+	le32_put(p + MAN_CODEC, m->codec);
+	le32_put(p + MAN_LEVEL, (uint32_t)m->codec_level);
+	le64_put(p + MAN_REGIONS, m->region_count);
+	le64_put(p + MAN_CHUNKS, m->chunk_count);
+	le64_put(p + MAN_ZERO, m->zero_chunks);
+	le64_put(p + MAN_NEW, m->new_chunks);
+	le64_put(p + MAN_LOGICAL, m->logical_bytes);
+	le64_put(p + MAN_NEW_STORED, m->new_stored_bytes);
+	le64_put(p + MAN_REF_STORED, m->ref_stored_bytes);
+	le64_put(p + MAN_JOURNAL_BYTES, m->journal_bytes);
+	le64_put(p + MAN_CHUNKS_BYTES, m->chunks_bytes);
 	memcpy(p + MAN_JOURNAL_HASH, m->journal_hash, SNAP_HASH_BYTES);
 	memcpy(p + MAN_CHUNKS_HASH, m->chunks_hash, SNAP_HASH_BYTES);
 	for (int i = 0; i < 4; i++)
@@ -286,7 +246,7 @@ int snap_manifest_decode(const uint8_t *buf, size_t len, struct snap_manifest *m
 	rc = magic_version_check(buf, len, SNAP_MAGIC_MANIFEST);
 	if (rc)
 		return rc;
-	if (len < MAN_END + SNAP_TRAILER_BYTES || snap_le32_get(buf + MAN_FIXED) != MAN_END)
+	if (len < MAN_END + SNAP_TRAILER_BYTES || le32_get(buf + MAN_FIXED) != MAN_END)
 		return -EBADMSG;
 	rc = trailer_check(buf, len);
 	if (rc)
@@ -306,21 +266,21 @@ int snap_manifest_decode(const uint8_t *buf, size_t len, struct snap_manifest *m
 	if (off != len - SNAP_TRAILER_BYTES)
 		return -EBADMSG;
 	m->version = SNAP_FORMAT_VERSION;
-	m->created_ns = snap_le64_get(buf + MAN_CREATED);
-	m->chunk_size = snap_le32_get(buf + MAN_CHUNK_SIZE);
-	m->driver_version = snap_le32_get(buf + MAN_DRIVER);
+	m->created_ns = le64_get(buf + MAN_CREATED);
+	m->chunk_size = le32_get(buf + MAN_CHUNK_SIZE);
+	m->driver_version = le32_get(buf + MAN_DRIVER);
 	memcpy(m->device_uuid, buf + MAN_UUID, 16);
-	m->codec = snap_le32_get(buf + MAN_CODEC);
-	m->codec_level = (int32_t)snap_le32_get(buf + MAN_LEVEL);
-	m->region_count = snap_le64_get(buf + MAN_REGIONS);
-	m->chunk_count = snap_le64_get(buf + MAN_CHUNKS);
-	m->zero_chunks = snap_le64_get(buf + MAN_ZERO);
-	m->new_chunks = snap_le64_get(buf + MAN_NEW);
-	m->logical_bytes = snap_le64_get(buf + MAN_LOGICAL);
-	m->new_stored_bytes = snap_le64_get(buf + MAN_NEW_STORED);
-	m->ref_stored_bytes = snap_le64_get(buf + MAN_REF_STORED);
-	m->journal_bytes = snap_le64_get(buf + MAN_JOURNAL_BYTES);
-	m->chunks_bytes = snap_le64_get(buf + MAN_CHUNKS_BYTES);
+	m->codec = le32_get(buf + MAN_CODEC);
+	m->codec_level = (int32_t)le32_get(buf + MAN_LEVEL);
+	m->region_count = le64_get(buf + MAN_REGIONS);
+	m->chunk_count = le64_get(buf + MAN_CHUNKS);
+	m->zero_chunks = le64_get(buf + MAN_ZERO);
+	m->new_chunks = le64_get(buf + MAN_NEW);
+	m->logical_bytes = le64_get(buf + MAN_LOGICAL);
+	m->new_stored_bytes = le64_get(buf + MAN_NEW_STORED);
+	m->ref_stored_bytes = le64_get(buf + MAN_REF_STORED);
+	m->journal_bytes = le64_get(buf + MAN_JOURNAL_BYTES);
+	m->chunks_bytes = le64_get(buf + MAN_CHUNKS_BYTES);
 	memcpy(m->journal_hash, buf + MAN_JOURNAL_HASH, SNAP_HASH_BYTES);
 	memcpy(m->chunks_hash, buf + MAN_CHUNKS_HASH, SNAP_HASH_BYTES);
 	if (m->chunk_size < SNAP_CHUNK_SIZE_MIN || m->chunk_size > SNAP_CHUNK_SIZE_MAX)
@@ -355,28 +315,28 @@ int snap_chunk_list_encode(const struct snap_chunk_list *cl, struct snap_buf *ou
 	if (!p)
 		return out->error;
 	memcpy(p + CL_MAGIC, SNAP_MAGIC_CHUNKS, 8);
-	snap_le32_put(p + CL_VERSION, SNAP_FORMAT_VERSION);
-	snap_le32_put(p + CL_CHUNK_SIZE, cl->chunk_size);
-	snap_le64_put(p + CL_REGIONS, cl->region_count);
-	snap_le64_put(p + CL_CHUNKS, cl->chunk_count);
+	le32_put(p + CL_VERSION, SNAP_FORMAT_VERSION);
+	le32_put(p + CL_CHUNK_SIZE, cl->chunk_size);
+	le64_put(p + CL_REGIONS, cl->region_count);
+	le64_put(p + CL_CHUNKS, cl->chunk_count);
 	for (uint64_t i = 0; i < cl->region_count; i++) {
 		const struct snap_region *r = &cl->regions[i];
 		p = buf_grow(out, RG_END);
 		if (!p)
 			return out->error;
-		snap_le64_put(p + RG_ADDR, r->addr);
-		snap_le64_put(p + RG_SIZE, r->size);
-		snap_le32_put(p + RG_FLAGS, r->flags);
-		snap_le64_put(p + RG_CHUNKS, r->chunk_count);
+		le64_put(p + RG_ADDR, r->addr);
+		le64_put(p + RG_SIZE, r->size);
+		le32_put(p + RG_FLAGS, r->flags);
+		le64_put(p + RG_CHUNKS, r->chunk_count);
 		for (uint64_t c = 0; c < r->chunk_count; c++) {
 			const struct snap_chunk_ref *ref = &r->chunks[c];
 			p = buf_grow(out, CR_END);
 			if (!p)
 				return out->error;
 			memcpy(p + CR_HASH, ref->hash, SNAP_HASH_BYTES);
-			snap_le64_put(p + CR_DEVHASH, ref->device_hash);
-			snap_le32_put(p + CR_STORED, ref->stored_size);
-			snap_le32_put(p + CR_FLAGS, ref->flags);
+			le64_put(p + CR_DEVHASH, ref->device_hash);
+			le32_put(p + CR_STORED, ref->stored_size);
+			le32_put(p + CR_FLAGS, ref->flags);
 		}
 	}
 	buf_trailer_put(out);
@@ -409,11 +369,11 @@ int snap_chunk_list_decode(const uint8_t *buf, size_t len, struct snap_chunk_lis
 	if (rc)
 		return rc;
 	body = len - SNAP_TRAILER_BYTES;
-	cl->chunk_size = snap_le32_get(buf + CL_CHUNK_SIZE);
-	regions = snap_le64_get(buf + CL_REGIONS);
-	chunks = snap_le64_get(buf + CL_CHUNKS);
+	cl->chunk_size = le32_get(buf + CL_CHUNK_SIZE);
+	regions = le64_get(buf + CL_REGIONS);
+	chunks = le64_get(buf + CL_CHUNKS);
 	if (cl->chunk_size < SNAP_CHUNK_SIZE_MIN || cl->chunk_size > SNAP_CHUNK_SIZE_MAX ||
-	    snap_le64_get(buf + CL_RESERVED) != 0)
+	    le64_get(buf + CL_RESERVED) != 0)
 		return -EBADMSG;
 	/* Bound every count by the bytes that would have to hold it. */
 	if (regions > (body - off) / RG_END || chunks > (body - off) / CR_END)
@@ -427,11 +387,11 @@ int snap_chunk_list_decode(const uint8_t *buf, size_t len, struct snap_chunk_lis
 		struct snap_region *r = &cl->regions[i];
 		if (body - off < RG_END)
 			goto out_bad;
-		r->addr = snap_le64_get(buf + off + RG_ADDR);
-		r->size = snap_le64_get(buf + off + RG_SIZE);
-		r->flags = snap_le32_get(buf + off + RG_FLAGS);
-		r->chunk_count = snap_le64_get(buf + off + RG_CHUNKS);
-		if (snap_le32_get(buf + off + RG_RESERVED) != 0 || r->size == 0 ||
+		r->addr = le64_get(buf + off + RG_ADDR);
+		r->size = le64_get(buf + off + RG_SIZE);
+		r->flags = le32_get(buf + off + RG_FLAGS);
+		r->chunk_count = le64_get(buf + off + RG_CHUNKS);
+		if (le32_get(buf + off + RG_RESERVED) != 0 || r->size == 0 ||
 		    r->addr + r->size < r->addr ||
 		    r->chunk_count != chunks_for(r->size, cl->chunk_size))
 			goto out_bad;
@@ -446,9 +406,9 @@ int snap_chunk_list_decode(const uint8_t *buf, size_t len, struct snap_chunk_lis
 		for (uint64_t c = 0; c < r->chunk_count; c++, off += CR_END) {
 			struct snap_chunk_ref *ref = &r->chunks[c];
 			memcpy(ref->hash, buf + off + CR_HASH, SNAP_HASH_BYTES);
-			ref->device_hash = snap_le64_get(buf + off + CR_DEVHASH);
-			ref->stored_size = snap_le32_get(buf + off + CR_STORED);
-			ref->flags = snap_le32_get(buf + off + CR_FLAGS);
+			ref->device_hash = le64_get(buf + off + CR_DEVHASH);
+			ref->stored_size = le32_get(buf + off + CR_STORED);
+			ref->flags = le32_get(buf + off + CR_FLAGS);
 			if (ref->flags & ~SNAP_CHUNK_FLAGS_KNOWN)
 				goto out_bad;
 			if (ref->flags & SNAP_CHUNK_ZERO) {
@@ -476,9 +436,9 @@ void snap_pack_header_encode(uint64_t pack_id, uint64_t created_ns, uint8_t out[
 {
 	memset(out, 0, SNAP_PACK_HEADER_BYTES);
 	memcpy(out + PK_MAGIC, SNAP_MAGIC_PACK, 8);
-	snap_le32_put(out + PK_VERSION, SNAP_FORMAT_VERSION);
-	snap_le64_put(out + PK_ID, pack_id);
-	snap_le64_put(out + PK_CREATED, created_ns);
+	le32_put(out + PK_VERSION, SNAP_FORMAT_VERSION);
+	le64_put(out + PK_ID, pack_id);
+	le64_put(out + PK_CREATED, created_ns);
 }
 
 int snap_pack_header_decode(const uint8_t *buf, size_t len, uint64_t *pack_id)
@@ -487,34 +447,34 @@ int snap_pack_header_decode(const uint8_t *buf, size_t len, uint64_t *pack_id)
 
 	if (rc)
 		return rc;
-	if (len < PK_END || snap_le32_get(buf + PK_RESERVED) != 0)
+	if (len < PK_END || le32_get(buf + PK_RESERVED) != 0)
 		return -EBADMSG;
-	*pack_id = snap_le64_get(buf + PK_ID);
+	*pack_id = le64_get(buf + PK_ID);
 	return 0;
 }
 
 void snap_frame_encode(const struct snap_frame *f, uint8_t out[SNAP_FRAME_HEADER_BYTES])
 {
-	snap_le32_put(out + FR_MAGIC, SNAP_FRAME_MAGIC);
-	snap_le32_put(out + FR_CODEC, f->codec);
+	le32_put(out + FR_MAGIC, SNAP_FRAME_MAGIC);
+	le32_put(out + FR_CODEC, f->codec);
 	memcpy(out + FR_HASH, f->hash, SNAP_HASH_BYTES);
-	snap_le32_put(out + FR_RAW, f->raw_size);
-	snap_le32_put(out + FR_STORED, f->stored_size);
-	snap_le64_put(out + FR_STORED_SUM, f->stored_xxh64);
-	snap_le64_put(out + FR_HEADER_SUM, XXH3_64bits(out, FR_HEADER_SUM));
+	le32_put(out + FR_RAW, f->raw_size);
+	le32_put(out + FR_STORED, f->stored_size);
+	le64_put(out + FR_STORED_SUM, f->stored_xxh64);
+	le64_put(out + FR_HEADER_SUM, XXH3_64bits(out, FR_HEADER_SUM));
 }
 
 int snap_frame_decode(const uint8_t *buf, size_t len, struct snap_frame *f)
 {
-	if (len < FR_END || snap_le32_get(buf + FR_MAGIC) != SNAP_FRAME_MAGIC)
+	if (len < FR_END || le32_get(buf + FR_MAGIC) != SNAP_FRAME_MAGIC)
 		return -EBADMSG;
-	if (snap_le64_get(buf + FR_HEADER_SUM) != XXH3_64bits(buf, FR_HEADER_SUM))
+	if (le64_get(buf + FR_HEADER_SUM) != XXH3_64bits(buf, FR_HEADER_SUM))
 		return -EBADMSG;
-	f->codec = snap_le32_get(buf + FR_CODEC);
+	f->codec = le32_get(buf + FR_CODEC);
 	memcpy(f->hash, buf + FR_HASH, SNAP_HASH_BYTES);
-	f->raw_size = snap_le32_get(buf + FR_RAW);
-	f->stored_size = snap_le32_get(buf + FR_STORED);
-	f->stored_xxh64 = snap_le64_get(buf + FR_STORED_SUM);
+	f->raw_size = le32_get(buf + FR_RAW);
+	f->stored_size = le32_get(buf + FR_STORED);
+	f->stored_xxh64 = le64_get(buf + FR_STORED_SUM);
 	if (f->codec != SNAP_CODEC_RAW && f->codec != SNAP_CODEC_ZSTD)
 		return -EBADMSG;
 	if (f->raw_size == 0 || f->raw_size > SNAP_CHUNK_SIZE_MAX || f->stored_size == 0)
@@ -545,19 +505,19 @@ int snap_index_encode(const struct snap_index *idx, struct snap_buf *out)
 	if (!p)
 		return out->error;
 	memcpy(p + IX_MAGIC, SNAP_MAGIC_INDEX, 8);
-	snap_le32_put(p + IX_VERSION, SNAP_FORMAT_VERSION);
-	snap_le64_put(p + IX_PACK, idx->pack_id);
-	snap_le64_put(p + IX_PACK_BYTES, idx->pack_bytes);
-	snap_le64_put(p + IX_COUNT, idx->count);
+	le32_put(p + IX_VERSION, SNAP_FORMAT_VERSION);
+	le64_put(p + IX_PACK, idx->pack_id);
+	le64_put(p + IX_PACK_BYTES, idx->pack_bytes);
+	le64_put(p + IX_COUNT, idx->count);
 	for (uint64_t i = 0; i < idx->count; i++) {
 		const struct snap_index_entry *e = &idx->entries[i];
 		p = buf_grow(out, IR_END);
 		if (!p)
 			return out->error;
 		memcpy(p + IR_HASH, e->hash, SNAP_HASH_BYTES);
-		snap_le64_put(p + IR_OFFSET, e->offset);
-		snap_le32_put(p + IR_RAW, e->raw_size);
-		snap_le32_put(p + IR_STORED, e->stored_size);
+		le64_put(p + IR_OFFSET, e->offset);
+		le32_put(p + IR_RAW, e->raw_size);
+		le32_put(p + IR_STORED, e->stored_size);
 	}
 	buf_trailer_put(out);
 	return out->error;
@@ -572,15 +532,15 @@ int snap_index_decode(const uint8_t *buf, size_t len, struct snap_index *idx)
 	rc = magic_version_check(buf, len, SNAP_MAGIC_INDEX);
 	if (rc)
 		return rc;
-	if (len < IX_END + SNAP_TRAILER_BYTES || snap_le32_get(buf + IX_RESERVED) != 0)
+	if (len < IX_END + SNAP_TRAILER_BYTES || le32_get(buf + IX_RESERVED) != 0)
 		return -EBADMSG;
 	rc = trailer_check(buf, len);
 	if (rc)
 		return rc;
 	body = len - SNAP_TRAILER_BYTES - IX_END;
-	idx->pack_id = snap_le64_get(buf + IX_PACK);
-	idx->pack_bytes = snap_le64_get(buf + IX_PACK_BYTES);
-	idx->count = snap_le64_get(buf + IX_COUNT);
+	idx->pack_id = le64_get(buf + IX_PACK);
+	idx->pack_bytes = le64_get(buf + IX_PACK_BYTES);
+	idx->count = le64_get(buf + IX_COUNT);
 	if (idx->count != body / IR_END || body % IR_END)
 		return -EBADMSG;
 	idx->entries = calloc(idx->count ? idx->count : 1, sizeof(*idx->entries));
@@ -590,9 +550,9 @@ int snap_index_decode(const uint8_t *buf, size_t len, struct snap_index *idx)
 		const uint8_t *p = buf + IX_END + i * IR_END;
 		struct snap_index_entry *e = &idx->entries[i];
 		memcpy(e->hash, p + IR_HASH, SNAP_HASH_BYTES);
-		e->offset = snap_le64_get(p + IR_OFFSET);
-		e->raw_size = snap_le32_get(p + IR_RAW);
-		e->stored_size = snap_le32_get(p + IR_STORED);
+		e->offset = le64_get(p + IR_OFFSET);
+		e->raw_size = le32_get(p + IR_RAW);
+		e->stored_size = le32_get(p + IR_STORED);
 		if (e->offset < SNAP_PACK_HEADER_BYTES || e->stored_size == 0 ||
 		    e->offset > idx->pack_bytes ||
 		    idx->pack_bytes - e->offset < (uint64_t)SNAP_FRAME_HEADER_BYTES + e->stored_size) {
@@ -610,7 +570,7 @@ void snap_journal_header_encode(uint8_t out[SNAP_JOURNAL_HEADER_BYTES])
 {
 	memset(out, 0, SNAP_JOURNAL_HEADER_BYTES);
 	memcpy(out + JH_MAGIC, SNAP_MAGIC_JOURNAL, 8);
-	snap_le32_put(out + JH_VERSION, SNAP_FORMAT_VERSION);
+	le32_put(out + JH_VERSION, SNAP_FORMAT_VERSION);
 }
 
 int snap_journal_header_decode(const uint8_t *buf, size_t len)
@@ -619,7 +579,7 @@ int snap_journal_header_decode(const uint8_t *buf, size_t len)
 
 	if (rc)
 		return rc;
-	if (len < JH_END || snap_le32_get(buf + JH_RESERVED) != 0)
+	if (len < JH_END || le32_get(buf + JH_RESERVED) != 0)
 		return -EBADMSG;
 	return 0;
 }

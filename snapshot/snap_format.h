@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "le.h"
+
 #define SNAP_FORMAT_VERSION 1u
 
 #define SNAP_MAGIC_MANIFEST "TRNSMANI"
@@ -130,12 +132,6 @@ struct snap_buf {
 };
 
 void snap_buf_free(struct snap_buf *b);
-
-/* Little-endian field access, usable on any alignment. */
-void snap_le32_put(uint8_t *p, uint32_t v);
-void snap_le64_put(uint8_t *p, uint64_t v);
-uint32_t snap_le32_get(const uint8_t *p);
-uint64_t snap_le64_get(const uint8_t *p);
 
 /* XXH3-128 as 16 little-endian bytes (low half first). */
 void snap_hash128(const void *data, size_t len, uint8_t out[SNAP_HASH_BYTES]);

@@ -1,17 +1,8 @@
 /* CPU reference of the chunk device hash (snap_hash.h). */
 #include "snap_hash.h"
+#include "le.h"
 
 #include <string.h>
-
-static uint64_t le64_load(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	/* Byte order made explicit: the value must not depend on the host. */
-	for (int b = 7; b >= 0; b--)
-		v = v << 8 | p[b];
-	return v;
-}
 
 uint64_t snap_hash_words(const void *p, uint64_t nbytes, uint64_t first_word, uint64_t *nonzero)
 {
@@ -25,7 +16,7 @@ uint64_t snap_hash_words(const void *p, uint64_t nbytes, uint64_t first_word, ui
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 		memcpy(&w, b + 8 * k, 8);
 #else
-		w = le64_load(b + 8 * k);
+		w = le64_get(b + 8 * k);
 #endif
 		nz |= w;
 		h ^= snap_hash_word(w, i);
@@ -35,7 +26,7 @@ uint64_t snap_hash_words(const void *p, uint64_t nbytes, uint64_t first_word, ui
 		uint64_t w;
 
 		memcpy(pad, b + 8 * whole, nbytes % 8);
-		w = le64_load(pad);
+		w = le64_get(pad);
 		nz |= w;
 		h ^= snap_hash_word(w, i);
 	}

@@ -4,6 +4,7 @@
 #include "snap_reader.h"
 #include "snap_internal.h"
 #include "log.h"
+#include "le.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -344,8 +345,8 @@ static int journal_stream(struct snap_reader *r, int fd)
 		}
 		if (pass == 0 && !rc) {
 			h = XXH3_128bits_digest(st);
-			snap_le64_put(hash, h.low64);
-			snap_le64_put(hash + 8, h.high64);
+			le64_put(hash, h.low64);
+			le64_put(hash + 8, h.high64);
 			if (off != r->m.journal_bytes || memcmp(hash, r->m.journal_hash, 16))
 				rc = -EBADMSG;
 		}

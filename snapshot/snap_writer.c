@@ -12,6 +12,7 @@
 #include "snap_writer.h"
 #include "snap_internal.h"
 #include "log.h"
+#include "le.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -755,8 +756,8 @@ int snap_writer_journal_set(struct snap_writer *w, int fd)
 				w->name, w->s->path, strerror(-rc), snap_write_hint(rc));
 	if (!rc) {
 		h = XXH3_128bits_digest(st);
-		snap_le64_put(w->journal_hash, h.low64);
-		snap_le64_put(w->journal_hash + 8, h.high64);
+		le64_put(w->journal_hash, h.low64);
+		le64_put(w->journal_hash + 8, h.high64);
 		w->journal_bytes = off + sizeof(hdr);
 		w->journal_done = 1;
 	}

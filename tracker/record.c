@@ -1,5 +1,6 @@
 /* Journal record encodings: see record.h and docs/journal.md. */
 #include "record.h"
+#include "le.h"
 
 #include <errno.h>
 #include <string.h>
@@ -36,64 +37,23 @@ _Static_assert(IMG_SIZE + 8 == TRACKER_IMAGE_SIZE, "image record layout");
 _Static_assert(META_RESERVED + 4 == TRACKER_META_FIXED, "meta record layout");
 _Static_assert(TRACKER_META_VALUE_MAX <= UINT32_MAX - 8, "meta length fits u32");
 
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v = 0;
-
-	for (int i = 3; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
 /* Checks the common header: known version, the fixed length that version
  * has, and a buffer at least that long. */
 static int header_check(const uint8_t *p, size_t len, unsigned version, unsigned fixed)
 {
 	if (len < 4)
 		return -EBADMSG;
-	if (get16(p + HDR_VERSION) != version)
+	if (le16_get(p + HDR_VERSION) != version)
 		return -EPROTONOSUPPORT;
-	if (get16(p + HDR_FIXED) != fixed || len < fixed)
+	if (le16_get(p + HDR_FIXED) != fixed || len < fixed)
 		return -EBADMSG;
 	return 0;
 }
 
 static void header_put(uint8_t *p, unsigned version, unsigned fixed)
 {
-	put16(p + HDR_VERSION, (uint16_t)version);
-	put16(p + HDR_FIXED, (uint16_t)fixed);
+	le16_put(p + HDR_VERSION, (uint16_t)version);
+	le16_put(p + HDR_FIXED, (uint16_t)fixed);
 }
 
 size_t tracker_object_encoded_size(const struct tracker_object *o)
@@ -110,10 +70,10 @@ int tracker_object_encode(const struct tracker_object *o, void *buf, size_t cap)
 	if (cap < tracker_object_encoded_size(o))
 		return -ENOBUFS;
 	header_put(p, TRACKER_OBJECT_VERSION, TRACKER_OBJECT_FIXED);
-	put32(p + OBJ_KIND, o->kind);
-	put64(p + OBJ_PARENT, o->parent);
-	put32(p + OBJ_FLAGS, o->flags);
-	put32(p + OBJ_ARGS_LEN, o->args_len);
+	le32_put(p + OBJ_KIND, o->kind);
+	le64_put(p + OBJ_PARENT, o->parent);
+	le32_put(p + OBJ_FLAGS, o->flags);
+	le32_put(p + OBJ_ARGS_LEN, o->args_len);
 	if (o->args_len)
 		memcpy(p + TRACKER_OBJECT_FIXED, o->args, o->args_len);
 	return 0;
@@ -128,12 +88,12 @@ int tracker_object_decode(struct tracker_object *o, const void *buf, size_t len)
 	rc = header_check(p, len, TRACKER_OBJECT_VERSION, TRACKER_OBJECT_FIXED);
 	if (rc)
 		return rc;
-	args_len = get32(p + OBJ_ARGS_LEN);
+	args_len = le32_get(p + OBJ_ARGS_LEN);
 	if (args_len > TRACKER_OBJECT_ARGS_MAX || len - TRACKER_OBJECT_FIXED != args_len)
 		return -EBADMSG;
-	o->kind = get32(p + OBJ_KIND);
-	o->parent = get64(p + OBJ_PARENT);
-	o->flags = get32(p + OBJ_FLAGS);
+	o->kind = le32_get(p + OBJ_KIND);
+	o->parent = le64_get(p + OBJ_PARENT);
+	o->flags = le32_get(p + OBJ_FLAGS);
 	o->args_len = args_len;
 	o->args = args_len ? p + TRACKER_OBJECT_FIXED : NULL;
 	return 0;
@@ -148,11 +108,11 @@ int tracker_region_encode(const struct tracker_region *r, void *buf, size_t cap)
 	if (cap < TRACKER_REGION_SIZE)
 		return -ENOBUFS;
 	header_put(p, TRACKER_REGION_VERSION, TRACKER_REGION_SIZE);
-	put32(p + REG_FLAGS, r->flags);
-	put64(p + REG_SIZE, r->size);
-	put64(p + REG_OWNER, r->owner);
-	put32(p + REG_KIND, r->kind);
-	put32(p + REG_RESERVED, 0);
+	le32_put(p + REG_FLAGS, r->flags);
+	le64_put(p + REG_SIZE, r->size);
+	le64_put(p + REG_OWNER, r->owner);
+	le32_put(p + REG_KIND, r->kind);
+	le32_put(p + REG_RESERVED, 0);
 	return 0;
 }
 
@@ -164,12 +124,12 @@ int tracker_region_decode(struct tracker_region *r, const void *buf, size_t len)
 	rc = header_check(p, len, TRACKER_REGION_VERSION, TRACKER_REGION_SIZE);
 	if (rc)
 		return rc;
-	if (len != TRACKER_REGION_SIZE || get32(p + REG_RESERVED) || !get64(p + REG_SIZE))
+	if (len != TRACKER_REGION_SIZE || le32_get(p + REG_RESERVED) || !le64_get(p + REG_SIZE))
 		return -EBADMSG;
-	r->flags = get32(p + REG_FLAGS);
-	r->size = get64(p + REG_SIZE);
-	r->owner = get64(p + REG_OWNER);
-	r->kind = get32(p + REG_KIND);
+	r->flags = le32_get(p + REG_FLAGS);
+	r->size = le64_get(p + REG_SIZE);
+	r->owner = le64_get(p + REG_OWNER);
+	r->kind = le32_get(p + REG_KIND);
 	return 0;
 }
 
@@ -182,9 +142,9 @@ int tracker_image_encode(const struct tracker_image *im, void *buf, size_t cap)
 	if (cap < TRACKER_IMAGE_SIZE)
 		return -ENOBUFS;
 	header_put(p, TRACKER_IMAGE_VERSION, TRACKER_IMAGE_SIZE);
-	put32(p + IMG_FORMAT, im->format);
-	put64(p + IMG_REFS, im->refs);
-	put64(p + IMG_SIZE, im->size);
+	le32_put(p + IMG_FORMAT, im->format);
+	le64_put(p + IMG_REFS, im->refs);
+	le64_put(p + IMG_SIZE, im->size);
 	return 0;
 }
 
@@ -196,11 +156,11 @@ int tracker_image_decode(struct tracker_image *im, const void *buf, size_t len)
 	rc = header_check(p, len, TRACKER_IMAGE_VERSION, TRACKER_IMAGE_SIZE);
 	if (rc)
 		return rc;
-	if (len != TRACKER_IMAGE_SIZE || !get64(p + IMG_REFS) || get64(p + IMG_SIZE) > TRACKER_IMAGE_MAX)
+	if (len != TRACKER_IMAGE_SIZE || !le64_get(p + IMG_REFS) || le64_get(p + IMG_SIZE) > TRACKER_IMAGE_MAX)
 		return -EBADMSG;
-	im->format = get32(p + IMG_FORMAT);
-	im->refs = get64(p + IMG_REFS);
-	im->size = get64(p + IMG_SIZE);
+	im->format = le32_get(p + IMG_FORMAT);
+	im->refs = le64_get(p + IMG_REFS);
+	im->size = le64_get(p + IMG_SIZE);
 	return 0;
 }
 
@@ -247,16 +207,16 @@ int tracker_meta_encode(const struct tracker_meta_value *v, void *buf, size_t ca
 	if (cap < TRACKER_META_FIXED + (size_t)n)
 		return -ENOBUFS;
 	header_put(p, TRACKER_META_VERSION, TRACKER_META_FIXED);
-	put32(p + META_TYPE, v->type);
-	put32(p + META_LEN, n);
-	put32(p + META_RESERVED, 0);
+	le32_put(p + META_TYPE, v->type);
+	le32_put(p + META_LEN, n);
+	le32_put(p + META_RESERVED, 0);
 	payload = p + TRACKER_META_FIXED;
 	switch (v->type) {
 	case TRACKER_META_T_U64:
-		put64(payload, v->u64);
+		le64_put(payload, v->u64);
 		break;
 	case TRACKER_META_T_REPLY:
-		put64(payload, v->u64);
+		le64_put(payload, v->u64);
 		if (v->len)
 			memcpy(payload + 8, v->bytes, v->len);
 		break;
@@ -277,9 +237,9 @@ int tracker_meta_decode(struct tracker_meta_value *v, const void *buf, size_t le
 	rc = header_check(p, len, TRACKER_META_VERSION, TRACKER_META_FIXED);
 	if (rc)
 		return rc;
-	type = get32(p + META_TYPE);
-	n = get32(p + META_LEN);
-	if (get32(p + META_RESERVED) || len - TRACKER_META_FIXED != n)
+	type = le32_get(p + META_TYPE);
+	n = le32_get(p + META_LEN);
+	if (le32_get(p + META_RESERVED) || len - TRACKER_META_FIXED != n)
 		return -EBADMSG;
 	payload = p + TRACKER_META_FIXED;
 	v->type = type;
@@ -290,7 +250,7 @@ int tracker_meta_decode(struct tracker_meta_value *v, const void *buf, size_t le
 	case TRACKER_META_T_U64:
 		if (n != 8)
 			return -EBADMSG;
-		v->u64 = get64(payload);
+		v->u64 = le64_get(payload);
 		return 0;
 	case TRACKER_META_T_BYTES:
 		if (n > TRACKER_META_VALUE_MAX)
@@ -301,7 +261,7 @@ int tracker_meta_decode(struct tracker_meta_value *v, const void *buf, size_t le
 	case TRACKER_META_T_REPLY:
 		if (n < 8 || n - 8 > TRACKER_META_VALUE_MAX)
 			return -EBADMSG;
-		v->u64 = get64(payload);
+		v->u64 = le64_get(payload);
 		v->len = n - 8;
 		v->bytes = v->len ? payload + 8 : NULL;
 		return 0;

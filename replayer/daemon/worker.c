@@ -5,6 +5,7 @@
 #include "log.h"
 #include "shm_chan.h"
 #include "wire_dispatch.h"
+#include "le.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -377,7 +378,7 @@ static uint32_t reply_status_of(const struct wire_msg *m)
 
 	if (!m->buf || m->len < WIRE_HEADER_SIZE + 4)
 		return CUDA_ERROR_UNKNOWN;
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+	return le32_get(p);
 }
 
 /* Answer a request the restored session already applied before its snapshot. */

@@ -36,6 +36,7 @@
 #include "log.h"
 #include "tracker.h"
 #include "wire_dispatch.h"
+#include "le.h"
 
 #define GRAPH_ARGS_MAX GRAPH_DESC_ARGS_MAX
 #define GRAPH_PARAMS_MAX 8192
@@ -1460,11 +1461,6 @@ CUresult exec_stream_get_capture_info(struct exec *ex, const struct wire_stream_
 	return res;
 }
 
-static uint32_t le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* Node indices of a `deps` blob: each a live node of @d, none twice.
  * *@idx (malloc'ed) and *@reals (malloc'ed) have *@n entries. */
 static CUresult deps_parse(const struct graph_desc *d, struct wire_blob blob, uint32_t **idx,
@@ -1484,7 +1480,7 @@ static CUresult deps_parse(const struct graph_desc *d, struct wire_blob blob, ui
 	if (!*idx || !*reals)
 		goto out_nomem;
 	for (uint32_t i = 0; i < count; i++) {
-		uint32_t v = le32(blob.ptr + 4 * i);
+		uint32_t v = le32_get(blob.ptr + 4 * i);
 
 		if (!graph_desc_node_live(d, v))
 			goto out_inval;
@@ -2107,12 +2103,6 @@ static struct exec_graph *graph_get_synced(struct exec *ex, uint64_t handle, CUr
 	return *res == CUDA_SUCCESS ? g : NULL;
 }
 
-static void put_le32(uint8_t *p, uint32_t v)
-{
-	for (int k = 0; k < 4; k++)
-		p[k] = (uint8_t)(v >> (8 * k));
-}
-
 CUresult exec_graph_get_nodes(struct exec *ex, const struct wire_graph_get_nodes_req *req,
 			      struct wire_graph_get_nodes_rep *rep)
 {
@@ -2131,8 +2121,8 @@ CUresult exec_graph_get_nodes(struct exec *ex, const struct wire_graph_get_nodes
 	for (uint32_t i = 0; i < g->d->count; i++) {
 		if (g->d->nodes[i].type == GRAPH_NODE_REMOVED)
 			continue;
-		put_le32(out + 8 * n, i);
-		put_le32(out + 8 * n + 4, g->d->nodes[i].type);
+		le32_put(out + 8 * n, i);
+		le32_put(out + 8 * n + 4, g->d->nodes[i].type);
 		n++;
 	}
 	rep->nodes = (struct wire_blob){ out, n * 8 };
@@ -2156,8 +2146,8 @@ CUresult exec_graph_get_edges(struct exec *ex, const struct wire_graph_get_edges
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	for (uint32_t i = 0; i < g->d->count; i++)
 		for (uint32_t j = 0; j < g->d->nodes[i].ndeps && n < g->d->edges; j++) {
-			put_le32(out + 8 * n, g->d->nodes[i].deps[j]);
-			put_le32(out + 8 * n + 4, i);
+			le32_put(out + 8 * n, g->d->nodes[i].deps[j]);
+			le32_put(out + 8 * n + 4, i);
 			n++;
 		}
 	rep->edges = (struct wire_blob){ out, n * 8 };
@@ -2191,8 +2181,8 @@ CUresult exec_graph_edit_edges(struct exec *ex, const struct wire_graph_edit_edg
 		goto out;
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		a[i] = le32(req->edges.ptr + 8 * i);
-		b[i] = le32(req->edges.ptr + 8 * i + 4);
+		a[i] = le32_get(req->edges.ptr + 8 * i);
+		b[i] = le32_get(req->edges.ptr + 8 * i + 4);
 	}
 	/* All or nothing: every pair is checked before the backend sees one. */
 	ret = graph_desc_edges_check(g->d, a, b, n, req->remove);

@@ -17,17 +17,10 @@
 #include "exec.h"
 #include "log.h"
 #include "wire_dispatch.h"
+#include "le.h"
 
 #define LINK_OPTIONS_MAX 40
 #define LINK_LOG_BYTES (WIRE_STR_MAX + 1)
-
-static uint32_t le32_at(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return le32toh(v);
-}
 
 /* Options whose value is a plain number (not an output, not an array). */
 static bool option_scalar(uint32_t option)
@@ -76,15 +69,15 @@ static CUresult link_inputs_add(struct exec *ex, CUlinkState state, struct wire_
 
 		if (in.len - off < 8)
 			return CUDA_ERROR_INVALID_VALUE;
-		type = le32_at(in.ptr + off);
-		name_len = le32_at(in.ptr + off + 4);
+		type = le32_get(in.ptr + off);
+		name_len = le32_get(in.ptr + off + 4);
 		off += 8;
 		if (type >= CU_JIT_NUM_INPUT_TYPES || name_len > WIRE_STR_MAX || in.len - off < name_len + 4)
 			return CUDA_ERROR_INVALID_VALUE;
 		memcpy(name, in.ptr + off, name_len);
 		name[name_len] = 0;
 		off += name_len;
-		size = le32_at(in.ptr + off);
+		size = le32_get(in.ptr + off);
 		off += 4;
 		if (!size || in.len - off < size)
 			return CUDA_ERROR_INVALID_VALUE;
@@ -117,7 +110,7 @@ CUresult exec_link(struct exec *ex, const struct wire_link_req *req, struct wire
 	if (req->options.len % 12 || req->options.len / 12 > LINK_OPTIONS_MAX)
 		return CUDA_ERROR_INVALID_VALUE;
 	for (uint32_t off = 0; off < req->options.len; off += 12) {
-		uint32_t option = le32_at(req->options.ptr + off);
+		uint32_t option = le32_get(req->options.ptr + off);
 		uint64_t value;
 
 		memcpy(&value, req->options.ptr + off + 4, 8);

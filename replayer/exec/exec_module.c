@@ -8,6 +8,7 @@
 #include "fatbin.h"
 #include "log.h"
 #include "wire_dispatch.h"
+#include "le.h"
 
 /* Images are copied to aligned memory: the payload buffer gives no alignment
  * guarantee and the driver reads ELF structures in place. The driver API
@@ -137,8 +138,7 @@ static CUresult callable_add(struct exec *ex, enum handle_kind kind, void *real,
 		static uint8_t args[4 + WIRE_STR_MAX];
 		uint32_t len = name ? (uint32_t)strnlen(name, WIRE_STR_MAX) : 0;
 
-		for (int i = 0; i < 4; i++)
-			args[i] = (uint8_t)(len >> (8 * i));
+		le32_put(args, len);
 		if (len)
 			memcpy(args + 4, name, len);
 		res = exec_object_add(ex, kind, real, parent, ki, args, 4 + len, handle);

@@ -1,36 +1,22 @@
 #define LOG_PREFIX "ipc: "
 #include "ipc_channel.h"
+#include "le.h"
 
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-static void le_put(uint8_t *p, uint64_t v, int n)
-{
-	for (int i = 0; i < n; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t le_get(const uint8_t *p, int n)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < n; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
-}
-
 void ipc_handle_encode(const struct ipc_handle *h, uint8_t out[IPC_HANDLE_BYTES])
 {
 	memset(out, 0, IPC_HANDLE_BYTES);
-	le_put(out, IPC_HANDLE_MAGIC, 4);
-	le_put(out + 4, IPC_HANDLE_VERSION, 2);
-	le_put(out + 6, h->kind, 2);
-	le_put(out + 8, h->id, 8);
-	le_put(out + 16, h->size, 8);
+	le32_put(out, IPC_HANDLE_MAGIC);
+	le16_put(out + 4, IPC_HANDLE_VERSION);
+	le16_put(out + 6, h->kind);
+	le64_put(out + 8, h->id);
+	le64_put(out + 16, h->size);
 	memcpy(out + 24, h->secret, IPC_SECRET_BYTES);
-	le_put(out + 40, (uint32_t)h->device, 4);
+	le32_put(out + 40, (uint32_t)h->device);
 }
 
 int ipc_handle_decode(const uint8_t *in, uint32_t len, struct ipc_handle *h)
@@ -38,13 +24,13 @@ int ipc_handle_decode(const uint8_t *in, uint32_t len, struct ipc_handle *h)
 	if (len != IPC_HANDLE_BYTES)
 		return -EINVAL;
 	memset(h, 0, sizeof(*h));
-	h->magic = (uint32_t)le_get(in, 4);
-	h->version = (uint16_t)le_get(in + 4, 2);
-	h->kind = (uint16_t)le_get(in + 6, 2);
-	h->id = le_get(in + 8, 8);
-	h->size = le_get(in + 16, 8);
+	h->magic = (uint32_t)le32_get(in);
+	h->version = (uint16_t)le16_get(in + 4);
+	h->kind = (uint16_t)le16_get(in + 6);
+	h->id = le64_get(in + 8);
+	h->size = le64_get(in + 16);
 	memcpy(h->secret, in + 24, IPC_SECRET_BYTES);
-	h->device = (int32_t)(uint32_t)le_get(in + 40, 4);
+	h->device = (int32_t)(uint32_t)le32_get(in + 40);
 	for (unsigned i = 44; i < IPC_HANDLE_BYTES; i++)
 		if (in[i])
 			return -EINVAL;

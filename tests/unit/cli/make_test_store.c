@@ -21,6 +21,7 @@
 #include "snap_store.h"
 #include "snap_writer.h"
 #include "tracker.h"
+#include "le.h"
 
 #define CHUNK (64u << 10)
 #define REGION_A 0x200000000000ull
@@ -83,12 +84,6 @@ static void object_put(struct tracker *t, uint64_t handle, uint32_t kind, uint64
 	struct tracker_object o = { .kind = kind, .parent = parent, .args = args, .args_len = len };
 
 	CHECK(tracker_object_put(t, handle, &o));
-}
-
-static void le32_put(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
 }
 
 static void name_args(uint8_t *buf, const char *name, uint32_t *len)

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "fatbin.h"
+#include "le.h"
 
 /* The kernels' parameters, as C lays them out: the CUDA ABI does the same. */
 struct saxpy_args { float *y; const float *x; int n; };
@@ -404,9 +405,6 @@ static void test_corrupted(void **state)
 
 /* ---- hand-made inputs: run without nvcc ---- */
 
-static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static void put32(uint8_t *p, uint32_t v) { put16(p, (uint16_t)v); put16(p + 2, (uint16_t)(v >> 16)); }
-static void put64(uint8_t *p, uint64_t v) { put32(p, (uint32_t)v); put32(p + 4, (uint32_t)(v >> 32)); }
 
 /* A fatbin of one PTX entry whose payload is @payload as stored. */
 static uint8_t *fatbin_make(const uint8_t *payload, size_t n, uint64_t flags,
@@ -416,18 +414,18 @@ static uint8_t *fatbin_make(const uint8_t *payload, size_t n, uint64_t flags,
 	uint8_t *f = calloc(1, size);
 
 	assert_non_null(f);
-	put32(f, 0xBA55ED50);
-	put16(f + 4, 1);
-	put16(f + 6, 16);
-	put64(f + 8, 64 + padded);
-	put16(f + 16, 1);          /* PTX */
-	put16(f + 18, 0x0101);
-	put32(f + 20, 64);
-	put64(f + 24, padded);
-	put32(f + 32, (uint32_t)n);
-	put32(f + 44, 80);         /* compute_80 */
-	put64(f + 56, flags);
-	put64(f + 72, decompressed);
+	le32_put(f, 0xBA55ED50);
+	le16_put(f + 4, 1);
+	le16_put(f + 6, 16);
+	le64_put(f + 8, 64 + padded);
+	le16_put(f + 16, 1);          /* PTX */
+	le16_put(f + 18, 0x0101);
+	le32_put(f + 20, 64);
+	le64_put(f + 24, padded);
+	le32_put(f + 32, (uint32_t)n);
+	le32_put(f + 44, 80);         /* compute_80 */
+	le64_put(f + 56, flags);
+	le64_put(f + 72, decompressed);
 	memcpy(f + 80, payload, n);
 	*size_out = size;
 	return f;
@@ -448,7 +446,7 @@ static void test_lz4(void **state)
 	block[n++] = (uint8_t)(l1 - 15);
 	memcpy(block + n, lit1, l1);
 	n += l1;
-	put16(block + n, (uint16_t)(l1 - strlen(".entry k(")));
+	le16_put(block + n, (uint16_t)(l1 - strlen(".entry k(")));
 	n += 2;
 	block[n++] = (uint8_t)(l2 << 4);
 	memcpy(block + n, lit2, l2);
@@ -464,11 +462,11 @@ static void test_lz4(void **state)
 	assert_int_equal(k->params[1].offset, 4);
 	cuimage_free(img);
 	/* claimed size differs from what the block makes */
-	put64(f + 72, strlen(want) + 2);
+	le64_put(f + 72, strlen(want) + 2);
 	assert_int_equal(cuimage_parse(f, size, 80, &img), -EINVAL);
 	/* both compressions named */
-	put64(f + 72, strlen(want) + 1);
-	put64(f + 56, 0xa011);
+	le64_put(f + 72, strlen(want) + 1);
+	le64_put(f + 56, 0xa011);
 	assert_int_equal(cuimage_parse(f, size, 80, &img), -ENOTSUP);
 	free(f);
 

@@ -55,7 +55,7 @@ static void test_manifest(void **state)
 	manifest_sample(&m);
 	assert_int_equal(snap_manifest_encode(&m, &b), 0);
 	assert_memory_equal(b.data, "TRNSMANI", 8);
-	assert_int_equal(snap_le32_get(b.data + 8), SNAP_FORMAT_VERSION);
+	assert_int_equal(le32_get(b.data + 8), SNAP_FORMAT_VERSION);
 	assert_int_equal(b.len, SNAP_MANIFEST_FIXED_BYTES + 13 + 6 + 14 + 11 + SNAP_TRAILER_BYTES);
 	assert_int_equal(snap_manifest_decode(b.data, b.len, &d), 0);
 	assert_int_equal(d.created_ns, m.created_ns);
@@ -79,7 +79,7 @@ static void test_manifest(void **state)
 	}
 	/* A newer version is refused as such. */
 	memcpy(copy, b.data, b.len);
-	snap_le32_put(copy + 8, 2);
+	le32_put(copy + 8, 2);
 	assert_int_equal(snap_manifest_decode(copy, b.len, &d), -ENOTSUP);
 	/* String lengths past the end, and zero chunks > chunks, with a good
 	 * checksum. */
@@ -88,7 +88,7 @@ static void test_manifest(void **state)
 	trailer_fix(copy, b.len);
 	assert_int_equal(snap_manifest_decode(copy, b.len, &d), -EBADMSG);
 	memcpy(copy, b.data, b.len);
-	snap_le64_put(copy + 72, 11);
+	le64_put(copy + 72, 11);
 	trailer_fix(copy, b.len);
 	assert_int_equal(snap_manifest_decode(copy, b.len, &d), -EBADMSG);
 	free(copy);
@@ -156,9 +156,9 @@ static void test_chunk_list(void **state)
 	for (size_t i = 0; i < sizeof(lies) / sizeof(lies[0]); i++) {
 		memcpy(copy, b.data, b.len);
 		if (lies[i].wide)
-			snap_le64_put(copy + lies[i].off, lies[i].v);
+			le64_put(copy + lies[i].off, lies[i].v);
 		else
-			snap_le32_put(copy + lies[i].off, (uint32_t)lies[i].v);
+			le32_put(copy + lies[i].off, (uint32_t)lies[i].v);
 		trailer_fix(copy, b.len);
 		assert_int_equal(snap_chunk_list_decode(copy, b.len, &d), -EBADMSG);
 	}
