@@ -84,6 +84,59 @@ struct wire_cursor {
 	size_t left;
 };
 
+/* Little-endian fields at a byte address: what the generated record codec
+ * (calls.tbl, "records") and the journal's own records are written with. */
+static inline void wire_le16_put(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static inline void wire_le32_put(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void wire_le64_put(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void wire_le8_put(uint8_t *p, uint8_t v)
+{
+	p[0] = v;
+}
+
+static inline uint8_t wire_le8_get(const uint8_t *p)
+{
+	return p[0];
+}
+
+static inline uint16_t wire_le16_get(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static inline uint32_t wire_le32_get(const uint8_t *p)
+{
+	uint32_t v = 0;
+
+	for (int i = 0; i < 4; i++)
+		v |= (uint32_t)p[i] << (8 * i);
+	return v;
+}
+
+static inline uint64_t wire_le64_get(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
 static inline void wire_cursor_init(struct wire_cursor *c, const void *p, size_t n)
 {
 	c->p = p;
