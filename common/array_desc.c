@@ -4,33 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
-_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the encodings below are little endian");
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	memcpy(p, &v, 4);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	memcpy(p, &v, 8);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return v;
-}
+#include "wire_calls.h"
 
 uint32_t array_format_elem_size(uint32_t format, uint32_t channels)
 {
@@ -92,30 +66,24 @@ void array_res_from_cuda(const CUDA_RESOURCE_DESC *r, struct array_res *out)
 
 void array_res_encode(const struct array_res *r, uint8_t out[ARRAY_RES_BYTES])
 {
-	put32(out, r->type);
-	put32(out + 4, r->flags);
-	put64(out + 8, r->handle);
-	put32(out + 16, r->format);
-	put32(out + 20, r->channels);
-	put64(out + 24, r->width);
-	put64(out + 32, r->height);
-	put64(out + 40, r->pitch);
+	struct wire_rec_array_res w = {
+		.type = r->type, .flags = r->flags, .handle = r->handle, .format = r->format,
+		.channels = r->channels, .width = r->width, .height = r->height, .pitch = r->pitch,
+	};
+
+	wire_rec_array_res_encode(&w, out);
 }
 
 int array_res_decode(const void *p, size_t len, struct array_res *out)
 {
-	const uint8_t *b = p;
+	struct wire_rec_array_res w;
 
-	if (len != ARRAY_RES_BYTES)
+	if (wire_rec_array_res_decode(p, len, &w) < 0)
 		return -EBADMSG;
-	out->type = get32(b);
-	out->flags = get32(b + 4);
-	out->handle = get64(b + 8);
-	out->format = get32(b + 16);
-	out->channels = get32(b + 20);
-	out->width = get64(b + 24);
-	out->height = get64(b + 32);
-	out->pitch = get64(b + 40);
+	*out = (struct array_res){
+		.type = w.type, .flags = w.flags, .handle = w.handle, .format = w.format,
+		.channels = w.channels, .width = w.width, .height = w.height, .pitch = w.pitch,
+	};
 	switch (out->type) {
 	case CU_RESOURCE_TYPE_ARRAY:
 	case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
@@ -165,66 +133,64 @@ void array_res_to_cuda(const struct array_res *r, uint64_t real, CUDA_RESOURCE_D
 
 void array_tex_encode(const CUDA_TEXTURE_DESC *t, uint8_t out[ARRAY_TEX_BYTES])
 {
+	struct wire_rec_array_tex w = {
+		.filter_mode = (uint32_t)t->filterMode, .flags = t->flags,
+		.max_anisotropy = t->maxAnisotropy, .mipmap_filter_mode = (uint32_t)t->mipmapFilterMode,
+		.mipmap_level_bias = t->mipmapLevelBias, .min_mipmap_level_clamp = t->minMipmapLevelClamp,
+		.max_mipmap_level_clamp = t->maxMipmapLevelClamp,
+	};
+
 	for (int i = 0; i < 3; i++)
-		put32(out + 4 * i, (uint32_t)t->addressMode[i]);
-	put32(out + 12, (uint32_t)t->filterMode);
-	put32(out + 16, t->flags);
-	put32(out + 20, t->maxAnisotropy);
-	put32(out + 24, (uint32_t)t->mipmapFilterMode);
-	memcpy(out + 28, &t->mipmapLevelBias, 4);
-	memcpy(out + 32, &t->minMipmapLevelClamp, 4);
-	memcpy(out + 36, &t->maxMipmapLevelClamp, 4);
-	memcpy(out + 40, t->borderColor, 16);
-	memset(out + 56, 0, 8);
+		w.address_mode[i] = (uint32_t)t->addressMode[i];
+	memcpy(w.border_color, t->borderColor, sizeof(w.border_color));
+	wire_rec_array_tex_encode(&w, out);
 }
 
 int array_tex_decode(const void *p, size_t len, CUDA_TEXTURE_DESC *out)
 {
-	const uint8_t *b = p;
+	struct wire_rec_array_tex w;
 
-	if (len != ARRAY_TEX_BYTES || get64(b + 56))
+	if (wire_rec_array_tex_decode(p, len, &w) < 0)
 		return -EBADMSG;
 	memset(out, 0, sizeof(*out));
 	for (int i = 0; i < 3; i++)
-		out->addressMode[i] = (CUaddress_mode)get32(b + 4 * i);
-	out->filterMode = (CUfilter_mode)get32(b + 12);
-	out->flags = get32(b + 16);
-	out->maxAnisotropy = get32(b + 20);
-	out->mipmapFilterMode = (CUfilter_mode)get32(b + 24);
-	memcpy(&out->mipmapLevelBias, b + 28, 4);
-	memcpy(&out->minMipmapLevelClamp, b + 32, 4);
-	memcpy(&out->maxMipmapLevelClamp, b + 36, 4);
-	memcpy(out->borderColor, b + 40, 16);
+		out->addressMode[i] = (CUaddress_mode)w.address_mode[i];
+	out->filterMode = (CUfilter_mode)w.filter_mode;
+	out->flags = w.flags;
+	out->maxAnisotropy = w.max_anisotropy;
+	out->mipmapFilterMode = (CUfilter_mode)w.mipmap_filter_mode;
+	out->mipmapLevelBias = w.mipmap_level_bias;
+	out->minMipmapLevelClamp = w.min_mipmap_level_clamp;
+	out->maxMipmapLevelClamp = w.max_mipmap_level_clamp;
+	memcpy(out->borderColor, w.border_color, sizeof(out->borderColor));
 	return 0;
 }
 
 void array_view_encode(const CUDA_RESOURCE_VIEW_DESC *v, uint8_t out[ARRAY_VIEW_BYTES])
 {
-	put32(out, (uint32_t)v->format);
-	put32(out + 4, 0);
-	put64(out + 8, v->width);
-	put64(out + 16, v->height);
-	put64(out + 24, v->depth);
-	put32(out + 32, v->firstMipmapLevel);
-	put32(out + 36, v->lastMipmapLevel);
-	put32(out + 40, v->firstLayer);
-	put32(out + 44, v->lastLayer);
+	struct wire_rec_array_view w = {
+		.format = (uint32_t)v->format, .width = v->width, .height = v->height, .depth = v->depth,
+		.first_mipmap_level = v->firstMipmapLevel, .last_mipmap_level = v->lastMipmapLevel,
+		.first_layer = v->firstLayer, .last_layer = v->lastLayer,
+	};
+
+	wire_rec_array_view_encode(&w, out);
 }
 
 int array_view_decode(const void *p, size_t len, CUDA_RESOURCE_VIEW_DESC *out)
 {
-	const uint8_t *b = p;
+	struct wire_rec_array_view w;
 
-	if (len != ARRAY_VIEW_BYTES || get32(b + 4))
+	if (wire_rec_array_view_decode(p, len, &w) < 0)
 		return -EBADMSG;
 	memset(out, 0, sizeof(*out));
-	out->format = (CUresourceViewFormat)get32(b);
-	out->width = get64(b + 8);
-	out->height = get64(b + 16);
-	out->depth = get64(b + 24);
-	out->firstMipmapLevel = get32(b + 32);
-	out->lastMipmapLevel = get32(b + 36);
-	out->firstLayer = get32(b + 40);
-	out->lastLayer = get32(b + 44);
+	out->format = (CUresourceViewFormat)w.format;
+	out->width = w.width;
+	out->height = w.height;
+	out->depth = w.depth;
+	out->firstMipmapLevel = w.first_mipmap_level;
+	out->lastMipmapLevel = w.last_mipmap_level;
+	out->firstLayer = w.first_layer;
+	out->lastLayer = w.last_layer;
 	return 0;
 }

@@ -18,9 +18,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ARRAY_RES_BYTES 48
-#define ARRAY_TEX_BYTES 64
-#define ARRAY_VIEW_BYTES 48
+#include "wire_calls.h"
+
+/* The layouts are the wire table's records (calls.tbl: array_res, array_tex,
+ * array_view). */
+#define ARRAY_RES_BYTES WIRE_REC_ARRAY_RES_BYTES
+#define ARRAY_TEX_BYTES WIRE_REC_ARRAY_TEX_BYTES
+#define ARRAY_VIEW_BYTES WIRE_REC_ARRAY_VIEW_BYTES
 
 /* A resource in the guest's terms. */
 struct array_res {

@@ -6,6 +6,17 @@
 
 #include <stdint.h>
 
+/* Single bytes too, so that generated code treats every width alike. */
+static inline void le8_put(uint8_t *p, uint8_t v)
+{
+	p[0] = v;
+}
+
+static inline uint8_t le8_get(const uint8_t *p)
+{
+	return p[0];
+}
+
 static inline void le16_put(uint8_t *p, uint16_t v)
 {
 	p[0] = (uint8_t)v;

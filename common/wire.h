@@ -30,24 +30,9 @@
  * (replayer/exec/handle_table.h issues them). Stream handles 0, 1 and 2 are the
  * NULL, legacy and per-thread streams. */
 #define WIRE_HANDLE_KIND_SHIFT 56
-enum wire_handle_kind {
-	WIRE_HANDLE_CONTEXT = 1,
-	WIRE_HANDLE_MODULE = 2,
-	WIRE_HANDLE_LIBRARY = 3,
-	WIRE_HANDLE_FUNCTION = 4,
-	WIRE_HANDLE_KERNEL = 5,
-	WIRE_HANDLE_STREAM = 6,
-	WIRE_HANDLE_EVENT = 7,
-	WIRE_HANDLE_GRAPH = 8,
-	WIRE_HANDLE_GRAPH_EXEC = 9,
-	WIRE_HANDLE_MEMPOOL = 10,
-	WIRE_HANDLE_VMM = 11,          /* a physical allocation (cuMemCreate) */
-	WIRE_HANDLE_ARRAY = 12,
-	WIRE_HANDLE_MIPMAP = 13,
-	WIRE_HANDLE_TEXOBJ = 14,      /* journal only: the guest holds the driver's value */
-	WIRE_HANDLE_SURFOBJ = 15,     /* journal only, likewise */
-	WIRE_HANDLE_KIND_MAX = 16,
-};
+#include "wire_kinds.h"         /* enum wire_handle_kind, from calls.tbl */
+
+#include "le.h"
 
 /* Header flags. */
 #define WIRE_F_REPLY     0x0001u  /* this is a reply */

@@ -49,24 +49,25 @@ int func_table_set_params(uint64_t handle, const uint8_t *blob, uint32_t len)
 {
 	struct shim_process *p = shim_process();
 	struct shim_param *params = NULL;
+	struct wire_blob b = { blob, len };
+	int n = wire_rec_kernel_param_count(b);
 	uint32_t count, end = 0;
 	struct shim_func *f;
 
-	if (len % 8)
+	if (n < 0)
 		return -EINVAL;
-	count = len / 8;
+	count = (uint32_t)n;
 	if (count) {
 		params = calloc(count, sizeof(*params));
 		if (!params)
 			return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < count; i++) {
-		const uint8_t *r = blob + 8 * i;
+		struct wire_rec_kernel_param r;
 
-		params[i].offset = (uint32_t)r[0] | (uint32_t)r[1] << 8 | (uint32_t)r[2] << 16 |
-				   (uint32_t)r[3] << 24;
-		params[i].size = (uint32_t)r[4] | (uint32_t)r[5] << 8 | (uint32_t)r[6] << 16 |
-				 (uint32_t)r[7] << 24;
+		wire_rec_kernel_param_get(b, i, &r);
+		params[i].offset = r.offset;
+		params[i].size = r.size;
 		if (params[i].offset > FUNC_ARGS_MAX || params[i].size > FUNC_ARGS_MAX ||
 		    params[i].offset + params[i].size > FUNC_ARGS_MAX) {
 			pr_err("function %#llx: parameter %u at %u+%u is out of range",

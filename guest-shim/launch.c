@@ -13,13 +13,21 @@
 #include "log.h"
 
 #define LAUNCH_ARGS_MAX 32768u
-#define LAUNCH_ATTR_VALUE 64u
-#define LAUNCH_ATTR_RECORD (8u + LAUNCH_ATTR_VALUE)
-#define LAUNCH_ATTRS_MAX 64u
-
-_Static_assert(sizeof(CUlaunchAttributeValue) == LAUNCH_ATTR_VALUE,
+_Static_assert(sizeof(CUlaunchAttributeValue) == sizeof(((struct wire_rec_launch_attr *)0)->value),
 	       "CUlaunchAttributeValue is 64 bytes in CUDA 13");
-_Static_assert(offsetof(CUlaunchAttribute, value) == 8, "CUlaunchAttribute layout");
+
+CUresult launch_attrs_encode(const CUlaunchAttribute *attrs, unsigned n, uint8_t *buf)
+{
+	if (n > WIRE_REC_LAUNCH_ATTR_MAX || (n && !attrs))
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned i = 0; i < n; i++) {
+		struct wire_rec_launch_attr r = { .id = (uint32_t)attrs[i].id };
+
+		memcpy(r.value, &attrs[i].value, sizeof(r.value));
+		wire_rec_launch_attr_put(buf, i, &r);
+	}
+	return CUDA_SUCCESS;
+}
 
 CUresult launch_args(uint64_t fn, void **kernelParams, void **extra, uint8_t **buf, uint32_t *len)
 {
@@ -178,7 +186,7 @@ static CUresult launch_kernel_ex(const CUlaunchConfig *config, CUfunction f,
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!f)
 		return CUDA_ERROR_INVALID_HANDLE;
-	if (config->numAttrs > LAUNCH_ATTRS_MAX || (config->numAttrs && !config->attrs))
+	if (config->numAttrs > WIRE_REC_LAUNCH_ATTR_MAX || (config->numAttrs && !config->attrs))
 		return CUDA_ERROR_INVALID_VALUE;
 	req.grid_x = config->gridDimX;
 	req.grid_y = config->gridDimY;
@@ -189,20 +197,12 @@ static CUresult launch_kernel_ex(const CUlaunchConfig *config, CUfunction f,
 	req.shared_bytes = config->sharedMemBytes;
 	req.stream = shim_stream(config->hStream, per_thread);
 	if (config->numAttrs) {
-		attrs = calloc(config->numAttrs, LAUNCH_ATTR_RECORD);
+		attrs = calloc(config->numAttrs, WIRE_REC_LAUNCH_ATTR_BYTES);
 		if (!attrs)
 			return CUDA_ERROR_OUT_OF_MEMORY;
-		for (unsigned i = 0; i < config->numAttrs; i++) {
-			uint8_t *r = attrs + (size_t)i * LAUNCH_ATTR_RECORD;
-			uint32_t id = (uint32_t)config->attrs[i].id;
-
-			/* u32 id, u32 reserved, then the value's 64 bytes. */
-			for (unsigned b = 0; b < 4; b++)
-				r[b] = (uint8_t)(id >> (8 * b));
-			memcpy(r + 8, &config->attrs[i].value, LAUNCH_ATTR_VALUE);
-		}
+		launch_attrs_encode(config->attrs, config->numAttrs, attrs);
 		req.attrs.ptr = attrs;
-		req.attrs.len = config->numAttrs * LAUNCH_ATTR_RECORD;
+		req.attrs.len = config->numAttrs * WIRE_REC_LAUNCH_ATTR_BYTES;
 	}
 	res = launch_args(req.function, kernelParams, extra, &args, &req.args.len);
 	if (res == CUDA_SUCCESS)

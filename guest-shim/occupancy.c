@@ -3,13 +3,12 @@
  * wire: the shim evaluates it for every candidate block size and asks the
  * worker for all of them in one occupancy_max_active_blocks call. */
 #include "shim.h"
-#include "le.h"
 
 #include <string.h>
 
 /* docs/wire-protocol.md: i32 block_size, u32 reserved, u64 dynamic_smem. */
-#define OCC_RECORD 16u
-#define OCC_CANDIDATES_MAX 1024u
+#define OCC_RECORD WIRE_REC_OCCUPANCY_QUERY_BYTES
+#define OCC_CANDIDATES_MAX WIRE_REC_OCCUPANCY_QUERY_MAX
 
 enum occ_cluster_query {
 	OCC_MAX_ACTIVE_CLUSTERS = 0,
@@ -31,21 +30,25 @@ static CUresult occ_blocks(CUfunction func, unsigned flags, const uint8_t *q, un
 	res = rpc_occupancy_max_active_blocks(&req, &rep);
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (rep.blocks.len != 4 * n)
+	if (wire_rec_occupancy_blocks_count(rep.blocks) != (int)n)
 		return CUDA_ERROR_UNKNOWN;
-	for (unsigned i = 0; i < n; i++)
-		out[i] = (int32_t)le32_get(rep.blocks.ptr + 4 * i);
+	for (unsigned i = 0; i < n; i++) {
+		struct wire_rec_occupancy_blocks b;
+
+		wire_rec_occupancy_blocks_get(rep.blocks, i, &b);
+		out[i] = b.blocks;
+	}
 	return CUDA_SUCCESS;
 }
 
 static CUresult occ_one(int *numBlocks, CUfunction func, int blockSize, size_t smem, unsigned flags)
 {
-	uint8_t q[OCC_RECORD] = { 0 };
+	struct wire_rec_occupancy_query r = { .block_size = blockSize, .smem = smem };
+	uint8_t q[OCC_RECORD];
 
 	if (!numBlocks)
 		return CUDA_ERROR_INVALID_VALUE;
-	le32_put(q, (uint32_t)blockSize);
-	le64_put(q + 8, smem);
+	wire_rec_occupancy_query_put(q, 0, &r);
 	return occ_blocks(func, flags, q, 1, numBlocks);
 }
 
@@ -98,11 +101,9 @@ static CUresult occ_potential(int *minGridSize, int *blockSize, CUfunction func,
 	for (int aligned = (limit + warp - 1) / warp * warp; aligned > 0 && n < OCC_CANDIDATES_MAX;
 	     aligned -= warp) {
 		int size = aligned < limit ? aligned : limit;
-		size_t dyn = b2smem ? b2smem(size) : smem;
+		struct wire_rec_occupancy_query r = { .block_size = size, .smem = b2smem ? b2smem(size) : smem };
 
-		memset(q + n * OCC_RECORD, 0, OCC_RECORD);
-		le32_put(q + n * OCC_RECORD, (uint32_t)size);
-		le64_put(q + n * OCC_RECORD + 8, dyn);
+		wire_rec_occupancy_query_put(q, n, &r);
 		sizes[n++] = size;
 	}
 	res = occ_blocks(func, flags, q, n, blocks);
@@ -167,11 +168,14 @@ static CUresult occ_cluster(int *value, enum occ_cluster_query query, CUfunction
 		.query = query, .function = (uint64_t)(uintptr_t)func,
 	};
 	struct wire_occupancy_cluster_rep rep;
-	uint8_t attrs[16 * 72];
+	uint8_t attrs[WIRE_REC_LAUNCH_ATTR_MAX * WIRE_REC_LAUNCH_ATTR_BYTES];
 	CUresult res;
 
-	if (!value || !config || config->numAttrs > 16 || (config->numAttrs && !config->attrs))
+	if (!value || !config)
 		return CUDA_ERROR_INVALID_VALUE;
+	res = launch_attrs_encode(config->attrs, config->numAttrs, attrs);
+	if (res != CUDA_SUCCESS)
+		return res;
 	req.grid_x = config->gridDimX;
 	req.grid_y = config->gridDimY;
 	req.grid_z = config->gridDimZ;
@@ -179,13 +183,8 @@ static CUresult occ_cluster(int *value, enum occ_cluster_query query, CUfunction
 	req.block_y = config->blockDimY;
 	req.block_z = config->blockDimZ;
 	req.shared_bytes = config->sharedMemBytes;
-	for (unsigned i = 0; i < config->numAttrs; i++) {
-		memset(attrs + 72 * i, 0, 8);
-		le32_put(attrs + 72 * i, (uint32_t)config->attrs[i].id);
-		memcpy(attrs + 72 * i + 8, &config->attrs[i].value, 64);
-	}
 	req.attrs.ptr = attrs;
-	req.attrs.len = 72 * config->numAttrs;
+	req.attrs.len = WIRE_REC_LAUNCH_ATTR_BYTES * config->numAttrs;
 	res = rpc_occupancy_cluster(&req, &rep);
 	if (res == CUDA_SUCCESS)
 		*value = rep.value;

@@ -956,8 +956,9 @@ CUresult rpc_defer(uint32_t id, struct wire_msg *req)
 
 	if (hostfn_in_callback())
 		return CUDA_ERROR_NOT_PERMITTED;
-	/* During a capture every call gets the driver's answer at once. */
-	if (!p->lazy || capture_active())
+	/* During a capture every call gets the driver's answer at once; so does
+	 * a call the table does not mark `defer` (only those have stubs). */
+	if (!p->lazy || capture_active() || !wire_call_deferrable(id))
 		return rpc_call(id, req, &unused);
 	pthread_mutex_lock(&p->conn_lock);
 	status = conn_ready_locked(p);

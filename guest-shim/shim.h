@@ -317,6 +317,11 @@ CUresult managed_attach(uint64_t stream, uint64_t addr, uint64_t length, unsigne
 /* A launch's arguments packed by @fn's parameter layout (kernelParams) or
  * as the caller's `extra` buffer: *@buf is malloc'ed (free it) or NULL for
  * none, *@len its length. */
+/* Pack @n launch attributes as the wire's launch_attr records into @buf
+ * (n * WIRE_REC_LAUNCH_ATTR_BYTES); INVALID_VALUE for more than
+ * WIRE_REC_LAUNCH_ATTR_MAX or a NULL array. Handles in values stay the
+ * guest's: the worker translates them. */
+CUresult launch_attrs_encode(const CUlaunchAttribute *attrs, unsigned n, uint8_t *buf);
 CUresult launch_args(uint64_t fn, void **kernelParams, void **extra, uint8_t **buf, uint32_t *len);
 
 /* capture.c */

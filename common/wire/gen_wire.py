@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Generate tern's wire code from calls.tbl.
 
-    gen_wire.py codec    calls.tbl OUT.h OUT.c   structs, encoders, decoders, names
+    gen_wire.py codec    calls.tbl OUT.h OUT.c [KINDS.h]  structs, encoders, decoders, names,
+                                                 records; the handle kinds
     gen_wire.py dispatch calls.tbl OUT.h OUT.c   the executor's dispatch table
     gen_wire.py client   calls.tbl OUT.h OUT.c   the shim's call stubs
-    gen_wire.py golden   calls.tbl OUT           the canonical layout, one call a line
+    gen_wire.py golden   calls.tbl OUT           the canonical layout, one call, record
+                                                 or kind a line
 
 The table is the single source of truth for ids and layouts; nothing generated
 is committed.
@@ -21,9 +23,51 @@ TYPES = {
 }
 
 
+# Call properties, in brackets after the name:
+#   sync   the call reports the errors of earlier deferred calls (the worker
+#          answers it with the first one)
+#   defer  the shim may send it without waiting for a reply (rpc_<call>_defer)
+FLAGS = ("sync", "defer")
+
+
 class Call:
-    def __init__(self, ident, name, req, rep, retired=False):
+    def __init__(self, ident, name, req, rep, retired=False, flags=()):
         self.id, self.name, self.req, self.rep, self.retired = ident, name, req, rep, retired
+        self.flags = set(flags)
+
+
+class Table:
+    def __init__(self):
+        self.calls, self.records, self.kinds = [], [], []
+
+
+class Record:
+    """A fixed-width layout of what a blob holds: one record, or an array of them."""
+    def __init__(self, name, limit, fields):
+        self.name, self.limit, self.fields = name, limit, fields
+        self.size = sum(rec_field_size(f) for f in fields)
+
+
+REC_SCALARS = {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "i32": 4, "i64": 8, "f32": 4, "handle": 8, "dptr": 8}
+
+
+def rec_field_size(f):
+    t, _, count, _ = f
+    return REC_SCALARS[t] * (count or 1)
+
+
+def parse_record_fields(text, where):
+    """`type name`, `type[N] name` (N elements), `type name=0` (must be zero)."""
+    fields = []
+    for part in text.split(","):
+        m = re.fullmatch(r"\s*([a-z0-9]+)(?:\[(\d+)\])?\s+([a-z_][a-z0-9_]*)(=0)?\s*", part)
+        if not m or m.group(1) not in REC_SCALARS:
+            sys.exit(f"{where}: bad record field '{part.strip()}'")
+        fields.append((m.group(1), m.group(3), int(m.group(2)) if m.group(2) else 0, bool(m.group(4))))
+    names = [f[1] for f in fields]
+    if len(set(names)) != len(names):
+        sys.exit(f"{where}: duplicate field name")
+    return fields
 
 
 def parse_fields(text, where):
@@ -43,27 +87,49 @@ def parse_fields(text, where):
 
 
 def parse(path):
-    calls, ids, names = [], set(), set()
+    table = Table()
+    calls, ids, names = table.calls, set(), set()
+    rec_names = set()
     for lineno, line in enumerate(open(path), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
         where = f"{path}:{lineno}"
+        m = re.fullmatch(r"kind\s+(\d+)\s+([a-z_][a-z0-9_]*)", line)
+        if m:
+            k = (int(m.group(1)), m.group(2))
+            if not 0 < k[0] < 256 or k[0] in [x[0] for x in table.kinds] or k[1] in [x[1] for x in table.kinds]:
+                sys.exit(f"{where}: kind {k[1]} ({k[0]}) reused or out of range")
+            table.kinds.append(k)
+            continue
+        m = re.fullmatch(r"record\s+([a-z_][a-z0-9_]*)(?:\s+max\s+(\d+))?\s*:(.*)", line)
+        if m:
+            if m.group(1) in rec_names:
+                sys.exit(f"{where}: record {m.group(1)} declared twice")
+            rec_names.add(m.group(1))
+            r = Record(m.group(1), int(m.group(2)) if m.group(2) else 0, parse_record_fields(m.group(3), where))
+            table.records.append(r)
+            continue
         m = re.fullmatch(r"(\d+)\s+retired\s+([a-z_][a-z0-9_]*)", line)
         if m:
             c = Call(int(m.group(1)), m.group(2), [], [], retired=True)
         else:
-            m = re.fullmatch(r"(\d+)\s+([a-z_][a-z0-9_]*)\s*(.*?)->(.*)", line)
+            m = re.fullmatch(r"(\d+)\s+([a-z_][a-z0-9_]*)(?:\s+\[([a-z ]*)\])?\s*(.*?)->(.*)", line)
             if not m:
-                sys.exit(f"{where}: expected 'id name fields -> fields'")
-            c = Call(int(m.group(1)), m.group(2), parse_fields(m.group(3), where),
-                     parse_fields(m.group(4), where))
+                sys.exit(f"{where}: expected 'id name [flags] fields -> fields'")
+            flags = (m.group(3) or "").split()
+            if any(f not in FLAGS for f in flags):
+                sys.exit(f"{where}: unknown flag in [{m.group(3)}]")
+            c = Call(int(m.group(1)), m.group(2), parse_fields(m.group(4), where),
+                     parse_fields(m.group(5), where), flags=flags)
+            if "defer" in c.flags and c.rep:
+                sys.exit(f"{where}: a deferred call has no reply fields")
         if c.id <= 0 or c.id >= 1 << 16 or c.id in ids or c.name in names:
             sys.exit(f"{where}: id {c.id} or name {c.name} reused or out of range")
         ids.add(c.id)
         names.add(c.name)
         calls.append(c)
-    return calls
+    return table
 
 
 def live(calls):
@@ -108,14 +174,142 @@ def decoder(c, side, fields):
     return "\n".join(lines)
 
 
-def gen_codec(calls, out_h, out_c):
+REC_C = {"u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t", "i32": "int32_t",
+         "i64": "int64_t", "f32": "float", "handle": "uint64_t", "dptr": "uint64_t"}
+REC_LE = {"u8": "8", "u16": "16", "u32": "32", "u64": "64", "i32": "32", "i64": "64", "f32": "32",
+          "handle": "64", "dptr": "64"}
+
+
+def record_header(r):
+    up = r.name.upper()
+    h = [f"#define WIRE_REC_{up}_BYTES {r.size}u"]
+    if r.limit:
+        h.append(f"#define WIRE_REC_{up}_MAX {r.limit}u")
+    h.append(f"struct wire_rec_{r.name} {{")
+    for t, n, count, _ in r.fields:
+        h.append(f"\t{REC_C[t]} {n}{f'[{count}]' if count else ''};")
+    h.append("};")
+    h.append(f"void wire_rec_{r.name}_encode(const struct wire_rec_{r.name} *v, uint8_t out[WIRE_REC_{up}_BYTES]);")
+    h.append(f"int wire_rec_{r.name}_decode(const void *p, size_t len, struct wire_rec_{r.name} *v);")
+    h.append(f"int wire_rec_{r.name}_count(struct wire_blob b);")
+    h.append(f"int wire_rec_{r.name}_get(struct wire_blob b, uint32_t i, struct wire_rec_{r.name} *v);")
+    h.append(f"void wire_rec_{r.name}_put(uint8_t *buf, uint32_t i, const struct wire_rec_{r.name} *v);\n")
+    return h
+
+
+def record_scalar_put(t, dst, src):
+    if t == "f32":
+        return f"\t{{\n\t\tuint32_t u;\n\n\t\tmemcpy(&u, &{src}, 4);\n\t\tle32_put({dst}, u);\n\t}}"
+    return f"\tle{REC_LE[t]}_put({dst}, (uint{REC_LE[t]}_t){src});"
+
+
+def record_scalar_get(t, dst, src):
+    if t == "f32":
+        return f"\t{{\n\t\tuint32_t u = le32_get({src});\n\n\t\tmemcpy(&{dst}, &u, 4);\n\t}}"
+    return f"\t{dst} = ({REC_C[t]})le{REC_LE[t]}_get({src});"
+
+
+def record_code(r):
+    up = r.name.upper()
+    enc = [f"void wire_rec_{r.name}_encode(const struct wire_rec_{r.name} *v, uint8_t out[WIRE_REC_{up}_BYTES])", "{"]
+    dec = [f"int wire_rec_{r.name}_decode(const void *p, size_t len, struct wire_rec_{r.name} *v)", "{",
+           "\tconst uint8_t *in = p;", "",
+           f"\tif (len != WIRE_REC_{up}_BYTES)", "\t\treturn -EPROTO;", "\tmemset(v, 0, sizeof(*v));"]
+    off = 0
+    for t, n, count, zero in r.fields:
+        w = REC_SCALARS[t]
+        if count:
+            if t == "u8":
+                enc.append(f"\tmemcpy(out + {off}, v->{n}, {count});")
+                dec.append(f"\tmemcpy(v->{n}, in + {off}, {count});")
+            else:
+                enc.append(f"\tfor (int k = 0; k < {count}; k++)")
+                enc.append("\t" + record_scalar_put(t, f"out + {off} + {w} * k", f"v->{n}[k]"))
+                dec.append(f"\tfor (int k = 0; k < {count}; k++)")
+                dec.append("\t" + record_scalar_get(t, f"v->{n}[k]", f"in + {off} + {w} * k"))
+            if zero:
+                dec.append(f"\tfor (int k = 0; k < {count}; k++)\n\t\tif (v->{n}[k])\n\t\t\treturn -EPROTO;")
+        else:
+            enc.append(record_scalar_put(t, f"out + {off}", f"v->{n}"))
+            dec.append(record_scalar_get(t, f"v->{n}", f"in + {off}"))
+            if zero:
+                dec.append(f"\tif (v->{n})\n\t\treturn -EPROTO;")
+        off += rec_field_size((t, n, count, zero))
+    enc.append("}")
+    dec += ["\treturn 0;", "}"]
+    cnt = [f"int wire_rec_{r.name}_count(struct wire_blob b)", "{",
+           f"\tif (b.len % WIRE_REC_{up}_BYTES)", "\t\treturn -EPROTO;"]
+    if r.limit:
+        cnt += [f"\tif (b.len / WIRE_REC_{up}_BYTES > WIRE_REC_{up}_MAX)", "\t\treturn -EPROTO;"]
+    else:
+        cnt += [f"\tif (b.len / WIRE_REC_{up}_BYTES > INT32_MAX)", "\t\treturn -EPROTO;"]
+    cnt += [f"\treturn (int)(b.len / WIRE_REC_{up}_BYTES);", "}"]
+    get = [f"int wire_rec_{r.name}_get(struct wire_blob b, uint32_t i, struct wire_rec_{r.name} *v)", "{",
+           f"\tif (i >= b.len / WIRE_REC_{up}_BYTES)", "\t\treturn -EPROTO;",
+           f"\treturn wire_rec_{r.name}_decode(b.ptr + (size_t)i * WIRE_REC_{up}_BYTES, WIRE_REC_{up}_BYTES, v);", "}"]
+    put = [f"void wire_rec_{r.name}_put(uint8_t *buf, uint32_t i, const struct wire_rec_{r.name} *v)", "{",
+           f"\twire_rec_{r.name}_encode(v, buf + (size_t)i * WIRE_REC_{up}_BYTES);", "}"]
+    return "\n".join(enc) + "\n\n" + "\n".join(dec) + "\n\n" + "\n".join(cnt) + "\n\n" + \
+        "\n".join(get) + "\n\n" + "\n".join(put) + "\n"
+
+
+def record_check(records):
+    """wire_record_check(): for fuzzing, decode a blob of records and encode it back."""
+    c = ["int wire_record_check(uint32_t which, const void *p, size_t len)", "{",
+         "\tstruct wire_blob b = { p, (uint32_t)len };", "\tuint8_t back[WIRE_REC_BYTES_MAX];",
+         "\tint n;", "",
+         "\tif (len > UINT32_MAX)", "\t\treturn -EPROTO;", "\tswitch (which) {"]
+    for i, r in enumerate(records):
+        up = r.name.upper()
+        c += [f"\tcase {i}: {{", f"\t\tstruct wire_rec_{r.name} v;", "",
+              f"\t\tn = wire_rec_{r.name}_count(b);", "\t\tfor (int k = 0; k < n; k++) {",
+              f"\t\t\tif (wire_rec_{r.name}_get(b, (uint32_t)k, &v) < 0)", "\t\t\t\treturn -EPROTO;",
+              f"\t\t\twire_rec_{r.name}_encode(&v, back);",
+              f"\t\t\tif (memcmp(back, b.ptr + (size_t)k * WIRE_REC_{up}_BYTES, WIRE_REC_{up}_BYTES))",
+              "\t\t\t\treturn -EILSEQ;", "\t\t}", "\t\treturn n < 0 ? n : 0;", "\t}"]
+    c += ["\tdefault:", "\t\treturn -ENOSYS;", "\t}", "}"]
+    return "\n".join(c) + "\n"
+
+
+def gen_kinds(table, out_h):
+    h = ["/* Generated by gen_wire.py from calls.tbl: do not edit.",
+         " *",
+         " * The kinds of virtual handles (calls.tbl, \"kind\" lines): the top byte",
+         " * of every handle the guest holds (WIRE_HANDLE_KIND_SHIFT, wire.h). */",
+         "#ifndef TERN_WIRE_KINDS_H", "#define TERN_WIRE_KINDS_H", "", "enum wire_handle_kind {"]
+    for ident, name in table.kinds:
+        h.append(f"\tWIRE_HANDLE_{name.upper()} = {ident},")
+    h.append(f"\tWIRE_HANDLE_KIND_MAX = {max(k[0] for k in table.kinds) + 1},")
+    h += ["};", "", "/* The same list for declarations that follow it: X(id, NAME) per kind. */",
+          "#define WIRE_HANDLE_KIND_LIST(X) \\"]
+    h += [f"\tX({ident}, {name.upper()}) \\" for ident, name in table.kinds]
+    h += ["", "#endif"]
+    open(out_h, "w").write("\n".join(h) + "\n")
+
+
+def gen_codec(table, out_h, out_c):
+    calls, records = table.calls, table.records
     h = ["/* Generated by gen_wire.py from calls.tbl: do not edit. */",
          "#ifndef TERN_WIRE_CALLS_H", "#define TERN_WIRE_CALLS_H", "",
-         '#include "wire.h"', "", "enum wire_call_id {"]
+         "#include <stdbool.h>", "", '#include "wire.h"', "", "enum wire_call_id {"]
     for c in calls:
         h.append(f"\tWIRE_CALL_{c.name.upper()} = {c.id},{'  /* retired */' if c.retired else ''}")
     h.append("};\n")
     h.append(f"#define WIRE_CALL_ID_MAX {max(c.id for c in calls)}\n")
+    h.append("/* Records: the layouts of what blobs hold (calls.tbl, \"records\"). encode")
+    h.append(" * writes one record's BYTES; decode reads one, -EPROTO unless @len is exactly")
+    h.append(" * BYTES or a must-be-zero field is not; count is the number of records in a")
+    h.append(" * blob of them, -EPROTO for a length that is no multiple of BYTES or a count")
+    h.append(" * over MAX; get decodes record @i of a blob (bounds checked), put encodes")
+    h.append(" * record @i into a buffer the caller sized. Pure functions, any thread. */")
+    for r in records:
+        h += record_header(r)
+    h.append(f"#define WIRE_REC_BYTES_MAX {max([r.size for r in records] + [1])}u")
+    h.append(f"#define WIRE_REC_COUNT {len(records)}u")
+    h.append("/* Decode the blob @p as records of kind @which (table order), encode each")
+    h.append(" * back and compare: 0, -EPROTO, -EILSEQ (a record with two encodings), or")
+    h.append(" * -ENOSYS for @which >= WIRE_REC_COUNT. For tests and fuzzing. */")
+    h.append("int wire_record_check(uint32_t which, const void *p, size_t len);\n")
     for c in live(calls):
         for side, fields in (("req", c.req), ("rep", c.rep)):
             h.append(f"struct wire_{c.name}_{side} {{\n{struct_fields(fields)}\n}};")
@@ -125,11 +319,21 @@ def gen_codec(calls, out_h, out_c):
     h.append(" * discard it: 0, -EPROTO, or -ENOSYS for an unknown id. For tests and fuzzing. */")
     h.append("int wire_request_check(uint32_t id, const void *payload, size_t len);")
     h.append("int wire_reply_check(uint32_t id, const void *payload, size_t len);\n")
+    h.append("/* The table's properties of call @id (false for an unknown id): whether it")
+    h.append(" * reports the errors of earlier deferred calls, and whether the shim may")
+    h.append(" * send it without waiting for its reply. */")
+    h.append("bool wire_call_synchronises(uint32_t id);")
+    h.append("bool wire_call_deferrable(uint32_t id);\n")
     h.append("/* The call's name (\"mem_alloc\"), or NULL for an id never defined or retired. */")
-    h.append("const char *wire_call_name(uint32_t id);\n")
+    h.append("const char *wire_call_name(uint32_t id);")
+    h.append("/* The kind's name (\"stream\"), or NULL for a kind the table does not declare. */")
+    h.append("const char *wire_handle_kind_name(uint32_t kind);\n")
     h.append("#endif")
     c_ = ["/* Generated by gen_wire.py from calls.tbl: do not edit. */",
           "#include <errno.h>", "#include <stdlib.h>", "#include <string.h>", '#include "wire_calls.h"', ""]
+    for r in records:
+        c_.append(record_code(r))
+    c_.append(record_check(records))
     for c in live(calls):
         for side, fields in (("req", c.req), ("rep", c.rep)):
             c_.append(encoder(c, side, fields) + "\n")
@@ -143,9 +347,19 @@ def gen_codec(calls, out_h, out_c):
             c_.append(f"\tcase {c.id}:\n\t\tv = malloc(sizeof(struct wire_{c.name}_{side}));")
             c_.append(f"\t\tret = v ? wire_{c.name}_{side}_decode(&cur, v) : -ENOMEM;\n\t\tfree(v);\n\t\treturn ret;")
         c_.append("\tdefault:\n\t\treturn -ENOSYS;\n\t}\n}\n")
+    for fn, flag in (("wire_call_synchronises", "sync"), ("wire_call_deferrable", "defer")):
+        c_.append(f"bool {fn}(uint32_t id)\n{{\n\tswitch (id) {{")
+        for c in live(calls):
+            if flag in c.flags:
+                c_.append(f"\tcase WIRE_CALL_{c.name.upper()}:")
+        c_.append("\t\treturn true;\n\tdefault:\n\t\treturn false;\n\t}\n}\n")
     c_.append("const char *wire_call_name(uint32_t id)\n{\n\tswitch (id) {")
     for c in live(calls):
         c_.append(f"\tcase {c.id}: return \"{c.name}\";")
+    c_.append("\tdefault: return NULL;\n\t}\n}\n")
+    c_.append("const char *wire_handle_kind_name(uint32_t kind)\n{\n\tswitch (kind) {")
+    for ident, name in table.kinds:
+        c_.append(f"\tcase {ident}: return \"{name}\";")
     c_.append("\tdefault: return NULL;\n\t}\n}")
     open(out_h, "w").write("\n".join(h) + "\n")
     open(out_c, "w").write("\n".join(c_) + "\n")
@@ -212,7 +426,7 @@ def gen_client(calls, out_h, out_c):
          "CUresult rpc_defer(uint32_t id, struct wire_msg *req);", ""]
     for c in live(calls):
         h.append(f"CUresult rpc_{c.name}(const struct wire_{c.name}_req *req, struct wire_{c.name}_rep *rep);")
-        if not c.rep:
+        if "defer" in c.flags:
             h.append(f"CUresult rpc_{c.name}_defer(const struct wire_{c.name}_req *req);")
     h += ["", "#endif"]
     c_ = ["/* Generated by gen_wire.py from calls.tbl: do not edit. */",
@@ -230,7 +444,7 @@ def gen_client(calls, out_h, out_c):
                "\t\treturn res != CUDA_SUCCESS ? res : CUDA_ERROR_UNKNOWN;",
                "\t}",
                "\treturn CUDA_SUCCESS;", "}", ""]
-        if not c.rep:
+        if "defer" in c.flags:
             c_ += [f"CUresult rpc_{c.name}_defer(const struct wire_{c.name}_req *req)",
                    "{",
                    "\tstruct wire_msg m;", "\tCUresult res;", "",
@@ -243,15 +457,21 @@ def gen_client(calls, out_h, out_c):
     open(out_c, "w").write("\n".join(c_) + "\n")
 
 
-def golden_lines(calls):
+def golden_lines(table):
     out = []
-    for c in calls:
+    for c in table.calls:
         if c.retired:
             out.append(f"{c.id} retired {c.name}")
         else:
             req = ", ".join(t for t, _ in c.req)
             rep = ", ".join(t for t, _ in c.rep)
-            out.append(f"{c.id} {c.name} ({req}) -> ({rep})")
+            flags = f" [{' '.join(f for f in FLAGS if f in c.flags)}]" if c.flags else ""
+            out.append(f"{c.id} {c.name}{flags} ({req}) -> ({rep})")
+    for ident, name in table.kinds:
+        out.append(f"kind {ident} {name}")
+    for r in table.records:
+        fields = ", ".join(f"{t}{f'[{count}]' if count else ''}{'=0' if zero else ''}" for t, _, count, zero in r.fields)
+        out.append(f"record {r.name} ({fields}) {r.size} bytes{f' max {r.limit}' if r.limit else ''}")
     return out
 
 
@@ -259,15 +479,17 @@ def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
     mode, table = sys.argv[1], sys.argv[2]
-    calls = parse(table)
+    parsed = parse(table)
     if mode == "codec":
-        gen_codec(calls, sys.argv[3], sys.argv[4])
+        gen_codec(parsed, sys.argv[3], sys.argv[4])
+        if len(sys.argv) > 5:
+            gen_kinds(parsed, sys.argv[5])
     elif mode == "dispatch":
-        gen_dispatch(calls, sys.argv[3], sys.argv[4])
+        gen_dispatch(parsed.calls, sys.argv[3], sys.argv[4])
     elif mode == "client":
-        gen_client(calls, sys.argv[3], sys.argv[4])
+        gen_client(parsed.calls, sys.argv[3], sys.argv[4])
     elif mode == "golden":
-        open(sys.argv[3], "w").write("\n".join(golden_lines(calls)) + "\n")
+        open(sys.argv[3], "w").write("\n".join(golden_lines(parsed)) + "\n")
     else:
         sys.exit(__doc__)
 

@@ -49,22 +49,6 @@
 #define GLOBAL_DEVICE_SHIFT 8u
 #define GLOBAL_DEVICE_MASK 0xff00u
 
-static uint32_t le32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return v;
-}
-
-static uint64_t le64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return v;
-}
-
 /* ---- settings ---- */
 
 static CUresult ctx_setting_apply(struct exec *ex, uint32_t id, uint64_t value)
@@ -97,8 +81,8 @@ int checkpoint_state_restore_ctx(struct exec *ex, struct tracker *saved, char *e
 		return -EBADMSG;
 	}
 	for (size_t i = 0; i < len; i += EXEC_CTX_SETTING_RECORD) {
-		uint32_t id = le32(b + i);
-		CUresult res = ctx_setting_apply(ex, id, le64(b + i + 8));
+		uint32_t id = le32_get(b + i);
+		CUresult res = ctx_setting_apply(ex, id, le64_get(b + i + 8));
 
 		if (res != CUDA_SUCCESS) {
 			snprintf(err, errlen, "setting 0x%x of the context failed again with CUDA error %d",
@@ -119,12 +103,12 @@ CUresult checkpoint_state_func(struct exec *ex, const struct tracker_object *o, 
 
 	if (o->args_len < 4)
 		return CUDA_SUCCESS;
-	at = 4 + le32(a);
+	at = 4 + le32_get(a);
 	if (at > o->args_len || (o->args_len - at) % EXEC_FUNC_SETTING_RECORD)
 		return CUDA_ERROR_INVALID_VALUE;
 	for (; at < o->args_len; at += EXEC_FUNC_SETTING_RECORD) {
-		uint32_t id = le32(a + at);
-		int32_t v = (int32_t)le32(a + at + 4);
+		uint32_t id = le32_get(a + at);
+		int32_t v = (int32_t)le32_get(a + at + 4);
 		CUresult res;
 
 		if (o->kind == HANDLE_KERNEL)
@@ -151,7 +135,7 @@ static CUresult stream_settings_apply(struct exec *ex, CUstream s, const uint8_t
 		CUresult res;
 
 		memcpy(&v, r + i + 8, sizeof(v));
-		res = ex->be->cuStreamSetAttribute(s, (CUstreamAttrID)le32(r + i), &v);
+		res = ex->be->cuStreamSetAttribute(s, (CUstreamAttrID)le32_get(r + i), &v);
 		if (res != CUDA_SUCCESS)
 			return res;
 	}
@@ -180,13 +164,13 @@ static int builtin_streams_restore(struct exec *ex, struct tracker *saved, char 
 	}
 	for (size_t i = 0; i < len; i += EXEC_STREAM_SETTING_RECORD) {
 		CUstream s;
-		CUresult res = exec_stream_real(ex, le32(b + i + 4), &s);
+		CUresult res = exec_stream_real(ex, le32_get(b + i + 4), &s);
 
 		if (res == CUDA_SUCCESS)
 			res = stream_settings_apply(ex, s, b + i, EXEC_STREAM_SETTING_RECORD);
 		if (res != CUDA_SUCCESS) {
 			snprintf(err, errlen, "attribute %u of stream %u failed again with CUDA error %d",
-				 le32(b + i), le32(b + i + 4), res);
+				 le32_get(b + i), le32_get(b + i + 4), res);
 			return -EIO;
 		}
 	}
@@ -493,11 +477,11 @@ static int globals_restore(struct exec *ex, struct tracker *saved, char *err, si
 	if (tracker_meta_bytes_get(saved, EXEC_META_MODULE_GLOBALS, &bytes, &len))
 		return 0;       /* a snapshot of an older tern */
 	b = bytes;
-	if (len < 8 || le32(b) != GLOBALS_MAGIC) {
+	if (len < 8 || le32_get(b) != GLOBALS_MAGIC) {
 		snprintf(err, errlen, "the module globals record is damaged");
 		return -EBADMSG;
 	}
-	count = le32(b + 4);
+	count = le32_get(b + 4);
 	for (uint32_t i = 0; i < count; i++) {
 		uint64_t owner, old, size;
 		uint32_t flags, name_len, device;
@@ -509,11 +493,11 @@ static int globals_restore(struct exec *ex, struct tracker *saved, char *err, si
 
 		if (len - at < GLOBAL_HEADER)
 			goto damaged;
-		owner = le64(b + at);
-		old = le64(b + at + 8);
-		size = le64(b + at + 16);
-		flags = le32(b + at + 24);
-		name_len = le32(b + at + 28);
+		owner = le64_get(b + at);
+		old = le64_get(b + at + 8);
+		size = le64_get(b + at + 16);
+		flags = le32_get(b + at + 24);
+		name_len = le32_get(b + at + 28);
 		if (name_len > WIRE_STR_MAX || len - at - GLOBAL_HEADER < name_len ||
 		    len - at - GLOBAL_HEADER - name_len < size)
 			goto damaged;

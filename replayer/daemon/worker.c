@@ -355,23 +355,6 @@ static bool cmd_handle(struct worker_session *s, char *line)
 	return false;
 }
 
-/* Calls at which CUDA reports the errors of earlier asynchronous work: a
- * deferred request's failure is their answer (docs/wire-protocol.md). */
-static bool call_synchronises(uint32_t call)
-{
-	switch (call) {
-	case WIRE_CALL_CTX_SYNCHRONIZE:
-	case WIRE_CALL_STREAM_SYNCHRONIZE:
-	case WIRE_CALL_EVENT_SYNCHRONIZE:
-	case WIRE_CALL_STREAM_QUERY:
-	case WIRE_CALL_EVENT_QUERY:
-	case WIRE_CALL_MEMCPY_DTOH:
-		return true;
-	default:
-		return false;
-	}
-}
-
 static uint32_t reply_status_of(const struct wire_msg *m)
 {
 	const uint8_t *p = m->buf + WIRE_HEADER_SIZE;
@@ -671,7 +654,10 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 			}
 			continue;
 		}
-		if (s->deferred_error != CUDA_SUCCESS && call_synchronises(h.call)) {
+		/* The calls at which CUDA reports the errors of earlier
+		 * asynchronous work (the table's `sync` flag): a deferred
+		 * request's failure is their answer (docs/wire-protocol.md). */
+		if (s->deferred_error != CUDA_SUCCESS && wire_call_synchronises(h.call)) {
 			wire_msg_reset(&s->c.reply);
 			wire_put_u32(&s->c.reply, (uint32_t)s->deferred_error);
 			s->deferred_error = CUDA_SUCCESS;

@@ -1,5 +1,6 @@
 #define LOG_PREFIX "exec: "
 #include "exec.h"
+#include "wire_calls.h"
 #include "log.h"
 
 #include <errno.h>
@@ -327,7 +328,7 @@ bool exec_device_range_valid(struct exec *ex, uint64_t addr, uint64_t len)
 }
 
 /* Kernel parameters may total 32 KiB; 4-byte minimum each bounds the count. */
-#define PARAMS_MAX 8192
+#define PARAMS_MAX WIRE_REC_KERNEL_PARAM_MAX
 
 CUresult exec_params_query(struct exec *ex, CUfunction fn, CUkernel kernel,
 			   struct exec_params *out)
@@ -396,14 +397,11 @@ void exec_params_release(struct exec_params *p)
 struct wire_blob exec_params_blob(const struct exec_params *p, uint32_t *buf)
 {
 	for (uint32_t i = 0; i < p->count; i++) {
-		uint8_t *b = (uint8_t *)&buf[2 * i];
+		struct wire_rec_kernel_param r = { .offset = p->offset[i], .size = p->size[i] };
 
-		for (int k = 0; k < 4; k++) {
-			b[k] = (uint8_t)(p->offset[i] >> (8 * k));
-			b[4 + k] = (uint8_t)(p->size[i] >> (8 * k));
-		}
+		wire_rec_kernel_param_put((uint8_t *)buf, i, &r);
 	}
-	return (struct wire_blob){ (const uint8_t *)buf, p->count * 8 };
+	return (struct wire_blob){ (const uint8_t *)buf, p->count * WIRE_REC_KERNEL_PARAM_BYTES };
 }
 
 void exec_extra_range_add(struct exec *ex, uint64_t addr, uint64_t size, uint64_t owner)

@@ -55,32 +55,6 @@ struct exec_mipmap {
 	uint64_t *level;            /* handles issued by get_level, 0 until asked */
 };
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	memcpy(p, &v, 4);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	memcpy(p, &v, 8);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return v;
-}
-
 /* ---- descriptors, sizes, quota ------------------------------------------ */
 
 /* Checks what the guest asks for and computes the bytes it spans. */
@@ -138,13 +112,13 @@ static void desc_fill(CUDA_ARRAY3D_DESCRIPTOR *d, uint32_t format, uint32_t chan
 
 static void desc_args(const CUDA_ARRAY3D_DESCRIPTOR *d, uint32_t last, uint8_t *args)
 {
-	put32(args, (uint32_t)d->Format);
-	put32(args + 4, d->NumChannels);
-	put64(args + 8, d->Width);
-	put64(args + 16, d->Height);
-	put64(args + 24, d->Depth);
-	put32(args + 32, d->Flags);
-	put32(args + 36, last);
+	le32_put(args, (uint32_t)d->Format);
+	le32_put(args + 4, d->NumChannels);
+	le64_put(args + 8, d->Width);
+	le64_put(args + 16, d->Height);
+	le64_put(args + 24, d->Depth);
+	le32_put(args + 32, d->Flags);
+	le32_put(args + 36, last);
 }
 
 static struct exec_array *array_info_new(const CUDA_ARRAY3D_DESCRIPTOR *d, uint32_t level)
@@ -786,7 +760,7 @@ CUresult exec_tex_object_create(struct exec *ex, const struct wire_tex_object_cr
 	if (req->resource.len != ARRAY_RES_BYTES || req->texture.len != ARRAY_TEX_BYTES ||
 	    (view && req->view.len != ARRAY_VIEW_BYTES))
 		return CUDA_ERROR_INVALID_VALUE;
-	put32(args + 8, view);
+	le32_put(args + 8, view);
 	memcpy(args + 16, req->resource.ptr, ARRAY_RES_BYTES);
 	memcpy(args + 16 + ARRAY_RES_BYTES, req->texture.ptr, ARRAY_TEX_BYTES);
 	if (view)
@@ -794,7 +768,7 @@ CUresult exec_tex_object_create(struct exec *ex, const struct wire_tex_object_cr
 	res = object_create(ex, false, req->resource.ptr, req->texture.ptr, view ? req->view.ptr : NULL, &value);
 	if (res != CUDA_SUCCESS)
 		return res;
-	put64(args, value);
+	le64_put(args, value);
 	res = object_add(ex, HANDLE_TEXOBJ, value, args, sizeof(args), 0);
 	if (res != CUDA_SUCCESS) {
 		ex->be->cuTexObjectDestroy(value);
@@ -816,7 +790,7 @@ CUresult exec_surf_object_create(struct exec *ex, const struct wire_surf_object_
 	res = object_create(ex, true, req->resource.ptr, NULL, NULL, &value);
 	if (res != CUDA_SUCCESS)
 		return res;
-	put64(args, value);
+	le64_put(args, value);
 	memcpy(args + 8, req->resource.ptr, ARRAY_RES_BYTES);
 	res = object_add(ex, HANDLE_SURFOBJ, value, args, sizeof(args), 0);
 	if (res != CUDA_SUCCESS) {
@@ -1037,9 +1011,9 @@ static CUresult restore_desc(const uint8_t *args, CUDA_ARRAY3D_DESCRIPTOR *d, ui
 	uint64_t bytes;
 	CUresult res;
 
-	desc_fill(d, get32(args), get32(args + 4), get64(args + 8), get64(args + 16), get64(args + 24),
-		  get32(args + 32));
-	*last = get32(args + 36);
+	desc_fill(d, le32_get(args), le32_get(args + 4), le64_get(args + 8), le64_get(args + 16), le64_get(args + 24),
+		  le32_get(args + 32));
+	*last = le32_get(args + 36);
 	res = desc_check((uint32_t)d->Format, d->NumChannels, d->Width, d->Height, d->Depth, d->Flags, &elem,
 			 &bytes);
 	return res;
@@ -1175,7 +1149,7 @@ int exec_texobj_restore_all(struct exec *ex, struct exec_object_record *recs, un
 			else
 				res = r->args_len == TEXOBJ_ARGS_LEN
 					      ? object_create(ex, false, a + 16, a + 16 + ARRAY_RES_BYTES,
-							      get32(a + 8) ? a + 16 + ARRAY_RES_BYTES + ARRAY_TEX_BYTES
+							      le32_get(a + 8) ? a + 16 + ARRAY_RES_BYTES + ARRAY_TEX_BYTES
 									   : NULL,
 							      &value)
 					      : CUDA_ERROR_INVALID_VALUE;
@@ -1232,5 +1206,5 @@ int exec_texobj_restore_all(struct exec *ex, struct exec_object_record *recs, un
 
 uint64_t exec_object_record_value(const void *args, uint32_t len)
 {
-	return len >= 8 ? get64(args) : 0;
+	return len >= 8 ? le64_get(args) : 0;
 }

@@ -39,7 +39,7 @@
 #include "le.h"
 
 #define GRAPH_ARGS_MAX GRAPH_DESC_ARGS_MAX
-#define GRAPH_PARAMS_MAX 8192
+#define GRAPH_PARAMS_MAX WIRE_REC_KERNEL_PARAM_MAX  /* a layout as the wire carries it */
 /* Captures in progress at once. */
 #define CAPTURES_MAX 1024
 

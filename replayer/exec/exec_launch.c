@@ -8,10 +8,10 @@
 #include "wire_dispatch.h"
 
 #define LAUNCH_ARGS_MAX (32u << 10)     /* the driver's kernel parameter limit */
-#define LAUNCH_ATTRS_MAX 16
-#define ATTR_RECORD 72                  /* u32 id, u32 reserved, 64-byte value */
+#define LAUNCH_ATTRS_MAX WIRE_REC_LAUNCH_ATTR_MAX
 
-_Static_assert(sizeof(CUlaunchAttribute) == ATTR_RECORD, "CUlaunchAttribute layout changed");
+_Static_assert(sizeof(((CUlaunchAttribute *)0)->value) == sizeof(((struct wire_rec_launch_attr *)0)->value),
+	       "CUlaunchAttributeValue layout changed");
 
 /* Build the driver's kernelParams from the packed argument blob, checking it
  * against the function's layout. @store must hold LAUNCH_ARGS_MAX bytes. */
@@ -35,18 +35,18 @@ static CUresult launch_params(const struct exec_params *p, struct wire_blob args
 static CUresult launch_attrs(struct exec *ex, struct wire_blob blob, CUlaunchAttribute *attrs,
 			     unsigned *count)
 {
-	unsigned n = blob.len / ATTR_RECORD;
+	int n = wire_rec_launch_attr_count(blob);
 
-	if (blob.len % ATTR_RECORD || n > LAUNCH_ATTRS_MAX)
+	if (n < 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	for (unsigned i = 0; i < n; i++) {
+	for (int i = 0; i < n; i++) {
 		CUlaunchAttribute *a = &attrs[i];
-		uint32_t id;
+		struct wire_rec_launch_attr r;
 
+		wire_rec_launch_attr_get(blob, (uint32_t)i, &r);
 		memset(a, 0, sizeof(*a));
-		memcpy(&id, blob.ptr + i * ATTR_RECORD, 4);
-		a->id = (CUlaunchAttributeID)id;
-		memcpy(&a->value, blob.ptr + i * ATTR_RECORD + 8, sizeof(a->value));
+		a->id = (CUlaunchAttributeID)r.id;
+		memcpy(&a->value, r.value, sizeof(a->value));
 		switch (a->id) {
 		case CU_LAUNCH_ATTRIBUTE_IGNORE:
 		case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
@@ -148,37 +148,34 @@ CUresult exec_launch_kernel_ex(struct exec *ex, const struct wire_launch_kernel_
 	return ex->be->cuLaunchKernelEx(&cfg, fn, layout->count ? params : NULL, NULL);
 }
 
-#define OCCUPANCY_QUERIES_MAX 1024
-#define OCCUPANCY_RECORD 16
 
 CUresult exec_occupancy_max_active_blocks(struct exec *ex,
 					  const struct wire_occupancy_max_active_blocks_req *req,
 					  struct wire_occupancy_max_active_blocks_rep *rep)
 {
-	static uint8_t out[OCCUPANCY_QUERIES_MAX * 4];
-	unsigned n = req->queries.len / OCCUPANCY_RECORD;
+	static uint8_t out[WIRE_REC_OCCUPANCY_BLOCKS_MAX * WIRE_REC_OCCUPANCY_BLOCKS_BYTES];
+	int n = wire_rec_occupancy_query_count(req->queries);
 	CUfunction fn;
 	CUresult res = exec_function_real(ex, req->function, &fn, NULL);
 
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (req->queries.len % OCCUPANCY_RECORD || n > OCCUPANCY_QUERIES_MAX)
+	if (n < 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	for (unsigned i = 0; i < n; i++) {
-		const uint8_t *q = req->queries.ptr + i * OCCUPANCY_RECORD;
-		int32_t block_size;
-		uint64_t smem;
+	for (int i = 0; i < n; i++) {
+		struct wire_rec_occupancy_query q;
+		struct wire_rec_occupancy_blocks b = { 0 };
 		int blocks = 0;
 
-		memcpy(&block_size, q, 4);
-		memcpy(&smem, q + 8, 8);
-		res = ex->be->cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, fn, block_size,
-										    smem, req->flags);
+		wire_rec_occupancy_query_get(req->queries, (uint32_t)i, &q);
+		res = ex->be->cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, fn, q.block_size,
+										    q.smem, req->flags);
 		if (res != CUDA_SUCCESS)
 			return res;
-		memcpy(out + 4 * i, &blocks, 4);
+		b.blocks = blocks;
+		wire_rec_occupancy_blocks_put(out, (uint32_t)i, &b);
 	}
-	rep->blocks = (struct wire_blob){ out, n * 4 };
+	rep->blocks = (struct wire_blob){ out, (uint32_t)n * WIRE_REC_OCCUPANCY_BLOCKS_BYTES };
 	return CUDA_SUCCESS;
 }
 
