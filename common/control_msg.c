@@ -471,6 +471,8 @@ static int member_add(struct json_object *obj, const char *key, struct json_obje
 	return 0;
 }
 
+static int reply_json(const struct control_reply *r, struct json_object **out);
+
 /* A message with its tag member (@tag_key: @tag), the fields of @t from
  * @base and, when @nested, a "reply" member: one line of at most @max. */
 static int tagged_encode(const char *tag_key, const char *tag, const struct table *t, const void *base,
@@ -484,8 +486,13 @@ static int tagged_encode(const char *tag_key, const char *tag, const struct tabl
 	rc = member_add(obj, tag_key, json_object_new_string(tag));
 	if (!rc)
 		rc = fields_encode(obj, t, base);
-	if (!rc && nested)
-		rc = member_add(obj, "reply", control_reply_to_json(nested));
+	if (!rc && nested) {
+		struct json_object *reply;
+
+		rc = reply_json(nested, &reply);
+		if (!rc)
+			rc = member_add(obj, "reply", reply);
+	}
 	if (!rc)
 		rc = line_make(obj, max, line, len);
 	json_object_put(obj);
@@ -585,18 +592,19 @@ static void reply_list(struct control_reply *r, uint32_t **count, void ***items)
 	}
 }
 
-struct json_object *control_reply_to_json(const struct control_reply *r)
+static int reply_json(const struct control_reply *r, struct json_object **out)
 {
 	struct json_object *obj, *arr;
 	uint32_t *count;
 	void **items;
 	int rc = 0;
 
+	*out = NULL;
 	if (r->kind < CONTROL_REPLY_ERROR || r->kind > CONTROL_REPLY_PROGRESS)
-		return NULL;
+		return -EINVAL;
 	obj = json_object_new_object();
 	if (!obj)
-		return NULL;
+		return -ENOMEM;
 	if (r->kind != CONTROL_REPLY_PROGRESS)
 		rc = member_add(obj, "ok", json_object_new_boolean(r->kind != CONTROL_REPLY_ERROR));
 	if (!rc)
@@ -618,21 +626,26 @@ struct json_object *control_reply_to_json(const struct control_reply *r)
 	}
 	if (rc) {
 		json_object_put(obj);
-		return NULL;
+		return rc;
 	}
-	return obj;
+	*out = obj;
+	return 0;
+}
+
+struct json_object *control_reply_to_json(const struct control_reply *r)
+{
+	struct json_object *obj;
+
+	return reply_json(r, &obj) ? NULL : obj;
 }
 
 int control_reply_encode(const struct control_reply *r, char **line, size_t *len)
 {
 	struct json_object *obj;
-	int rc;
+	int rc = reply_json(r, &obj);
 
-	if (r->kind < CONTROL_REPLY_ERROR || r->kind > CONTROL_REPLY_PROGRESS)
-		return -EINVAL;
-	obj = control_reply_to_json(r);
-	if (!obj)
-		return -ENOMEM;
+	if (rc)
+		return rc;
 	rc = line_make(obj, CONTROL_REPLY_LINE_MAX, line, len);
 	json_object_put(obj);
 	return rc;

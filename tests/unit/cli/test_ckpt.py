@@ -27,17 +27,9 @@ import tempfile
 import threading
 import time
 
+from checks import check
+
 CKPT, MAKE_STORE = sys.argv[1], sys.argv[2]
-failures = []
-checks = 0
-
-
-def check(cond, what, detail=""):
-    global checks
-    checks += 1
-    if not cond:
-        failures.append(what)
-        print(f"FAIL: {what}\n{detail}", file=sys.stderr)
 
 
 def run(*args, env=None, timeout=60):
@@ -507,8 +499,7 @@ def main():
         test_offline(os.path.join(tmp, "offline"))
         os.mkdir(os.path.join(tmp, "control"))
         test_control(os.path.join(tmp, "control"))
-    print(f"{checks} checks, {len(failures)} failed")
-    return 1 if failures else 0
+    return check.summary()
 
 
 if __name__ == "__main__":
