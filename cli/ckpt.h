@@ -15,7 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "json.h"
+#include "control_msg.h"
+#include "json_out.h"
 
 enum ckpt_exit {
 	CKPT_EXIT_OK = 0,
@@ -57,11 +58,12 @@ struct ckpt {
 	int device;              /* -1 when not given */
 	char **args;             /* positional arguments */
 	unsigned nargs;
-	char ternd_store[4096];  /* the store a running ternd reported, or "" */
+	char ternd_store[CONTROL_PATH_MAX + 1]; /* the store a running ternd reported, or "" */
 	/* output state */
 	bool quiet;              /* ckpt_fail records without printing */
 	bool json_written;       /* the handler printed its own JSON object */
 	char error[2048];        /* the reported failure */
+	char answer_error[256];  /* why ternd's last answer did not decode */
 };
 
 /* Record and print a failure; returns @status for `return ckpt_fail(...)`. */
@@ -78,16 +80,16 @@ void ckpt_size_format(uint64_t bytes, char *buf, unsigned cap);
 /* "2024-05-01 12:00:00 UTC" from ns since the epoch. */
 void ckpt_time_format(uint64_t ns, char *buf, unsigned cap);
 
-/* Send @command to ternd and wait for its answer, drawing a progress bar
+/* Send @req to ternd and wait for its answer, drawing a progress bar
  * labelled @label (NULL: none) on a terminal.  @default_timeout_s applies
- * unless --timeout was given.  Returns 0 and the answer (json_free()), which
- * may hold "error"; or a negative errno, with *answer NULL.  Reports nothing:
- * ckpt_control_fail() words the error. */
-int ckpt_control(struct ckpt *c, const char *command, int default_timeout_s,
-		 const char *label, struct json_value **answer);
-/* Report a failed ckpt_control() (rc < 0) or an answer holding "error";
- * frees @answer; returns CKPT_EXIT_FAILED. */
-int ckpt_control_fail(struct ckpt *c, int rc, struct json_value *answer);
+ * unless --timeout was given.  Returns 0 and the answer
+ * (control_reply_release()), which may be an error; or a negative errno,
+ * with *answer zeroed.  Reports nothing: ckpt_control_fail() words the error. */
+int ckpt_control(struct ckpt *c, const struct control_request *req, int default_timeout_s,
+		 const char *label, struct control_reply *answer);
+/* Report a failed ckpt_control() (rc < 0) or an error answer; releases
+ * @answer; returns CKPT_EXIT_FAILED. */
+int ckpt_control_fail(struct ckpt *c, int rc, struct control_reply *answer);
 /* "why" for a failed ckpt_control(), e.g. "no ternd answers on PATH". */
 void ckpt_control_strerror(const struct ckpt *c, int rc, char *buf, unsigned cap);
 

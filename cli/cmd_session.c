@@ -1,6 +1,7 @@
 /* ckpt subcommands that go through a running ternd: ls, snapshot, suspend,
  * resume, restore.  The control protocol is described in docs/ckpt.md. */
 #include <errno.h>
+#include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,21 +16,22 @@
 #define LONG_TIMEOUT_S 600   /* a 64 GiB snapshot to a slow disk takes minutes */
 #define SHORT_TIMEOUT_S 10
 
-static void progress_cb(void *arg, const struct json_value *line)
+static void progress_cb(void *arg, const struct control_progress *p)
 {
-	progress_line_draw(arg, line);
+	progress_line_draw(arg, p);
 }
 
-int ckpt_control(struct ckpt *c, const char *command, int default_timeout_s,
-		 const char *label, struct json_value **answer)
+int ckpt_control(struct ckpt *c, const struct control_request *req, int default_timeout_s,
+		 const char *label, struct control_reply *answer)
 {
 	struct progress pg;
 	int rc;
 
 	c->last_timeout_s = c->timeout_s ? c->timeout_s : default_timeout_s;
+	c->answer_error[0] = 0;
 	progress_init(&pg, stderr, label && !c->json && isatty(STDERR_FILENO), label);
-	rc = control_stream_request(c->control, command, c->last_timeout_s * 1000,
-				    progress_cb, &pg, answer);
+	rc = control_stream_request(c->control, req, c->last_timeout_s * 1000, progress_cb, &pg, answer,
+				    c->answer_error, sizeof(c->answer_error));
 	progress_clear(&pg);
 	return rc;
 }
@@ -57,7 +59,7 @@ void ckpt_control_strerror(const struct ckpt *c, int rc, char *buf, unsigned cap
 	case -EBADMSG:
 	case -EMSGSIZE:
 		snprintf(buf, cap, "ternd on %s sent a malformed answer (%s): is ckpt from the same build as ternd?",
-			 c->control, strerror(-rc));
+			 c->control, c->answer_error[0] ? c->answer_error : strerror(-rc));
 		break;
 	case -EINVAL:
 		snprintf(buf, cap, "cannot use control socket path %s: %s", c->control, strerror(-rc));
@@ -68,234 +70,161 @@ void ckpt_control_strerror(const struct ckpt *c, int rc, char *buf, unsigned cap
 	}
 }
 
-int ckpt_control_fail(struct ckpt *c, int rc, struct json_value *answer)
+int ckpt_control_fail(struct ckpt *c, int rc, struct control_reply *answer)
 {
 	char why[1024];
-	const char *err = json_member_string(answer, "error");
 
 	if (rc < 0) {
 		ckpt_control_strerror(c, rc, why, sizeof(why));
-		json_free(answer);
+		control_reply_release(answer);
 		return ckpt_fail(c, CKPT_EXIT_FAILED, "%s", why);
 	}
-	if (err) {
-		ckpt_fail(c, CKPT_EXIT_FAILED, "ternd: %s", err);
-	} else {
-		/* Neither "ok":true nor "error": not what the protocol allows. */
-		ckpt_fail(c, CKPT_EXIT_FAILED, "ternd on %s gave an answer without \"ok\" or \"error\": "
-			  "is ckpt from the same build as ternd?", c->control);
-	}
-	json_free(answer);
+	ckpt_fail(c, CKPT_EXIT_FAILED, "ternd: %s", answer->kind == CONTROL_REPLY_ERROR ? answer->error : "?");
+	control_reply_release(answer);
 	return CKPT_EXIT_FAILED;
 }
 
-/* What may go into a control line: the protocol separates words by spaces
- * and ends the request at '\n'. */
-static bool word_valid(const char *s)
+/* An operator's name for a request: the request carries any bytes (they are
+ * escaped), but it must fit and hold no NUL, which argv cannot anyway. */
+static int name_check(struct ckpt *c, const char *s, const char *what)
 {
 	size_t n = strlen(s);
 
-	if (n == 0 || n > SNAP_NAME_MAX)
-		return false;
-	for (; *s; s++)
-		if ((unsigned char)*s <= 0x20 || *s == 0x7f)
-			return false;
-	return true;
-}
-
-static bool answer_ok(const struct json_value *a)
-{
-	bool ok = false;
-
-	return json_member_bool(a, "ok", &ok) && ok && !json_member(a, "error");
-}
-
-static uint64_t member_u64(const struct json_value *a, const char *key)
-{
-	uint64_t v = 0;
-
-	json_member_u64(a, key, &v);
-	return v;
-}
-
-static double member_number(const struct json_value *a, const char *key)
-{
-	double v = 0;
-
-	json_member_number(a, key, &v);
-	return v;
-}
-
-static const char *member_string(const struct json_value *a, const char *key, const char *dflt)
-{
-	const char *s = json_member_string(a, key);
-
-	return s && s[0] ? s : dflt;
+	if (n == 0 || n > CONTROL_NAME_MAX)
+		return ckpt_fail(c, CKPT_EXIT_USAGE, "a %s is 1 to %d bytes, not %zu", what, CONTROL_NAME_MAX, n);
+	return 0;
 }
 
 /* The answer's members, then ours: --json output passes ternd's fields on. */
-static void answer_json_print(struct ckpt *c, const struct json_value *a, bool with_ratio)
+static void answer_json_print(struct ckpt *c, const struct control_reply *a)
 {
+	struct json_object *obj = control_reply_to_json(a);
 	struct json_writer w;
 
 	ckpt_json_begin(c, &w);
-	for (size_t i = 0; i < a->count; i++)
-		json_value_put(&w, a->keys[i], &a->items[i]);
-	if (with_ratio) {
-		uint64_t stored = member_u64(a, "stored_bytes");
-
-		if (stored)
-			json_double_put(&w, "ratio", (double)member_u64(a, "bytes") / (double)stored);
+	if (obj)
+		json_members_put(&w, obj);
+	else
+		w.failed = true;
+	if (a->kind == CONTROL_REPLY_SNAPSHOT) {
+		if (a->snapshot.stored_bytes)
+			json_double_put(&w, "ratio", (double)a->snapshot.bytes / (double)a->snapshot.stored_bytes);
 		else
 			json_null_put(&w, "ratio");
 	}
 	ckpt_json_end(c, &w);
+	json_object_put(obj);
 }
 
-static void snapshot_result_print(const struct json_value *a, bool suspend)
+static void snapshot_result_print(const struct control_snapshot_result *a, bool suspend)
 {
 	char logical[32], stored[32];
-	uint64_t bytes = member_u64(a, "bytes"), st = member_u64(a, "stored_bytes");
-	const char *parent = member_string(a, "parent", NULL);
-	const char *session = member_string(a, "session", "?"), *name = member_string(a, "snapshot", "?");
 
-	ckpt_size_format(bytes, logical, sizeof(logical));
-	ckpt_size_format(st, stored, sizeof(stored));
+	ckpt_size_format(a->bytes, logical, sizeof(logical));
+	ckpt_size_format(a->stored_bytes, stored, sizeof(stored));
 	if (suspend)
-		printf("session %s suspended into snapshot %s", session, name);
+		printf("session %s suspended into snapshot %s", a->session, a->snapshot);
 	else
-		printf("snapshot %s of session %s", name, session);
-	if (parent)
-		printf(" (incremental, parent %s)\n", parent);
+		printf("snapshot %s of session %s", a->snapshot, a->session);
+	if (a->parent[0])
+		printf(" (incremental, parent %s)\n", a->parent);
 	else
 		printf(" (full)\n");
-	printf("  pause      %.1f ms (guest stopped), total %.1f ms\n",
-	       member_number(a, "pause_ms"), member_number(a, "total_ms"));
-	printf("  memory     %s in %llu regions\n", logical, (unsigned long long)member_u64(a, "regions"));
-	if (st)
-		printf("  written    %s (%.2fx smaller than memory)\n", stored, (double)bytes / (double)st);
+	printf("  pause      %.1f ms (guest stopped), total %.1f ms\n", a->pause_ms, a->total_ms);
+	printf("  memory     %s in %u regions\n", logical, a->regions);
+	if (a->stored_bytes)
+		printf("  written    %s (%.2fx smaller than memory)\n", stored,
+		       (double)a->bytes / (double)a->stored_bytes);
 	else
 		printf("  written    nothing new (all chunks zero or already stored)\n");
-	printf("  chunks     %llu: %llu zero, %llu unchanged, %llu new\n",
-	       (unsigned long long)member_u64(a, "chunks"), (unsigned long long)member_u64(a, "zero_chunks"),
-	       (unsigned long long)member_u64(a, "unchanged_chunks"),
-	       (unsigned long long)member_u64(a, "new_chunks"));
+	printf("  chunks     %llu: %llu zero, %llu unchanged, %llu new\n", (unsigned long long)a->chunks,
+	       (unsigned long long)a->zero_chunks, (unsigned long long)a->unchanged_chunks,
+	       (unsigned long long)a->new_chunks);
 }
 
-/* Send a session command and print its answer. */
-static int session_command(struct ckpt *c, const char *command, const char *label,
-			   bool snapshot_answer)
+/* Send a session request and print its answer. */
+static int session_command(struct ckpt *c, const struct control_request *req, const char *label)
 {
-	struct json_value *a = NULL;
-	int rc = ckpt_control(c, command, LONG_TIMEOUT_S, label, &a);
+	struct control_reply a;
+	int rc = ckpt_control(c, req, LONG_TIMEOUT_S, label, &a);
 
-	if (rc < 0 || !answer_ok(a))
-		return ckpt_control_fail(c, rc, a);
+	if (rc < 0 || a.kind == CONTROL_REPLY_ERROR)
+		return ckpt_control_fail(c, rc, &a);
 	if (c->json) {
-		answer_json_print(c, a, snapshot_answer);
-	} else if (snapshot_answer) {
-		snapshot_result_print(a, !strcmp(label, "suspend"));
-		if (!strcmp(label, "suspend"))
+		answer_json_print(c, &a);
+	} else if (a.kind == CONTROL_REPLY_SNAPSHOT) {
+		snapshot_result_print(&a.snapshot, req->op == CONTROL_OP_SUSPEND);
+		if (req->op == CONTROL_OP_SUSPEND)
 			printf("  the worker stopped and its GPU memory is free; bring it back with "
-			       "`ckpt resume %s`\n", member_string(a, "session", "SESSION"));
+			       "`ckpt resume %s`\n", a.snapshot.session);
 	} else {
-		printf("session %s %s from snapshot %s: worker %llu, %.1f ms\n",
-		       member_string(a, "session", "?"), !strcmp(label, "resume") ? "resumed" : "restored",
-		       member_string(a, "snapshot", "?"), (unsigned long long)member_u64(a, "pid"),
-		       member_number(a, "restore_ms"));
+		printf("session %s %s from snapshot %s: worker %d, %.1f ms\n", a.restore.session,
+		       req->op == CONTROL_OP_RESUME ? "resumed" : "restored", a.restore.snapshot, a.restore.pid,
+		       a.restore.restore_ms);
 	}
-	json_free(a);
+	control_reply_release(&a);
 	return CKPT_EXIT_OK;
 }
 
 int cmd_snapshot(struct ckpt *c)
 {
-	char command[3 * SNAP_NAME_MAX];
+	struct control_request req = { .op = CONTROL_OP_SNAPSHOT, .incremental = c->incremental, .device = -1 };
 
-	if (!word_valid(c->args[0]))
-		return ckpt_fail(c, CKPT_EXIT_USAGE, "'%s' is not a session id (no spaces or control characters)",
-				 c->args[0]);
+	if (name_check(c, c->args[0], "session id"))
+		return CKPT_EXIT_USAGE;
 	if (c->name && !snap_name_valid(c->name))
 		return ckpt_fail(c, CKPT_EXIT_USAGE, "'%s' is not a valid snapshot name: use 1-255 of "
 				 "A-Z a-z 0-9 . _ -, not starting with '.'", c->name);
-	snprintf(command, sizeof(command), "snapshot %s%s%s%s", c->args[0], c->name ? " " : "",
-		 c->name ? c->name : "", c->incremental ? " --incremental" : "");
-	return session_command(c, command, "snapshot", true);
+	memcpy(req.session, c->args[0], strlen(c->args[0]) + 1);
+	if (c->name)
+		memcpy(req.snapshot, c->name, strlen(c->name) + 1);
+	return session_command(c, &req, "snapshot");
 }
 
 int cmd_suspend(struct ckpt *c)
 {
-	char command[2 * SNAP_NAME_MAX];
+	struct control_request req = { .op = CONTROL_OP_SUSPEND, .device = -1 };
 
-	if (!word_valid(c->args[0]))
-		return ckpt_fail(c, CKPT_EXIT_USAGE, "'%s' is not a session id (no spaces or control characters)",
-				 c->args[0]);
-	snprintf(command, sizeof(command), "suspend %s", c->args[0]);
-	return session_command(c, command, "suspend", true);
-}
-
-static int restore_like(struct ckpt *c, const char *verb)
-{
-	char command[2 * SNAP_NAME_MAX + 32];
-
-	if (!word_valid(c->args[0]))
-		return ckpt_fail(c, CKPT_EXIT_USAGE, "'%s' is not a session id or snapshot name", c->args[0]);
-	if (c->device >= 0)
-		snprintf(command, sizeof(command), "%s %s --device %d", verb, c->args[0], c->device);
-	else
-		snprintf(command, sizeof(command), "%s %s", verb, c->args[0]);
-	return session_command(c, command, verb, false);
+	if (name_check(c, c->args[0], "session id"))
+		return CKPT_EXIT_USAGE;
+	memcpy(req.session, c->args[0], strlen(c->args[0]) + 1);
+	return session_command(c, &req, "suspend");
 }
 
 int cmd_resume(struct ckpt *c)
 {
-	return restore_like(c, "resume");
+	struct control_request req = { .op = CONTROL_OP_RESUME, .device = c->device };
+
+	if (name_check(c, c->args[0], "session id or snapshot name"))
+		return CKPT_EXIT_USAGE;
+	memcpy(req.session, c->args[0], strlen(c->args[0]) + 1);
+	return session_command(c, &req, "resume");
 }
 
 int cmd_restore(struct ckpt *c)
 {
+	struct control_request req = { .op = CONTROL_OP_RESTORE, .device = c->device };
+
 	if (!snap_name_valid(c->args[0]))
 		return ckpt_fail(c, CKPT_EXIT_USAGE, "'%s' is not a valid snapshot name", c->args[0]);
-	return restore_like(c, "restore");
+	memcpy(req.snapshot, c->args[0], strlen(c->args[0]) + 1);
+	return session_command(c, &req, "restore");
 }
 
 /* ls */
 
-struct snap_row {
-	char name[SNAP_NAME_MAX + 1];
-	char parent[SNAP_NAME_MAX + 1];
-	char session[SNAP_NAME_MAX + 1];
-	uint64_t created_ns;
-	uint64_t logical_bytes;
-	uint64_t stored_bytes;
-	bool complete;
-};
+/* A row of the snapshot table, from ternd or read from the store. */
+#define snap_row control_snapshot_info
 
-static int rows_from_answer(const struct json_value *a, struct snap_row **out, size_t *count)
+static int rows_from_answer(const struct control_snapshots *a, struct snap_row **out, size_t *count)
 {
-	const struct json_value *list = json_member(a, "snapshots");
-	struct snap_row *rows;
+	struct snap_row *rows = calloc(a->count ? a->count : 1, sizeof(*rows));
 
-	if (!list || list->type != JSON_ARRAY)
-		return -EBADMSG;
-	rows = calloc(list->count ? list->count : 1, sizeof(*rows));
 	if (!rows)
 		return -ENOMEM;
-	for (size_t i = 0; i < list->count; i++) {
-		const struct json_value *s = &list->items[i];
-		bool complete = false;
-
-		snprintf(rows[i].name, sizeof(rows[i].name), "%s", member_string(s, "name", "?"));
-		snprintf(rows[i].parent, sizeof(rows[i].parent), "%s", member_string(s, "parent", ""));
-		snprintf(rows[i].session, sizeof(rows[i].session), "%s", member_string(s, "session", ""));
-		rows[i].created_ns = member_u64(s, "created_ns");
-		rows[i].logical_bytes = member_u64(s, "logical_bytes");
-		rows[i].stored_bytes = member_u64(s, "stored_bytes");
-		json_member_bool(s, "complete", &complete);
-		rows[i].complete = complete;
-	}
+	memcpy(rows, a->snapshots, a->count * sizeof(*rows));
 	*out = rows;
-	*count = list->count;
+	*count = a->count;
 	return 0;
 }
 
@@ -341,25 +270,21 @@ static int rows_from_store(struct ckpt *c, char *path, unsigned cap, struct snap
 	return 0;
 }
 
-static void sessions_print(const struct json_value *status)
+static void sessions_print(const struct control_status *st)
 {
-	const struct json_value *list = json_member(status, "sessions");
-
-	printf("SESSIONS (ternd pid %llu, backend %s)\n", (unsigned long long)member_u64(status, "pid"),
-	       member_string(status, "backend", "?"));
-	if (!list || list->type != JSON_ARRAY || !list->count) {
+	printf("SESSIONS (ternd pid %d, backend %s)\n", st->pid, st->backend);
+	if (!st->session_count) {
 		printf("  (none)\n");
 		return;
 	}
 	printf("  %-32s %8s %6s %12s %12s %s\n", "ID", "PID", "DEVICE", "MEMORY", "CALLS", "STATE");
-	for (size_t i = 0; i < list->count; i++) {
-		const struct json_value *s = &list->items[i];
+	for (uint32_t i = 0; i < st->session_count; i++) {
+		const struct control_session_info *e = &st->sessions[i];
 		char mem[32];
 
-		ckpt_size_format(member_u64(s, "memory"), mem, sizeof(mem));
-		printf("  %-32s %8llu %6llu %12s %12llu %s\n", member_string(s, "id", "?"),
-		       (unsigned long long)member_u64(s, "pid"), (unsigned long long)member_u64(s, "device"),
-		       mem, (unsigned long long)member_u64(s, "calls"), member_string(s, "state", "?"));
+		ckpt_size_format(e->memory, mem, sizeof(mem));
+		printf("  %-32s %8d %6d %12s %12llu %s\n", e->id, e->pid, e->device, mem,
+		       (unsigned long long)e->calls, e->state);
 	}
 }
 
@@ -384,10 +309,10 @@ static void snapshots_print(const char *store, const struct snap_row *rows, size
 	}
 }
 
-static void ls_json_print(struct ckpt *c, const struct json_value *status, const char *note,
+static void ls_json_print(struct ckpt *c, const struct control_reply *status, const char *note,
 			  const char *store, const struct snap_row *rows, size_t n)
 {
-	const struct json_value *sessions = json_member(status, "sessions");
+	struct json_object *st = status ? control_reply_to_json(status) : NULL, *sessions = NULL;
 	struct json_writer w;
 
 	ckpt_json_begin(c, &w);
@@ -396,11 +321,11 @@ static void ls_json_print(struct ckpt *c, const struct json_value *status, const
 	if (note[0])
 		json_string_put(&w, "note", note);
 	if (status) {
-		json_u64_put(&w, "ternd_pid", member_u64(status, "pid"));
-		json_string_put(&w, "backend", member_string(status, "backend", ""));
+		json_u64_put(&w, "ternd_pid", (uint64_t)status->status.pid);
+		json_string_put(&w, "backend", status->status.backend);
 	}
-	if (sessions && sessions->type == JSON_ARRAY) {
-		json_value_put(&w, "sessions", sessions);
+	if (st && json_object_object_get_ex(st, "sessions", &sessions)) {
+		json_value_put(&w, "sessions", json_object_get(sessions));
 	} else {
 		json_array_begin(&w, "sessions");
 		json_array_end(&w);
@@ -423,46 +348,46 @@ static void ls_json_print(struct ckpt *c, const struct json_value *status, const
 	}
 	json_array_end(&w);
 	ckpt_json_end(c, &w);
+	json_object_put(st);
 }
 
 int cmd_ls(struct ckpt *c)
 {
-	struct json_value *status = NULL, *snaps = NULL;
+	struct control_request status_req = { .op = CONTROL_OP_STATUS, .device = -1 };
+	struct control_request snaps_req = { .op = CONTROL_OP_SNAPSHOTS, .device = -1 };
+	struct control_reply status, snaps;
 	struct snap_row *rows = NULL;
-	char note[sizeof(c->error)] = "", store[4096] = "";
+	char note[sizeof(c->error)] = "", store[CONTROL_PATH_MAX + 1] = "";
 	size_t n = 0;
-	bool have_rows = false;
+	bool have_rows = false, have_status;
 	int rc;
 
-	rc = ckpt_control(c, "status", SHORT_TIMEOUT_S, NULL, &status);
-	if (rc < 0 || json_member(status, "error")) {
+	rc = ckpt_control(c, &status_req, SHORT_TIMEOUT_S, NULL, &status);
+	have_status = rc == 0 && status.kind == CONTROL_REPLY_STATUS;
+	if (!have_status) {
 		if (rc < 0)
 			ckpt_control_strerror(c, rc, note, sizeof(note));
 		else
-			snprintf(note, sizeof(note), "ternd: %s", json_member_string(status, "error") ?: "?");
-		json_free(status);
-		status = NULL;
-	} else {
-		const char *sd = json_member_string(status, "state_dir");
-
-		if (sd && sd[0])
-			snprintf(c->ternd_store, sizeof(c->ternd_store), "%s/store", sd);
+			snprintf(note, sizeof(note), "ternd: %s", status.error);
+		control_reply_release(&status);
+	} else if (status.status.state_dir[0]) {
+		snprintf(c->ternd_store, sizeof(c->ternd_store), "%.4000s/store", status.status.state_dir);
 	}
 	/* The store ternd uses, unless the user named one. */
-	if (status && !c->store_explicit) {
-		rc = ckpt_control(c, "snapshots", SHORT_TIMEOUT_S, NULL, &snaps);
-		if (rc == 0 && answer_ok(snaps) && !rows_from_answer(snaps, &rows, &n)) {
-			snprintf(store, sizeof(store), "%s", member_string(snaps, "store", c->ternd_store));
+	if (have_status && !c->store_explicit) {
+		rc = ckpt_control(c, &snaps_req, SHORT_TIMEOUT_S, NULL, &snaps);
+		if (rc == 0 && snaps.kind == CONTROL_REPLY_SNAPSHOTS && !rows_from_answer(&snaps.snapshots, &rows, &n)) {
+			snprintf(store, sizeof(store), "%s", snaps.snapshots.store);
 			have_rows = true;
 		}
-		json_free(snaps);
+		control_reply_release(&snaps);
 	}
 	if (!have_rows) {
 		/* Its failure is part of the one message below, or a note. */
 		c->quiet = true;
 		rc = rows_from_store(c, store, sizeof(store), &rows, &n);
 		c->quiet = false;
-		if (rc && !status) {
+		if (rc && !have_status) {
 			/* Neither source: say both. */
 			char store_err[sizeof(c->error)];
 
@@ -478,10 +403,10 @@ int cmd_ls(struct ckpt *c)
 		have_rows = rc == 0;
 	}
 	if (c->json) {
-		ls_json_print(c, status, note, have_rows ? store : NULL, rows, n);
+		ls_json_print(c, have_status ? &status : NULL, note, have_rows ? store : NULL, rows, n);
 	} else {
-		if (status)
-			sessions_print(status);
+		if (have_status)
+			sessions_print(&status.status);
 		else
 			printf("SESSIONS: not shown (%s)\n", note);
 		printf("\n");
@@ -491,6 +416,7 @@ int cmd_ls(struct ckpt *c)
 			printf("SNAPSHOTS: not shown\n");
 	}
 	free(rows);
-	json_free(status);
+	if (have_status)
+		control_reply_release(&status);
 	return CKPT_EXIT_OK;
 }

@@ -13,7 +13,8 @@
 
 void ckpt_store_path(struct ckpt *c, char *buf, unsigned cap)
 {
-	struct json_value *a = NULL;
+	struct control_request req = { .op = CONTROL_OP_SNAPSHOTS, .device = -1 };
+	struct control_reply a;
 
 	if (c->store) {
 		snprintf(buf, cap, "%s", c->store);
@@ -27,14 +28,12 @@ void ckpt_store_path(struct ckpt *c, char *buf, unsigned cap)
 	 * briefly, since the default is a fine answer when none runs. */
 	if (!c->ternd_store[0]) {
 		int saved = c->timeout_s;
-		const char *s;
 
 		c->timeout_s = 0;
-		if (!ckpt_control(c, "snapshots", STORE_ASK_TIMEOUT_S, NULL, &a) &&
-		    (s = json_member_string(a, "store")) && s[0])
-			snprintf(c->ternd_store, sizeof(c->ternd_store), "%s", s);
+		if (!ckpt_control(c, &req, STORE_ASK_TIMEOUT_S, NULL, &a) && a.kind == CONTROL_REPLY_SNAPSHOTS)
+			snprintf(c->ternd_store, sizeof(c->ternd_store), "%s", a.snapshots.store);
 		c->timeout_s = saved;
-		json_free(a);
+		control_reply_release(&a);
 	}
 	if (c->ternd_store[0])
 		snprintf(buf, cap, "%s", c->ternd_store);

@@ -10,7 +10,7 @@
 #include "transport.h"
 
 /* Lines are read in blocks (a `snapshots` answer can be large), kept in one
- * buffer that grows up to JSON_TEXT_MAX. */
+ * buffer that grows up to CONTROL_REPLY_LINE_MAX. */
 struct line_reader {
 	int fd;
 	char *buf;
@@ -49,7 +49,7 @@ static int line_next(struct line_reader *lr, int timeout_ms, char **line, size_t
 			size_t ncap = lr->cap * 2;
 			char *b;
 
-			if (lr->cap > JSON_TEXT_MAX)
+			if (lr->cap > CONTROL_REPLY_LINE_MAX)
 				return -EMSGSIZE;
 			b = realloc(lr->buf, ncap);
 			if (!b)
@@ -78,23 +78,30 @@ static int line_next(struct line_reader *lr, int timeout_ms, char **line, size_t
 	}
 }
 
-int control_stream_request(const char *path, const char *command, int timeout_ms,
-			   control_progress_fn progress, void *arg, struct json_value **answer)
+int control_stream_request(const char *path, const struct control_request *req, int timeout_ms,
+			   control_progress_fn progress, void *arg, struct control_reply *answer,
+			   char *err, size_t errlen)
 {
 	struct transport_url url = { .kind = TRANSPORT_UNIX };
 	struct line_reader lr = { .fd = -1 };
+	char *command = NULL;
+	size_t command_len = 0;
 	int rc;
 
-	*answer = NULL;
-	if (strlen(path) >= sizeof(url.path) || strchr(command, '\n'))
+	memset(answer, 0, sizeof(*answer));
+	if (strlen(path) >= sizeof(url.path))
 		return -EINVAL;
+	rc = control_request_encode(req, &command, &command_len);
+	if (rc)
+		return rc == -EMSGSIZE ? -EINVAL : rc;
 	strcpy(url.path, path);
 	lr.fd = transport_connect(&url);
-	if (lr.fd < 0)
+	if (lr.fd < 0) {
+		free(command);
 		return lr.fd;
-	rc = control_write_all(lr.fd, command, strlen(command));
-	if (!rc)
-		rc = control_write_all(lr.fd, "\n", 1);
+	}
+	rc = control_write_all(lr.fd, command, command_len);
+	free(command);
 	if (rc)
 		goto out_close;
 	lr.cap = 4096;
@@ -104,7 +111,6 @@ int control_stream_request(const char *path, const char *command, int timeout_ms
 		goto out_close;
 	}
 	for (;;) {
-		struct json_value *v;
 		char *line = NULL;
 		size_t len = 0;
 
@@ -113,25 +119,19 @@ int control_stream_request(const char *path, const char *command, int timeout_ms
 			break;
 		if (len == 0 || (len == 1 && line[0] == '\r'))
 			continue;
-		rc = json_parse(line, len, &v);
-		if (rc == -E2BIG)
-			rc = -EMSGSIZE;
+		rc = control_reply_decode(line, len, req->op, answer, err, errlen);
 		if (rc)
 			break;
-		if (v->type != JSON_OBJECT) {
-			json_free(v);
-			rc = -EBADMSG;
-			break;
-		}
-		if (json_member(v, "progress")) {
+		if (answer->kind == CONTROL_REPLY_PROGRESS) {
 			if (progress)
-				progress(arg, v);
-			json_free(v);
+				progress(arg, &answer->progress);
+			control_reply_release(answer);
 			continue;
 		}
-		*answer = v;
 		break;
 	}
+	if (rc)
+		control_reply_release(answer);
 	free(lr.buf);
 out_close:
 	close(lr.fd);

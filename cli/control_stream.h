@@ -1,7 +1,6 @@
 /* One control-socket request whose answer may stream: ternd sends zero or
- * more progress lines, then one final line, each a JSON object on its own
- * line (see /work/notes/ckpt-spec.md and docs/ckpt.md).  A line with a
- * "progress" member is progress; the first line without one is the answer.
+ * more progress lines, then one final reply (common/control_msg.h,
+ * docs/ckpt.md).
  *
  * common/control.h's control_request() reads a whole reply at once; ckpt
  * needs the lines as they come to draw its progress bar, hence this reader.
@@ -11,20 +10,23 @@
 #ifndef TERN_CLI_CONTROL_STREAM_H
 #define TERN_CLI_CONTROL_STREAM_H
 
-#include "json.h"
+#include <stddef.h>
 
-/* Called for each progress line; @line is valid during the call only. */
-typedef void (*control_progress_fn)(void *arg, const struct json_value *line);
+#include "control_msg.h"
 
-/* Send @command (one line, no '\n' inside) to the ternd listening on @path
- * and wait for its answer; no more than @timeout_ms may pass between two
- * lines.  On success *answer is the final JSON object (json_free()); it may
- * hold "error", which is the caller's to report.
+/* Called for each progress line; @p is valid during the call only. */
+typedef void (*control_progress_fn)(void *arg, const struct control_progress *p);
+
+/* Send @req to the ternd listening on @path and wait for its answer; no
+ * more than @timeout_ms may pass between two lines.  On success *answer is
+ * the final reply (control_reply_release()): an error or the kind @req's op
+ * expects.
  * Errors: -ENOENT / -ECONNREFUSED (no ternd there), -EACCES, -ETIMEDOUT,
- * -ECONNRESET (closed before the answer), -EBADMSG (a line is not a JSON
- * object), -EMSGSIZE (a line longer than JSON_TEXT_MAX), -EINVAL (bad
- * @command or @path), -ENOMEM. */
-int control_stream_request(const char *path, const char *command, int timeout_ms,
-			   control_progress_fn progress, void *arg, struct json_value **answer);
+ * -ECONNRESET (closed before the answer), -EBADMSG (a line that does not
+ * decode; why in @err), -EMSGSIZE (a line longer than CONTROL_REPLY_LINE_MAX),
+ * -EINVAL (bad @req or @path), -ENOMEM.  *answer is zeroed on error. */
+int control_stream_request(const char *path, const struct control_request *req, int timeout_ms,
+			   control_progress_fn progress, void *arg, struct control_reply *answer,
+			   char *err, size_t errlen);
 
 #endif

@@ -49,17 +49,11 @@ void progress_draw(struct progress *p, double fraction, const char *stage,
 	p->drawn = true;
 }
 
-void progress_line_draw(struct progress *p, const struct json_value *line)
+void progress_line_draw(struct progress *p, const struct control_progress *line)
 {
-	double fraction = 0;
-	uint64_t bytes = 0, total = 0;
+	bool sizes = line->bytes && line->total;
 
-	if (!p->enabled)
-		return;
-	json_member_number(line, "progress", &fraction);
-	if (!json_member_u64(line, "bytes", &bytes) || !json_member_u64(line, "total", &total))
-		bytes = total = 0;
-	progress_draw(p, fraction, json_member_string(line, "stage"), bytes, total);
+	progress_draw(p, line->progress, line->stage, sizes ? line->bytes : 0, sizes ? line->total : 0);
 }
 
 void progress_clear(struct progress *p)

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "json.h"
+#include "control_msg.h"
 
 struct progress {
 	FILE *f;
@@ -20,9 +20,8 @@ struct progress {
 
 /* @enabled: the caller's decision (isatty(stderr) and not --json). */
 void progress_init(struct progress *p, FILE *f, bool enabled, const char *label);
-/* Draw from a progress line of ternd: {"progress":F,"stage":S,"bytes":N,"total":M};
- * members that are missing or malformed are left out of the bar. */
-void progress_line_draw(struct progress *p, const struct json_value *line);
+/* Draw from a progress line of ternd; bytes and total only when both are known. */
+void progress_line_draw(struct progress *p, const struct control_progress *line);
 /* Draw @fraction (clamped to 0..1) with an optional stage and byte counts
  * (@total 0: none). */
 void progress_draw(struct progress *p, double fraction, const char *stage,

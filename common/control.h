@@ -1,8 +1,9 @@
 /* The control socket: how ternd's operators and tools (ternd status, ckpt,
  * the libvirt hooks, the CRIU plugin) talk to the supervisor.
  *
- * One request per connection: a command line ending in '\n', answered by one
- * JSON object and the close of the connection. Only root (or whoever can open
+ * One request per connection: a request line ending in '\n', answered by
+ * lines and the close of the connection; what the lines hold is
+ * control_msg.h's (this file only moves bytes). Only root (or whoever can open
  * the socket file) can connect: the socket's permissions are the access
  * control.
  */
@@ -14,7 +15,7 @@
 #define CONTROL_DEFAULT_PATH "/run/tern/control.sock"
 #define CONTROL_REPLY_MAX (1u << 20)
 
-/* Send @command to the ternd at @path; on success *reply is a NUL-terminated
+/* Send @command (one encoded request, without its '\n') to the ternd at @path; on success *reply is a NUL-terminated
  * malloc'd string the caller frees. 0 or -errno (-ECONNREFUSED/-ENOENT when no
  * ternd runs there, -ETIMEDOUT after @timeout_ms). */
 int control_request(const char *path, const char *command, int timeout_ms, char **reply);

@@ -313,30 +313,37 @@ int checkpoint_job_fd(const struct checkpoint_job *job)
 	return job->done_fd;
 }
 
-int checkpoint_end(struct checkpoint_job *job, char *json, size_t cap)
+int checkpoint_end(struct checkpoint_job *job, struct control_reply *result)
 {
+	struct control_snapshot_result *r = &result->snapshot;
 	int ret;
 
 	pthread_join(job->thread, NULL);
 	ret = job->status;
+	memset(result, 0, sizeof(*result));
 	if (ret) {
-		snprintf(json, cap, "{\"error\":\"snapshot '%s': %s\"}", job->name, job->error);
+		control_reply_error(result, "snapshot '%s': %s", job->name, job->error);
 		snap_writer_abort(job->writer);
 	} else {
-		snprintf(json, cap,
-			 "{\"ok\":true,\"snapshot\":\"%s\",\"session\":\"%s\",\"parent\":\"%s\",\"pause_ms\":%.3f,\"total_ms\":%.3f,"
-			 "\"regions\":%u,\"bytes\":%llu,\"stored_bytes\":%llu,\"chunks\":%llu,\"zero_chunks\":%llu,"
-			 "\"unchanged_chunks\":%llu,\"new_chunks\":%llu,\"seq\":%llu,\"hash\":\"%s\","
-			 "\"hash_ms\":%.3f,\"shadowed_chunks\":%llu,\"direct_chunks\":%llu,\"drain_ms\":%.3f}",
-			 job->name, job->session, job->parent, (job->pause_ns - job->start_ns) / 1e6,
-			 (job->end_ns - job->start_ns) / 1e6, job->regions, (unsigned long long)job->bytes,
-			 (unsigned long long)job->wstats.stored_bytes, (unsigned long long)job->wstats.chunks,
-			 (unsigned long long)job->wstats.zero_chunks,
-			 (unsigned long long)job->wstats.unchanged_chunks,
-			 (unsigned long long)job->wstats.new_chunks, (unsigned long long)job->seq,
-			 job->stats.engine == CAPTURE_ENGINE_KERNEL ? "gpu" : "cpu", job->stats.hash_ns / 1e6,
-			 (unsigned long long)job->stats.chunks_shadowed,
-			 (unsigned long long)job->stats.chunks_direct, job->stats.drain_ns / 1e6);
+		result->kind = CONTROL_REPLY_SNAPSHOT;
+		snprintf(r->snapshot, sizeof(r->snapshot), "%s", job->name);
+		snprintf(r->session, sizeof(r->session), "%s", job->session);
+		snprintf(r->parent, sizeof(r->parent), "%s", job->parent);
+		r->pause_ms = (job->pause_ns - job->start_ns) / 1e6;
+		r->total_ms = (job->end_ns - job->start_ns) / 1e6;
+		r->regions = job->regions;
+		r->bytes = job->bytes;
+		r->stored_bytes = job->wstats.stored_bytes;
+		r->chunks = job->wstats.chunks;
+		r->zero_chunks = job->wstats.zero_chunks;
+		r->unchanged_chunks = job->wstats.unchanged_chunks;
+		r->new_chunks = job->wstats.new_chunks;
+		r->seq = job->seq;
+		snprintf(r->hash, sizeof(r->hash), "%s", job->stats.engine == CAPTURE_ENGINE_KERNEL ? "gpu" : "cpu");
+		r->hash_ms = job->stats.hash_ns / 1e6;
+		r->shadowed_chunks = job->stats.chunks_shadowed;
+		r->direct_chunks = job->stats.chunks_direct;
+		r->drain_ms = job->stats.drain_ns / 1e6;
 	}
 	snap_store_close(job->store);
 	close(job->done_fd);
@@ -645,7 +652,7 @@ static int restore_region(void *arg, uint64_t addr, const struct tracker_region 
 }
 
 int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char *name,
-		       uint64_t *seq, void **reply, size_t *reply_len, char *json, size_t cap)
+		       uint64_t *seq, void **reply, size_t *reply_len, struct control_reply *result)
 {
 	struct exec *ex = ck->ex;
 	struct snap_store_config scfg = { 0 };
@@ -777,21 +784,28 @@ int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char 
 		const void *sid = NULL;
 		size_t sid_len = 0;
 		unsigned regions = ex->vmm_map_count;
+		struct control_restore_result *done = &result->restore;
 
 		for (unsigned d = 0; d < ex->dev_count; d++)
 			regions += arena_count(ex->devs[d].arena);
 
 		tracker_meta_bytes_get(saved, TRACKER_META_SESSION_ID, &sid, &sid_len);
-		snprintf(json, cap, "{\"ok\":true,\"snapshot\":\"%s\",\"session\":\"%.*s\",\"pid\":%d,"
-			 "\"device\":%d,\"restore_ms\":%.3f,\"seq\":%llu,\"regions\":%u,\"bytes\":%llu}",
-			 name, (int)(sid_len < 128 ? sid_len : 128), sid ? (const char *)sid : "", (int)getpid(),
-			 ex->cfg.device, (now_ns() - t0) / 1e6, (unsigned long long)*seq,
-			 regions, (unsigned long long)exec_mem_used(ex));
+		memset(result, 0, sizeof(*result));
+		result->kind = CONTROL_REPLY_RESTORE;
+		snprintf(done->snapshot, sizeof(done->snapshot), "%s", name);
+		snprintf(done->session, sizeof(done->session), "%.*s", (int)(sid_len < 128 ? sid_len : 128),
+			 sid ? (const char *)sid : "");
+		done->pid = (int32_t)getpid();
+		done->device = ex->cfg.device;
+		done->restore_ms = (now_ns() - t0) / 1e6;
+		done->seq = *seq;
+		done->regions = regions;
+		done->bytes = exec_mem_used(ex);
 	}
 out:
 	if (ret) {
 		pr_err("restore of '%s' failed: %s", name, err[0] ? err : strerror(-ret));
-		snprintf(json, cap, "{\"error\":\"restore of '%s' failed: %s\"}", name, err[0] ? err : strerror(-ret));
+		control_reply_error(result, "restore of '%s' failed: %s", name, err[0] ? err : strerror(-ret));
 	}
 	for (unsigned i = 0; i < rc.obj_count; i++)
 		free(rc.objs[i].args);

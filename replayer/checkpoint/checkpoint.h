@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "control_msg.h"
 #include "exec.h"
 
 struct checkpoint_job;
@@ -61,16 +62,16 @@ struct checkpoint_request {
 int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req,
 		     struct checkpoint_job **job, char *err, size_t errlen);
 int checkpoint_job_fd(const struct checkpoint_job *job);
-/* Wait for the drain and the commit; write the final JSON result (without
- * newline) into @json and free the job. Returns 0 or -errno. */
-int checkpoint_end(struct checkpoint_job *job, char *json, size_t cap);
+/* Wait for the drain and the commit; fill @result (a snapshot result, or
+ * an error saying why) and free the job. Returns 0 or -errno. */
+int checkpoint_end(struct checkpoint_job *job, struct control_reply *result);
 
 /* Restore snapshot @name of @store_dir into @ex (opened fresh, journal open).
  * *@seq and the reply of the last applied request are given back so the
  * worker can answer a resend. */
 int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char *name,
 		       uint64_t *seq, void **reply, size_t *reply_len,
-		       char *json, size_t cap);
+		       struct control_reply *result);
 
 /* checkpoint_state.c: settings and module globals (docs/journal.md).
  * save: write the contents of every module global into the journal (the

@@ -1,6 +1,7 @@
 #define LOG_PREFIX "supervisor: "
 #include "supervisor.h"
 #include "control.h"
+#include "control_msg.h"
 #include "ipc_broker.h"
 #include "log.h"
 #include "snap_store.h"
@@ -20,6 +21,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+_Static_assert(CONTROL_NAME_MAX == SNAP_NAME_MAX, "a snapshot name fits a control message's");
 
 /* The supervisor's end of a worker's line channel, and the ckpt client
  * waiting on it (snapshot, suspend, or a restore this worker performs). */
@@ -64,14 +67,45 @@ struct supervisor {
 	struct ipc_broker *ipc;
 };
 
-static void client_finish(int *fd, const char *json)
+/* Send @r to the ckpt client on *fd; a failed write drops the client. */
+static void client_send(int *fd, const struct control_reply *r)
 {
+	char *line = NULL;
+	size_t len = 0;
+	int ret;
+
 	if (*fd < 0)
 		return;
-	control_write_all(*fd, json, strlen(json));
-	control_write_all(*fd, "\n", 1);
-	close(*fd);
+	ret = control_reply_encode(r, &line, &len);
+	if (ret)
+		pr_warn("cannot encode a reply: %s", strerror(-ret));
+	if (ret || control_write_all(*fd, line, len)) {
+		close(*fd);
+		*fd = -1;
+	}
+	free(line);
+}
+
+/* The final reply: send it and close. */
+static void client_finish(int *fd, const struct control_reply *r)
+{
+	client_send(fd, r);
+	if (*fd >= 0)
+		close(*fd);
 	*fd = -1;
+}
+
+static void client_fail(int *fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void client_fail(int *fd, const char *fmt, ...)
+{
+	struct control_reply r = { .kind = CONTROL_REPLY_ERROR };
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(r.error, sizeof(r.error), fmt, ap);
+	va_end(ap);
+	client_finish(fd, &r);
 }
 
 static struct session_known *known_get(struct supervisor *sv, const char *id, bool create)
@@ -284,22 +318,16 @@ static void session_start(struct supervisor *sv, int listen_idx)
 	close(fd);
 }
 
-static int link_send(struct worker_link *l, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static int link_send(struct worker_link *l, const char *fmt, ...)
+static int link_send(struct worker_link *l, const struct control_link *m)
 {
-	char line[WORKER_LINE_MAX];
-	va_list ap;
-	int n;
+	char *line = NULL;
+	size_t len = 0;
+	int ret = control_link_encode(m, &line, &len);
 
-	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
-	va_end(ap);
-	if (n < 0 || n >= (int)sizeof(line) - 1)
-		return -EMSGSIZE;
-	line[n++] = '\n';
-	return control_write_all(l->fd, line, (size_t)n);
+	if (!ret)
+		ret = control_write_all(l->fd, line, len);
+	free(line);
+	return ret;
 }
 
 /* A worker read the hello of @id: tell it whether to start fresh, restore,
@@ -313,7 +341,10 @@ static void worker_hello(struct supervisor *sv, unsigned index, const char *id)
 	if (k && k->plan == PLAN_RESTORE) {
 		suspended_forget(sv, id);
 		pr_info("session %s: worker %d restores '%s'", id, atomic_load(&sv->slots[index].pid), k->snapshot);
-		link_send(l, "restore %s %d", k->snapshot, k->device);
+		struct control_link m = { .type = CONTROL_LINK_RESTORE, .device = k->device };
+
+		memcpy(m.snapshot, k->snapshot, sizeof(k->snapshot));
+		link_send(l, &m);
 		/* Whoever asked for the restore hears when it is done. */
 		l->client_fd = k->client_fd;
 		k->client_fd = -1;
@@ -321,47 +352,43 @@ static void worker_hello(struct supervisor *sv, unsigned index, const char *id)
 		return;
 	}
 	if (k && k->plan == PLAN_SUSPENDED) {
-		link_send(l, "wait");
+		link_send(l, &(struct control_link){ .type = CONTROL_LINK_WAIT });
 		k->waiting_slot = (int)index;
 		return;
 	}
 	if (other >= 0) {
-		link_send(l, "refuse session %s is served by worker %d", id, atomic_load(&sv->slots[other].pid));
+		struct control_link m = { .type = CONTROL_LINK_REFUSE };
+
+		snprintf(m.reason, sizeof(m.reason), "session %s is served by worker %d", id,
+			 atomic_load(&sv->slots[other].pid));
+		link_send(l, &m);
 		return;
 	}
-	link_send(l, "new");
+	link_send(l, &(struct control_link){ .type = CONTROL_LINK_NEW });
 }
 
-static bool json_ok(const char *json)
-{
-	return strstr(json, "\"ok\":true") != NULL;
-}
-
-static void worker_line(struct supervisor *sv, unsigned index, char *line)
+static void worker_line(struct supervisor *sv, unsigned index, char *line, size_t len)
 {
 	struct worker_link *l = &sv->links[index];
 	struct session_slot *slot = &sv->slots[index];
-	char *arg = strchr(line, ' ');
+	struct control_link m;
+	char err[256];
 
-	arg = arg ? arg + 1 : line + strlen(line);
-	if (!strncmp(line, "hello ", 6)) {
-		char id[SESSION_ID_MAX];
+	if (control_link_decode(line, len, &m, err, sizeof(err))) {
+		pr_warn("worker %d: bad message (%s): '%.60s'", atomic_load(&slot->pid), err, line);
+	} else if (m.type == CONTROL_LINK_HELLO) {
+		if (strlen(m.session) < SESSION_ID_MAX)
+			worker_hello(sv, index, m.session);
+	} else if (m.type == CONTROL_LINK_READY) {
+		pr_debug("worker %d ready", atomic_load(&slot->pid));
+		client_finish(&l->client_fd, &m.reply);
+	} else if (m.type == CONTROL_LINK_PROGRESS) {
+		client_send(&l->client_fd, &m.reply);
+	} else if (m.type == CONTROL_LINK_RESULT) {
+		bool ok = m.reply.kind == CONTROL_REPLY_SNAPSHOT;
+		struct session_known *k = known_get(sv, slot->id, ok);
 
-		if (sscanf(arg, "%127s", id) == 1)
-			worker_hello(sv, index, id);
-	} else if (!strncmp(line, "ready ", 6)) {
-		pr_debug("worker %d ready: %s", atomic_load(&slot->pid), arg);
-		client_finish(&l->client_fd, arg);
-	} else if (!strncmp(line, "progress ", 9)) {
-		if (l->client_fd >= 0 && (control_write_all(l->client_fd, arg, strlen(arg)) ||
-					  control_write_all(l->client_fd, "\n", 1))) {
-			close(l->client_fd);
-			l->client_fd = -1;
-		}
-	} else if (!strncmp(line, "result ", 7)) {
-		struct session_known *k = known_get(sv, slot->id, json_ok(arg));
-
-		if (json_ok(arg) && k) {
+		if (ok && k) {
 			snprintf(k->latest, sizeof(k->latest), "%s", l->snapshot);
 			if (l->suspending) {
 				k->plan = PLAN_SUSPENDED;
@@ -371,10 +398,12 @@ static void worker_line(struct supervisor *sv, unsigned index, char *line)
 			}
 		}
 		l->suspending = false;
-		client_finish(&l->client_fd, arg);
+		client_finish(&l->client_fd, &m.reply);
 	} else {
-		pr_warn("worker %d: unexpected line '%.60s'", atomic_load(&slot->pid), line);
+		pr_warn("worker %d: unexpected %s message", atomic_load(&slot->pid),
+			control_link_type_name(m.type));
 	}
+	control_link_release(&m);
 }
 
 static void worker_readable(struct supervisor *sv, unsigned index)
@@ -392,7 +421,7 @@ static void worker_readable(struct supervisor *sv, unsigned index)
 	l->buf[l->len] = 0;
 	while ((nl = strchr(l->buf, '\n'))) {
 		*nl = 0;
-		worker_line(sv, index, l->buf);
+		worker_line(sv, index, l->buf, (size_t)(nl - l->buf));
 		memmove(l->buf, nl + 1, l->len - (size_t)(nl + 1 - l->buf) + 1);
 		l->len -= (size_t)(nl + 1 - l->buf);
 	}
@@ -443,8 +472,8 @@ static void workers_reap(struct supervisor *sv)
 		/* Read what it said last before forgetting it. */
 		while (sv->links[index].fd >= 0)
 			worker_readable(sv, index);
-		client_finish(&sv->links[index].client_fd,
-			      "{\"error\":\"the session's worker exited before answering; see ternd's log\"}");
+		client_fail(&sv->links[index].client_fd,
+			    "the session's worker exited before answering; see ternd's log");
 		for (unsigned i = 0; i < SESSIONS_KNOWN; i++)
 			if (sv->known[i].waiting_slot == (int)index)
 				sv->known[i].waiting_slot = -1;
@@ -452,15 +481,21 @@ static void workers_reap(struct supervisor *sv)
 	}
 }
 
-static size_t json_sessions(struct supervisor *sv, char *buf, size_t cap)
+/* The answer to status; @r is released by the caller. */
+static int reply_status(struct supervisor *sv, struct control_reply *r)
 {
-	size_t n = 0;
-	bool first = true;
+	struct control_status *st = &r->status;
+	struct control_session_info *e;
 
-	n += (size_t)snprintf(buf + n, cap - n, "{\"pid\":%d,\"backend\":\"%s\",\"state_dir\":\"%s\","
-			      "\"sessions_started\":%lu,\"sessions\":[", (int)getpid(),
-			      sv->cfg->worker.backend, sv->cfg->state_dir, sv->sessions_started);
-	for (unsigned i = 0; i < SESSION_SLOTS && n < cap; i++) {
+	r->kind = CONTROL_REPLY_STATUS;
+	st->pid = (int32_t)getpid();
+	snprintf(st->backend, sizeof(st->backend), "%s", sv->cfg->worker.backend);
+	snprintf(st->state_dir, sizeof(st->state_dir), "%s", sv->cfg->state_dir);
+	st->sessions_started = sv->sessions_started;
+	st->sessions = calloc(SESSION_SLOTS + SESSIONS_KNOWN, sizeof(*st->sessions));
+	if (!st->sessions)
+		return -ENOMEM;
+	for (unsigned i = 0; i < SESSION_SLOTS; i++) {
 		struct session_slot *s = &sv->slots[i];
 		uint32_t state = atomic_load(&s->state);
 		struct session_known *k;
@@ -468,33 +503,33 @@ static size_t json_sessions(struct supervisor *sv, char *buf, size_t cap)
 		if (state == SESSION_FREE || !atomic_load(&s->pid))
 			continue;
 		k = s->id[0] ? known_get(sv, s->id, false) : NULL;
-		n += (size_t)snprintf(buf + n, cap - n,
-			"%s{\"id\":\"%s\",\"pid\":%d,\"state\":\"%s\",\"device\":%d,\"memory\":%llu,"
-			"\"calls\":%llu,\"round_trips\":%llu,\"started\":%llu,\"listener\":\"%s\",\"snapshot\":\"%s\"}",
-			first ? "" : ",", s->id, atomic_load(&s->pid),
-			(k && k->plan == PLAN_SUSPENDED) || (k && k->waiting_slot == (int)i) ? "suspended" :
-			state == SESSION_ACTIVE ? "active" : "starting",
-			atomic_load(&s->device), (unsigned long long)atomic_load(&s->memory),
-			(unsigned long long)atomic_load(&s->calls), (unsigned long long)atomic_load(&s->round_trips),
-			(unsigned long long)atomic_load(&s->started),
-			s->peer, k ? k->latest : "");
-		first = false;
+		e = &st->sessions[st->session_count++];
+		snprintf(e->id, sizeof(e->id), "%s", s->id);
+		e->pid = atomic_load(&s->pid);
+		snprintf(e->state, sizeof(e->state), "%s",
+			 (k && k->plan == PLAN_SUSPENDED) || (k && k->waiting_slot == (int)i) ? "suspended" :
+			 state == SESSION_ACTIVE ? "active" : "starting");
+		e->device = atomic_load(&s->device);
+		e->memory = atomic_load(&s->memory);
+		e->calls = atomic_load(&s->calls);
+		e->round_trips = atomic_load(&s->round_trips);
+		e->started = atomic_load(&s->started);
+		snprintf(e->listener, sizeof(e->listener), "%s", s->peer);
+		snprintf(e->snapshot, sizeof(e->snapshot), "%s", k ? k->latest : "");
 	}
 	/* Suspended sessions have no worker but are sessions all the same. */
-	for (unsigned i = 0; i < SESSIONS_KNOWN && n < cap; i++) {
+	for (unsigned i = 0; i < SESSIONS_KNOWN; i++) {
 		struct session_known *k = &sv->known[i];
 
 		if (!k->id[0] || k->plan == PLAN_NONE || slot_of_session(sv, k->id, -1) >= 0)
 			continue;
-		n += (size_t)snprintf(buf + n, cap - n,
-			"%s{\"id\":\"%s\",\"pid\":0,\"state\":\"%s\",\"device\":%d,\"memory\":0,\"calls\":0,"
-			"\"started\":0,\"listener\":\"\",\"snapshot\":\"%s\"}", first ? "" : ",", k->id,
-			k->plan == PLAN_SUSPENDED ? "suspended" : "restoring", k->device, k->snapshot);
-		first = false;
+		e = &st->sessions[st->session_count++];
+		snprintf(e->id, sizeof(e->id), "%s", k->id);
+		snprintf(e->state, sizeof(e->state), "%s", k->plan == PLAN_SUSPENDED ? "suspended" : "restoring");
+		e->device = k->device;
+		snprintf(e->snapshot, sizeof(e->snapshot), "%s", k->snapshot);
 	}
-	if (n < cap)
-		n += (size_t)snprintf(buf + n, cap - n, "]}");
-	return n < cap ? n : cap - 1;
+	return 0;
 }
 
 static void store_path(struct supervisor *sv, char *out, size_t cap)
@@ -507,136 +542,132 @@ static void reply_snapshots(struct supervisor *sv, int client)
 	char dir[4200];
 	struct snap_store *store = NULL;
 	struct snap_info *list = NULL;
+	struct control_reply r = { .kind = CONTROL_REPLY_SNAPSHOTS };
+	struct control_snapshots *ss = &r.snapshots;
 	unsigned count = 0;
-	size_t cap = 1 << 20, n = 0;
-	char *buf = malloc(cap);
 	int ret;
 
 	store_path(sv, dir, sizeof(dir));
 	ret = snap_store_open(dir, NULL, SNAP_STORE_CREATE, &store);
 	if (!ret)
 		ret = snap_store_list(store, &list, &count);
-	if (ret || !buf) {
-		char err[512];
-
-		snprintf(err, sizeof(err), "{\"error\":\"cannot list the snapshot store %s: %s\"}", dir,
-			 strerror(ret ? -ret : ENOMEM));
-		client_finish(&client, err);
+	if (!ret && count > CONTROL_LIST_MAX)
+		ret = -E2BIG;
+	if (!ret) {
+		ss->snapshots = calloc(count ? count : 1, sizeof(*ss->snapshots));
+		ret = ss->snapshots ? 0 : -ENOMEM;
+	}
+	if (ret) {
+		control_reply_error(&r, "cannot list the snapshot store %s: %s", dir, strerror(-ret));
 		goto out;
 	}
-	n += (size_t)snprintf(buf + n, cap - n, "{\"ok\":true,\"store\":\"%s\",\"snapshots\":[", dir);
-	for (unsigned i = 0; i < count && n < cap - 1024; i++) {
+	store_path(sv, ss->store, sizeof(ss->store));
+	for (unsigned i = 0; i < count; i++) {
+		struct control_snapshot_info *e = &ss->snapshots[ss->count++];
 		struct snap_manifest m;
-		char session[SESSION_ID_MAX] = "";
 
 		if (!snap_store_manifest_get(store, list[i].name, &m))
-			snprintf(session, sizeof(session), "%s", m.session_id);
-		n += (size_t)snprintf(buf + n, cap - n,
-			"%s{\"name\":\"%s\",\"parent\":\"%s\",\"session\":\"%s\",\"created_ns\":%llu,"
-			"\"logical_bytes\":%llu,\"stored_bytes\":%llu,\"complete\":%s}", i ? "," : "",
-			list[i].name, list[i].parent, session, (unsigned long long)list[i].created_ns,
-			(unsigned long long)list[i].logical_bytes, (unsigned long long)list[i].stored_bytes,
-			list[i].complete ? "true" : "false");
+			snprintf(e->session, sizeof(e->session), "%s", m.session_id);
+		snprintf(e->name, sizeof(e->name), "%s", list[i].name);
+		snprintf(e->parent, sizeof(e->parent), "%s", list[i].parent);
+		e->created_ns = list[i].created_ns;
+		e->logical_bytes = list[i].logical_bytes;
+		e->stored_bytes = list[i].stored_bytes;
+		e->complete = list[i].complete;
 	}
-	snprintf(buf + n, cap - n, "]}");
-	client_finish(&client, buf);
 out:
+	client_finish(&client, &r);
+	control_reply_release(&r);
 	free(list);
-	free(buf);
 	snap_store_close(store);
 }
 
-/* "snapshot SESSION [NAME] [--incremental]" and "suspend SESSION". */
-static void request_snapshot(struct supervisor *sv, int client, char **argv, int argc, bool suspend)
+/* snapshot (session, snapshot, incremental) and suspend (session). */
+static void request_snapshot(struct supervisor *sv, int client, const struct control_request *req)
 {
-	char err[512], name[SNAP_NAME_MAX + 1] = "";
-	const char *parent = "-";
-	bool incremental = false;
+	struct control_link m = { .type = CONTROL_LINK_SNAPSHOT, .suspend = req->op == CONTROL_OP_SUSPEND };
 	struct session_known *k;
 	struct worker_link *l;
 	struct timespec ts;
 	int index;
 
-	for (int i = 2; i < argc; i++) {
-		if (!strcmp(argv[i], "--incremental"))
-			incremental = true;
-		else
-			snprintf(name, sizeof(name), "%s", argv[i]);
-	}
-	index = argc > 1 ? slot_of_session(sv, argv[1], -1) : -1;
+	index = slot_of_session(sv, req->session, -1);
 	if (index < 0 || atomic_load(&sv->slots[index].state) != SESSION_ACTIVE) {
-		snprintf(err, sizeof(err), "{\"error\":\"no active session '%s': see `ckpt ls`\"}",
-			 argc > 1 ? argv[1] : "");
-		client_finish(&client, err);
+		client_fail(&client, "no active session '%s': see `ckpt ls`", req->session);
+		return;
+	}
+	if (req->snapshot[0] && !snap_name_valid(req->snapshot)) {
+		client_fail(&client, "invalid snapshot name '%s': use 1-%d of A-Z a-z 0-9 . _ -, not starting "
+			    "with '.'", req->snapshot, SNAP_NAME_MAX);
 		return;
 	}
 	l = &sv->links[index];
 	if (l->client_fd >= 0 || l->fd < 0) {
-		client_finish(&client, "{\"error\":\"the session is busy with another snapshot; retry when it is done\"}");
+		client_fail(&client, "the session is busy with another snapshot; retry when it is done");
 		return;
 	}
-	k = known_get(sv, argv[1], true);
-	if (incremental) {
+	k = known_get(sv, req->session, true);
+	if (req->incremental) {
 		if (!k || !k->latest[0]) {
-			client_finish(&client, "{\"error\":\"no earlier snapshot of this session to base an incremental one on; take a full snapshot first\"}");
+			client_fail(&client, "no earlier snapshot of this session to base an incremental one on; "
+				    "take a full snapshot first");
 			return;
 		}
-		parent = k->latest;
+		memcpy(m.parent, k->latest, sizeof(k->latest));
 	}
-	if (!name[0]) {
+	if (req->snapshot[0]) {
+		memcpy(m.snapshot, req->snapshot, sizeof(req->snapshot));
+	} else {
+		/* Live session ids are already valid names (the worker cleans them). */
 		clock_gettime(CLOCK_REALTIME, &ts);
-		snprintf(name, sizeof(name), "%.40s-%lld%03ld", argv[1], (long long)ts.tv_sec, ts.tv_nsec / 1000000);
+		snprintf(m.snapshot, sizeof(m.snapshot), "%.40s-%lld%03ld", req->session, (long long)ts.tv_sec,
+			 ts.tv_nsec / 1000000);
 	}
-	if (!snap_name_valid(name)) {
-		client_finish(&client, "{\"error\":\"invalid snapshot name: use letters, digits, '.', '_' and '-'\"}");
-		return;
-	}
-	snprintf(l->snapshot, sizeof(l->snapshot), "%s", name);
-	l->suspending = suspend;
+	memcpy(l->snapshot, m.snapshot, sizeof(l->snapshot));
+	l->suspending = m.suspend;
 	l->client_fd = client;
-	if (link_send(l, "snapshot %s %s %d", name, parent, suspend ? 1 : 0)) {
+	if (link_send(l, &m)) {
 		l->client_fd = -1;
-		client_finish(&client, "{\"error\":\"the session's worker does not answer\"}");
+		client_fail(&client, "the session's worker does not answer");
 	}
 }
 
-/* "resume SESSION|SNAPSHOT [--device N]" and "restore SNAPSHOT [--device N]". */
-static void request_restore(struct supervisor *sv, int client, char **argv, int argc, bool resume)
+/* resume (session: a suspended session or a snapshot; device) and restore
+ * (snapshot; device). */
+static void request_restore(struct supervisor *sv, int client, const struct control_request *req)
 {
-	char err[600], dir[4200], session[SESSION_ID_MAX] = "", snapshot[SNAP_NAME_MAX + 1] = "";
+	char dir[4200], session[SESSION_ID_MAX] = "", snapshot[SNAP_NAME_MAX + 1] = "";
+	const char *name = req->op == CONTROL_OP_RESUME ? req->session : req->snapshot;
 	struct session_known *k = NULL;
 	struct snap_manifest m;
 	struct snap_store *store = NULL;
-	int device = sv->cfg->worker.exec_cfg.device, live;
+	int device = req->device >= 0 ? req->device : sv->cfg->worker.exec_cfg.device, live;
 
-	for (int i = 2; i + 1 < argc; i++)
-		if (!strcmp(argv[i], "--device"))
-			device = atoi(argv[i + 1]);
-	if (argc < 2) {
-		client_finish(&client, "{\"error\":\"name a session or snapshot\"}");
-		return;
-	}
-	if (resume)
-		k = known_get(sv, argv[1], false);
+	if (req->op == CONTROL_OP_RESUME)
+		k = known_get(sv, name, false);
 	if (k && k->plan == PLAN_SUSPENDED) {
 		snprintf(session, sizeof(session), "%s", k->id);
 		snprintf(snapshot, sizeof(snapshot), "%s", k->snapshot);
 	} else {
 		/* A snapshot name: its manifest says whose it is. */
 		store_path(sv, dir, sizeof(dir));
-		if (snap_store_open(dir, NULL, 0, &store) || snap_store_manifest_get(store, argv[1], &m)) {
-			snprintf(err, sizeof(err), "{\"error\":\"'%s' is neither a suspended session nor a complete "
-				 "snapshot in %s: see `ckpt ls`\"}", argv[1], dir);
+		if (!snap_name_valid(name)) {
+			client_fail(&client, "'%s' is neither a suspended session nor a valid snapshot name: "
+				    "see `ckpt ls`", name);
+			return;
+		}
+		if (snap_store_open(dir, NULL, 0, &store) || snap_store_manifest_get(store, name, &m)) {
+			client_fail(&client, "'%s' is neither a suspended session nor a complete snapshot in %s: "
+				    "see `ckpt ls`", name, dir);
 			snap_store_close(store);
-			client_finish(&client, err);
 			return;
 		}
 		snap_store_close(store);
 		snprintf(session, sizeof(session), "%s", m.session_id);
-		snprintf(snapshot, sizeof(snapshot), "%s", argv[1]);
+		snprintf(snapshot, sizeof(snapshot), "%s", name);
 		k = known_get(sv, session, true);
 		if (!k) {
-			client_finish(&client, "{\"error\":\"too many sessions known\"}");
+			client_fail(&client, "too many sessions known");
 			return;
 		}
 	}
@@ -664,32 +695,43 @@ static void request_restore(struct supervisor *sv, int client, char **argv, int 
 
 static void control_serve(struct supervisor *sv)
 {
-	static char reply[SESSION_SLOTS * 600 + 4096];
-	char cmd[1024], *argv[16], *save = NULL;
-	int argc = 0;
-	int fd = transport_accept(sv->control_fd);
+	struct control_reply reply = { 0 };
+	struct control_request req;
+	char line[CONTROL_REQUEST_MAX], err[256];
+	int fd = transport_accept(sv->control_fd), n;
 
 	if (fd < 0)
 		return;
-	if (control_line_read(fd, cmd, sizeof(cmd), 2000) < 0) {
-		close(fd);
+	n = control_line_read(fd, line, sizeof(line), 2000);
+	if (n < 0) {
+		if (n == -EMSGSIZE)
+			client_fail(&fd, "request longer than %d bytes", CONTROL_REQUEST_MAX);
+		if (fd >= 0)
+			close(fd);
 		return;
 	}
-	for (char *t = strtok_r(cmd, " \t", &save); t && argc < 16; t = strtok_r(NULL, " \t", &save))
-		argv[argc++] = t;
-	if (!argc) {
-		client_finish(&fd, "{\"error\":\"empty command\"}");
-	} else if (!strcmp(argv[0], "status")) {
-		json_sessions(sv, reply, sizeof(reply));
-		client_finish(&fd, reply);
-	} else if (!strcmp(argv[0], "snapshot") || !strcmp(argv[0], "suspend")) {
-		request_snapshot(sv, fd, argv, argc, !strcmp(argv[0], "suspend"));
-	} else if (!strcmp(argv[0], "resume") || !strcmp(argv[0], "restore")) {
-		request_restore(sv, fd, argv, argc, !strcmp(argv[0], "resume"));
-	} else if (!strcmp(argv[0], "snapshots")) {
+	if (control_request_decode(line, (size_t)n, &req, err, sizeof(err))) {
+		client_fail(&fd, "bad request: %s (is ckpt from the same build as ternd?)", err);
+		return;
+	}
+	switch (req.op) {
+	case CONTROL_OP_STATUS:
+		if (reply_status(sv, &reply))
+			control_reply_error(&reply, "out of memory");
+		client_finish(&fd, &reply);
+		control_reply_release(&reply);
+		break;
+	case CONTROL_OP_SNAPSHOT:
+	case CONTROL_OP_SUSPEND:
+		request_snapshot(sv, fd, &req);
+		break;
+	case CONTROL_OP_RESUME:
+	case CONTROL_OP_RESTORE:
+		request_restore(sv, fd, &req);
+		break;
+	case CONTROL_OP_SNAPSHOTS:
 		reply_snapshots(sv, fd);
-	} else {
-		client_finish(&fd, "{\"error\":\"unknown command: use status, snapshot, suspend, resume, restore or snapshots\"}");
+		break;
 	}
 }
 

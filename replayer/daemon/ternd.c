@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "control_msg.h"
 #include "log.h"
 #include "supervisor.h"
 #include "units.h"
@@ -293,33 +294,45 @@ static void socket_dir_make(const char *socket_path)
 
 static int status_print(const char *control, bool json)
 {
-	char *reply = NULL, *p;
-	int ret = control_request(control, "status", 5000, &reply);
+	struct control_request req = { .op = CONTROL_OP_STATUS, .device = -1 };
+	struct control_reply r;
+	char *line = NULL, *reply = NULL, err[256];
+	size_t len = 0;
+	int ret = control_request_encode(&req, &line, &len);
 
+	if (!ret) {
+		line[len - 1] = 0;      /* control_request() ends the line */
+		ret = control_request(control, line, 5000, &reply);
+	}
+	free(line);
 	if (ret) {
 		fprintf(stderr, "ternd: no ternd answers on %s (%s); is it running? start it with `ternd`\n",
 			control, strerror(-ret));
 		return 1;
 	}
+	ret = control_reply_decode(reply, strlen(reply), CONTROL_OP_STATUS, &r, err, sizeof(err));
+	if (ret || r.kind != CONTROL_REPLY_STATUS) {
+		fprintf(stderr, "ternd: the ternd on %s %s: %s\n", control,
+			ret ? "sent a malformed answer" : "refused", ret ? err : r.error);
+		control_reply_release(&r);
+		free(reply);
+		return 1;
+	}
 	if (json) {
 		fputs(reply, stdout);
-		free(reply);
-		return 0;
-	}
-	/* A table from the JSON we produced ourselves: walk the session objects. */
-	printf("%-32s %8s %6s %12s %10s %11s %s\n", "SESSION", "PID", "DEVICE", "MEMORY", "CALLS",
-	       "ROUND_TRIPS", "STATE");
-	for (p = strstr(reply, "{\"id\":"); p; p = strstr(p + 1, "{\"id\":")) {
-		char id[SESSION_ID_MAX], state[16], mem[32];
-		int pid, dev;
-		unsigned long long memory, calls, trips = 0;
+	} else {
+		printf("%-32s %8s %6s %12s %10s %11s %s\n", "SESSION", "PID", "DEVICE", "MEMORY", "CALLS",
+		       "ROUND_TRIPS", "STATE");
+		for (uint32_t i = 0; i < r.status.session_count; i++) {
+			const struct control_session_info *e = &r.status.sessions[i];
+			char mem[32];
 
-		if (sscanf(p, "{\"id\":\"%127[^\"]\",\"pid\":%d,\"state\":\"%15[^\"]\",\"device\":%d,\"memory\":%llu,"
-			   "\"calls\":%llu,\"round_trips\":%llu", id, &pid, state, &dev, &memory, &calls, &trips) >= 6) {
-			units_size_format(memory, mem, sizeof(mem));
-			printf("%-32s %8d %6d %12s %10llu %11llu %s\n", id, pid, dev, mem, calls, trips, state);
+			units_size_format(e->memory, mem, sizeof(mem));
+			printf("%-32s %8d %6d %12s %10llu %11llu %s\n", e->id, e->pid, e->device, mem,
+			       (unsigned long long)e->calls, (unsigned long long)e->round_trips, e->state);
 		}
 	}
+	control_reply_release(&r);
 	free(reply);
 	return 0;
 }

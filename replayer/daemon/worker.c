@@ -78,7 +78,7 @@ struct worker_session {
 	bool suspend_after_job;
 	char journal_dir[4400];         /* removed when the session ends: snapshots keep copies */
 	CUresult deferred_error;        /* first failure of a request that wanted no reply */
-	char job_name[128];
+	char job_name[CONTROL_NAME_MAX + 1];
 };
 
 /* What the guest's replay log may forget (the reply header's ctx). A restore
@@ -233,18 +233,30 @@ static int hello_wait(struct worker_conn *c, const struct worker_config *cfg,
 	return 0;
 }
 
-static int cmd_send(const struct worker_config *cfg, const char *kind, const char *text)
+static int cmd_send(const struct worker_config *cfg, const struct control_link *m)
 {
-	char line[WORKER_LINE_MAX];
-	int n = snprintf(line, sizeof(line), "%s %s\n", kind, text);
+	char *line = NULL;
+	size_t len = 0;
+	int ret;
 
 	if (cfg->cmd_fd < 0)
 		return 0;
-	if (n >= (int)sizeof(line)) {
-		line[sizeof(line) - 2] = '\n';
-		n = sizeof(line) - 1;
-	}
-	return control_write_all(cfg->cmd_fd, line, (size_t)n);
+	ret = control_link_encode(m, &line, &len);
+	if (ret)
+		pr_warn("cannot encode a %s message: %s", control_link_type_name(m->type), strerror(-ret));
+	else
+		ret = control_write_all(cfg->cmd_fd, line, len);
+	free(line);
+	return ret;
+}
+
+/* A reply for the supervisor to pass on (a snapshot's result or progress). */
+static int cmd_reply_send(const struct worker_config *cfg, enum control_link_type type,
+			  const struct control_reply *r)
+{
+	struct control_link m = { .type = type, .reply = *r };
+
+	return cmd_send(cfg, &m);
 }
 
 /* Remove the files of a journal directory (LMDB's data and lock files). */
@@ -287,12 +299,14 @@ static void store_dir(const struct worker_config *cfg, char *out, size_t cap)
 static void snapshot_start(struct worker_session *s, const char *name, const char *parent, bool suspend)
 {
 	struct checkpoint_request req = { 0 };
-	char sdir[4200], err[512] = "", json[1024];
+	char sdir[4200], err[512] = "";
 	static uint8_t kept[KEPT_REPLY_MAX];
+	struct control_reply r = { .kind = CONTROL_REPLY_PROGRESS };
 	size_t kept_len = 0;
 
 	if (s->job) {
-		cmd_send(s->cfg, "result", "{\"error\":\"a snapshot of this session is still being written; retry when it is done\"}");
+		control_reply_error(&r, "a snapshot of this session is still being written; retry when it is done");
+		cmd_reply_send(s->cfg, CONTROL_LINK_RESULT, &r);
 		return;
 	}
 	store_dir(s->cfg, sdir, sizeof(sdir));
@@ -300,58 +314,57 @@ static void snapshot_start(struct worker_session *s, const char *name, const cha
 		kept_len = wire_msg_payload_copy(&s->c.reply, kept, sizeof(kept));
 	req.store_dir = sdir;
 	req.name = name;
-	req.parent = strcmp(parent, "-") ? parent : NULL;
+	req.parent = parent[0] ? parent : NULL;
 	req.session = s->id;
 	req.seq = s->seq;
 	req.reply = kept;
 	req.reply_len = kept_len;
 	if (checkpoint_begin(&s->ck, &req, &s->job, err, sizeof(err))) {
-		snprintf(json, sizeof(json), "{\"error\":\"snapshot '%s': %s\"}", name, err);
-		cmd_send(s->cfg, "result", json);
+		control_reply_error(&r, "snapshot '%s': %s", name, err);
+		cmd_reply_send(s->cfg, CONTROL_LINK_RESULT, &r);
 		return;
 	}
 	s->suspend_after_job = suspend;
 	s->c.snapshot_running = true;
 	snprintf(s->job_name, sizeof(s->job_name), "%s", name);
-	snprintf(json, sizeof(json), "{\"progress\":0.5,\"stage\":\"paused\",\"snapshot\":\"%s\"}", name);
-	cmd_send(s->cfg, "progress", json);
+	r.progress.progress = 0.5;
+	snprintf(r.progress.stage, sizeof(r.progress.stage), "paused");
+	snprintf(r.progress.snapshot, sizeof(r.progress.snapshot), "%s", name);
+	cmd_reply_send(s->cfg, CONTROL_LINK_PROGRESS, &r);
 }
 
 /* The drain finished: report, and remember what is durable. Returns true
  * when the session should end (suspended). */
 static bool snapshot_end(struct worker_session *s)
 {
-	char json[2048];
-	uint64_t seq = s->seq;
+	struct control_reply result;
 	int ret;
 
-	ret = checkpoint_end(s->job, json, sizeof(json));
+	ret = checkpoint_end(s->job, &result);
 	s->job = NULL;
 	s->c.snapshot_running = false;
-	if (!ret) {
-		/* The snapshot's sequence number is in the result; parse it back. */
-		const char *p = strstr(json, "\"seq\":");
-
-		if (p)
-			seq = strtoull(p + 6, NULL, 10);
-		s->c.durable_seq = seq;
-	}
-	cmd_send(s->cfg, "result", json);
+	if (!ret)
+		s->c.durable_seq = result.snapshot.seq;
+	cmd_reply_send(s->cfg, CONTROL_LINK_RESULT, &result);
 	return !ret && s->suspend_after_job;
 }
 
 /* Returns true when the session should end (suspended). */
-static bool cmd_handle(struct worker_session *s, char *line)
+static bool cmd_handle(struct worker_session *s, const char *line, size_t len)
 {
-	char name[128], parent[128];
-	int suspend = 0;
+	struct control_link m;
+	char err[256];
 
-	if (sscanf(line, "snapshot %127s %127s %d", name, parent, &suspend) >= 2) {
-		snapshot_start(s, name, parent, suspend != 0);
+	if (control_link_decode(line, len, &m, err, sizeof(err))) {
+		pr_warn("bad message from the supervisor: %s", err);
+	} else if (m.type == CONTROL_LINK_SNAPSHOT) {
+		snapshot_start(s, m.snapshot, m.parent, m.suspend);
 		/* A suspend keeps the guest out until the snapshot is durable. */
-		return s->job && suspend ? snapshot_end(s) : false;
+		return s->job && m.suspend ? snapshot_end(s) : false;
+	} else {
+		pr_warn("unexpected %s message from the supervisor", control_link_type_name(m.type));
 	}
-	pr_warn("unknown supervisor command '%s'", line);
+	control_link_release(&m);
 	return false;
 }
 
@@ -420,34 +433,47 @@ static void slot_memory_changed(void *opaque, uint64_t bytes)
 }
 
 static int session_open(struct worker_session *s, const struct wire_hello_req *hello,
-			struct session_slot *slot, char *ready, size_t cap)
+			struct session_slot *slot, struct control_reply *ready)
 {
 	const struct worker_config *cfg = s->cfg;
 	struct worker_config local = *cfg;
-	char answer[WORKER_LINE_MAX], line[WORKER_LINE_MAX], snap[128] = "";
+	struct control_link m;
+	char answer[WORKER_LINE_MAX], snap[CONTROL_NAME_MAX + 1] = "", err[256];
 	struct backend *be = NULL;
 	int device = cfg->exec_cfg.device, ret;
 
-	snprintf(line, sizeof(line), "%s %llu", s->id, (unsigned long long)hello->last_seq);
 	if (cfg->cmd_fd >= 0) {
-		if (cmd_send(cfg, "hello", line))
+		memset(&m, 0, sizeof(m));
+		m.type = CONTROL_LINK_HELLO;
+		m.last_seq = hello->last_seq;
+		snprintf(m.session, sizeof(m.session), "%s", s->id);
+		if (cmd_send(cfg, &m))
 			return -EPIPE;
 		for (;;) {
 			ret = control_line_read(cfg->cmd_fd, answer, sizeof(answer), -1);
 			if (ret < 0)
 				return ret;
-			if (!strcmp(answer, "wait")) {
+			if (control_link_decode(answer, (size_t)ret, &m, err, sizeof(err))) {
+				pr_err("session %s: bad answer to its hello from the supervisor: %s", s->id, err);
+				return -EPROTO;
+			}
+			if (m.type == CONTROL_LINK_WAIT) {
 				pr_info("session %s is suspended: waiting for ckpt resume", s->id);
 				continue;
 			}
 			break;
 		}
-		if (!strncmp(answer, "refuse", 6)) {
-			pr_warn("session %s refused: %s", s->id, answer + 6);
+		if (m.type == CONTROL_LINK_REFUSE) {
+			pr_warn("session %s refused: %s", s->id, m.reason);
 			return -EBUSY;
 		}
-		if (sscanf(answer, "restore %127s %d", snap, &device) < 1)
-			snap[0] = 0;
+		if (m.type == CONTROL_LINK_RESTORE) {
+			memcpy(snap, m.snapshot, sizeof(snap));
+			device = m.device;
+		} else if (m.type != CONTROL_LINK_NEW) {
+			pr_err("session %s: unexpected %s answer to its hello", s->id, control_link_type_name(m.type));
+			return -EPROTO;
+		}
 	}
 	local.exec_cfg.device = device;
 	ret = backend_open(cfg->backend, &cfg->backend_cfg, &be);
@@ -457,7 +483,7 @@ static int session_open(struct worker_session *s, const struct wire_hello_req *h
 	if (ret) {
 		pr_err("session %s: cannot open the %s backend on device %d (%d)", s->id, cfg->backend, device, ret);
 		backend_close(be);
-		snprintf(ready, cap, "{\"error\":\"session %s: no device %d on the %s backend\"}", s->id, device, cfg->backend);
+		control_reply_error(ready, "session %s: no device %d on the %s backend", s->id, device, cfg->backend);
 		return ret;
 	}
 	checkpoint_init(&s->ck, &s->ex);
@@ -472,7 +498,7 @@ static int session_open(struct worker_session *s, const struct wire_hello_req *h
 
 		store_dir(cfg, sdir, sizeof(sdir));
 		ret = checkpoint_restore(&s->ck, sdir, snap, &s->resume_seq, &s->resume_reply,
-					 &s->resume_reply_len, ready, cap);
+					 &s->resume_reply_len, ready);
 		if (ret)
 			return ret;
 		s->seq = s->resume_seq;
@@ -481,7 +507,8 @@ static int session_open(struct worker_session *s, const struct wire_hello_req *h
 		pr_info("session %s restored from '%s' at request %llu", s->id, snap,
 			(unsigned long long)s->resume_seq);
 	} else {
-		snprintf(ready, cap, "{\"ok\":true,\"session\":\"%s\"}", s->id);
+		ready->kind = CONTROL_REPLY_RESTORE;
+		snprintf(ready->restore.session, sizeof(ready->restore.session), "%s", s->id);
 	}
 	return 0;
 }
@@ -492,7 +519,7 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	struct wire_hello_req *hello = calloc(1, sizeof(*hello));
 	struct wire_header h;
 	struct wire_cursor cur;
-	char ready[2048];
+	struct control_reply ready = { 0 };
 	char line[WORKER_LINE_MAX];
 	size_t line_len = 0;
 	unsigned unpolled = 0;
@@ -510,8 +537,10 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	session_id_clean(s->id, hello->session);
 	if (slot)
 		snprintf(slot->id, sizeof(slot->id), "%s", s->id);
-	ret = session_open(s, hello, slot, ready, sizeof(ready));
-	cmd_send(cfg, "ready", ret && !strstr(ready, "error") ? "{\"error\":\"session refused\"}" : ready);
+	ret = session_open(s, hello, slot, &ready);
+	if (ret && ready.kind != CONTROL_REPLY_ERROR)
+		control_reply_error(&ready, "session %s refused: %s", s->id, strerror(-ret));
+	cmd_reply_send(cfg, CONTROL_LINK_READY, &ready);
 	if (ret) {
 		reply_status(&s->c, &h, ret == -EBUSY ? CUDA_ERROR_NOT_PERMITTED : CUDA_ERROR_NO_DEVICE, 0);
 		if (s->ex.be)
@@ -578,7 +607,7 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 				line[line_len] = 0;
 				while (!end && (nl = strchr(line, '\n'))) {
 					*nl = 0;
-					end = cmd_handle(s, line);
+					end = cmd_handle(s, line, (size_t)(nl - line));
 					memmove(line, nl + 1, line_len - (size_t)(nl + 1 - line) + 1);
 					line_len -= (size_t)(nl + 1 - line);
 				}

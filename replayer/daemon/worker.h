@@ -10,6 +10,7 @@
 #define TERN_WORKER_H
 
 #include "backend.h"
+#include "control_msg.h"
 #include "exec.h"
 #include "session_slot.h"
 
@@ -25,14 +26,9 @@ struct worker_config {
 	int ipc_fd;                     /* IPC requests to the supervisor (ipc_broker.h); -1: none */
 };
 
-/* The supervisor <-> worker channel (a socketpair), one line per message:
- *   worker -> supervisor: "hello SESSION LAST_SEQ"  before answering the guest
- *                         "ready JSON"               session open (or restored)
- *                         "progress JSON", "result JSON"  for a snapshot
- *   supervisor -> worker: "new" | "wait" | "restore SNAPSHOT DEVICE" | "refuse TEXT"
- *                         "snapshot NAME PARENT|- SUSPEND(0|1)"
- */
-#define WORKER_LINE_MAX 4096
+/* The supervisor <-> worker channel (a socketpair): one struct control_link
+ * per line, both ways (common/control_msg.h lists the messages). */
+#define WORKER_LINE_MAX CONTROL_LINK_MAX
 
 /* In the forked worker: SIGTERM and SIGINT end the session cleanly between
  * two requests (the supervisor's shutdown sends SIGTERM, then SIGKILL after

@@ -1,0 +1,373 @@
+/* The control plane's messages (common/control_msg.h): every request, reply
+ * and line-channel message round-trips, names with any bytes included, and
+ * every kind of bad input is refused with a reason. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "control_msg.h"
+
+/* Quotes, a newline, a backslash, other control characters, UTF-8. */
+static const char odd[] = "a\"b\nc\\d\x01\x1f\x7f\t/ é ✓ 🙂";
+
+static char err[256];
+
+static int req_decode(const char *text, struct control_request *r)
+{
+	err[0] = 0;
+	return control_request_decode(text, strlen(text), r, err, sizeof(err));
+}
+
+static void request_round_trip(const struct control_request *in)
+{
+	struct control_request out;
+	char *line = NULL;
+	size_t len = 0;
+
+	assert_int_equal(control_request_encode(in, &line, &len), 0);
+	assert_int_equal(strlen(line), len);
+	/* One line: the only '\n' is the last byte. */
+	assert_ptr_equal(strchr(line, '\n'), line + len - 1);
+	assert_int_equal(control_request_decode(line, len, &out, err, sizeof(err)), 0);
+	assert_int_equal(out.op, in->op);
+	assert_string_equal(out.session, in->session);
+	assert_string_equal(out.snapshot, in->snapshot);
+	assert_int_equal(out.incremental, in->incremental);
+	assert_int_equal(out.device, in->device < 0 ? -1 : in->device);
+	free(line);
+}
+
+static void test_request_round_trip(void **state)
+{
+	struct control_request r = { .op = CONTROL_OP_SNAPSHOT, .incremental = true, .device = -1 };
+
+	(void)state;
+	strcpy(r.session, odd);
+	strcpy(r.snapshot, "snap-1");
+	request_round_trip(&r);
+	r.incremental = false;
+	r.snapshot[0] = 0;
+	request_round_trip(&r);
+	request_round_trip(&(struct control_request){ .op = CONTROL_OP_STATUS, .device = -1 });
+	request_round_trip(&(struct control_request){ .op = CONTROL_OP_SNAPSHOTS, .device = -1 });
+	memset(&r, 0, sizeof(r));
+	r.op = CONTROL_OP_SUSPEND;
+	r.device = -1;
+	strcpy(r.session, odd);
+	request_round_trip(&r);
+	r.op = CONTROL_OP_RESUME;
+	r.device = 3;
+	request_round_trip(&r);
+	memset(&r, 0, sizeof(r));
+	r.op = CONTROL_OP_RESTORE;
+	r.device = -1;
+	memset(r.snapshot, 'x', CONTROL_NAME_MAX);
+	request_round_trip(&r);
+}
+
+static void test_request_refused(void **state)
+{
+	static const struct {
+		const char *text;
+		const char *why;
+	} bad[] = {
+		{ "", "empty" },
+		{ "{\"op\":\"snapshot\",\"session\":\"s", "truncated" },
+		{ "[1,2]", "not a JSON object" },
+		{ "{\"op\":\"status\"} x", "malformed" },
+		{ "{\"session\":\"s\"}", "\"op\" is missing" },
+		{ "{\"op\":7}", "not a string" },
+		{ "{\"op\":\"reboot\"}", "unknown op" },
+		{ "{\"op\":\"status\",\"extra\":1}", "unknown member \"extra\"" },
+		{ "{\"op\":\"snapshot\"}", "\"session\" is missing" },
+		{ "{\"op\":\"snapshot\",\"session\":\"\"}", "\"session\" is empty" },
+		{ "{\"op\":\"snapshot\",\"session\":5}", "not a string" },
+		{ "{\"op\":\"snapshot\",\"session\":\"s\",\"incremental\":1}", "not true or false" },
+		{ "{\"op\":\"snapshot\",\"session\":\"s\",\"device\":1}", "unknown member \"device\"" },
+		{ "{\"op\":\"resume\",\"session\":\"s\",\"device\":1.5}", "not an integer" },
+		{ "{\"op\":\"resume\",\"session\":\"s\",\"device\":4294967296}", "out of range" },
+		{ "{\"op\":\"resume\",\"session\":\"a\\u0000b\"}", "NUL" },
+		{ "{\"op\":\"resume\",\"session\":\"\xff\"}", "utf-8" },
+		{ "{'op':'status'}", "malformed" },
+		{ "{\"op\":\"status\",}", "malformed" },
+		{ "{\"a\":{\"b\":{\"c\":{\"d\":{\"e\":{\"f\":{\"g\":{\"h\":{\"i\":1}}}}}}}}}", NULL },
+	};
+	struct control_request r;
+	char name[CONTROL_NAME_MAX + 64], text[CONTROL_NAME_MAX + 128], *big;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int rc = req_decode(bad[i].text, &r);
+
+		if (rc != -EBADMSG)
+			fail_msg("'%s' gave %d", bad[i].text, rc);
+		assert_true(err[0]);
+		if (bad[i].why && !strstr(err, bad[i].why))
+			fail_msg("'%s': '%s' does not say '%s'", bad[i].text, err, bad[i].why);
+	}
+	/* A raw NUL inside the text. */
+	assert_int_equal(control_request_decode("{\"op\":\"st\0atus\"}", 16, &r, err, sizeof(err)), -EBADMSG);
+	/* Names: CONTROL_NAME_MAX bytes fit, one more does not. */
+	memset(name, 'n', CONTROL_NAME_MAX + 1);
+	name[CONTROL_NAME_MAX + 1] = 0;
+	snprintf(text, sizeof(text), "{\"op\":\"suspend\",\"session\":\"%s\"}", name);
+	assert_int_equal(req_decode(text, &r), -EBADMSG);
+	assert_non_null(strstr(err, "longer than 255 bytes"));
+	name[CONTROL_NAME_MAX] = 0;
+	snprintf(text, sizeof(text), "{\"op\":\"suspend\",\"session\":\"%s\"}", name);
+	assert_int_equal(req_decode(text, &r), 0);
+	/* Oversized input. */
+	big = malloc(CONTROL_REQUEST_MAX + 2);
+	memset(big, ' ', CONTROL_REQUEST_MAX + 1);
+	big[CONTROL_REQUEST_MAX + 1] = 0;
+	assert_int_equal(req_decode(big, &r), -EMSGSIZE);
+	free(big);
+}
+
+static void test_encode_sanitizes(void **state)
+{
+	struct control_reply in = { .kind = CONTROL_REPLY_ERROR }, out;
+	char *line = NULL;
+
+	(void)state;
+	strcpy(in.error, "bad \xff byte \xe2\x82 cut");
+	assert_int_equal(control_reply_encode(&in, &line, NULL), 0);
+	assert_int_equal(control_reply_decode(line, strlen(line), CONTROL_OP_STATUS, &out, err, sizeof(err)), 0);
+	assert_int_equal(out.kind, CONTROL_REPLY_ERROR);
+	assert_string_equal(out.error, "bad \xef\xbf\xbd byte \xef\xbf\xbd\xef\xbf\xbd cut");
+	free(line);
+	/* A string without its NUL is not encoded. */
+	memset(in.error, 'x', sizeof(in.error));
+	assert_int_equal(control_reply_encode(&in, &line, NULL), -EINVAL);
+	assert_int_equal(control_request_encode(&(struct control_request){ .op = 99 }, &line, NULL), -EINVAL);
+}
+
+static void reply_round_trip(const struct control_reply *in, enum control_op op, struct control_reply *out)
+{
+	char *line = NULL, *again = NULL;
+	size_t len = 0, len2 = 0;
+
+	assert_int_equal(control_reply_encode(in, &line, &len), 0);
+	assert_ptr_equal(strchr(line, '\n'), line + len - 1);
+	if (control_reply_decode(line, len, op, out, err, sizeof(err)))
+		fail_msg("%s: %s", line, err);
+	assert_int_equal(out->kind, in->kind);
+	assert_int_equal(control_reply_encode(out, &again, &len2), 0);
+	assert_string_equal(line, again);
+	free(line);
+	free(again);
+}
+
+static void test_reply_round_trip(void **state)
+{
+	struct control_reply in = { .kind = CONTROL_REPLY_STATUS }, out;
+	struct control_session_info sessions[2] = { 0 };
+	struct control_snapshot_info snaps[1] = { 0 };
+
+	(void)state;
+	in.status.pid = 42;
+	strcpy(in.status.backend, "sim");
+	strcpy(in.status.state_dir, "/var/lib/tern");
+	in.status.sessions_started = 9;
+	in.status.session_count = 2;
+	in.status.sessions = sessions;
+	strcpy(sessions[0].id, odd);
+	strcpy(sessions[0].state, "active");
+	sessions[0].memory = UINT64_MAX;
+	strcpy(sessions[1].id, "s2");
+	strcpy(sessions[1].state, "suspended");
+	sessions[1].device = 1;
+	strcpy(sessions[1].snapshot, "snap");
+	reply_round_trip(&in, CONTROL_OP_STATUS, &out);
+	assert_int_equal(out.status.session_count, 2);
+	assert_string_equal(out.status.sessions[0].id, odd);
+	assert_true(out.status.sessions[0].memory == UINT64_MAX);
+	assert_string_equal(out.status.sessions[1].snapshot, "snap");
+	control_reply_release(&out);
+
+	memset(&in, 0, sizeof(in));
+	in.kind = CONTROL_REPLY_SNAPSHOTS;
+	strcpy(in.snapshots.store, "/s");
+	in.snapshots.count = 1;
+	in.snapshots.snapshots = snaps;
+	strcpy(snaps[0].name, "a");
+	snaps[0].created_ns = 1700000000123456789ull;
+	snaps[0].complete = true;
+	reply_round_trip(&in, CONTROL_OP_SNAPSHOTS, &out);
+	assert_true(out.snapshots.snapshots[0].created_ns == 1700000000123456789ull);
+	assert_true(out.snapshots.snapshots[0].complete);
+	control_reply_release(&out);
+
+	memset(&in, 0, sizeof(in));
+	in.kind = CONTROL_REPLY_SNAPSHOT;
+	strcpy(in.snapshot.snapshot, "n");
+	strcpy(in.snapshot.session, odd);
+	strcpy(in.snapshot.hash, "gpu");
+	in.snapshot.pause_ms = 1.25;
+	in.snapshot.seq = 777;
+	reply_round_trip(&in, CONTROL_OP_SUSPEND, &out);
+	assert_true(out.snapshot.seq == 777 && out.snapshot.pause_ms == 1.25);
+	assert_string_equal(out.snapshot.session, odd);
+
+	memset(&in, 0, sizeof(in));
+	in.kind = CONTROL_REPLY_RESTORE;
+	strcpy(in.restore.session, "s");
+	in.restore.pid = 77;
+	reply_round_trip(&in, CONTROL_OP_RESUME, &out);
+	assert_int_equal(out.restore.pid, 77);
+
+	memset(&in, 0, sizeof(in));
+	in.kind = CONTROL_REPLY_PROGRESS;
+	in.progress.progress = 0.5;
+	strcpy(in.progress.stage, "paused");
+	reply_round_trip(&in, CONTROL_OP_SNAPSHOT, &out);
+	assert_string_equal(out.progress.stage, "paused");
+
+	control_reply_error(&in, "no session '%s'", odd);
+	reply_round_trip(&in, CONTROL_OP_RESTORE, &out);
+	assert_non_null(strstr(out.error, odd));
+}
+
+static void test_reply_refused(void **state)
+{
+	static const struct {
+		enum control_op op;
+		const char *text;
+		const char *why;
+	} bad[] = {
+		{ CONTROL_OP_STATUS, "{\"snapshot\":\"x\"}", "neither \"ok\" nor \"progress\"" },
+		{ CONTROL_OP_STATUS, "{\"ok\":\"yes\"}", "not true or false" },
+		{ CONTROL_OP_STATUS, "{\"ok\":false}", "\"error\" is missing" },
+		{ CONTROL_OP_STATUS, "{\"ok\":true,\"pid\":1,\"backend\":\"sim\",\"state_dir\":\"/\","
+				     "\"sessions_started\":0}", "\"sessions\" is missing" },
+		{ CONTROL_OP_STATUS, "{\"ok\":true,\"pid\":1,\"backend\":\"sim\",\"state_dir\":\"/\","
+				     "\"sessions_started\":0,\"sessions\":[7]}", "not an object" },
+		{ CONTROL_OP_STATUS, "{\"ok\":true,\"pid\":1,\"backend\":\"sim\",\"state_dir\":\"/\","
+				     "\"sessions_started\":0,\"sessions\":{}}", "not an array" },
+		{ CONTROL_OP_SNAPSHOTS, "{\"ok\":true,\"store\":\"/s\",\"snapshots\":[{\"name\":\"a\","
+					"\"created_ns\":-1,\"logical_bytes\":0,\"stored_bytes\":0,\"complete\":true}]}",
+		  "negative" },
+		{ CONTROL_OP_RESTORE, "{\"ok\":true,\"session\":\"s\",\"pid\":1,\"device\":0,\"restore_ms\":1,"
+				      "\"seq\":1,\"regions\":4294967296,\"bytes\":0}", "out of range" },
+		{ CONTROL_OP_SNAPSHOT, "{\"progress\":\"half\"}", "not a number" },
+		{ CONTROL_OP_SNAPSHOT, "{\"progress\":0.5,\"stage\":\"a very long stage name\"}", "longer than" },
+	};
+	struct control_reply r;
+	char *text;
+	size_t n = 0, cap = 16 * (CONTROL_LIST_MAX + 2);
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int rc = control_reply_decode(bad[i].text, strlen(bad[i].text), bad[i].op, &r, err, sizeof(err));
+
+		if (rc != -EBADMSG || !strstr(err, bad[i].why))
+			fail_msg("'%s' gave %d '%s', not '%s'", bad[i].text, rc, err, bad[i].why);
+		control_reply_release(&r);
+	}
+	/* More entries than CONTROL_LIST_MAX. */
+	text = malloc(cap);
+	n += (size_t)sprintf(text, "{\"ok\":true,\"store\":\"/s\",\"snapshots\":[");
+	for (unsigned i = 0; i <= CONTROL_LIST_MAX; i++)
+		n += (size_t)sprintf(text + n, "%s{}", i ? "," : "");
+	n += (size_t)sprintf(text + n, "]}");
+	assert_int_equal(control_reply_decode(text, n, CONTROL_OP_SNAPSHOTS, &r, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "more than"));
+	control_reply_release(&r);
+	free(text);
+}
+
+static void link_round_trip(const struct control_link *in, struct control_link *out)
+{
+	char *line = NULL;
+	size_t len = 0;
+
+	assert_int_equal(control_link_encode(in, &line, &len), 0);
+	assert_true(len <= CONTROL_LINK_MAX);
+	if (control_link_decode(line, len, out, err, sizeof(err)))
+		fail_msg("%s: %s", line, err);
+	assert_int_equal(out->type, in->type);
+	free(line);
+}
+
+static void test_link(void **state)
+{
+	static struct control_link in, out;
+	const char *text;
+
+	(void)state;
+	in.type = CONTROL_LINK_HELLO;
+	strcpy(in.session, "s1");
+	in.last_seq = UINT64_MAX;
+	link_round_trip(&in, &out);
+	assert_true(out.last_seq == UINT64_MAX);
+	memset(&in, 0, sizeof(in));
+	in.type = CONTROL_LINK_SNAPSHOT;
+	strcpy(in.snapshot, "n");
+	in.suspend = true;
+	link_round_trip(&in, &out);
+	assert_true(out.suspend && !out.parent[0]);
+	in.type = CONTROL_LINK_RESTORE;
+	in.suspend = false;
+	in.device = 2;
+	link_round_trip(&in, &out);
+	assert_int_equal(out.device, 2);
+	memset(&in, 0, sizeof(in));
+	in.type = CONTROL_LINK_REFUSE;
+	memset(in.reason, 'r', CONTROL_TEXT_MAX);
+	link_round_trip(&in, &out);
+	for (int t = CONTROL_LINK_NEW; t <= CONTROL_LINK_WAIT; t++) {
+		memset(&in, 0, sizeof(in));
+		in.type = (enum control_link_type)t;
+		link_round_trip(&in, &out);
+	}
+	/* The worst a reply can be: an error text all control characters. */
+	memset(&in, 0, sizeof(in));
+	in.type = CONTROL_LINK_RESULT;
+	in.reply.kind = CONTROL_REPLY_ERROR;
+	memset(in.reply.error, 0x01, CONTROL_TEXT_MAX);
+	link_round_trip(&in, &out);
+	assert_int_equal(out.reply.kind, CONTROL_REPLY_ERROR);
+	in.type = CONTROL_LINK_READY;
+	memset(&in.reply, 0, sizeof(in.reply));
+	in.reply.kind = CONTROL_REPLY_RESTORE;
+	strcpy(in.reply.restore.session, "s1");
+	link_round_trip(&in, &out);
+	assert_string_equal(out.reply.restore.session, "s1");
+
+	text = "{\"type\":\"progress\",\"reply\":{\"ok\":false,\"error\":\"x\"}}";
+	assert_int_equal(control_link_decode(text, strlen(text), &out, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "wrong kind"));
+	text = "{\"type\":\"result\"}";
+	assert_int_equal(control_link_decode(text, strlen(text), &out, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "\"reply\" is missing"));
+	text = "{\"type\":\"new\",\"reply\":{}}";
+	assert_int_equal(control_link_decode(text, strlen(text), &out, err, sizeof(err)), -EBADMSG);
+	text = "{\"type\":\"restore\",\"snapshot\":\"n\"}";
+	assert_int_equal(control_link_decode(text, strlen(text), &out, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "\"device\" is missing"));
+	text = "{\"type\":\"hello\",\"session\":\"s\",\"last_seq\":\"7\"}";
+	assert_int_equal(control_link_decode(text, strlen(text), &out, err, sizeof(err)), -EBADMSG);
+	assert_string_equal(control_link_type_name(CONTROL_LINK_WAIT), "wait");
+	assert_null(control_link_type_name(0));
+	assert_string_equal(control_op_name(CONTROL_OP_RESTORE), "restore");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_request_round_trip),
+		cmocka_unit_test(test_request_refused),
+		cmocka_unit_test(test_encode_sanitizes),
+		cmocka_unit_test(test_reply_round_trip),
+		cmocka_unit_test(test_reply_refused),
+		cmocka_unit_test(test_link),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
