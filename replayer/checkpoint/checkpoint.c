@@ -111,7 +111,7 @@ static int journal_bookkeeping(struct exec *ex, uint64_t seq, const void *reply,
 	if (!ret)
 		ret = tracker_meta_u64_set(ex->journal, META_QUOTA, ex->cfg.quota);
 	if (!ret)
-		ret = tracker_meta_u64_set(ex->journal, META_CAPTURE_MODE, ex->capture_mode);
+		ret = tracker_meta_u64_set(ex->journal, META_CAPTURE_MODE, ex->graphs.capture_mode);
 	for (unsigned i = 0; i < ex->dev_count && !ret; i++)
 		ret = tracker_meta_u64_set(ex->journal, EXEC_META_PEERS(i), ex->devs[i].peers);
 	if (!ret)
@@ -253,7 +253,7 @@ int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req
 	 * that session's: exec_ipc.c refuses a snapshot while any is open), then
 	 * the guest's VMM mappings the device may access (the window lies above
 	 * the arenas: addresses stay in order). */
-	job->regions = ex->vmm_map_count;
+	job->regions = ex->vmm.map_count;
 	for (unsigned d = 0; d < ex->dev_count; d++)
 		job->regions += arena_count(ex->devs[d].arena);
 	regions = calloc(job->regions + 1, sizeof(*regions));
@@ -272,8 +272,8 @@ int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req
 			job->bytes += al->size;
 		}
 	}
-	for (unsigned i = 0; i < ex->vmm_map_count; i++) {
-		const struct exec_vmm_map *m = &ex->vmm_maps[i];
+	for (unsigned i = 0; i < ex->vmm.map_count; i++) {
+		const struct exec_vmm_map *m = &ex->vmm.maps[i];
 
 		if (m->access == CU_MEM_ACCESS_FLAGS_PROT_NONE)
 			continue;
@@ -765,7 +765,7 @@ int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char 
 		CUstreamCaptureMode mode = (CUstreamCaptureMode)v;
 
 		if (ex->be->cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS)
-			ex->capture_mode = (uint32_t)v;
+			ex->graphs.capture_mode = (uint32_t)v;
 	}
 	ret = tracker_reply_get(saved, seq, &r, &rlen);
 	if (ret) {
@@ -783,7 +783,7 @@ int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char 
 	{
 		const void *sid = NULL;
 		size_t sid_len = 0;
-		unsigned regions = ex->vmm_map_count;
+		unsigned regions = ex->vmm.map_count;
 		struct control_restore_result *done = &result->restore;
 
 		for (unsigned d = 0; d < ex->dev_count; d++)

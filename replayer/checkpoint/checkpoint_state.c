@@ -228,8 +228,8 @@ static int out_reserve(struct globals_out *g, size_t more)
 
 static bool guest_knows(const struct exec *ex, uint64_t addr)
 {
-	for (unsigned i = 0; i < ex->extra_count; i++)
-		if (ex->extra[i].addr == addr)
+	for (unsigned i = 0; i < ex->globals.count; i++)
+		if (ex->globals.ranges[i].addr == addr)
 			return true;
 	return false;
 }

@@ -417,7 +417,7 @@ static int shm_attach(struct worker_session *s, const struct wire_header *h, str
 	ret = reply_status(&s->c, h, status, 0);
 	if (!ret && status == CUDA_SUCCESS) {
 		s->c.shm_on = true;
-		s->ex.host_sock = s->c.fd;
+		s->ex.host.sock = s->c.fd;
 		pr_info("session %s: on shared memory (rings of %llu bytes)", s->id,
 			(unsigned long long)req.ring_bytes);
 	}
@@ -489,7 +489,7 @@ static int session_open(struct worker_session *s, const struct wire_hello_req *h
 	checkpoint_init(&s->ck, &s->ex);
 	if (slot)
 		atomic_store_explicit(&slot->device, s->ex.devs[0].ordinal, memory_order_relaxed);
-	s->ex.ipc_fd = cfg->ipc_fd;
+	s->ex.ipc.fd = cfg->ipc_fd;
 	if (cfg->state_dir &&
 	    journal_dir_reset(cfg->state_dir, s->id, s->journal_dir, sizeof(s->journal_dir)) == 0)
 		exec_journal_open(&s->ex, s->journal_dir, s->id);
@@ -548,7 +548,7 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 		goto out;
 	}
 	opened = true;
-	s->ex.conn_sock = s->c.fd;
+	s->ex.host.conn_sock = s->c.fd;
 	if (slot)
 		atomic_store_explicit(&slot->state, SESSION_ACTIVE, memory_order_release);
 	pr_info("session %s: guest pid %u on device %d", s->id, hello->pid, s->ex.cfg.device);

@@ -85,11 +85,11 @@ int exec_open(struct exec *ex, struct backend *be, const struct exec_config *cfg
 	ex->cfg = *cfg;
 	if (observer)
 		ex->observer = *observer;
-	ex->host_sock = -1;
-	ex->conn_sock = -1;
-	ex->ipc_fd = -1;
+	ex->host.sock = -1;
+	ex->host.conn_sock = -1;
+	ex->ipc.fd = -1;
 	/* Pinned guest buffers hold host RAM down: at most half of it per session. */
-	ex->host_bytes_max = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 2;
+	ex->host.bytes_max = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 2;
 	res = be->cuInit(0);
 	if (res == CUDA_SUCCESS)
 		res = be->cuDeviceGetCount(&count);
@@ -177,11 +177,11 @@ void exec_close(struct exec *ex)
 		handle_table_foreach(ex->handles, entry_release, ex);
 		handle_table_destroy(ex->handles);
 	}
-	free(ex->extra);
-	free(ex->pool_allocs);
-	free(ex->copy_buf);
-	free(ex->captures);
-	free(ex->gallocs);
+	free(ex->globals.ranges);
+	free(ex->pools.allocs);
+	free(ex->copy.buf);
+	free(ex->graphs.captures);
+	free(ex->graphs.allocs);
 	exec_hostfn_free(ex);
 	memset(ex, 0, sizeof(*ex));
 }
@@ -250,7 +250,7 @@ const struct arena_alloc *exec_alloc_find(struct exec *ex, uint64_t addr, unsign
  * guest's VMM allocations and its arrays. */
 uint64_t exec_mem_used(const struct exec *ex)
 {
-	uint64_t n = ex->vmm_bytes + ex->array_bytes;
+	uint64_t n = ex->vmm.bytes + ex->array_bytes;
 
 	for (unsigned i = 0; i < ex->dev_count; i++)
 		n += arena_bytes_mapped(ex->devs[i].arena);
@@ -318,8 +318,8 @@ bool exec_device_range_valid(struct exec *ex, uint64_t addr, uint64_t len)
 
 	if ((a && arena_range_valid(a, addr, len)) || exec_vmm_range_valid(ex, addr, len))
 		return true;
-	for (unsigned i = 0; i < ex->extra_count; i++) {
-		const struct exec_extra_range *r = &ex->extra[i];
+	for (unsigned i = 0; i < ex->globals.count; i++) {
+		const struct exec_extra_range *r = &ex->globals.ranges[i];
 
 		if (addr >= r->addr && addr - r->addr <= r->size && len <= r->size - (addr - r->addr))
 			return true;
@@ -406,33 +406,33 @@ struct wire_blob exec_params_blob(const struct exec_params *p, uint32_t *buf)
 
 void exec_extra_range_add(struct exec *ex, uint64_t addr, uint64_t size, uint64_t owner)
 {
-	for (unsigned i = 0; i < ex->extra_count; i++)
-		if (ex->extra[i].addr == addr && ex->extra[i].size == size)
+	for (unsigned i = 0; i < ex->globals.count; i++)
+		if (ex->globals.ranges[i].addr == addr && ex->globals.ranges[i].size == size)
 			return;
-	if (ex->extra_count == ex->extra_cap) {
-		unsigned cap = ex->extra_cap ? ex->extra_cap * 2 : 16;
-		struct exec_extra_range *n = realloc(ex->extra, cap * sizeof(*n));
+	if (ex->globals.count == ex->globals.cap) {
+		unsigned cap = ex->globals.cap ? ex->globals.cap * 2 : 16;
+		struct exec_extra_range *n = realloc(ex->globals.ranges, cap * sizeof(*n));
 
 		if (!n)
 			return;
-		ex->extra = n;
-		ex->extra_cap = cap;
+		ex->globals.ranges = n;
+		ex->globals.cap = cap;
 	}
-	ex->extra[ex->extra_count++] = (struct exec_extra_range){ addr, size, owner, 0 };
+	ex->globals.ranges[ex->globals.count++] = (struct exec_extra_range){ addr, size, owner, 0 };
 }
 
 void exec_extra_range_move(struct exec *ex, uint64_t addr, uint64_t size, uint64_t owner, uint64_t now)
 {
 	exec_extra_range_add(ex, addr, size, owner);
-	for (unsigned i = 0; i < ex->extra_count; i++)
-		if (ex->extra[i].addr == addr && ex->extra[i].size == size)
-			ex->extra[i].now = now;
+	for (unsigned i = 0; i < ex->globals.count; i++)
+		if (ex->globals.ranges[i].addr == addr && ex->globals.ranges[i].size == size)
+			ex->globals.ranges[i].now = now;
 }
 
 uint64_t exec_device_addr(const struct exec *ex, uint64_t addr, uint64_t len)
 {
-	for (unsigned i = 0; i < ex->extra_count; i++) {
-		const struct exec_extra_range *r = &ex->extra[i];
+	for (unsigned i = 0; i < ex->globals.count; i++) {
+		const struct exec_extra_range *r = &ex->globals.ranges[i];
 
 		if (r->now && addr >= r->addr && addr - r->addr <= r->size && len <= r->size - (addr - r->addr))
 			return r->now + (addr - r->addr);
@@ -442,9 +442,9 @@ uint64_t exec_device_addr(const struct exec *ex, uint64_t addr, uint64_t len)
 
 uint64_t exec_guest_addr(const struct exec *ex, uint64_t now)
 {
-	for (unsigned i = 0; i < ex->extra_count; i++)
-		if (ex->extra[i].now && ex->extra[i].now == now)
-			return ex->extra[i].addr;
+	for (unsigned i = 0; i < ex->globals.count; i++)
+		if (ex->globals.ranges[i].now && ex->globals.ranges[i].now == now)
+			return ex->globals.ranges[i].addr;
 	return now;
 }
 
@@ -452,21 +452,21 @@ void exec_extra_range_drop_owner(struct exec *ex, uint64_t owner)
 {
 	unsigned j = 0;
 
-	for (unsigned i = 0; i < ex->extra_count; i++)
-		if (ex->extra[i].owner != owner)
-			ex->extra[j++] = ex->extra[i];
-	ex->extra_count = j;
+	for (unsigned i = 0; i < ex->globals.count; i++)
+		if (ex->globals.ranges[i].owner != owner)
+			ex->globals.ranges[j++] = ex->globals.ranges[i];
+	ex->globals.count = j;
 }
 
 void *exec_copy_buffer(struct exec *ex, size_t size)
 {
-	if (size > ex->copy_cap) {
-		void *p = realloc(ex->copy_buf, size);
+	if (size > ex->copy.cap) {
+		void *p = realloc(ex->copy.buf, size);
 
 		if (!p)
 			return NULL;
-		ex->copy_buf = p;
-		ex->copy_cap = size;
+		ex->copy.buf = p;
+		ex->copy.cap = size;
 	}
-	return ex->copy_buf ? ex->copy_buf : (ex->copy_buf = malloc(1));
+	return ex->copy.buf ? ex->copy.buf : (ex->copy.buf = malloc(1));
 }

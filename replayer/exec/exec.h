@@ -155,59 +155,94 @@ struct exec_observer {
 	void *opaque;
 };
 
+/* Device ranges outside the arena the guest may copy to and from: module
+ * and library globals (exec_extra_range_*). */
+struct exec_globals {
+	struct exec_extra_range *ranges;
+	unsigned count, cap;
+};
+
+/* Stream-ordered allocation (exec_pool.c). */
+struct exec_pools {
+	uint64_t default_pool;      /* handle, 0 until first asked for */
+	uint64_t current;           /* cuDeviceSetMemPool's, 0 = the default */
+	struct exec_pool_alloc *allocs;
+	unsigned alloc_count, alloc_cap;
+};
+
+/* The guest's virtual memory management (exec_vmm.c). */
+struct exec_vmm {
+	uint64_t base, size;        /* the window reserved in the backend; size 0: none */
+	uint64_t gran;              /* the backend's minimum granularity */
+	uint64_t bytes;             /* physical allocations, counted in the quota */
+	uint64_t next_id;           /* buffer ids of mappings */
+	struct exec_vmm_range *res;
+	unsigned res_count, res_cap;
+	struct exec_vmm_map *maps;
+	unsigned map_count, map_cap;
+};
+
+/* What the session shares with the guest's process: pinned host buffers
+ * (exec_host_shared.c) and the host-function channel (exec_hostfn.c). */
+struct exec_host {
+	int sock;                   /* where shared buffers' memfds arrive; -1: not offered */
+	struct exec_host_buf *bufs;
+	uint64_t bytes, bytes_max;
+	int conn_sock;              /* the session's socket (host_func_attach), -1: none */
+	struct exec_hostfn *fn;     /* host-function channel and records */
+};
+
+/* IPC exports and imports (exec_ipc.c), asked of the supervisor. */
+struct exec_ipc_table {
+	int fd;                     /* the channel (ipc_channel.h); -1: none */
+	struct exec_ipc *entries;
+	unsigned count, cap;
+};
+
+/* Stream captures and graph memory (exec_graph.c). */
+struct exec_graphs {
+	struct exec_capture *captures;
+	unsigned capture_count, capture_cap;
+	uint32_t capture_mode;      /* the worker thread's capture mode, as the guest set it */
+	struct exec_graph_alloc *allocs;
+	unsigned alloc_count, alloc_cap;
+	/* High watermarks of graph allocations per guest device since the
+	 * guest last reset them (exec_device_query.c): used and mapped bytes. */
+	uint64_t mem_high_used[EXEC_DEVICES_MAX], mem_high_reserved[EXEC_DEVICES_MAX];
+	bool dirty;                 /* a graph description awaits its journal write */
+};
+
 struct exec {
 	struct backend *be;
 	struct handle_table *handles;
 	struct exec_observer observer;
 	struct exec_config cfg;
+	/* The session's devices by guest ordinal; the guest's device 0 is where
+	 * the session's own work (snapshots, graphs) runs: device, primary_ctx
+	 * and arena alias devs[0]'s. */
 	struct exec_device devs[EXEC_DEVICES_MAX];
 	unsigned dev_count;
-	/* The guest's device 0: where the session's own work (snapshots,
-	 * graphs) runs; aliases of devs[0]. */
 	CUdevice device;
 	uint64_t primary_ctx;
 	struct arena *arena;
 	uint64_t ctx_current;       /* the context made current in the backend */
 	unsigned dev_current;       /* the guest ordinal of ctx_current's device */
-	struct exec_extra_range *extra;
-	unsigned extra_count, extra_cap;
-	uint64_t default_pool;      /* handle, 0 until first asked for */
-	uint64_t current_pool;      /* cuDeviceSetMemPool's, 0 = the default */
-	struct exec_pool_alloc *pool_allocs;
-	unsigned pool_alloc_count, pool_alloc_cap;
-	uint64_t vmm_base, vmm_size;    /* the window reserved in the backend; size 0: none */
-	uint64_t vmm_gran;              /* the backend's minimum granularity */
-	uint64_t vmm_bytes;             /* physical allocations, counted in the quota */
-	uint64_t vmm_next_id;           /* buffer ids of mappings */
-	struct exec_vmm_range *vmm_res;
-	unsigned vmm_res_count, vmm_res_cap;
-	struct exec_vmm_map *vmm_maps;
-	unsigned vmm_map_count, vmm_map_cap;
-	void *copy_buf;             /* device-to-host replies, reused */
-	size_t copy_cap;
+	char device_name[256];
+	uint64_t array_bytes;       /* arrays and mipmapped arrays, counted against the quota */
+	struct exec_globals globals;
+	struct exec_pools pools;
+	struct exec_vmm vmm;
+	struct exec_host host;
+	struct exec_ipc_table ipc;
+	struct exec_graphs graphs;
+	struct {
+		void *buf;          /* device-to-host replies, reused */
+		size_t cap;
+	} copy;
 	uint32_t guest_pid;
 	uint64_t resume_seq;        /* restored at this request, 0 for a fresh session */
 	struct tracker *journal;    /* NULL when the session is not journaled */
-	char device_name[256];
 	bool journal_broken;        /* a journal write failed: no snapshots */
-	int host_sock;              /* where shared buffers' memfds arrive; -1: not offered */
-	int ipc_fd;                 /* IPC requests to the supervisor (ipc_broker.h); -1: none */
-	struct exec_ipc *ipc;       /* exports and imports (exec_ipc.c) */
-	unsigned ipc_count, ipc_cap;
-	struct exec_host_buf *host_bufs;
-	uint64_t host_bytes, host_bytes_max;
-	struct exec_capture *captures;
-	unsigned capture_count, capture_cap;
-	uint32_t capture_mode;      /* the worker thread's capture mode, as the guest set it */
-	struct exec_graph_alloc *gallocs;
-	unsigned galloc_count, galloc_cap;
-	/* High watermarks of graph allocations per guest device since the
-	 * guest last reset them (exec_device_query.c): used and mapped bytes. */
-	uint64_t graph_mem_high_used[EXEC_DEVICES_MAX], graph_mem_high_reserved[EXEC_DEVICES_MAX];
-	bool graph_dirty;           /* a graph description awaits its journal write */
-	int conn_sock;              /* the session's socket (host_func_attach), -1: none */
-	struct exec_hostfn *hostfn; /* host-function channel and records (exec_hostfn.c) */
-	uint64_t array_bytes;       /* arrays and mipmapped arrays, counted against the quota */
 };
 
 /* Open the backend's device and reserve the arena. 0 or -errno. */
@@ -360,7 +395,7 @@ void exec_graph_info_free(struct exec *ex, struct handle_entry *e);
 /* True while a stream capture is in progress: no snapshot then. */
 static inline bool exec_capture_active(const struct exec *ex)
 {
-	return ex->capture_count > 0;
+	return ex->graphs.capture_count > 0;
 }
 /* The stream of an async copy between the guest's memory and the device, or
  * of a stream memory operation. Neither can be part of a graph (the worker

@@ -16,7 +16,7 @@ CUresult exec_hello(struct exec *ex, const struct wire_hello_req *req, struct wi
 	 * devices side by side and, after room for EXEC_DEVICES_MAX of them, the
 	 * VMM window its reservations come from (exec_vmm.c). */
 	rep->arena_base = ex->cfg.arena_base;
-	rep->arena_size = ex->vmm_size ? ex->vmm_base + ex->vmm_size - ex->cfg.arena_base
+	rep->arena_size = ex->vmm.size ? ex->vmm.base + ex->vmm.size - ex->cfg.arena_base
 				       : ex->cfg.arena_size * ex->dev_count;
 	rep->quota = ex->cfg.quota;
 	rep->resume_seq = ex->resume_seq;
@@ -114,7 +114,7 @@ static int attribute_as_seen(const struct exec *ex, CUdevice_attribute attrib, i
 {
 	switch (attrib) {
 	case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
-		return ex->vmm_size ? v : 0;
+		return ex->vmm.size ? v : 0;
 	case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
 	case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
 		return 1;

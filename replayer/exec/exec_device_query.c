@@ -106,8 +106,8 @@ CUresult exec_flush_gpu_direct_rdma_writes(struct exec *ex, const struct wire_fl
 static void graph_mem_totals(struct exec *ex, unsigned ordinal, uint64_t *used, uint64_t *reserved)
 {
 	*used = *reserved = 0;
-	for (unsigned i = 0; i < ex->galloc_count; i++) {
-		const struct exec_graph_alloc *ga = &ex->gallocs[i];
+	for (unsigned i = 0; i < ex->graphs.alloc_count; i++) {
+		const struct exec_graph_alloc *ga = &ex->graphs.allocs[i];
 		unsigned at;
 		const struct arena_alloc *a = exec_alloc_find(ex, ga->addr, &at);
 
@@ -126,10 +126,10 @@ void exec_graph_mem_note(struct exec *ex)
 		uint64_t used, reserved;
 
 		graph_mem_totals(ex, d, &used, &reserved);
-		if (used > ex->graph_mem_high_used[d])
-			ex->graph_mem_high_used[d] = used;
-		if (reserved > ex->graph_mem_high_reserved[d])
-			ex->graph_mem_high_reserved[d] = reserved;
+		if (used > ex->graphs.mem_high_used[d])
+			ex->graphs.mem_high_used[d] = used;
+		if (reserved > ex->graphs.mem_high_reserved[d])
+			ex->graphs.mem_high_reserved[d] = reserved;
 	}
 }
 
@@ -147,9 +147,9 @@ CUresult exec_device_graph_mem_attribute(struct exec *ex, const struct wire_devi
 		if (req->value != 0)
 			return CUDA_ERROR_INVALID_VALUE;
 		if (req->attr == CU_GRAPH_MEM_ATTR_USED_MEM_HIGH)
-			ex->graph_mem_high_used[d] = 0;
+			ex->graphs.mem_high_used[d] = 0;
 		else if (req->attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH)
-			ex->graph_mem_high_reserved[d] = 0;
+			ex->graphs.mem_high_reserved[d] = 0;
 		else
 			return CUDA_ERROR_INVALID_VALUE;
 		return CUDA_SUCCESS;
@@ -160,13 +160,13 @@ CUresult exec_device_graph_mem_attribute(struct exec *ex, const struct wire_devi
 		rep->value = used;
 		break;
 	case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
-		rep->value = ex->graph_mem_high_used[d] > used ? ex->graph_mem_high_used[d] : used;
+		rep->value = ex->graphs.mem_high_used[d] > used ? ex->graphs.mem_high_used[d] : used;
 		break;
 	case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
 		rep->value = reserved;
 		break;
 	case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
-		rep->value = ex->graph_mem_high_reserved[d] > reserved ? ex->graph_mem_high_reserved[d] : reserved;
+		rep->value = ex->graphs.mem_high_reserved[d] > reserved ? ex->graphs.mem_high_reserved[d] : reserved;
 		break;
 	default:
 		return CUDA_ERROR_INVALID_VALUE;

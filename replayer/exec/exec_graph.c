@@ -168,24 +168,24 @@ static CUresult res_of_errno(int ret)
 
 static struct exec_graph_alloc *galloc_find(struct exec *ex, uint64_t addr)
 {
-	for (unsigned i = 0; i < ex->galloc_count; i++)
-		if (ex->gallocs[i].addr == addr)
-			return &ex->gallocs[i];
+	for (unsigned i = 0; i < ex->graphs.alloc_count; i++)
+		if (ex->graphs.allocs[i].addr == addr)
+			return &ex->graphs.allocs[i];
 	return NULL;
 }
 
 static int galloc_add(struct exec *ex, uint64_t addr, uint64_t bytes, bool freed)
 {
-	if (ex->galloc_count == ex->galloc_cap) {
-		unsigned cap = ex->galloc_cap ? ex->galloc_cap * 2 : 16;
-		struct exec_graph_alloc *n = realloc(ex->gallocs, cap * sizeof(*n));
+	if (ex->graphs.alloc_count == ex->graphs.alloc_cap) {
+		unsigned cap = ex->graphs.alloc_cap ? ex->graphs.alloc_cap * 2 : 16;
+		struct exec_graph_alloc *n = realloc(ex->graphs.allocs, cap * sizeof(*n));
 
 		if (!n)
 			return -ENOMEM;
-		ex->gallocs = n;
-		ex->galloc_cap = cap;
+		ex->graphs.allocs = n;
+		ex->graphs.alloc_cap = cap;
 	}
-	ex->gallocs[ex->galloc_count++] = (struct exec_graph_alloc){ addr, bytes, 0, freed };
+	ex->graphs.allocs[ex->graphs.alloc_count++] = (struct exec_graph_alloc){ addr, bytes, 0, freed };
 	exec_graph_mem_note(ex);
 	return 0;
 }
@@ -200,7 +200,7 @@ static void galloc_settle(struct exec *ex, struct exec_graph_alloc *ga)
 	/* A launch of a graph that held it may still run. */
 	ex->be->cuCtxSynchronize();
 	exec_mem_unmap(ex, addr);
-	*ga = ex->gallocs[--ex->galloc_count];
+	*ga = ex->graphs.allocs[--ex->graphs.alloc_count];
 }
 
 static void galloc_journal(struct exec *ex, struct exec_graph_alloc *ga)
@@ -328,14 +328,14 @@ static void journal_graph(struct exec *ex, uint64_t handle, struct exec_graph *g
 	(void)handle;
 	/* A body is journaled with the graph that owns it. */
 	graph_root(g)->dirty = true;
-	ex->graph_dirty = true;
+	ex->graphs.dirty = true;
 }
 
 static void journal_exec(struct exec *ex, uint64_t handle, struct exec_graph_exec *x)
 {
 	(void)handle;
 	x->dirty = true;
-	ex->graph_dirty = true;
+	ex->graphs.dirty = true;
 }
 
 static int journal_entry_flush(struct handle_entry *e, void *arg)
@@ -361,10 +361,10 @@ static int journal_entry_flush(struct handle_entry *e, void *arg)
 
 void exec_graph_journal_flush(struct exec *ex)
 {
-	if (!ex->graph_dirty)
+	if (!ex->graphs.dirty)
 		return;
 	handle_table_foreach(ex->handles, journal_entry_flush, ex);
-	ex->graph_dirty = false;
+	ex->graphs.dirty = false;
 }
 
 /* The graphs node @n owns that the guest may hold handles of: the bodies
@@ -1136,23 +1136,23 @@ static CUresult graph_build(struct exec *ex, struct graph_desc *d, CUgraph *out,
 
 static struct exec_capture *capture_find(struct exec *ex, uint64_t stream)
 {
-	for (unsigned i = 0; i < ex->capture_count; i++)
-		if (ex->captures[i].stream == stream)
-			return &ex->captures[i];
+	for (unsigned i = 0; i < ex->graphs.capture_count; i++)
+		if (ex->graphs.captures[i].stream == stream)
+			return &ex->graphs.captures[i];
 	return NULL;
 }
 
 static struct exec_capture *capture_of_graph(struct exec *ex, void *graph_real)
 {
-	for (unsigned i = 0; i < ex->capture_count; i++)
-		if (ex->captures[i].graph_real == graph_real)
-			return &ex->captures[i];
+	for (unsigned i = 0; i < ex->graphs.capture_count; i++)
+		if (ex->graphs.captures[i].graph_real == graph_real)
+			return &ex->graphs.captures[i];
 	return NULL;
 }
 
 static void capture_drop(struct exec *ex, struct exec_capture *c)
 {
-	*c = ex->captures[--ex->capture_count];
+	*c = ex->graphs.captures[--ex->graphs.capture_count];
 }
 
 /* The stream of a capture about to begin, and room for its record. */
@@ -1164,16 +1164,16 @@ static CUresult capture_prepare(struct exec *ex, uint64_t stream, uint32_t mode,
 		return res;
 	if (mode > CU_STREAM_CAPTURE_MODE_RELAXED)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (ex->capture_count == CAPTURES_MAX)
+	if (ex->graphs.capture_count == CAPTURES_MAX)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (ex->capture_count == ex->capture_cap) {
-		unsigned cap = ex->capture_cap ? ex->capture_cap * 2 : 8;
-		struct exec_capture *n = realloc(ex->captures, cap * sizeof(*n));
+	if (ex->graphs.capture_count == ex->graphs.capture_cap) {
+		unsigned cap = ex->graphs.capture_cap ? ex->graphs.capture_cap * 2 : 8;
+		struct exec_capture *n = realloc(ex->graphs.captures, cap * sizeof(*n));
 
 		if (!n)
 			return CUDA_ERROR_OUT_OF_MEMORY;
-		ex->captures = n;
-		ex->capture_cap = cap;
+		ex->graphs.captures = n;
+		ex->graphs.capture_cap = cap;
 	}
 	return CUDA_SUCCESS;
 }
@@ -1193,7 +1193,7 @@ CUresult exec_stream_begin_capture(struct exec *ex, const struct wire_stream_beg
 		return res;
 	/* Which graph it captures into: to name it if the guest asks for it. */
 	ex->be->cuStreamGetCaptureInfo(s, &st, NULL, &g, NULL, NULL);
-	ex->captures[ex->capture_count++] = (struct exec_capture){ .stream = req->stream, .graph_real = g };
+	ex->graphs.captures[ex->graphs.capture_count++] = (struct exec_capture){ .stream = req->stream, .graph_real = g };
 	return CUDA_SUCCESS;
 }
 
@@ -1228,7 +1228,7 @@ CUresult exec_stream_begin_capture_to_graph(struct exec *ex,
 	free(deps);
 	if (res != CUDA_SUCCESS)
 		return res;
-	ex->captures[ex->capture_count++] = (struct exec_capture){ req->stream, real, req->graph, true };
+	ex->graphs.captures[ex->graphs.capture_count++] = (struct exec_capture){ req->stream, real, req->graph, true };
 	g->capturing = true;
 	return CUDA_SUCCESS;
 }
@@ -1333,7 +1333,7 @@ CUresult exec_host_copy_stream(struct exec *ex, uint64_t handle, CUstream *s)
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
 	CUresult res = exec_stream_real(ex, handle, s);
 
-	if (res != CUDA_SUCCESS || !ex->capture_count)
+	if (res != CUDA_SUCCESS || !ex->graphs.capture_count)
 		return res;
 	if (ex->be->cuStreamIsCapturing(*s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE) {
 		pr_warn("a host copy or memory operation cannot be captured into a graph: refused");
@@ -1559,7 +1559,7 @@ CUresult exec_capture_mode_set(struct exec *ex, const struct wire_capture_mode_s
 		return CUDA_ERROR_INVALID_VALUE;
 	res = ex->be->cuThreadExchangeStreamCaptureMode(&mode);
 	if (res == CUDA_SUCCESS)
-		ex->capture_mode = req->mode;
+		ex->graphs.capture_mode = req->mode;
 	return res;
 }
 
@@ -2056,7 +2056,7 @@ CUresult exec_graph_add_mem_alloc_node(struct exec *ex, const struct wire_graph_
 	ga = addr ? galloc_find(ex, addr) : NULL;
 	if (res != CUDA_SUCCESS) {
 		if (ga) {
-			*ga = ex->gallocs[--ex->galloc_count];
+			*ga = ex->graphs.allocs[--ex->graphs.alloc_count];
 			exec_mem_unmap(ex, addr);
 		}
 		return res;

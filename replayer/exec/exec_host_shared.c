@@ -26,7 +26,7 @@
 
 static struct exec_host_buf *host_buf_find(struct exec *ex, uint64_t addr, uint64_t bytes)
 {
-	for (struct exec_host_buf *b = ex->host_bufs; b; b = b->next) {
+	for (struct exec_host_buf *b = ex->host.bufs; b; b = b->next) {
 		if (addr >= b->guest_addr && addr - b->guest_addr < b->bytes &&
 		    bytes <= b->bytes - (addr - b->guest_addr))
 			return b;
@@ -36,7 +36,7 @@ static struct exec_host_buf *host_buf_find(struct exec *ex, uint64_t addr, uint6
 
 static bool host_buf_overlaps(struct exec *ex, uint64_t addr, uint64_t bytes)
 {
-	for (struct exec_host_buf *b = ex->host_bufs; b; b = b->next) {
+	for (struct exec_host_buf *b = ex->host.bufs; b; b = b->next) {
 		if (addr < b->guest_addr + b->bytes && b->guest_addr < addr + bytes)
 			return true;
 	}
@@ -47,7 +47,7 @@ static void host_buf_release(struct exec *ex, struct exec_host_buf *b)
 {
 	ex->be->cuMemHostUnregister(b->local);
 	munmap(b->local, b->bytes);
-	ex->host_bytes -= b->bytes;
+	ex->host.bytes -= b->bytes;
 	free(b);
 }
 
@@ -71,7 +71,7 @@ CUresult exec_mem_host_share(struct exec *ex, const struct wire_mem_host_share_r
 	void *local;
 	int fd, ret;
 
-	if (ex->host_sock < 0)
+	if (ex->host.sock < 0)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	b = host_buf_find(ex, req->address, req->bytes);
 	if (b && b->guest_addr == req->address && b->bytes == req->bytes) {
@@ -82,9 +82,9 @@ CUresult exec_mem_host_share(struct exec *ex, const struct wire_mem_host_share_r
 	if (!req->bytes || req->address % (uint64_t)page || req->bytes % (uint64_t)page ||
 	    req->address + req->bytes < req->address || host_buf_overlaps(ex, req->address, req->bytes))
 		return CUDA_ERROR_INVALID_VALUE;
-	if (req->bytes > ex->host_bytes_max - ex->host_bytes)
+	if (req->bytes > ex->host.bytes_max - ex->host.bytes)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	ret = shm_fds_recv(ex->host_sock, &fd, 1, HOST_FD_TIMEOUT_MS);
+	ret = shm_fds_recv(ex->host.sock, &fd, 1, HOST_FD_TIMEOUT_MS);
 	if (ret) {
 		pr_warn("mem_host_share: no memfd from the guest (%d)", ret);
 		return CUDA_ERROR_INVALID_VALUE;
@@ -118,9 +118,9 @@ CUresult exec_mem_host_share(struct exec *ex, const struct wire_mem_host_share_r
 	b->guest_addr = req->address;
 	b->bytes = req->bytes;
 	b->local = local;
-	b->next = ex->host_bufs;
-	ex->host_bufs = b;
-	ex->host_bytes += req->bytes;
+	b->next = ex->host.bufs;
+	ex->host.bufs = b;
+	ex->host.bytes += req->bytes;
 	rep->device_address = (uint64_t)(uintptr_t)local;
 	return CUDA_SUCCESS;
 }
@@ -131,7 +131,7 @@ CUresult exec_mem_host_unshare(struct exec *ex, const struct wire_mem_host_unsha
 	struct exec_host_buf **pp;
 
 	(void)rep;
-	for (pp = &ex->host_bufs; *pp; pp = &(*pp)->next) {
+	for (pp = &ex->host.bufs; *pp; pp = &(*pp)->next) {
 		struct exec_host_buf *b = *pp;
 
 		if (b->guest_addr != req->address)
@@ -147,10 +147,10 @@ CUresult exec_mem_host_unshare(struct exec *ex, const struct wire_mem_host_unsha
 
 void exec_host_shared_close(struct exec *ex)
 {
-	while (ex->host_bufs) {
-		struct exec_host_buf *b = ex->host_bufs;
+	while (ex->host.bufs) {
+		struct exec_host_buf *b = ex->host.bufs;
 
-		ex->host_bufs = b->next;
+		ex->host.bufs = b->next;
 		host_buf_release(ex, b);
 	}
 }
@@ -204,7 +204,7 @@ CUresult exec_memcpy_dtoh_shared(struct exec *ex, const struct wire_memcpy_dtoh_
 
 bool exec_host_shared_device_range(struct exec *ex, uint64_t addr, uint64_t len)
 {
-	for (struct exec_host_buf *b = ex->host_bufs; b; b = b->next) {
+	for (struct exec_host_buf *b = ex->host.bufs; b; b = b->next) {
 		uint64_t dev = (uint64_t)(uintptr_t)b->local;
 
 		if (addr >= dev && addr - dev < b->bytes && len <= b->bytes - (addr - dev))

@@ -87,7 +87,7 @@ void exec_hostfn_interrupt(void)
 
 static struct exec_hostfn *hostfn_get(struct exec *ex)
 {
-	struct exec_hostfn *h = ex->hostfn;
+	struct exec_hostfn *h = ex->host.fn;
 
 	if (h)
 		return h;
@@ -98,7 +98,7 @@ static struct exec_hostfn *hostfn_get(struct exec *ex)
 	pthread_cond_init(&h->attached, NULL);
 	h->fd = -1;
 	h->listen_fd = -1;
-	ex->hostfn = h;
+	ex->host.fn = h;
 	return h;
 }
 
@@ -225,7 +225,7 @@ bool exec_hostfn_token_of(struct exec *ex, const CUDA_HOST_NODE_PARAMS *p, uint6
 	const struct exec_hostfn_call *c = p->userData;
 
 	/* The backend hands back what we gave it; anything else is no node of ours. */
-	if (p->fn != hostfn_trampoline || !c || !ex->hostfn || c->chan != ex->hostfn || c->oneshot)
+	if (p->fn != hostfn_trampoline || !c || !ex->host.fn || c->chan != ex->host.fn || c->oneshot)
 		return false;
 	*token = c->token;
 	return true;
@@ -331,7 +331,7 @@ static CUresult attach_tcp(struct exec *ex, struct exec_hostfn *h, struct wire_h
 	socklen_t len = sizeof(addr);
 	int fd;
 
-	if (ex->conn_sock < 0 || getsockname(ex->conn_sock, (struct sockaddr *)&addr, &len) ||
+	if (ex->host.conn_sock < 0 || getsockname(ex->host.conn_sock, (struct sockaddr *)&addr, &len) ||
 	    (addr.ss_family != AF_INET && addr.ss_family != AF_INET6))
 		return CUDA_ERROR_NOT_SUPPORTED;
 	if (getrandom(h->secret, sizeof(h->secret), 0) != (ssize_t)sizeof(h->secret))
@@ -382,11 +382,11 @@ CUresult exec_host_func_attach(struct exec *ex, const struct wire_host_func_atta
 	CUresult res = CUDA_SUCCESS;
 
 	if (req->mode == HOSTFN_ATTACH_FD) {
-		if (!sock_is_unix(ex->conn_sock))
+		if (!sock_is_unix(ex->host.conn_sock))
 			return CUDA_ERROR_NOT_SUPPORTED;
 		/* Taken first, whatever the answer: on the unix transport an
 		 * unread descriptor would sit in the request stream. */
-		ret = shm_fds_recv(ex->conn_sock, &fd, 1, HOSTFN_FD_TIMEOUT_MS);
+		ret = shm_fds_recv(ex->host.conn_sock, &fd, 1, HOSTFN_FD_TIMEOUT_MS);
 		if (ret) {
 			pr_warn("host_func_attach: no socket from the guest (%s)", strerror(-ret));
 			return CUDA_ERROR_INVALID_VALUE;
@@ -465,7 +465,7 @@ CUresult exec_stream_add_callback(struct exec *ex, const struct wire_stream_add_
 
 void exec_hostfn_shutdown(struct exec *ex)
 {
-	struct exec_hostfn *h = ex->hostfn;
+	struct exec_hostfn *h = ex->host.fn;
 
 	if (!h)
 		return;
@@ -484,7 +484,7 @@ void exec_hostfn_shutdown(struct exec *ex)
 
 void exec_hostfn_free(struct exec *ex)
 {
-	struct exec_hostfn *h = ex->hostfn;
+	struct exec_hostfn *h = ex->host.fn;
 
 	if (!h)
 		return;
@@ -505,5 +505,5 @@ void exec_hostfn_free(struct exec *ex)
 	pthread_cond_destroy(&h->attached);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
-	ex->hostfn = NULL;
+	ex->host.fn = NULL;
 }

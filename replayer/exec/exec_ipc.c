@@ -40,29 +40,29 @@ struct exec_ipc {
 
 static struct exec_ipc *ipc_add(struct exec *ex)
 {
-	if (ex->ipc_count == ex->ipc_cap) {
-		unsigned cap = ex->ipc_cap ? ex->ipc_cap * 2 : 8;
-		struct exec_ipc *n = realloc(ex->ipc, cap * sizeof(*n));
+	if (ex->ipc.count == ex->ipc.cap) {
+		unsigned cap = ex->ipc.cap ? ex->ipc.cap * 2 : 8;
+		struct exec_ipc *n = realloc(ex->ipc.entries, cap * sizeof(*n));
 
 		if (!n)
 			return NULL;
-		ex->ipc = n;
-		ex->ipc_cap = cap;
+		ex->ipc.entries = n;
+		ex->ipc.cap = cap;
 	}
-	memset(&ex->ipc[ex->ipc_count], 0, sizeof(*ex->ipc));
-	return &ex->ipc[ex->ipc_count++];
+	memset(&ex->ipc.entries[ex->ipc.count], 0, sizeof(*ex->ipc.entries));
+	return &ex->ipc.entries[ex->ipc.count++];
 }
 
 static void ipc_remove(struct exec *ex, struct exec_ipc *x)
 {
-	*x = ex->ipc[--ex->ipc_count];
+	*x = ex->ipc.entries[--ex->ipc.count];
 }
 
 static struct exec_ipc *ipc_find(struct exec *ex, bool imported, uint32_t kind, uint64_t addr,
 				 uint64_t event, uint64_t id)
 {
-	for (unsigned i = 0; i < ex->ipc_count; i++) {
-		struct exec_ipc *x = &ex->ipc[i];
+	for (unsigned i = 0; i < ex->ipc.count; i++) {
+		struct exec_ipc *x = &ex->ipc.entries[i];
 
 		if (x->imported != imported || x->kind != kind)
 			continue;
@@ -104,7 +104,7 @@ static CUresult ipc_export(struct exec *ex, struct exec_ipc *x, uint32_t kind, u
 
 	if (payload)
 		memcpy(req.payload, payload, IPC_PAYLOAD_BYTES);
-	ret = ipc_call(ex->ipc_fd, &req, fd, &rep, NULL);
+	ret = ipc_call(ex->ipc.fd, &req, fd, &rep, NULL);
 	if (!ret)
 		ret = rep.status;
 	if (ret) {
@@ -130,7 +130,7 @@ CUresult exec_ipc_get_mem_handle(struct exec *ex, const struct wire_ipc_get_mem_
 
 	if (!al || al->imported)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (ex->ipc_fd < 0)
+	if (ex->ipc.fd < 0)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	/* One handle per allocation, whatever pointer inside it names it. */
 	x = ipc_find(ex, false, IPC_KIND_MEM, al->addr, 0, 0);
@@ -164,11 +164,11 @@ static CUresult ipc_open(struct exec *ex, struct wire_blob blob, uint32_t kind, 
 
 	if (ipc_handle_decode(blob.ptr, blob.len, &h) || h.kind != kind)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (ex->ipc_fd < 0)
+	if (ex->ipc.fd < 0)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	req.id = h.id;
 	memcpy(req.secret, h.secret, IPC_SECRET_BYTES);
-	ret = ipc_call(ex->ipc_fd, &req, -1, rep, kind == IPC_KIND_MEM ? fd : NULL);
+	ret = ipc_call(ex->ipc.fd, &req, -1, rep, kind == IPC_KIND_MEM ? fd : NULL);
 	if (!ret)
 		ret = rep->status;
 	if (!ret && kind == IPC_KIND_MEM && *fd < 0)
@@ -255,7 +255,7 @@ CUresult exec_ipc_get_event_handle(struct exec *ex, const struct wire_ipc_get_ev
 
 	if (!e)
 		return CUDA_ERROR_INVALID_HANDLE;
-	if (ex->ipc_fd < 0)
+	if (ex->ipc.fd < 0)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	x = ipc_find(ex, false, IPC_KIND_EVENT, 0, req->event, 0);
 	if (x)
@@ -317,7 +317,7 @@ static void ipc_unexport_one(struct exec *ex, struct exec_ipc *x)
 {
 	struct ipc_msg req = { .op = IPC_OP_UNEXPORT, .id = x->id }, rep;
 
-	if (ipc_call(ex->ipc_fd, &req, -1, &rep, NULL))
+	if (ipc_call(ex->ipc.fd, &req, -1, &rep, NULL))
 		pr_warn("cannot withdraw IPC export %llu", (unsigned long long)x->id);
 	ipc_remove(ex, x);
 }
@@ -344,8 +344,8 @@ int exec_ipc_snapshot_check(struct exec *ex, char *err, size_t errlen)
 {
 	unsigned n = 0;
 
-	for (unsigned i = 0; i < ex->ipc_count; i++)
-		n += ex->ipc[i].imported;
+	for (unsigned i = 0; i < ex->ipc.count; i++)
+		n += ex->ipc.entries[i].imported;
 	if (!n)
 		return 0;
 	snprintf(err, errlen, "the session holds %u IPC mapping(s) or event(s) of another session; "
@@ -357,7 +357,7 @@ void exec_ipc_close(struct exec *ex)
 {
 	/* Imported mappings go with the arenas; exports with the supervisor's
 	 * record of this worker. */
-	free(ex->ipc);
-	ex->ipc = NULL;
-	ex->ipc_count = ex->ipc_cap = 0;
+	free(ex->ipc.entries);
+	ex->ipc.entries = NULL;
+	ex->ipc.count = ex->ipc.cap = 0;
 }

@@ -60,7 +60,7 @@ static CUresult capture_allows_alloc(struct exec *ex)
 	CUdeviceptr probe = 0;
 	CUresult res;
 
-	if (!exec_capture_active(ex) || ex->capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+	if (!exec_capture_active(ex) || ex->graphs.capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
 		return CUDA_SUCCESS;
 	res = ex->be->cuMemAlloc(&probe, 1);
 	if (res == CUDA_SUCCESS)
@@ -211,10 +211,10 @@ CUresult exec_memcpy_dtoh(struct exec *ex, const struct wire_memcpy_dtoh_req *re
 	if (req->bytes > WIRE_COPY_PIECE || !exec_device_range_valid(ex, req->src, req->bytes)) {
 		pr_debug("memcpy_dtoh: 0x%llx +%llu is not the session's", (unsigned long long)req->src,
 			 (unsigned long long)req->bytes);
-		for (unsigned i = 0; i < ex->extra_count; i++)
-			if (req->src >= ex->extra[i].addr && req->src - ex->extra[i].addr < ex->extra[i].size)
+		for (unsigned i = 0; i < ex->globals.count; i++)
+			if (req->src >= ex->globals.ranges[i].addr && req->src - ex->globals.ranges[i].addr < ex->globals.ranges[i].size)
 				pr_debug("memcpy_dtoh: it starts in 0x%llx +%llu",
-					 (unsigned long long)ex->extra[i].addr, (unsigned long long)ex->extra[i].size);
+					 (unsigned long long)ex->globals.ranges[i].addr, (unsigned long long)ex->globals.ranges[i].size);
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	buf = exec_copy_buffer(ex, req->bytes);

@@ -55,8 +55,8 @@ static void pool_journal(struct exec *ex, uint64_t handle)
 
 	if (!p)
 		return;
-	r.flags = (handle == ex->default_pool ? POOL_F_DEFAULT : 0) |
-		  (handle == ex->current_pool ? POOL_F_CURRENT : 0);
+	r.flags = (handle == ex->pools.default_pool ? POOL_F_DEFAULT : 0) |
+		  (handle == ex->pools.current ? POOL_F_CURRENT : 0);
 	r.max_size = p->max_size;
 	r.usage = p->usage;
 	memcpy(r.reuse, p->reuse, sizeof(r.reuse));
@@ -88,19 +88,19 @@ static CUresult pool_default(struct exec *ex, uint64_t *handle)
 {
 	CUresult res = CUDA_SUCCESS;
 
-	if (!ex->default_pool) {
-		res = pool_new(ex, 0, 0, &ex->default_pool);
+	if (!ex->pools.default_pool) {
+		res = pool_new(ex, 0, 0, &ex->pools.default_pool);
 		if (res == CUDA_SUCCESS)
-			pool_journal(ex, ex->default_pool);    /* now with its flag */
+			pool_journal(ex, ex->pools.default_pool);    /* now with its flag */
 	}
-	*handle = ex->default_pool;
+	*handle = ex->pools.default_pool;
 	return res;
 }
 
 static CUresult pool_current(struct exec *ex, uint64_t *handle)
 {
-	if (ex->current_pool) {
-		*handle = ex->current_pool;
+	if (ex->pools.current) {
+		*handle = ex->pools.current;
 		return CUDA_SUCCESS;
 	}
 	return pool_default(ex, handle);
@@ -133,12 +133,12 @@ CUresult exec_mem_pool_destroy(struct exec *ex, const struct wire_mem_pool_destr
 {
 	if (!pool_get(ex, req->pool))
 		return CUDA_ERROR_INVALID_VALUE;
-	if (req->pool == ex->default_pool)
+	if (req->pool == ex->pools.default_pool)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (req->pool == ex->current_pool) {
+	if (req->pool == ex->pools.current) {
 		/* As the driver does: the default pool becomes current again. */
-		ex->current_pool = 0;
-		pool_journal(ex, ex->default_pool);
+		ex->pools.current = 0;
+		pool_journal(ex, ex->pools.default_pool);
 	}
 	exec_pool_release(handle_table_get(ex->handles, req->pool, HANDLE_MEMPOOL));
 	exec_object_remove(ex, req->pool);
@@ -167,7 +167,7 @@ CUresult exec_device_get_mem_pool(struct exec *ex, const struct wire_device_get_
 CUresult exec_device_set_mem_pool(struct exec *ex, const struct wire_device_set_mem_pool_req *req,
 				  struct wire_device_set_mem_pool_rep *rep)
 {
-	uint64_t old = ex->current_pool;
+	uint64_t old = ex->pools.current;
 	CUdevice dev;
 	CUresult res = exec_device_real(ex, req->device, &dev);
 
@@ -175,8 +175,8 @@ CUresult exec_device_set_mem_pool(struct exec *ex, const struct wire_device_set_
 		return res;
 	if (!pool_get(ex, req->pool))
 		return CUDA_ERROR_INVALID_VALUE;
-	ex->current_pool = req->pool == ex->default_pool ? 0 : req->pool;
-	pool_journal(ex, old ? old : ex->default_pool);
+	ex->pools.current = req->pool == ex->pools.default_pool ? 0 : req->pool;
+	pool_journal(ex, old ? old : ex->pools.default_pool);
 	pool_journal(ex, req->pool);
 	return CUDA_SUCCESS;
 }
@@ -285,25 +285,25 @@ CUresult exec_mem_pool_get_access(struct exec *ex, const struct wire_mem_pool_ge
 
 static struct exec_pool_alloc *pool_alloc_find(struct exec *ex, uint64_t addr)
 {
-	for (unsigned i = 0; i < ex->pool_alloc_count; i++)
-		if (ex->pool_allocs[i].addr == addr)
-			return &ex->pool_allocs[i];
+	for (unsigned i = 0; i < ex->pools.alloc_count; i++)
+		if (ex->pools.allocs[i].addr == addr)
+			return &ex->pools.allocs[i];
 	return NULL;
 }
 
 static int pool_alloc_add(struct exec *ex, uint64_t addr, uint64_t size, uint64_t mapped,
 			  uint64_t pool)
 {
-	if (ex->pool_alloc_count == ex->pool_alloc_cap) {
-		unsigned cap = ex->pool_alloc_cap ? 2 * ex->pool_alloc_cap : 16;
-		struct exec_pool_alloc *n = realloc(ex->pool_allocs, cap * sizeof(*n));
+	if (ex->pools.alloc_count == ex->pools.alloc_cap) {
+		unsigned cap = ex->pools.alloc_cap ? 2 * ex->pools.alloc_cap : 16;
+		struct exec_pool_alloc *n = realloc(ex->pools.allocs, cap * sizeof(*n));
 
 		if (!n)
 			return -1;
-		ex->pool_allocs = n;
-		ex->pool_alloc_cap = cap;
+		ex->pools.allocs = n;
+		ex->pools.alloc_cap = cap;
 	}
-	ex->pool_allocs[ex->pool_alloc_count++] = (struct exec_pool_alloc){ addr, size, mapped, pool };
+	ex->pools.allocs[ex->pools.alloc_count++] = (struct exec_pool_alloc){ addr, size, mapped, pool };
 	return 0;
 }
 
@@ -356,7 +356,7 @@ CUresult exec_mem_alloc_async(struct exec *ex, const struct wire_mem_alloc_async
 		exec_mem_unmap(ex, addr);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	a = &ex->pool_allocs[ex->pool_alloc_count - 1];
+	a = &ex->pools.allocs[ex->pools.alloc_count - 1];
 	pool_count(p, a, true);
 	exec_journal_region_owned(ex, addr, req->bytes, pool);
 	rep->address = addr;
@@ -370,7 +370,7 @@ bool exec_pool_alloc_forget(struct exec *ex, uint64_t addr)
 	if (!a)
 		return false;
 	pool_count(pool_get(ex, a->pool), a, false);
-	*a = ex->pool_allocs[--ex->pool_alloc_count];
+	*a = ex->pools.allocs[--ex->pools.alloc_count];
 	return true;
 }
 
@@ -395,8 +395,8 @@ CUresult exec_mem_free_async(struct exec *ex, const struct wire_mem_free_async_r
 
 void exec_pool_reset(struct exec *ex)
 {
-	while (ex->pool_alloc_count)
-		exec_pool_alloc_forget(ex, ex->pool_allocs[0].addr);
+	while (ex->pools.alloc_count)
+		exec_pool_alloc_forget(ex, ex->pools.allocs[0].addr);
 }
 
 /* ---- restore ---- */
@@ -423,9 +423,9 @@ CUresult exec_pool_restore(struct exec *ex, uint64_t handle, const void *args, u
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	if (r.flags & POOL_F_DEFAULT)
-		ex->default_pool = handle;
+		ex->pools.default_pool = handle;
 	if (r.flags & POOL_F_CURRENT)
-		ex->current_pool = handle == ex->default_pool ? 0 : handle;
+		ex->pools.current = handle == ex->pools.default_pool ? 0 : handle;
 	return CUDA_SUCCESS;
 }
 
@@ -439,6 +439,6 @@ int exec_pool_restore_alloc(struct exec *ex, uint64_t addr, uint64_t size, uint6
  * again; its high-water marks start over from there. */
 void exec_pool_restore_finish(struct exec *ex)
 {
-	for (unsigned i = 0; i < ex->pool_alloc_count; i++)
-		pool_count(pool_get(ex, ex->pool_allocs[i].pool), &ex->pool_allocs[i], true);
+	for (unsigned i = 0; i < ex->pools.alloc_count; i++)
+		pool_count(pool_get(ex, ex->pools.allocs[i].pool), &ex->pools.allocs[i], true);
 }

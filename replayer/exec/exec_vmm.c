@@ -92,17 +92,17 @@ static void vmm_journal_reservations(struct exec *ex)
 
 	if (!ex->journal || ex->journal_broken)
 		return;
-	buf = malloc(ex->vmm_res_count ? ex->vmm_res_count * 16u : 1);
+	buf = malloc(ex->vmm.res_count ? ex->vmm.res_count * 16u : 1);
 	if (!buf) {
 		ex->journal_broken = true;
 		pr_err("cannot journal the VMM reservations; snapshots are refused from now on");
 		return;
 	}
-	for (unsigned i = 0; i < ex->vmm_res_count; i++) {
-		buf[2 * i] = htole64(ex->vmm_res[i].addr);
-		buf[2 * i + 1] = htole64(ex->vmm_res[i].size);
+	for (unsigned i = 0; i < ex->vmm.res_count; i++) {
+		buf[2 * i] = htole64(ex->vmm.res[i].addr);
+		buf[2 * i + 1] = htole64(ex->vmm.res[i].size);
 	}
-	ret = tracker_meta_bytes_set(ex->journal, META_VMM_RESERVATIONS, buf, ex->vmm_res_count * 16u);
+	ret = tracker_meta_bytes_set(ex->journal, META_VMM_RESERVATIONS, buf, ex->vmm.res_count * 16u);
 	free(buf);
 	if (ret) {
 		ex->journal_broken = true;
@@ -124,7 +124,7 @@ static void vmm_alloc_maybe_free(struct exec *ex, uint64_t handle)
 		return;
 	}
 	ex->be->cuMemRelease(vmm_real(e));
-	ex->vmm_bytes -= a->size;
+	ex->vmm.bytes -= a->size;
 	free(a);
 	e->info = NULL;
 	exec_object_remove(ex, handle);
@@ -169,12 +169,12 @@ static int grow(void **arr, unsigned *cap, unsigned count, size_t stride)
 /* The reservation holding [addr, addr + size), or NULL. */
 static const struct exec_vmm_range *res_containing(const struct exec *ex, uint64_t addr, uint64_t size)
 {
-	unsigned at = lower_bound(ex->vmm_res, ex->vmm_res_count, sizeof(*ex->vmm_res), addr + 1);
+	unsigned at = lower_bound(ex->vmm.res, ex->vmm.res_count, sizeof(*ex->vmm.res), addr + 1);
 	const struct exec_vmm_range *r;
 
 	if (at == 0)
 		return NULL;
-	r = &ex->vmm_res[at - 1];
+	r = &ex->vmm.res[at - 1];
 	return addr - r->addr < r->size && size <= r->size - (addr - r->addr) ? r : NULL;
 }
 
@@ -183,59 +183,59 @@ static bool res_free(const struct exec *ex, uint64_t addr, uint64_t size)
 {
 	unsigned at;
 
-	if (addr < ex->vmm_base || size > ex->vmm_size || addr - ex->vmm_base > ex->vmm_size - size)
+	if (addr < ex->vmm.base || size > ex->vmm.size || addr - ex->vmm.base > ex->vmm.size - size)
 		return false;
-	at = lower_bound(ex->vmm_res, ex->vmm_res_count, sizeof(*ex->vmm_res), addr);
-	if (at < ex->vmm_res_count && ex->vmm_res[at].addr < addr + size)
+	at = lower_bound(ex->vmm.res, ex->vmm.res_count, sizeof(*ex->vmm.res), addr);
+	if (at < ex->vmm.res_count && ex->vmm.res[at].addr < addr + size)
 		return false;
-	return !(at > 0 && ex->vmm_res[at - 1].addr + ex->vmm_res[at - 1].size > addr);
+	return !(at > 0 && ex->vmm.res[at - 1].addr + ex->vmm.res[at - 1].size > addr);
 }
 
 static int res_insert(struct exec *ex, uint64_t addr, uint64_t size)
 {
 	unsigned at;
 
-	if (grow((void **)&ex->vmm_res, &ex->vmm_res_cap, ex->vmm_res_count, sizeof(*ex->vmm_res)))
+	if (grow((void **)&ex->vmm.res, &ex->vmm.res_cap, ex->vmm.res_count, sizeof(*ex->vmm.res)))
 		return -ENOMEM;
-	at = lower_bound(ex->vmm_res, ex->vmm_res_count, sizeof(*ex->vmm_res), addr);
-	memmove(&ex->vmm_res[at + 1], &ex->vmm_res[at], (ex->vmm_res_count - at) * sizeof(*ex->vmm_res));
-	ex->vmm_res[at] = (struct exec_vmm_range){ addr, size };
-	ex->vmm_res_count++;
+	at = lower_bound(ex->vmm.res, ex->vmm.res_count, sizeof(*ex->vmm.res), addr);
+	memmove(&ex->vmm.res[at + 1], &ex->vmm.res[at], (ex->vmm.res_count - at) * sizeof(*ex->vmm.res));
+	ex->vmm.res[at] = (struct exec_vmm_range){ addr, size };
+	ex->vmm.res_count++;
 	return 0;
 }
 
 /* First fit of @size at @align in the window, or 0. */
 static uint64_t res_place(const struct exec *ex, uint64_t size, uint64_t align)
 {
-	uint64_t cursor = ex->vmm_base, end = ex->vmm_base + ex->vmm_size;
+	uint64_t cursor = ex->vmm.base, end = ex->vmm.base + ex->vmm.size;
 
-	for (unsigned i = 0; i <= ex->vmm_res_count; i++) {
-		uint64_t gap_end = i < ex->vmm_res_count ? ex->vmm_res[i].addr : end;
+	for (unsigned i = 0; i <= ex->vmm.res_count; i++) {
+		uint64_t gap_end = i < ex->vmm.res_count ? ex->vmm.res[i].addr : end;
 		uint64_t at = (cursor + align - 1) / align * align;
 
 		if (at >= cursor && at <= gap_end && gap_end - at >= size)
 			return at;
-		if (i < ex->vmm_res_count)
-			cursor = ex->vmm_res[i].addr + ex->vmm_res[i].size;
+		if (i < ex->vmm.res_count)
+			cursor = ex->vmm.res[i].addr + ex->vmm.res[i].size;
 	}
 	return 0;
 }
 
 const struct exec_vmm_map *exec_vmm_find(const struct exec *ex, uint64_t addr)
 {
-	unsigned at = lower_bound(ex->vmm_maps, ex->vmm_map_count, sizeof(*ex->vmm_maps), addr + 1);
+	unsigned at = lower_bound(ex->vmm.maps, ex->vmm.map_count, sizeof(*ex->vmm.maps), addr + 1);
 	const struct exec_vmm_map *m;
 
 	if (at == 0)
 		return NULL;
-	m = &ex->vmm_maps[at - 1];
+	m = &ex->vmm.maps[at - 1];
 	return addr - m->addr < m->size ? m : NULL;
 }
 
 bool exec_vmm_range_valid(const struct exec *ex, uint64_t addr, uint64_t len)
 {
 	const struct exec_vmm_map *m = exec_vmm_find(ex, addr);
-	const struct exec_vmm_map *last = ex->vmm_maps + ex->vmm_map_count;
+	const struct exec_vmm_map *last = ex->vmm.maps + ex->vmm.map_count;
 
 	if (!m || m->access == CU_MEM_ACCESS_FLAGS_PROT_NONE)
 		return false;
@@ -251,17 +251,17 @@ bool exec_vmm_range_valid(const struct exec *ex, uint64_t addr, uint64_t len)
 /* Do whole mappings tile [addr, addr + size)? The index of the first in @first. */
 static bool maps_tile(const struct exec *ex, uint64_t addr, uint64_t size, unsigned *first)
 {
-	unsigned at = lower_bound(ex->vmm_maps, ex->vmm_map_count, sizeof(*ex->vmm_maps), addr);
+	unsigned at = lower_bound(ex->vmm.maps, ex->vmm.map_count, sizeof(*ex->vmm.maps), addr);
 	uint64_t cur = addr;
 
 	if (!size || addr + size < addr)
 		return false;
 	*first = at;
 	for (; cur < addr + size; at++) {
-		if (at == ex->vmm_map_count || ex->vmm_maps[at].addr != cur ||
-		    ex->vmm_maps[at].size > addr + size - cur)
+		if (at == ex->vmm.map_count || ex->vmm.maps[at].addr != cur ||
+		    ex->vmm.maps[at].size > addr + size - cur)
 			return false;
-		cur += ex->vmm_maps[at].size;
+		cur += ex->vmm.maps[at].size;
 	}
 	return true;
 }
@@ -311,9 +311,9 @@ void exec_vmm_open(struct exec *ex)
 			ex->be->cuMemAddressFree(got, ex->cfg.vmm_size);
 		return;
 	}
-	ex->vmm_base = base;
-	ex->vmm_size = ex->cfg.vmm_size;
-	ex->vmm_gran = gran;
+	ex->vmm.base = base;
+	ex->vmm.size = ex->cfg.vmm_size;
+	ex->vmm.gran = gran;
 }
 
 static int vmm_release_all(struct handle_entry *e, void *arg)
@@ -330,18 +330,18 @@ static int vmm_release_all(struct handle_entry *e, void *arg)
 
 void exec_vmm_close(struct exec *ex)
 {
-	for (unsigned i = 0; i < ex->vmm_map_count; i++)
-		ex->be->cuMemUnmap(ex->vmm_maps[i].addr, ex->vmm_maps[i].size);
+	for (unsigned i = 0; i < ex->vmm.map_count; i++)
+		ex->be->cuMemUnmap(ex->vmm.maps[i].addr, ex->vmm.maps[i].size);
 	if (ex->handles)
 		handle_table_foreach(ex->handles, vmm_release_all, ex);
-	if (ex->vmm_size)
-		ex->be->cuMemAddressFree(ex->vmm_base, ex->vmm_size);
-	free(ex->vmm_maps);
-	free(ex->vmm_res);
-	ex->vmm_maps = NULL;
-	ex->vmm_res = NULL;
-	ex->vmm_map_count = ex->vmm_res_count = 0;
-	ex->vmm_size = 0;
+	if (ex->vmm.size)
+		ex->be->cuMemAddressFree(ex->vmm.base, ex->vmm.size);
+	free(ex->vmm.maps);
+	free(ex->vmm.res);
+	ex->vmm.maps = NULL;
+	ex->vmm.res = NULL;
+	ex->vmm.map_count = ex->vmm.res_count = 0;
+	ex->vmm.size = 0;
 }
 
 /* ---- handlers ---- */
@@ -375,15 +375,15 @@ CUresult exec_mem_address_reserve(struct exec *ex, const struct wire_mem_address
 {
 	uint64_t align = req->alignment, addr = 0;
 
-	if (!ex->vmm_size)
+	if (!ex->vmm.size)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	if (req->flags || !req->size || req->size % ex->vmm_gran || (align & (align - 1)))
+	if (req->flags || !req->size || req->size % ex->vmm.gran || (align & (align - 1)))
 		return CUDA_ERROR_INVALID_VALUE;
-	if (align < ex->vmm_gran)
-		align = ex->vmm_gran;
-	if (req->size > ex->vmm_size || align > ex->vmm_size)
+	if (align < ex->vmm.gran)
+		align = ex->vmm.gran;
+	if (req->size > ex->vmm.size || align > ex->vmm.size)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (ex->vmm_res_count >= VMM_RESERVATIONS_MAX)
+	if (ex->vmm.res_count >= VMM_RESERVATIONS_MAX)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	/* The hint is honoured when it is aligned and free, as the driver does. */
 	if (req->hint && req->hint % align == 0 && res_free(ex, req->hint, req->size))
@@ -400,19 +400,19 @@ CUresult exec_mem_address_reserve(struct exec *ex, const struct wire_mem_address
 CUresult exec_mem_address_free(struct exec *ex, const struct wire_mem_address_free_req *req,
 			       struct wire_mem_address_free_rep *rep)
 {
-	unsigned at = lower_bound(ex->vmm_res, ex->vmm_res_count, sizeof(*ex->vmm_res), req->address);
+	unsigned at = lower_bound(ex->vmm.res, ex->vmm.res_count, sizeof(*ex->vmm.res), req->address);
 	unsigned m;
 
-	if (at == ex->vmm_res_count || ex->vmm_res[at].addr != req->address ||
-	    ex->vmm_res[at].size != req->size)
+	if (at == ex->vmm.res_count || ex->vmm.res[at].addr != req->address ||
+	    ex->vmm.res[at].size != req->size)
 		return CUDA_ERROR_INVALID_VALUE;
 	/* A reservation with live mappings stays (the sim's rule; the driver's docs
 	 * ask for the mappings to go first). */
-	m = lower_bound(ex->vmm_maps, ex->vmm_map_count, sizeof(*ex->vmm_maps), req->address);
-	if (m < ex->vmm_map_count && ex->vmm_maps[m].addr < req->address + req->size)
+	m = lower_bound(ex->vmm.maps, ex->vmm.map_count, sizeof(*ex->vmm.maps), req->address);
+	if (m < ex->vmm.map_count && ex->vmm.maps[m].addr < req->address + req->size)
 		return CUDA_ERROR_INVALID_VALUE;
-	memmove(&ex->vmm_res[at], &ex->vmm_res[at + 1], (ex->vmm_res_count - at - 1) * sizeof(*ex->vmm_res));
-	ex->vmm_res_count--;
+	memmove(&ex->vmm.res[at], &ex->vmm.res[at + 1], (ex->vmm.res_count - at - 1) * sizeof(*ex->vmm.res));
+	ex->vmm.res_count--;
 	vmm_journal_reservations(ex);
 	return CUDA_SUCCESS;
 }
@@ -441,9 +441,9 @@ CUresult exec_mem_create(struct exec *ex, const struct wire_mem_create_req *req,
 	CUmemLocation loc;
 	CUresult res;
 
-	if (!ex->vmm_size)
+	if (!ex->vmm.size)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	if (req->flags || !req->size || req->size % ex->vmm_gran ||
+	if (req->flags || !req->size || req->size % ex->vmm.gran ||
 	    req->alloc_type != CU_MEM_ALLOCATION_TYPE_PINNED || req->compression > 0xff ||
 	    req->rdma > 1 || req->usage > 0xffff)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -472,7 +472,7 @@ CUresult exec_mem_create(struct exec *ex, const struct wire_mem_create_req *req,
 		free(a);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	ex->vmm_bytes += a->size;
+	ex->vmm.bytes += a->size;
 	vmm_journal_alloc(ex, rep->mem, a);
 	exec_mem_publish(ex);
 	return CUDA_SUCCESS;
@@ -494,12 +494,12 @@ static int map_insert(struct exec *ex, const struct exec_vmm_map *m)
 {
 	unsigned at;
 
-	if (grow((void **)&ex->vmm_maps, &ex->vmm_map_cap, ex->vmm_map_count, sizeof(*ex->vmm_maps)))
+	if (grow((void **)&ex->vmm.maps, &ex->vmm.map_cap, ex->vmm.map_count, sizeof(*ex->vmm.maps)))
 		return -ENOMEM;
-	at = lower_bound(ex->vmm_maps, ex->vmm_map_count, sizeof(*ex->vmm_maps), m->addr);
-	memmove(&ex->vmm_maps[at + 1], &ex->vmm_maps[at], (ex->vmm_map_count - at) * sizeof(*ex->vmm_maps));
-	ex->vmm_maps[at] = *m;
-	ex->vmm_map_count++;
+	at = lower_bound(ex->vmm.maps, ex->vmm.map_count, sizeof(*ex->vmm.maps), m->addr);
+	memmove(&ex->vmm.maps[at + 1], &ex->vmm.maps[at], (ex->vmm.map_count - at) * sizeof(*ex->vmm.maps));
+	ex->vmm.maps[at] = *m;
+	ex->vmm.map_count++;
 	return 0;
 }
 
@@ -508,10 +508,10 @@ static CUresult map_add(struct exec *ex, struct handle_entry *e, uint64_t addr, 
 			uint32_t access)
 {
 	struct exec_vmm_alloc *a = e->info;
-	struct exec_vmm_map m = { addr, size, e->handle, VMM_BUFFER_ID_BASE + ++ex->vmm_next_id, access };
+	struct exec_vmm_map m = { addr, size, e->handle, VMM_BUFFER_ID_BASE + ++ex->vmm.next_id, access };
 	CUresult res;
 
-	if (ex->vmm_map_count >= VMM_MAPPINGS_MAX)
+	if (ex->vmm.map_count >= VMM_MAPPINGS_MAX)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	res = ex->be->cuMemMap(addr, size, 0, vmm_real(e), 0);
 	if (res != CUDA_SUCCESS)
@@ -530,17 +530,17 @@ CUresult exec_vmm_map(struct exec *ex, const struct wire_vmm_map_req *req, struc
 	struct handle_entry *e = vmm_entry(ex, req->mem);
 	unsigned at;
 
-	if (!e || req->flags || !req->size || !ex->vmm_gran || req->address % ex->vmm_gran ||
-	    req->size % ex->vmm_gran)
+	if (!e || req->flags || !req->size || !ex->vmm.gran || req->address % ex->vmm.gran ||
+	    req->size % ex->vmm.gran)
 		return CUDA_ERROR_INVALID_VALUE;
 	/* cuda.h: the offset "currently must be zero". */
 	if (req->offset || req->size > ((struct exec_vmm_alloc *)e->info)->size)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!res_containing(ex, req->address, req->size))
 		return CUDA_ERROR_INVALID_VALUE;
-	at = lower_bound(ex->vmm_maps, ex->vmm_map_count, sizeof(*ex->vmm_maps), req->address);
-	if ((at < ex->vmm_map_count && ex->vmm_maps[at].addr < req->address + req->size) ||
-	    (at > 0 && ex->vmm_maps[at - 1].addr + ex->vmm_maps[at - 1].size > req->address))
+	at = lower_bound(ex->vmm.maps, ex->vmm.map_count, sizeof(*ex->vmm.maps), req->address);
+	if ((at < ex->vmm.map_count && ex->vmm.maps[at].addr < req->address + req->size) ||
+	    (at > 0 && ex->vmm.maps[at - 1].addr + ex->vmm.maps[at - 1].size > req->address))
 		return CUDA_ERROR_INVALID_VALUE;
 	return map_add(ex, e, req->address, req->size, CU_MEM_ACCESS_FLAGS_PROT_NONE);
 }
@@ -553,16 +553,16 @@ CUresult exec_vmm_unmap(struct exec *ex, const struct wire_vmm_unmap_req *req,
 
 	if (!maps_tile(ex, req->address, req->size, &first))
 		return CUDA_ERROR_INVALID_VALUE;
-	while (first < ex->vmm_map_count && ex->vmm_maps[first].addr < req->address + req->size) {
-		struct exec_vmm_map m = ex->vmm_maps[first];
+	while (first < ex->vmm.map_count && ex->vmm.maps[first].addr < req->address + req->size) {
+		struct exec_vmm_map m = ex->vmm.maps[first];
 		struct handle_entry *e = handle_table_get(ex->handles, m.mem, HANDLE_VMM);
 
 		res = ex->be->cuMemUnmap(m.addr, m.size);
 		if (res != CUDA_SUCCESS)
 			return res;
-		memmove(&ex->vmm_maps[first], &ex->vmm_maps[first + 1],
-			(ex->vmm_map_count - first - 1) * sizeof(*ex->vmm_maps));
-		ex->vmm_map_count--;
+		memmove(&ex->vmm.maps[first], &ex->vmm.maps[first + 1],
+			(ex->vmm.map_count - first - 1) * sizeof(*ex->vmm.maps));
+		ex->vmm.map_count--;
 		exec_journal_region_drop(ex, m.addr);
 		if (e && e->info) {
 			((struct exec_vmm_alloc *)e->info)->maps--;
@@ -612,8 +612,8 @@ CUresult exec_mem_set_access(struct exec *ex, const struct wire_mem_set_access_r
 	res = ex->be->cuMemSetAccess(req->address, req->size, desc, count);
 	if (res != CUDA_SUCCESS)
 		return res;
-	for (unsigned i = first; i < ex->vmm_map_count && ex->vmm_maps[i].addr < req->address + req->size; i++) {
-		struct exec_vmm_map *m = &ex->vmm_maps[i];
+	for (unsigned i = first; i < ex->vmm.map_count && ex->vmm.maps[i].addr < req->address + req->size; i++) {
+		struct exec_vmm_map *m = &ex->vmm.maps[i];
 
 		m->access = access;
 		exec_journal_region_as(ex, m->addr, m->size, EXEC_REGION_VMM, m->mem, access);
@@ -701,8 +701,8 @@ static int restore_alloc(void *arg, uint64_t handle, const struct tracker_object
 		return -EBADMSG;
 	}
 	memcpy(&r, o->args, sizeof(r));
-	if (le32toh(r.version) != VMM_RECORD_VERSION || !r.size || !ex->vmm_gran ||
-	    le64toh(r.size) % ex->vmm_gran) {
+	if (le32toh(r.version) != VMM_RECORD_VERSION || !r.size || !ex->vmm.gran ||
+	    le64toh(r.size) % ex->vmm.gran) {
 		snprintf(vr->err, vr->errlen, "VMM allocation 0x%llx: bad record", (unsigned long long)handle);
 		return -EBADMSG;
 	}
@@ -725,7 +725,7 @@ static int restore_alloc(void *arg, uint64_t handle, const struct tracker_object
 		free(a);
 		return -ENOMEM;
 	}
-	ex->vmm_bytes += a->size;
+	ex->vmm.bytes += a->size;
 	vmm_journal_alloc(ex, handle, a);
 	return 0;
 }
@@ -748,12 +748,12 @@ int exec_vmm_restore_begin(struct exec *ex, struct tracker *saved, char *err, si
 			memcpy(v, (const uint8_t *)bytes + 16 * i, sizeof(v));
 			v[0] = le64toh(v[0]);
 			v[1] = le64toh(v[1]);
-			if (!ex->vmm_size || !v[1] || v[0] % ex->vmm_gran || v[1] % ex->vmm_gran ||
+			if (!ex->vmm.size || !v[1] || v[0] % ex->vmm.gran || v[1] % ex->vmm.gran ||
 			    !res_free(ex, v[0], v[1])) {
 				snprintf(err, errlen, "VMM reservation 0x%llx+0x%llx does not fit this worker's "
 					 "window 0x%llx+0x%llx", (unsigned long long)v[0],
-					 (unsigned long long)v[1], (unsigned long long)ex->vmm_base,
-					 (unsigned long long)ex->vmm_size);
+					 (unsigned long long)v[1], (unsigned long long)ex->vmm.base,
+					 (unsigned long long)ex->vmm.size);
 				return -EINVAL;
 			}
 			if (res_insert(ex, v[0], v[1]))
@@ -773,12 +773,12 @@ int exec_vmm_restore_map(struct exec *ex, uint64_t addr, uint64_t size, uint64_t
 	unsigned at;
 	CUresult res;
 
-	at = lower_bound(ex->vmm_maps, ex->vmm_map_count, sizeof(*ex->vmm_maps), addr);
-	if (!e || !e->info || access > CU_MEM_ACCESS_FLAGS_PROT_READWRITE || !ex->vmm_gran ||
-	    addr % ex->vmm_gran || size % ex->vmm_gran || size > ((struct exec_vmm_alloc *)e->info)->size ||
+	at = lower_bound(ex->vmm.maps, ex->vmm.map_count, sizeof(*ex->vmm.maps), addr);
+	if (!e || !e->info || access > CU_MEM_ACCESS_FLAGS_PROT_READWRITE || !ex->vmm.gran ||
+	    addr % ex->vmm.gran || size % ex->vmm.gran || size > ((struct exec_vmm_alloc *)e->info)->size ||
 	    !res_containing(ex, addr, size) ||
-	    (at < ex->vmm_map_count && ex->vmm_maps[at].addr < addr + size) ||
-	    (at > 0 && ex->vmm_maps[at - 1].addr + ex->vmm_maps[at - 1].size > addr)) {
+	    (at < ex->vmm.map_count && ex->vmm.maps[at].addr < addr + size) ||
+	    (at > 0 && ex->vmm.maps[at - 1].addr + ex->vmm.maps[at - 1].size > addr)) {
 		snprintf(err, errlen, "VMM mapping 0x%llx+0x%llx of 0x%llx is inconsistent with the journal",
 			 (unsigned long long)addr, (unsigned long long)size, (unsigned long long)mem);
 		return -EBADMSG;
@@ -797,8 +797,8 @@ int exec_vmm_restore_map(struct exec *ex, uint64_t addr, uint64_t size, uint64_t
 
 int exec_vmm_restore_finish(struct exec *ex, char *err, size_t errlen)
 {
-	for (unsigned i = 0; i < ex->vmm_map_count; i++) {
-		const struct exec_vmm_map *m = &ex->vmm_maps[i];
+	for (unsigned i = 0; i < ex->vmm.map_count; i++) {
+		const struct exec_vmm_map *m = &ex->vmm.maps[i];
 		CUmemAccessDesc d = { { CU_MEM_LOCATION_TYPE_DEVICE, ex->device },
 				      (CUmemAccess_flags)m->access };
 		CUresult res;

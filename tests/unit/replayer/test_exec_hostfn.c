@@ -88,7 +88,7 @@ static int setup(void **state)
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, fx.transport) || backend_open("sim", &bcfg, &fx.be) ||
 	    exec_open(&fx.ex, fx.be, &cfg, NULL) || exec_stream_create(&fx.ex, &sc, &sr))
 		return -1;
-	fx.ex.conn_sock = fx.transport[0];
+	fx.ex.host.conn_sock = fx.transport[0];
 	fx.stream = sr.stream;
 	return 0;
 }
@@ -311,7 +311,7 @@ static void test_silent_guest_cannot_hold_close(void **state)
 	exec_close(&fx.ex);
 	assert_int_equal(exec_open(&ex2, fx.be, &cfg, NULL), 0);
 	assert_int_equal(exec_stream_create(&ex2, &sc, &sr), CUDA_SUCCESS);
-	ex2.conn_sock = fx.transport[0];
+	ex2.host.conn_sock = fx.transport[0];
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	assert_int_equal(shm_fds_send(fx.transport[1], &sv[0], 1), 0);
 	{

@@ -329,7 +329,7 @@ static void test_journal_vmm(void **state)
 	assert_int_equal(backend_open("sim", &bcfg, &be), 0);
 	assert_int_equal(exec_open(&ex, be, &cfg, NULL), 0);
 	assert_int_equal(exec_journal_open(&ex, dir, "vmm-test"), 0);
-	assert_int_equal(ex.vmm_base, cfg.arena_base + EXEC_DEVICES_MAX * cfg.arena_size);
+	assert_int_equal(ex.vmm.base, cfg.arena_base + EXEC_DEVICES_MAX * cfg.arena_size);
 
 	assert_int_equal(exec_mem_address_reserve(&ex, &rr, &rr_rep), CUDA_SUCCESS);
 	assert_int_equal(tracker_meta_bytes_get(ex.journal, TRACKER_META_USER + 0x102, &list, &list_len), 0);
