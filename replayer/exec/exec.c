@@ -1,5 +1,6 @@
 #define LOG_PREFIX "exec: "
 #include "exec.h"
+#include "wire_dispatch.h"
 #include "wire_calls.h"
 #include "log.h"
 
@@ -469,4 +470,11 @@ void *exec_copy_buffer(struct exec *ex, size_t size)
 		ex->copy.cap = size;
 	}
 	return ex->copy.buf ? ex->copy.buf : (ex->copy.buf = malloc(1));
+}
+
+CUresult exec_handle_lookup(struct exec *ex, uint64_t handle, enum handle_kind kind,
+			    struct handle_entry **e)
+{
+	*e = handle_table_get(ex->handles, handle, kind);
+	return *e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }

@@ -449,12 +449,13 @@ static void array_forget(struct exec *ex, uint64_t handle, struct exec_array *a)
 CUresult exec_array_destroy(struct exec *ex, const struct wire_array_destroy_req *req,
 			    struct wire_array_destroy_rep *rep)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, req->array, HANDLE_ARRAY);
+	struct handle_entry *e;
 	struct exec_array *a;
 	CUresult res;
 
-	if (!e)
-		return CUDA_ERROR_INVALID_HANDLE;
+	res = exec_lookup_array(ex, req->array, &e);
+	if (res != CUDA_SUCCESS)
+		return res;
 	a = e->info;
 	if (a->level != ARRAY_NO_LEVEL)
 		return CUDA_ERROR_INVALID_HANDLE;   /* a level goes with its mipmapped array */
@@ -486,12 +487,13 @@ CUresult exec_array_get_memory_requirements(struct exec *ex,
 					    const struct wire_array_get_memory_requirements_req *req,
 					    struct wire_array_get_memory_requirements_rep *rep)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, req->array, HANDLE_ARRAY);
+	struct handle_entry *e;
 	CUDA_ARRAY_MEMORY_REQUIREMENTS r = { 0 };
 	CUresult res;
 
-	if (!e)
-		return CUDA_ERROR_INVALID_HANDLE;
+	res = exec_lookup_array(ex, req->array, &e);
+	if (res != CUDA_SUCCESS)
+		return res;
 	res = ex->be->cuArrayGetMemoryRequirements(&r, e->real, ex->device);
 	rep->size = r.size;
 	rep->alignment = r.alignment;
@@ -585,11 +587,12 @@ static void mipmap_forget(struct exec *ex, uint64_t handle, struct exec_mipmap *
 CUresult exec_mipmapped_array_destroy(struct exec *ex, const struct wire_mipmapped_array_destroy_req *req,
 				      struct wire_mipmapped_array_destroy_rep *rep)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, req->mipmap, HANDLE_MIPMAP);
+	struct handle_entry *e;
 	CUresult res;
 
-	if (!e)
-		return CUDA_ERROR_INVALID_HANDLE;
+	res = exec_lookup_mipmap(ex, req->mipmap, &e);
+	if (res != CUDA_SUCCESS)
+		return res;
 	res = ex->be->cuMipmappedArrayDestroy(e->real);
 	if (res == CUDA_SUCCESS)
 		mipmap_forget(ex, req->mipmap, e->info);
@@ -644,12 +647,13 @@ CUresult exec_mipmapped_array_get_memory_requirements(
 	struct exec *ex, const struct wire_mipmapped_array_get_memory_requirements_req *req,
 	struct wire_mipmapped_array_get_memory_requirements_rep *rep)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, req->mipmap, HANDLE_MIPMAP);
+	struct handle_entry *e;
 	CUDA_ARRAY_MEMORY_REQUIREMENTS r = { 0 };
 	CUresult res;
 
-	if (!e)
-		return CUDA_ERROR_INVALID_HANDLE;
+	res = exec_lookup_mipmap(ex, req->mipmap, &e);
+	if (res != CUDA_SUCCESS)
+		return res;
 	res = ex->be->cuMipmappedArrayGetMemoryRequirements(&r, e->real, ex->device);
 	rep->size = r.size;
 	rep->alignment = r.alignment;

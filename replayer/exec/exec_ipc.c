@@ -248,13 +248,14 @@ CUresult exec_ipc_close_mem_handle(struct exec *ex, const struct wire_ipc_close_
 CUresult exec_ipc_get_event_handle(struct exec *ex, const struct wire_ipc_get_event_handle_req *req,
 				   struct wire_ipc_get_event_handle_rep *rep)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, req->event, HANDLE_EVENT);
+	struct handle_entry *e;
 	CUipcEventHandle real;
 	struct exec_ipc *x;
 	CUresult res;
 
-	if (!e)
-		return CUDA_ERROR_INVALID_HANDLE;
+	res = exec_lookup_event(ex, req->event, &e);
+	if (res != CUDA_SUCCESS)
+		return res;
 	if (ex->ipc.fd < 0)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	x = ipc_find(ex, false, IPC_KIND_EVENT, 0, req->event, 0);

@@ -91,11 +91,12 @@ static void children_drop(struct exec *ex, uint64_t parent)
 CUresult exec_module_unload(struct exec *ex, const struct wire_module_unload_req *req,
 			    struct wire_module_unload_rep *rep)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, req->module, HANDLE_MODULE);
+	struct handle_entry *e;
 	CUresult res;
 
-	if (!e)
-		return CUDA_ERROR_INVALID_HANDLE;
+	res = exec_lookup_module(ex, req->module, &e);
+	if (res != CUDA_SUCCESS)
+		return res;
 	if (e->parent)          /* a library's module goes with its library */
 		return CUDA_ERROR_NOT_PERMITTED;
 	res = ex->be->cuModuleUnload(e->real);
@@ -155,12 +156,13 @@ static CUresult callable_add(struct exec *ex, enum handle_kind kind, void *real,
 CUresult exec_module_get_function(struct exec *ex, const struct wire_module_get_function_req *req,
 				  struct wire_module_get_function_rep *rep)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, req->module, HANDLE_MODULE);
+	struct handle_entry *e;
 	CUfunction fn;
 	CUresult res;
 
-	if (!e)
-		return CUDA_ERROR_INVALID_HANDLE;
+	res = exec_lookup_module(ex, req->module, &e);
+	if (res != CUDA_SUCCESS)
+		return res;
 	res = ex->be->cuModuleGetFunction(&fn, e->real, req->name);
 	if (res != CUDA_SUCCESS)
 		return res;
@@ -170,13 +172,14 @@ CUresult exec_module_get_function(struct exec *ex, const struct wire_module_get_
 CUresult exec_module_get_global(struct exec *ex, const struct wire_module_get_global_req *req,
 				struct wire_module_get_global_rep *rep)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, req->module, HANDLE_MODULE);
+	struct handle_entry *e;
 	CUdeviceptr addr = 0;
 	size_t bytes = 0;
 	CUresult res;
 
-	if (!e)
-		return CUDA_ERROR_INVALID_HANDLE;
+	res = exec_lookup_module(ex, req->module, &e);
+	if (res != CUDA_SUCCESS)
+		return res;
 	res = ex->be->cuModuleGetGlobal(&addr, &bytes, e->real, req->name);
 	if (res != CUDA_SUCCESS)
 		return res;
@@ -235,11 +238,12 @@ CUresult exec_library_load_data(struct exec *ex, const struct wire_library_load_
 CUresult exec_library_unload(struct exec *ex, const struct wire_library_unload_req *req,
 			     struct wire_library_unload_rep *rep)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, req->library, HANDLE_LIBRARY);
+	struct handle_entry *e;
 	CUresult res;
 
-	if (!e)
-		return CUDA_ERROR_INVALID_HANDLE;
+	res = exec_lookup_library(ex, req->library, &e);
+	if (res != CUDA_SUCCESS)
+		return res;
 	res = ex->be->cuLibraryUnload(e->real);
 	if (res != CUDA_SUCCESS)
 		return res;
@@ -251,12 +255,13 @@ CUresult exec_library_unload(struct exec *ex, const struct wire_library_unload_r
 CUresult exec_library_get_kernel(struct exec *ex, const struct wire_library_get_kernel_req *req,
 				 struct wire_library_get_kernel_rep *rep)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, req->library, HANDLE_LIBRARY);
+	struct handle_entry *e;
 	CUkernel k;
 	CUresult res;
 
-	if (!e)
-		return CUDA_ERROR_INVALID_HANDLE;
+	res = exec_lookup_library(ex, req->library, &e);
+	if (res != CUDA_SUCCESS)
+		return res;
 	res = ex->be->cuLibraryGetKernel(&k, e->real, req->name);
 	if (res != CUDA_SUCCESS)
 		return res;
@@ -466,12 +471,13 @@ CUresult exec_library_enumerate_kernels(struct exec *ex,
 CUresult exec_kernel_get_function(struct exec *ex, const struct wire_kernel_get_function_req *req,
 				  struct wire_kernel_get_function_rep *rep)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, req->kernel, HANDLE_KERNEL);
+	struct handle_entry *e;
 	CUfunction fn;
 	CUresult res;
 
-	if (!e)
-		return CUDA_ERROR_INVALID_HANDLE;
+	res = exec_lookup_kernel(ex, req->kernel, &e);
+	if (res != CUDA_SUCCESS)
+		return res;
 	res = exec_function_real(ex, req->kernel, &fn, NULL);
 	if (res != CUDA_SUCCESS)
 		return res;
@@ -610,12 +616,13 @@ CUresult exec_kernel_set_cache_config(struct exec *ex, const struct wire_kernel_
 CUresult exec_kernel_get_name(struct exec *ex, const struct wire_kernel_get_name_req *req,
 			      struct wire_kernel_get_name_rep *rep)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, req->kernel, HANDLE_KERNEL);
+	struct handle_entry *e;
 	const char *name = NULL;
 	CUresult res;
 
-	if (!e)
-		return CUDA_ERROR_INVALID_HANDLE;
+	res = exec_lookup_kernel(ex, req->kernel, &e);
+	if (res != CUDA_SUCCESS)
+		return res;
 	res = ex->be->cuKernelGetName ? ex->be->cuKernelGetName(&name, e->real) : CUDA_ERROR_NOT_SUPPORTED;
 	if (res == CUDA_SUCCESS && name)
 		snprintf(rep->name, sizeof(rep->name), "%s", name);

@@ -33,11 +33,12 @@ CUresult exec_stream_create(struct exec *ex, const struct wire_stream_create_req
 CUresult exec_stream_destroy(struct exec *ex, const struct wire_stream_destroy_req *req,
 			     struct wire_stream_destroy_rep *rep)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, req->stream, HANDLE_STREAM);
+	struct handle_entry *e;
 	CUresult res;
 
-	if (!e)
-		return CUDA_ERROR_INVALID_HANDLE;
+	res = exec_lookup_stream(ex, req->stream, &e);
+	if (res != CUDA_SUCCESS)
+		return res;
 	res = ex->be->cuStreamDestroy(e->real);
 	if (res == CUDA_SUCCESS) {
 		exec_graph_stream_destroyed(ex, req->stream);
@@ -151,12 +152,13 @@ CUresult exec_event_create(struct exec *ex, const struct wire_event_create_req *
 CUresult exec_event_record(struct exec *ex, const struct wire_event_record_req *req,
 			   struct wire_event_record_rep *rep)
 {
-	struct handle_entry *ev = handle_table_get(ex->handles, req->event, HANDLE_EVENT);
+	struct handle_entry *ev;
 	CUstream s;
 	CUresult res;
 
-	if (!ev)
-		return CUDA_ERROR_INVALID_HANDLE;
+	res = exec_lookup_event(ex, req->event, &ev);
+	if (res != CUDA_SUCCESS)
+		return res;
 	res = exec_stream_real(ex, req->stream, &s);
 	if (res != CUDA_SUCCESS)
 		return res;
@@ -199,11 +201,12 @@ CUresult exec_event_elapsed_time(struct exec *ex, const struct wire_event_elapse
 CUresult exec_event_destroy(struct exec *ex, const struct wire_event_destroy_req *req,
 			    struct wire_event_destroy_rep *rep)
 {
-	struct handle_entry *ev = handle_table_get(ex->handles, req->event, HANDLE_EVENT);
+	struct handle_entry *ev;
 	CUresult res;
 
-	if (!ev)
-		return CUDA_ERROR_INVALID_HANDLE;
+	res = exec_lookup_event(ex, req->event, &ev);
+	if (res != CUDA_SUCCESS)
+		return res;
 	res = ex->be->cuEventDestroy(ev->real);
 	if (res == CUDA_SUCCESS) {
 		exec_ipc_event_destroyed(ex, req->event);

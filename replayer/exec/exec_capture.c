@@ -1,0 +1,444 @@
+/* Stream capture: a stream's capture begun, asked about and ended, into a
+ * new graph or the guest's own (cuStreamBeginCaptureToGraph). The driver
+ * applies its capture rules; the graph's description is read back from it
+ * when the capture ends (exec_graph.c has the overview).
+ */
+#define LOG_PREFIX "exec: "
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "exec_graph_internal.h"
+#include "log.h"
+#include "le.h"
+
+/* ---- stream capture ----------------------------------------------------- */
+
+static struct exec_capture *capture_find(struct exec *ex, uint64_t stream)
+{
+	for (unsigned i = 0; i < ex->graphs.capture_count; i++)
+		if (ex->graphs.captures[i].stream == stream)
+			return &ex->graphs.captures[i];
+	return NULL;
+}
+
+static struct exec_capture *capture_of_graph(struct exec *ex, void *graph_real)
+{
+	for (unsigned i = 0; i < ex->graphs.capture_count; i++)
+		if (ex->graphs.captures[i].graph_real == graph_real)
+			return &ex->graphs.captures[i];
+	return NULL;
+}
+
+static void capture_drop(struct exec *ex, struct exec_capture *c)
+{
+	*c = ex->graphs.captures[--ex->graphs.capture_count];
+}
+
+/* The stream of a capture about to begin, and room for its record. */
+static CUresult capture_prepare(struct exec *ex, uint64_t stream, uint32_t mode, CUstream *s)
+{
+	CUresult res = exec_stream_real(ex, stream, s);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (ex->graphs.capture_count == CAPTURES_MAX)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (ex->graphs.capture_count == ex->graphs.capture_cap) {
+		unsigned cap = ex->graphs.capture_cap ? ex->graphs.capture_cap * 2 : 8;
+		struct exec_capture *n = realloc(ex->graphs.captures, cap * sizeof(*n));
+
+		if (!n)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		ex->graphs.captures = n;
+		ex->graphs.capture_cap = cap;
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_stream_begin_capture(struct exec *ex, const struct wire_stream_begin_capture_req *req,
+				   struct wire_stream_begin_capture_rep *rep)
+{
+	CUstreamCaptureStatus st;
+	CUgraph g = NULL;
+	CUstream s;
+	CUresult res = capture_prepare(ex, req->stream, req->mode, &s);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = ex->be->cuStreamBeginCapture(s, (CUstreamCaptureMode)req->mode);
+	if (res != CUDA_SUCCESS)
+		return res;
+	/* Which graph it captures into: to name it if the guest asks for it. */
+	ex->be->cuStreamGetCaptureInfo(s, &st, NULL, &g, NULL, NULL);
+	ex->graphs.captures[ex->graphs.capture_count++] = (struct exec_capture){ .stream = req->stream, .graph_real = g };
+	return CUDA_SUCCESS;
+}
+
+/* Node indices of a `deps` blob, as the backend's nodes. */
+
+CUresult exec_stream_begin_capture_to_graph(struct exec *ex,
+					    const struct wire_stream_begin_capture_to_graph_req *req,
+					    struct wire_stream_begin_capture_to_graph_rep *rep)
+{
+	CUgraphNode *deps = NULL;
+	uint32_t *idx = NULL, ndeps = 0;
+	struct exec_graph *g;
+	CUgraph real;
+	CUstream s;
+	CUresult res = capture_prepare(ex, req->stream, req->mode, &s);
+
+	(void)rep;
+	if (res != CUDA_SUCCESS)
+		return res;
+	g = graph_get(ex, req->graph, &real);
+	if (!g)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (g->capturing)
+		return CUDA_ERROR_ILLEGAL_STATE;
+	res = deps_parse(g->d, req->deps, &idx, &deps, &ndeps);
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuStreamBeginCaptureToGraph(s, real, ndeps ? deps : NULL, NULL, ndeps,
+							  (CUstreamCaptureMode)req->mode);
+	free(idx);
+	free(deps);
+	if (res != CUDA_SUCCESS)
+		return res;
+	ex->graphs.captures[ex->graphs.capture_count++] = (struct exec_capture){ req->stream, real, req->graph, true };
+	g->capturing = true;
+	return CUDA_SUCCESS;
+}
+
+/* A capture into the guest's own graph ended (@res: how): the graph is
+ * the guest's whatever happened, with what the capture added to it. */
+static CUresult capture_to_graph_end(struct exec *ex, uint64_t handle, CUresult res, uint64_t *out)
+{
+	CUgraph real;
+	struct exec_graph *g = graph_get(ex, handle, &real);
+	CUresult sync;
+
+	if (!g)
+		return res != CUDA_SUCCESS ? res : CUDA_ERROR_INVALID_HANDLE;
+	g->capturing = false;
+	sync = graph_sync(ex, g, real);
+	if (sync != CUDA_SUCCESS) {
+		/* The guest keeps its graph; a restore could not bring it back. */
+		pr_warn("graph %#llx: what the capture added cannot be described (%d); no more snapshots",
+			(unsigned long long)handle, sync);
+		ex->journal_broken = true;
+		return res != CUDA_SUCCESS ? res : sync;
+	}
+	journal_graph(ex, handle, g);
+	if (res == CUDA_SUCCESS)
+		*out = handle;
+	return res;
+}
+
+CUresult graph_entry_add(struct exec *ex, CUgraph real, struct exec_graph *g, uint64_t *handle)
+{
+	if (handle_table_add(ex->handles, HANDLE_GRAPH, real, ex->primary_ctx, g, handle))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_stream_end_capture(struct exec *ex, const struct wire_stream_end_capture_req *req,
+				 struct wire_stream_end_capture_rep *rep)
+{
+	struct exec_capture *c = capture_find(ex, req->stream);
+	uint64_t named = c ? c->graph : 0;
+	struct exec_graph *g = NULL;
+	CUgraph real = NULL;
+	CUstream s;
+	CUresult res = exec_stream_real(ex, req->stream, &s);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = ex->be->cuStreamEndCapture(s, &real);
+	if (c && c->user && res != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED) {
+		capture_drop(ex, c);
+		return capture_to_graph_end(ex, named, res, &rep->graph);
+	}
+	if (c && res != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED)
+		capture_drop(ex, c);
+	if (res != CUDA_SUCCESS || !real) {
+		/* The driver dropped the graph with the capture. */
+		if (named) {
+			struct handle_entry *e = handle_table_get(ex->handles, named, HANDLE_GRAPH);
+
+			if (e)
+				graph_info_release(ex, e->info, true);
+			handle_table_remove(ex->handles, named);
+		}
+		return res != CUDA_SUCCESS ? res : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+	}
+	if (named && (g = graph_get(ex, named, NULL))) {
+		rep->graph = named;
+	} else {
+		g = graph_info_new();
+		if (!g) {
+			ex->be->cuGraphDestroy(real);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		res = graph_entry_add(ex, real, g, &rep->graph);
+		if (res != CUDA_SUCCESS) {
+			free(g);
+			ex->be->cuGraphDestroy(real);
+			return res;
+		}
+	}
+	g->capturing = false;
+	res = graph_sync(ex, g, real);
+	if (res != CUDA_SUCCESS) {
+		/* A node tern cannot describe: the guest must not hold a graph
+		 * that a restore could not bring back. */
+		pr_warn("captured graph cannot be described (%d): refused", res);
+		ex->be->cuGraphDestroy(real);
+		graph_info_release(ex, g, true);
+		handle_table_remove(ex->handles, rep->graph);
+		rep->graph = 0;
+		return res;
+	}
+	/* Allocation nodes the guest added during the capture hold their
+	 * memory since they were made: no references to take here. */
+	journal_graph(ex, rep->graph, g);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_host_copy_stream(struct exec *ex, uint64_t handle, CUstream *s)
+{
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	CUresult res = exec_stream_real(ex, handle, s);
+
+	if (res != CUDA_SUCCESS || !ex->graphs.capture_count)
+		return res;
+	if (ex->be->cuStreamIsCapturing(*s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE) {
+		pr_warn("a host copy or memory operation cannot be captured into a graph: refused");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	return CUDA_SUCCESS;
+}
+
+void exec_graph_stream_destroyed(struct exec *ex, uint64_t stream)
+{
+	struct exec_capture *c = capture_find(ex, stream);
+
+	if (!c)
+		return;
+	if (c->user) {
+		uint64_t handle = c->graph, unused;
+
+		capture_drop(ex, c);
+		capture_to_graph_end(ex, handle, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, &unused);
+		return;
+	}
+	if (c->graph) {
+		struct handle_entry *e = handle_table_get(ex->handles, c->graph, HANDLE_GRAPH);
+
+		if (e)
+			graph_info_release(ex, e->info, true);
+		handle_table_remove(ex->handles, c->graph);
+	}
+	capture_drop(ex, c);
+}
+
+CUresult exec_stream_is_capturing(struct exec *ex, const struct wire_stream_is_capturing_req *req,
+				  struct wire_stream_is_capturing_rep *rep)
+{
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	CUstream s;
+	CUresult res = exec_stream_real(ex, req->stream, &s);
+
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuStreamIsCapturing(s, &st);
+	rep->status = st;
+	return res;
+}
+
+/* The handle of the graph a capture adds to, issued at the first request. */
+static CUresult capture_graph_handle(struct exec *ex, CUgraph real, uint64_t *handle,
+				     struct exec_graph **out)
+{
+	struct exec_capture *c = capture_of_graph(ex, real);
+	struct handle_entry *e = handle_table_find_real(ex->handles, HANDLE_GRAPH, real);
+	struct exec_graph *g;
+	CUresult res;
+
+	if (e) {
+		*handle = e->handle;
+		*out = e->info;
+		return CUDA_SUCCESS;
+	}
+	if (!c)         /* a capture begun behind tern's back cannot be */
+		return CUDA_ERROR_ILLEGAL_STATE;
+	g = graph_info_new();
+	if (!g)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	g->capturing = true;
+	res = graph_entry_add(ex, real, g, handle);
+	if (res != CUDA_SUCCESS) {
+		free(g);
+		return res;
+	}
+	c->graph = *handle;
+	*out = g;
+	return CUDA_SUCCESS;
+}
+
+#define CAPTURE_WANT_GRAPH 1u
+#define CAPTURE_WANT_DEPS 2u
+
+CUresult exec_stream_get_capture_info(struct exec *ex, const struct wire_stream_get_capture_info_req *req,
+				      struct wire_stream_get_capture_info_rep *rep)
+{
+	static uint32_t deps_out[GRAPH_DESC_DEPS_MAX];
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	const CUgraphNode *deps = NULL;
+	struct exec_graph *g;
+	cuuint64_t id = 0;
+	size_t n = 0;
+	CUgraph real = NULL;
+	CUstream s;
+	CUresult res = exec_stream_real(ex, req->stream, &s);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (req->want & ~(CAPTURE_WANT_GRAPH | CAPTURE_WANT_DEPS))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = ex->be->cuStreamGetCaptureInfo(s, &st, &id, &real, &deps, &n);
+	if (res != CUDA_SUCCESS)
+		return res;
+	rep->status = st;
+	rep->id = id;
+	if (st != CU_STREAM_CAPTURE_STATUS_ACTIVE || !req->want)
+		return CUDA_SUCCESS;
+	res = capture_graph_handle(ex, real, &rep->graph, &g);
+	if (res != CUDA_SUCCESS || !(req->want & CAPTURE_WANT_DEPS))
+		return res;
+	if (n > GRAPH_DESC_DEPS_MAX)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	res = graph_sync(ex, g, real);
+	if (res == CUDA_SUCCESS) {
+		struct real_index *map;
+		uint32_t mapped;
+
+		map = real_index_build(g->d, &mapped);
+		if (!map)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		for (size_t i = 0; i < n; i++) {
+			uint32_t idx = index_of_real(map, mapped, deps[i]);
+			uint8_t *b = (uint8_t *)&deps_out[i];
+
+			for (int k = 0; k < 4; k++)
+				b[k] = (uint8_t)(idx >> (8 * k));
+		}
+		free(map);
+		rep->deps = (struct wire_blob){ (const uint8_t *)deps_out, (uint32_t)(n * 4) };
+	}
+	return res;
+}
+
+/* Node indices of a `deps` blob: each a live node of @d, none twice.
+ * *@idx (malloc'ed) and *@reals (malloc'ed) have *@n entries. */
+CUresult deps_parse(const struct graph_desc *d, struct wire_blob blob, uint32_t **idx,
+		    CUgraphNode **reals, uint32_t *n)
+{
+	uint32_t count = blob.len / 4;
+
+	*idx = NULL;
+	*reals = NULL;
+	*n = 0;
+	if (blob.len % 4 || count > GRAPH_DESC_DEPS_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!count)
+		return CUDA_SUCCESS;
+	*idx = malloc(count * sizeof(uint32_t));
+	*reals = malloc(count * sizeof(CUgraphNode));
+	if (!*idx || !*reals)
+		goto out_nomem;
+	for (uint32_t i = 0; i < count; i++) {
+		uint32_t v = le32_get(blob.ptr + 4 * i);
+
+		if (!graph_desc_node_live(d, v))
+			goto out_inval;
+		(*idx)[i] = v;
+		(*reals)[i] = d->nodes[v].real;
+	}
+	switch (graph_deps_unique(*idx, count)) {
+	case 1:
+		break;
+	case 0:
+		goto out_inval;
+	default:
+		goto out_nomem;
+	}
+	*n = count;
+	return CUDA_SUCCESS;
+out_inval:
+	free(*idx);
+	free(*reals);
+	*idx = NULL;
+	*reals = NULL;
+	return CUDA_ERROR_INVALID_VALUE;
+out_nomem:
+	free(*idx);
+	free(*reals);
+	*idx = NULL;
+	*reals = NULL;
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult exec_stream_update_capture_dependencies(struct exec *ex,
+						 const struct wire_stream_update_capture_dependencies_req *req,
+						 struct wire_stream_update_capture_dependencies_rep *rep)
+{
+	struct exec_graph *g;
+	uint32_t *idx, n;
+	CUgraphNode *reals;
+	CUgraph real;
+	CUstream s;
+	CUresult res = exec_stream_real(ex, req->stream, &s);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (req->flags > CU_STREAM_SET_CAPTURE_DEPENDENCIES)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (req->deps.len) {
+		g = graph_get(ex, req->graph, &real);
+		if (!g)
+			return CUDA_ERROR_INVALID_HANDLE;
+		/* Nodes of the graph a capture adds to, and of no other. */
+		if (!g->capturing)
+			return CUDA_ERROR_INVALID_VALUE;
+		res = graph_sync(ex, g, real);
+		if (res == CUDA_SUCCESS)
+			res = deps_parse(g->d, req->deps, &idx, &reals, &n);
+		if (res != CUDA_SUCCESS)
+			return res;
+	} else {
+		idx = NULL;
+		reals = NULL;
+		n = 0;
+	}
+	res = ex->be->cuStreamUpdateCaptureDependencies(s, reals, n, req->flags);
+	free(idx);
+	free(reals);
+	return res;
+}
+
+CUresult exec_capture_mode_set(struct exec *ex, const struct wire_capture_mode_set_req *req,
+			       struct wire_capture_mode_set_rep *rep)
+{
+	CUstreamCaptureMode mode = (CUstreamCaptureMode)req->mode;
+	CUresult res;
+
+	if (req->mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = ex->be->cuThreadExchangeStreamCaptureMode(&mode);
+	if (res == CUDA_SUCCESS)
+		ex->graphs.capture_mode = req->mode;
+	return res;
+}
