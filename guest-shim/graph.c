@@ -554,6 +554,7 @@ static CUresult cond_node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode
 	CUgraph *bodies = NULL;
 	uint8_t *buf = NULL;
 	CUresult res;
+	int count;
 
 	if (!ph || !graph_handle_ok(hGraph) || !p->size)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -565,14 +566,18 @@ static CUresult cond_node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode
 	free(buf);
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (rep.bodies.len != (uint64_t)p->size * 8)
+	count = wire_rec_cond_body_count(rep.bodies);
+	if (count < 0 || (uint32_t)count != p->size)
 		return CUDA_ERROR_UNKNOWN;      /* not what the worker was asked */
 	bodies = calloc(p->size, sizeof(*bodies));
 	if (!bodies)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	for (uint32_t k = 0; k < p->size; k++)
-		bodies[k] = (CUgraph)(uintptr_t)((uint64_t)le32_get(rep.bodies.ptr + 8 * k) |
-						 (uint64_t)le32_get(rep.bodies.ptr + 8 * k + 4) << 32);
+	for (uint32_t k = 0; k < p->size; k++) {
+		struct wire_rec_cond_body r;
+
+		wire_rec_cond_body_get(rep.bodies, k, &r);
+		bodies[k] = (CUgraph)(uintptr_t)r.graph;
+	}
 	res = node_out(req.graph, rep.node, ph);
 	if (res != CUDA_SUCCESS) {
 		free(bodies);
