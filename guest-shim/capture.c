@@ -185,6 +185,7 @@ static CUresult capture_info(uint64_t stream, CUstreamCaptureStatus *status, cuu
 	struct wire_stream_get_capture_info_req req = { .stream = stream };
 	struct wire_stream_get_capture_info_rep rep;
 	size_t n;
+	int count;
 	CUresult res;
 
 	if (!status)
@@ -210,7 +211,10 @@ static CUresult capture_info(uint64_t stream, CUstreamCaptureStatus *status, cuu
 		*graph = (CUgraph)(uintptr_t)rep.graph;
 	if (!(req.want & WANT_DEPS))
 		return CUDA_SUCCESS;
-	n = rep.deps.len / 4;
+	count = wire_rec_graph_dep_count(rep.deps);
+	if (count < 0)
+		return CUDA_ERROR_UNKNOWN;      /* not a list of node indices */
+	n = (size_t)count;
 	if (n > capture_deps_cap) {
 		CUgraphNode *d = realloc(capture_deps_buf, n * sizeof(*d));
 		CUgraphEdgeData *e;
@@ -225,7 +229,10 @@ static CUresult capture_info(uint64_t stream, CUstreamCaptureStatus *status, cuu
 		capture_deps_cap = n;
 	}
 	for (size_t i = 0; i < n; i++) {
-		capture_deps_buf[i] = shim_node(rep.graph, le32_get(rep.deps.ptr + 4 * i));
+		struct wire_rec_graph_dep d;
+
+		wire_rec_graph_dep_get(rep.deps, (uint32_t)i, &d);
+		capture_deps_buf[i] = shim_node(rep.graph, d.node);
 		/* Only default (full) dependencies are captured through tern. */
 		memset(&capture_edges_buf[i], 0, sizeof(capture_edges_buf[i]));
 	}
@@ -312,9 +319,9 @@ static CUresult update_deps(uint64_t stream, CUgraphNode *deps, const CUgraphEdg
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
 	if (n) {
-		if (n > UINT32_MAX / 4)
+		if (n > UINT32_MAX / WIRE_REC_GRAPH_DEP_BYTES)
 			return CUDA_ERROR_INVALID_VALUE;
-		idx = malloc(n * 4);
+		idx = malloc(n * WIRE_REC_GRAPH_DEP_BYTES);
 		if (!idx)
 			return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -328,9 +335,9 @@ static CUresult update_deps(uint64_t stream, CUgraphNode *deps, const CUgraphEdg
 			return CUDA_ERROR_INVALID_VALUE;
 		}
 		req.graph = g;
-		le32_put(idx + 4 * i, k);
+		wire_rec_graph_dep_put(idx, (uint32_t)i, &(struct wire_rec_graph_dep){ .node = k });
 	}
-	req.deps = (struct wire_blob){ idx, (uint32_t)(n * 4) };
+	req.deps = (struct wire_blob){ idx, (uint32_t)(n * WIRE_REC_GRAPH_DEP_BYTES) };
 	res = rpc_stream_update_capture_dependencies(&req, &rep);
 	free(idx);
 	return res;

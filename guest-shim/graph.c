@@ -57,7 +57,7 @@ static CUresult deps_blob(uint64_t graph, const CUgraphNode *deps, size_t n, uin
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!n)
 		return CUDA_SUCCESS;
-	*buf = malloc(n * 4);
+	*buf = malloc(n * WIRE_REC_GRAPH_DEP_BYTES);
 	if (!*buf)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	for (size_t i = 0; i < n; i++) {
@@ -69,9 +69,9 @@ static CUresult deps_blob(uint64_t graph, const CUgraphNode *deps, size_t n, uin
 			*buf = NULL;
 			return CUDA_ERROR_INVALID_VALUE;
 		}
-		le32_put(*buf + 4 * i, k);
+		wire_rec_graph_dep_put(*buf, (uint32_t)i, &(struct wire_rec_graph_dep){ .node = k });
 	}
-	*out = (struct wire_blob){ *buf, (uint32_t)(n * 4) };
+	*out = (struct wire_blob){ *buf, (uint32_t)(n * WIRE_REC_GRAPH_DEP_BYTES) };
 	return CUDA_SUCCESS;
 }
 
@@ -554,6 +554,7 @@ static CUresult cond_node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode
 	CUgraph *bodies = NULL;
 	uint8_t *buf = NULL;
 	CUresult res;
+	int count;
 
 	if (!ph || !graph_handle_ok(hGraph) || !p->size)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -565,14 +566,18 @@ static CUresult cond_node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode
 	free(buf);
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (rep.bodies.len != (uint64_t)p->size * 8)
+	count = wire_rec_cond_body_count(rep.bodies);
+	if (count < 0 || (uint32_t)count != p->size)
 		return CUDA_ERROR_UNKNOWN;      /* not what the worker was asked */
 	bodies = calloc(p->size, sizeof(*bodies));
 	if (!bodies)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	for (uint32_t k = 0; k < p->size; k++)
-		bodies[k] = (CUgraph)(uintptr_t)((uint64_t)le32_get(rep.bodies.ptr + 8 * k) |
-						 (uint64_t)le32_get(rep.bodies.ptr + 8 * k + 4) << 32);
+	for (uint32_t k = 0; k < p->size; k++) {
+		struct wire_rec_cond_body r;
+
+		wire_rec_cond_body_get(rep.bodies, k, &r);
+		bodies[k] = (CUgraph)(uintptr_t)r.graph;
+	}
 	res = node_out(req.graph, rep.node, ph);
 	if (res != CUDA_SUCCESS) {
 		free(bodies);
@@ -649,12 +654,14 @@ SHIM_API CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, co
 
 /* ---- shape: nodes and edges --------------------------------------------- */
 
-/* The graph's nodes (u32 index, u32 type pairs) or edges (u32 from, u32 to),
- * copied out of the reply: *@out is malloc'ed, *@n pairs. */
-static CUresult pairs_fetch(uint64_t graph, bool edges, uint8_t **out, size_t *n)
+/* The graph's nodes (graph_node records: index, type) or edges (graph_edge:
+ * from, to), decoded out of the reply as pairs: *@out is malloc'ed, 2 * *@n
+ * entries. */
+static CUresult pairs_fetch(uint64_t graph, bool edges, uint32_t **out, size_t *n)
 {
 	struct wire_blob b;
 	CUresult res;
+	int count;
 
 	*out = NULL;
 	*n = 0;
@@ -675,24 +682,39 @@ static CUresult pairs_fetch(uint64_t graph, bool edges, uint8_t **out, size_t *n
 	}
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (b.len % 8)
+	count = edges ? wire_rec_graph_edge_count(b) : wire_rec_graph_node_count(b);
+	if (count < 0)
 		return CUDA_ERROR_UNKNOWN;
-	*out = malloc(b.len ? b.len : 1);
+	*out = malloc(count ? 2 * (size_t)count * sizeof(**out) : 1);
 	if (!*out)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	memcpy(*out, b.ptr, b.len);
-	*n = b.len / 8;
+	for (uint32_t i = 0; i < (uint32_t)count; i++) {
+		if (edges) {
+			struct wire_rec_graph_edge r;
+
+			wire_rec_graph_edge_get(b, i, &r);
+			(*out)[2 * i] = r.from;
+			(*out)[2 * i + 1] = r.to;
+		} else {
+			struct wire_rec_graph_node r;
+
+			wire_rec_graph_node_get(b, i, &r);
+			(*out)[2 * i] = r.index;
+			(*out)[2 * i + 1] = r.type;
+		}
+	}
+	*n = (size_t)count;
 	return CUDA_SUCCESS;
 }
 
-static uint32_t pair_a(const uint8_t *pairs, size_t i)
+static uint32_t pair_a(const uint32_t *pairs, size_t i)
 {
-	return le32_get(pairs + 8 * i);
+	return pairs[2 * i];
 }
 
-static uint32_t pair_b(const uint8_t *pairs, size_t i)
+static uint32_t pair_b(const uint32_t *pairs, size_t i)
 {
-	return le32_get(pairs + 8 * i + 4);
+	return pairs[2 * i + 1];
 }
 
 /* Hand out @count node handles as the driver does: with an array, fill up
@@ -716,7 +738,7 @@ static CUresult nodes_give(uint64_t graph, const uint32_t *idx, size_t count, CU
 SHIM_API CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
 {
 	uint64_t graph = (uint64_t)(uintptr_t)hGraph;
-	uint8_t *pairs;
+	uint32_t *pairs;
 	uint32_t *idx;
 	size_t n;
 	CUresult res;
@@ -742,7 +764,7 @@ SHIM_API CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *nu
 SHIM_API CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes)
 {
 	uint64_t graph = (uint64_t)(uintptr_t)hGraph;
-	uint8_t *nodes, *edges = NULL;
+	uint32_t *nodes, *edges = NULL;
 	size_t n, e, roots = 0;
 	uint32_t *idx = NULL;
 	CUresult res;
@@ -787,7 +809,7 @@ SHIM_API CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, si
 static CUresult edges_get(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *data, size_t *num)
 {
 	uint64_t graph = (uint64_t)(uintptr_t)hGraph;
-	uint8_t *pairs;
+	uint32_t *pairs;
 	size_t n;
 	CUresult res;
 
@@ -833,7 +855,7 @@ SHIM_API CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
 {
 	uint64_t graph;
 	uint32_t index;
-	uint8_t *pairs;
+	uint32_t *pairs;
 	size_t n;
 	CUresult res;
 
@@ -857,7 +879,7 @@ static CUresult neighbours(CUgraphNode hNode, bool incoming, CUgraphNode *out, C
 {
 	uint64_t graph;
 	uint32_t index, *idx = NULL;
-	uint8_t *pairs;
+	uint32_t *pairs;
 	size_t n, count = 0;
 	CUresult res;
 
@@ -913,15 +935,15 @@ static CUresult edges_edit(CUgraph hGraph, const CUgraphNode *from, const CUgrap
 {
 	struct wire_graph_edit_edges_req req = { .graph = (uint64_t)(uintptr_t)hGraph, .remove = remove };
 	struct wire_graph_edit_edges_rep rep;
-	uint8_t *pairs;
+	uint8_t *buf;
 	CUresult res;
 
-	if (!graph_handle_ok(hGraph) || (n && (!from || !to)) || n > UINT32_MAX / 8)
+	if (!graph_handle_ok(hGraph) || (n && (!from || !to)) || n > UINT32_MAX / WIRE_REC_GRAPH_EDGE_BYTES)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!graph_edges_default(data, n))
 		return CUDA_ERROR_NOT_SUPPORTED;
-	pairs = malloc(n ? n * 8 : 1);
-	if (!pairs)
+	buf = malloc(n ? n * WIRE_REC_GRAPH_EDGE_BYTES : 1);
+	if (!buf)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t ga, gb;
@@ -929,15 +951,14 @@ static CUresult edges_edit(CUgraph hGraph, const CUgraphNode *from, const CUgrap
 
 		if (!shim_node_decode(from[i], &ga, &a) || !shim_node_decode(to[i], &gb, &b) ||
 		    ga != req.graph || gb != req.graph) {
-			free(pairs);
+			free(buf);
 			return CUDA_ERROR_INVALID_VALUE;
 		}
-		le32_put(pairs + 8 * i, a);
-		le32_put(pairs + 8 * i + 4, b);
+		wire_rec_graph_edge_put(buf, (uint32_t)i, &(struct wire_rec_graph_edge){ .from = a, .to = b });
 	}
-	req.edges = (struct wire_blob){ pairs, (uint32_t)(n * 8) };
+	req.edges = (struct wire_blob){ buf, (uint32_t)(n * WIRE_REC_GRAPH_EDGE_BYTES) };
 	res = rpc_graph_edit_edges(&req, &rep);
-	free(pairs);
+	free(buf);
 	return res;
 }
 

@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BATCH_OPS_MAX 256u
-#define BATCH_OP_RECORD 24u     /* u32 operation, u32 flags, u64 address, u64 value */
 
 static CUresult value_op(CUstream stream, bool per_thread, CUdeviceptr addr, uint64_t value,
 			 uint32_t width, unsigned flags, bool wait)
@@ -78,14 +76,13 @@ static CUresult batch_mem_op(CUstream stream, bool per_thread, unsigned count,
 	uint8_t *buf;
 	CUresult res;
 
-	if (count > BATCH_OPS_MAX || (count && !ops) || flags)
+	if (count > WIRE_REC_BATCH_MEM_OP_MAX || (count && !ops) || flags)
 		return CUDA_ERROR_INVALID_VALUE;
-	buf = calloc(count ? count : 1, BATCH_OP_RECORD);
+	buf = calloc(count ? count : 1, WIRE_REC_BATCH_MEM_OP_BYTES);
 	if (!buf)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	for (unsigned i = 0; i < count; i++) {
 		const CUstreamBatchMemOpParams *o = &ops[i];
-		uint8_t *r = buf + (size_t)i * BATCH_OP_RECORD;
 		uint32_t op = (uint32_t)o->operation, f = 0;
 		uint64_t addr = 0, value = 0;
 
@@ -119,12 +116,10 @@ static CUresult batch_mem_op(CUstream stream, bool per_thread, unsigned count,
 				  o->operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
 			reads = true;
 		}
-		le32_put(r, op);
-		le32_put(r + 4, f);
-		memcpy(r + 8, &addr, 8);
-		memcpy(r + 16, &value, 8);
+		wire_rec_batch_mem_op_put(buf, i, &(struct wire_rec_batch_mem_op){
+			.operation = op, .flags = f, .address = addr, .value = value });
 	}
-	req.ops = (struct wire_blob){ buf, count * BATCH_OP_RECORD };
+	req.ops = (struct wire_blob){ buf, count * WIRE_REC_BATCH_MEM_OP_BYTES };
 	res = reads ? managed_device_access(writes, req.stream) : CUDA_SUCCESS;
 	if (res == CUDA_SUCCESS)
 		res = shim_process()->lazy ? rpc_stream_batch_mem_op_defer(&req)

@@ -11,14 +11,10 @@
 
 #include "shim.h"
 
-#include <endian.h>
 #include <string.h>
 
 #include "log.h"
 
-/* Access descriptors on the wire: u32 location type, i32 id, u32 flags. */
-#define ACCESS_DESC_WIRE 12u
-#define ACCESS_DESCS_MAX 16u
 
 static bool prop_reserved_clear(const CUmemAllocationProp *prop)
 {
@@ -129,23 +125,20 @@ SHIM_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 SHIM_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
 				 size_t count)
 {
-	uint8_t buf[ACCESS_DESCS_MAX * ACCESS_DESC_WIRE];
+	uint8_t buf[WIRE_REC_ACCESS_DESC_MAX * WIRE_REC_ACCESS_DESC_BYTES];
 	struct wire_mem_set_access_req req = { .address = ptr, .size = size };
 	struct wire_mem_set_access_rep rep;
 
 	if (!desc || !count)
 		return CUDA_ERROR_INVALID_VALUE;
 	/* The session has one device: more descriptors than that name others. */
-	if (count > ACCESS_DESCS_MAX)
+	if (count > WIRE_REC_ACCESS_DESC_MAX)
 		return CUDA_ERROR_INVALID_DEVICE;
-	for (size_t i = 0; i < count; i++) {
-		uint32_t w[3] = { htole32((uint32_t)desc[i].location.type),
-				  htole32((uint32_t)desc[i].location.id),
-				  htole32((uint32_t)desc[i].flags) };
-
-		memcpy(buf + i * ACCESS_DESC_WIRE, w, ACCESS_DESC_WIRE);
-	}
-	req.descs = (struct wire_blob){ buf, (uint32_t)(count * ACCESS_DESC_WIRE) };
+	for (size_t i = 0; i < count; i++)
+		wire_rec_access_desc_put(buf, (uint32_t)i, &(struct wire_rec_access_desc){
+			.type = (uint32_t)desc[i].location.type, .id = desc[i].location.id,
+			.flags = (uint32_t)desc[i].flags });
+	req.descs = (struct wire_blob){ buf, (uint32_t)(count * WIRE_REC_ACCESS_DESC_BYTES) };
 	return rpc_mem_set_access(&req, &rep);
 }
 

@@ -288,13 +288,15 @@ static CUresult capture_graph_handle(struct exec *ex, CUgraph real, uint64_t *ha
 	return CUDA_SUCCESS;
 }
 
+_Static_assert(WIRE_REC_GRAPH_DEP_MAX == GRAPH_DESC_DEPS_MAX, "calls.tbl's graph_dep max is the description's");
+
 #define CAPTURE_WANT_GRAPH 1u
 #define CAPTURE_WANT_DEPS 2u
 
 CUresult exec_stream_get_capture_info(struct exec *ex, const struct wire_stream_get_capture_info_req *req,
 				      struct wire_stream_get_capture_info_rep *rep)
 {
-	static uint32_t deps_out[GRAPH_DESC_DEPS_MAX];
+	static uint8_t deps_out[GRAPH_DESC_DEPS_MAX * WIRE_REC_GRAPH_DEP_BYTES];
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
 	const CUgraphNode *deps = NULL;
 	struct exec_graph *g;
@@ -329,14 +331,12 @@ CUresult exec_stream_get_capture_info(struct exec *ex, const struct wire_stream_
 		if (!map)
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		for (size_t i = 0; i < n; i++) {
-			uint32_t idx = index_of_real(map, mapped, deps[i]);
-			uint8_t *b = (uint8_t *)&deps_out[i];
+			struct wire_rec_graph_dep d = { .node = index_of_real(map, mapped, deps[i]) };
 
-			for (int k = 0; k < 4; k++)
-				b[k] = (uint8_t)(idx >> (8 * k));
+			wire_rec_graph_dep_put(deps_out, (uint32_t)i, &d);
 		}
 		free(map);
-		rep->deps = (struct wire_blob){ (const uint8_t *)deps_out, (uint32_t)(n * 4) };
+		rep->deps = (struct wire_blob){ deps_out, (uint32_t)(n * WIRE_REC_GRAPH_DEP_BYTES) };
 	}
 	return res;
 }
@@ -346,13 +346,15 @@ CUresult exec_stream_get_capture_info(struct exec *ex, const struct wire_stream_
 CUresult deps_parse(const struct graph_desc *d, struct wire_blob blob, uint32_t **idx,
 		    CUgraphNode **reals, uint32_t *n)
 {
-	uint32_t count = blob.len / 4;
+	int records = wire_rec_graph_dep_count(blob);
+	uint32_t count;
 
 	*idx = NULL;
 	*reals = NULL;
 	*n = 0;
-	if (blob.len % 4 || count > GRAPH_DESC_DEPS_MAX)
+	if (records < 0)        /* no multiple of a record, or over GRAPH_DESC_DEPS_MAX */
 		return CUDA_ERROR_INVALID_VALUE;
+	count = (uint32_t)records;
 	if (!count)
 		return CUDA_SUCCESS;
 	*idx = malloc(count * sizeof(uint32_t));
@@ -360,7 +362,11 @@ CUresult deps_parse(const struct graph_desc *d, struct wire_blob blob, uint32_t 
 	if (!*idx || !*reals)
 		goto out_nomem;
 	for (uint32_t i = 0; i < count; i++) {
-		uint32_t v = le32_get(blob.ptr + 4 * i);
+		struct wire_rec_graph_dep r;
+		uint32_t v;
+
+		wire_rec_graph_dep_get(blob, i, &r);
+		v = r.node;
 
 		if (!graph_desc_node_live(d, v))
 			goto out_inval;

@@ -114,6 +114,9 @@ struct exec_graph_exec *graph_exec_get(struct exec *ex, uint64_t handle, CUgraph
 	return e->info;
 }
 
+_Static_assert(WIRE_REC_GRAPH_NODE_MAX == GRAPH_DESC_NODES_MAX, "calls.tbl's graph_node max is the description's");
+_Static_assert(WIRE_REC_GRAPH_EDGE_MAX == GRAPH_DESC_EDGES_MAX, "calls.tbl's graph_edge max is the description's");
+
 CUresult res_of_errno(int ret)
 {
 	return ret == -ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
@@ -965,19 +968,17 @@ CUresult exec_graph_get_nodes(struct exec *ex, const struct wire_graph_get_nodes
 
 	if (!g)
 		return res;
-	if ((uint64_t)g->d->count * 8 > WIRE_COPY_PIECE)
+	if ((uint64_t)g->d->count * WIRE_REC_GRAPH_NODE_BYTES > WIRE_COPY_PIECE)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	out = exec_copy_buffer(ex, (size_t)g->d->count * 8 + 1);
+	out = exec_copy_buffer(ex, (size_t)g->d->count * WIRE_REC_GRAPH_NODE_BYTES + 1);
 	if (!out)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	for (uint32_t i = 0; i < g->d->count; i++) {
 		if (g->d->nodes[i].type == GRAPH_NODE_REMOVED)
 			continue;
-		le32_put(out + 8 * n, i);
-		le32_put(out + 8 * n + 4, g->d->nodes[i].type);
-		n++;
+		wire_rec_graph_node_put(out, n++, &(struct wire_rec_graph_node){ .index = i, .type = g->d->nodes[i].type });
 	}
-	rep->nodes = (struct wire_blob){ out, n * 8 };
+	rep->nodes = (struct wire_blob){ out, n * WIRE_REC_GRAPH_NODE_BYTES };
 	return CUDA_SUCCESS;
 }
 
@@ -991,18 +992,16 @@ CUresult exec_graph_get_edges(struct exec *ex, const struct wire_graph_get_edges
 
 	if (!g)
 		return res;
-	if ((uint64_t)g->d->edges * 8 > WIRE_COPY_PIECE)
+	if ((uint64_t)g->d->edges * WIRE_REC_GRAPH_EDGE_BYTES > WIRE_COPY_PIECE)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	out = exec_copy_buffer(ex, (size_t)g->d->edges * 8 + 1);
+	out = exec_copy_buffer(ex, (size_t)g->d->edges * WIRE_REC_GRAPH_EDGE_BYTES + 1);
 	if (!out)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	for (uint32_t i = 0; i < g->d->count; i++)
-		for (uint32_t j = 0; j < g->d->nodes[i].ndeps && n < g->d->edges; j++) {
-			le32_put(out + 8 * n, g->d->nodes[i].deps[j]);
-			le32_put(out + 8 * n + 4, i);
-			n++;
-		}
-	rep->edges = (struct wire_blob){ out, n * 8 };
+		for (uint32_t j = 0; j < g->d->nodes[i].ndeps && n < g->d->edges; j++)
+			wire_rec_graph_edge_put(out, n++,
+						&(struct wire_rec_graph_edge){ .from = g->d->nodes[i].deps[j], .to = i });
+	rep->edges = (struct wire_blob){ out, n * WIRE_REC_GRAPH_EDGE_BYTES };
 	return CUDA_SUCCESS;
 }
 
@@ -1010,7 +1009,8 @@ CUresult exec_graph_edit_edges(struct exec *ex, const struct wire_graph_edit_edg
 			       struct wire_graph_edit_edges_rep *rep)
 {
 	CUgraphNode *from = NULL, *to = NULL;
-	uint32_t *a = NULL, *b = NULL, n = req->edges.len / 8;
+	uint32_t *a = NULL, *b = NULL, n;
+	int count = wire_rec_graph_edge_count(req->edges);
 	CUgraph real;
 	struct exec_graph *g = graph_get(ex, req->graph, &real);
 	CUresult res = CUDA_SUCCESS;
@@ -1018,8 +1018,9 @@ CUresult exec_graph_edit_edges(struct exec *ex, const struct wire_graph_edit_edg
 
 	if (!g)
 		return CUDA_ERROR_INVALID_HANDLE;
-	if (req->edges.len % 8 || n > GRAPH_DESC_DEPS_MAX || req->remove > 1)
+	if (count < 0 || (uint32_t)count > GRAPH_DESC_DEPS_MAX || req->remove > 1)
 		return CUDA_ERROR_INVALID_VALUE;
+	n = (uint32_t)count;
 	if (g->capturing)
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	if (!n)
@@ -1033,8 +1034,11 @@ CUresult exec_graph_edit_edges(struct exec *ex, const struct wire_graph_edit_edg
 		goto out;
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		a[i] = le32_get(req->edges.ptr + 8 * i);
-		b[i] = le32_get(req->edges.ptr + 8 * i + 4);
+		struct wire_rec_graph_edge r;
+
+		wire_rec_graph_edge_get(req->edges, i, &r);
+		a[i] = r.from;
+		b[i] = r.to;
 	}
 	/* All or nothing: every pair is checked before the backend sees one. */
 	ret = graph_desc_edges_check(g->d, a, b, n, req->remove);

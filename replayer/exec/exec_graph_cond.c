@@ -120,6 +120,8 @@ CUresult exec_graph_child_node_get_graph(struct exec *ex, const struct wire_grap
 	return CUDA_SUCCESS;
 }
 
+_Static_assert(WIRE_REC_COND_BODY_MAX == GRAPH_DESC_COND_SIZE_MAX, "calls.tbl's cond_body max is the description's");
+
 /* The index of the handle the guest knows as @value in @d, or -1. */
 static int cond_handle_index(const struct graph_desc *d, uint64_t value)
 {
@@ -172,7 +174,7 @@ CUresult exec_graph_add_conditional_node(struct exec *ex, const struct wire_grap
 		return res;
 	/* The guest's handles of the bodies, which it fills as graphs. */
 	node = &a.g->d->nodes[rep->node];
-	out = exec_copy_buffer(ex, (size_t)req->size * 8);
+	out = exec_copy_buffer(ex, (size_t)req->size * WIRE_REC_COND_BODY_BYTES);
 	for (uint32_t k = 0; out && k < req->size; k++) {
 		struct exec_graph *b = graph_info_new();
 
@@ -184,8 +186,7 @@ CUresult exec_graph_add_conditional_node(struct exec *ex, const struct wire_grap
 		}
 		b->d = &node->cond.body[k];
 		b->parent = a.g;
-		for (int j = 0; j < 8; j++)
-			out[8 * k + (uint32_t)j] = (uint8_t)(node->cond.body_handle[k] >> (8 * j));
+		wire_rec_cond_body_put(out, k, &(struct wire_rec_cond_body){ .graph = node->cond.body_handle[k] });
 	}
 	if (!out) {
 		struct graph_desc one = { .count = 1, .nodes = node };
@@ -197,6 +198,6 @@ CUresult exec_graph_add_conditional_node(struct exec *ex, const struct wire_grap
 		weight_propagate(a.g, before);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	rep->bodies = (struct wire_blob){ out, req->size * 8 };
+	rep->bodies = (struct wire_blob){ out, req->size * WIRE_REC_COND_BODY_BYTES };
 	return CUDA_SUCCESS;
 }

@@ -269,32 +269,33 @@ CUresult exec_stream_write_value(struct exec *ex, const struct wire_stream_write
 	return value_op(ex, req->stream, req->address, req->value, req->width, req->flags, false);
 }
 
-#define BATCH_OPS_MAX 256
-#define BATCH_OP_RECORD 24      /* u32 operation, u32 flags, u64 address, u64 value */
 
 CUresult exec_stream_batch_mem_op(struct exec *ex, const struct wire_stream_batch_mem_op_req *req,
 				  struct wire_stream_batch_mem_op_rep *rep)
 {
-	static CUstreamBatchMemOpParams ops[BATCH_OPS_MAX];
-	unsigned n = req->ops.len / BATCH_OP_RECORD;
+	static CUstreamBatchMemOpParams ops[WIRE_REC_BATCH_MEM_OP_MAX];
+	int count = wire_rec_batch_mem_op_count(req->ops);      /* over the max, refused */
+	unsigned n;
 	CUstream s;
 	CUresult res;
 
-	if (req->ops.len % BATCH_OP_RECORD || n > BATCH_OPS_MAX)
+	if (count < 0)
 		return CUDA_ERROR_INVALID_VALUE;
+	n = (unsigned)count;
 	res = exec_host_copy_stream(ex, req->stream, &s);
 	if (res != CUDA_SUCCESS)
 		return res;
 	for (unsigned i = 0; i < n; i++) {
-		const uint8_t *r = req->ops.ptr + (size_t)i * BATCH_OP_RECORD;
+		struct wire_rec_batch_mem_op r;
 		uint32_t op, flags;
 		uint64_t addr, value;
 		unsigned width = 0;
 
-		memcpy(&op, r, 4);
-		memcpy(&flags, r + 4, 4);
-		memcpy(&addr, r + 8, 8);
-		memcpy(&value, r + 16, 8);
+		wire_rec_batch_mem_op_get(req->ops, i, &r);
+		op = r.operation;
+		flags = r.flags;
+		addr = r.address;
+		value = r.value;
 		memset(&ops[i], 0, sizeof(ops[i]));
 		ops[i].operation = (CUstreamBatchMemOpType)op;
 		switch (op) {

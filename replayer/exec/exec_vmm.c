@@ -44,7 +44,6 @@
 /* Bounds on what a guest may hold: the reservation list is rewritten whole. */
 #define VMM_RESERVATIONS_MAX 4096u
 #define VMM_MAPPINGS_MAX (1u << 20)
-#define VMM_ACCESS_DESCS_MAX 16u
 /* Mapping buffer ids, apart from the arena's (which count from 1). */
 #define VMM_BUFFER_ID_BASE (1ull << 62)
 
@@ -572,34 +571,26 @@ CUresult exec_vmm_unmap(struct exec *ex, const struct wire_vmm_unmap_req *req,
 	return CUDA_SUCCESS;
 }
 
-/* The access descriptors as the wire carries them: u32 location type, i32
- * location id, u32 flags, each little endian. */
-struct vmm_access_wire {
-	uint32_t type;
-	int32_t id;
-	uint32_t flags;
-};
-_Static_assert(sizeof(struct vmm_access_wire) == 12, "access descriptor layout");
-
 CUresult exec_mem_set_access(struct exec *ex, const struct wire_mem_set_access_req *req,
 			     struct wire_mem_set_access_rep *rep)
 {
-	CUmemAccessDesc desc[VMM_ACCESS_DESCS_MAX];
-	size_t count = req->descs.len / sizeof(struct vmm_access_wire);
+	CUmemAccessDesc desc[WIRE_REC_ACCESS_DESC_MAX];
+	int records = wire_rec_access_desc_count(req->descs);   /* over the max, refused */
+	size_t count;
 	uint32_t access = CU_MEM_ACCESS_FLAGS_PROT_NONE;
 	unsigned first;
 	CUresult res;
 
-	if (!count || count > VMM_ACCESS_DESCS_MAX || req->descs.len % sizeof(struct vmm_access_wire))
+	if (records <= 0)
 		return CUDA_ERROR_INVALID_VALUE;
+	count = (size_t)records;
 	for (size_t i = 0; i < count; i++) {
-		struct vmm_access_wire w;
+		struct wire_rec_access_desc w;
 
-		memcpy(&w, (const uint8_t *)req->descs.ptr + i * sizeof(w), sizeof(w));
-		res = vmm_location(ex, le32toh(w.type), (int32_t)le32toh((uint32_t)w.id), &desc[i].location);
+		wire_rec_access_desc_get(req->descs, (uint32_t)i, &w);
+		res = vmm_location(ex, w.type, w.id, &desc[i].location);
 		if (res != CUDA_SUCCESS)
 			return res;
-		w.flags = le32toh(w.flags);
 		if (w.flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && w.flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
 		    w.flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
 			return CUDA_ERROR_INVALID_VALUE;
