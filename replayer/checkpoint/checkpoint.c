@@ -45,7 +45,6 @@ static const uint32_t restore_order[] = {
 
 struct checkpoint_job {
 	struct checkpoint *ck;
-	struct exec *ex;
 	struct snap_store *store;
 	struct snap_writer *writer;
 	struct capture_stats stats;
@@ -122,12 +121,12 @@ static int journal_bookkeeping(struct exec *ex, uint64_t seq, const void *reply,
 static void *job_drain(void *arg)
 {
 	struct checkpoint_job *job = arg;
+	struct exec *ex = job->ck->ex;
 	uint64_t one = 1;
 	int ret;
 
 	/* The driver's current context is per thread. */
-	job->ex->be->cuCtxSetCurrent(handle_table_get(job->ex->handles, job->ex->primary_ctx,
-						      HANDLE_CONTEXT)->real);
+	ex->be->cuCtxSetCurrent(handle_table_get(ex->handles, ex->primary_ctx, HANDLE_CONTEXT)->real);
 	ret = capture_finish(job->ck->capture, &job->stats);
 	if (ret)
 		snprintf(job->error, sizeof(job->error), "copying device memory failed: %s", strerror(-ret));
@@ -176,7 +175,6 @@ int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req
 	if (!job)
 		return -ENOMEM;
 	job->ck = ck;
-	job->ex = ex;
 	job->seq = req->seq;
 	job->done_fd = eventfd(0, EFD_CLOEXEC);
 	snprintf(job->name, sizeof(job->name), "%s", req->name);
