@@ -500,9 +500,11 @@ static int reply_status(struct supervisor *sv, struct control_reply *r)
 		uint32_t state = atomic_load(&s->state);
 		struct session_known *k;
 
-		if (state == SESSION_FREE || !atomic_load(&s->pid))
+		/* A connection whose hello has not named its session yet is no
+		 * session to list (and an entry's id may not be empty). */
+		if (state == SESSION_FREE || !atomic_load(&s->pid) || !s->id[0])
 			continue;
-		k = s->id[0] ? known_get(sv, s->id, false) : NULL;
+		k = known_get(sv, s->id, false);
 		e = &st->sessions[st->session_count++];
 		snprintf(e->id, sizeof(e->id), "%s", s->id);
 		e->pid = atomic_load(&s->pid);
