@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -56,6 +57,7 @@ void worker_signals_install(void)
 struct worker_conn {
 	int fd;                         /* the socket; with shm on, only fds and hang-ups */
 	struct shm_chan shm;
+	void *shm_at;                   /* where the rings will be mapped: shm_reserve */
 	bool shm_on;                    /* messages go through the rings */
 	uint8_t *payload;
 	size_t cap;
@@ -409,7 +411,7 @@ static int shm_attach(struct worker_session *s, const struct wire_header *h, str
 		return reply_status(&s->c, h, CUDA_ERROR_INVALID_VALUE, WIRE_F_ERROR);
 	ret = shm_fds_recv(s->c.fd, fds, SHM_CHAN_FDS, SHM_FDS_TIMEOUT_MS);
 	if (!ret)
-		ret = shm_chan_attach(&s->c.shm, fds, req.ring_bytes, s->c.fd);
+		ret = shm_chan_attach(&s->c.shm, fds, req.ring_bytes, s->c.fd, s->c.shm_at);
 	if (ret) {
 		pr_warn("session %s: shared-memory channel refused (%s)", s->id, strerror(-ret));
 		status = CUDA_ERROR_INVALID_VALUE;
@@ -430,6 +432,21 @@ static void slot_memory_changed(void *opaque, uint64_t bytes)
 	struct session_slot *slot = opaque;
 
 	atomic_store_explicit(&slot->memory, bytes, memory_order_relaxed);
+}
+
+/* Reserve the address range the shared-memory rings will take, before the
+ * driver starts: mapped later, where the kernel would choose, they can land
+ * in the hole right below the driver's own reservations, where the driver
+ * then places __managed__ variables (32 MiB aligned, just below what it
+ * holds). A new session maps the rings before its guest loads its modules,
+ * a restored one after the restore loaded them: without this the restored
+ * worker's driver may place a variable 32 MiB away from where the guest
+ * mirrors it (checkpoint.md, "Module globals"). */
+static void shm_reserve(struct worker_conn *c)
+{
+	void *at = mmap(NULL, SHM_CHAN_MAP_MAX, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	c->shm_at = at == MAP_FAILED ? NULL : at;
 }
 
 static int session_open(struct worker_session *s, const struct wire_hello_req *hello,
@@ -476,6 +493,7 @@ static int session_open(struct worker_session *s, const struct wire_hello_req *h
 		}
 	}
 	local.exec_cfg.device = device;
+	shm_reserve(&s->c);
 	ret = backend_open(cfg->backend, &cfg->backend_cfg, &be);
 	if (!ret)
 		ret = exec_open(&s->ex, be, &local.exec_cfg,
@@ -721,6 +739,8 @@ out:
 		free(s->c.payload);
 		if (s->c.shm_on)
 			shm_chan_close(&s->c.shm);
+		if (s->c.shm_at)
+			munmap(s->c.shm_at, SHM_CHAN_MAP_MAX);
 		wire_msg_release(&s->c.reply);
 		free(s);
 	}
