@@ -45,6 +45,8 @@ struct session_cred {
 
 struct control_client {
 	int fd;                             /* -1: free */
+	bool refused;                       /* a peer the control socket does not serve */
+	uint32_t uid;
 	uint64_t deadline_ms;
 	size_t len;
 	char line[CONTROL_REQUEST_MAX];
@@ -304,6 +306,8 @@ static void session_start(struct supervisor *sv, struct preauth_conn *c, const c
 {
 	const struct transport_url *url = &sv->cfg->listen[c->listener];
 	struct worker_config wcfg = sv->cfg->worker;
+	/* The worker's own copy: the child wipes the supervisor's tables. */
+	struct session_cred mine = *cred;
 	struct session_slot *slot;
 	unsigned index;
 	int pair[2], ipc[2] = { -1, -1 };
@@ -329,10 +333,10 @@ static void session_start(struct supervisor *sv, struct preauth_conn *c, const c
 	wcfg.cmd_fd = pair[1];
 	wcfg.hello_header = &c->h;
 	wcfg.hello_payload = c->payload;
-	wcfg.credential = cred->secret;
+	wcfg.credential = mine.secret;
 	wcfg.credential_wire = credential_wire;
-	wcfg.has_owner_uid = cred->has_uid;
-	wcfg.owner_uid = cred->uid;
+	wcfg.has_owner_uid = mine.has_uid;
+	wcfg.owner_uid = mine.uid;
 	transport_url_format(url, slot->peer, sizeof(slot->peer));
 	/* Named before the fork: a second hello for the id finds this one. */
 	snprintf(slot->id, sizeof(slot->id), "%s", id);
@@ -391,7 +395,8 @@ static void session_start(struct supervisor *sv, struct preauth_conn *c, const c
 	close(pair[1]);
 	if (ipc[1] >= 0)
 		close(ipc[1]);
-	sv->links[index] = (struct worker_link){ .fd = pair[0], .ipc_fd = ipc[0], .client_fd = -1, .cred = *cred };
+	sv->links[index] = (struct worker_link){ .fd = pair[0], .ipc_fd = ipc[0], .client_fd = -1, .cred = mine };
+	explicit_bzero(&mine, sizeof(mine));
 	atomic_store(&slot->pid, pid);
 	sv->sessions_started++;
 	preauth_forget(&sv->preauth, c, true);
@@ -964,13 +969,11 @@ static void control_accept(struct supervisor *sv)
 
 	if (fd < 0)
 		return;
-	if (!control_peer_allowed(sv, fd, &cred)) {
+	bool allowed = control_peer_allowed(sv, fd, &cred);
+
+	if (!allowed)
 		pr_warn("control socket: uid %u gid %u may not use it: refused", (unsigned)cred.uid,
 			(unsigned)cred.gid);
-		client_fail(&fd, "uid %u may not use ternd's control socket (root, ternd's uid or its "
-			    "--socket-group only)", (unsigned)cred.uid);
-		return;
-	}
 	for (unsigned i = 0; i < CONTROL_CLIENTS_MAX && !free_client; i++)
 		if (sv->clients[i].fd < 0)
 			free_client = &sv->clients[i];
@@ -978,7 +981,11 @@ static void control_accept(struct supervisor *sv)
 		client_fail(&fd, "%d control clients are waiting already; retry", CONTROL_CLIENTS_MAX);
 		return;
 	}
+	/* A refused peer hears why once its request is in: an answer before
+	 * it has written would only break its pipe. */
 	free_client->fd = fd;
+	free_client->refused = !allowed;
+	free_client->uid = cred.uid;
 	free_client->len = 0;
 	free_client->deadline_ms = monotonic_ms() + CONTROL_CLIENT_TIMEOUT_MS;
 }
@@ -1009,7 +1016,11 @@ static void control_client_readable(struct supervisor *sv, struct control_client
 	*nl = 0;
 	fd = cl->fd;
 	cl->fd = -1;
-	control_dispatch(sv, fd, cl->line, (size_t)(nl - cl->line));
+	if (cl->refused)
+		client_fail(&fd, "uid %u may not use ternd's control socket (root, ternd's uid or its "
+			    "--socket-group only)", (unsigned)cl->uid);
+	else
+		control_dispatch(sv, fd, cl->line, (size_t)(nl - cl->line));
 }
 
 /* Close control clients that sent no whole line in time; the ms until the
