@@ -63,6 +63,7 @@ struct worker_link {
 	bool suspending;
 	char snapshot[SNAP_NAME_MAX + 1];   /* the one being written */
 	struct session_cred cred;           /* of the session this worker serves */
+	bool told;                          /* its hello was answered (worker_hello) */
 };
 
 /* What the supervisor remembers of a session beyond its worker's life. */
@@ -534,6 +535,7 @@ static void worker_hello(struct supervisor *sv, unsigned index, const char *id)
 	struct session_known *k = known_get(sv, id, false);
 	int other = slot_of_session(sv, id, (int)index);
 
+	l->told = true;
 	if (k && k->plan == PLAN_RESTORE) {
 		suspended_forget(sv, id);
 		pr_info("session %s: worker %d restores '%s'", id, atomic_load(&sv->slots[index].pid), k->snapshot);
@@ -674,6 +676,8 @@ static void workers_reap(struct supervisor *sv)
 		for (unsigned i = 0; i < SESSIONS_KNOWN; i++)
 			if (sv->known[i].waiting_slot == (int)index)
 				sv->known[i].waiting_slot = -1;
+		/* A plan keeps its own copy; the worker's goes with it. */
+		explicit_bzero(&sv->links[index].cred, sizeof(sv->links[index].cred));
 		atomic_store(&s->state, SESSION_FREE);
 	}
 }
@@ -873,9 +877,13 @@ static void request_restore(struct supervisor *sv, int client, const struct cont
 		}
 	}
 	live = slot_of_session(sv, session, -1);
-	/* Restored into a live session, the snapshot's state goes to that
-	 * session's guest; else to whoever the snapshot says made it. */
-	if (live >= 0)
+	/* A snapshot's state goes to the guest that made it: whoever holds
+	 * the id now may have claimed it after that guest's worker died.
+	 * Only a snapshot without a credential goes to the live guest. */
+	if (cred.set && live >= 0 && !auth_equal(cred.secret, sv->links[live].cred.secret, AUTH_CREDENTIAL_BYTES))
+		pr_warn("session %s: its live guest is not the one that made '%s': only that one can come back",
+			session, snapshot);
+	if (!cred.set && live >= 0)
 		k->cred = sv->links[live].cred;
 	else if (k->plan != PLAN_SUSPENDED)
 		k->cred = cred;
@@ -890,6 +898,15 @@ static void request_restore(struct supervisor *sv, int client, const struct cont
 		/* A worker holds the guest's reconnect already: restore now. */
 		worker_hello(sv, (unsigned)k->waiting_slot, session);
 		k->waiting_slot = -1;
+		return;
+	}
+	if (live >= 0 && !sv->links[live].told && slot_of_session(sv, session, live) >= 0)
+		live = slot_of_session(sv, session, live);     /* the one serving it */
+	if (live >= 0 && !sv->links[live].told) {
+		/* Forked for a checked hello that it has not passed on yet: it
+		 * hears the plan when it does (worker_hello). */
+		pr_info("session %s: worker %d restores '%s' once it has read its hello", session,
+			atomic_load(&sv->slots[live].pid), snapshot);
 		return;
 	}
 	if (live >= 0) {

@@ -8,6 +8,7 @@ disturbed: its real guest still gets in.
 usage: test_hijack.py TERND CKPT
 """
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -109,6 +110,44 @@ def main():
         if not alive(back.sock, seq):
             fail('restored session not answering')
         print('hijack: the real guest came back to the restored session (resume_seq %d)' % back.resume_seq)
+
+        # The id of a dead worker's session, claimed by another client; then
+        # the operator restores the session's snapshot: the claimer is the
+        # live session, but the state goes to the guest that made it.
+        ckpt(t, 'snapshot', 'victim', '--name', 'v2')
+        os.kill(back.worker_pid, signal.SIGKILL)
+        back.sock.close()
+        claim = None
+        for _ in range(100):
+            claim = hello(t.unix, 'victim')
+            if claim.status == CUDA_SUCCESS:
+                break
+            time.sleep(0.05)
+        if claim.status != CUDA_SUCCESS:
+            fail('the dead session\'s id could not be claimed (it should: it holds nothing)')
+        restore = ckpt(t, 'restore', 'v2', wait=False)
+        for _ in range(100):
+            if status_of(t, 'victim') == 'restoring':
+                break
+            time.sleep(0.05)
+        claim.sock.close()
+        tried = accepted = 0
+        for _ in range(ROUNDS):
+            h = hello(t.unix, 'victim', credential=claim.credential)
+            tried += 1
+            if h.status == CUDA_SUCCESS:
+                accepted += 1
+                h.sock.close()
+        report('claimed after its worker died, then restored', tried, accepted)
+        back = hello(t.unix, 'victim', credential=cred, last_seq=seq)
+        if back.status != CUDA_SUCCESS or not back.resume_seq:
+            fail('the real guest did not get the restored state: %s' % back.status)
+        if restore.wait(30):
+            fail('ckpt restore failed: %s' % restore.stderr.read().decode())
+        seq = back.resume_seq + 1
+        if not alive(back.sock, seq):
+            fail('restored session not answering')
+        print('hijack: after a claim of its id, the real guest got its restored session')
 
         # Suspended: its worker is gone; the id and snapshot wait for resume.
         ckpt(t, 'suspend', 'victim')
