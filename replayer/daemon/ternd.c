@@ -88,6 +88,18 @@ static void usage(FILE *out)
 		ARENA_BASE_DEFAULT);
 }
 
+/* A whole decimal number from @min to @max. */
+static int count_parse(const char *value, unsigned long min, unsigned long max, unsigned *out)
+{
+	char *end;
+	unsigned long n = strtoul(value, &end, 10);
+
+	if (!*value || *end || n < min || n > max)
+		return -EINVAL;
+	*out = (unsigned)n;
+	return 0;
+}
+
 /* One place for every option, from the command line or the config file. */
 static int option_apply(struct ternd_options *o, const char *key, const char *value)
 {
@@ -228,22 +240,17 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 		o->sv.reattach_any_uid = !strcmp(value, "any");
 		return 0;
 	}
-	if (!strcmp(key, "hello-timeout") || !strcmp(key, "hello_timeout") ||
-	    !strcmp(key, "preauth-per-source") || !strcmp(key, "preauth_per_source") ||
-	    !strcmp(key, "preauth-max") || !strcmp(key, "preauth_max")) {
-		char *end;
-		unsigned long n = strtoul(value, &end, 10);
+	if (!strcmp(key, "hello-timeout") || !strcmp(key, "hello_timeout")) {
+		unsigned ms = 0;
 
-		if (!*value || *end || n < 1 || n > 65536)
-			return -EINVAL;
-		if (key[0] == 'h')
-			o->sv.preauth.timeout_ms = (int)n;
-		else if (strstr(key, "source"))
-			o->sv.preauth.per_source_max = (unsigned)n;
-		else
-			o->sv.preauth.max = (unsigned)n;
-		return 0;
+		ret = count_parse(value, 100, 600000, &ms);
+		o->sv.preauth.timeout_ms = (int)ms;
+		return ret;
 	}
+	if (!strcmp(key, "preauth-per-source") || !strcmp(key, "preauth_per_source"))
+		return count_parse(value, 1, 65536, &o->sv.preauth.per_source_max);
+	if (!strcmp(key, "preauth-max") || !strcmp(key, "preauth_max"))
+		return count_parse(value, 1, 65536, &o->sv.preauth.max);
 	if (!strcmp(key, "log-level") || !strcmp(key, "log_level")) {
 		ret = log_level_parse(value);
 		if (ret < 0)
