@@ -1,5 +1,7 @@
 #define LOG_PREFIX "worker: "
 #include "worker.h"
+#include "auth.h"
+#include "snap_format.h"
 #include "checkpoint.h"
 #include "control.h"
 #include "log.h"
@@ -177,19 +179,7 @@ static int request_read(struct worker_conn *c, struct wire_header *h)
 	return conn_recv(c, c->payload, h->length);
 }
 
-static bool token_equal(const char *want, struct wire_blob got)
-{
-	size_t n = strlen(want);
-	unsigned char diff = (unsigned char)(n != got.len);
-
-	/* Constant time in the length of the expected token. */
-	for (size_t i = 0; i < n; i++)
-		diff |= (unsigned char)(want[i] ^ (i < got.len ? got.ptr[i] : 0));
-	return diff == 0;
-}
-
-/* Session ids name files and appear in status output: keep them tame. */
-static void session_id_clean(char *out, const char *id)
+void worker_session_id_clean(char *out, const char *id)
 {
 	size_t i;
 
@@ -202,37 +192,21 @@ static void session_id_clean(char *out, const char *id)
 		out[0] = '_';
 }
 
-static int hello_wait(struct worker_conn *c, const struct worker_config *cfg,
-		      struct wire_header *h, struct wire_hello_req *hello)
+/* The hello the supervisor checked: into the connection's buffer, where
+ * every request lands. */
+static int hello_take(struct worker_conn *c, const struct worker_config *cfg, struct wire_header *h,
+		      struct wire_hello_req *hello)
 {
-	struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
 	struct wire_cursor cur;
-	int ret;
 
-	ret = poll(&pfd, 1, cfg->hello_timeout_ms);
-	if (ret <= 0) {
-		pr_warn("no hello within %d ms", cfg->hello_timeout_ms);
-		return -ETIMEDOUT;
-	}
-	ret = request_read(c, h);
-	if (ret)
-		return ret < 0 ? ret : -EPROTO;
+	*h = *cfg->hello_header;
+	c->cap = h->length < 65536 ? 65536 : h->length;
+	c->payload = malloc(c->cap);
+	if (!c->payload)
+		return -ENOMEM;
+	memcpy(c->payload, cfg->hello_payload, h->length);
 	wire_cursor_init(&cur, c->payload, h->length);
-	if (h->call != WIRE_CALL_HELLO || wire_hello_req_decode(&cur, hello) < 0) {
-		reply_status(c, h, CUDA_ERROR_INVALID_VALUE, WIRE_F_ERROR);
-		return -EPROTO;
-	}
-	if (hello->protocol != WIRE_VERSION) {
-		pr_warn("guest speaks protocol %u, this ternd %u", hello->protocol, WIRE_VERSION);
-		reply_status(c, h, CUDA_ERROR_NOT_SUPPORTED, 0);
-		return -EPROTO;
-	}
-	if (cfg->require_token && (!cfg->token || !token_equal(cfg->token, hello->token))) {
-		pr_warn("session %s from pid %u: bad token, refused", hello->session, hello->pid);
-		reply_status(c, h, CUDA_ERROR_NOT_PERMITTED, 0);
-		return -EACCES;
-	}
-	return 0;
+	return wire_hello_req_decode(&cur, hello) < 0 ? -EPROTO : 0;
 }
 
 static int cmd_send(const struct worker_config *cfg, const struct control_link *m)
@@ -321,6 +295,10 @@ static void snapshot_start(struct worker_session *s, const char *name, const cha
 	req.seq = s->seq;
 	req.reply = kept;
 	req.reply_len = kept_len;
+	req.auth_flags = (s->cfg->credential ? SNAP_AUTH_CREDENTIAL : 0) |
+			 (s->cfg->has_owner_uid ? SNAP_AUTH_OWNER_UID : 0);
+	req.credential = s->cfg->credential;
+	req.owner_uid = s->cfg->owner_uid;
 	if (checkpoint_begin(&s->ck, &req, &s->job, err, sizeof(err))) {
 		control_reply_error(&r, "snapshot '%s': %s", name, err);
 		cmd_reply_send(s->cfg, CONTROL_LINK_RESULT, &r);
@@ -549,10 +527,10 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	s->cfg = cfg;
 	s->c.fd = fd;
 	wire_msg_init(&s->c.reply);
-	ret = hello_wait(&s->c, cfg, &h, hello);
+	ret = hello_take(&s->c, cfg, &h, hello);
 	if (ret)
 		goto out;
-	session_id_clean(s->id, hello->session);
+	worker_session_id_clean(s->id, hello->session);
 	if (slot)
 		snprintf(slot->id, sizeof(slot->id), "%s", s->id);
 	ret = session_open(s, hello, slot, &ready);
@@ -571,6 +549,8 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 		atomic_store_explicit(&slot->state, SESSION_ACTIVE, memory_order_release);
 	pr_info("session %s: guest pid %u on device %d", s->id, hello->pid, s->ex.cfg.device);
 	wire_cursor_init(&cur, s->c.payload, h.length);
+	s->ex.hello_credential = cfg->credential_wire;
+	s->ex.hello_credential_len = cfg->credential_wire ? AUTH_CREDENTIAL_BYTES : 0;
 	/* The hello is answered like any call, with where to resume. */
 	wire_msg_reset(&s->c.reply);
 	ret = wire_dispatch(&s->ex, h.call, &cur, &s->c.reply);
