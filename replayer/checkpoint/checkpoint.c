@@ -520,6 +520,14 @@ static int restore_object(void *arg, uint64_t handle, const struct tracker_objec
 
 			tracker_image_ref(ex->journal, image, im.size, 0, hash);
 		}
+		/* Its globals count in the restored session's quota as they did. */
+		if (res == CUDA_SUCCESS && exec_image_charge(ex, handle, image, im.size + 1) != CUDA_SUCCESS) {
+			if (o->kind == HANDLE_MODULE)
+				ex->be->cuModuleUnload(real);
+			else
+				ex->be->cuLibraryUnload(real);
+			res = CUDA_ERROR_OUT_OF_MEMORY;
+		}
 		free(image);
 		break;
 	case HANDLE_KERNEL:

@@ -476,13 +476,16 @@ static CUresult node_build(struct exec *ex, CUgraph g, const struct graph_desc *
 	case CU_GRAPH_NODE_TYPE_MEMCPY: {
 		CUDA_MEMCPY3D p;
 
-		graph_node_memcpy_to_3d(&n->copy, &p);
+		/* A node whose memory was freed after it was made is rebuilt as
+		 * it was (the driver takes it until it runs); one in memory
+		 * that is still there reaches it where it is now. */
+		memcpy_check(ex, &n->copy, &p);
 		return ex->be->cuGraphAddMemcpyNode(real, g, NULL, 0, &p, ctx);
 	}
 	case CU_GRAPH_NODE_TYPE_MEMSET: {
 		CUDA_MEMSET_NODE_PARAMS p;
 
-		memset_params(&n->set, &p);
+		memset_check(ex, &n->set, &p);      /* as for a memcpy node */
 		return ex->be->cuGraphAddMemsetNode(real, g, NULL, 0, &p, ctx);
 	}
 	case CU_GRAPH_NODE_TYPE_EMPTY:
