@@ -468,6 +468,16 @@ void exec_extra_range_drop_owner(struct exec *ex, uint64_t owner)
 	ex->globals.count = j;
 }
 
+void exec_host_trim(struct exec *ex)
+{
+	/* The reply that used it has been sent. */
+	if (ex->copy.cap > EXEC_COPY_KEEP) {
+		free(ex->copy.buf);
+		ex->copy.buf = NULL;
+		ex->copy.cap = 0;
+	}
+}
+
 void *exec_copy_buffer(struct exec *ex, size_t size)
 {
 	if (size > ex->copy.cap) {

@@ -358,7 +358,14 @@ uint64_t exec_guest_addr(const struct exec *ex, uint64_t now);
 void exec_extra_range_drop_owner(struct exec *ex, uint64_t owner);
 /* Encode a params layout as the wire's params blob into @buf (2 * count u32). */
 struct wire_blob exec_params_blob(const struct exec_params *p, uint32_t *buf);
+/* The reusable buffer of device-to-host replies, at least @size bytes (NULL
+ * if it cannot grow); valid until the reply is sent. */
 void *exec_copy_buffer(struct exec *ex, size_t size);
+/* Between requests (the worker, before each): give back a copy buffer over
+ * EXEC_COPY_KEEP, so that a session keeps what its largest copy needed only
+ * while it was served. */
+#define EXEC_COPY_KEEP (1u << 20)
+void exec_host_trim(struct exec *ex);
 
 /* exec_context.c: cuCtxSetLimit on the current context, the stack, printf
  * FIFO and malloc heap sizes counted in the quota (the new size replaces
