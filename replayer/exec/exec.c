@@ -452,9 +452,12 @@ void exec_extra_range_move(struct exec *ex, uint64_t addr, uint64_t size, uint64
 
 uint64_t exec_guest_addr(const struct exec *ex, uint64_t now)
 {
-	for (unsigned i = 0; i < ex->globals.count; i++)
-		if (ex->globals.ranges[i].now && ex->globals.ranges[i].now == now)
-			return ex->globals.ranges[i].addr;
+	for (unsigned i = 0; i < ex->globals.count; i++) {
+		const struct exec_extra_range *r = &ex->globals.ranges[i];
+
+		if (r->now && now >= r->now && now - r->now < r->size)
+			return r->addr + (now - r->now);
+	}
 	return now;
 }
 

@@ -353,7 +353,8 @@ void exec_extra_range_add(struct exec *ex, uint64_t addr, uint64_t size, uint64_
 /* A global the guest knows at @addr that a restore found at @now
  * (checkpoint_state.c): copies and memsets at @addr reach @now. */
 void exec_extra_range_move(struct exec *ex, uint64_t addr, uint64_t size, uint64_t owner, uint64_t now);
-/* The guest's address for a backend one (a moved global's old address). */
+/* The guest's address for a backend one: inside a moved global, the same
+ * offset from the guest's old address (graphs read back from the driver). */
 uint64_t exec_guest_addr(const struct exec *ex, uint64_t now);
 void exec_extra_range_drop_owner(struct exec *ex, uint64_t owner);
 /* Encode a params layout as the wire's params blob into @buf (2 * count u32). */

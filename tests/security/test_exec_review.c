@@ -229,6 +229,53 @@ static void test_moved_global_reached(void **state)
 		ok += reached("graph memcpy node", res, 2048, want, 16);
 		ok += reached("graph memset node", res, 3072, set, 8);
 	}
+	/* A captured memset: the graph read back from the driver names the
+	 * guest's address, and its launch reaches the global. */
+	{
+		struct wire_stream_create_req sc = { .flags = 1 };
+		struct wire_stream_create_rep scr;
+		struct wire_stream_begin_capture_req bc = { .mode = CU_STREAM_CAPTURE_MODE_GLOBAL };
+		struct wire_stream_begin_capture_rep bcr;
+		struct wire_stream_end_capture_req ec;
+		struct wire_stream_end_capture_rep ecr = { 0 };
+		struct wire_memset_req ms = { .dst = fx.old + 3584, .width = 1, .count = 8, .value = 0x66, .async = 1 };
+		struct wire_memset_rep msr;
+		struct wire_graph_node_get_params_req gp = { .node = 0 };
+		struct wire_graph_node_get_params_rep gpr = { 0 };
+		struct wire_graph_instantiate_req gi = { 0 };
+		struct wire_graph_instantiate_rep gir;
+		struct wire_graph_launch_req gl = { 0 };
+		struct wire_graph_launch_rep glr;
+		uint8_t set[8];
+
+		assert_int_equal(exec_stream_create(&fx.ex, &sc, &scr), CUDA_SUCCESS);
+		bc.stream = ms.stream = ec.stream = gl.stream = scr.stream;
+		res = exec_stream_begin_capture(&fx.ex, &bc, &bcr);
+		if (res == CUDA_SUCCESS)
+			res = exec_memset(&fx.ex, &ms, &msr);
+		if (res == CUDA_SUCCESS)
+			res = exec_stream_end_capture(&fx.ex, &ec, &ecr);
+		gp.graph = gi.graph = ecr.graph;
+		if (res == CUDA_SUCCESS)
+			res = exec_graph_node_get_params(&fx.ex, &gp, &gpr);
+		total++;
+		if (res == CUDA_SUCCESS && gpr.dst == fx.old + 3584) {
+			printf("  %-26s names the guest's old address\n", "captured memset read back");
+			ok++;
+		} else {
+			printf("  %-26s names 0x%llx (CUDA status %d)\n", "captured memset read back",
+			       (unsigned long long)gpr.dst, res);
+		}
+		if (res == CUDA_SUCCESS)
+			res = exec_graph_instantiate(&fx.ex, &gi, &gir);
+		if (res == CUDA_SUCCESS) {
+			gl.exec = gir.exec;
+			res = exec_graph_launch(&fx.ex, &gl, &glr);
+		}
+		memset(set, 0x66, sizeof(set));
+		total++;
+		ok += reached("captured memset, launched", res, 3584, set, 8);
+	}
 	/* What was already translated stays so: a copy back to the host. */
 	{
 		struct wire_memcpy_dtoh_req r = { .src = fx.old + 64, .bytes = 16 };
