@@ -123,6 +123,21 @@ static bool reached(const char *what, CUresult res, uint64_t off, const void *wa
 	return true;
 }
 
+/* Instantiate @graph and launch it on @stream. */
+static CUresult graph_run(uint64_t graph, uint64_t stream)
+{
+	struct wire_graph_instantiate_req gi = { .graph = graph };
+	struct wire_graph_instantiate_rep gir;
+	struct wire_graph_launch_req gl = { .stream = stream };
+	struct wire_graph_launch_rep glr;
+	CUresult res = exec_graph_instantiate(&fx.ex, &gi, &gir);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	gl.exec = gir.exec;
+	return exec_graph_launch(&fx.ex, &gl, &glr);
+}
+
 static void test_moved_global_reached(void **state)
 {
 	uint8_t rows[32], want[16];
@@ -205,23 +220,15 @@ static void test_moved_global_reached(void **state)
 		struct wire_graph_add_memset_node_req sn = { .dst = fx.old + 3072, .pitch = 8, .value = 0x77,
 							     .element_size = 1, .width = 8, .height = 1 };
 		struct wire_graph_add_memset_node_rep snr;
-		struct wire_graph_instantiate_req gi = { 0 };
-		struct wire_graph_instantiate_rep gir;
-		struct wire_graph_launch_req gl = { 0 };
-		struct wire_graph_launch_rep glr;
 		uint8_t set[8];
 
 		assert_int_equal(exec_graph_create(&fx.ex, &gc, &gcr), CUDA_SUCCESS);
-		cn.graph = sn.graph = gi.graph = gcr.graph;
+		cn.graph = sn.graph = gcr.graph;
 		res = exec_graph_add_memcpy_node(&fx.ex, &cn, &cnr);
 		if (res == CUDA_SUCCESS)
 			res = exec_graph_add_memset_node(&fx.ex, &sn, &snr);
 		if (res == CUDA_SUCCESS)
-			res = exec_graph_instantiate(&fx.ex, &gi, &gir);
-		if (res == CUDA_SUCCESS) {
-			gl.exec = gir.exec;
-			res = exec_graph_launch(&fx.ex, &gl, &glr);
-		}
+			res = graph_run(gcr.graph, 0);
 		for (unsigned i = 0; i < 16; i++)
 			want[i] = (uint8_t)(0xa0 + i);
 		memset(set, 0x77, sizeof(set));
@@ -242,20 +249,16 @@ static void test_moved_global_reached(void **state)
 		struct wire_memset_rep msr;
 		struct wire_graph_node_get_params_req gp = { .node = 0 };
 		struct wire_graph_node_get_params_rep gpr = { 0 };
-		struct wire_graph_instantiate_req gi = { 0 };
-		struct wire_graph_instantiate_rep gir;
-		struct wire_graph_launch_req gl = { 0 };
-		struct wire_graph_launch_rep glr;
 		uint8_t set[8];
 
 		assert_int_equal(exec_stream_create(&fx.ex, &sc, &scr), CUDA_SUCCESS);
-		bc.stream = ms.stream = ec.stream = gl.stream = scr.stream;
+		bc.stream = ms.stream = ec.stream = scr.stream;
 		res = exec_stream_begin_capture(&fx.ex, &bc, &bcr);
 		if (res == CUDA_SUCCESS)
 			res = exec_memset(&fx.ex, &ms, &msr);
 		if (res == CUDA_SUCCESS)
 			res = exec_stream_end_capture(&fx.ex, &ec, &ecr);
-		gp.graph = gi.graph = ecr.graph;
+		gp.graph = ecr.graph;
 		if (res == CUDA_SUCCESS)
 			res = exec_graph_node_get_params(&fx.ex, &gp, &gpr);
 		total++;
@@ -267,11 +270,7 @@ static void test_moved_global_reached(void **state)
 			       (unsigned long long)gpr.dst, res);
 		}
 		if (res == CUDA_SUCCESS)
-			res = exec_graph_instantiate(&fx.ex, &gi, &gir);
-		if (res == CUDA_SUCCESS) {
-			gl.exec = gir.exec;
-			res = exec_graph_launch(&fx.ex, &gl, &glr);
-		}
+			res = graph_run(ecr.graph, scr.stream);
 		memset(set, 0x66, sizeof(set));
 		total++;
 		ok += reached("captured memset, launched", res, 3584, set, 8);
