@@ -95,8 +95,10 @@ static CUresult copy_from_3d(struct exec *ex, const CUDA_MEMCPY3D *p, struct gra
 {
 	CUresult res = graph_node_memcpy_from_3d(p, c);
 
-	c->src = exec_guest_addr(ex, c->src);
-	c->dst = exec_guest_addr(ex, c->dst);
+	if (res == CUDA_SUCCESS) {
+		c->src = exec_guest_addr(ex, c->src);
+		c->dst = exec_guest_addr(ex, c->dst);
+	}
 	return res;
 }
 
