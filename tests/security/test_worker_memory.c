@@ -113,7 +113,7 @@ static void test_large_messages_given_back(void **state)
 {
 	const uint32_t big = WIRE_PAYLOAD_MAX - 4096;
 	struct transport_url url;
-	struct wire_hello_req hello = { .protocol = WIRE_VERSION, .pid = (uint32_t)getpid() };
+	struct wire_hello_req hello = { .protocol = WIRE_PROTOCOL, .pid = (uint32_t)getpid() };
 	struct wire_mem_alloc_req ar = { .bytes = 32ull << 20 };
 	struct wire_msg m;
 	uint8_t *junk = malloc(big);
@@ -132,7 +132,9 @@ static void test_large_messages_given_back(void **state)
 	assert_true(fd >= 0);
 	snprintf(hello.session, sizeof(hello.session), "memory-%d", (int)getpid());
 	snprintf(hello.host, sizeof(hello.host), "localhost");
+	/* This ternd asks for no token: the challenge's nonce binds nothing. */
 	wire_msg_init(&m);
+	assert_int_equal(call(fd, WIRE_CALL_CHALLENGE, 0, &m, NULL), CUDA_SUCCESS);
 	wire_hello_req_encode(&m, &hello);
 	assert_int_equal(call(fd, WIRE_CALL_HELLO, seq++, &m, NULL), CUDA_SUCCESS);
 	wire_msg_reset(&m);
