@@ -17,9 +17,12 @@
 #include "wire.h"
 
 /* Requests waiting at once; one more is served on the dispatch thread, as
- * before (a guest with that many threads in a synchronisation only waits
- * for itself). */
-#define WORKER_WAITS_MAX 32
+ * before (a guest with that many requests in a synchronisation only waits
+ * for itself). Threads that wait for them, in request order: a guest that
+ * keeps that many waiting for ever delays its own later waits, no one
+ * else's. */
+#define WORKER_WAITS_MAX 1024
+#define WORKER_WAITERS_MAX 32
 
 struct worker_waits;
 
@@ -27,8 +30,9 @@ struct worker_waits;
  * worker then waits on its dispatch thread). No thread runs before the
  * first wait. */
 struct worker_waits *worker_waits_open(const struct backend *be);
-/* Hand @w, prepared for request @h, to a waiter: 0, or -EBUSY when every
- * waiter is busy, or -errno (no thread). On an error @w stays the caller's. */
+/* Hand @w, prepared for request @h, to the waiters: 0, or -EBUSY when
+ * WORKER_WAITS_MAX wait, -EAGAIN when no thread could be made. On an error
+ * @w stays the caller's. */
 int worker_waits_start(struct worker_waits *ws, const struct wire_header *h, const struct exec_wait *w);
 /* Requests handed over and not yet reaped. */
 unsigned worker_waits_active(const struct worker_waits *ws);
