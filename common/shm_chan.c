@@ -381,6 +381,21 @@ int shm_chan_recv(struct shm_chan *c, void *buf, size_t len)
 	return 0;
 }
 
+int shm_chan_discard(struct shm_chan *c, uint64_t n)
+{
+	uint8_t sink[4096];
+
+	while (n) {
+		size_t piece = n < sizeof(sink) ? n : sizeof(sink);
+		int ret = shm_chan_recv(c, sink, piece);
+
+		if (ret)
+			return ret;
+		n -= piece;
+	}
+	return 0;
+}
+
 bool shm_chan_readable(struct shm_chan *c)
 {
 	return rx_avail(c) != 0;        /* a corrupt ring reads as input: recv reports it */

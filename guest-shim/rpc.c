@@ -318,19 +318,7 @@ static int conn_recv(struct shim_process *p, void *buf, size_t n)
 
 static int conn_discard(struct shim_process *p, uint64_t n)
 {
-	uint8_t sink[4096];
-
-	if (!p->shm_on)
-		return wire_recv_discard(p->fd, n);
-	while (n) {
-		size_t piece = n < sizeof(sink) ? n : sizeof(sink);
-		int ret = shm_chan_recv(&p->shm, sink, piece);
-
-		if (ret)
-			return ret;
-		n -= piece;
-	}
-	return 0;
+	return p->shm_on ? shm_chan_discard(&p->shm, n) : wire_recv_discard(p->fd, n);
 }
 
 static void conn_close_locked(struct shim_process *p)

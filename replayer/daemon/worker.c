@@ -112,19 +112,7 @@ static int conn_recv(struct worker_conn *c, void *buf, size_t n)
 
 static int conn_discard(struct worker_conn *c, uint64_t n)
 {
-	uint8_t sink[4096];
-
-	if (!c->shm_on)
-		return wire_recv_discard(c->fd, n);
-	while (n) {
-		size_t piece = n < sizeof(sink) ? n : sizeof(sink);
-		int ret = shm_chan_recv(&c->shm, sink, piece);
-
-		if (ret)
-			return ret;
-		n -= piece;
-	}
-	return 0;
+	return c->shm_on ? shm_chan_discard(&c->shm, n) : wire_recv_discard(c->fd, n);
 }
 
 static int reply_msg_send(struct worker_conn *c, struct wire_msg *m, const struct wire_header *req,

@@ -215,6 +215,10 @@ struct exec_graphs {
 struct exec {
 	struct backend *be;
 	struct handle_table *handles;
+	/* Live streams made with CU_STREAM_NON_BLOCKING (never fewer): while
+	 * there are none, the legacy and per-thread streams answer for every
+	 * stream of a context (exec_wait.c). */
+	unsigned streams_nonblocking;
 	struct exec_observer observer;
 	struct exec_config cfg;
 	/* The session's devices by guest ordinal; the guest's device 0 is where

@@ -39,11 +39,24 @@ static char dir[64], sock_url[128], control[128];
 static uint64_t ctx;
 static pid_t ternd_pid;
 
-/* A failed check must not leave the daemon running. */
+/* A failed check must not leave the daemon or its workers running: they
+ * are a process group of their own. */
 static void ternd_kill(void)
 {
 	if (ternd_pid > 0)
-		kill(ternd_pid, SIGKILL);
+		kill(-ternd_pid, SIGKILL);
+}
+
+/* A send that blocks for ever (a worker that reads nothing) fails too. */
+static void on_alarm(int sig)
+{
+	static const char msg[] = "FAIL: sync_flood did not finish in time: the worker stopped reading\n";
+
+	(void)sig;
+	if (write(2, msg, sizeof(msg) - 1) < 0)
+		_exit(1);
+	ternd_kill();
+	_exit(1);
 }
 
 #define FAIL(...)                                                       \
@@ -293,6 +306,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	signal(SIGALRM, on_alarm);
+	alarm(40);
 	snprintf(dir, sizeof(dir), "/tmp/tern-syncflood-XXXXXX");
 	if (!mkdtemp(dir))
 		FAIL("mkdtemp");
@@ -300,12 +315,14 @@ int main(int argc, char **argv)
 	snprintf(control, sizeof(control), "%s/control.sock", dir);
 	pid = fork();
 	if (pid > 0) {
+		setpgid(pid, pid);
 		ternd_pid = pid;
 		atexit(ternd_kill);
 	}
 	if (pid == 0) {
 		char state[96];
 
+		setpgid(0, 0);
 		snprintf(state, sizeof(state), "%s/state", dir);
 		execl(argv[1], "ternd", "--backend", "sim", "--listen", sock_url, "--control", control,
 		      "--state-dir", state, "--log-level", "warn", "--sim-memory", "256M", (char *)NULL);
