@@ -722,6 +722,10 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 			wire_put_u32(&s->c.reply, (uint32_t)ret);
 			flags = WIRE_F_ERROR;
 		} else if (wait_aside(s, &h, &cur)) {
+			/* A snapshot keeps c.reply as the answer to s->seq; a
+			 * waited request is waited for again instead, but the
+			 * message must be a whole one. */
+			wire_put_u32(&s->c.reply, (uint32_t)CUDA_SUCCESS);
 			if (slot)
 				atomic_fetch_add_explicit(&slot->calls, 1, memory_order_relaxed);
 			continue;
