@@ -107,9 +107,17 @@ struct shim_hostfn {
 	struct shim_hostfn *next_token, *next_fn;
 };
 
+struct shim_pending;
+
 struct shim_process {
-	/* Connection; guarded by conn_lock, which also serialises round trips. */
+	/* Connection; guarded by conn_lock, which serialises sends. Replies are
+	 * read by one thread at a time (the reader, @reading), without the
+	 * lock, and handed to the round trip of their sequence number. */
 	pthread_mutex_t conn_lock;
+	pthread_cond_t reply_cond;      /* a reply was handed over, or the reader left */
+	struct shim_pending *pending;   /* round trips waiting for their replies */
+	bool reading;                   /* a thread reads replies; only it may reconnect */
+	bool broken;                    /* a send or read failed: the reader reconnects */
 	int fd;                         /* -1 when not connected */
 	struct shm_chan shm;            /* the rings, when shm_on */
 	bool shm_on;

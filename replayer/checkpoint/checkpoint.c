@@ -573,6 +573,8 @@ static int restore_object(void *arg, uint64_t handle, const struct tracker_objec
 		if (restore_switch(rc, o->parent))
 			return -EBADMSG;
 		res = ex->be->cuStreamCreateWithPriority((CUstream *)&real, flags, prio);
+		if (res == CUDA_SUCCESS && (flags & CU_STREAM_NON_BLOCKING))
+			ex->streams_nonblocking++;
 		if (res == CUDA_SUCCESS) {
 			res = checkpoint_state_stream(ex, o, real);
 			if (res != CUDA_SUCCESS)

@@ -236,6 +236,10 @@ struct exec_graphs {
 struct exec {
 	struct backend *be;
 	struct handle_table *handles;
+	/* Live streams made with CU_STREAM_NON_BLOCKING (never fewer): while
+	 * there are none, the legacy and per-thread streams answer for every
+	 * stream of a context (exec_wait.c). */
+	unsigned streams_nonblocking;
 	struct exec_observer observer;
 	struct exec_config cfg;
 	/* The session's devices by guest ordinal; the guest's device 0 is where
@@ -447,6 +451,31 @@ void exec_hostfn_interrupt(void);
 void exec_graph_journal_flush(struct exec *ex);
 /* Free a graph's or executable's info at session end (no backend calls). */
 void exec_graph_info_free(struct exec *ex, struct handle_entry *e);
+/* exec_wait.c: a synchronising request (the table's `wait` calls) whose wait runs
+ * off the dispatch thread, so that other guest threads' requests go on.
+ * exec_wait_prepare, on the dispatch thread with the request's context
+ * current: 1 when the request now waits in @w (run exec_wait_run on any
+ * thread, then exec_wait_complete on the dispatch thread; exec_wait_finish
+ * drops one instead), 0 when the request is to be dispatched as
+ * usual (another call, work already done, a capture in progress, or input
+ * the handler refuses). */
+struct exec_wait {
+	uint32_t call;
+	CUcontext ctx;              /* cuCtxSynchronize's context */
+	CUevent marker;             /* recorded on the stream waited for */
+	CUresult status;
+	void *request;              /* a copy's request, served when the wait is over */
+	size_t request_len;
+};
+int exec_wait_prepare(struct exec *ex, uint32_t call, const struct wire_cursor *cur, struct exec_wait *w);
+/* Blocks; touches nothing of the session but @w and the backend. */
+void exec_wait_run(const struct backend *be, struct exec_wait *w);
+void exec_wait_finish(struct exec *ex, struct exec_wait *w);
+/* On the dispatch thread, with the request's context current, once
+ * exec_wait_run returned: 0 with the request's answer in @reply, or (only
+ * when @may_wait) 1 when it waits again, @w prepared anew. */
+int exec_wait_complete(struct exec *ex, struct exec_wait *w, bool may_wait, struct wire_msg *reply);
+
 /* True while a stream capture is in progress: no snapshot then. */
 static inline bool exec_capture_active(const struct exec *ex)
 {

@@ -27,6 +27,8 @@ CUresult exec_stream_create(struct exec *ex, const struct wire_stream_create_req
 	}
 	if (res != CUDA_SUCCESS)
 		ex->be->cuStreamDestroy(s);
+	else if (req->flags & CU_STREAM_NON_BLOCKING)
+		ex->streams_nonblocking++;
 	return res;
 }
 
@@ -36,10 +38,16 @@ CUresult exec_stream_destroy(struct exec *ex, const struct wire_stream_destroy_r
 	struct handle_entry *e;
 	CUresult res;
 
+	unsigned flags = 0;
+
 	res = exec_lookup_stream(ex, req->stream, &e);
 	if (res != CUDA_SUCCESS)
 		return res;
+	if (ex->be->cuStreamGetFlags(e->real, &flags) != CUDA_SUCCESS)
+		flags = 0;
 	res = ex->be->cuStreamDestroy(e->real);
+	if (res == CUDA_SUCCESS && (flags & CU_STREAM_NON_BLOCKING) && ex->streams_nonblocking)
+		ex->streams_nonblocking--;
 	if (res == CUDA_SUCCESS) {
 		exec_graph_stream_destroyed(ex, req->stream);
 		exec_object_remove(ex, req->stream);
