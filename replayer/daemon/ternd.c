@@ -69,12 +69,15 @@ static void usage(FILE *out)
 		"  --arena-size SIZE    size of the arena of each device (default 512G)\n"
 		"  --vmm-size SIZE      address space for the guest's VMM reservations, after room\n"
 		"                       for 16 arenas (default 4T; 0 refuses cuMemAddressReserve)\n"
-		"  --state-dir DIR      journals and the snapshot store (default /var/lib/tern)\n"
+		"  --state-dir DIR      journals and the snapshot store (default /var/lib/tern);\n"
+		"                       one ternd per state directory\n"
+		"  --sessions-max N     sessions remembered beyond their worker: suspended,\n"
+		"                       restoring, and the latest snapshot of others (default %u)\n"
 		"  --token-file FILE    shared secret that tcp guests must present\n"
 		"  --log-level LEVEL    error, warn, info or debug (default info)\n"
 		"  --log-file FILE      append the log there instead of stderr\n"
 		"  --config FILE        read options from FILE first\n",
-		ARENA_BASE_DEFAULT);
+		ARENA_BASE_DEFAULT, SUPERVISOR_SESSIONS_DEFAULT);
 }
 
 static int token_read(const char *path, char *buf, size_t cap)
@@ -207,6 +210,18 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 	if (!strcmp(key, "state-dir") || !strcmp(key, "state_dir"))
 		return snprintf(o->sv.state_dir, sizeof(o->sv.state_dir), "%s", value) <
 		       (int)sizeof(o->sv.state_dir) ? 0 : -ENAMETOOLONG;
+	if (!strcmp(key, "sessions-max") || !strcmp(key, "sessions_max")) {
+		char *end;
+		unsigned long n;
+
+		errno = 0;
+		n = strtoul(value, &end, 10);
+		/* The sessions file holds at most SNAP_SESSIONS_LIMIT. */
+		if (errno || end == value || *end || value[0] == '-' || n < 1 || n > SUPERVISOR_SESSIONS_LIMIT)
+			return -EINVAL;
+		o->sv.sessions_max = (unsigned)n;
+		return 0;
+	}
 	if (!strcmp(key, "token-file") || !strcmp(key, "token_file"))
 		return token_read(value, o->sv.token, sizeof(o->sv.token));
 	if (!strcmp(key, "log-level") || !strcmp(key, "log_level")) {
@@ -353,6 +368,7 @@ int main(int argc, char **argv)
 	o.sv.worker.exec_cfg.vmm_size = VMM_SIZE_DEFAULT;
 	o.sv.worker.hello_timeout_ms = 10000;
 	o.sv.shutdown_grace_ms = 5000;
+	o.sv.sessions_max = SUPERVISOR_SESSIONS_DEFAULT;
 	if (argc > 1 && !strcmp(argv[1], "status"))
 		status = true;
 	for (i = 1 + status; i < argc; i++)
