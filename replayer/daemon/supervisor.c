@@ -116,11 +116,14 @@ static void client_fail(int *fd, const char *fmt, ...)
 static int slot_of_session(struct supervisor *sv, const char *id, int except);
 
 /* An entry that only caches a latest snapshot name (the store has it too)
- * may make room for another session. */
+ * may make room for another session; one whose suspend is being written
+ * may not (request_snapshot made it for that). */
 static bool known_evictable(struct supervisor *sv, const struct session_known *k)
 {
+	int live = slot_of_session(sv, k->id, -1);
+
 	return k->plan == PLAN_NONE && k->client_fd < 0 && k->waiting_slot < 0 &&
-	       slot_of_session(sv, k->id, -1) < 0;
+	       (live < 0 || !sv->links[live].suspending);
 }
 
 /* The entry of @id; with @create a new one when there is none, NULL when
@@ -724,8 +727,8 @@ static void request_snapshot(struct supervisor *sv, int client, const struct con
 	if (!k && m.suspend) {
 		/* Refused now: a suspend that could not be recorded would leave the
 		 * session parked where no resume finds it. */
-		client_fail(&client, "cannot suspend '%s': ternd keeps %u sessions already (suspended, "
-			    "restoring or running), its --sessions-max; resume or restore one, or raise "
+		client_fail(&client, "cannot suspend '%s': ternd keeps %u sessions already suspended or "
+			    "being restored, its --sessions-max; resume or restore one, or raise "
 			    "--sessions-max", req->session, sv->cfg->sessions_max);
 		return;
 	}
@@ -786,8 +789,8 @@ static void request_restore(struct supervisor *sv, int client, const struct cont
 		snprintf(snapshot, sizeof(snapshot), "%s", name);
 		k = known_get(sv, session, true);
 		if (!k) {
-			client_fail(&client, "cannot restore '%s': ternd keeps %u sessions already (suspended, "
-				    "restoring or running), its --sessions-max; resume or restore one, or raise "
+			client_fail(&client, "cannot restore '%s': ternd keeps %u sessions already suspended or "
+				    "being restored, its --sessions-max; resume or restore one, or raise "
 				    "--sessions-max", name, sv->cfg->sessions_max);
 			return;
 		}
