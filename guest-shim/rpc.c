@@ -92,18 +92,34 @@ static void token_load(struct shim_process *p)
 
 static void conn_close_locked(struct shim_process *p);
 
+/* Every lock of the shim, in the order its code nests them (shim.h): a
+ * managed mirror's coherence makes round trips under managed_lock; the
+ * last three are leaves, held by code that takes no other lock. */
 static void atfork_prepare(void)
 {
+	managed_fork_lock();
 	pthread_mutex_lock(&shim.conn_lock);
 	pthread_mutex_lock(&shim.cache_lock);
 	pthread_mutex_lock(&shim.hostfn_lock);
+	capture_fork_lock();
+	graph_exec_fork_lock();
+	export_table_fork_lock();
+}
+
+static void atfork_unlock(void)
+{
+	export_table_fork_unlock();
+	graph_exec_fork_unlock();
+	capture_fork_unlock();
+	pthread_mutex_unlock(&shim.hostfn_lock);
+	pthread_mutex_unlock(&shim.cache_lock);
+	pthread_mutex_unlock(&shim.conn_lock);
+	managed_fork_unlock();
 }
 
 static void atfork_parent(void)
 {
-	pthread_mutex_unlock(&shim.hostfn_lock);
-	pthread_mutex_unlock(&shim.cache_lock);
-	pthread_mutex_unlock(&shim.conn_lock);
+	atfork_unlock();
 }
 
 /* The child shares the parent's socket: it must never write to it. Closing
@@ -148,9 +164,7 @@ static void atfork_child(void)
 	uobj_reset(&shim);
 	capture_reset();
 	managed_reset();
-	pthread_mutex_unlock(&shim.hostfn_lock);
-	pthread_mutex_unlock(&shim.cache_lock);
-	pthread_mutex_unlock(&shim.conn_lock);
+	atfork_unlock();
 }
 
 static void stats_report(void)

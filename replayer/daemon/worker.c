@@ -144,6 +144,10 @@ static int reply_status(struct worker_conn *c, const struct wire_header *req, CU
 	return reply_send(c, req, flags);
 }
 
+/* Request buffers up to this size are reused; a larger one is freed
+ * before the next smaller request. */
+#define WORKER_PAYLOAD_KEEP (1u << 20)
+
 /* Read one request. 0 with the payload in c->payload, 1 if the request was
  * answered already (oversized), or -errno when the connection is unusable. */
 static int request_read(struct worker_conn *c, struct wire_header *h)
@@ -166,6 +170,14 @@ static int request_read(struct worker_conn *c, struct wire_header *h)
 		pr_warn("bad message header (magic 0x%08x version %u): closing", h->magic, h->version);
 		reply_status(c, h, CUDA_ERROR_INVALID_VALUE, WIRE_F_ERROR);
 		return -EPROTO;
+	}
+	/* A large request's buffer is not kept for the small ones after it:
+	 * a session holds what its largest message needed only while it is
+	 * served (docs/limits.md, "Host memory"). */
+	if (c->cap > WORKER_PAYLOAD_KEEP && h->length <= WORKER_PAYLOAD_KEEP) {
+		free(c->payload);
+		c->payload = NULL;
+		c->cap = 0;
 	}
 	if (h->length > c->cap) {
 		size_t cap = h->length < 65536 ? 65536 : h->length;
@@ -648,6 +660,7 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 			continue;
 		}
 		wire_msg_reset(&s->c.reply);
+		exec_host_trim(&s->ex);
 		ret = exec_context_switch(&s->ex, h.ctx);
 		if (ret != CUDA_SUCCESS) {
 			wire_put_u32(&s->c.reply, (uint32_t)ret);
