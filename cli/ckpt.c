@@ -37,8 +37,10 @@ static const struct ckpt_command commands[] = {
 	  1, 1, 0, cmd_inspect },
 	{ "verify", "SNAPSHOT", "check every checksum of a snapshot and read every chunk (offline)",
 	  1, 1, 0, cmd_verify },
-	{ "rm", "SNAPSHOT...", "remove snapshots and collect the chunks no other snapshot uses (offline)",
-	  1, UINT_MAX, 0, cmd_rm },
+	{ "rm", "SNAPSHOT... [--force]",
+	  "remove snapshots and collect the chunks no other snapshot uses (offline; --force: also one a "
+	  "suspended session or another snapshot needs)",
+	  1, UINT_MAX, CKPT_OPT_FORCE, cmd_rm },
 	{ "help", "[SUBCOMMAND]", "show this usage, or one subcommand's",
 	  0, 1, 0, cmd_help },
 };
@@ -55,6 +57,7 @@ static const char global_usage[] =
 	"                    (default 600 for snapshot/suspend/resume/restore, 10 for ls)\n"
 	"  --json            print one JSON object on stdout (docs/ckpt.md has the shapes)\n"
 	"  --help            usage; `ckpt SUBCOMMAND --help` for one subcommand\n"
+	"  --                the words after it are arguments, never options (a snapshot named -x)\n"
 	"Exit status: 0 ok, 1 the operation failed, 2 usage error.\n";
 
 static void usage_print(FILE *f)
@@ -82,6 +85,9 @@ static void command_usage_print(const struct ckpt_command *cmd, FILE *f)
 		fprintf(f, "  --incremental     store only the chunks changed since the session's latest snapshot\n");
 	if (cmd->options & CKPT_OPT_DEVICE)
 		fprintf(f, "  --device N        GPU index to restore onto (default: ternd's --device)\n");
+	if (cmd->options & CKPT_OPT_FORCE)
+		fprintf(f, "  --force           also remove a snapshot a suspended session waits in, or the parent\n"
+			"                    of a snapshot that stays\n");
 	fprintf(f, "\n%s", global_usage);
 }
 
@@ -148,6 +154,7 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 {
 	const char *sub = NULL;
 	unsigned opts_seen = 0;
+	bool words_only = false;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -156,9 +163,22 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 			     !strcmp(a, "--store") || !strcmp(a, "--timeout") ||
 			     !strcmp(a, "--name") || !strcmp(a, "--device");
 
+		if (words_only) {
+			takes = false;
+		} else if (!strcmp(a, "--")) {
+			words_only = true;
+			continue;
+		}
 		if (takes && !val)
 			return ckpt_fail(c, CKPT_EXIT_USAGE, "%s needs a value", a);
-		if (!strcmp(a, "--json")) {
+		if (words_only) {
+			if (!sub) {
+				sub = a;
+				continue;
+			}
+			c->args[c->nargs++] = argv[i];
+			continue;
+		} else if (!strcmp(a, "--json")) {
 			c->json = true;
 		} else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			*help = true;
@@ -183,6 +203,9 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 		} else if (!strcmp(a, "--incremental")) {
 			c->incremental = true;
 			opts_seen |= CKPT_OPT_INCREMENTAL;
+		} else if (!strcmp(a, "--force")) {
+			c->force = true;
+			opts_seen |= CKPT_OPT_FORCE;
 		} else if (!strcmp(a, "--device")) {
 			char *end;
 			long d = strtol(val, &end, 10);
@@ -192,8 +215,9 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 			c->device = (int)d;
 			opts_seen |= CKPT_OPT_DEVICE;
 		} else if (a[0] == '-' && a[1]) {
-			return ckpt_fail(c, CKPT_EXIT_USAGE, "unknown option '%s'; see `ckpt %s%s--help`",
-					 a, sub ? sub : "", sub ? " " : "");
+			return ckpt_fail(c, CKPT_EXIT_USAGE, "unknown option '%s'; see `ckpt %s%s--help` "
+					 "(a name that starts with '-' goes after `--`: ckpt %s%s-- %s)",
+					 a, sub ? sub : "", sub ? " " : "", sub ? sub : "", sub ? " " : "", a);
 		} else if (!sub) {
 			sub = a;
 			continue;
@@ -219,10 +243,13 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 	if (*help)
 		return -1;
 	if (opts_seen & ~c->cmd->options) {
+		unsigned bad = opts_seen & ~c->cmd->options;
+
 		command_usage_print(c->cmd, stderr);
 		return ckpt_fail(c, CKPT_EXIT_USAGE, "option %s does not apply to %s",
-				 opts_seen & CKPT_OPT_NAME ? "--name" :
-				 opts_seen & CKPT_OPT_INCREMENTAL ? "--incremental" : "--device",
+				 bad & CKPT_OPT_NAME ? "--name" :
+				 bad & CKPT_OPT_INCREMENTAL ? "--incremental" :
+				 bad & CKPT_OPT_DEVICE ? "--device" : "--force",
 				 c->cmd->name);
 	}
 	if (c->nargs < c->cmd->min_args || c->nargs > c->cmd->max_args) {

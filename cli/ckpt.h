@@ -30,6 +30,7 @@ enum ckpt_exit {
 #define CKPT_OPT_NAME        0x1u  /* --name NAME */
 #define CKPT_OPT_INCREMENTAL 0x2u  /* --incremental */
 #define CKPT_OPT_DEVICE      0x4u  /* --device N */
+#define CKPT_OPT_FORCE       0x8u  /* --force */
 
 struct ckpt;
 
@@ -56,6 +57,7 @@ struct ckpt {
 	const char *name;
 	bool incremental;
 	int device;              /* -1 when not given */
+	bool force;              /* rm: also what a session or another snapshot needs */
 	char **args;             /* positional arguments */
 	unsigned nargs;
 	char ternd_store[CONTROL_PATH_MAX + 1]; /* the store a running ternd reported, or "" */
@@ -111,6 +113,10 @@ struct snap_store;
 /* Open the store at ckpt_store_path(); on failure the message is reported
  * and CKPT_EXIT_FAILED returned. */
 int ckpt_store_open(struct ckpt *c, struct snap_store **out, char *path, unsigned cap);
+/* 0 when @name is a valid snapshot name; else the usage error, saying why
+ * ("name too long (max 250)"), is reported and CKPT_EXIT_USAGE returned. */
+int ckpt_name_refuse(struct ckpt *c, const char *name);
+
 /* Report a failure of snapshot @name on the store (not found, busy, damaged,
  * anything else) with what to do; returns CKPT_EXIT_FAILED. */
 int ckpt_store_fail(struct ckpt *c, struct snap_store *s, const char *path,

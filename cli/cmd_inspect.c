@@ -756,8 +756,8 @@ int cmd_inspect(struct ckpt *c)
 	const char *name = c->args[0];
 	int rc, jrc;
 
-	if (!snap_name_valid(name))
-		return ckpt_fail(c, CKPT_EXIT_USAGE, "'%s' is not a valid snapshot name", name);
+	if (ckpt_name_refuse(c, name))
+		return CKPT_EXIT_USAGE;
 	rc = ckpt_store_open(c, &s, path, sizeof(path));
 	if (rc)
 		return rc;

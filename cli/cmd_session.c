@@ -172,9 +172,8 @@ int cmd_snapshot(struct ckpt *c)
 
 	if (name_check(c, c->args[0], "session id"))
 		return CKPT_EXIT_USAGE;
-	if (c->name && !snap_name_valid(c->name))
-		return ckpt_fail(c, CKPT_EXIT_USAGE, "'%s' is not a valid snapshot name: use 1-255 of "
-				 "A-Z a-z 0-9 . _ -, not starting with '.'", c->name);
+	if (c->name && ckpt_name_refuse(c, c->name))
+		return CKPT_EXIT_USAGE;
 	memcpy(req.session, c->args[0], strlen(c->args[0]) + 1);
 	if (c->name)
 		memcpy(req.snapshot, c->name, strlen(c->name) + 1);
@@ -205,8 +204,8 @@ int cmd_restore(struct ckpt *c)
 {
 	struct control_request req = { .op = CONTROL_OP_RESTORE, .device = c->device };
 
-	if (!snap_name_valid(c->args[0]))
-		return ckpt_fail(c, CKPT_EXIT_USAGE, "'%s' is not a valid snapshot name", c->args[0]);
+	if (ckpt_name_refuse(c, c->args[0]))
+		return CKPT_EXIT_USAGE;
 	memcpy(req.snapshot, c->args[0], strlen(c->args[0]) + 1);
 	return session_command(c, &req, "restore");
 }

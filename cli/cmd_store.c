@@ -1,12 +1,14 @@
 /* ckpt subcommands that work on the snapshot store directly, without ternd:
  * verify and rm; and finding and opening the store for them and inspect. */
 #include <errno.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ckpt.h"
 #include "snap_format.h"
+#include "snap_sessions.h"
 #include "snap_store.h"
 
 #define STORE_ASK_TIMEOUT_S 2
@@ -74,6 +76,9 @@ int ckpt_store_fail(struct ckpt *c, struct snap_store *s, const char *path,
 	switch (rc) {
 	case -ENOENT:
 		return ckpt_fail(c, CKPT_EXIT_FAILED, "snapshot '%s' not found in %s: run `ckpt ls`", name, path);
+	case -EINPROGRESS:
+		return ckpt_fail(c, CKPT_EXIT_FAILED, "snapshot '%s' is still being written: retry when it is "
+				 "done", name);
 	case -EBUSY:
 		return ckpt_fail(c, CKPT_EXIT_FAILED, "the store %s is in use: a ternd worker is reading or "
 				 "writing a snapshot in it; retry when that is done (%s)", path, detail);
@@ -100,8 +105,8 @@ int cmd_verify(struct ckpt *c)
 	const char *name = c->args[0];
 	int rc;
 
-	if (!snap_name_valid(name))
-		return ckpt_fail(c, CKPT_EXIT_USAGE, "'%s' is not a valid snapshot name", name);
+	if (ckpt_name_refuse(c, name))
+		return CKPT_EXIT_USAGE;
 	rc = ckpt_store_open(c, &s, path, sizeof(path));
 	if (rc)
 		return rc;
@@ -152,6 +157,109 @@ int cmd_verify(struct ckpt *c)
 	return CKPT_EXIT_OK;
 }
 
+int ckpt_name_refuse(struct ckpt *c, const char *name)
+{
+	const char *why = snap_name_problem(name);
+
+	if (!why)
+		return 0;
+	ckpt_fail(c, CKPT_EXIT_USAGE, "'%s' is not a valid snapshot name: %s", name, why);
+	return CKPT_EXIT_USAGE;
+}
+
+static const struct snap_info *info_find(const struct snap_info *list, unsigned count, const char *name)
+{
+	for (unsigned i = 0; i < count; i++)
+		if (!strcmp(list[i].name, name))
+			return &list[i];
+	return NULL;
+}
+
+static bool arg_listed_before(const struct ckpt *c, unsigned i)
+{
+	for (unsigned j = 0; j < i; j++)
+		if (!strcmp(c->args[j], c->args[i]))
+			return true;
+	return false;
+}
+
+static bool arg_listed(const struct ckpt *c, const char *name)
+{
+	for (unsigned i = 0; i < c->nargs; i++)
+		if (!strcmp(c->args[i], name))
+			return true;
+	return false;
+}
+
+/* Everything rm must know before it removes anything: every name is a
+ * snapshot of the store, none is where a session waits (ternd's sessions
+ * file, beside the store) or the parent of a snapshot that stays, unless
+ * --force.  Reports the first refusal. */
+static int rm_check(struct ckpt *c, struct snap_store *s, const char *path)
+{
+	struct snap_session *sessions = NULL;
+	struct snap_info *list = NULL;
+	char sessions_file[4200], dir[4096];
+	uint32_t nsessions = 0;
+	unsigned count = 0;
+	int rc;
+
+	rc = snap_store_list(s, &list, &count);
+	if (rc)
+		return ckpt_fail(c, CKPT_EXIT_FAILED, "cannot list the snapshot store %s: %s; nothing was "
+				 "removed", path, strerror(-rc));
+	rc = CKPT_EXIT_FAILED;
+	for (unsigned i = 0; i < c->nargs; i++) {
+		const struct snap_info *e = info_find(list, count, c->args[i]);
+
+		if (!e) {
+			ckpt_fail(c, rc, "snapshot '%s' not found in %s: nothing was removed; run `ckpt ls`",
+				  c->args[i], path);
+			goto out_free;
+		}
+		if (e->error == -EINPROGRESS) {
+			ckpt_fail(c, rc, "snapshot '%s' is still being written: nothing was removed; retry "
+				  "when it is done", c->args[i]);
+			goto out_free;
+		}
+	}
+	snprintf(dir, sizeof(dir), "%s", path);
+	snprintf(sessions_file, sizeof(sessions_file), "%s/" SNAP_SESSIONS_FILE, dirname(dir));
+	rc = snap_sessions_read(sessions_file, SNAP_SESSIONS_LIMIT, &sessions, &nsessions);
+	if (rc && !c->force) {
+		ckpt_fail(c, CKPT_EXIT_FAILED, "cannot read ternd's sessions file %s (%s), which says "
+			  "which snapshots suspended sessions need: nothing was removed; --force removes "
+			  "anyway", sessions_file, rc == -EBADMSG ? "it is damaged" : strerror(-rc));
+		rc = CKPT_EXIT_FAILED;
+		goto out_free;
+	}
+	rc = CKPT_EXIT_FAILED;
+	for (unsigned i = 0; i < c->nargs && !c->force; i++) {
+		for (uint32_t j = 0; j < nsessions; j++)
+			if (sessions[j].plan != SNAP_PLAN_NONE && !strcmp(sessions[j].snapshot, c->args[i])) {
+				ckpt_fail(c, rc, "snapshot '%s' is the one session %s %s: removing it loses "
+					  "the session; nothing was removed (`ckpt resume %s` first, or --force)",
+					  c->args[i], sessions[j].id,
+					  sessions[j].plan == SNAP_PLAN_SUSPENDED ? "is suspended in" :
+					  "is to be restored from", sessions[j].id);
+				goto out_free;
+			}
+		for (unsigned j = 0; j < count; j++)
+			if (list[j].complete && !strcmp(list[j].parent, c->args[i]) &&
+			    !arg_listed(c, list[j].name)) {
+				ckpt_fail(c, rc, "snapshot '%s' is the parent of '%s': nothing was removed "
+					  "(remove both, or --force; '%s' stays complete either way)",
+					  c->args[i], list[j].name, list[j].name);
+				goto out_free;
+			}
+	}
+	rc = 0;
+out_free:
+	free(sessions);
+	free(list);
+	return rc;
+}
+
 int cmd_rm(struct ckpt *c)
 {
 	struct snap_gc_stats total = { 0 };
@@ -163,11 +271,16 @@ int cmd_rm(struct ckpt *c)
 
 	/* Check every name first: a typo removes nothing. */
 	for (unsigned i = 0; i < c->nargs; i++)
-		if (!snap_name_valid(c->args[i]))
-			return ckpt_fail(c, CKPT_EXIT_USAGE, "'%s' is not a valid snapshot name", c->args[i]);
+		if (ckpt_name_refuse(c, c->args[i]))
+			return CKPT_EXIT_USAGE;
 	rc = ckpt_store_open(c, &s, path, sizeof(path));
 	if (rc)
 		return rc;
+	rc = rm_check(c, s, path);
+	if (rc) {
+		snap_store_close(s);
+		return rc;
+	}
 	if (c->json) {
 		ckpt_json_begin(c, &w);
 		json_string_put(&w, "store", path);
@@ -176,6 +289,8 @@ int cmd_rm(struct ckpt *c)
 	for (unsigned i = 0; i < c->nargs; i++) {
 		struct snap_gc_stats st = { 0 };
 
+		if (arg_listed_before(c, i))
+			continue;       /* named twice: removed once */
 		rc = snap_store_rm(s, c->args[i], &st);
 		if (rc) {
 			failed++;

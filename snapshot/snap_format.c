@@ -2,6 +2,7 @@
  * Layouts are given by the offset tables below; docs/snapshot-format.md
  * describes the same bytes for humans. */
 #include "snap_format.h"
+#include "snap_sessions.h"
 #include "le.h"
 
 #include <errno.h>
@@ -85,21 +86,32 @@ void snap_hash_hex(const uint8_t hash[SNAP_HASH_BYTES], char out[33])
 	out[32] = '\0';
 }
 
-int snap_name_valid(const char *name)
+#define NAME_MAX_DIGITS(n) #n
+#define NAME_MAX_TEXT(n) NAME_MAX_DIGITS(n)
+
+const char *snap_name_problem(const char *name)
 {
 	size_t n = 0;
 
-	if (!name || name[0] == '\0' || name[0] == '.')
-		return 0;
+	if (!name || name[0] == '\0')
+		return "empty name";
+	if (name[0] == '.')
+		return "a name may not start with '.'";
 	for (; name[n]; n++) {
 		char c = name[n];
-		if (n >= SNAP_NAME_MAX)
-			return 0;
+
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
 		      (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-			return 0;
+			return "use only A-Z a-z 0-9 . _ -";
 	}
-	return 1;
+	if (n > SNAP_SNAPSHOT_NAME_MAX)
+		return "name too long (max " NAME_MAX_TEXT(SNAP_SNAPSHOT_NAME_MAX) ")";
+	return NULL;
+}
+
+int snap_name_valid(const char *name)
+{
+	return snap_name_problem(name) == NULL;
 }
 
 void snap_buf_free(struct snap_buf *b)
@@ -592,4 +604,134 @@ int snap_journal_header_decode(const uint8_t *buf, size_t len)
 	if (len < JH_END || le32_get(buf + JH_RESERVED) != 0)
 		return -EBADMSG;
 	return 0;
+}
+
+/* ---- sessions file (snap_sessions.h) ---- */
+
+int snap_session_id_valid(const char *id)
+{
+	size_t n = 0;
+
+	if (!id || !id[0])
+		return 0;
+	for (; id[n]; n++) {
+		char c = id[n];
+
+		if (n >= SNAP_NAME_MAX || !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+					    (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+static int session_entry_valid(const struct snap_session *e)
+{
+	if (!snap_session_id_valid(e->id) || e->plan > SNAP_PLAN_RESTORE || e->device < -1)
+		return 0;
+	if (e->plan == SNAP_PLAN_NONE ? e->snapshot[0] != '\0' : !snap_name_valid(e->snapshot))
+		return 0;
+	return !e->latest[0] || snap_name_valid(e->latest);
+}
+
+int snap_sessions_encode(const struct snap_session *v, uint32_t count, struct snap_buf *out)
+{
+	uint8_t *p;
+
+	if (count > SNAP_SESSIONS_LIMIT)
+		return -EINVAL;
+	p = buf_grow(out, SNAP_SESSIONS_HEADER_BYTES);
+	if (!p)
+		return out->error;
+	memcpy(p, SNAP_MAGIC_SESSIONS, 8);
+	le32_put(p + 8, SNAP_SESSIONS_VERSION);
+	le32_put(p + 12, count);
+	for (uint32_t i = 0; i < count; i++) {
+		const char *strs[3] = { v[i].id, v[i].snapshot, v[i].latest };
+
+		if (!session_entry_valid(&v[i]))
+			return -EINVAL;
+		p = buf_grow(out, SNAP_SESSION_FIXED_BYTES);
+		if (!p)
+			return out->error;
+		le32_put(p, v[i].plan);
+		le32_put(p + 4, (uint32_t)v[i].device);
+		for (int s = 0; s < 3; s++) {
+			size_t n = strlen(strs[s]);
+
+			p = buf_grow(out, 2 + n);
+			if (!p)
+				return out->error;
+			le16_put(p, (uint16_t)n);
+			memcpy(p + 2, strs[s], n);
+		}
+	}
+	buf_trailer_put(out);
+	return out->error;
+}
+
+int snap_sessions_decode(const uint8_t *buf, size_t len, uint32_t max,
+			 struct snap_session **out, uint32_t *count)
+{
+	struct snap_session *v = NULL;
+	size_t off = SNAP_SESSIONS_HEADER_BYTES, end;
+	uint32_t n;
+	int rc;
+
+	*out = NULL;
+	*count = 0;
+	if (len < SNAP_SESSIONS_HEADER_BYTES + SNAP_TRAILER_BYTES || memcmp(buf, SNAP_MAGIC_SESSIONS, 8))
+		return -EBADMSG;
+	if (le32_get(buf + 8) != SNAP_SESSIONS_VERSION)
+		return -ENOTSUP;
+	rc = trailer_check(buf, len);
+	if (rc)
+		return rc;
+	end = len - SNAP_TRAILER_BYTES;
+	n = le32_get(buf + 12);
+	/* Every entry takes its fixed part and three length fields: a count the
+	 * bytes cannot hold is damage, whatever it claims. */
+	if (n > SNAP_SESSIONS_LIMIT || n > (end - off) / (SNAP_SESSION_FIXED_BYTES + 6))
+		return -EBADMSG;
+	if (n > max)
+		return -E2BIG;
+	if (n) {
+		v = calloc(n, sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		char *strs[3] = { v[i].id, v[i].snapshot, v[i].latest };
+
+		if (end - off < SNAP_SESSION_FIXED_BYTES)
+			goto out_bad;
+		v[i].plan = le32_get(buf + off);
+		v[i].device = (int32_t)le32_get(buf + off + 4);
+		off += SNAP_SESSION_FIXED_BYTES;
+		for (int s = 0; s < 3; s++) {
+			size_t sl;
+
+			if (end - off < 2)
+				goto out_bad;
+			sl = le16_get(buf + off);
+			off += 2;
+			if (sl > SNAP_NAME_MAX || sl > end - off || memchr(buf + off, 0, sl))
+				goto out_bad;
+			memcpy(strs[s], buf + off, sl);
+			strs[s][sl] = '\0';
+			off += sl;
+		}
+		if (!session_entry_valid(&v[i]))
+			goto out_bad;
+		for (uint32_t j = 0; j < i; j++)
+			if (!strcmp(v[j].id, v[i].id))
+				goto out_bad;
+	}
+	if (off != end)
+		goto out_bad;
+	*out = v;
+	*count = n;
+	return 0;
+out_bad:
+	free(v);
+	return -EBADMSG;
 }

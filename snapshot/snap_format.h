@@ -37,6 +37,10 @@
 #define SNAP_AUTH_OWNER_UID  0x2u
 #define SNAP_AUTH_KNOWN (SNAP_AUTH_CREDENTIAL | SNAP_AUTH_OWNER_UID)
 #define SNAP_NAME_MAX 255          /* snapshot, session and device names */
+/* A snapshot's own name is shorter: while it is written its directory is
+ * ".tmp-NAME", and a file name holds at most 255 bytes. */
+#define SNAP_SNAPSHOT_NAME_MAX 250
+_Static_assert(SNAP_SNAPSHOT_NAME_MAX + sizeof(".tmp-") - 1 <= SNAP_NAME_MAX, "a snapshot being written has a file name");
 #define SNAP_CHUNK_SIZE_MIN (4u << 10)
 #define SNAP_CHUNK_SIZE_MAX (64u << 20)
 
@@ -151,9 +155,12 @@ int snap_hash_is_zero(const uint8_t hash[SNAP_HASH_BYTES]);
 /* "0123..." 32 hex digits + NUL. */
 void snap_hash_hex(const uint8_t hash[SNAP_HASH_BYTES], char out[33]);
 
-/* True if @name is a valid snapshot name: 1..255 of [A-Za-z0-9._-], not
- * starting with '.'. */
+/* True if @name is a valid snapshot name: 1..SNAP_SNAPSHOT_NAME_MAX of
+ * [A-Za-z0-9._-], not starting with '.'. */
 int snap_name_valid(const char *name);
+/* Why @name is not a valid snapshot name, as an operator reads it ("name
+ * too long (max 250)"), or NULL when it is valid.  A static string. */
+const char *snap_name_problem(const char *name);
 
 /* Manifest: fixed part, four length-prefixed strings, XXH3-128 trailer. */
 int snap_manifest_encode(const struct snap_manifest *m, struct snap_buf *out);

@@ -55,6 +55,11 @@ int snap_store_lock(struct snap_store *s, int exclusive, int nonblock);
  * exclusively, so no writer is running. */
 void snap_store_cleanup_locked(struct snap_store *s);
 
+/* Whether .tmp-NAME directory @tmpname is the leftover of a writer that
+ * died: no writer holds its lock (a writer flocks its directory for its
+ * whole life).  1 leftover, 0 being written, or -errno (-ENOENT: gone). */
+int snap_store_tmp_abandoned(struct snap_store *s, const char *tmpname);
+
 /* Read and verify the manifest and chunk list of complete snapshot @name.
  * @cl may be NULL.  Errors are recorded with snap_store_fail. */
 int snap_store_snapshot_load(struct snap_store *s, const char *name,

@@ -142,7 +142,7 @@ static int chunk_read(struct snap_reader *r, uint32_t region, uint64_t index, vo
 	const struct snap_chunk_loc *loc;
 	struct snap_frame f;
 	const char *what;
-	char hex[33];
+	char hex[33], pack[64], missing[128];
 	uint32_t len;
 	int fd, rc;
 
@@ -172,6 +172,14 @@ static int chunk_read(struct snap_reader *r, uint32_t region, uint64_t index, vo
 		goto out_fail;
 	}
 	fd = pack_fd_get(r, loc->pack_id);
+	if (fd == -ENOENT) {
+		/* Its index is there and the pack is not: someone deleted it. */
+		snap_pack_name(pack, sizeof(pack), loc->pack_id, "pack");
+		snprintf(missing, sizeof(missing), "cannot be read: pack missing: packs/%s", pack);
+		what = missing;
+		rc = -EBADMSG;
+		goto out_fail;
+	}
 	if (fd < 0) {
 		what = "cannot be read: its pack file cannot be opened";
 		rc = fd;

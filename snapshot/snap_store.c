@@ -63,6 +63,21 @@ static int has_prefix(const char *s, const char *p)
 	return strncmp(s, p, strlen(p)) == 0;
 }
 
+int snap_store_tmp_abandoned(struct snap_store *s, const char *tmpname)
+{
+	int fd = openat(s->snaps_fd, tmpname, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc;
+
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+		rc = 1;
+	else
+		rc = errno == EWOULDBLOCK ? 0 : -errno;
+	close(fd);      /* drops our lock: we only looked */
+	return rc;
+}
+
 /* With the store locked exclusively nobody is writing, so temporary
  * snapshots, half-removed ones, packs without an index and index temp files
  * are leftovers of crashes. */
@@ -207,9 +222,17 @@ int snap_store_snapshot_load(struct snap_store *s, const char *name,
 	if (!snap_name_valid(name))
 		return snap_store_fail(s, -EINVAL, "invalid snapshot name \"%s\"", name);
 	dir = openat(s->snaps_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0 && errno == ENOENT) {
+		char tmpname[SNAP_NAME_MAX + 8];
+
+		snprintf(tmpname, sizeof(tmpname), SNAP_TMP_PREFIX "%s", name);
+		if (snap_store_tmp_abandoned(s, tmpname) == 0)
+			return snap_store_fail(s, -EINPROGRESS, "snapshot %s is still being written",
+					       name);
+		return snap_store_fail(s, -ENOENT, "snapshot %s: no such snapshot", name);
+	}
 	if (dir < 0)
-		return snap_store_fail(s, -errno, "snapshot %s: %s", name,
-				       errno == ENOENT ? "no such snapshot" : strerror(errno));
+		return snap_store_fail(s, -errno, "snapshot %s: %s", name, strerror(errno));
 	rc = snap_io_file_read(dir, SNAP_MANIFEST_FILE, SNAP_MANIFEST_MAX, &buf, &len);
 	if (rc) {
 		snap_store_fail(s, rc == -ENOENT ? -EBADMSG : rc, "snapshot %s: manifest: %s",
@@ -314,6 +337,12 @@ int snap_store_list(struct snap_store *s, struct snap_info **out, unsigned *coun
 		memset(info, 0, sizeof(*info));
 		snprintf(info->name, sizeof(info->name), "%s", name);
 		if (tmp) {
+			/* A writer that died (ternd killed mid-snapshot) left it:
+			 * not a snapshot, and the next exclusive open removes it. */
+			if (snap_store_tmp_abandoned(s, de->d_name) != 0) {
+				n--;
+				continue;
+			}
 			info->error = -EINPROGRESS;
 			continue;
 		}

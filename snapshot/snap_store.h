@@ -74,13 +74,14 @@ struct snap_info {
 	int error;                        /* why not complete (0, -EBADMSG ...) */
 };
 
-/* Snapshots in the store, oldest first; directories being written (or left
- * by a crash another process has not cleaned yet) and snapshots whose
- * manifest fails its checksum are listed with complete = 0.
+/* Snapshots in the store, oldest first; snapshots being written (error
+ * -EINPROGRESS) and snapshots whose manifest fails its checksum are listed
+ * with complete = 0.  What a writer that died left is not listed.
  * *out is malloc'ed (free()); *count may be 0. */
 int snap_store_list(struct snap_store *store, struct snap_info **out, unsigned *count);
 
-/* Read the manifest of a complete snapshot (checksum verified). */
+/* Read the manifest of a complete snapshot (checksum verified).  -ENOENT:
+ * no such snapshot; -EINPROGRESS: it is still being written. */
 int snap_store_manifest_get(struct snap_store *store, const char *name, struct snap_manifest *out);
 
 struct snap_verify_stats {

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -450,6 +451,12 @@ int snap_writer_begin(struct snap_store *s, const struct snap_writer_config *cfg
 			goto out_free;
 	}
 	snprintf(w->tmpname, sizeof(w->tmpname), SNAP_TMP_PREFIX "%s", w->name);
+	/* A writer of this name that died left its directory: not ours to
+	 * keep, and no reason to refuse the name. */
+	if (snap_store_tmp_abandoned(s, w->tmpname) == 1) {
+		pr_info("%s: removing leftover %s", s->path, w->tmpname);
+		snap_io_dir_remove(s->snaps_fd, w->tmpname);
+	}
 	if (mkdirat(s->snaps_fd, w->tmpname, 0755) < 0) {
 		rc = snap_store_fail(s, -errno, "snapshot %s: cannot create %s: %s%s", w->name,
 				     w->tmpname, strerror(errno),
@@ -460,6 +467,13 @@ int snap_writer_begin(struct snap_store *s, const struct snap_writer_config *cfg
 	w->tmp_fd = openat(s->snaps_fd, w->tmpname, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (w->tmp_fd < 0) {
 		rc = -errno;
+		goto out_free;
+	}
+	/* Held until the writer ends: a directory nobody holds is a dead
+	 * writer's (snap_store_tmp_abandoned). */
+	if (flock(w->tmp_fd, LOCK_EX | LOCK_NB) < 0) {
+		rc = snap_store_fail(s, -EBUSY, "snapshot %s: another writer of that name runs", w->name);
+		w->tmpname[0] = '\0';
 		goto out_free;
 	}
 	rc = snap_store_map_load(s, &w->map);

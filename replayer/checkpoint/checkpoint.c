@@ -58,7 +58,7 @@ struct checkpoint_job {
 	char error[256];
 	char name[SNAP_NAME_MAX + 1];
 	char parent[SNAP_NAME_MAX + 1];
-	char session[128];
+	char session[SNAP_NAME_MAX + 1];     /* session ids are up to 255 bytes */
 	uint64_t seq;
 	uint64_t start_ns, pause_ns, end_ns;
 	struct snap_writer_stats wstats;
@@ -810,8 +810,8 @@ int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char 
 		memset(result, 0, sizeof(*result));
 		result->kind = CONTROL_REPLY_RESTORE;
 		snprintf(done->snapshot, sizeof(done->snapshot), "%s", name);
-		snprintf(done->session, sizeof(done->session), "%.*s", (int)(sid_len < 128 ? sid_len : 128),
-			 sid ? (const char *)sid : "");
+		snprintf(done->session, sizeof(done->session), "%.*s",
+			 (int)(sid_len < CONTROL_NAME_MAX ? sid_len : CONTROL_NAME_MAX), sid ? (const char *)sid : "");
 		done->pid = (int32_t)getpid();
 		done->device = ex->cfg.device;
 		done->restore_ms = (now_ns() - t0) / 1e6;

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #define SESSION_SLOTS 256
-#define SESSION_ID_MAX 128
+#define SESSION_ID_MAX 256     /* 255 bytes, as the control messages and the shim hold */
 
 enum session_state {
 	SESSION_FREE = 0,

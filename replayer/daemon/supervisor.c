@@ -4,15 +4,17 @@
 #include "control_msg.h"
 #include "ipc_broker.h"
 #include "log.h"
+#include "snap_sessions.h"
 #include "snap_store.h"
 #include "wire_calls.h"
 
-#include <dirent.h>
 #include <grp.h>
 #include <pwd.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <stdarg.h>
 #include <poll.h>
 #include <signal.h>
@@ -66,14 +68,17 @@ struct worker_link {
 	bool told;                          /* its hello was answered (worker_hello) */
 };
 
-/* What the supervisor remembers of a session beyond its worker's life. */
+/* What the supervisor remembers of a session beyond its worker's life; the
+ * ids are the sessions file's (snap_sessions.h), which keeps all but the
+ * fds across ternd restarts. */
 enum session_plan {
-	PLAN_NONE,
-	PLAN_SUSPENDED,         /* parked in a snapshot until `resume` */
-	PLAN_RESTORE,           /* the next worker of the session restores */
+	PLAN_NONE = SNAP_PLAN_NONE,
+	PLAN_SUSPENDED = SNAP_PLAN_SUSPENDED,   /* parked in a snapshot until `resume` */
+	PLAN_RESTORE = SNAP_PLAN_RESTORE,       /* the next worker of the session restores */
 };
 
-#define SESSIONS_KNOWN 256
+_Static_assert(SESSION_ID_MAX == SNAP_NAME_MAX + 1, "a session id fits the sessions file");
+_Static_assert(SUPERVISOR_SESSIONS_LIMIT == SNAP_SESSIONS_LIMIT, "--sessions-max fits the sessions file");
 
 struct session_known {
 	char id[SESSION_ID_MAX];
@@ -93,8 +98,9 @@ struct supervisor {
 	int signal_fd;
 	struct session_slot *slots;
 	struct worker_link links[SESSION_SLOTS];
-	struct session_known known[SESSIONS_KNOWN];
+	struct session_known *known;        /* cfg->sessions_max entries */
 	unsigned long sessions_started;
+	int state_lock_fd;                  /* flock on STATE/ternd.lock: one ternd per state dir */
 	struct ipc_broker *ipc;
 	struct preauth preauth;
 	struct control_client clients[CONTROL_CLIENTS_MAX];
@@ -159,11 +165,26 @@ static void client_fail(int *fd, const char *fmt, ...)
 	client_finish(fd, &r);
 }
 
+static int slot_of_session(struct supervisor *sv, const char *id, int except);
+
+/* An entry that only caches a latest snapshot name (the store has it too)
+ * may make room for another session; one whose suspend is being written
+ * may not (request_snapshot made it for that). */
+static bool known_evictable(struct supervisor *sv, const struct session_known *k)
+{
+	int live = slot_of_session(sv, k->id, -1);
+
+	return k->plan == PLAN_NONE && k->client_fd < 0 && k->waiting_slot < 0 &&
+	       (live < 0 || !sv->links[live].suspending);
+}
+
+/* The entry of @id; with @create a new one when there is none, NULL when
+ * cfg->sessions_max entries all hold a plan or a live session. */
 static struct session_known *known_get(struct supervisor *sv, const char *id, bool create)
 {
 	struct session_known *free_entry = NULL;
 
-	for (unsigned i = 0; i < SESSIONS_KNOWN; i++) {
+	for (unsigned i = 0; i < sv->cfg->sessions_max; i++) {
 		struct session_known *k = &sv->known[i];
 
 		if (k->id[0] && !strcmp(k->id, id))
@@ -171,7 +192,12 @@ static struct session_known *known_get(struct supervisor *sv, const char *id, bo
 		if (!k->id[0] && !free_entry)
 			free_entry = k;
 	}
-	if (!create || !free_entry)
+	if (!create)
+		return NULL;
+	for (unsigned i = 0; i < sv->cfg->sessions_max && !free_entry; i++)
+		if (known_evictable(sv, &sv->known[i]))
+			free_entry = &sv->known[i];
+	if (!free_entry)
 		return NULL;
 	memset(free_entry, 0, sizeof(*free_entry));
 	snprintf(free_entry->id, sizeof(free_entry->id), "%s", id);
@@ -180,91 +206,153 @@ static struct session_known *known_get(struct supervisor *sv, const char *id, bo
 	return free_entry;
 }
 
-/* A suspended session outlives this ternd: its snapshot's name is kept in
- * STATE/suspended/SESSION, so that a ternd started later (on this host, with
- * the same state directory) can resume it. */
-static void suspended_path(struct supervisor *sv, const char *id, char *out, size_t cap)
+static void sessions_path(struct supervisor *sv, char *out, size_t cap)
 {
-	snprintf(out, cap, "%s/suspended/%s", sv->cfg->state_dir, id);
+	snprintf(out, cap, "%s/" SNAP_SESSIONS_FILE, sv->cfg->state_dir);
 }
 
-static void suspended_save(struct supervisor *sv, const struct session_known *k)
+/* Write what ternd knows of its sessions to STATE/sessions, so that a ternd
+ * started later on this state directory resumes suspended sessions and
+ * `ckpt rm` leaves their snapshots alone.  Called after every change of a
+ * plan or of a latest snapshot. */
+static int known_save(struct supervisor *sv)
 {
-	char path[4400], tmp[4410], dir[4300];
-	FILE *f;
+	struct snap_session *v = calloc(sv->cfg->sessions_max, sizeof(*v));
+	char path[4200];
+	uint32_t n = 0;
+	int ret;
 
-	snprintf(dir, sizeof(dir), "%s/suspended", sv->cfg->state_dir);
-	mkdir(dir, 0700);
-	suspended_path(sv, k->id, path, sizeof(path));
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "w");
-	if (!f || fprintf(f, "%s\n", k->snapshot) < 0 || fflush(f) || fsync(fileno(f))) {
-		pr_warn("cannot record that session %s is suspended: %s", k->id, strerror(errno));
-		if (f)
-			fclose(f);
-		return;
+	if (!v)
+		return -ENOMEM;
+	for (unsigned i = 0; i < sv->cfg->sessions_max; i++) {
+		const struct session_known *k = &sv->known[i];
+		struct snap_session *e = &v[n];
+
+		if (!k->id[0] || (k->plan == PLAN_NONE && !k->latest[0]))
+			continue;
+		snprintf(e->id, sizeof(e->id), "%s", k->id);
+		e->plan = (uint32_t)k->plan;
+		e->device = k->plan == PLAN_NONE ? -1 : k->device;
+		if (k->plan != PLAN_NONE)
+			snprintf(e->snapshot, sizeof(e->snapshot), "%s", k->snapshot);
+		snprintf(e->latest, sizeof(e->latest), "%s", k->latest);
+		n++;
 	}
-	fclose(f);
-	if (rename(tmp, path))
-		pr_warn("cannot record that session %s is suspended: %s", k->id, strerror(errno));
+	sessions_path(sv, path, sizeof(path));
+	ret = snap_sessions_write(path, v, n);
+	if (ret)
+		pr_err("cannot write %s: %s: a ternd started later will not know of %u session(s)",
+		       path, strerror(-ret), n);
+	free(v);
+	return ret;
 }
-
-static void suspended_forget(struct supervisor *sv, const char *id)
-{
-	char path[4400];
-
-	suspended_path(sv, id, path, sizeof(path));
-	unlink(path);
-}
-
-static struct session_known *known_get(struct supervisor *sv, const char *id, bool create);
 
 static void store_path(struct supervisor *sv, char *out, size_t cap);
 
-static void suspended_load(struct supervisor *sv)
+/* Read STATE/sessions at start.  A damaged file is refused, never guessed
+ * at: it may be the only record of where a suspended session waits.  Who
+ * may come back to a session is in its snapshot's manifest. */
+static int known_load(struct supervisor *sv)
 {
-	char dir[4300], store_dir[4200];
+	struct snap_session *v = NULL;
 	struct snap_store *store = NULL;
-	struct snap_manifest m;
-	struct dirent *de;
-	DIR *d;
+	uint32_t n = 0, plans = 0, kept = 0;
+	char path[4200];
+	int ret;
 
-	store_path(sv, store_dir, sizeof(store_dir));
-	snprintf(dir, sizeof(dir), "%s/suspended", sv->cfg->state_dir);
-	d = opendir(dir);
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
-		char path[4600], name[SNAP_NAME_MAX + 2] = "";
-		struct session_known *k;
-		FILE *f;
-
-		if (de->d_name[0] == '.' || strstr(de->d_name, ".tmp") || strlen(de->d_name) >= SESSION_ID_MAX)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fgets(name, sizeof(name), f))
-			name[strcspn(name, "\n")] = 0;
-		fclose(f);
-		k = snap_name_valid(name) ? known_get(sv, de->d_name, true) : NULL;
-		if (!k)
-			continue;
-		if (!store)
-			snap_store_open(store_dir, NULL, 0, &store);
-		if (store && !snap_store_manifest_get(store, name, &m))
-			cred_from_manifest(&k->cred, &m);
-		if (!k->cred.set)
-			pr_warn("session %s: snapshot '%s' holds no credential: the first guest to name the "
-				"session may resume it", k->id, name);
-		k->plan = PLAN_SUSPENDED;
-		snprintf(k->snapshot, sizeof(k->snapshot), "%s", name);
-		snprintf(k->latest, sizeof(k->latest), "%s", name);
-		pr_info("session %s is suspended in '%s': `ckpt resume %s` brings it back", k->id, name, k->id);
+	snprintf(path, sizeof(path), "%s/suspended", sv->cfg->state_dir);
+	if (!access(path, F_OK))
+		pr_warn("%s is an older ternd's record of suspended sessions and is not read: `ckpt ls` "
+			"lists their snapshots, `ckpt restore SNAPSHOT` brings each back", path);
+	sessions_path(sv, path, sizeof(path));
+	ret = snap_sessions_read(path, SNAP_SESSIONS_LIMIT, &v, &n);
+	if (ret) {
+		pr_err("cannot read the sessions file %s: %s. It lists the sessions ternd keeps "
+		       "(suspended ones and the snapshots they need); move it aside to start without them",
+		       path, ret == -EBADMSG ? "it is damaged (checksum, structure or a name is wrong)" :
+		       ret == -ENOTSUP ? "it is of a version this ternd does not read" : strerror(-ret));
+		return ret;
 	}
-	closedir(d);
+	for (uint32_t i = 0; i < n; i++)
+		plans += v[i].plan != SNAP_PLAN_NONE;
+	if (plans > sv->cfg->sessions_max) {
+		pr_err("%s lists %u suspended or restoring sessions, more than --sessions-max %u: "
+		       "raise --sessions-max", path, plans, sv->cfg->sessions_max);
+		free(v);
+		return -E2BIG;
+	}
+	/* Sessions with a plan first; the latest-only ones while room is left. */
+	for (int pass = 0; pass < 2; pass++)
+		for (uint32_t i = 0; i < n && kept < sv->cfg->sessions_max; i++) {
+			struct session_known *k;
+
+			if ((pass == 0) != (v[i].plan != SNAP_PLAN_NONE))
+				continue;
+			k = &sv->known[kept++];
+			snprintf(k->id, sizeof(k->id), "%s", v[i].id);
+			k->plan = (enum session_plan)v[i].plan;
+			k->device = v[i].device;
+			snprintf(k->snapshot, sizeof(k->snapshot), "%s", v[i].snapshot);
+			snprintf(k->latest, sizeof(k->latest), "%s", v[i].latest);
+			if (k->plan != PLAN_NONE) {
+				struct snap_manifest m;
+
+				if (!store) {
+					store_path(sv, path, sizeof(path));
+					snap_store_open(path, NULL, 0, &store);
+				}
+				if (store && !snap_store_manifest_get(store, k->snapshot, &m))
+					cred_from_manifest(&k->cred, &m);
+				explicit_bzero(&m, sizeof(m));
+				if (!k->cred.set)
+					pr_warn("session %s: snapshot '%s' holds no credential: the first guest to "
+						"name the session may resume it", k->id, k->snapshot);
+			}
+			if (k->plan == PLAN_SUSPENDED)
+				pr_info("session %s is suspended in '%s': `ckpt resume %s` brings it back", k->id,
+					k->snapshot, k->id);
+			else if (k->plan == PLAN_RESTORE)
+				pr_info("session %s: '%s' is restored when its guest reconnects", k->id, k->snapshot);
+		}
 	snap_store_close(store);
+	free(v);
+	return 0;
+}
+
+/* One ternd per state directory: a second one would take over the sockets
+ * and replace the first one's journals.  The lock is held for ternd's life
+ * (workers close their copy); the file says whose it is. */
+static int state_lock_take(struct supervisor *sv)
+{
+	char path[4200], owner[32] = "";
+	int fd, n;
+
+	snprintf(path, sizeof(path), "%s/ternd.lock", sv->cfg->state_dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		n = -errno;
+		pr_err("cannot open %s: %s", path, strerror(-n));
+		return n;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int err = errno;
+
+		n = (int)pread(fd, owner, sizeof(owner) - 1, 0);
+		owner[n > 0 ? n : 0] = 0;
+		owner[strcspn(owner, "\n")] = 0;
+		if (err == EWOULDBLOCK)
+			pr_err("another ternd%s%s%s uses the state directory %s: stop it, or give this one "
+			       "another --state-dir", owner[0] ? " (pid " : "", owner, owner[0] ? ")" : "",
+			       sv->cfg->state_dir);
+		else
+			pr_err("cannot lock %s: %s", path, strerror(err));
+		close(fd);
+		return err == EWOULDBLOCK ? -EBUSY : -err;
+	}
+	n = snprintf(owner, sizeof(owner), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) || pwrite(fd, owner, (size_t)n, 0) != n)
+		pr_warn("cannot write %s: %s", path, strerror(errno));
+	return fd;
 }
 
 static struct session_slot *slot_claim(struct supervisor *sv, unsigned *index)
@@ -371,7 +459,7 @@ static void session_start(struct supervisor *sv, struct preauth_conn *c, const c
 		}
 		/* A ckpt client waiting on the supervisor must see its answer's
 		 * end when the supervisor closes it, not be held open by us. */
-		for (unsigned i = 0; i < SESSIONS_KNOWN; i++) {
+		for (unsigned i = 0; i < sv->cfg->sessions_max; i++) {
 			if (sv->known[i].client_fd >= 0)
 				close(sv->known[i].client_fd);
 			explicit_bzero(&sv->known[i].cred, sizeof(sv->known[i].cred));
@@ -386,6 +474,7 @@ static void session_start(struct supervisor *sv, struct preauth_conn *c, const c
 				close(sv->preauth.conns[i].fd);
 		close(sv->control_fd);
 		close(sv->signal_fd);
+		close(sv->state_lock_fd);
 		close(pair[0]);
 		if (ipc[0] >= 0)
 			close(ipc[0]);
@@ -537,7 +626,6 @@ static void worker_hello(struct supervisor *sv, unsigned index, const char *id)
 
 	l->told = true;
 	if (k && k->plan == PLAN_RESTORE) {
-		suspended_forget(sv, id);
 		pr_info("session %s: worker %d restores '%s'", id, atomic_load(&sv->slots[index].pid), k->snapshot);
 		struct control_link m = { .type = CONTROL_LINK_RESTORE, .device = k->device };
 
@@ -547,6 +635,7 @@ static void worker_hello(struct supervisor *sv, unsigned index, const char *id)
 		l->client_fd = k->client_fd;
 		k->client_fd = -1;
 		k->plan = PLAN_NONE;
+		known_save(sv);
 		return;
 	}
 	if (k && k->plan == PLAN_SUSPENDED) {
@@ -592,9 +681,13 @@ static void worker_line(struct supervisor *sv, unsigned index, char *line, size_
 				k->plan = PLAN_SUSPENDED;
 				k->cred = l->cred;
 				snprintf(k->snapshot, sizeof(k->snapshot), "%s", l->snapshot);
-				suspended_save(sv, k);
 				pr_info("session %s suspended in '%s'", slot->id, l->snapshot);
 			}
+			known_save(sv);
+		} else if (ok && l->suspending) {
+			/* request_snapshot made the entry; nothing takes a live session's. */
+			pr_err("session %s suspended in '%s' but not recorded: `ckpt restore %s` brings it back",
+			       slot->id, l->snapshot, l->snapshot);
 		}
 		l->suspending = false;
 		client_finish(&l->client_fd, &m.reply);
@@ -673,7 +766,7 @@ static void workers_reap(struct supervisor *sv)
 			worker_readable(sv, index);
 		client_fail(&sv->links[index].client_fd,
 			    "the session's worker exited before answering; see ternd's log");
-		for (unsigned i = 0; i < SESSIONS_KNOWN; i++)
+		for (unsigned i = 0; i < sv->cfg->sessions_max; i++)
 			if (sv->known[i].waiting_slot == (int)index)
 				sv->known[i].waiting_slot = -1;
 		/* A plan keeps its own copy; the worker's goes with it. */
@@ -693,7 +786,7 @@ static int reply_status(struct supervisor *sv, struct control_reply *r)
 	snprintf(st->backend, sizeof(st->backend), "%s", sv->cfg->worker.backend);
 	snprintf(st->state_dir, sizeof(st->state_dir), "%s", sv->cfg->state_dir);
 	st->sessions_started = sv->sessions_started;
-	st->sessions = calloc(SESSION_SLOTS + SESSIONS_KNOWN, sizeof(*st->sessions));
+	st->sessions = calloc(SESSION_SLOTS + sv->cfg->sessions_max, sizeof(*st->sessions));
 	if (!st->sessions)
 		return -ENOMEM;
 	for (unsigned i = 0; i < SESSION_SLOTS; i++) {
@@ -721,7 +814,7 @@ static int reply_status(struct supervisor *sv, struct control_reply *r)
 		snprintf(e->snapshot, sizeof(e->snapshot), "%s", k ? k->latest : "");
 	}
 	/* Suspended sessions have no worker but are sessions all the same. */
-	for (unsigned i = 0; i < SESSIONS_KNOWN; i++) {
+	for (unsigned i = 0; i < sv->cfg->sessions_max; i++) {
 		struct session_known *k = &sv->known[i];
 
 		if (!k->id[0] || k->plan == PLAN_NONE || slot_of_session(sv, k->id, -1) >= 0)
@@ -785,6 +878,38 @@ out:
 	snap_store_close(store);
 }
 
+/* The newest complete snapshot of @session in the store, as its manifest
+ * says: the parent of an incremental one, found the same way after a ternd
+ * restart or a `ckpt rm` of the latest.  0, or -ENOENT when there is none. */
+static int store_latest(struct supervisor *sv, const char *session, char *out, size_t cap)
+{
+	struct snap_store *store = NULL;
+	struct snap_info *list = NULL;
+	unsigned count = 0;
+	char dir[4200];
+	int ret;
+
+	store_path(sv, dir, sizeof(dir));
+	ret = snap_store_open(dir, NULL, 0, &store);
+	if (!ret)
+		ret = snap_store_list(store, &list, &count);
+	if (!ret)
+		ret = -ENOENT;
+	/* Oldest first: the last match is the newest. */
+	for (unsigned i = 0; i < count; i++) {
+		struct snap_manifest m;
+
+		if (list[i].complete && !snap_store_manifest_get(store, list[i].name, &m) &&
+		    !strcmp(m.session_id, session)) {
+			snprintf(out, cap, "%s", list[i].name);
+			ret = 0;
+		}
+	}
+	free(list);
+	snap_store_close(store);
+	return ret;
+}
+
 /* snapshot (session, snapshot, incremental) and suspend (session). */
 static void request_snapshot(struct supervisor *sv, int client, const struct control_request *req)
 {
@@ -800,8 +925,9 @@ static void request_snapshot(struct supervisor *sv, int client, const struct con
 		return;
 	}
 	if (req->snapshot[0] && !snap_name_valid(req->snapshot)) {
-		client_fail(&client, "invalid snapshot name '%s': use 1-%d of A-Z a-z 0-9 . _ -, not starting "
-			    "with '.'", req->snapshot, SNAP_NAME_MAX);
+		client_fail(&client, "invalid snapshot name '%s': %s (use 1-%d of A-Z a-z 0-9 . _ -, not "
+			    "starting with '.')", req->snapshot, snap_name_problem(req->snapshot),
+			    SNAP_SNAPSHOT_NAME_MAX);
 		return;
 	}
 	l = &sv->links[index];
@@ -810,13 +936,18 @@ static void request_snapshot(struct supervisor *sv, int client, const struct con
 		return;
 	}
 	k = known_get(sv, req->session, true);
-	if (req->incremental) {
-		if (!k || !k->latest[0]) {
-			client_fail(&client, "no earlier snapshot of this session to base an incremental one on; "
-				    "take a full snapshot first");
-			return;
-		}
-		memcpy(m.parent, k->latest, sizeof(k->latest));
+	if (!k && m.suspend) {
+		/* Refused now: a suspend that could not be recorded would leave the
+		 * session parked where no resume finds it. */
+		client_fail(&client, "cannot suspend '%s': ternd keeps %u sessions already suspended or "
+			    "being restored, its --sessions-max; resume or restore one, or raise "
+			    "--sessions-max", req->session, sv->cfg->sessions_max);
+		return;
+	}
+	if (req->incremental && store_latest(sv, req->session, m.parent, sizeof(m.parent))) {
+		client_fail(&client, "no complete snapshot of session '%s' in %s/store to base an incremental "
+			    "one on; take a full snapshot first", req->session, sv->cfg->state_dir);
+		return;
 	}
 	if (req->snapshot[0]) {
 		memcpy(m.snapshot, req->snapshot, sizeof(req->snapshot));
@@ -856,8 +987,8 @@ static void request_restore(struct supervisor *sv, int client, const struct cont
 		/* A snapshot name: its manifest says whose it is. */
 		store_path(sv, dir, sizeof(dir));
 		if (!snap_name_valid(name)) {
-			client_fail(&client, "'%s' is neither a suspended session nor a valid snapshot name: "
-				    "see `ckpt ls`", name);
+			client_fail(&client, "'%s' is neither a suspended session nor a valid snapshot name (%s): "
+				    "see `ckpt ls`", name, snap_name_problem(name));
 			return;
 		}
 		if (snap_store_open(dir, NULL, 0, &store) || snap_store_manifest_get(store, name, &m)) {
@@ -872,7 +1003,9 @@ static void request_restore(struct supervisor *sv, int client, const struct cont
 		snprintf(snapshot, sizeof(snapshot), "%s", name);
 		k = known_get(sv, session, true);
 		if (!k) {
-			client_fail(&client, "too many sessions known");
+			client_fail(&client, "cannot restore '%s': ternd keeps %u sessions already suspended or "
+				    "being restored, its --sessions-max; resume or restore one, or raise "
+				    "--sessions-max", name, sv->cfg->sessions_max);
 			return;
 		}
 	}
@@ -894,6 +1027,7 @@ static void request_restore(struct supervisor *sv, int client, const struct cont
 	k->device = device;
 	snprintf(k->snapshot, sizeof(k->snapshot), "%s", snapshot);
 	k->client_fd = client;
+	known_save(sv);
 	if (k->waiting_slot >= 0) {
 		/* A worker holds the guest's reconnect already: restore now. */
 		worker_hello(sv, (unsigned)k->waiting_slot, session);
@@ -1135,6 +1269,10 @@ int supervisor_run(struct supervisor_config *cfg)
 	sv.cfg = cfg;
 	sv.control_fd = -1;
 	sv.signal_fd = -1;
+	/* Before any socket or journal is touched: those may be another ternd's. */
+	sv.state_lock_fd = state_lock_take(&sv);
+	if (sv.state_lock_fd < 0)
+		return 1;
 	for (i = 0; i < CONTROL_CLIENTS_MAX; i++)
 		sv.clients[i].fd = -1;
 	nofile_raise();
@@ -1155,9 +1293,15 @@ int supervisor_run(struct supervisor_config *cfg)
 		pr_err("cannot create the IPC table");
 		return 1;
 	}
-	for (i = 0; i < SESSIONS_KNOWN; i++)
+	sv.known = calloc(cfg->sessions_max, sizeof(*sv.known));
+	if (!sv.known) {
+		pr_err("cannot allocate the table of %u sessions (--sessions-max)", cfg->sessions_max);
+		return 1;
+	}
+	for (i = 0; i < cfg->sessions_max; i++)
 		sv.known[i] = (struct session_known){ .client_fd = -1, .waiting_slot = -1 };
-	suspended_load(&sv);
+	if (known_load(&sv))
+		return 1;
 	sv.slots = mmap(NULL, SESSION_SLOTS * sizeof(*sv.slots), PROT_READ | PROT_WRITE,
 			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sv.slots == MAP_FAILED) {
@@ -1296,6 +1440,8 @@ out:
 			close(sv.links[i].ipc_fd);
 	ipc_broker_destroy(sv.ipc);
 	munmap(sv.slots, SESSION_SLOTS * sizeof(*sv.slots));
+	free(sv.known);
 	pr_info("ternd stopped");
+	close(sv.state_lock_fd);
 	return status;
 }

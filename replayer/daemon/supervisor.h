@@ -16,6 +16,8 @@
 
 #define SUPERVISOR_LISTEN_MAX 8
 #define SUPERVISOR_SIM_KERNELS_MAX 16
+#define SUPERVISOR_SESSIONS_DEFAULT 1024
+#define SUPERVISOR_SESSIONS_LIMIT 65536  /* = SNAP_SESSIONS_LIMIT, the sessions file's */
 
 struct supervisor_config {
 	struct transport_url listen[SUPERVISOR_LISTEN_MAX];
@@ -29,6 +31,7 @@ struct supervisor_config {
 	bool reattach_any_uid;      /* --reattach-uid any: a unix guest of another uid may come back */
 	int shutdown_grace_ms;
 	char state_dir[4096];       /* journals and the snapshot store */
+	unsigned sessions_max;      /* sessions remembered beyond a worker (suspended ...) */
 };
 
 /* Run until SIGTERM or SIGINT. Returns the process exit status. */

@@ -70,7 +70,10 @@ static void usage(FILE *out)
 		"  --arena-size SIZE    size of the arena of each device (default 512G)\n"
 		"  --vmm-size SIZE      address space for the guest's VMM reservations, after room\n"
 		"                       for 16 arenas (default 4T; 0 refuses cuMemAddressReserve)\n"
-		"  --state-dir DIR      journals and the snapshot store (default /var/lib/tern)\n"
+		"  --state-dir DIR      journals and the snapshot store (default /var/lib/tern);\n"
+		"                       one ternd per state directory\n"
+		"  --sessions-max N     sessions remembered beyond their worker: suspended,\n"
+		"                       restoring, and the latest snapshot of others (default %u)\n"
 		"  --token-file FILE    shared secret tcp guests prove they hold (16-255 bytes, one\n"
 		"                       final newline allowed; not readable by others)\n"
 		"  --socket-group NAME  guest sockets root:NAME 0660, control socket 0660 and open\n"
@@ -85,7 +88,7 @@ static void usage(FILE *out)
 		"  --log-level LEVEL    error, warn, info or debug (default info)\n"
 		"  --log-file FILE      append the log there instead of stderr\n"
 		"  --config FILE        read options from FILE first\n",
-		ARENA_BASE_DEFAULT);
+		ARENA_BASE_DEFAULT, SUPERVISOR_SESSIONS_DEFAULT);
 }
 
 /* A whole decimal number from @min to @max. */
@@ -215,6 +218,8 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 	if (!strcmp(key, "state-dir") || !strcmp(key, "state_dir"))
 		return snprintf(o->sv.state_dir, sizeof(o->sv.state_dir), "%s", value) <
 		       (int)sizeof(o->sv.state_dir) ? 0 : -ENAMETOOLONG;
+	if (!strcmp(key, "sessions-max") || !strcmp(key, "sessions_max"))
+		return count_parse(value, 1, SUPERVISOR_SESSIONS_LIMIT, &o->sv.sessions_max);
 	if (!strcmp(key, "token-file") || !strcmp(key, "token_file")) {
 		char err[512];
 
@@ -395,6 +400,7 @@ int main(int argc, char **argv)
 	o.sv.worker.exec_cfg.vmm_size = VMM_SIZE_DEFAULT;
 	o.sv.preauth = (struct preauth_config){ .timeout_ms = 3000, .per_source_max = 64, .max = 1024 };
 	o.sv.shutdown_grace_ms = 5000;
+	o.sv.sessions_max = SUPERVISOR_SESSIONS_DEFAULT;
 	if (argc > 1 && !strcmp(argv[1], "status"))
 		status = true;
 	for (i = 1 + status; i < argc; i++)

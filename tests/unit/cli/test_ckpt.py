@@ -355,14 +355,24 @@ def test_offline(tmp):
     # rm while the store is in use: a reader holds the lock shared
     with open(os.path.join(store, "lock"), "a+") as lk:
         fcntl.flock(lk, fcntl.LOCK_SH)
-        rc, out, err = run(*nowhere, "rm", "snap-a")
+        rc, out, err = run(*nowhere, "rm", "snap-a", "--force")
         check(rc == 1 and "in use" in err and "retry" in err, "rm of a busy store says retry", err)
         fcntl.flock(lk, fcntl.LOCK_UN)
     rc, out, err = run(*nowhere, "rm", "nosuch")
     check(rc == 1 and "not found" in err, "rm of a missing snapshot", err)
+    # A parent stays unless --force, or unless its children go too; every
+    # name is checked before anything is removed.
+    rc, out, err = run(*nowhere, "rm", "snap-a")
+    check(rc == 1 and "parent of 'snap-b'" in err and "--force" in err and "nothing was removed" in err,
+          "rm of a parent is refused without --force", err)
+    rc, out, err = run(*nowhere, "rm", "snap-b", "nosuch")
+    check(rc == 1 and "'nosuch' not found" in err and "nothing was removed" in err and out == "",
+          "rm snap-b nosuch names the wrong one", out + err)
+    rc, out, err = run(*nowhere, "verify", "snap-b")
+    check(rc == 0, "rm snap-b nosuch removed nothing", out + err)
 
     # rm, then ls without ternd
-    rc, obj, err = run_json(*nowhere, "rm", "snap-a")
+    rc, obj, err = run_json(*nowhere, "rm", "snap-a", "--force")
     check(rc == 0 and obj.get("ok") is True and obj.get("snapshots") == [{"name": "snap-a", "removed": True}],
           "rm snap-a --json", str(obj) + err)
     rc, obj, err = run_json(*nowhere, "ls")

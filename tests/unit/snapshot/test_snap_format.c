@@ -104,6 +104,23 @@ static void test_manifest(void **state)
 	assert_false(snap_name_valid("a/b"));
 	assert_false(snap_name_valid(""));
 	assert_true(snap_name_valid("a.B_c-9"));
+	{
+		/* The longest name whose ".tmp-NAME" is still a file name. */
+		char longest[SNAP_NAME_MAX + 2];
+
+		memset(longest, 'n', sizeof(longest));
+		longest[SNAP_SNAPSHOT_NAME_MAX] = '\0';
+		assert_true(snap_name_valid(longest));
+		longest[SNAP_SNAPSHOT_NAME_MAX] = 'n';
+		longest[SNAP_SNAPSHOT_NAME_MAX + 1] = '\0';
+		assert_false(snap_name_valid(longest));
+		assert_string_equal(snap_name_problem(longest), "name too long (max 250)");
+		longest[SNAP_NAME_MAX + 1] = '\0';
+		assert_string_equal(snap_name_problem(longest), "name too long (max 250)");
+		assert_null(snap_name_problem("-x"));
+		assert_non_null(snap_name_problem("a b"));
+		assert_non_null(snap_name_problem(".x"));
+	}
 }
 
 /* The session's credential and owner uid ride in the fixed part; a

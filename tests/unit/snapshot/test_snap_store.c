@@ -556,6 +556,68 @@ static void test_rm_gc(void **state)
 	regions_free(b, 2);
 }
 
+
+/* A writer that died leaves .tmp-NAME with no lock on it: not listed, and
+ * a writer of the same name takes it over.  A live writer's is listed as
+ * being written, and reading it says so rather than "no such snapshot". */
+static void test_dead_writer(void **state)
+{
+	struct fixture *f = *state;
+	struct test_region r[1] = {{ 0x100000, 2 * TEST_CHUNK, NULL }};
+	struct snap_writer_config cfg = { .name = "live", .chunk_size = TEST_CHUNK };
+	struct snap_manifest m;
+	struct snap_writer *w;
+	char dead[400];
+	unsigned total;
+
+	r[0].data = test_data_make(DATA_RANDOM, r[0].size, 21);
+	assert_int_equal(test_snapshot_write(f->s, "kept", NULL, r, 1, f->journal_fd, NULL), 0);
+	snprintf(dead, sizeof(dead), "%s/snaps/.tmp-dead", f->store_dir);
+	assert_int_equal(mkdir(dead, 0755), 0);
+	assert_int_equal(list_complete(f->s, NULL, &total), 1);
+	assert_int_equal(total, 1);                     /* "dead" is not listed */
+	assert_int_equal(snap_store_manifest_get(f->s, "dead", &m), -ENOENT);
+
+	assert_int_equal(snap_writer_begin(f->s, &cfg, &w), 0);
+	assert_int_equal(list_complete(f->s, NULL, &total), 1);
+	assert_int_equal(total, 2);                     /* "live" is, not complete */
+	assert_int_equal(snap_store_manifest_get(f->s, "live", &m), -EINPROGRESS);
+	assert_non_null(strstr(snap_store_error(f->s), "still being written"));
+	/* A second writer of the live name is refused, and leaves it alone. */
+	{
+		struct snap_writer *w2;
+
+		assert_int_not_equal(snap_writer_begin(f->s, &cfg, &w2), 0);
+		assert_int_equal(list_complete(f->s, NULL, &total), 1);
+		assert_int_equal(total, 2);
+	}
+	snap_writer_abort(w);
+
+	/* The dead writer's name is free to use. */
+	assert_int_equal(test_snapshot_write(f->s, "dead", NULL, r, 1, f->journal_fd, NULL), 0);
+	assert_int_equal(snap_store_verify(f->s, "dead", NULL), 0);
+	assert_int_equal(list_complete(f->s, NULL, &total), 2);
+	assert_int_equal(total, 2);
+	free(r[0].data);
+}
+
+/* A deleted pack file is named as missing, not as a missing snapshot. */
+static void test_pack_missing(void **state)
+{
+	struct fixture *f = *state;
+	struct test_region r[1] = {{ 0x100000, 3 * TEST_CHUNK, NULL }};
+	char pack[1024];
+
+	r[0].data = test_data_make(DATA_RANDOM, r[0].size, 31);
+	assert_int_equal(test_snapshot_write(f->s, "p", NULL, r, 1, f->journal_fd, NULL), 0);
+	first_pack(f, pack, sizeof(pack));
+	assert_int_equal(unlink(pack), 0);
+	assert_int_equal(snap_store_verify(f->s, "p", NULL), -EBADMSG);
+	assert_non_null(strstr(snap_store_error(f->s), "pack missing: packs/pack-"));
+	assert_null(strstr(snap_store_error(f->s), "no such snapshot"));
+	free(r[0].data);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -569,6 +631,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_enospc_fault_hook, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_enospc_tmpfs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rm_gc, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dead_writer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pack_missing, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

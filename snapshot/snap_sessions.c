@@ -1,0 +1,107 @@
+/* The sessions file on disk: read whole, written atomically.  The encoding
+ * is in snap_format.c with the store's other formats. */
+#include "snap_sessions.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The largest file SNAP_SESSIONS_LIMIT entries of the longest names make. */
+#define SESSIONS_FILE_MAX ((size_t)SNAP_SESSIONS_HEADER_BYTES + SNAP_TRAILER_BYTES + \
+			   (size_t)SNAP_SESSIONS_LIMIT * (SNAP_SESSION_FIXED_BYTES + 3 * (2 + SNAP_NAME_MAX)))
+
+int snap_sessions_read(const char *path, uint32_t max, struct snap_session **out, uint32_t *count)
+{
+	uint8_t *buf = NULL;
+	struct stat st;
+	size_t got = 0;
+	int fd, rc;
+
+	*out = NULL;
+	*count = 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		goto out_close;
+	}
+	rc = -EBADMSG;
+	if (!S_ISREG(st.st_mode) || st.st_size < 0 || (uint64_t)st.st_size > SESSIONS_FILE_MAX)
+		goto out_close;
+	rc = -ENOMEM;
+	buf = malloc(st.st_size ? (size_t)st.st_size : 1);
+	if (!buf)
+		goto out_close;
+	while (got < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n < 0 ? -errno : -EBADMSG;
+			goto out_close;
+		}
+		got += (size_t)n;
+	}
+	rc = snap_sessions_decode(buf, got, max, out, count);
+out_close:
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+int snap_sessions_write(const char *path, const struct snap_session *v, uint32_t count)
+{
+	struct snap_buf b = { 0 };
+	char tmp[4200], dir[4200];
+	size_t done = 0;
+	int fd, dfd, rc;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	rc = snap_sessions_encode(v, count, &b);
+	if (rc)
+		goto out_free;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		goto out_free;
+	}
+	while (done < b.len) {
+		ssize_t n = write(fd, b.data + done, b.len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n < 0 ? -errno : -EIO;
+			break;
+		}
+		done += (size_t)n;
+	}
+	if (!rc && fsync(fd) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && !rc)
+		rc = -errno;
+	if (!rc && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc) {
+		unlink(tmp);
+		goto out_free;
+	}
+	snprintf(dir, sizeof(dir), "%s", path);
+	dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		if (fsync(dfd) < 0)
+			rc = -errno;
+		close(dfd);
+	}
+out_free:
+	snap_buf_free(&b);
+	return rc;
+}
