@@ -4,6 +4,8 @@
 #include "control_msg.h"
 #include "ipc_broker.h"
 #include "log.h"
+#include "oom.h"
+#include "restore_check.h"
 #include "snap_store.h"
 
 #include <dirent.h>
@@ -34,6 +36,7 @@ struct worker_link {
 	int client_fd;
 	bool suspending;
 	char snapshot[SNAP_NAME_MAX + 1];   /* the one being written */
+	char restoring[SNAP_NAME_MAX + 1];  /* the one it restores, until it is ready */
 };
 
 /* What the supervisor remembers of a session beyond its worker's life. */
@@ -53,7 +56,16 @@ struct session_known {
 	char latest[SNAP_NAME_MAX + 1];    /* latest durable snapshot */
 	int client_fd;                     /* waiting for the restore to happen */
 	int waiting_slot;                  /* a worker told to wait, or -1 */
+	/* A restore being checked (restore_check.h) before anything stops. */
+	int check_fd;                      /* its answer, or -1 */
+	pid_t check_pid;
+	int check_client_fd;
+	int check_device;
+	char check_snapshot[SNAP_NAME_MAX + 1];
 };
+
+/* Restore checks at once: each is a child reading a whole snapshot. */
+#define RESTORE_CHECKS_MAX 8
 
 struct supervisor {
 	struct supervisor_config *cfg;
@@ -65,6 +77,7 @@ struct supervisor {
 	struct session_known known[SESSIONS_KNOWN];
 	unsigned long sessions_started;
 	struct ipc_broker *ipc;
+	int backend_devices;                /* probed at start; negative: unknown */
 };
 
 /* Send @r to the ckpt client on *fd; a failed write drops the client. */
@@ -126,6 +139,8 @@ static struct session_known *known_get(struct supervisor *sv, const char *id, bo
 	snprintf(free_entry->id, sizeof(free_entry->id), "%s", id);
 	free_entry->client_fd = -1;
 	free_entry->waiting_slot = -1;
+	free_entry->check_fd = -1;
+	free_entry->check_client_fd = -1;
 	return free_entry;
 }
 
@@ -236,6 +251,35 @@ static int slot_of_session(struct supervisor *sv, const char *id, int except)
 	return -1;
 }
 
+/* In a child of the supervisor: close what is the supervisor's. */
+static void supervisor_fds_close(void *opaque)
+{
+	struct supervisor *sv = opaque;
+
+	for (unsigned i = 0; i < sv->cfg->listen_count; i++)
+		close(sv->listen_fd[i]);
+	for (unsigned i = 0; i < SESSION_SLOTS; i++) {
+		if (sv->links[i].fd >= 0)
+			close(sv->links[i].fd);
+		if (sv->links[i].ipc_fd >= 0)
+			close(sv->links[i].ipc_fd);
+		if (sv->links[i].client_fd >= 0)
+			close(sv->links[i].client_fd);
+	}
+	/* A ckpt client waiting on the supervisor must see its answer's
+	 * end when the supervisor closes it, not be held open by us. */
+	for (unsigned i = 0; i < SESSIONS_KNOWN; i++) {
+		if (sv->known[i].client_fd >= 0)
+			close(sv->known[i].client_fd);
+		if (sv->known[i].check_client_fd >= 0)
+			close(sv->known[i].check_client_fd);
+		if (sv->known[i].check_fd >= 0)
+			close(sv->known[i].check_fd);
+	}
+	close(sv->control_fd);
+	close(sv->signal_fd);
+}
+
 static void session_start(struct supervisor *sv, int listen_idx)
 {
 	const struct transport_url *url = &sv->cfg->listen[listen_idx];
@@ -285,23 +329,7 @@ static void session_start(struct supervisor *sv, int listen_idx)
 	}
 	if (pid == 0) {
 		/* The worker keeps only its connection and its line to us. */
-		for (unsigned i = 0; i < sv->cfg->listen_count; i++)
-			close(sv->listen_fd[i]);
-		for (unsigned i = 0; i < SESSION_SLOTS; i++) {
-			if (sv->links[i].fd >= 0)
-				close(sv->links[i].fd);
-			if (sv->links[i].ipc_fd >= 0)
-				close(sv->links[i].ipc_fd);
-			if (sv->links[i].client_fd >= 0)
-				close(sv->links[i].client_fd);
-		}
-		/* A ckpt client waiting on the supervisor must see its answer's
-		 * end when the supervisor closes it, not be held open by us. */
-		for (unsigned i = 0; i < SESSIONS_KNOWN; i++)
-			if (sv->known[i].client_fd >= 0)
-				close(sv->known[i].client_fd);
-		close(sv->control_fd);
-		close(sv->signal_fd);
+		supervisor_fds_close(sv);
 		close(pair[0]);
 		if (ipc[0] >= 0)
 			close(ipc[0]);
@@ -339,11 +367,13 @@ static void worker_hello(struct supervisor *sv, unsigned index, const char *id)
 	int other = slot_of_session(sv, id, (int)index);
 
 	if (k && k->plan == PLAN_RESTORE) {
-		suspended_forget(sv, id);
 		pr_info("session %s: worker %d restores '%s'", id, atomic_load(&sv->slots[index].pid), k->snapshot);
 		struct control_link m = { .type = CONTROL_LINK_RESTORE, .device = k->device };
 
 		memcpy(m.snapshot, k->snapshot, sizeof(k->snapshot));
+		/* Until it says it is ready, its death leaves the session
+		 * suspended in this snapshot (restore_failed). */
+		memcpy(l->restoring, k->snapshot, sizeof(l->restoring));
 		link_send(l, &m);
 		/* Whoever asked for the restore hears when it is done. */
 		l->client_fd = k->client_fd;
@@ -351,10 +381,16 @@ static void worker_hello(struct supervisor *sv, unsigned index, const char *id)
 		k->plan = PLAN_NONE;
 		return;
 	}
-	if (k && k->plan == PLAN_SUSPENDED) {
-		link_send(l, &(struct control_link){ .type = CONTROL_LINK_WAIT });
-		k->waiting_slot = (int)index;
-		return;
+	if ((k && k->plan == PLAN_SUSPENDED) || (other >= 0 && sv->links[other].restoring[0])) {
+		/* Suspended, or its restore is under way: if that fails, the
+		 * session is suspended and this worker holds the guest for it. */
+		if (!k)
+			k = known_get(sv, id, true);
+		if (k) {
+			link_send(l, &(struct control_link){ .type = CONTROL_LINK_WAIT });
+			k->waiting_slot = (int)index;
+			return;
+		}
 	}
 	if (other >= 0) {
 		struct control_link m = { .type = CONTROL_LINK_REFUSE };
@@ -365,6 +401,51 @@ static void worker_hello(struct supervisor *sv, unsigned index, const char *id)
 		return;
 	}
 	link_send(l, &(struct control_link){ .type = CONTROL_LINK_NEW });
+}
+
+/* The worker of slot @index did not complete the restore of l->restoring
+ * (@why): the old worker is gone, so the session is left suspended in that
+ * snapshot, recorded like any suspension, for `ckpt resume` or another
+ * `ckpt restore`. Its guest's shim reconnects and waits. */
+static void restore_failed(struct supervisor *sv, unsigned index, const char *why)
+{
+	struct worker_link *l = &sv->links[index];
+	struct session_slot *slot = &sv->slots[index];
+	struct session_known *k = known_get(sv, slot->id, true);
+
+	if (!k) {
+		client_fail(&l->client_fd, "%s; session %s is lost (too many sessions known)", why, slot->id);
+		l->restoring[0] = 0;
+		return;
+	}
+	k->plan = PLAN_SUSPENDED;
+	memcpy(k->snapshot, l->restoring, sizeof(k->snapshot));
+	suspended_save(sv, k);
+	pr_warn("session %s: %s; suspended in '%s'", slot->id, why, k->snapshot);
+	client_fail(&l->client_fd, "%s; session %s is suspended in '%s': `ckpt resume %s [--device N]` tries "
+		    "again, `ckpt restore SNAPSHOT` restores another", why, slot->id, k->snapshot, slot->id);
+	l->restoring[0] = 0;
+}
+
+/* The worker of slot @index restored its session: what was recorded for
+ * the restore goes, and a worker waiting for the same session in case it
+ * failed is refused. */
+static void restore_done(struct supervisor *sv, unsigned index)
+{
+	struct session_known *k = known_get(sv, sv->slots[index].id, false);
+
+	sv->links[index].restoring[0] = 0;
+	if (!k || k->plan != PLAN_NONE)
+		return;
+	suspended_forget(sv, k->id);
+	if (k->waiting_slot >= 0 && sv->links[k->waiting_slot].fd >= 0) {
+		struct control_link m = { .type = CONTROL_LINK_REFUSE };
+
+		snprintf(m.reason, sizeof(m.reason), "session %s was restored by worker %d", k->id,
+			 atomic_load(&sv->slots[index].pid));
+		link_send(&sv->links[k->waiting_slot], &m);
+	}
+	k->waiting_slot = -1;
 }
 
 static void worker_line(struct supervisor *sv, unsigned index, char *line, size_t len)
@@ -381,6 +462,10 @@ static void worker_line(struct supervisor *sv, unsigned index, char *line, size_
 			worker_hello(sv, index, m.session);
 	} else if (m.type == CONTROL_LINK_READY) {
 		pr_debug("worker %d ready", atomic_load(&slot->pid));
+		if (l->restoring[0] && m.reply.kind == CONTROL_REPLY_ERROR)
+			restore_failed(sv, index, m.reply.error);
+		else if (l->restoring[0])
+			restore_done(sv, index);
 		client_finish(&l->client_fd, &m.reply);
 	} else if (m.type == CONTROL_LINK_PROGRESS) {
 		client_send(&l->client_fd, &m.reply);
@@ -458,6 +543,16 @@ static void workers_reap(struct supervisor *sv)
 		unsigned index = 0;
 		struct session_slot *s = slot_by_pid(sv, pid, &index);
 		const char *id = s && s->id[0] ? s->id : "(no hello)";
+		bool check = false;
+
+		/* A restore check: its answer (or its end) comes on its pipe. */
+		for (unsigned i = 0; i < SESSIONS_KNOWN && !s; i++)
+			if (sv->known[i].check_pid == pid) {
+				sv->known[i].check_pid = 0;
+				check = true;
+			}
+		if (check)
+			continue;
 
 		if (WIFSIGNALED(status))
 			pr_warn("session %s: worker %d killed by signal %d", id, pid, WTERMSIG(status));
@@ -472,6 +567,14 @@ static void workers_reap(struct supervisor *sv)
 		/* Read what it said last before forgetting it. */
 		while (sv->links[index].fd >= 0)
 			worker_readable(sv, index);
+		if (sv->links[index].restoring[0]) {
+			char why[128];
+
+			snprintf(why, sizeof(why), "the worker restoring '%s' %s %d", sv->links[index].restoring,
+				 WIFSIGNALED(status) ? "was killed by signal" : "exited with",
+				 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+			restore_failed(sv, index, why);
+		}
 		client_fail(&sv->links[index].client_fd,
 			    "the session's worker exited before answering; see ternd's log");
 		for (unsigned i = 0; i < SESSIONS_KNOWN; i++)
@@ -643,7 +746,11 @@ static void request_restore(struct supervisor *sv, int client, const struct cont
 	struct session_known *k = NULL;
 	struct snap_manifest m;
 	struct snap_store *store = NULL;
-	int device = req->device >= 0 ? req->device : sv->cfg->worker.exec_cfg.device, live;
+	struct checkpoint_target target;
+	int device = req->device >= 0 ? req->device : sv->cfg->worker.exec_cfg.device, fd;
+	char err[256];
+	unsigned checks = 0;
+	pid_t pid;
 
 	if (req->op == CONTROL_OP_RESUME)
 		k = known_get(sv, name, false);
@@ -673,26 +780,74 @@ static void request_restore(struct supervisor *sv, int client, const struct cont
 			return;
 		}
 	}
+	if (k->check_fd >= 0) {
+		client_fail(&client, "a restore of session %s is being checked already; retry when it is done",
+			    session);
+		return;
+	}
+	for (unsigned i = 0; i < SESSIONS_KNOWN; i++)
+		checks += sv->known[i].check_fd >= 0;
+	if (checks >= RESTORE_CHECKS_MAX) {
+		client_fail(&client, "%u restores are being checked already; retry when one is done", checks);
+		return;
+	}
+	/* Nothing is stopped before the restore is known to be able to
+	 * succeed: the device here, the snapshot and its fit in a child. */
+	if (restore_check_device(&sv->cfg->worker, device, sv->backend_devices, err, sizeof(err))) {
+		client_fail(&client, "restore of '%s' refused, nothing was stopped: %s", snapshot, err);
+		return;
+	}
+	store_path(sv, dir, sizeof(dir));
+	restore_check_target(&sv->cfg->worker, sv->backend_devices, &target);
+	fd = restore_check_start(dir, snapshot, &target, supervisor_fds_close, sv, &pid);
+	if (fd < 0) {
+		client_fail(&client, "cannot check the restore of '%s': %s", snapshot, strerror(-fd));
+		return;
+	}
+	k->check_fd = fd;
+	k->check_pid = pid;
+	k->check_client_fd = client;
+	k->check_device = device;
+	snprintf(k->check_snapshot, sizeof(k->check_snapshot), "%s", snapshot);
+}
+
+/* The check of @k's restore answered: go ahead, or tell why not. */
+static void restore_checked(struct supervisor *sv, struct session_known *k)
+{
+	char err[RESTORE_CHECK_TEXT_MAX + 1];
+	int live, fd = k->check_fd;
+
+	k->check_fd = -1;
+	if (restore_check_answer(fd, err, sizeof(err))) {
+		pr_warn("session %s: restore of '%s' refused: %s", k->id, k->check_snapshot, err);
+		client_fail(&k->check_client_fd, "restore of '%s' refused, nothing was stopped: %s",
+			    k->check_snapshot, err);
+		return;
+	}
 	if (k->client_fd >= 0)
 		close(k->client_fd);
 	k->plan = PLAN_RESTORE;
-	k->device = device;
-	snprintf(k->snapshot, sizeof(k->snapshot), "%s", snapshot);
-	k->client_fd = client;
+	k->device = k->check_device;
+	memcpy(k->snapshot, k->check_snapshot, sizeof(k->snapshot));
+	k->client_fd = k->check_client_fd;
+	k->check_client_fd = -1;
+	/* If ternd dies before the restore is done, the next one finds the
+	 * session suspended in this snapshot (restore_done forgets it). */
+	suspended_save(sv, k);
 	if (k->waiting_slot >= 0) {
 		/* A worker holds the guest's reconnect already: restore now. */
-		worker_hello(sv, (unsigned)k->waiting_slot, session);
+		worker_hello(sv, (unsigned)k->waiting_slot, k->id);
 		k->waiting_slot = -1;
 		return;
 	}
-	live = slot_of_session(sv, session, -1);
+	live = slot_of_session(sv, k->id, -1);
 	if (live >= 0) {
 		/* Its guest reconnects to the restored state. */
-		pr_info("session %s: stopping worker %d for the restore of '%s'", session,
-			atomic_load(&sv->slots[live].pid), snapshot);
+		pr_info("session %s: stopping worker %d for the restore of '%s'", k->id,
+			atomic_load(&sv->slots[live].pid), k->snapshot);
 		kill(atomic_load(&sv->slots[live].pid), SIGKILL);
 	}
-	pr_info("session %s: '%s' is restored when its guest reconnects", session, snapshot);
+	pr_info("session %s: '%s' is restored when its guest reconnects", k->id, k->snapshot);
 }
 
 static void control_serve(struct supervisor *sv)
@@ -744,6 +899,10 @@ static void workers_stop(struct supervisor *sv)
 	for (unsigned i = 0; i < SESSION_SLOTS; i++)
 		if (atomic_load(&sv->slots[i].state) != SESSION_FREE && atomic_load(&sv->slots[i].pid) > 0)
 			kill(atomic_load(&sv->slots[i].pid), SIGTERM);
+	/* A restore check changes nothing: it need not finish. */
+	for (unsigned i = 0; i < SESSIONS_KNOWN; i++)
+		if (sv->known[i].check_pid > 0)
+			kill(sv->known[i].check_pid, SIGKILL);
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (;;) {
 		bool left = false;
@@ -771,8 +930,8 @@ static void workers_stop(struct supervisor *sv)
 int supervisor_run(struct supervisor_config *cfg)
 {
 	static struct supervisor sv;
-	struct pollfd pfd[SUPERVISOR_LISTEN_MAX + 2 + 2 * SESSION_SLOTS];
-	unsigned link_of[SESSION_SLOTS], ipc_of[SESSION_SLOTS];
+	struct pollfd pfd[SUPERVISOR_LISTEN_MAX + 2 + 2 * SESSION_SLOTS + RESTORE_CHECKS_MAX];
+	unsigned link_of[SESSION_SLOTS], ipc_of[SESSION_SLOTS], check_of[RESTORE_CHECKS_MAX];
 	struct transport_url control_url = { .kind = TRANSPORT_UNIX };
 	sigset_t mask;
 	unsigned i;
@@ -791,8 +950,15 @@ int supervisor_run(struct supervisor_config *cfg)
 		return 1;
 	}
 	for (i = 0; i < SESSIONS_KNOWN; i++)
-		sv.known[i] = (struct session_known){ .client_fd = -1, .waiting_slot = -1 };
+		sv.known[i] = (struct session_known){ .client_fd = -1, .waiting_slot = -1, .check_fd = -1,
+						      .check_client_fd = -1 };
 	suspended_load(&sv);
+	/* The last process the OOM killer takes: every session depends on it. */
+	oom_score_adj_set(OOM_ADJ_SUPERVISOR);
+	sv.backend_devices = restore_check_devices_probe(&cfg->worker);
+	if (sv.backend_devices < 0)
+		pr_warn("cannot count the %s backend's devices (%s): a restore onto a missing device is "
+			"found only by its worker", cfg->worker.backend, strerror(-sv.backend_devices));
 	sv.slots = mmap(NULL, SESSION_SLOTS * sizeof(*sv.slots), PROT_READ | PROT_WRITE,
 			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sv.slots == MAP_FAILED) {
@@ -829,7 +995,7 @@ int supervisor_run(struct supervisor_config *cfg)
 	pr_info("ternd ready: backend %s, control %s, state %s", cfg->worker.backend, cfg->control_path,
 		cfg->state_dir);
 	while (running) {
-		unsigned n = 0, links = 0, ipcs = 0, ipc_at;
+		unsigned n = 0, links = 0, ipcs = 0, ipc_at, checks = 0, check_at;
 
 		for (i = 0; i < cfg->listen_count; i++)
 			pfd[n++] = (struct pollfd){ .fd = sv.listen_fd[i], .events = POLLIN };
@@ -845,6 +1011,12 @@ int supervisor_run(struct supervisor_config *cfg)
 			if (sv.links[i].ipc_fd >= 0) {
 				ipc_of[ipcs++] = i;
 				pfd[n++] = (struct pollfd){ .fd = sv.links[i].ipc_fd, .events = POLLIN };
+			}
+		check_at = n;
+		for (i = 0; i < SESSIONS_KNOWN && checks < RESTORE_CHECKS_MAX; i++)
+			if (sv.known[i].check_fd >= 0) {
+				check_of[checks++] = i;
+				pfd[n++] = (struct pollfd){ .fd = sv.known[i].check_fd, .events = POLLIN };
 			}
 		if (poll(pfd, n, -1) < 0) {
 			if (errno == EINTR)
@@ -865,6 +1037,9 @@ int supervisor_run(struct supervisor_config *cfg)
 			    sv.links[ipc_of[i]].ipc_fd >= 0 &&
 			    ipc_broker_serve(sv.ipc, sv.links[ipc_of[i]].ipc_fd, ipc_of[i]))
 				ipc_link_close(&sv, ipc_of[i]);
+		for (i = 0; i < checks; i++)
+			if (pfd[check_at + i].revents & (POLLIN | POLLHUP | POLLERR))
+				restore_checked(&sv, &sv.known[check_of[i]]);
 		if (pfd[cfg->listen_count + 1].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
