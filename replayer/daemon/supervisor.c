@@ -37,6 +37,7 @@ struct worker_link {
 	bool suspending;
 	char snapshot[SNAP_NAME_MAX + 1];   /* the one being written */
 	char restoring[SNAP_NAME_MAX + 1];  /* the one it restores, until it is ready */
+	bool stopped;                       /* killed for a restore: what it says is stale */
 };
 
 /* What the supervisor remembers of a session beyond its worker's life. */
@@ -241,12 +242,13 @@ static struct session_slot *slot_claim(struct supervisor *sv, unsigned *index)
 	return NULL;
 }
 
-/* The live worker serving @id, other than slot @except. */
+/* The live worker serving @id, other than slot @except (one stopped for a
+ * restore serves nothing). */
 static int slot_of_session(struct supervisor *sv, const char *id, int except)
 {
 	for (unsigned i = 0; i < SESSION_SLOTS; i++)
 		if ((int)i != except && atomic_load(&sv->slots[i].state) != SESSION_FREE &&
-		    atomic_load(&sv->slots[i].pid) > 0 && !strcmp(sv->slots[i].id, id))
+		    atomic_load(&sv->slots[i].pid) > 0 && !sv->links[i].stopped && !strcmp(sv->slots[i].id, id))
 			return (int)i;
 	return -1;
 }
@@ -366,6 +368,9 @@ static void worker_hello(struct supervisor *sv, unsigned index, const char *id)
 	struct session_known *k = known_get(sv, id, false);
 	int other = slot_of_session(sv, id, (int)index);
 
+	/* Its hello was read before it was stopped for a restore. */
+	if (l->stopped)
+		return;
 	if (k && k->plan == PLAN_RESTORE) {
 		pr_info("session %s: worker %d restores '%s'", id, atomic_load(&sv->slots[index].pid), k->snapshot);
 		struct control_link m = { .type = CONTROL_LINK_RESTORE, .device = k->device };
@@ -845,6 +850,7 @@ static void restore_checked(struct supervisor *sv, struct session_known *k)
 		/* Its guest reconnects to the restored state. */
 		pr_info("session %s: stopping worker %d for the restore of '%s'", k->id,
 			atomic_load(&sv->slots[live].pid), k->snapshot);
+		sv->links[live].stopped = true;
 		kill(atomic_load(&sv->slots[live].pid), SIGKILL);
 	}
 	pr_info("session %s: '%s' is restored when its guest reconnects", k->id, k->snapshot);
