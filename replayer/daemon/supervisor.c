@@ -757,6 +757,11 @@ static void request_restore(struct supervisor *sv, int client, const struct cont
 	unsigned checks = 0;
 	pid_t pid;
 
+	/* -1 is "not given" (control_msg.c); other negative values are no device. */
+	if (req->device < -1) {
+		client_fail(&client, "restore of '%s' refused, nothing was stopped: no device %d", name, req->device);
+		return;
+	}
 	if (req->op == CONTROL_OP_RESUME)
 		k = known_get(sv, name, false);
 	if (k && k->plan == PLAN_SUSPENDED) {
