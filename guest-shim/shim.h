@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "auth.h"
 #include "le.h"
 #include "shm_chan.h"
 #include "wire_client.h"
@@ -118,8 +119,12 @@ struct shim_process {
 	uint64_t seq;
 	char server[512];
 	char session[256];
-	char token[4096];
-	uint32_t token_len;
+	struct auth_token token;        /* TERN_TOKEN or TERN_TOKEN_FILE; len 0: none */
+	/* The session credential ternd issued in the first hello reply: every
+	 * reconnect proves it (common/auth.h). In process memory only, so it
+	 * lives through a restore, a CRIU dump or a VM save with the process. */
+	uint8_t credential[AUTH_CREDENTIAL_BYTES];
+	bool has_credential;
 	uint64_t arena_base, arena_size, quota;
 	uint32_t worker_pid;
 	/* Requests since the latest durable snapshot, to send again after a

@@ -214,6 +214,10 @@ int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req
 	wcfg.name = req->name;
 	wcfg.parent = job->parent[0] ? job->parent : NULL;
 	wcfg.session_id = req->session;
+	wcfg.auth_flags = req->auth_flags;
+	wcfg.owner_uid = req->owner_uid;
+	if (req->auth_flags & SNAP_AUTH_CREDENTIAL)
+		memcpy(wcfg.credential, req->credential, sizeof(wcfg.credential));
 	ex->be->cuDeviceGetName(ex->device_name, sizeof(ex->device_name), ex->device);
 	wcfg.device_name = ex->device_name;
 	{

@@ -2,7 +2,7 @@
  * "Memory pressure"). Linux takes the process with the highest
  * oom_score (its memory in thousandths of RAM plus swap, plus
  * oom_score_adj); these values put ternd last and a session's worker just
- * before it, and leave a worker that holds nothing yet where any process is.
+ * before it, and a child that holds nothing first.
  */
 #ifndef TERN_OOM_H
 #define TERN_OOM_H
@@ -12,9 +12,8 @@
 /* A worker from its hello on: it holds a session's live GPU state, which
  * its death loses back to the latest snapshot. */
 #define OOM_ADJ_SESSION (-900)
-/* A child that holds nothing to lose: a worker before its hello (forked for
- * any connection, so also the first to go when many half-open connections
- * fill memory), a restore check. Raising is always allowed. */
+/* A child that holds nothing to lose: a restore check, a worker until its
+ * session is open. Raising is always allowed. */
 #define OOM_ADJ_NOTHING_HELD 500
 
 /* Write @value to /proc/self/oom_score_adj. Below 0 needs CAP_SYS_RESOURCE:

@@ -241,6 +241,10 @@ struct exec {
 	} copy;
 	uint32_t guest_pid;
 	uint64_t resume_seq;        /* restored at this request, 0 for a fresh session */
+	/* The session credential as the hello reply carries it (masked on
+	 * token listeners; common/auth.h), set by the worker; NULL: none. */
+	const uint8_t *hello_credential;
+	uint32_t hello_credential_len;
 	struct tracker *journal;    /* NULL when the session is not journaled */
 	bool journal_broken;        /* a journal write failed: no snapshots */
 };

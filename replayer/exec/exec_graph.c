@@ -757,7 +757,7 @@ CUresult exec_graph_add_memcpy_node(struct exec *ex, const struct wire_graph_add
 	if (res == CUDA_SUCCESS)
 		res = ctx_real(ex, &ctx);
 	if (res == CUDA_SUCCESS) {
-		memcpy_3d(&n.copy, &p);
+		graph_node_memcpy_to_3d(&n.copy, &p);
 		res = ex->be->cuGraphAddMemcpyNode(&real, a.real, a.deps, a.ndeps, &p, ctx);
 	}
 	return node_add_end(ex, req->graph, &a, res, real, &n, &rep->node);

@@ -89,28 +89,6 @@ static uint64_t function_handle_of(struct exec *ex, CUfunction fn, CUkernel kern
 	return m.handle;
 }
 
-/* Offsets are folded into the addresses; host and array endpoints have no
- * place in a description (the worker cannot reach the guest's memory). */
-static CUresult copy_from_3d(struct exec *ex, const CUDA_MEMCPY3D *p, struct graph_node_memcpy *c)
-{
-	if ((p->srcMemoryType != CU_MEMORYTYPE_DEVICE && p->srcMemoryType != CU_MEMORYTYPE_UNIFIED) ||
-	    (p->dstMemoryType != CU_MEMORYTYPE_DEVICE && p->dstMemoryType != CU_MEMORYTYPE_UNIFIED) ||
-	    p->srcLOD || p->dstLOD)
-		return CUDA_ERROR_NOT_SUPPORTED;
-	c->src = p->srcDevice + p->srcXInBytes + (p->srcY + p->srcZ * p->srcHeight) * p->srcPitch;
-	c->dst = p->dstDevice + p->dstXInBytes + (p->dstY + p->dstZ * p->dstHeight) * p->dstPitch;
-	c->src_pitch = p->srcPitch;
-	c->src_height = p->srcHeight;
-	c->dst_pitch = p->dstPitch;
-	c->dst_height = p->dstHeight;
-	c->width = p->WidthInBytes;
-	c->height = p->Height;
-	c->depth = p->Depth;
-	(void)ex;
-	return CUDA_SUCCESS;
-}
-
-
 /* Read one backend node's type and parameters into @n. */
 static CUresult node_read(struct exec *ex, CUgraphNode real, struct graph_node *n, unsigned depth,
 			  const struct cond_chain *chain)
@@ -168,7 +146,7 @@ static CUresult node_read(struct exec *ex, CUgraphNode real, struct graph_node *
 		CUDA_MEMCPY3D p = { 0 };
 
 		res = ex->be->cuGraphMemcpyNodeGetParams(real, &p);
-		return res == CUDA_SUCCESS ? copy_from_3d(ex, &p, &n->copy) : res;
+		return res == CUDA_SUCCESS ? graph_node_memcpy_from_3d(&p, &n->copy) : res;
 	}
 	case CU_GRAPH_NODE_TYPE_MEMSET: {
 		CUDA_MEMSET_NODE_PARAMS p = { 0 };
@@ -436,22 +414,6 @@ CUresult kernel_node_params(struct exec *ex, const struct graph_node_kernel *k,
 	return CUDA_SUCCESS;
 }
 
-void memcpy_3d(const struct graph_node_memcpy *c, CUDA_MEMCPY3D *p)
-{
-	memset(p, 0, sizeof(*p));
-	p->srcMemoryType = CU_MEMORYTYPE_DEVICE;
-	p->srcDevice = c->src;
-	p->srcPitch = c->src_pitch;
-	p->srcHeight = c->src_height;
-	p->dstMemoryType = CU_MEMORYTYPE_DEVICE;
-	p->dstDevice = c->dst;
-	p->dstPitch = c->dst_pitch;
-	p->dstHeight = c->dst_height;
-	p->WidthInBytes = c->width;
-	p->Height = c->height;
-	p->Depth = c->depth;
-}
-
 void memset_params(const struct graph_node_memset *s, CUDA_MEMSET_NODE_PARAMS *p)
 {
 	memset(p, 0, sizeof(*p));
@@ -514,7 +476,7 @@ static CUresult node_build(struct exec *ex, CUgraph g, const struct graph_desc *
 	case CU_GRAPH_NODE_TYPE_MEMCPY: {
 		CUDA_MEMCPY3D p;
 
-		memcpy_3d(&n->copy, &p);
+		graph_node_memcpy_to_3d(&n->copy, &p);
 		return ex->be->cuGraphAddMemcpyNode(real, g, NULL, 0, &p, ctx);
 	}
 	case CU_GRAPH_NODE_TYPE_MEMSET: {

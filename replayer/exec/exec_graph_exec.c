@@ -438,7 +438,7 @@ CUresult exec_graph_memcpy_node_set_params(struct exec *ex, const struct wire_gr
 		res = ctx_real(ex, &ctx);
 	if (res != CUDA_SUCCESS)
 		return res;
-	memcpy_3d(&c, &p);
+	graph_node_memcpy_to_3d(&c, &p);
 	res = t.x ? ex->be->cuGraphExecMemcpyNodeSetParams(t.xreal, t.n->real, &p, ctx)
 		  : ex->be->cuGraphMemcpyNodeSetParams(t.n->real, &p);
 	if (res != CUDA_SUCCESS)

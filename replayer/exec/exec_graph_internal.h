@@ -167,7 +167,6 @@ CUresult graph_sync(struct exec *ex, struct exec_graph *g, CUgraph real);
 CUresult kernel_node_params(struct exec *ex, const struct graph_node_kernel *k,
 			    CUDA_KERNEL_NODE_PARAMS *p, const struct cond_chain *c, unsigned *translated);
 /* A memcpy node's description as the driver's CUDA_MEMCPY3D. */
-void memcpy_3d(const struct graph_node_memcpy *c, CUDA_MEMCPY3D *p);
 /* A memset node's description as the driver's CUDA_MEMSET_NODE_PARAMS. */
 void memset_params(const struct graph_node_memset *s, CUDA_MEMSET_NODE_PARAMS *p);
 /* The backend's current context, or CUDA_ERROR_INVALID_CONTEXT. */
