@@ -2,6 +2,7 @@
 #include "worker.h"
 #include "auth.h"
 #include "snap_format.h"
+#include "worker_wait.h"
 #include "checkpoint.h"
 #include "control.h"
 #include "log.h"
@@ -57,6 +58,11 @@ void worker_signals_install(void)
  * larger ones are reads, served again instead. */
 #define KEPT_REPLY_MAX (1u << 20)
 
+/* How long the dispatch thread looks for a synchronisation it handed to a
+ * waiter to complete before it serves other requests: a short wait is
+ * answered without a wakeup, as when the dispatch thread waited itself. */
+#define WAIT_SPIN_NS 50000ull
+
 struct worker_conn {
 	int fd;                         /* the socket; with shm on, only fds and hang-ups */
 	struct shm_chan shm;
@@ -83,6 +89,8 @@ struct worker_session {
 	bool suspend_after_job;
 	char journal_dir[4400];         /* removed when the session ends: snapshots keep copies */
 	CUresult deferred_error;        /* first failure of a request that wanted no reply */
+	struct worker_waits *waits;     /* synchronisations waiting off the dispatch thread, or NULL */
+	struct wire_msg wait_reply;     /* a waited request's reply; c.reply stays the last request's */
 	char job_name[CONTROL_NAME_MAX + 1];
 };
 
@@ -109,31 +117,25 @@ static int conn_recv(struct worker_conn *c, void *buf, size_t n)
 
 static int conn_discard(struct worker_conn *c, uint64_t n)
 {
-	uint8_t sink[4096];
-
-	if (!c->shm_on)
-		return wire_recv_discard(c->fd, n);
-	while (n) {
-		size_t piece = n < sizeof(sink) ? n : sizeof(sink);
-		int ret = shm_chan_recv(&c->shm, sink, piece);
-
-		if (ret)
-			return ret;
-		n -= piece;
-	}
-	return 0;
+	return c->shm_on ? shm_chan_discard(&c->shm, n) : wire_recv_discard(c->fd, n);
 }
 
-static int reply_send(struct worker_conn *c, const struct wire_header *req, uint16_t flags)
+static int reply_msg_send(struct worker_conn *c, struct wire_msg *m, const struct wire_header *req,
+			  uint16_t flags)
 {
 	struct iovec iov[WIRE_MSG_IOV_MAX];
 	struct wire_header h = { .flags = (uint16_t)(WIRE_F_REPLY | flags), .call = req->call,
 				 .seq = req->seq, .ctx = reply_trim_point(c, req) };
-	int n = wire_msg_finish(&c->reply, &h, iov);
+	int n = wire_msg_finish(m, &h, iov);
 
 	if (n < 0)
 		return n;
 	return conn_send(c, iov, n);
+}
+
+static int reply_send(struct worker_conn *c, const struct wire_header *req, uint16_t flags)
+{
+	return reply_msg_send(c, &c->reply, req, flags);
 }
 
 /* A reply holding only a status: for requests that could not be served at all. */
@@ -144,6 +146,10 @@ static int reply_status(struct worker_conn *c, const struct wire_header *req, CU
 	wire_put_u32(&c->reply, (uint32_t)status);
 	return reply_send(c, req, flags);
 }
+
+/* Request buffers up to this size are reused; a larger one is freed
+ * before the next smaller request. */
+#define WORKER_PAYLOAD_KEEP (1u << 20)
 
 /* Read one request. 0 with the payload in c->payload, 1 if the request was
  * answered already (oversized), or -errno when the connection is unusable. */
@@ -167,6 +173,14 @@ static int request_read(struct worker_conn *c, struct wire_header *h)
 		pr_warn("bad message header (magic 0x%08x version %u): closing", h->magic, h->version);
 		reply_status(c, h, CUDA_ERROR_INVALID_VALUE, WIRE_F_ERROR);
 		return -EPROTO;
+	}
+	/* A large request's buffer is not kept for the small ones after it:
+	 * a session holds what its largest message needed only while it is
+	 * served (docs/limits.md, "Host memory"). */
+	if (c->cap > WORKER_PAYLOAD_KEEP && h->length <= WORKER_PAYLOAD_KEEP) {
+		free(c->payload);
+		c->payload = NULL;
+		c->cap = 0;
 	}
 	if (h->length > c->cap) {
 		size_t cap = h->length < 65536 ? 65536 : h->length;
@@ -510,6 +524,59 @@ static int session_open(struct worker_session *s, const struct wire_hello_req *h
 	return 0;
 }
 
+/* Answer every synchronisation whose wait completed. 0, or -errno when the
+ * guest is gone. */
+static int waits_answer(struct worker_session *s, struct session_slot *slot)
+{
+	struct wire_header h;
+	struct exec_wait w;
+
+	while (worker_waits_reap(s->waits, &h, &w)) {
+		wire_msg_reset(&s->wait_reply);
+		/* A copy is served now, in its request's context, unless other
+		 * threads queued more on its stream: then it waits again. */
+		exec_context_switch(&s->ex, h.ctx);
+		if (exec_wait_complete(&s->ex, &w, true, &s->wait_reply) &&
+		    (!worker_waits_start(s->waits, &h, &w) ||
+		     exec_wait_complete(&s->ex, &w, false, &s->wait_reply)))
+			continue;
+		/* A synchronisation answers the first error of earlier deferred
+		 * calls, as when it was served on the dispatch thread. */
+		if (s->deferred_error != CUDA_SUCCESS) {
+			wire_msg_reset(&s->wait_reply);
+			wire_put_u32(&s->wait_reply, (uint32_t)s->deferred_error);
+			s->deferred_error = CUDA_SUCCESS;
+		}
+		if (log_level_get() >= LOG_DEBUG)
+			pr_debug("request %llu %s -> %u (waited)", (unsigned long long)h.seq,
+				 wire_call_name(h.call), reply_status_of(&s->wait_reply));
+		if (slot)
+			atomic_fetch_add_explicit(&slot->round_trips, 1, memory_order_relaxed);
+		if (reply_msg_send(&s->c, &s->wait_reply, &h, 0))
+			return -EPIPE;
+	}
+	return 0;
+}
+
+/* Request @h, a synchronisation, waits off the dispatch thread: true when
+ * it was handed to a waiter (answered by waits_answer), false when the
+ * dispatcher is to serve it. Its context is current. */
+static bool wait_aside(struct worker_session *s, const struct wire_header *h, const struct wire_cursor *cur)
+{
+	struct exec_wait w;
+
+	if (!s->waits || (h->flags & WIRE_F_NO_REPLY) || !exec_wait_prepare(&s->ex, h->call, cur, &w))
+		return false;
+	if (worker_waits_start(s->waits, h, &w)) {
+		exec_wait_finish(&s->ex, &w);
+		return false;
+	}
+	if (h->seq > s->seq)
+		s->seq = h->seq;
+	worker_waits_spin(s->waits, WAIT_SPIN_NS);
+	return true;
+}
+
 int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slot)
 {
 	struct worker_session *s = calloc(1, sizeof(*s));
@@ -531,6 +598,7 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	s->cfg = cfg;
 	s->c.fd = fd;
 	wire_msg_init(&s->c.reply);
+	wire_msg_init(&s->wait_reply);
 	ret = hello_take(&s->c, cfg, &h, hello);
 	if (ret)
 		goto out;
@@ -550,6 +618,9 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	opened = true;
 	oom_score_adj_set(OOM_ADJ_SESSION);
 	s->ex.host.conn_sock = s->c.fd;
+	s->waits = worker_waits_open(s->ex.be);
+	if (!s->waits)
+		pr_warn("session %s: no waiters: a synchronisation holds every thread's requests", s->id);
 	if (slot)
 		atomic_store_explicit(&slot->state, SESSION_ACTIVE, memory_order_release);
 	pr_info("session %s: guest pid %u on device %d", s->id, hello->pid, s->ex.cfg.device);
@@ -567,14 +638,22 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 		bool input = s->c.shm_on && shm_chan_spin(&s->c.shm);
 		uint16_t flags = 0;
 
+		if (waits_answer(s, slot)) {
+			pr_info("session %s: guest gone", s->id);
+			break;
+		}
+
 		/* The supervisor's and the snapshot's descriptors still get a look
 		 * every POLL_EVERY requests. */
 		if (!input || ++unpolled >= POLL_EVERY) {
-			struct pollfd pfd[4] = {
+			/* A snapshot waits until no request does: its own
+			 * synchronisation would wait for what they wait for. */
+			struct pollfd pfd[5] = {
 				{ .fd = s->c.shm_on ? s->c.shm.efd_self : s->c.fd, .events = POLLIN },
-				{ .fd = cfg->cmd_fd, .events = POLLIN },
+				{ .fd = worker_waits_active(s->waits) ? -1 : cfg->cmd_fd, .events = POLLIN },
 				{ .fd = s->job ? checkpoint_job_fd(s->job) : -1, .events = POLLIN },
 				{ .fd = s->c.shm_on ? s->c.fd : -1, .events = POLLRDHUP },
+				{ .fd = worker_waits_fd(s->waits), .events = POLLIN },
 			};
 			bool slept = false;
 			int timeout = input ? 0 : -1;
@@ -586,7 +665,7 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 				else
 					slept = true;
 			}
-			ret = poll(pfd, 4, timeout);
+			ret = poll(pfd, 5, timeout);
 			if (slept)
 				shm_chan_idle_end(&s->c.shm);
 			if (ret < 0) {
@@ -647,16 +726,25 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 		}
 		/* Sequence number 0 is session plumbing (a buffer shared again
 		 * after a reconnect): outside the request order. */
-		if (s->resume_seq && h.seq && h.seq <= s->resume_seq) {
+		if (s->resume_seq && h.seq && h.seq <= s->resume_seq && !wire_call_waits(h.call)) {
 			if (request_resend(s, &h, &cur))
 				break;
 			continue;
 		}
 		wire_msg_reset(&s->c.reply);
+		exec_host_trim(&s->ex);
 		ret = exec_context_switch(&s->ex, h.ctx);
 		if (ret != CUDA_SUCCESS) {
 			wire_put_u32(&s->c.reply, (uint32_t)ret);
 			flags = WIRE_F_ERROR;
+		} else if (wait_aside(s, &h, &cur)) {
+			/* A snapshot keeps c.reply as the answer to s->seq; a
+			 * waited request is waited for again instead, but the
+			 * message must be a whole one. */
+			wire_put_u32(&s->c.reply, (uint32_t)CUDA_SUCCESS);
+			if (slot)
+				atomic_fetch_add_explicit(&slot->calls, 1, memory_order_relaxed);
+			continue;
 		} else {
 			ret = wire_dispatch(&s->ex, h.call, &cur, &s->c.reply);
 			if (ret < 0) {
@@ -668,7 +756,7 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 				flags = WIRE_F_ERROR;
 			}
 		}
-		if (h.seq)
+		if (h.seq > s->seq)
 			s->seq = h.seq;
 		/* The per-call trace point: every request with its CUresult. */
 		if (log_level_get() >= LOG_DEBUG)
@@ -709,6 +797,7 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	}
 	status = 0;
 out_exec:
+	worker_waits_close(s->waits);
 	if (opened || s->ex.be) {
 		struct backend *be = s->ex.be;
 
@@ -727,6 +816,7 @@ out:
 		if (s->c.shm_at)
 			munmap(s->c.shm_at, SHM_CHAN_MAP_MAX);
 		wire_msg_release(&s->c.reply);
+		wire_msg_release(&s->wait_reply);
 		free(s);
 	}
 	free(hello);
