@@ -926,6 +926,28 @@ static void sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
+/* Open the connection again, retrying while ternd restarts or a restore is
+ * under way: a connection refused, a hello the worker could not serve
+ * (CUDA_ERROR_NO_DEVICE: a restore that failed leaves the session suspended,
+ * and the next hello waits for it) and a hello whose worker died before it
+ * answered (CUDA_ERROR_UNKNOWN: killed during the restore) are tried again,
+ * backing off from 50 ms to 1 s, for up to reconnect_ms in all (*@waited
+ * counts it). A refusal (bad credentials, another protocol) is final. */
+static CUresult conn_reopen_locked(struct shim_process *p, int *waited)
+{
+	int backoff = 50;
+
+	for (;;) {
+		CUresult res = conn_open_locked(p);
+
+		if ((res != CUDA_ERROR_NO_DEVICE && res != CUDA_ERROR_UNKNOWN) || *waited >= p->reconnect_ms)
+			return res;
+		sleep_ms(backoff);
+		*waited += backoff;
+		backoff = backoff * 2 < 1000 ? backoff * 2 : 1000;
+	}
+}
+
 /* Send logged request @e again after a reconnect. A round trip's reply is
  * read at once (into its waiting thread's round trip, if any), except a
  * `wait` call's: the worker answers that when its wait is over, which may
@@ -971,13 +993,7 @@ static int session_recover_locked(struct shim_process *p)
 		int ret = 0;
 
 		conn_close_locked(p);
-		res = conn_open_locked(p);
-		if (res == CUDA_ERROR_NO_DEVICE && waited < p->reconnect_ms) {
-			/* ternd itself may be restarting: keep trying for a while. */
-			sleep_ms(100);
-			waited += 100;
-			continue;
-		}
+		res = conn_reopen_locked(p, &waited);
 		if (res != CUDA_SUCCESS)
 			return -ESTALE;
 		resume = p->resume_seq;

@@ -163,6 +163,11 @@ int capture_open(struct backend *be, CUdevice dev, const struct capture_config *
 	rc = capture_hash_open(c);
 	if (rc)
 		goto out_close;
+	/* The snapshot's own host memory, pinned for the session's life: the
+	 * figure to count when sizing a host (operations.md, "Memory pressure"). */
+	pr_info("%u pinned staging buffers of %llu MiB: %llu MiB of host memory for snapshots", c->nstg,
+		(unsigned long long)(c->cfg.staging_bytes >> 20),
+		(unsigned long long)((c->cfg.staging_bytes * c->nstg) >> 20));
 	*out = c;
 	return 0;
 out_close:

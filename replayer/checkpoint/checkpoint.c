@@ -132,7 +132,12 @@ static void *job_drain(void *arg)
 	/* The driver's current context is per thread. */
 	ex->be->cuCtxSetCurrent(job->ctx);
 	ret = capture_finish(job->ck->capture, &job->stats);
-	if (ret)
+	/* A full store is the likely cause: say which write failed and that
+	 * earlier snapshots are intact (snap_store_error). */
+	if ((ret == -ENOSPC || ret == -EDQUOT) && snap_store_error(job->store)[0])
+		snprintf(job->error, sizeof(job->error), "copying device memory failed: %s",
+			 snap_store_error(job->store));
+	else if (ret)
 		snprintf(job->error, sizeof(job->error), "copying device memory failed: %s", strerror(-ret));
 	if (!ret) {
 		ret = snap_writer_commit(job->writer, &job->wstats);
@@ -672,60 +677,36 @@ int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char 
 		       uint64_t *seq, void **reply, size_t *reply_len, struct control_reply *result)
 {
 	struct exec *ex = ck->ex;
-	struct snap_store_config scfg = { 0 };
-	struct snap_store *store = NULL;
-	struct snap_reader *reader = NULL;
-	struct tracker *saved = NULL;
+	struct checkpoint_saved snap;
+	struct snap_store *store;
+	struct snap_reader *reader;
+	struct tracker *saved;
 	struct capture_stats stats = { 0 };
 	struct restore_ctx rc = { .ex = ex };
-	char err[512] = "", copy[] = "/tmp/tern-restore-XXXXXX";
+	char err[512] = "";
 	const void *r;
 	size_t rlen;
 	uint64_t v, t0 = now_ns(), devices = 1;
 	CUresult res;
 	struct capture *capt;
-	int fd = -1, ret;
+	int ret;
 
 	rc.err = err;
 	rc.errlen = sizeof(err);
-	ret = snap_store_open(store_dir, &scfg, 0, &store);
-	if (ret) {
-		snprintf(err, sizeof(err), "cannot open the snapshot store %s: %s", store_dir, strerror(-ret));
+	ret = checkpoint_saved_open(&snap, store_dir, name, err, sizeof(err));
+	store = snap.store;
+	reader = snap.reader;
+	saved = snap.journal;
+	if (ret)
 		goto out;
-	}
-	ret = snap_reader_open(store, name, &reader);
-	if (ret) {
-		snprintf(err, sizeof(err), "cannot read snapshot '%s': %s", name, snap_store_error(store));
-		goto out;
-	}
-	fd = mkstemp(copy);
-	ret = fd < 0 ? -errno : snap_reader_journal_write(reader, fd);
-	if (!ret)
-		ret = tracker_open(copy, TRACKER_OPEN_RDONLY, &saved);
-	if (ret) {
-		snprintf(err, sizeof(err), "the journal of '%s' is unreadable: %s", name, strerror(-ret));
-		goto out;
-	}
 	rc.saved = saved;
-	if (tracker_meta_u64_get(saved, TRACKER_META_ARENA_BASE, &v) || v != arena_base(ex->arena)) {
-		snprintf(err, sizeof(err), "snapshot '%s' was taken with another arena base; start ternd "
-			 "with --arena-base 0x%llx", name, (unsigned long long)v);
-		ret = -EINVAL;
+	ret = checkpoint_target_check(saved, name, &(struct checkpoint_target){
+					      .arena_base = arena_base(ex->arena), .arena_size = arena_size(ex->arena),
+					      .devices = ex->dev_count, .quota = ex->cfg.quota }, err, sizeof(err));
+	if (ret)
 		goto out;
-	}
-	/* Each device's arena lies at base + ordinal * size: both must agree. */
-	if (!tracker_meta_u64_get(saved, TRACKER_META_ARENA_SIZE, &v) && v != arena_size(ex->arena)) {
-		snprintf(err, sizeof(err), "snapshot '%s' was taken with another arena size; start ternd "
-			 "with --arena-size %llu", name, (unsigned long long)v);
-		ret = -EINVAL;
-		goto out;
-	}
-	if (!tracker_meta_u64_get(saved, EXEC_META_DEVICE_COUNT, &devices) && devices > ex->dev_count) {
-		snprintf(err, sizeof(err), "snapshot '%s' holds a session of %llu devices; this ternd "
-			 "gives sessions %u", name, (unsigned long long)devices, ex->dev_count);
-		ret = -ENODEV;
-		goto out;
-	}
+	if (tracker_meta_u64_get(saved, EXEC_META_DEVICE_COUNT, &devices))
+		devices = 1;
 	ret = exec_vmm_restore_begin(ex, saved, err, sizeof(err));
 	if (!ret)
 		ret = tracker_region_foreach(saved, restore_region, &rc);
@@ -827,12 +808,6 @@ out:
 	for (unsigned i = 0; i < rc.obj_count; i++)
 		free(rc.objs[i].args);
 	free(rc.objs);
-	tracker_close(saved);
-	if (fd >= 0) {
-		close(fd);
-		unlink(copy);
-	}
-	snap_reader_close(reader);
-	snap_store_close(store);
+	checkpoint_saved_close(&snap);
 	return ret;
 }

@@ -78,13 +78,48 @@ int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char 
 		       uint64_t *seq, void **reply, size_t *reply_len,
 		       struct control_reply *result);
 
+/* checkpoint_check.c: what a restore can check before a live worker stops.
+ * The worker that would take the snapshot: its arenas, the devices a session
+ * gets, the quota (0: none). */
+struct snap_store;
+struct snap_reader;
+struct checkpoint_target {
+	uint64_t arena_base;
+	uint64_t arena_size;
+	unsigned devices;           /* devices a session of this ternd gets */
+	uint64_t quota;
+};
+struct tracker;
+/* A snapshot opened for reading, with its journal copied out and open
+ * (read only): what a restore and its check start from. Close it with
+ * checkpoint_saved_close (also after a failed open). */
+struct checkpoint_saved {
+	struct snap_store *store;
+	struct snap_reader *reader;
+	struct tracker *journal;
+	int fd;                     /* the journal's copy, removed at close */
+	char copy[32];
+};
+int checkpoint_saved_open(struct checkpoint_saved *snap, const char *store_dir, const char *name, char *err,
+			  size_t errlen);
+void checkpoint_saved_close(struct checkpoint_saved *snap);
+/* Every checksum of snapshot @name of @store_dir (as snap_store_verify),
+ * then checkpoint_target_check on its journal. Touches no backend: safe in
+ * the supervisor's children. 0, or -errno with @err saying what a restore
+ * would fail on (-EBADMSG, -ENOENT, -EINVAL, -ENODEV, -EDQUOT). */
+int checkpoint_restore_check(const char *store_dir, const char *name, const struct checkpoint_target *t,
+			     char *err, size_t errlen);
+/* The arena base and size, the device count and the quota of the journal
+ * @saved of snapshot @name against @t. */
+int checkpoint_target_check(struct tracker *saved, const char *name, const struct checkpoint_target *t,
+			    char *err, size_t errlen);
+
 /* checkpoint_state.c: settings and module globals (docs/journal.md).
  * save: write the contents of every module global into the journal (the
  * device is idle); restore_ctx: the context's settings, before objects;
  * func/stream: an object's own settings from its record, right after it is
  * made again; restore_late: the built-in streams' attributes and the module
  * globals, once every object is back. */
-struct tracker;
 struct tracker_object;
 void checkpoint_image_globals_free(struct checkpoint *ck);
 int checkpoint_state_save(struct checkpoint *ck, char *err, size_t errlen);

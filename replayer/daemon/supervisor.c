@@ -4,6 +4,8 @@
 #include "control_msg.h"
 #include "ipc_broker.h"
 #include "log.h"
+#include "oom.h"
+#include "restore_check.h"
 #include "snap_sessions.h"
 #include "snap_store.h"
 #include "wire_calls.h"
@@ -64,6 +66,9 @@ struct worker_link {
 	int client_fd;
 	bool suspending;
 	char snapshot[SNAP_NAME_MAX + 1];   /* the one being written */
+	char restoring[SNAP_NAME_MAX + 1];  /* the one it restores, until it is ready */
+	int32_t restoring_device;           /* and onto which device */
+	bool stopped;                       /* killed for a restore: what it says is stale */
 	struct session_cred cred;           /* of the session this worker serves */
 	bool told;                          /* its hello was answered (worker_hello) */
 };
@@ -89,7 +94,17 @@ struct session_known {
 	int client_fd;                     /* waiting for the restore to happen */
 	int waiting_slot;                  /* a worker told to wait, or -1 */
 	struct session_cred cred;          /* for the plan: who may come back */
+	/* A restore being checked (restore_check.h) before anything stops. */
+	int check_fd;                      /* its answer, or -1 */
+	pid_t check_pid;
+	int check_client_fd;
+	int check_device;
+	char check_snapshot[SNAP_NAME_MAX + 1];
+	struct session_cred check_cred;      /* the snapshot's, for the plan once checked */
 };
+
+/* Restore checks at once: each is a child reading a whole snapshot. */
+#define RESTORE_CHECKS_MAX 8
 
 struct supervisor {
 	struct supervisor_config *cfg;
@@ -105,6 +120,7 @@ struct supervisor {
 	struct preauth preauth;
 	struct control_client clients[CONTROL_CLIENTS_MAX];
 	uint64_t hellos_refused;            /* failed a check before any fork */
+	int backend_devices;                /* probed at start; negative: unknown */
 };
 
 static uint64_t monotonic_ms(void)
@@ -203,6 +219,8 @@ static struct session_known *known_get(struct supervisor *sv, const char *id, bo
 	snprintf(free_entry->id, sizeof(free_entry->id), "%s", id);
 	free_entry->client_fd = -1;
 	free_entry->waiting_slot = -1;
+	free_entry->check_fd = -1;
+	free_entry->check_client_fd = -1;
 	return free_entry;
 }
 
@@ -215,9 +233,19 @@ static void sessions_path(struct supervisor *sv, char *out, size_t cap)
  * started later on this state directory resumes suspended sessions and
  * `ckpt rm` leaves their snapshots alone.  Called after every change of a
  * plan or of a latest snapshot. */
+/* The worker restoring session @id from a snapshot, if one is. */
+static const struct worker_link *restoring_link(const struct supervisor *sv, const char *id)
+{
+	for (unsigned i = 0; i < SESSION_SLOTS; i++)
+		if (sv->links[i].restoring[0] && !strcmp(sv->slots[i].id, id))
+			return &sv->links[i];
+	return NULL;
+}
+
 static int known_save(struct supervisor *sv)
 {
 	struct snap_session *v = calloc(sv->cfg->sessions_max, sizeof(*v));
+	const struct worker_link *restoring;
 	char path[4200];
 	uint32_t n = 0;
 	int ret;
@@ -235,6 +263,13 @@ static int known_save(struct supervisor *sv)
 		e->device = k->plan == PLAN_NONE ? -1 : k->device;
 		if (k->plan != PLAN_NONE)
 			snprintf(e->snapshot, sizeof(e->snapshot), "%s", k->snapshot);
+		else if ((restoring = restoring_link(sv, k->id))) {
+			/* Until its worker is ready, a ternd started later must
+			 * still restore it (restore_done saves it done). */
+			e->plan = PLAN_RESTORE;
+			e->device = restoring->restoring_device;
+			snprintf(e->snapshot, sizeof(e->snapshot), "%s", restoring->restoring);
+		}
 		snprintf(e->latest, sizeof(e->latest), "%s", k->latest);
 		n++;
 	}
@@ -378,14 +413,62 @@ static struct session_slot *slot_claim(struct supervisor *sv, unsigned *index)
 	return NULL;
 }
 
-/* The live worker serving @id, other than slot @except. */
+/* The live worker serving @id, other than slot @except (one stopped for a
+ * restore serves nothing). */
 static int slot_of_session(struct supervisor *sv, const char *id, int except)
 {
 	for (unsigned i = 0; i < SESSION_SLOTS; i++)
 		if ((int)i != except && atomic_load(&sv->slots[i].state) != SESSION_FREE &&
-		    atomic_load(&sv->slots[i].pid) > 0 && !strcmp(sv->slots[i].id, id))
+		    atomic_load(&sv->slots[i].pid) > 0 && !sv->links[i].stopped && !strcmp(sv->slots[i].id, id))
 			return (int)i;
 	return -1;
+}
+
+/* In a child of the supervisor: close what is the supervisor's, wipe the
+ * credentials it keeps, and keep only @keep of the connections proving
+ * themselves (NULL: none). */
+static void supervisor_child_close(struct supervisor *sv, const struct preauth_conn *keep)
+{
+	for (unsigned i = 0; i < sv->cfg->listen_count; i++)
+		close(sv->listen_fd[i]);
+	for (unsigned i = 0; i < SESSION_SLOTS; i++) {
+		if (sv->links[i].fd >= 0)
+			close(sv->links[i].fd);
+		if (sv->links[i].ipc_fd >= 0)
+			close(sv->links[i].ipc_fd);
+		if (sv->links[i].client_fd >= 0)
+			close(sv->links[i].client_fd);
+		explicit_bzero(&sv->links[i].cred, sizeof(sv->links[i].cred));
+	}
+	/* A ckpt client waiting on the supervisor must see its answer's
+	 * end when the supervisor closes it, not be held open by us. */
+	for (unsigned i = 0; i < sv->cfg->sessions_max; i++) {
+		if (sv->known[i].client_fd >= 0)
+			close(sv->known[i].client_fd);
+		if (sv->known[i].check_client_fd >= 0)
+			close(sv->known[i].check_client_fd);
+		if (sv->known[i].check_fd >= 0)
+			close(sv->known[i].check_fd);
+		explicit_bzero(&sv->known[i].cred, sizeof(sv->known[i].cred));
+		explicit_bzero(&sv->known[i].check_cred, sizeof(sv->known[i].check_cred));
+	}
+	for (unsigned i = 0; i < CONTROL_CLIENTS_MAX; i++)
+		if (sv->clients[i].fd >= 0)
+			close(sv->clients[i].fd);
+	/* Other guests' connections are not ours; our own (and its
+	 * hello, which wcfg points at) stays. */
+	for (unsigned i = 0; i < sv->preauth.cfg.max; i++)
+		if (&sv->preauth.conns[i] != keep && sv->preauth.conns[i].fd >= 0)
+			close(sv->preauth.conns[i].fd);
+	close(sv->control_fd);
+	close(sv->signal_fd);
+	close(sv->state_lock_fd);
+}
+
+/* For restore_check_start: a restore check keeps nothing of ours. */
+static void supervisor_fds_close(void *opaque)
+{
+	supervisor_child_close(opaque, NULL);
 }
 
 /* Fork the worker of a hello that passed every check: @c's connection and
@@ -446,35 +529,7 @@ static void session_start(struct supervisor *sv, struct preauth_conn *c, const c
 		int fd = c->fd;
 
 		/* The worker keeps only its connection and its line to us. */
-		for (unsigned i = 0; i < sv->cfg->listen_count; i++)
-			close(sv->listen_fd[i]);
-		for (unsigned i = 0; i < SESSION_SLOTS; i++) {
-			if (sv->links[i].fd >= 0)
-				close(sv->links[i].fd);
-			if (sv->links[i].ipc_fd >= 0)
-				close(sv->links[i].ipc_fd);
-			if (sv->links[i].client_fd >= 0)
-				close(sv->links[i].client_fd);
-			explicit_bzero(&sv->links[i].cred, sizeof(sv->links[i].cred));
-		}
-		/* A ckpt client waiting on the supervisor must see its answer's
-		 * end when the supervisor closes it, not be held open by us. */
-		for (unsigned i = 0; i < sv->cfg->sessions_max; i++) {
-			if (sv->known[i].client_fd >= 0)
-				close(sv->known[i].client_fd);
-			explicit_bzero(&sv->known[i].cred, sizeof(sv->known[i].cred));
-		}
-		for (unsigned i = 0; i < CONTROL_CLIENTS_MAX; i++)
-			if (sv->clients[i].fd >= 0)
-				close(sv->clients[i].fd);
-		/* Other guests' connections are not ours; our own (and its
-		 * hello, which wcfg points at) stays. */
-		for (unsigned i = 0; i < sv->preauth.cfg.max; i++)
-			if (&sv->preauth.conns[i] != c && sv->preauth.conns[i].fd >= 0)
-				close(sv->preauth.conns[i].fd);
-		close(sv->control_fd);
-		close(sv->signal_fd);
-		close(sv->state_lock_fd);
+		supervisor_child_close(sv, c);
 		close(pair[0]);
 		if (ipc[0] >= 0)
 			close(ipc[0]);
@@ -625,11 +680,18 @@ static void worker_hello(struct supervisor *sv, unsigned index, const char *id)
 	int other = slot_of_session(sv, id, (int)index);
 
 	l->told = true;
+	/* Its hello was read before it was stopped for a restore. */
+	if (l->stopped)
+		return;
 	if (k && k->plan == PLAN_RESTORE) {
 		pr_info("session %s: worker %d restores '%s'", id, atomic_load(&sv->slots[index].pid), k->snapshot);
 		struct control_link m = { .type = CONTROL_LINK_RESTORE, .device = k->device };
 
 		memcpy(m.snapshot, k->snapshot, sizeof(k->snapshot));
+		/* Until it says it is ready, its death leaves the session
+		 * suspended in this snapshot (restore_failed). */
+		memcpy(l->restoring, k->snapshot, sizeof(l->restoring));
+		l->restoring_device = k->device;
 		link_send(l, &m);
 		/* Whoever asked for the restore hears when it is done. */
 		l->client_fd = k->client_fd;
@@ -638,10 +700,16 @@ static void worker_hello(struct supervisor *sv, unsigned index, const char *id)
 		known_save(sv);
 		return;
 	}
-	if (k && k->plan == PLAN_SUSPENDED) {
-		link_send(l, &(struct control_link){ .type = CONTROL_LINK_WAIT });
-		k->waiting_slot = (int)index;
-		return;
+	if ((k && k->plan == PLAN_SUSPENDED) || (other >= 0 && sv->links[other].restoring[0])) {
+		/* Suspended, or its restore is under way: if that fails, the
+		 * session is suspended and this worker holds the guest for it. */
+		if (!k)
+			k = known_get(sv, id, true);
+		if (k) {
+			link_send(l, &(struct control_link){ .type = CONTROL_LINK_WAIT });
+			k->waiting_slot = (int)index;
+			return;
+		}
 	}
 	if (other >= 0) {
 		struct control_link m = { .type = CONTROL_LINK_REFUSE };
@@ -652,6 +720,51 @@ static void worker_hello(struct supervisor *sv, unsigned index, const char *id)
 		return;
 	}
 	link_send(l, &(struct control_link){ .type = CONTROL_LINK_NEW });
+}
+
+/* The worker of slot @index did not complete the restore of l->restoring
+ * (@why): the old worker is gone, so the session is left suspended in that
+ * snapshot, recorded like any suspension, for `ckpt resume` or another
+ * `ckpt restore`. Its guest's shim reconnects and waits. */
+static void restore_failed(struct supervisor *sv, unsigned index, const char *why)
+{
+	struct worker_link *l = &sv->links[index];
+	struct session_slot *slot = &sv->slots[index];
+	struct session_known *k = known_get(sv, slot->id, true);
+
+	if (!k) {
+		client_fail(&l->client_fd, "%s; session %s is lost (too many sessions known)", why, slot->id);
+		l->restoring[0] = 0;
+		return;
+	}
+	k->plan = PLAN_SUSPENDED;
+	memcpy(k->snapshot, l->restoring, sizeof(k->snapshot));
+	known_save(sv);
+	pr_warn("session %s: %s; suspended in '%s'", slot->id, why, k->snapshot);
+	client_fail(&l->client_fd, "%s; session %s is suspended in '%s': `ckpt resume %s [--device N]` tries "
+		    "again, `ckpt restore SNAPSHOT` restores another", why, slot->id, k->snapshot, slot->id);
+	l->restoring[0] = 0;
+}
+
+/* The worker of slot @index restored its session: what was recorded for
+ * the restore goes, and a worker waiting for the same session in case it
+ * failed is refused. */
+static void restore_done(struct supervisor *sv, unsigned index)
+{
+	struct session_known *k = known_get(sv, sv->slots[index].id, false);
+
+	sv->links[index].restoring[0] = 0;
+	if (!k || k->plan != PLAN_NONE)
+		return;
+	known_save(sv);         /* no longer to restore (known_save) */
+	if (k->waiting_slot >= 0 && sv->links[k->waiting_slot].fd >= 0) {
+		struct control_link m = { .type = CONTROL_LINK_REFUSE };
+
+		snprintf(m.reason, sizeof(m.reason), "session %s was restored by worker %d", k->id,
+			 atomic_load(&sv->slots[index].pid));
+		link_send(&sv->links[k->waiting_slot], &m);
+	}
+	k->waiting_slot = -1;
 }
 
 static void worker_line(struct supervisor *sv, unsigned index, char *line, size_t len)
@@ -668,6 +781,10 @@ static void worker_line(struct supervisor *sv, unsigned index, char *line, size_
 			worker_hello(sv, index, m.session);
 	} else if (m.type == CONTROL_LINK_READY) {
 		pr_debug("worker %d ready", atomic_load(&slot->pid));
+		if (l->restoring[0] && m.reply.kind == CONTROL_REPLY_ERROR)
+			restore_failed(sv, index, m.reply.error);
+		else if (l->restoring[0])
+			restore_done(sv, index);
 		client_finish(&l->client_fd, &m.reply);
 	} else if (m.type == CONTROL_LINK_PROGRESS) {
 		client_send(&l->client_fd, &m.reply);
@@ -750,6 +867,16 @@ static void workers_reap(struct supervisor *sv)
 		unsigned index = 0;
 		struct session_slot *s = slot_by_pid(sv, pid, &index);
 		const char *id = s && s->id[0] ? s->id : "(no hello)";
+		bool check = false;
+
+		/* A restore check: its answer (or its end) comes on its pipe. */
+		for (unsigned i = 0; i < sv->cfg->sessions_max && !s; i++)
+			if (sv->known[i].check_pid == pid) {
+				sv->known[i].check_pid = 0;
+				check = true;
+			}
+		if (check)
+			continue;
 
 		if (WIFSIGNALED(status))
 			pr_warn("session %s: worker %d killed by signal %d", id, pid, WTERMSIG(status));
@@ -764,6 +891,14 @@ static void workers_reap(struct supervisor *sv)
 		/* Read what it said last before forgetting it. */
 		while (sv->links[index].fd >= 0)
 			worker_readable(sv, index);
+		if (sv->links[index].restoring[0]) {
+			char why[128];
+
+			snprintf(why, sizeof(why), "the worker restoring '%s' %s %d", sv->links[index].restoring,
+				 WIFSIGNALED(status) ? "was killed by signal" : "exited with",
+				 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+			restore_failed(sv, index, why);
+		}
 		client_fail(&sv->links[index].client_fd,
 			    "the session's worker exited before answering; see ternd's log");
 		for (unsigned i = 0; i < sv->cfg->sessions_max; i++)
@@ -976,8 +1111,17 @@ static void request_restore(struct supervisor *sv, int client, const struct cont
 	struct session_cred cred = { 0 };
 	struct snap_manifest m;
 	struct snap_store *store = NULL;
-	int device = req->device >= 0 ? req->device : sv->cfg->worker.exec_cfg.device, live;
+	struct checkpoint_target target;
+	int device = req->device >= 0 ? req->device : sv->cfg->worker.exec_cfg.device, fd;
+	char err[256];
+	unsigned checks = 0;
+	pid_t pid;
 
+	/* -1 is "not given" (control_msg.c); other negative values are no device. */
+	if (req->device < -1) {
+		client_fail(&client, "restore of '%s' refused, nothing was stopped: no device %d", name, req->device);
+		return;
+	}
 	if (req->op == CONTROL_OP_RESUME)
 		k = known_get(sv, name, false);
 	if (k && k->plan == PLAN_SUSPENDED) {
@@ -1009,47 +1153,99 @@ static void request_restore(struct supervisor *sv, int client, const struct cont
 			return;
 		}
 	}
-	live = slot_of_session(sv, session, -1);
+	if (k->check_fd >= 0) {
+		client_fail(&client, "a restore of session %s is being checked already; retry when it is done",
+			    session);
+		return;
+	}
+	for (unsigned i = 0; i < sv->cfg->sessions_max; i++)
+		checks += sv->known[i].check_fd >= 0;
+	if (checks >= RESTORE_CHECKS_MAX) {
+		client_fail(&client, "%u restores are being checked already; retry when one is done", checks);
+		return;
+	}
+	/* Nothing is stopped before the restore is known to be able to
+	 * succeed: the device here, the snapshot and its fit in a child. */
+	if (restore_check_device(&sv->cfg->worker, device, sv->backend_devices, err, sizeof(err))) {
+		client_fail(&client, "restore of '%s' refused, nothing was stopped: %s", snapshot, err);
+		return;
+	}
+	store_path(sv, dir, sizeof(dir));
+	restore_check_target(&sv->cfg->worker, sv->backend_devices, &target);
+	fd = restore_check_start(dir, snapshot, &target, supervisor_fds_close, sv, &pid);
+	if (fd < 0) {
+		client_fail(&client, "cannot check the restore of '%s': %s", snapshot, strerror(-fd));
+		return;
+	}
+	k->check_fd = fd;
+	k->check_pid = pid;
+	k->check_client_fd = client;
+	k->check_device = device;
+	k->check_cred = cred;
+	explicit_bzero(&cred, sizeof(cred));
+	snprintf(k->check_snapshot, sizeof(k->check_snapshot), "%s", snapshot);
+}
+
+/* The check of @k's restore answered: go ahead, or tell why not. */
+static void restore_checked(struct supervisor *sv, struct session_known *k)
+{
+	char err[RESTORE_CHECK_TEXT_MAX + 1];
+	int live, fd = k->check_fd;
+
+	k->check_fd = -1;
+	if (restore_check_answer(fd, err, sizeof(err))) {
+		pr_warn("session %s: restore of '%s' refused: %s", k->id, k->check_snapshot, err);
+		client_fail(&k->check_client_fd, "restore of '%s' refused, nothing was stopped: %s",
+			    k->check_snapshot, err);
+		explicit_bzero(&k->check_cred, sizeof(k->check_cred));
+		return;
+	}
+	live = slot_of_session(sv, k->id, -1);
 	/* A snapshot's state goes to the guest that made it: whoever holds
 	 * the id now may have claimed it after that guest's worker died.
 	 * Only a snapshot without a credential goes to the live guest. */
-	if (cred.set && live >= 0 && !auth_equal(cred.secret, sv->links[live].cred.secret, AUTH_CREDENTIAL_BYTES))
+	if (k->check_cred.set && live >= 0 &&
+	    !auth_equal(k->check_cred.secret, sv->links[live].cred.secret, AUTH_CREDENTIAL_BYTES))
 		pr_warn("session %s: its live guest is not the one that made '%s': only that one can come back",
-			session, snapshot);
-	if (!cred.set && live >= 0)
+			k->id, k->check_snapshot);
+	if (!k->check_cred.set && live >= 0)
 		k->cred = sv->links[live].cred;
 	else if (k->plan != PLAN_SUSPENDED)
-		k->cred = cred;
-	explicit_bzero(&cred, sizeof(cred));
+		k->cred = k->check_cred;
+	explicit_bzero(&k->check_cred, sizeof(k->check_cred));
 	if (k->client_fd >= 0)
 		close(k->client_fd);
 	k->plan = PLAN_RESTORE;
-	k->device = device;
-	snprintf(k->snapshot, sizeof(k->snapshot), "%s", snapshot);
-	k->client_fd = client;
+	k->device = k->check_device;
+	memcpy(k->snapshot, k->check_snapshot, sizeof(k->snapshot));
+	k->client_fd = k->check_client_fd;
+	k->check_client_fd = -1;
+	/* If ternd dies before the restore is done, the next one finds the
+	 * session to restore from this snapshot (known_save). */
 	known_save(sv);
 	if (k->waiting_slot >= 0) {
 		/* A worker holds the guest's reconnect already: restore now. */
-		worker_hello(sv, (unsigned)k->waiting_slot, session);
+		worker_hello(sv, (unsigned)k->waiting_slot, k->id);
 		k->waiting_slot = -1;
 		return;
 	}
-	if (live >= 0 && !sv->links[live].told && slot_of_session(sv, session, live) >= 0)
-		live = slot_of_session(sv, session, live);     /* the one serving it */
+	if (live >= 0 && !sv->links[live].told && slot_of_session(sv, k->id, live) >= 0)
+		live = slot_of_session(sv, k->id, live);     /* the one serving it */
 	if (live >= 0 && !sv->links[live].told) {
 		/* Forked for a checked hello that it has not passed on yet: it
 		 * hears the plan when it does (worker_hello). */
-		pr_info("session %s: worker %d restores '%s' once it has read its hello", session,
-			atomic_load(&sv->slots[live].pid), snapshot);
+		pr_info("session %s: worker %d restores '%s' once it has read its hello", k->id,
+			atomic_load(&sv->slots[live].pid), k->snapshot);
 		return;
 	}
 	if (live >= 0) {
 		/* Its guest reconnects to the restored state. */
-		pr_info("session %s: stopping worker %d for the restore of '%s'", session,
-			atomic_load(&sv->slots[live].pid), snapshot);
+		pr_info("session %s: stopping worker %d for the restore of '%s'", k->id,
+			atomic_load(&sv->slots[live].pid), k->snapshot);
+		sv->links[live].stopped = true;
 		kill(atomic_load(&sv->slots[live].pid), SIGKILL);
 	}
-	pr_info("session %s: '%s' is restored when its guest reconnects", session, snapshot);
+	pr_info("session %s: '%s' is restored when its guest reconnects", k->id, k->snapshot);
 }
 
 /* One whole request line from a control client: answer it (or hand the
@@ -1202,6 +1398,10 @@ static void workers_stop(struct supervisor *sv)
 	for (unsigned i = 0; i < SESSION_SLOTS; i++)
 		if (atomic_load(&sv->slots[i].state) != SESSION_FREE && atomic_load(&sv->slots[i].pid) > 0)
 			kill(atomic_load(&sv->slots[i].pid), SIGTERM);
+	/* A restore check changes nothing: it need not finish. */
+	for (unsigned i = 0; i < sv->cfg->sessions_max; i++)
+		if (sv->known[i].check_pid > 0)
+			kill(sv->known[i].check_pid, SIGKILL);
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (;;) {
 		bool left = false;
@@ -1259,7 +1459,8 @@ int supervisor_run(struct supervisor_config *cfg)
 {
 	static struct supervisor sv;
 	struct pollfd *pfd;
-	unsigned link_of[SESSION_SLOTS], ipc_of[SESSION_SLOTS], *pre_of, client_of[CONTROL_CLIENTS_MAX];
+	unsigned link_of[SESSION_SLOTS], ipc_of[SESSION_SLOTS], *pre_of, client_of[CONTROL_CLIENTS_MAX],
+		 check_of[RESTORE_CHECKS_MAX];
 	struct transport_url control_url = { .kind = TRANSPORT_UNIX };
 	sigset_t mask;
 	unsigned i;
@@ -1276,7 +1477,8 @@ int supervisor_run(struct supervisor_config *cfg)
 	for (i = 0; i < CONTROL_CLIENTS_MAX; i++)
 		sv.clients[i].fd = -1;
 	nofile_raise();
-	pfd = calloc(SUPERVISOR_LISTEN_MAX + 2 + 2 * SESSION_SLOTS + cfg->preauth.max + CONTROL_CLIENTS_MAX,
+	pfd = calloc(SUPERVISOR_LISTEN_MAX + 2 + 2 * SESSION_SLOTS + cfg->preauth.max + CONTROL_CLIENTS_MAX +
+		     RESTORE_CHECKS_MAX,
 		     sizeof(*pfd));
 	pre_of = calloc(cfg->preauth.max + 1, sizeof(*pre_of));
 	if (!pfd || !pre_of || preauth_init(&sv.preauth, &cfg->preauth)) {
@@ -1299,9 +1501,16 @@ int supervisor_run(struct supervisor_config *cfg)
 		return 1;
 	}
 	for (i = 0; i < cfg->sessions_max; i++)
-		sv.known[i] = (struct session_known){ .client_fd = -1, .waiting_slot = -1 };
+		sv.known[i] = (struct session_known){ .client_fd = -1, .waiting_slot = -1, .check_fd = -1,
+						      .check_client_fd = -1 };
 	if (known_load(&sv))
 		return 1;
+	/* The last process the OOM killer takes: every session depends on it. */
+	oom_score_adj_set(OOM_ADJ_SUPERVISOR);
+	sv.backend_devices = restore_check_devices_probe(&cfg->worker);
+	if (sv.backend_devices < 0)
+		pr_warn("cannot count the %s backend's devices (%s): a restore onto a missing device is "
+			"found only by its worker", cfg->worker.backend, strerror(-sv.backend_devices));
 	sv.slots = mmap(NULL, SESSION_SLOTS * sizeof(*sv.slots), PROT_READ | PROT_WRITE,
 			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sv.slots == MAP_FAILED) {
@@ -1338,7 +1547,8 @@ int supervisor_run(struct supervisor_config *cfg)
 	pr_info("ternd ready: backend %s, control %s, state %s", cfg->worker.backend, cfg->control_path,
 		cfg->state_dir);
 	while (running) {
-		unsigned n = 0, links = 0, ipcs = 0, ipc_at, pres = 0, pre_at, clients = 0, client_at;
+		unsigned n = 0, links = 0, ipcs = 0, ipc_at, pres = 0, pre_at, clients = 0, client_at, checks = 0,
+			 check_at;
 		int timeout = preauth_expire(&sv.preauth), t = control_clients_expire(&sv);
 
 		for (i = 0; i < cfg->listen_count; i++)
@@ -1355,6 +1565,12 @@ int supervisor_run(struct supervisor_config *cfg)
 			if (sv.links[i].ipc_fd >= 0) {
 				ipc_of[ipcs++] = i;
 				pfd[n++] = (struct pollfd){ .fd = sv.links[i].ipc_fd, .events = POLLIN };
+			}
+		check_at = n;
+		for (i = 0; i < cfg->sessions_max && checks < RESTORE_CHECKS_MAX; i++)
+			if (sv.known[i].check_fd >= 0) {
+				check_of[checks++] = i;
+				pfd[n++] = (struct pollfd){ .fd = sv.known[i].check_fd, .events = POLLIN };
 			}
 		pre_at = n;
 		for (i = 0; i < sv.preauth.cfg.max; i++)
@@ -1401,6 +1617,9 @@ int supervisor_run(struct supervisor_config *cfg)
 			    sv.links[ipc_of[i]].ipc_fd >= 0 &&
 			    ipc_broker_serve(sv.ipc, sv.links[ipc_of[i]].ipc_fd, ipc_of[i]))
 				ipc_link_close(&sv, ipc_of[i]);
+		for (i = 0; i < checks; i++)
+			if (pfd[check_at + i].revents & (POLLIN | POLLHUP | POLLERR))
+				restore_checked(&sv, &sv.known[check_of[i]]);
 		if (pfd[cfg->listen_count + 1].revents & POLLIN) {
 			struct signalfd_siginfo si;
 

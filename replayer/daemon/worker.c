@@ -6,6 +6,7 @@
 #include "checkpoint.h"
 #include "control.h"
 #include "log.h"
+#include "oom.h"
 #include "shm_chan.h"
 #include "wire_dispatch.h"
 #include "le.h"
@@ -591,6 +592,9 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 
 	if (!s || !hello)
 		goto out;
+	/* Forked from the supervisor, last in the OOM killer's order: not
+	 * before there is a session to lose (oom.h). */
+	oom_score_adj_set(OOM_ADJ_NOTHING_HELD);
 	s->cfg = cfg;
 	s->c.fd = fd;
 	wire_msg_init(&s->c.reply);
@@ -612,6 +616,7 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 		goto out;
 	}
 	opened = true;
+	oom_score_adj_set(OOM_ADJ_SESSION);
 	s->ex.host.conn_sock = s->c.fd;
 	s->waits = worker_waits_open(s->ex.be);
 	if (!s->waits)
