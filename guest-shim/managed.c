@@ -344,8 +344,17 @@ static int managed_fault(uint64_t addr)
 		res = range_move_locked(r, lo, hi - lo, false);
 		rpc_reply_unstash(&stash);
 		if (res != CUDA_SUCCESS) {
+			char msg[200];
+			int n = snprintf(msg, sizeof(msg), "tern: the application touched managed memory at "
+					 "%#llx, whose contents are on the device, and fetching them failed "
+					 "with CUDA error %d: it cannot go on\n", (unsigned long long)addr, res);
+
 			pr_err("fetching managed memory at %#llx from the device failed: %d",
 			       (unsigned long long)addr, res);
+			/* No call returns an error for a plain load: say so where the
+			 * user looks before the access kills the process. */
+			if (n > 0 && write(STDERR_FILENO, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1) < 0)
+				n = 0;
 			goto out_unlock;
 		}
 		if (range_protect_locked(r, lo, hi - lo, PROT_READ))
