@@ -69,6 +69,15 @@ struct graph_node_memcpy {
 	uint64_t width, height, depth;  /* width in bytes */
 };
 
+/* A CUDA_MEMCPY3D of device (or unified) endpoints as a memcpy node holds
+ * it, offsets folded into the addresses: CUDA_ERROR_NOT_SUPPORTED for host
+ * or array endpoints and levels of detail, which a description cannot
+ * carry (the worker cannot reach the guest's memory). The same mapping for
+ * the shim's requests and the worker's reads of a backend's node. */
+CUresult graph_node_memcpy_from_3d(const CUDA_MEMCPY3D *p, struct graph_node_memcpy *c);
+/* And back, for the backend. */
+void graph_node_memcpy_to_3d(const struct graph_node_memcpy *c, CUDA_MEMCPY3D *p);
+
 struct graph_node_memset {
 	uint64_t dst, pitch, width, height;     /* width in elements */
 	uint32_t value, element_size;

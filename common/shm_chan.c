@@ -33,6 +33,7 @@ struct shm_area {
 };
 
 _Static_assert(sizeof(struct shm_area) <= SHM_DATA_OFFSET, "shm header overflows its page");
+_Static_assert(SHM_CHAN_MAP_MAX == SHM_DATA_OFFSET + 2 * (size_t)SHM_RING_MAX, "SHM_CHAN_MAP_MAX is stale");
 
 static uint64_t now_ns(void)
 {
@@ -116,14 +117,15 @@ static int eventfd_check(int fd)
 	return fcntl(fd, F_SETFL, O_NONBLOCK) ? -errno : 0;
 }
 
-static int chan_map(struct shm_chan *c)
+static int chan_map(struct shm_chan *c, void *at)
 {
 	c->map_len = SHM_DATA_OFFSET + 2 * c->ring_bytes;
-	c->area = mmap(NULL, c->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, c->memfd, 0);
+	c->area = mmap(at, c->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | (at ? MAP_FIXED : 0), c->memfd, 0);
 	if (c->area == MAP_FAILED) {
 		c->area = NULL;
 		return -errno;
 	}
+	c->in_reservation = at != NULL;
 	return 0;
 }
 
@@ -147,7 +149,7 @@ int shm_chan_create(struct shm_chan *c, uint64_t ring_bytes, int sock)
 		ret = -errno;
 		goto fail;
 	}
-	ret = chan_map(c);
+	ret = chan_map(c, NULL);
 	if (ret)
 		goto fail;
 	c->area->magic = SHM_MAGIC;
@@ -167,7 +169,7 @@ void shm_chan_fds(const struct shm_chan *c, int fds[SHM_CHAN_FDS])
 	fds[2] = c->efd_self;
 }
 
-int shm_chan_attach(struct shm_chan *c, const int fds[SHM_CHAN_FDS], uint64_t ring_bytes, int sock)
+int shm_chan_attach(struct shm_chan *c, const int fds[SHM_CHAN_FDS], uint64_t ring_bytes, int sock, void *at)
 {
 	int ret = -EINVAL;
 
@@ -185,7 +187,7 @@ int shm_chan_attach(struct shm_chan *c, const int fds[SHM_CHAN_FDS], uint64_t ri
 	if (!ret)
 		ret = eventfd_check(c->efd_peer);
 	if (!ret)
-		ret = chan_map(c);
+		ret = chan_map(c, at);
 	if (ret)
 		goto fail;
 	if (__atomic_load_n(&c->area->magic, __ATOMIC_RELAXED) != SHM_MAGIC) {
@@ -208,7 +210,10 @@ fail:
 
 void shm_chan_close(struct shm_chan *c)
 {
-	if (c->area)
+	/* Pages in a caller's reservation go back to it, reserved again. */
+	if (c->area && c->in_reservation)
+		mmap(c->area, c->map_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+	else if (c->area)
 		munmap(c->area, c->map_len);
 	if (c->memfd >= 0)
 		close(c->memfd);

@@ -36,6 +36,8 @@ enum shm_side {
 #define SHM_RING_DEFAULT (8u << 20)
 #define SHM_RING_MIN (64u << 10)
 #define SHM_RING_MAX (256u << 20)
+/* The most a channel maps: its header page and two rings of the largest. */
+#define SHM_CHAN_MAP_MAX (4096u + 2 * (size_t)SHM_RING_MAX)
 /* How long a side spins before it sleeps, unless told otherwise. */
 #define SHM_SPIN_NS_DEFAULT 50000u
 
@@ -48,6 +50,7 @@ struct shm_ring;
 struct shm_chan {
 	struct shm_area *area;          /* the shared pages */
 	size_t map_len;
+	bool in_reservation;            /* mapped over a reservation of the caller's */
 	uint64_t ring_bytes;            /* our copy: never read back from shared memory */
 	struct shm_ring *tx, *rx;
 	uint8_t *tx_data, *rx_data;
@@ -62,9 +65,10 @@ struct shm_chan {
 /* Guest: make the memfd and eventfds and map them. 0 or -errno. */
 int shm_chan_create(struct shm_chan *c, uint64_t ring_bytes, int sock);
 /* Worker: check and map what the guest sent (fds are taken over, closed on
- * failure). 0, or -EINVAL for a memfd that is not sealed, too small or not
- * laid out as asked, -errno otherwise. */
-int shm_chan_attach(struct shm_chan *c, const int fds[SHM_CHAN_FDS], uint64_t ring_bytes, int sock);
+ * failure), at @at when it is not NULL: a reservation of SHM_CHAN_MAP_MAX
+ * bytes the caller owns. 0, or -EINVAL for a memfd that is not sealed, too
+ * small or not laid out as asked, -errno otherwise. */
+int shm_chan_attach(struct shm_chan *c, const int fds[SHM_CHAN_FDS], uint64_t ring_bytes, int sock, void *at);
 void shm_chan_close(struct shm_chan *c);
 /* The fds to hand to the worker, in the order shm_chan_attach takes them. */
 void shm_chan_fds(const struct shm_chan *c, int fds[SHM_CHAN_FDS]);

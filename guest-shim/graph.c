@@ -251,42 +251,23 @@ SHIM_API CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGra
 			       nodeParams->kern, KERNEL_FIELDS(nodeParams));
 }
 
-/* A copy's device end: device memory, or a unified pointer into the arena or
- * a __managed__ variable (managed memory runs on its device copy; a graph's
- * launch is a coherence point). Offsets are folded into the address. */
-static CUresult copy_end(CUmemorytype type, CUdeviceptr dev, size_t x, size_t y, size_t z, size_t pitch,
-			 size_t rows, uint64_t *out)
+/* A unified end the worker can reach: the arena or a __managed__ variable
+ * (managed memory runs on its device copy; a graph's launch is a coherence
+ * point), not host memory under unified addressing. */
+static bool copy_end_reachable(CUmemorytype type, CUdeviceptr dev)
 {
-	if (type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED)
-		return CUDA_ERROR_NOT_SUPPORTED;
-	if (type == CU_MEMORYTYPE_UNIFIED && !rpc_arena_contains(dev, 1) && !managed_contains(dev))
-		return CUDA_ERROR_NOT_SUPPORTED;        /* host memory under unified addressing */
-	*out = dev + x + (y + z * rows) * pitch;
-	return CUDA_SUCCESS;
+	return type != CU_MEMORYTYPE_UNIFIED || rpc_arena_contains(dev, 1) || managed_contains(dev);
 }
 
-CUresult memcpy_req(const CUDA_MEMCPY3D *p, struct wire_graph_add_memcpy_node_req *req)
+CUresult memcpy_node_of(const CUDA_MEMCPY3D *p, struct graph_node_memcpy *c)
 {
-	CUresult res;
+	CUresult res = p ? graph_node_memcpy_from_3d(p, c) : CUDA_ERROR_INVALID_VALUE;
 
-	if (!p || p->srcLOD || p->dstLOD)
-		return CUDA_ERROR_INVALID_VALUE;
-	res = copy_end(p->srcMemoryType, p->srcDevice, p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch,
-		       p->srcHeight, &req->src);
-	if (res == CUDA_SUCCESS)
-		res = copy_end(p->dstMemoryType, p->dstDevice, p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch,
-			       p->dstHeight, &req->dst);
-	if (res == CUDA_ERROR_NOT_SUPPORTED) {
+	if (res == CUDA_SUCCESS && (!copy_end_reachable(p->srcMemoryType, p->srcDevice) ||
+				    !copy_end_reachable(p->dstMemoryType, p->dstDevice)))
+		res = CUDA_ERROR_NOT_SUPPORTED;
+	if (res == CUDA_ERROR_NOT_SUPPORTED)
 		pr_warn("graph memcpy nodes with host memory or arrays are not supported by tern");
-		return res;
-	}
-	req->src_pitch = p->srcPitch;
-	req->src_height = p->srcHeight;
-	req->dst_pitch = p->dstPitch;
-	req->dst_height = p->dstHeight;
-	req->width = p->WidthInBytes;
-	req->height = p->Height;
-	req->depth = p->Depth;
 	return res;
 }
 
@@ -295,15 +276,18 @@ SHIM_API CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 {
 	struct wire_graph_add_memcpy_node_req req = { .graph = (uint64_t)(uintptr_t)hGraph };
 	struct wire_graph_add_memcpy_node_rep rep;
+	struct graph_node_memcpy c;
 	uint8_t *buf = NULL;
 	CUresult res;
 
 	(void)ctx;      /* the session's one context */
 	if (!phGraphNode || !graph_handle_ok(hGraph))
 		return CUDA_ERROR_INVALID_VALUE;
-	res = memcpy_req(copyParams, &req);
-	if (res == CUDA_SUCCESS)
+	res = memcpy_node_of(copyParams, &c);
+	if (res == CUDA_SUCCESS) {
+		MEMCPY_NODE_REQ(&req, &c);
 		res = deps_blob(req.graph, dependencies, numDependencies, &buf, &req.deps);
+	}
 	if (res == CUDA_SUCCESS)
 		res = rpc_graph_add_memcpy_node(&req, &rep);
 	free(buf);

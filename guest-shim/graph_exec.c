@@ -309,6 +309,16 @@ struct kargs {
 static pthread_mutex_t kargs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct kargs *kargs_list;
 
+void graph_exec_fork_lock(void)
+{
+	pthread_mutex_lock(&kargs_lock);
+}
+
+void graph_exec_fork_unlock(void)
+{
+	pthread_mutex_unlock(&kargs_lock);
+}
+
 static CUresult kargs_get(uint64_t graph, uint32_t index, uint64_t fn, const struct wire_blob *args, void ***out,
 			  uint64_t *kernel)
 {
@@ -521,23 +531,15 @@ static CUresult node_target(CUgraphExec x, CUgraphNode hNode, uint64_t *exec, ui
 
 static CUresult memcpy_set(CUgraphExec x, CUgraphNode hNode, const CUDA_MEMCPY3D *p)
 {
-	struct wire_graph_add_memcpy_node_req add;
+	struct graph_node_memcpy c;
 	struct wire_graph_memcpy_node_set_params_req req;
 	CUresult res = node_target(x, hNode, &req.exec, &req.graph, &req.node);
 
 	if (res == CUDA_SUCCESS)
-		res = memcpy_req(p, &add);
+		res = memcpy_node_of(p, &c);
 	if (res != CUDA_SUCCESS)
 		return res;
-	req.dst = add.dst;
-	req.dst_pitch = add.dst_pitch;
-	req.dst_height = add.dst_height;
-	req.src = add.src;
-	req.src_pitch = add.src_pitch;
-	req.src_height = add.src_height;
-	req.width = add.width;
-	req.height = add.height;
-	req.depth = add.depth;
+	MEMCPY_NODE_REQ(&req, &c);
 	return NODE_SET_RPC(graph_memcpy_node_set_params, x, &req);
 }
 

@@ -6,6 +6,7 @@
 #ifndef TERN_SHIM_GRAPH_INTERNAL_H
 #define TERN_SHIM_GRAPH_INTERNAL_H
 
+#include "graph_desc.h"
 #include "shim.h"
 
 /* A node index that names no node (the worker's GRAPH_NODE_NONE). */
@@ -51,7 +52,21 @@ CUresult node_out(uint64_t graph, uint32_t index, CUgraphNode *out);
 CUresult kernel_node_get(CUfunction func, CUkernel kern, const unsigned grid[3], const unsigned block[3],
 			 unsigned shared, void **kernelParams, void **extra, struct kernel_node *k);
 /* A memcpy node's request fields from the guest's CUDA_MEMCPY3D, device memory only. */
-CUresult memcpy_req(const CUDA_MEMCPY3D *p, struct wire_graph_add_memcpy_node_req *req);
+CUresult memcpy_node_of(const CUDA_MEMCPY3D *p, struct graph_node_memcpy *c);
+/* A memcpy node's fields into a request that has them by the same names
+ * (graph_add_memcpy_node, graph_memcpy_node_set_params). */
+#define MEMCPY_NODE_REQ(req, c)                                                        \
+	do {                                                                           \
+		(req)->dst = (c)->dst;                                                 \
+		(req)->dst_pitch = (c)->dst_pitch;                                     \
+		(req)->dst_height = (c)->dst_height;                                   \
+		(req)->src = (c)->src;                                                 \
+		(req)->src_pitch = (c)->src_pitch;                                     \
+		(req)->src_height = (c)->src_height;                                   \
+		(req)->width = (c)->width;                                             \
+		(req)->height = (c)->height;                                           \
+		(req)->depth = (c)->depth;                                             \
+	} while (0)
 /* cuGraphKernelNodeSetParams for any parameter version (also behind cuGraphNodeSetParams). */
 CUresult kernel_node_set(CUgraphNode hNode, CUfunction func, CUkernel kern, const unsigned grid[3],
 			 const unsigned block[3], unsigned shared, void **kernelParams, void **extra);

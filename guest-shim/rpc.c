@@ -32,7 +32,6 @@
 
 #include <sys/socket.h>
 
-#define RPC_PROTOCOL 1u
 #define REPLAY_MAX_DEFAULT (256ull << 20)
 #define RECONNECT_MS_DEFAULT 60000
 
@@ -72,47 +71,55 @@ static void reply_buf_free(void *p)
 	free(p);
 }
 
+/* A token that breaks the rules (common/auth.h) is not used: the hello then
+ * fails on listeners that need one, with this said in the log. */
 static void token_load(struct shim_process *p)
 {
 	const char *tok = getenv("TERN_TOKEN");
 	const char *path = getenv("TERN_TOKEN_FILE");
+	const char *why;
+	char err[512];
 
-	p->token_len = 0;
+	p->token.len = 0;
 	if (tok && *tok) {
-		p->token_len = (uint32_t)strnlen(tok, sizeof(p->token));
-		memcpy(p->token, tok, p->token_len);
+		if (auth_token_parse((const uint8_t *)tok, strlen(tok), &p->token, &why))
+			pr_err("TERN_TOKEN %s: not used", why);
 	} else if (path && *path) {
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		ssize_t n;
-
-		if (fd < 0) {
-			pr_err("cannot open TERN_TOKEN_FILE %s: %s", path, strerror(errno));
-			return;
-		}
-		n = read(fd, p->token, sizeof(p->token));
-		close(fd);
-		if (n < 0)
-			n = 0;
-		while (n > 0 && (p->token[n - 1] == '\n' || p->token[n - 1] == '\r'))
-			n--;
-		p->token_len = (uint32_t)n;
+		if (auth_token_file_read(path, &p->token, err, sizeof(err)))
+			pr_err("TERN_TOKEN_FILE: %s: not used", err);
 	}
 }
 
 static void conn_close_locked(struct shim_process *p);
 
+/* Every lock of the shim, in the order its code nests them (shim.h): a
+ * managed mirror's coherence makes round trips under managed_lock; the
+ * last three are leaves, held by code that takes no other lock. */
 static void atfork_prepare(void)
 {
+	managed_fork_lock();
 	pthread_mutex_lock(&shim.conn_lock);
 	pthread_mutex_lock(&shim.cache_lock);
 	pthread_mutex_lock(&shim.hostfn_lock);
+	capture_fork_lock();
+	graph_exec_fork_lock();
+	export_table_fork_lock();
+}
+
+static void atfork_unlock(void)
+{
+	export_table_fork_unlock();
+	graph_exec_fork_unlock();
+	capture_fork_unlock();
+	pthread_mutex_unlock(&shim.hostfn_lock);
+	pthread_mutex_unlock(&shim.cache_lock);
+	pthread_mutex_unlock(&shim.conn_lock);
+	managed_fork_unlock();
 }
 
 static void atfork_parent(void)
 {
-	pthread_mutex_unlock(&shim.hostfn_lock);
-	pthread_mutex_unlock(&shim.cache_lock);
-	pthread_mutex_unlock(&shim.conn_lock);
+	atfork_unlock();
 }
 
 /* The child shares the parent's socket: it must never write to it. Closing
@@ -136,6 +143,9 @@ static void atfork_child(void)
 	shim.replay_tail = NULL;
 	shim.replay_bytes = 0;
 	shim.durable_seq = shim.resume_seq = shim.replay_gap = 0;
+	/* The parent's credential is the parent's session's. */
+	explicit_bzero(shim.credential, sizeof(shim.credential));
+	shim.has_credential = false;
 	shim.worker_capture_mode = 0;   /* a new session's worker starts in global mode */
 	/* The callback thread stayed in the parent; its socket is the parent's. */
 	if (shim.hostfn_fd >= 0)
@@ -154,9 +164,7 @@ static void atfork_child(void)
 	uobj_reset(&shim);
 	capture_reset();
 	managed_reset();
-	pthread_mutex_unlock(&shim.hostfn_lock);
-	pthread_mutex_unlock(&shim.cache_lock);
-	pthread_mutex_unlock(&shim.conn_lock);
+	atfork_unlock();
 }
 
 static void stats_report(void)
@@ -625,7 +633,9 @@ CUresult rpc_hostfn_ready(void)
 static CUresult conn_open_locked(struct shim_process *p)
 {
 	struct transport_url url;
-	struct wire_hello_req req = { .protocol = RPC_PROTOCOL };
+	struct wire_hello_req req = { .protocol = WIRE_PROTOCOL };
+	struct wire_challenge_rep challenge;
+	uint8_t nonce[AUTH_NONCE_BYTES], token_proof[AUTH_PROOF_BYTES], cred_proof[AUTH_PROOF_BYTES];
 	struct wire_hello_rep rep;
 	struct wire_cursor cur;
 	struct wire_msg m;
@@ -637,7 +647,7 @@ static CUresult conn_open_locked(struct shim_process *p)
 		pr_err("TERN_SERVER '%s' is not a transport URL", p->server);
 		return CUDA_ERROR_NO_DEVICE;
 	}
-	if (transport_url_needs_token(&url) && !p->token_len)
+	if (transport_url_needs_token(&url) && !p->token.len)
 		pr_warn("%s needs a token (TERN_TOKEN or TERN_TOKEN_FILE) and none is set", p->server);
 	fd = transport_connect(&url);
 	if (fd < 0) {
@@ -650,22 +660,39 @@ static CUresult conn_open_locked(struct shim_process *p)
 	gethostname(host, sizeof(host) - 1);
 	snprintf(req.session, sizeof(req.session), "%s", p->session);
 	snprintf(req.host, sizeof(req.host), "%s", host);
-	req.token.ptr = (const uint8_t *)p->token;
-	req.token.len = p->token_len;
 	req.pid = (uint32_t)getpid();
 	req.last_seq = p->seq;
 
+	/* The challenge and the hello are outside the request sequence. */
 	wire_msg_init(&m);
-	wire_hello_req_encode(&m, &req);
 	{
 		struct iovec iov[WIRE_MSG_IOV_MAX];
 		int niov;
 
-		/* The hello is outside the request sequence. */
-		ret = conn_exchange_locked(p, WIRE_CALL_HELLO, 0, &m, iov, &niov, &cur, &status);
+		ret = conn_exchange_locked(p, WIRE_CALL_CHALLENGE, 0, &m, iov, &niov, &cur, &status);
+		if (!ret && status == CUDA_SUCCESS &&
+		    (wire_challenge_rep_decode(&cur, &challenge) || challenge.nonce.len != AUTH_NONCE_BYTES))
+			ret = -EPROTO;
+		if (!ret && status == CUDA_SUCCESS) {
+			/* The reply buffer is the next exchange's: keep the nonce. */
+			memcpy(nonce, challenge.nonce.ptr, sizeof(nonce));
+			/* Proofs, never the secrets (common/auth.h). */
+			if (p->token.len) {
+				auth_token_proof(&p->token, nonce, req.session, token_proof);
+				req.token_proof = (struct wire_blob){ token_proof, sizeof(token_proof) };
+			}
+			if (p->has_credential) {
+				auth_credential_proof(p->credential, nonce, req.session, cred_proof);
+				req.credential_proof = (struct wire_blob){ cred_proof, sizeof(cred_proof) };
+			}
+			wire_msg_reset(&m);
+			wire_hello_req_encode(&m, &req);
+			ret = conn_exchange_locked(p, WIRE_CALL_HELLO, 0, &m, iov, &niov, &cur, &status);
+		}
 	}
 	wire_msg_release(&m);
-	if (!ret && status == CUDA_SUCCESS && wire_hello_rep_decode(&cur, &rep))
+	if (!ret && status == CUDA_SUCCESS &&
+	    (wire_hello_rep_decode(&cur, &rep) || rep.credential.len != AUTH_CREDENTIAL_BYTES))
 		ret = -EPROTO;
 	if (ret) {
 		pr_err("hello to ternd at %s failed: %s", p->server, strerror(-ret));
@@ -680,6 +707,17 @@ static CUresult conn_open_locked(struct shim_process *p)
 	p->quota = rep.quota;
 	p->worker_pid = rep.worker_pid;
 	p->resume_seq = rep.resume_seq;
+	{
+		uint8_t cred[AUTH_CREDENTIAL_BYTES];
+
+		memcpy(cred, rep.credential.ptr, sizeof(cred));
+		if (transport_url_needs_token(&url))
+			auth_credential_mask(&p->token, nonce, req.session, cred);
+		/* Issued with the session; a resumed one hears its own again. */
+		memcpy(p->credential, cred, sizeof(cred));
+		p->has_credential = true;
+		explicit_bzero(cred, sizeof(cred));
+	}
 	pr_info("session %s on %s: worker %u, arena %#llx+%#llx, quota %llu", p->session,
 		p->server, rep.worker_pid, (unsigned long long)rep.arena_base,
 		(unsigned long long)rep.arena_size, (unsigned long long)rep.quota);

@@ -1,5 +1,7 @@
 #define LOG_PREFIX "worker: "
 #include "worker.h"
+#include "auth.h"
+#include "snap_format.h"
 #include "checkpoint.h"
 #include "control.h"
 #include "log.h"
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -56,6 +59,7 @@ void worker_signals_install(void)
 struct worker_conn {
 	int fd;                         /* the socket; with shm on, only fds and hang-ups */
 	struct shm_chan shm;
+	void *shm_at;                   /* where the rings will be mapped: shm_reserve */
 	bool shm_on;                    /* messages go through the rings */
 	uint8_t *payload;
 	size_t cap;
@@ -140,6 +144,10 @@ static int reply_status(struct worker_conn *c, const struct wire_header *req, CU
 	return reply_send(c, req, flags);
 }
 
+/* Request buffers up to this size are reused; a larger one is freed
+ * before the next smaller request. */
+#define WORKER_PAYLOAD_KEEP (1u << 20)
+
 /* Read one request. 0 with the payload in c->payload, 1 if the request was
  * answered already (oversized), or -errno when the connection is unusable. */
 static int request_read(struct worker_conn *c, struct wire_header *h)
@@ -163,6 +171,14 @@ static int request_read(struct worker_conn *c, struct wire_header *h)
 		reply_status(c, h, CUDA_ERROR_INVALID_VALUE, WIRE_F_ERROR);
 		return -EPROTO;
 	}
+	/* A large request's buffer is not kept for the small ones after it:
+	 * a session holds what its largest message needed only while it is
+	 * served (docs/limits.md, "Host memory"). */
+	if (c->cap > WORKER_PAYLOAD_KEEP && h->length <= WORKER_PAYLOAD_KEEP) {
+		free(c->payload);
+		c->payload = NULL;
+		c->cap = 0;
+	}
 	if (h->length > c->cap) {
 		size_t cap = h->length < 65536 ? 65536 : h->length;
 		uint8_t *p = realloc(c->payload, cap);
@@ -175,19 +191,7 @@ static int request_read(struct worker_conn *c, struct wire_header *h)
 	return conn_recv(c, c->payload, h->length);
 }
 
-static bool token_equal(const char *want, struct wire_blob got)
-{
-	size_t n = strlen(want);
-	unsigned char diff = (unsigned char)(n != got.len);
-
-	/* Constant time in the length of the expected token. */
-	for (size_t i = 0; i < n; i++)
-		diff |= (unsigned char)(want[i] ^ (i < got.len ? got.ptr[i] : 0));
-	return diff == 0;
-}
-
-/* Session ids name files and appear in status output: keep them tame. */
-static void session_id_clean(char *out, const char *id)
+void worker_session_id_clean(char *out, const char *id)
 {
 	size_t i;
 
@@ -200,37 +204,21 @@ static void session_id_clean(char *out, const char *id)
 		out[0] = '_';
 }
 
-static int hello_wait(struct worker_conn *c, const struct worker_config *cfg,
-		      struct wire_header *h, struct wire_hello_req *hello)
+/* The hello the supervisor checked: into the connection's buffer, where
+ * every request lands. */
+static int hello_take(struct worker_conn *c, const struct worker_config *cfg, struct wire_header *h,
+		      struct wire_hello_req *hello)
 {
-	struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
 	struct wire_cursor cur;
-	int ret;
 
-	ret = poll(&pfd, 1, cfg->hello_timeout_ms);
-	if (ret <= 0) {
-		pr_warn("no hello within %d ms", cfg->hello_timeout_ms);
-		return -ETIMEDOUT;
-	}
-	ret = request_read(c, h);
-	if (ret)
-		return ret < 0 ? ret : -EPROTO;
+	*h = *cfg->hello_header;
+	c->cap = h->length < 65536 ? 65536 : h->length;
+	c->payload = malloc(c->cap);
+	if (!c->payload)
+		return -ENOMEM;
+	memcpy(c->payload, cfg->hello_payload, h->length);
 	wire_cursor_init(&cur, c->payload, h->length);
-	if (h->call != WIRE_CALL_HELLO || wire_hello_req_decode(&cur, hello) < 0) {
-		reply_status(c, h, CUDA_ERROR_INVALID_VALUE, WIRE_F_ERROR);
-		return -EPROTO;
-	}
-	if (hello->protocol != WIRE_VERSION) {
-		pr_warn("guest speaks protocol %u, this ternd %u", hello->protocol, WIRE_VERSION);
-		reply_status(c, h, CUDA_ERROR_NOT_SUPPORTED, 0);
-		return -EPROTO;
-	}
-	if (cfg->require_token && (!cfg->token || !token_equal(cfg->token, hello->token))) {
-		pr_warn("session %s from pid %u: bad token, refused", hello->session, hello->pid);
-		reply_status(c, h, CUDA_ERROR_NOT_PERMITTED, 0);
-		return -EACCES;
-	}
-	return 0;
+	return wire_hello_req_decode(&cur, hello) < 0 ? -EPROTO : 0;
 }
 
 static int cmd_send(const struct worker_config *cfg, const struct control_link *m)
@@ -319,6 +307,10 @@ static void snapshot_start(struct worker_session *s, const char *name, const cha
 	req.seq = s->seq;
 	req.reply = kept;
 	req.reply_len = kept_len;
+	req.auth_flags = (s->cfg->credential ? SNAP_AUTH_CREDENTIAL : 0) |
+			 (s->cfg->has_owner_uid ? SNAP_AUTH_OWNER_UID : 0);
+	req.credential = s->cfg->credential;
+	req.owner_uid = s->cfg->owner_uid;
 	if (checkpoint_begin(&s->ck, &req, &s->job, err, sizeof(err))) {
 		control_reply_error(&r, "snapshot '%s': %s", name, err);
 		cmd_reply_send(s->cfg, CONTROL_LINK_RESULT, &r);
@@ -409,7 +401,7 @@ static int shm_attach(struct worker_session *s, const struct wire_header *h, str
 		return reply_status(&s->c, h, CUDA_ERROR_INVALID_VALUE, WIRE_F_ERROR);
 	ret = shm_fds_recv(s->c.fd, fds, SHM_CHAN_FDS, SHM_FDS_TIMEOUT_MS);
 	if (!ret)
-		ret = shm_chan_attach(&s->c.shm, fds, req.ring_bytes, s->c.fd);
+		ret = shm_chan_attach(&s->c.shm, fds, req.ring_bytes, s->c.fd, s->c.shm_at);
 	if (ret) {
 		pr_warn("session %s: shared-memory channel refused (%s)", s->id, strerror(-ret));
 		status = CUDA_ERROR_INVALID_VALUE;
@@ -430,6 +422,21 @@ static void slot_memory_changed(void *opaque, uint64_t bytes)
 	struct session_slot *slot = opaque;
 
 	atomic_store_explicit(&slot->memory, bytes, memory_order_relaxed);
+}
+
+/* Reserve the address range the shared-memory rings will take, before the
+ * driver starts: mapped later, where the kernel would choose, they can land
+ * in the hole right below the driver's own reservations, where the driver
+ * then places __managed__ variables (32 MiB aligned, just below what it
+ * holds). A new session maps the rings before its guest loads its modules,
+ * a restored one after the restore loaded them: without this the restored
+ * worker's driver may place a variable 32 MiB away from where the guest
+ * mirrors it (checkpoint.md, "Module globals"). */
+static void shm_reserve(struct worker_conn *c)
+{
+	void *at = mmap(NULL, SHM_CHAN_MAP_MAX, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	c->shm_at = at == MAP_FAILED ? NULL : at;
 }
 
 static int session_open(struct worker_session *s, const struct wire_hello_req *hello,
@@ -476,6 +483,7 @@ static int session_open(struct worker_session *s, const struct wire_hello_req *h
 		}
 	}
 	local.exec_cfg.device = device;
+	shm_reserve(&s->c);
 	ret = backend_open(cfg->backend, &cfg->backend_cfg, &be);
 	if (!ret)
 		ret = exec_open(&s->ex, be, &local.exec_cfg,
@@ -531,10 +539,10 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	s->cfg = cfg;
 	s->c.fd = fd;
 	wire_msg_init(&s->c.reply);
-	ret = hello_wait(&s->c, cfg, &h, hello);
+	ret = hello_take(&s->c, cfg, &h, hello);
 	if (ret)
 		goto out;
-	session_id_clean(s->id, hello->session);
+	worker_session_id_clean(s->id, hello->session);
 	if (slot)
 		snprintf(slot->id, sizeof(slot->id), "%s", s->id);
 	ret = session_open(s, hello, slot, &ready);
@@ -553,6 +561,8 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 		atomic_store_explicit(&slot->state, SESSION_ACTIVE, memory_order_release);
 	pr_info("session %s: guest pid %u on device %d", s->id, hello->pid, s->ex.cfg.device);
 	wire_cursor_init(&cur, s->c.payload, h.length);
+	s->ex.hello_credential = cfg->credential_wire;
+	s->ex.hello_credential_len = cfg->credential_wire ? AUTH_CREDENTIAL_BYTES : 0;
 	/* The hello is answered like any call, with where to resume. */
 	wire_msg_reset(&s->c.reply);
 	ret = wire_dispatch(&s->ex, h.call, &cur, &s->c.reply);
@@ -650,6 +660,7 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 			continue;
 		}
 		wire_msg_reset(&s->c.reply);
+		exec_host_trim(&s->ex);
 		ret = exec_context_switch(&s->ex, h.ctx);
 		if (ret != CUDA_SUCCESS) {
 			wire_put_u32(&s->c.reply, (uint32_t)ret);
@@ -721,6 +732,8 @@ out:
 		free(s->c.payload);
 		if (s->c.shm_on)
 			shm_chan_close(&s->c.shm);
+		if (s->c.shm_at)
+			munmap(s->c.shm_at, SHM_CHAN_MAP_MAX);
 		wire_msg_release(&s->c.reply);
 		free(s);
 	}

@@ -89,27 +89,18 @@ static uint64_t function_handle_of(struct exec *ex, CUfunction fn, CUkernel kern
 	return m.handle;
 }
 
-/* Offsets are folded into the addresses; host and array endpoints have no
- * place in a description (the worker cannot reach the guest's memory). */
+/* A backend's memcpy node as a description holds it: at the guest's
+ * addresses (memcpy_check translates them back). */
 static CUresult copy_from_3d(struct exec *ex, const CUDA_MEMCPY3D *p, struct graph_node_memcpy *c)
 {
-	if ((p->srcMemoryType != CU_MEMORYTYPE_DEVICE && p->srcMemoryType != CU_MEMORYTYPE_UNIFIED) ||
-	    (p->dstMemoryType != CU_MEMORYTYPE_DEVICE && p->dstMemoryType != CU_MEMORYTYPE_UNIFIED) ||
-	    p->srcLOD || p->dstLOD)
-		return CUDA_ERROR_NOT_SUPPORTED;
-	c->src = p->srcDevice + p->srcXInBytes + (p->srcY + p->srcZ * p->srcHeight) * p->srcPitch;
-	c->dst = p->dstDevice + p->dstXInBytes + (p->dstY + p->dstZ * p->dstHeight) * p->dstPitch;
-	c->src_pitch = p->srcPitch;
-	c->src_height = p->srcHeight;
-	c->dst_pitch = p->dstPitch;
-	c->dst_height = p->dstHeight;
-	c->width = p->WidthInBytes;
-	c->height = p->Height;
-	c->depth = p->Depth;
-	(void)ex;
-	return CUDA_SUCCESS;
-}
+	CUresult res = graph_node_memcpy_from_3d(p, c);
 
+	if (res == CUDA_SUCCESS) {
+		c->src = exec_guest_addr(ex, c->src);
+		c->dst = exec_guest_addr(ex, c->dst);
+	}
+	return res;
+}
 
 /* Read one backend node's type and parameters into @n. */
 static CUresult node_read(struct exec *ex, CUgraphNode real, struct graph_node *n, unsigned depth,
@@ -176,7 +167,7 @@ static CUresult node_read(struct exec *ex, CUgraphNode real, struct graph_node *
 		res = ex->be->cuGraphMemsetNodeGetParams(real, &p);
 		if (res != CUDA_SUCCESS)
 			return res;
-		n->set.dst = p.dst;
+		n->set.dst = exec_guest_addr(ex, p.dst);
 		n->set.pitch = p.pitch;
 		n->set.value = p.value;
 		n->set.element_size = p.elementSize;
@@ -436,22 +427,6 @@ CUresult kernel_node_params(struct exec *ex, const struct graph_node_kernel *k,
 	return CUDA_SUCCESS;
 }
 
-void memcpy_3d(const struct graph_node_memcpy *c, CUDA_MEMCPY3D *p)
-{
-	memset(p, 0, sizeof(*p));
-	p->srcMemoryType = CU_MEMORYTYPE_DEVICE;
-	p->srcDevice = c->src;
-	p->srcPitch = c->src_pitch;
-	p->srcHeight = c->src_height;
-	p->dstMemoryType = CU_MEMORYTYPE_DEVICE;
-	p->dstDevice = c->dst;
-	p->dstPitch = c->dst_pitch;
-	p->dstHeight = c->dst_height;
-	p->WidthInBytes = c->width;
-	p->Height = c->height;
-	p->Depth = c->depth;
-}
-
 void memset_params(const struct graph_node_memset *s, CUDA_MEMSET_NODE_PARAMS *p)
 {
 	memset(p, 0, sizeof(*p));
@@ -514,13 +489,16 @@ static CUresult node_build(struct exec *ex, CUgraph g, const struct graph_desc *
 	case CU_GRAPH_NODE_TYPE_MEMCPY: {
 		CUDA_MEMCPY3D p;
 
-		memcpy_3d(&n->copy, &p);
+		/* A node whose memory was freed after it was made is rebuilt as
+		 * it was (the driver takes it until it runs); one in memory
+		 * that is still there reaches it where it is now. */
+		memcpy_check(ex, &n->copy, &p);
 		return ex->be->cuGraphAddMemcpyNode(real, g, NULL, 0, &p, ctx);
 	}
 	case CU_GRAPH_NODE_TYPE_MEMSET: {
 		CUDA_MEMSET_NODE_PARAMS p;
 
-		memset_params(&n->set, &p);
+		memset_check(ex, &n->set, &p);      /* as for a memcpy node */
 		return ex->be->cuGraphAddMemsetNode(real, g, NULL, 0, &p, ctx);
 	}
 	case CU_GRAPH_NODE_TYPE_EMPTY:

@@ -34,7 +34,7 @@ static void pair_open(struct pair *p)
 	shm_chan_fds(&p->guest, fds);
 	assert_int_equal(shm_fds_send(p->sock[0], fds, SHM_CHAN_FDS), 0);
 	assert_int_equal(shm_fds_recv(p->sock[1], got, SHM_CHAN_FDS, 1000), 0);
-	assert_int_equal(shm_chan_attach(&p->worker, got, RING, p->sock[1]), 0);
+	assert_int_equal(shm_chan_attach(&p->worker, got, RING, p->sock[1], NULL), 0);
 }
 
 static void pair_close(struct pair *p)
@@ -113,20 +113,20 @@ static void test_unsealed_refused(void **state)
 	assert_int_equal(ftruncate(fds[0], 4096 + 2 * RING), 0);
 	fds[1] = eventfd(0, EFD_CLOEXEC);
 	fds[2] = eventfd(0, EFD_CLOEXEC);
-	assert_int_equal(shm_chan_attach(&c, fds, RING, -1), -EINVAL);
+	assert_int_equal(shm_chan_attach(&c, fds, RING, -1, NULL), -EINVAL);
 	/* A sealed one, but a pipe where an eventfd belongs. */
 	fds[0] = shm_memfd_create("sealed", 4096 + 2 * RING);
 	assert_true(fds[0] >= 0);
 	assert_int_equal(pipe(pipefd), 0);
 	fds[1] = eventfd(0, EFD_CLOEXEC);
 	fds[2] = pipefd[1];
-	assert_int_equal(shm_chan_attach(&c, fds, RING, -1), -EINVAL);
+	assert_int_equal(shm_chan_attach(&c, fds, RING, -1, NULL), -EINVAL);
 	close(pipefd[0]);
 	/* Too small for the rings it claims. */
 	fds[0] = shm_memfd_create("small", 4096);
 	fds[1] = eventfd(0, EFD_CLOEXEC);
 	fds[2] = eventfd(0, EFD_CLOEXEC);
-	assert_int_equal(shm_chan_attach(&c, fds, RING, -1), -EINVAL);
+	assert_int_equal(shm_chan_attach(&c, fds, RING, -1, NULL), -EINVAL);
 }
 
 static void test_scribbled_header(void **state)
