@@ -374,7 +374,8 @@ int graph_desc_edges_check(const struct graph_desc *d, const uint32_t *from, con
 			ret = -ENOMEM;
 			break;
 		}
-		memcpy(sorted, t->deps, t->ndeps * sizeof(*sorted));
+		if (t->ndeps)   /* deps is NULL then, and memcpy's source may not be */
+			memcpy(sorted, t->deps, t->ndeps * sizeof(*sorted));
 		qsort(sorted, t->ndeps, sizeof(*sorted), u32_cmp);
 		for (uint32_t m = i; m < j && !ret; m++) {
 			uint32_t f = (uint32_t)keys[m];

@@ -234,10 +234,12 @@ const struct exec_vmm_map *exec_vmm_find(const struct exec *ex, uint64_t addr)
 bool exec_vmm_range_valid(const struct exec *ex, uint64_t addr, uint64_t len)
 {
 	const struct exec_vmm_map *m = exec_vmm_find(ex, addr);
-	const struct exec_vmm_map *last = ex->vmm.maps + ex->vmm.map_count;
+	const struct exec_vmm_map *last;
 
 	if (!m || m->access == CU_MEM_ACCESS_FLAGS_PROT_NONE)
 		return false;
+	/* Only now: with no mapping, maps is NULL, and NULL + 0 is undefined. */
+	last = ex->vmm.maps + ex->vmm.map_count;
 	/* A buffer may run across chunks mapped back to back (expandable segments). */
 	for (uint64_t end = addr + len; m->addr + m->size < end; m++) {
 		if (m + 1 == last || m[1].addr != m->addr + m->size ||

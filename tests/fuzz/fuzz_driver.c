@@ -12,7 +12,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define MAX_SEEDS 256
+#define MAX_SEEDS 1024
 #define FUZZ_INPUT_MAX (1u << 20)
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -89,9 +89,14 @@ int main(int argc, char **argv)
 	struct dirent *de;
 	char path[4096];
 
-	while (dir && (de = readdir(dir)) && nseeds < MAX_SEEDS) {
+	while (dir && (de = readdir(dir))) {
 		if (de->d_name[0] == '.')
 			continue;
+		/* A seed left out silently would be a seed CI never runs. */
+		if (nseeds == MAX_SEEDS) {
+			fprintf(stderr, "%s: more than %u seeds\n", argv[1], MAX_SEEDS);
+			return 1;
+		}
 		snprintf(path, sizeof(path), "%s/%s", argv[1], de->d_name);
 		seeds[nseeds] = file_read(path, &seed_size[nseeds]);
 		if (seeds[nseeds]) {
