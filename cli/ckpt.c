@@ -30,9 +30,14 @@ static const struct ckpt_command commands[] = {
 	{ "resume", "SESSION|SNAPSHOT [--device N]",
 	  "bring a suspended session back (from its latest snapshot, or the one named)",
 	  1, 1, CKPT_OPT_DEVICE, cmd_resume },
-	{ "restore", "SNAPSHOT [--device N]",
-	  "restore a snapshot's session into a new worker (a live worker of that session is stopped first)",
-	  1, 1, CKPT_OPT_DEVICE, cmd_restore },
+	{ "restore", "SNAPSHOT [--device N] | --process --images DIR [--device N]",
+	  "restore a snapshot's session into a new worker (a live worker of that session is stopped first); "
+	  "--process: a whole process dumped by `ckpt dump`, with CRIU",
+	  0, 1, CKPT_OPT_DEVICE | CKPT_OPT_PROCESS | CKPT_OPT_IMAGES | CKPT_OPT_CRIU, cmd_restore },
+	{ "dump", "--pid PID --images DIR [--leave-running]",
+	  "checkpoint a whole process with CRIU: its sessions' GPU state into ternd's store, the process into DIR "
+	  "(it is killed unless --leave-running)",
+	  0, 0, CKPT_OPT_PID | CKPT_OPT_IMAGES | CKPT_OPT_LEAVE | CKPT_OPT_CRIU, cmd_dump },
 	{ "inspect", "SNAPSHOT", "decode a snapshot: manifest, journal objects, regions, images, chunks (offline)",
 	  1, 1, 0, cmd_inspect },
 	{ "verify", "SNAPSHOT", "check every checksum of a snapshot and read every chunk (offline)",
@@ -82,6 +87,18 @@ static void command_usage_print(const struct ckpt_command *cmd, FILE *f)
 		fprintf(f, "  --incremental     store only the chunks changed since the session's latest snapshot\n");
 	if (cmd->options & CKPT_OPT_DEVICE)
 		fprintf(f, "  --device N        GPU index to restore onto (default: ternd's --device)\n");
+	if (cmd->options & CKPT_OPT_PID)
+		fprintf(f, "  --pid PID         the process to dump (a session leader: run it under setsid)\n");
+	if (cmd->options & CKPT_OPT_PROCESS)
+		fprintf(f, "  --process         restore the process in --images, then its sessions (docs/criu.md)\n");
+	if (cmd->options & CKPT_OPT_IMAGES)
+		fprintf(f, "  --images DIR      CRIU's images folder, with tern's record of the GPU snapshots\n");
+	if (cmd->options & CKPT_OPT_LEAVE)
+		fprintf(f, "  --leave-running   the process goes on after the dump\n");
+	if (cmd->options & CKPT_OPT_CRIU)
+		fprintf(f, "  --criu PATH       criu 4.x to run (default " TERN_CRIU_DEFAULT ", env TERN_CRIU)\n"
+			   "  --criu-plugins DIR  where tern_criu.so is (default " TERN_CRIU_PLUGIN_DEFAULT
+			   ", env TERN_CRIU_PLUGINS)\n");
 	fprintf(f, "\n%s", global_usage);
 }
 
@@ -154,7 +171,8 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
 		bool takes = !strcmp(a, "--control") || !strcmp(a, "--state-dir") ||
 			     !strcmp(a, "--store") || !strcmp(a, "--timeout") ||
-			     !strcmp(a, "--name") || !strcmp(a, "--device");
+			     !strcmp(a, "--name") || !strcmp(a, "--device") || !strcmp(a, "--pid") ||
+			     !strcmp(a, "--images") || !strcmp(a, "--criu") || !strcmp(a, "--criu-plugins");
 
 		if (takes && !val)
 			return ckpt_fail(c, CKPT_EXIT_USAGE, "%s needs a value", a);
@@ -191,6 +209,29 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 				return ckpt_fail(c, CKPT_EXIT_USAGE, "--device takes a GPU index: '%s'", val);
 			c->device = (int)d;
 			opts_seen |= CKPT_OPT_DEVICE;
+		} else if (!strcmp(a, "--pid")) {
+			char *end;
+			long p = strtol(val, &end, 10);
+
+			if (*end || end == val || p < 1 || p > 0x3fffffff)
+				return ckpt_fail(c, CKPT_EXIT_USAGE, "--pid takes a process id: '%s'", val);
+			c->pid = (int)p;
+			opts_seen |= CKPT_OPT_PID;
+		} else if (!strcmp(a, "--images")) {
+			c->images = val;
+			opts_seen |= CKPT_OPT_IMAGES;
+		} else if (!strcmp(a, "--leave-running")) {
+			c->leave_running = true;
+			opts_seen |= CKPT_OPT_LEAVE;
+		} else if (!strcmp(a, "--process")) {
+			c->process = true;
+			opts_seen |= CKPT_OPT_PROCESS;
+		} else if (!strcmp(a, "--criu")) {
+			c->criu = val;
+			opts_seen |= CKPT_OPT_CRIU;
+		} else if (!strcmp(a, "--criu-plugins")) {
+			c->criu_plugins = val;
+			opts_seen |= CKPT_OPT_CRIU;
 		} else if (a[0] == '-' && a[1]) {
 			return ckpt_fail(c, CKPT_EXIT_USAGE, "unknown option '%s'; see `ckpt %s%s--help`",
 					 a, sub ? sub : "", sub ? " " : "");
@@ -220,9 +261,16 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 		return -1;
 	if (opts_seen & ~c->cmd->options) {
 		command_usage_print(c->cmd, stderr);
+		unsigned extra = opts_seen & ~c->cmd->options;
+
 		return ckpt_fail(c, CKPT_EXIT_USAGE, "option %s does not apply to %s",
-				 opts_seen & CKPT_OPT_NAME ? "--name" :
-				 opts_seen & CKPT_OPT_INCREMENTAL ? "--incremental" : "--device",
+				 extra & CKPT_OPT_NAME ? "--name" :
+				 extra & CKPT_OPT_INCREMENTAL ? "--incremental" :
+				 extra & CKPT_OPT_DEVICE ? "--device" :
+				 extra & CKPT_OPT_PID ? "--pid" :
+				 extra & CKPT_OPT_IMAGES ? "--images" :
+				 extra & CKPT_OPT_LEAVE ? "--leave-running" :
+				 extra & CKPT_OPT_PROCESS ? "--process" : "--criu",
 				 c->cmd->name);
 	}
 	if (c->nargs < c->cmd->min_args || c->nargs > c->cmd->max_args) {
@@ -249,6 +297,14 @@ int main(int argc, char **argv)
 	env = getenv("TERN_CONTROL");
 	if (env && env[0])
 		c.control = env;
+	c.criu = TERN_CRIU_DEFAULT;
+	env = getenv("TERN_CRIU");
+	if (env && env[0])
+		c.criu = env;
+	c.criu_plugins = TERN_CRIU_PLUGIN_DEFAULT;
+	env = getenv("TERN_CRIU_PLUGINS");
+	if (env && env[0])
+		c.criu_plugins = env;
 	env = getenv("TERN_STATE_DIR");
 	if (env && env[0]) {
 		c.state_dir = env;

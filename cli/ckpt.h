@@ -30,6 +30,11 @@ enum ckpt_exit {
 #define CKPT_OPT_NAME        0x1u  /* --name NAME */
 #define CKPT_OPT_INCREMENTAL 0x2u  /* --incremental */
 #define CKPT_OPT_DEVICE      0x4u  /* --device N */
+#define CKPT_OPT_PID         0x8u  /* --pid PID */
+#define CKPT_OPT_IMAGES      0x10u /* --images DIR */
+#define CKPT_OPT_LEAVE       0x20u /* --leave-running */
+#define CKPT_OPT_PROCESS     0x40u /* --process */
+#define CKPT_OPT_CRIU        0x80u /* --criu PATH, --criu-plugins DIR */
 
 struct ckpt;
 
@@ -56,6 +61,12 @@ struct ckpt {
 	const char *name;
 	bool incremental;
 	int device;              /* -1 when not given */
+	int pid;                 /* --pid, 0 when not given */
+	const char *images;      /* --images */
+	bool leave_running;
+	bool process;            /* restore --process */
+	const char *criu;        /* --criu, env TERN_CRIU */
+	const char *criu_plugins; /* --criu-plugins, env TERN_CRIU_PLUGINS */
 	char **args;             /* positional arguments */
 	unsigned nargs;
 	char ternd_store[CONTROL_PATH_MAX + 1]; /* the store a running ternd reported, or "" */
@@ -102,6 +113,8 @@ int cmd_restore(struct ckpt *c);
 int cmd_inspect(struct ckpt *c);
 int cmd_verify(struct ckpt *c);
 int cmd_rm(struct ckpt *c);
+int cmd_dump(struct ckpt *c);            /* cmd_criu.c */
+int cmd_restore_process(struct ckpt *c); /* cmd_criu.c: restore --process */
 
 /* The store offline commands use: --store, else --state-dir/store, else
  * the store a running ternd reports, else the default.  Written to @buf. */

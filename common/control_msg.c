@@ -68,7 +68,7 @@ static const struct field rp_error[] = { { "error", F_STR, 0, CONTROL_TEXT_MAX +
 
 #define SI struct control_session_info
 static const struct field rp_session[] = {
-	FSTR(SI, id, 0), FIELD(SI, pid, F_I32, 0), FSTR(SI, state, 0), FIELD(SI, device, F_I32, 0),
+	FSTR(SI, id, 0), FIELD(SI, pid, F_I32, 0), FIELD(SI, guest_pid, F_I32, F_OPTIONAL), FSTR(SI, state, 0), FIELD(SI, device, F_I32, 0),
 	FIELD(SI, memory, F_U64, 0), FIELD(SI, calls, F_U64, 0), FIELD(SI, round_trips, F_U64, 0),
 	FIELD(SI, started, F_U64, 0), FSTR(SI, listener, F_OPTIONAL), FSTR(SI, snapshot, F_OPTIONAL),
 };

@@ -80,6 +80,7 @@ enum control_reply_kind {
 struct control_session_info {
 	char id[CONTROL_NAME_MAX + 1];
 	int32_t pid;                            /* 0: no worker (suspended, restoring) */
+	int32_t guest_pid;                      /* the application's, as its hello said; 0: not known */
 	char state[CONTROL_WORD_MAX + 1];       /* starting, active, suspended, restoring */
 	int32_t device;
 	uint64_t memory;

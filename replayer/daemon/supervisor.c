@@ -214,6 +214,7 @@ static struct session_slot *slot_claim(struct supervisor *sv, unsigned *index)
 			memset(s->id, 0, sizeof(s->id));
 			memset(s->peer, 0, sizeof(s->peer));
 			atomic_store(&s->pid, 0);
+			atomic_store(&s->guest_pid, 0);
 			atomic_store(&s->device, -1);
 			atomic_store(&s->memory, 0);
 			atomic_store(&s->calls, 0);
@@ -508,6 +509,7 @@ static int reply_status(struct supervisor *sv, struct control_reply *r)
 		e = &st->sessions[st->session_count++];
 		snprintf(e->id, sizeof(e->id), "%s", s->id);
 		e->pid = atomic_load(&s->pid);
+		e->guest_pid = atomic_load(&s->guest_pid);
 		snprintf(e->state, sizeof(e->state), "%s",
 			 (k && k->plan == PLAN_SUSPENDED) || (k && k->waiting_slot == (int)i) ? "suspended" :
 			 state == SESSION_ACTIVE ? "active" : "starting");
