@@ -91,6 +91,7 @@ struct criu_session {
 	char id[CONTROL_NAME_MAX + 1];
 	int32_t guest_pid;
 	int32_t worker_pid;     /* its worker's, until it ends */
+	bool suspend_sent;      /* a suspend was asked for, answered or not */
 	bool suspended;         /* its snapshot is durable and its worker gone */
 	char snapshot[CONTROL_NAME_MAX + 1];
 	uint64_t seq;           /* the last request its snapshot holds */
@@ -456,6 +457,7 @@ static int tern_criu_checkpoint_devices(int pid)
 			continue;
 		mine = true;
 		snprintf(req.session, sizeof(req.session), "%s", s->id);
+		s->suspend_sent = true;
 		ret = control_call(&req, false, &r);
 		if (ret)
 			break;
@@ -479,7 +481,11 @@ static int tern_criu_checkpoint_devices(int pid)
 }
 
 /* Every suspended session resumes from its snapshot when its guest comes
- * back (the pause undone, whatever CRIU's outcome). */
+ * back (the pause undone, whatever CRIU's outcome).  So does one whose
+ * suspend went unanswered (a ternd stopped or slow past the timeout): ternd
+ * serves its control requests in order, so should that suspend still
+ * happen, this resume follows it; should it have failed, the resume is
+ * refused (no such suspended session) and changes nothing. */
 static void dump_finish(int ret)
 {
 	for (unsigned i = 0; i < tc.count; i++) {
@@ -488,7 +494,7 @@ static void dump_finish(int ret)
 		struct control_reply none;
 		int fd;
 
-		if (!s->suspended)
+		if (!s->suspended && !s->suspend_sent)
 			continue;
 		snprintf(req.session, sizeof(req.session), "%s", s->id);
 		/* The answer comes when the guest reconnects, which a killed

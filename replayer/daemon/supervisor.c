@@ -53,6 +53,7 @@ struct session_known {
 	char latest[SNAP_NAME_MAX + 1];    /* latest durable snapshot */
 	int client_fd;                     /* waiting for the restore to happen */
 	int waiting_slot;                  /* a worker told to wait, or -1 */
+	bool resume_pending;               /* a resume came while its suspend ran: restore once it ends */
 };
 
 struct supervisor {
@@ -391,13 +392,24 @@ static void worker_line(struct supervisor *sv, unsigned index, char *line, size_
 
 		if (ok && k) {
 			snprintf(k->latest, sizeof(k->latest), "%s", l->snapshot);
-			if (l->suspending) {
+			if (l->suspending && k->resume_pending) {
+				/* Its client waits on k->client_fd for the restore. */
+				k->plan = PLAN_RESTORE;
+				snprintf(k->snapshot, sizeof(k->snapshot), "%s", l->snapshot);
+				pr_info("session %s suspended in '%s' and resumed at its reconnect", slot->id,
+					l->snapshot);
+			} else if (l->suspending) {
 				k->plan = PLAN_SUSPENDED;
 				snprintf(k->snapshot, sizeof(k->snapshot), "%s", l->snapshot);
 				suspended_save(sv, k);
 				pr_info("session %s suspended in '%s'", slot->id, l->snapshot);
 			}
 		}
+		k = known_get(sv, slot->id, false);
+		if (!ok && k && k->resume_pending)
+			client_fail(&k->client_fd, "the suspend of session %s failed: nothing to resume", slot->id);
+		if (k)
+			k->resume_pending = false;
 		l->suspending = false;
 		client_finish(&l->client_fd, &m.reply);
 	} else {
@@ -647,8 +659,27 @@ static void request_restore(struct supervisor *sv, int client, const struct cont
 	struct snap_store *store = NULL;
 	int device = req->device >= 0 ? req->device : sv->cfg->worker.exec_cfg.device, live;
 
-	if (req->op == CONTROL_OP_RESUME)
+	if (req->op == CONTROL_OP_RESUME) {
+		int running = slot_of_session(sv, name, -1);
+
 		k = known_get(sv, name, false);
+		if (running >= 0 && sv->links[running].suspending && (!k || k->plan != PLAN_SUSPENDED)) {
+			/* A resume that overtook its suspend (the CRIU plugin undoing
+			 * a dump that gave up waiting): done when the suspend is. */
+			k = known_get(sv, name, true);
+			if (!k) {
+				client_fail(&client, "too many sessions known");
+				return;
+			}
+			if (k->client_fd >= 0)
+				close(k->client_fd);
+			k->client_fd = client;
+			k->device = device;
+			k->resume_pending = true;
+			pr_info("session %s: resumed as soon as its suspend is done", name);
+			return;
+		}
+	}
 	if (k && k->plan == PLAN_SUSPENDED) {
 		snprintf(session, sizeof(session), "%s", k->id);
 		snprintf(snapshot, sizeof(snapshot), "%s", k->snapshot);
