@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,8 +96,18 @@ static void log_errors(const char *path, char *out, size_t cap)
 		out[cap - 1] = 0;
 }
 
+/* criu changes its working directory: give it absolute paths. */
+static int path_absolute(struct ckpt *c, const char **path, char *buf, const char *what)
+{
+	if (!realpath(*path, buf))
+		return ckpt_fail(c, CKPT_EXIT_FAILED, "%s %s: %s", what, *path, strerror(errno));
+	*path = buf;
+	return 0;
+}
+
 static int criu_check_usable(struct ckpt *c)
 {
+	static char plugins[PATH_MAX];
 	struct stat st;
 
 	if (stat(c->criu, &st) || !(st.st_mode & S_IXUSR))
@@ -105,7 +116,7 @@ static int criu_check_usable(struct ckpt *c)
 	if (faccessat(AT_FDCWD, c->criu_plugins, R_OK, 0))
 		return ckpt_fail(c, CKPT_EXIT_FAILED, "no plugin folder %s: pass --criu-plugins DIR "
 				 "(the folder of tern_criu.so)", c->criu_plugins);
-	return 0;
+	return path_absolute(c, &c->criu_plugins, plugins, "plugin folder");
 }
 
 static void record_json(struct json_writer *w, const struct criu_record *r)
@@ -145,7 +156,7 @@ static int record_load(struct ckpt *c, int dir, struct criu_record *r)
 
 int cmd_dump(struct ckpt *c)
 {
-	char pid[16], log[64] = "dump.log", logpath[4200], errors[1536];
+	char pid[16], log[64] = "dump.log", logpath[PATH_MAX + 64], errors[1536], images[PATH_MAX];
 	char *argv[CRIU_ARGS_MAX] = { 0 };
 	struct criu_record r;
 	struct json_writer w;
@@ -161,6 +172,9 @@ int cmd_dump(struct ckpt *c)
 		return rc;
 	if (mkdir(c->images, 0700) && errno != EEXIST)
 		return ckpt_fail(c, CKPT_EXIT_FAILED, "cannot make %s: %s", c->images, strerror(errno));
+	rc = path_absolute(c, &c->images, images, "images folder");
+	if (rc)
+		return rc;
 	dir = open(c->images, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dir < 0)
 		return ckpt_fail(c, CKPT_EXIT_FAILED, "cannot open %s: %s", c->images, strerror(errno));
@@ -202,7 +216,7 @@ int cmd_dump(struct ckpt *c)
 
 int cmd_restore_process(struct ckpt *c)
 {
-	char log[64] = "restore.log", logpath[4200], errors[1536];
+	char log[64] = "restore.log", logpath[PATH_MAX + 64], errors[1536], images[PATH_MAX];
 	char *argv[CRIU_ARGS_MAX] = { 0 };
 	struct criu_record r;
 	struct json_writer w;
@@ -215,6 +229,11 @@ int cmd_restore_process(struct ckpt *c)
 	dir = open(c->images, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dir < 0)
 		return ckpt_fail(c, CKPT_EXIT_FAILED, "cannot open %s: %s", c->images, strerror(errno));
+	rc = path_absolute(c, &c->images, images, "images folder");
+	if (rc) {
+		close(dir);
+		return rc;
+	}
 	/* Refuse a damaged record before criu starts anything. */
 	rc = record_load(c, dir, &r);
 	close(dir);

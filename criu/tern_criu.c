@@ -414,33 +414,32 @@ static int record_write(void)
 	return ret;
 }
 
-/* A suspended session's worker answers before it exits: wait until it
- * has closed its end of the guest's sockets, or CRIU finds them still
- * connected to a process outside the dump.  A zombie has closed them. */
+/* A suspended session's worker answers before it exits: wait until ternd
+ * reaped it, so that every end it held of the guest's sockets is closed, or
+ * CRIU finds them still connected to a process outside the dump.  (Its
+ * /proc state is no sign: with the driver's threads still tearing down, a
+ * worker whose main thread has exited is a zombie that holds its files.) */
 static int worker_wait_gone(const struct criu_session *s)
 {
-	char path[64], stat[512];
+	for (int waited = 0;; waited += 10) {
+		struct control_reply r;
+		bool there = false;
+		int ret = status_get(&r);
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", s->worker_pid);
-	for (int waited = 0; s->worker_pid > 0; waited += 5) {
-		FILE *f = fopen(path, "re");
-		size_t n = f ? fread(stat, 1, sizeof(stat) - 1, f) : 0;
-		const char *state;
-
-		if (f)
-			fclose(f);
-		stat[n] = 0;
-		state = strrchr(stat, ')');
-		if (!n || !state || state[1] != ' ' || state[2] == 'Z' || state[2] == 'X')
+		if (ret)
+			return ret;
+		for (uint32_t i = 0; i < r.status.session_count; i++)
+			there |= r.status.sessions[i].pid == s->worker_pid;
+		control_reply_release(&r);
+		if (!there)
 			return 0;
 		if (waited >= tc.timeout_ms) {
 			say("session %s: its worker %d has not ended %d ms after the suspend", s->id, s->worker_pid,
 			    waited);
 			return -ETIMEDOUT;
 		}
-		usleep(5000);
+		usleep(10000);
 	}
-	return 0;
 }
 
 static int tern_criu_checkpoint_devices(int pid)
