@@ -52,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /* CRIU finds the plugin by its descriptor, CR_PLUGIN_DESC: the one symbol
@@ -147,6 +148,23 @@ static int settings_read(void)
 	return 0;
 }
 
+/* Write all of @buf to the control socket without SIGPIPE: a ternd gone
+ * mid-request must fail the hook, not kill criu. */
+static int send_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t w = send(fd, buf, len, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		buf += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
 /* Send @req; with @keep, return the connection (>= 0) without reading;
  * otherwise read to the final reply into @answer and return 0.  -errno,
  * the reason said. */
@@ -169,7 +187,7 @@ static int control_call(const struct control_request *req, bool keep, struct con
 	}
 	ret = control_request_encode(req, &line, &len);
 	if (!ret)
-		ret = control_write_all(fd, line, len);
+		ret = send_all(fd, line, len);
 	free(line);
 	if (ret) {
 		say("cannot send %s to ternd: %s", control_op_name(req->op), strerror(-ret));
