@@ -34,10 +34,10 @@ static const struct ckpt_command commands[] = {
 	  "restore a snapshot's session into a new worker (a live worker of that session is stopped first); "
 	  "--process: a whole process dumped by `ckpt dump`, with CRIU",
 	  0, 1, CKPT_OPT_DEVICE | CKPT_OPT_PROCESS | CKPT_OPT_IMAGES | CKPT_OPT_CRIU, cmd_restore },
-	{ "dump", "--pid PID --images DIR [--leave-running]",
+	{ "dump", "--pid PID --images DIR [--leave-running] [--incremental]",
 	  "checkpoint a whole process with CRIU: its sessions' GPU state into ternd's store, the process into DIR "
 	  "(it is killed unless --leave-running)",
-	  0, 0, CKPT_OPT_PID | CKPT_OPT_IMAGES | CKPT_OPT_LEAVE | CKPT_OPT_CRIU, cmd_dump },
+	  0, 0, CKPT_OPT_PID | CKPT_OPT_IMAGES | CKPT_OPT_LEAVE | CKPT_OPT_INCREMENTAL | CKPT_OPT_CRIU, cmd_dump },
 	{ "inspect", "SNAPSHOT", "decode a snapshot: manifest, journal objects, regions, images, chunks (offline)",
 	  1, 1, 0, cmd_inspect },
 	{ "verify", "SNAPSHOT", "check every checksum of a snapshot and read every chunk (offline)",

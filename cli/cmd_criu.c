@@ -39,6 +39,8 @@ static int criu_run(struct ckpt *c, char *const argv[])
 		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 
 		setenv("TERN_CONTROL", c->control, 1);
+		if (c->incremental)
+			setenv("TERN_CRIU_INCREMENTAL", "1", 1);
 		if (c->device >= 0) {
 			snprintf(device, sizeof(device), "%d", c->device);
 			setenv("TERN_CRIU_DEVICE", device, 1);

@@ -54,7 +54,7 @@ enum control_op {
 /* A request on the control socket.  Which members an op takes:
  *   status, snapshots: none
  *   snapshot: session; snapshot (optional: "" lets ternd name it); incremental
- *   suspend:  session
+ *   suspend:  session; incremental
  *   resume:   session (a suspended session's id, or a snapshot's name); device
  *   restore:  snapshot; device
  * A member an op does not take is refused by the decoder.  device < 0: ternd's

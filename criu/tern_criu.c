@@ -37,7 +37,9 @@
  * Settings come from the environment CRIU runs in (a plugin has no
  * arguments): TERN_CONTROL (ternd's control socket, default
  * /run/tern/control.sock), TERN_CRIU_DEVICE (restore onto this GPU),
- * TERN_CRIU_TIMEOUT_MS (how long ternd may take to answer, default 120000).
+ * TERN_CRIU_TIMEOUT_MS (how long ternd may take to answer, default 120000),
+ * TERN_CRIU_INCREMENTAL=1 (each session's snapshot only what changed since
+ * its latest one).
  *
  * State: CRIU calls hooks without a context, so the plugin's state is this
  * file's one struct (as the shim has its one process context).  CRIU is
@@ -103,11 +105,13 @@ static struct tern_criu {
 	char control[CONTROL_PATH_MAX + 1];
 	int timeout_ms;
 	int device;
+	bool incremental;       /* TERN_CRIU_INCREMENTAL=1: snapshots on the session's latest */
 	char store[CONTROL_PATH_MAX + 8];     /* state_dir + "/store" */
 	unsigned count;
 	struct criu_session sessions[CRIU_RECORD_SESSIONS_MAX];
 	struct criu_record record;
 	bool restoring;         /* the images carry a record: this restore is ours */
+	char busy[CONTROL_TEXT_MAX + 1]; /* why sessions_find() said -EAGAIN */
 } tc;
 
 static int control_reply_read(int fd, enum control_op op, struct control_reply *answer, char *err,
@@ -143,6 +147,8 @@ static int settings_read(void)
 		}
 		tc.device = (int)d;
 	}
+	v = getenv("TERN_CRIU_INCREMENTAL");
+	tc.incremental = v && !strcmp(v, "1");
 	for (unsigned i = 0; i < CRIU_RECORD_SESSIONS_MAX; i++)
 		tc.sessions[i].restore_fd = -1;
 	return 0;
@@ -286,7 +292,8 @@ static int sessions_find(int pid)
 			break;
 		}
 		if (strcmp(s->state, "active")) {
-			say("session %s of process %d is %s, not active: retry the dump", s->id, pid, s->state);
+			snprintf(tc.busy, sizeof(tc.busy), "session %s of process %d is %s, not active", s->id, pid,
+				 s->state);
 			ret = -EAGAIN;
 			break;
 		}
@@ -378,6 +385,17 @@ static int tern_criu_pause_devices(int pid)
 	unsigned before = tc.count;
 	int ret = sessions_find(pid);
 
+	/* A session still coming back (the resume after a dump left running,
+	 * say) is waited for: the next dump may follow at once. */
+	for (int waited = 0; ret == -EAGAIN; waited += 10) {
+		if (waited >= tc.timeout_ms) {
+			say("%s after %d ms: retry the dump", tc.busy, waited);
+			return ret;
+		}
+		usleep(10000);
+		ret = sessions_find(pid);
+	}
+
 	if (ret == -ENOENT || ret == -ECONNREFUSED) {
 		if (!maps_libcuda(pid))
 			return -ENOTSUP;        /* no CUDA, no ternd needed */
@@ -467,7 +485,7 @@ static int tern_criu_checkpoint_devices(int pid)
 
 	for (unsigned i = 0; i < tc.count && !ret; i++) {
 		struct criu_session *s = &tc.sessions[i];
-		struct control_request req = { .op = CONTROL_OP_SUSPEND, .device = -1 };
+		struct control_request req = { .op = CONTROL_OP_SUSPEND, .device = -1, .incremental = tc.incremental };
 		struct control_reply r;
 
 		if (s->guest_pid != pid || s->suspended)
@@ -480,6 +498,7 @@ static int tern_criu_checkpoint_devices(int pid)
 			break;
 		if (r.kind == CONTROL_REPLY_ERROR) {
 			say("the snapshot of session %s failed: %s", s->id, r.error);
+			s->suspend_sent = false;        /* refused: nothing to undo */
 			ret = -EIO;
 		} else {
 			snprintf(s->snapshot, sizeof(s->snapshot), "%s", r.snapshot.snapshot);

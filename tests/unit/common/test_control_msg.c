@@ -61,6 +61,9 @@ static void test_request_round_trip(void **state)
 	r.device = -1;
 	strcpy(r.session, odd);
 	request_round_trip(&r);
+	r.incremental = true;           /* an incremental suspend (ckpt dump --incremental) */
+	request_round_trip(&r);
+	r.incremental = false;
 	r.op = CONTROL_OP_RESUME;
 	r.device = 3;
 	request_round_trip(&r);
@@ -89,6 +92,7 @@ static void test_request_refused(void **state)
 		{ "{\"op\":\"snapshot\",\"session\":\"\"}", "\"session\" is empty" },
 		{ "{\"op\":\"snapshot\",\"session\":5}", "not a string" },
 		{ "{\"op\":\"snapshot\",\"session\":\"s\",\"incremental\":1}", "not true or false" },
+		{ "{\"op\":\"suspend\",\"session\":\"s\",\"incremental\":\"yes\"}", "not true or false" },
 		{ "{\"op\":\"snapshot\",\"session\":\"s\",\"device\":1}", "unknown member \"device\"" },
 		{ "{\"op\":\"resume\",\"session\":\"s\",\"device\":1.5}", "not an integer" },
 		{ "{\"op\":\"resume\",\"session\":\"s\",\"device\":4294967296}", "out of range" },
