@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "transport.h"
@@ -104,8 +105,9 @@ int main(int argc, char **argv)
 	snprintf(control, sizeof(control), "%s/control.sock", dir);
 	snprintf(token, sizeof(token), "%s/token", dir);
 	f = fopen(token, "w");
-	fputs("bench-token\n", f);
+	fputs("bench-token-0123456789\n", f);
 	fclose(f);
+	chmod(token, 0600);
 	ternd = fork();
 	if (ternd == 0) {
 		execl(argv[1], "ternd", "--backend", "sim", "--listen", unix_url, "--listen", tcp_url,
@@ -126,7 +128,7 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		child = fork();
 		if (child == 0) {
-			st = bench(argv[2], transports[t], t == 2 ? "bench-token" : NULL, iterations);
+			st = bench(argv[2], transports[t], t == 2 ? "bench-token-0123456789" : NULL, iterations);
 			fflush(stdout);
 			_exit(st);
 		}

@@ -3,9 +3,9 @@
  *
  * One request per connection: a request line ending in '\n', answered by
  * lines and the close of the connection; what the lines hold is
- * control_msg.h's (this file only moves bytes). Only root (or whoever can open
- * the socket file) can connect: the socket's permissions are the access
- * control.
+ * control_msg.h's (this file only moves bytes). ternd makes the socket 0600
+ * (0660 with --socket-group) and serves only root, its own uid and the
+ * group's members (SO_PEERCRED), whatever the file's mode says.
  */
 #ifndef TERN_CONTROL_H
 #define TERN_CONTROL_H

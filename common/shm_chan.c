@@ -254,9 +254,14 @@ static void peer_wake(struct shm_chan *c)
 	}
 }
 
+/* A count, not a flag: in the guest one thread may wait for replies while
+ * another waits for room to send, and the peer wakes us while either sleeps. */
 static void sleeping_set(struct shm_chan *c, uint32_t v)
 {
-	__atomic_store_n(&c->area->sleeping[c->side].flag, v, __ATOMIC_RELAXED);
+	if (v)
+		__atomic_fetch_add(&c->area->sleeping[c->side].flag, 1, __ATOMIC_RELAXED);
+	else
+		__atomic_fetch_sub(&c->area->sleeping[c->side].flag, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
@@ -268,7 +273,12 @@ static void efd_drain(struct shm_chan *c)
 		;
 }
 
-/* Block until the peer writes our eventfd or hangs up. */
+/* How long a sleeping side blocks before it looks at the ring again: two
+ * guest threads share one eventfd, and one may drain the wakeup meant for
+ * the other. */
+#define CHAN_BLOCK_MS 1
+
+/* Block until the peer writes our eventfd or hangs up, or a while. */
 static int chan_block(struct shm_chan *c)
 {
 	struct pollfd pfd[2] = {
@@ -276,7 +286,7 @@ static int chan_block(struct shm_chan *c)
 		{ .fd = c->sock, .events = POLLRDHUP },
 	};
 
-	if (poll(pfd, c->sock >= 0 ? 2 : 1, -1) < 0)
+	if (poll(pfd, c->sock >= 0 ? 2 : 1, CHAN_BLOCK_MS) < 0)
 		return errno == EINTR ? 0 : -errno;
 	if (pfd[0].revents & POLLIN)
 		efd_drain(c);
@@ -372,6 +382,21 @@ int shm_chan_recv(struct shm_chan *c, void *buf, size_t len)
 			peer_wake(c);
 		p += n;
 		len -= n;
+	}
+	return 0;
+}
+
+int shm_chan_discard(struct shm_chan *c, uint64_t n)
+{
+	uint8_t sink[4096];
+
+	while (n) {
+		size_t piece = n < sizeof(sink) ? n : sizeof(sink);
+		int ret = shm_chan_recv(c, sink, piece);
+
+		if (ret)
+			return ret;
+		n -= piece;
 	}
 	return 0;
 }

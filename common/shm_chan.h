@@ -7,7 +7,9 @@
  * go through ring 0 and replies through ring 1; the socket stays open only to
  * carry file descriptors and to tell each side when the other is gone.
  *
- * Each ring is single producer, single consumer: the producer owns `tail`,
+ * Each ring is single producer, single consumer (in the guest, one thread
+ * sends while another may receive: struct shm_chan's tx and rx halves are
+ * apart): the producer owns `tail`,
  * the consumer owns `head`, both free-running byte counters. A side that finds
  * nothing to do spins for a while (a remoted call's answer usually comes
  * within microseconds), then announces that it sleeps and blocks on its
@@ -78,6 +80,8 @@ void shm_chan_fds(const struct shm_chan *c, int fds[SHM_CHAN_FDS]);
 int shm_chan_send(struct shm_chan *c, const struct iovec *iov, int niov);
 /* Receive exactly @n bytes (blocking). 0 or -errno as for send. */
 int shm_chan_recv(struct shm_chan *c, void *buf, size_t n);
+/* Receive and drop @n bytes. 0 or -errno as for recv. */
+int shm_chan_discard(struct shm_chan *c, uint64_t n);
 /* True when bytes are waiting to be received. */
 bool shm_chan_readable(struct shm_chan *c);
 

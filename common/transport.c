@@ -190,7 +190,10 @@ int transport_listen(const struct transport_url *url)
 	default:
 		return -EINVAL;
 	}
-	if (listen(fd, 64) < 0)
+	/* Deep enough that a flood of connections that never send a hello
+	 * (closed by ternd at accept or at their deadline) leaves room for
+	 * the guests behind them. */
+	if (listen(fd, SOMAXCONN) < 0)
 		goto fail;
 	return fd;
 fail:

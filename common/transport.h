@@ -3,12 +3,13 @@
  *   unix:/run/tern/ternd.sock   a unix stream socket (the default)
  *   shm:/run/tern/ternd.sock    the same socket, upgraded after the hello to
  *                               rings in shared memory (shm_chan.h)
- *   tcp://HOST:PORT             TCP; the server requires the shared-secret token
+ *   tcp://HOST:PORT             TCP; the guest proves the shared-secret token
  *   vsock://CID:PORT            AF_VSOCK, for VM guests (host CID is 2)
  *
  * All are stream sockets carrying the same framed protocol (wire.h), so a
  * transport is only how the socket is made (and, for shm, what replaces it
- * once the session is open); authentication happens in the HELLO exchange. Functions return a file descriptor or -errno.
+ * once the session is open); authentication happens in the challenge and
+ * hello exchange (common/auth.h). Functions return a file descriptor or -errno.
  */
 #ifndef TERN_TRANSPORT_H
 #define TERN_TRANSPORT_H

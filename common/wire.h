@@ -18,7 +18,10 @@
 #include <sys/uio.h>
 
 #define WIRE_MAGIC 0x314e5254u          /* "TRN1" */
-#define WIRE_VERSION 1u
+#define WIRE_VERSION 1u               /* of the framing: the header's version */
+/* Of the calls: what hello's `protocol` says. 2: the challenge and the
+ * session credential (docs/wire-protocol.md, "Session start"). */
+#define WIRE_PROTOCOL 2u
 #define WIRE_HEADER_SIZE 32u
 /* Largest payload either side accepts; larger copies are cut into pieces. */
 #define WIRE_PAYLOAD_MAX (64u << 20)

@@ -37,9 +37,18 @@ uint32_t capture_mode_current(void)
 
 void capture_reset(void)
 {
-	pthread_mutex_init(&capture_lock, NULL);
 	capture_count = 0;
 	capture_untracked = 0;
+}
+
+void capture_fork_lock(void)
+{
+	pthread_mutex_lock(&capture_lock);
+}
+
+void capture_fork_unlock(void)
+{
+	pthread_mutex_unlock(&capture_lock);
 }
 
 void capture_track(uint64_t stream)

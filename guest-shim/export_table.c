@@ -197,6 +197,16 @@ static struct {
 	struct storage_entry *head;
 } storage = { PTHREAD_MUTEX_INITIALIZER, NULL };
 
+void export_table_fork_lock(void)
+{
+	pthread_mutex_lock(&storage.lock);
+}
+
+void export_table_fork_unlock(void)
+{
+	pthread_mutex_unlock(&storage.lock);
+}
+
 /* A NULL ctx means the calling thread's current one; none gives INVALID_CONTEXT. */
 static CUresult storage_resolve(CUcontext *ctx)
 {

@@ -309,6 +309,16 @@ struct kargs {
 static pthread_mutex_t kargs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct kargs *kargs_list;
 
+void graph_exec_fork_lock(void)
+{
+	pthread_mutex_lock(&kargs_lock);
+}
+
+void graph_exec_fork_unlock(void)
+{
+	pthread_mutex_unlock(&kargs_lock);
+}
+
 static CUresult kargs_get(uint64_t graph, uint32_t index, uint64_t fn, const struct wire_blob *args, void ***out,
 			  uint64_t *kernel)
 {

@@ -643,7 +643,16 @@ void managed_reset(void)
 		free(r->state);
 		free(r);
 	}
-	pthread_mutex_init(&managed_lock, NULL);
+}
+
+void managed_fork_lock(void)
+{
+	pthread_mutex_lock(&managed_lock);
+}
+
+void managed_fork_unlock(void)
+{
+	pthread_mutex_unlock(&managed_lock);
 }
 
 /* The range [addr, addr+count) must lie in one managed mirror. */

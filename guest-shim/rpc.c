@@ -1,8 +1,14 @@
 /* The shim's process context and its one connection to ternd.
  *
- * Round trips are serialised by conn_lock: a request and its reply are one
- * critical section, so replies need no demultiplexing; a sequence number
- * and the echoed call id catch a peer that lost framing.
+ * Many threads share the connection. Sends are serialised by conn_lock; a
+ * thread that waits for its reply does not hold it, so other threads send
+ * meanwhile. One waiting thread at a time is the reader: it reads replies
+ * (without the lock) and hands each to the round trip of its sequence number
+ * (struct shim_pending), until its own comes; then another waiter takes
+ * over. A lone thread reads its own reply, with no handover. The worker may
+ * answer a `wait` call (a synchronisation) after requests that came later
+ * (docs/wire-protocol.md, "Waiting calls"); every other reply comes in
+ * request order. The echoed call id catches a peer that lost framing.
  *
  * Session continuity: when the connection breaks, the shim reconnects under
  * the same session id. If ternd restored the session from a snapshot taken
@@ -32,7 +38,6 @@
 
 #include <sys/socket.h>
 
-#define RPC_PROTOCOL 1u
 #define REPLAY_MAX_DEFAULT (256ull << 20)
 #define RECONNECT_MS_DEFAULT 60000
 
@@ -46,8 +51,21 @@ struct shim_replay {
 	uint8_t bytes[];
 };
 
+/* A round trip waiting for its reply: on the waiting thread's stack, and
+ * in shim.pending while it is sent. The reader fills it. */
+struct shim_pending {
+	struct shim_pending *next;
+	uint64_t seq;
+	uint32_t call;
+	bool done;
+	uint16_t flags;
+	uint8_t *buf;                   /* the reply's payload; the thread's reply buffer */
+	size_t len, cap;
+};
+
 static struct shim_process shim = {
 	.conn_lock = PTHREAD_MUTEX_INITIALIZER,
+	.reply_cond = PTHREAD_COND_INITIALIZER,
 	.cache_lock = PTHREAD_MUTEX_INITIALIZER,
 	.batch_cond = PTHREAD_COND_INITIALIZER,
 	.hostfn_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -72,47 +90,55 @@ static void reply_buf_free(void *p)
 	free(p);
 }
 
+/* A token that breaks the rules (common/auth.h) is not used: the hello then
+ * fails on listeners that need one, with this said in the log. */
 static void token_load(struct shim_process *p)
 {
 	const char *tok = getenv("TERN_TOKEN");
 	const char *path = getenv("TERN_TOKEN_FILE");
+	const char *why;
+	char err[512];
 
-	p->token_len = 0;
+	p->token.len = 0;
 	if (tok && *tok) {
-		p->token_len = (uint32_t)strnlen(tok, sizeof(p->token));
-		memcpy(p->token, tok, p->token_len);
+		if (auth_token_parse((const uint8_t *)tok, strlen(tok), &p->token, &why))
+			pr_err("TERN_TOKEN %s: not used", why);
 	} else if (path && *path) {
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		ssize_t n;
-
-		if (fd < 0) {
-			pr_err("cannot open TERN_TOKEN_FILE %s: %s", path, strerror(errno));
-			return;
-		}
-		n = read(fd, p->token, sizeof(p->token));
-		close(fd);
-		if (n < 0)
-			n = 0;
-		while (n > 0 && (p->token[n - 1] == '\n' || p->token[n - 1] == '\r'))
-			n--;
-		p->token_len = (uint32_t)n;
+		if (auth_token_file_read(path, &p->token, err, sizeof(err)))
+			pr_err("TERN_TOKEN_FILE: %s: not used", err);
 	}
 }
 
 static void conn_close_locked(struct shim_process *p);
 
+/* Every lock of the shim, in the order its code nests them (shim.h): a
+ * managed mirror's coherence makes round trips under managed_lock; the
+ * last three are leaves, held by code that takes no other lock. */
 static void atfork_prepare(void)
 {
+	managed_fork_lock();
 	pthread_mutex_lock(&shim.conn_lock);
 	pthread_mutex_lock(&shim.cache_lock);
 	pthread_mutex_lock(&shim.hostfn_lock);
+	capture_fork_lock();
+	graph_exec_fork_lock();
+	export_table_fork_lock();
+}
+
+static void atfork_unlock(void)
+{
+	export_table_fork_unlock();
+	graph_exec_fork_unlock();
+	capture_fork_unlock();
+	pthread_mutex_unlock(&shim.hostfn_lock);
+	pthread_mutex_unlock(&shim.cache_lock);
+	pthread_mutex_unlock(&shim.conn_lock);
+	managed_fork_unlock();
 }
 
 static void atfork_parent(void)
 {
-	pthread_mutex_unlock(&shim.hostfn_lock);
-	pthread_mutex_unlock(&shim.cache_lock);
-	pthread_mutex_unlock(&shim.conn_lock);
+	atfork_unlock();
 }
 
 /* The child shares the parent's socket: it must never write to it. Closing
@@ -120,8 +146,13 @@ static void atfork_parent(void)
  * session mean nothing to the child's new session, so caches go too. */
 static void atfork_child(void)
 {
-	/* The rings and the socket are the parent's: drop our copies only. */
+	/* The rings and the socket are the parent's: drop our copies only. The
+	 * parent's other threads and their round trips stayed there. */
 	conn_close_locked(&shim);
+	shim.pending = NULL;
+	shim.reading = false;
+	shim.broken = false;
+	pthread_cond_init(&shim.reply_cond, NULL);
 	shim.forked = true;
 	shim.lost = false;
 	shim.seq = 0;
@@ -136,6 +167,9 @@ static void atfork_child(void)
 	shim.replay_tail = NULL;
 	shim.replay_bytes = 0;
 	shim.durable_seq = shim.resume_seq = shim.replay_gap = 0;
+	/* The parent's credential is the parent's session's. */
+	explicit_bzero(shim.credential, sizeof(shim.credential));
+	shim.has_credential = false;
 	shim.worker_capture_mode = 0;   /* a new session's worker starts in global mode */
 	/* The callback thread stayed in the parent; its socket is the parent's. */
 	if (shim.hostfn_fd >= 0)
@@ -154,9 +188,7 @@ static void atfork_child(void)
 	uobj_reset(&shim);
 	capture_reset();
 	managed_reset();
-	pthread_mutex_unlock(&shim.hostfn_lock);
-	pthread_mutex_unlock(&shim.cache_lock);
-	pthread_mutex_unlock(&shim.conn_lock);
+	atfork_unlock();
 }
 
 static void stats_report(void)
@@ -269,29 +301,32 @@ void rpc_reply_unstash(struct rpc_reply_stash *s)
 	pthread_setspecific(reply_key, reply_buf);
 }
 
-static int reply_reserve(size_t n)
-{
-	uint8_t *b;
-
-	if (n <= reply_cap)
-		return 0;
-	b = realloc(reply_buf, n);
-	if (!b)
-		return -ENOMEM;
-	reply_buf = b;
-	reply_cap = n;
-	pthread_setspecific(reply_key, b);
-	return 0;
-}
-
+/* A failed send marks the connection broken and wakes the reader, which
+ * reconnects; nothing more is sent on it. */
 static int conn_send_locked(struct shim_process *p, struct iovec *iov, int niov)
 {
-	return p->shm_on ? shm_chan_send(&p->shm, iov, niov) : wire_send(p->fd, iov, niov);
+	int ret;
+
+	if (p->broken)
+		return -EPIPE;
+	ret = p->shm_on ? shm_chan_send(&p->shm, iov, niov) : wire_send(p->fd, iov, niov);
+	if (ret && p->fd >= 0) {
+		p->broken = true;
+		shutdown(p->fd, SHUT_RDWR);
+	}
+	return ret;
 }
 
-static int conn_recv_locked(struct shim_process *p, void *buf, size_t n)
+/* Called by the reader, with or without conn_lock: only the reader reads,
+ * and only the reader closes the connection. */
+static int conn_recv(struct shim_process *p, void *buf, size_t n)
 {
 	return p->shm_on ? shm_chan_recv(&p->shm, buf, n) : wire_recv_exact(p->fd, buf, n);
+}
+
+static int conn_discard(struct shim_process *p, uint64_t n)
+{
+	return p->shm_on ? shm_chan_discard(&p->shm, n) : wire_recv_discard(p->fd, n);
 }
 
 static void conn_close_locked(struct shim_process *p)
@@ -302,6 +337,7 @@ static void conn_close_locked(struct shim_process *p)
 	if (p->fd >= 0)
 		close(p->fd);
 	p->fd = -1;
+	p->broken = false;
 	/* The worker's end goes with it: the callback thread sees the end. */
 	p->hostfn_attached = false;
 }
@@ -314,43 +350,137 @@ static void conn_drop_locked(struct shim_process *p, const char *what, int err)
 	p->lost = true;
 }
 
-static int reply_read_locked(struct shim_process *p, uint32_t id, uint64_t seq,
-			     struct wire_cursor *rep, CUresult *status)
+static struct shim_pending *pending_find(struct shim_process *p, struct shim_pending *want,
+					 uint64_t seq, uint32_t call)
 {
-	struct wire_header rh;
-	uint8_t hdr[WIRE_HEADER_SIZE];
-	uint32_t st;
-	int ret;
+	if (want && want->seq == seq && want->call == call)
+		return want;
+	if (!seq)
+		return NULL;            /* session plumbing: only the one asked for */
+	for (struct shim_pending *e = p->pending; e; e = e->next)
+		if (e->seq == seq && e->call == call)
+			return e;
+	return NULL;
+}
 
-	ret = conn_recv_locked(p, hdr, sizeof(hdr));
-	if (ret)
-		return ret;
-	ret = wire_header_decode(hdr, &rh);
-	if (ret)
-		return -EPROTO;
-	if (!(rh.flags & WIRE_F_REPLY) || rh.call != id || rh.seq != seq || rh.length < 4) {
-		pr_err("reply out of step: call %u seq %llu flags %#x, expected call %u seq %llu",
-		       rh.call, (unsigned long long)rh.seq, rh.flags, id, (unsigned long long)seq);
-		return -EPROTO;
-	}
-	if (rh.ctx > p->durable_seq)
-		p->durable_seq = rh.ctx;
-	ret = reply_reserve(rh.length);
-	if (ret)
-		return ret;
-	ret = conn_recv_locked(p, reply_buf, rh.length);
-	if (ret)
-		return ret;
-	wire_cursor_init(rep, reply_buf, rh.length);
+static void pending_remove(struct shim_process *p, struct shim_pending *me)
+{
+	for (struct shim_pending **link = &p->pending; *link; link = &(*link)->next)
+		if (*link == me) {
+			*link = me->next;
+			return;
+		}
+}
+
+/* A round trip of this thread: its reply lands in the thread's buffer. */
+static void pending_init(struct shim_pending *me, uint64_t seq, uint32_t call)
+{
+	*me = (struct shim_pending){ .seq = seq, .call = call, .buf = reply_buf, .cap = reply_cap };
+	reply_buf = NULL;
+	reply_cap = 0;
+}
+
+/* The thread takes its buffer back, the reply in it: *@rep and *@status
+ * are the reply's. 0, or -EPROTO for a reply without a status. */
+static int pending_adopt(struct shim_pending *me, struct wire_cursor *rep, CUresult *status)
+{
+	uint32_t st;
+
+	reply_buf = me->buf;
+	reply_cap = me->cap;
+	pthread_setspecific(reply_key, reply_buf);
+	if (!rep)
+		return 0;
+	if (!me->done)
+		return -EPIPE;
+	wire_cursor_init(rep, reply_buf, me->len);
 	if (wire_get_u32(rep, &st))
 		return -EPROTO;
 	*status = (CUresult)st;
-	if (rh.flags & WIRE_F_ERROR) {
-		pr_warn("ternd rejected %s: error %u", wire_call_name(id) ? wire_call_name(id) : "?", st);
+	if (me->flags & WIRE_F_ERROR) {
+		pr_warn("ternd rejected %s: error %u", wire_call_name(me->call) ? wire_call_name(me->call) : "?", st);
 		if (*status == CUDA_SUCCESS)
 			*status = CUDA_ERROR_UNKNOWN;
 	}
 	return 0;
+}
+
+/* The reader reads one reply and hands it to its round trip: @want, or one
+ * in p->pending; a reply nobody waits for (of a request replayed after a
+ * reconnect, answered before) is dropped. With @unlocked the lock is let go
+ * while it blocks, so that other threads send meanwhile. Returns 0 or -errno
+ * for a transport or framing failure. */
+static int reply_next_locked(struct shim_process *p, struct shim_pending *want, bool unlocked)
+{
+	struct shim_pending *to;
+	struct wire_header rh;
+	uint8_t hdr[WIRE_HEADER_SIZE];
+	int ret;
+
+	if (unlocked)
+		pthread_mutex_unlock(&p->conn_lock);
+	ret = conn_recv(p, hdr, sizeof(hdr));
+	if (unlocked)
+		pthread_mutex_lock(&p->conn_lock);
+	if (ret)
+		return ret;
+	if (wire_header_decode(hdr, &rh))
+		return -EPROTO;
+	to = pending_find(p, want, rh.seq, rh.call);
+	if (!(rh.flags & WIRE_F_REPLY) || rh.length < 4 || (!to && !rh.seq)) {
+		pr_err("reply out of step: call %u seq %llu flags %#x", rh.call, (unsigned long long)rh.seq,
+		       rh.flags);
+		return -EPROTO;
+	}
+	if (rh.ctx > p->durable_seq)
+		p->durable_seq = rh.ctx;
+	if (to && rh.length > to->cap) {
+		uint8_t *b = realloc(to->buf, rh.length);
+
+		if (!b)
+			return -ENOMEM;
+		to->buf = b;
+		to->cap = rh.length;
+	}
+	if (unlocked)
+		pthread_mutex_unlock(&p->conn_lock);
+	ret = to ? conn_recv(p, to->buf, rh.length) : conn_discard(p, rh.length);
+	if (unlocked)
+		pthread_mutex_lock(&p->conn_lock);
+	if (ret || !to)
+		return ret;
+	to->len = rh.length;
+	to->flags = rh.flags;
+	to->done = true;
+	if (to != want)
+		pthread_cond_broadcast(&p->reply_cond);
+	return 0;
+}
+
+/* Read, holding the lock, until @want's reply came (the connection's
+ * plumbing and the replay after a reconnect: nothing else is sent then). */
+static int reply_until_locked(struct shim_process *p, struct shim_pending *want)
+{
+	int ret = 0;
+
+	while (!want->done && !ret)
+		ret = reply_next_locked(p, want, false);
+	return ret;
+}
+
+static int reply_read_locked(struct shim_process *p, uint32_t id, uint64_t seq,
+			     struct wire_cursor *rep, CUresult *status)
+{
+	struct shim_pending me;
+	int ret;
+
+	pending_init(&me, seq, id);
+	ret = reply_until_locked(p, &me);
+	if (ret) {
+		pending_adopt(&me, NULL, status);
+		return ret;
+	}
+	return pending_adopt(&me, rep, status);
 }
 
 /* One request/reply exchange under sequence number @seq. The reply payload
@@ -387,17 +517,38 @@ static int conn_exchange_locked(struct shim_process *p, uint32_t id, uint64_t se
 	return reply_read_locked(p, id, seq, rep, status);
 }
 
+static bool pending_has(const struct shim_process *p, uint64_t seq)
+{
+	for (const struct shim_pending *e = p->pending; e; e = e->next)
+		if (e->seq == seq)
+			return true;
+	return false;
+}
+
+/* Requests up to the durable snapshot go, except those still waiting for
+ * their reply (another thread's synchronisation): after a restore they are
+ * sent again. Past replay_max the oldest go, and a restore before them
+ * cannot continue. */
 static void replay_trim_locked(struct shim_process *p)
 {
-	while (p->replay_head && (p->replay_head->seq <= p->durable_seq ||
-				  p->replay_bytes > p->replay_max)) {
-		struct shim_replay *e = p->replay_head;
+	struct shim_replay **link = &p->replay_head, *prev = NULL;
 
-		if (e->seq > p->durable_seq)
+	while (*link) {
+		struct shim_replay *e = *link;
+		bool durable = e->seq <= p->durable_seq;
+
+		if (!durable && p->replay_bytes <= p->replay_max)
+			break;
+		if (durable && pending_has(p, e->seq)) {
+			prev = e;
+			link = &e->next;
+			continue;
+		}
+		if (!durable)
 			p->replay_gap = e->seq;         /* evicted, not durable */
-		p->replay_head = e->next;
-		if (!p->replay_head)
-			p->replay_tail = NULL;
+		*link = e->next;
+		if (p->replay_tail == e)
+			p->replay_tail = prev;
 		p->replay_bytes -= e->len;
 		free(e);
 	}
@@ -537,6 +688,8 @@ static int host_shared_reshare_locked(struct shim_process *p)
 
 static void batch_flush_locked(struct shim_process *p);
 static CUresult conn_ready_locked(struct shim_process *p);
+static void reader_enter_locked(struct shim_process *p, const struct shim_pending *me);
+static void reader_leave_locked(struct shim_process *p);
 
 /* Open the host-function channel to this connection's worker, outside the
  * request sequence (sequence number 0, like the buffers shared again after
@@ -609,7 +762,10 @@ CUresult rpc_hostfn_ready(void)
 	pthread_mutex_lock(&p->conn_lock);
 	res = conn_ready_locked(p);
 	if (res == CUDA_SUCCESS && !p->hostfn_attached) {
+		/* Its reply is read here: no other thread may read meanwhile. */
+		reader_enter_locked(p, NULL);
 		ret = hostfn_attach_locked(p);
+		reader_leave_locked(p);
 		if (ret) {
 			pr_err("host functions: no callback channel to ternd at %s: %s", p->server,
 			       strerror(-ret));
@@ -625,7 +781,9 @@ CUresult rpc_hostfn_ready(void)
 static CUresult conn_open_locked(struct shim_process *p)
 {
 	struct transport_url url;
-	struct wire_hello_req req = { .protocol = RPC_PROTOCOL };
+	struct wire_hello_req req = { .protocol = WIRE_PROTOCOL };
+	struct wire_challenge_rep challenge;
+	uint8_t nonce[AUTH_NONCE_BYTES], token_proof[AUTH_PROOF_BYTES], cred_proof[AUTH_PROOF_BYTES];
 	struct wire_hello_rep rep;
 	struct wire_cursor cur;
 	struct wire_msg m;
@@ -637,7 +795,7 @@ static CUresult conn_open_locked(struct shim_process *p)
 		pr_err("TERN_SERVER '%s' is not a transport URL", p->server);
 		return CUDA_ERROR_NO_DEVICE;
 	}
-	if (transport_url_needs_token(&url) && !p->token_len)
+	if (transport_url_needs_token(&url) && !p->token.len)
 		pr_warn("%s needs a token (TERN_TOKEN or TERN_TOKEN_FILE) and none is set", p->server);
 	fd = transport_connect(&url);
 	if (fd < 0) {
@@ -650,22 +808,39 @@ static CUresult conn_open_locked(struct shim_process *p)
 	gethostname(host, sizeof(host) - 1);
 	snprintf(req.session, sizeof(req.session), "%s", p->session);
 	snprintf(req.host, sizeof(req.host), "%s", host);
-	req.token.ptr = (const uint8_t *)p->token;
-	req.token.len = p->token_len;
 	req.pid = (uint32_t)getpid();
 	req.last_seq = p->seq;
 
+	/* The challenge and the hello are outside the request sequence. */
 	wire_msg_init(&m);
-	wire_hello_req_encode(&m, &req);
 	{
 		struct iovec iov[WIRE_MSG_IOV_MAX];
 		int niov;
 
-		/* The hello is outside the request sequence. */
-		ret = conn_exchange_locked(p, WIRE_CALL_HELLO, 0, &m, iov, &niov, &cur, &status);
+		ret = conn_exchange_locked(p, WIRE_CALL_CHALLENGE, 0, &m, iov, &niov, &cur, &status);
+		if (!ret && status == CUDA_SUCCESS &&
+		    (wire_challenge_rep_decode(&cur, &challenge) || challenge.nonce.len != AUTH_NONCE_BYTES))
+			ret = -EPROTO;
+		if (!ret && status == CUDA_SUCCESS) {
+			/* The reply buffer is the next exchange's: keep the nonce. */
+			memcpy(nonce, challenge.nonce.ptr, sizeof(nonce));
+			/* Proofs, never the secrets (common/auth.h). */
+			if (p->token.len) {
+				auth_token_proof(&p->token, nonce, req.session, token_proof);
+				req.token_proof = (struct wire_blob){ token_proof, sizeof(token_proof) };
+			}
+			if (p->has_credential) {
+				auth_credential_proof(p->credential, nonce, req.session, cred_proof);
+				req.credential_proof = (struct wire_blob){ cred_proof, sizeof(cred_proof) };
+			}
+			wire_msg_reset(&m);
+			wire_hello_req_encode(&m, &req);
+			ret = conn_exchange_locked(p, WIRE_CALL_HELLO, 0, &m, iov, &niov, &cur, &status);
+		}
 	}
 	wire_msg_release(&m);
-	if (!ret && status == CUDA_SUCCESS && wire_hello_rep_decode(&cur, &rep))
+	if (!ret && status == CUDA_SUCCESS &&
+	    (wire_hello_rep_decode(&cur, &rep) || rep.credential.len != AUTH_CREDENTIAL_BYTES))
 		ret = -EPROTO;
 	if (ret) {
 		pr_err("hello to ternd at %s failed: %s", p->server, strerror(-ret));
@@ -680,6 +855,17 @@ static CUresult conn_open_locked(struct shim_process *p)
 	p->quota = rep.quota;
 	p->worker_pid = rep.worker_pid;
 	p->resume_seq = rep.resume_seq;
+	{
+		uint8_t cred[AUTH_CREDENTIAL_BYTES];
+
+		memcpy(cred, rep.credential.ptr, sizeof(cred));
+		if (transport_url_needs_token(&url))
+			auth_credential_mask(&p->token, nonce, req.session, cred);
+		/* Issued with the session; a resumed one hears its own again. */
+		memcpy(p->credential, cred, sizeof(cred));
+		p->has_credential = true;
+		explicit_bzero(cred, sizeof(cred));
+	}
 	pr_info("session %s on %s: worker %u, arena %#llx+%#llx, quota %llu", p->session,
 		p->server, rep.worker_pid, (unsigned long long)rep.arena_base,
 		(unsigned long long)rep.arena_size, (unsigned long long)rep.quota);
@@ -740,10 +926,38 @@ static void sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
-/* The connection broke while request @seq was in flight: reconnect under the
- * same session and replay what the worker lacks. 0 when @seq can be sent
- * again; -ESTALE when the session cannot be brought back. */
-static int session_recover_locked(struct shim_process *p, uint64_t seq)
+/* Send logged request @e again after a reconnect. A round trip's reply is
+ * read at once (into its waiting thread's round trip, if any), except a
+ * `wait` call's: the worker answers that when its wait is over, which may
+ * take a request replayed after it. 0 or -errno. */
+static int replay_one_locked(struct shim_process *p, const struct shim_replay *e)
+{
+	struct iovec iov = { (void *)e->bytes, e->len };
+	struct shim_pending *waiting, replayed;
+	struct wire_cursor cur;
+	CUresult st = CUDA_SUCCESS;
+	int ret;
+
+	ret = conn_send_locked(p, &iov, 1);
+	if (ret || e->no_reply || wire_call_waits(e->call))
+		return ret;
+	waiting = pending_find(p, NULL, e->seq, e->call);
+	if (waiting)
+		return reply_until_locked(p, waiting);
+	pending_init(&replayed, e->seq, e->call);
+	ret = reply_until_locked(p, &replayed);
+	if (pending_adopt(&replayed, ret ? NULL : &cur, &st) == 0 && !ret && st != CUDA_SUCCESS)
+		pr_warn("replayed request %llu (%s) now fails with %d", (unsigned long long)e->seq,
+			wire_call_name(e->call) ? wire_call_name(e->call) : "?", st);
+	return ret;
+}
+
+/* The connection broke: reconnect under the same session and send again,
+ * in order, what the worker lacks: every logged request after the one it
+ * resumed at, and the round trips still waiting for their replies. The
+ * caller is the reader. 0 when the session goes on; -ESTALE when it cannot
+ * be brought back. */
+static int session_recover_locked(struct shim_process *p)
 {
 	int waited = 0;
 
@@ -767,39 +981,28 @@ static int session_recover_locked(struct shim_process *p, uint64_t seq)
 		if (res != CUDA_SUCCESS)
 			return -ESTALE;
 		resume = p->resume_seq;
-		if (!resume || resume >= seq) {
+		if (!resume || resume > p->seq) {
 			pr_err("session %s came back %s: its objects are gone", p->session,
 			       resume ? "ahead of the app" : "empty");
 			return -ESTALE;
 		}
-		if (resume + 1 < seq && p->replay_gap > resume) {
+		if (resume < p->seq && p->replay_gap > resume) {
 			pr_err("session %s was restored at request %llu, but requests after it were "
 			       "dropped from the replay log (TERN_REPLAY_MAX)", p->session,
 			       (unsigned long long)resume);
 			return -ESTALE;
 		}
 		pr_info("session %s restored at request %llu: replaying %llu requests", p->session,
-			(unsigned long long)resume, (unsigned long long)(seq - 1 - resume));
+			(unsigned long long)resume, (unsigned long long)(p->seq - resume));
 		p->durable_seq = resume;
 		managed_session_restored();
 		for (e = p->replay_head; e && !ret; e = e->next) {
-			struct iovec iov = { e->bytes, e->len };
-			struct wire_cursor cur;
-			CUresult st;
-
-			if (e->seq <= resume || e->seq >= seq)
+			if (e->seq <= resume && !pending_has(p, e->seq))
 				continue;
 			/* Shared buffers were shared again, as they are now, on connecting. */
 			if (e->call == WIRE_CALL_MEM_HOST_SHARE || e->call == WIRE_CALL_MEM_HOST_UNSHARE)
 				continue;
-			ret = conn_send_locked(p, &iov, 1);
-			if (!ret && e->no_reply)
-				continue;
-			if (!ret)
-				ret = reply_read_locked(p, e->call, e->seq, &cur, &st);
-			if (!ret && st != CUDA_SUCCESS)
-				pr_warn("replayed request %llu (%s) now fails with %d", (unsigned long long)e->seq,
-					wire_call_name(e->call) ? wire_call_name(e->call) : "?", st);
+			ret = replay_one_locked(p, e);
 		}
 		if (!ret)
 			return 0;
@@ -975,14 +1178,59 @@ CUresult rpc_call(uint32_t id, struct wire_msg *req, struct wire_cursor *rep)
 	return rpc_call_fd(id, req, rep, -1);
 }
 
+/* Become the reader: wait while another thread is. */
+static void reader_enter_locked(struct shim_process *p, const struct shim_pending *me)
+{
+	while (p->reading && !(me && me->done))
+		pthread_cond_wait(&p->reply_cond, &p->conn_lock);
+	if (!(me && me->done))
+		p->reading = true;
+}
+
+static void reader_leave_locked(struct shim_process *p)
+{
+	p->reading = false;
+	pthread_cond_broadcast(&p->reply_cond);
+}
+
+/* Wait for @me's reply, reading for every waiting thread while no other
+ * does, and reconnecting when the connection broke. 0, or -ESTALE when the
+ * session is lost (then every waiting round trip fails). */
+static int pending_wait_locked(struct shim_process *p, struct shim_pending *me)
+{
+	int ret = 0;
+
+	while (!me->done) {
+		reader_enter_locked(p, me);
+		if (me->done)
+			break;
+		if (p->lost) {
+			ret = -ESTALE;
+		} else if (p->broken || p->fd < 0) {
+			pr_warn("connection to ternd lost during %s: reconnecting",
+				wire_call_name(me->call) ? wire_call_name(me->call) : "call");
+			ret = session_recover_locked(p);
+			/* The other waiting threads learn it from p->lost. */
+			if (ret)
+				conn_drop_locked(p, wire_call_name(me->call) ? wire_call_name(me->call) : "call", ret);
+		} else if (reply_next_locked(p, me, true)) {
+			p->broken = true;       /* reconnect at the next turn */
+		}
+		reader_leave_locked(p);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 CUresult rpc_call_fd(uint32_t id, struct wire_msg *req, struct wire_cursor *rep, int fd)
 {
 	struct shim_process *p = shim_process();
-	struct iovec iov[WIRE_MSG_IOV_MAX];
+	struct wire_header h = { .call = id };
+	struct iovec iov[WIRE_MSG_IOV_MAX + 1];
+	struct shim_pending me;
 	CUresult status = CUDA_ERROR_UNKNOWN;
-	bool fd_pending = fd >= 0;
-	uint64_t seq;
-	int niov = 0, ret;
+	int niov, n = 0, ret;
 
 	/* A host function must not call CUDA (the driver's rule): here it
 	 * would wait for the stream that waits for it. */
@@ -993,31 +1241,51 @@ CUresult rpc_call_fd(uint32_t id, struct wire_msg *req, struct wire_cursor *rep,
 	if (status != CUDA_SUCCESS)
 		goto out_unlock;
 	capture_mode_sync_locked(p);
+	h.ctx = header_ctx();
+	h.seq = p->seq + 1;
+	niov = req->failed ? -EMSGSIZE : wire_msg_finish(req, &h, iov + 1);
+	if (niov < 0) {
+		pr_warn("%s: request too large for the wire", wire_call_name(id));
+		status = CUDA_ERROR_INVALID_VALUE;
+		goto out_unlock;
+	}
+	p->seq++;
 	p->stat_calls++;
-	seq = ++p->seq;
-	for (;;) {
-		/* After a reconnect the buffer went over with the others: send once. */
-		ret = fd_pending && p->shm_on ? shm_fds_send(p->fd, &fd, 1) : 0;
-		fd_pending = false;
-		if (!ret)
-			ret = conn_exchange_locked(p, id, seq, req, iov, &niov, rep, &status);
-		if (!ret) {
-			replay_append_locked(p, id, seq, false, iov, niov);
-			p->stat_round_trips++;
-			break;
+	/* In the log before it is sent: a reconnect sends it again in its
+	 * place among other threads' requests. */
+	replay_append_locked(p, id, h.seq, false, iov + 1, niov);
+	pending_init(&me, h.seq, id);
+	me.next = p->pending;
+	p->pending = &me;
+	/* After a reconnect the buffer went over with the others: send once. */
+	ret = fd >= 0 && p->shm_on && !p->broken ? shm_fds_send(p->fd, &fd, 1) : 0;
+	if (ret) {
+		p->broken = true;
+		shutdown(p->fd, SHUT_RDWR);
+	} else {
+		/* Deferred requests go first, in the same write. */
+		if (p->batch_len) {
+			iov[0].iov_base = p->batch;
+			iov[0].iov_len = p->batch_len;
+			n = 1;
 		}
-		if (ret == -EMSGSIZE) {
-			pr_warn("%s: request too large for the wire", wire_call_name(id));
-			status = CUDA_ERROR_INVALID_VALUE;
-			break;
+		ret = conn_send_locked(p, iov + 1 - n, niov + n);
+		if (n) {
+			p->stat_batches++;
+			p->batch_len = 0;
+			p->batch_count = 0;
 		}
-		pr_warn("connection to ternd lost during %s (%s): reconnecting",
-			wire_call_name(id) ? wire_call_name(id) : "call", strerror(-ret));
-		if (session_recover_locked(p, seq)) {
-			conn_drop_locked(p, wire_call_name(id) ? wire_call_name(id) : "call", ret);
-			status = CUDA_ERROR_DEVICE_UNAVAILABLE;
-			break;
-		}
+	}
+	/* A failed send is the reader's to recover: the request is logged. */
+	ret = pending_wait_locked(p, &me);
+	pending_remove(p, &me);
+	if (ret) {
+		pending_adopt(&me, NULL, &status);
+		status = CUDA_ERROR_DEVICE_UNAVAILABLE;
+	} else if (pending_adopt(&me, rep, &status)) {
+		status = CUDA_ERROR_UNKNOWN;
+	} else {
+		p->stat_round_trips++;
 	}
 out_unlock:
 	pthread_mutex_unlock(&p->conn_lock);

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "auth.h"
 #include "le.h"
 #include "shm_chan.h"
 #include "wire_client.h"
@@ -106,9 +107,17 @@ struct shim_hostfn {
 	struct shim_hostfn *next_token, *next_fn;
 };
 
+struct shim_pending;
+
 struct shim_process {
-	/* Connection; guarded by conn_lock, which also serialises round trips. */
+	/* Connection; guarded by conn_lock, which serialises sends. Replies are
+	 * read by one thread at a time (the reader, @reading), without the
+	 * lock, and handed to the round trip of their sequence number. */
 	pthread_mutex_t conn_lock;
+	pthread_cond_t reply_cond;      /* a reply was handed over, or the reader left */
+	struct shim_pending *pending;   /* round trips waiting for their replies */
+	bool reading;                   /* a thread reads replies; only it may reconnect */
+	bool broken;                    /* a send or read failed: the reader reconnects */
 	int fd;                         /* -1 when not connected */
 	struct shm_chan shm;            /* the rings, when shm_on */
 	bool shm_on;
@@ -118,8 +127,12 @@ struct shim_process {
 	uint64_t seq;
 	char server[512];
 	char session[256];
-	char token[4096];
-	uint32_t token_len;
+	struct auth_token token;        /* TERN_TOKEN or TERN_TOKEN_FILE; len 0: none */
+	/* The session credential ternd issued in the first hello reply: every
+	 * reconnect proves it (common/auth.h). In process memory only, so it
+	 * lives through a restore, a CRIU dump or a VM save with the process. */
+	uint8_t credential[AUTH_CREDENTIAL_BYTES];
+	bool has_credential;
 	uint64_t arena_base, arena_size, quota;
 	uint32_t worker_pid;
 	/* Requests since the latest durable snapshot, to send again after a
@@ -290,7 +303,21 @@ int managed_free(uint64_t addr);
 void managed_drop_owner(uint64_t library);
 /* The session was restored from a snapshot (called under conn_lock). */
 void managed_session_restored(void);
+/* Forget the parent's mirrors (the child after fork, managed_lock held). */
 void managed_reset(void);
+/* Fork: the shim's locks are all held across fork() (rpc.c's atfork
+ * handlers take them in one order: managed, connection, cache, host
+ * functions, then the leaf locks: capture, graph kernel arguments, export
+ * table storage) and given back in the parent and in the child, so the
+ * child never finds one held by a thread it does not have. */
+void managed_fork_lock(void);
+void managed_fork_unlock(void);
+void capture_fork_lock(void);
+void capture_fork_unlock(void);
+void graph_exec_fork_lock(void);
+void graph_exec_fork_unlock(void);
+void export_table_fork_lock(void);
+void export_table_fork_unlock(void);
 CUresult managed_prefetch(uint64_t addr, uint64_t count, CUmemLocation loc, uint64_t stream);
 /* cuMemPrefetchBatchAsync, cuMemDiscardBatchAsync and
  * cuMemDiscardAndPrefetchBatchAsync: every range must lie in one managed
@@ -335,7 +362,7 @@ bool capture_tracked(uint64_t stream);
 void capture_track(uint64_t stream);
 /* The calling thread's capture mode (cuThreadExchangeStreamCaptureMode). */
 uint32_t capture_mode_current(void);
-/* Forget the parent's captures (the child after fork). */
+/* Forget the parent's captures (the child after fork, capture_lock held). */
 void capture_reset(void);
 /* True when every edge datum is the default one (all zero); NULL is. */
 bool graph_edges_default(const CUgraphEdgeData *edges, size_t n);

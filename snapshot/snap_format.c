@@ -17,7 +17,8 @@ enum {
 	MAN_NEW = 80, MAN_LOGICAL = 88, MAN_NEW_STORED = 96, MAN_REF_STORED = 104,
 	MAN_JOURNAL_BYTES = 112, MAN_CHUNKS_BYTES = 120, MAN_JOURNAL_HASH = 128,
 	MAN_CHUNKS_HASH = 144, MAN_LEN_NAME = 160, MAN_LEN_PARENT = 162,
-	MAN_LEN_SESSION = 164, MAN_LEN_DEVICE = 166, MAN_RESERVED = 168,
+	MAN_LEN_SESSION = 164, MAN_LEN_DEVICE = 166, MAN_CREDENTIAL = 168,
+	MAN_OWNER_UID = 200, MAN_AUTH_FLAGS = 204, MAN_RESERVED = 208,
 	MAN_END = 216,
 };
 _Static_assert(MAN_END == SNAP_MANIFEST_FIXED_BYTES, "manifest fixed part");
@@ -220,6 +221,10 @@ int snap_manifest_encode(const struct snap_manifest *m, struct snap_buf *out)
 	le64_put(p + MAN_CHUNKS_BYTES, m->chunks_bytes);
 	memcpy(p + MAN_JOURNAL_HASH, m->journal_hash, SNAP_HASH_BYTES);
 	memcpy(p + MAN_CHUNKS_HASH, m->chunks_hash, SNAP_HASH_BYTES);
+	if (m->auth_flags & SNAP_AUTH_CREDENTIAL)
+		memcpy(p + MAN_CREDENTIAL, m->credential, SNAP_CREDENTIAL_BYTES);
+	le32_put(p + MAN_OWNER_UID, m->auth_flags & SNAP_AUTH_OWNER_UID ? m->owner_uid : 0);
+	le32_put(p + MAN_AUTH_FLAGS, m->auth_flags & SNAP_AUTH_KNOWN);
 	for (int i = 0; i < 4; i++)
 		le16_put(p + MAN_LEN_NAME + 2 * i, (uint16_t)lens[i]);
 	for (int i = 0; i < 4; i++) {
@@ -283,6 +288,11 @@ int snap_manifest_decode(const uint8_t *buf, size_t len, struct snap_manifest *m
 	m->chunks_bytes = le64_get(buf + MAN_CHUNKS_BYTES);
 	memcpy(m->journal_hash, buf + MAN_JOURNAL_HASH, SNAP_HASH_BYTES);
 	memcpy(m->chunks_hash, buf + MAN_CHUNKS_HASH, SNAP_HASH_BYTES);
+	m->auth_flags = le32_get(buf + MAN_AUTH_FLAGS);
+	m->owner_uid = le32_get(buf + MAN_OWNER_UID);
+	memcpy(m->credential, buf + MAN_CREDENTIAL, SNAP_CREDENTIAL_BYTES);
+	if (m->auth_flags & ~SNAP_AUTH_KNOWN)
+		return -EBADMSG;
 	if (m->chunk_size < SNAP_CHUNK_SIZE_MIN || m->chunk_size > SNAP_CHUNK_SIZE_MAX)
 		return -EBADMSG;
 	if (!snap_name_valid(m->name) || (m->parent[0] && !snap_name_valid(m->parent)))

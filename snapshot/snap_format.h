@@ -29,6 +29,13 @@
 #define SNAP_FRAME_MAGIC    0x4b4e4843u /* "CHNK" read as little-endian */
 
 #define SNAP_HASH_BYTES 16
+#define SNAP_CREDENTIAL_BYTES 32
+
+/* Manifest auth flags: which of the session's credential and owner uid it
+ * holds (a manifest written before they existed holds neither). */
+#define SNAP_AUTH_CREDENTIAL 0x1u
+#define SNAP_AUTH_OWNER_UID  0x2u
+#define SNAP_AUTH_KNOWN (SNAP_AUTH_CREDENTIAL | SNAP_AUTH_OWNER_UID)
 #define SNAP_NAME_MAX 255          /* snapshot, session and device names */
 #define SNAP_CHUNK_SIZE_MIN (4u << 10)
 #define SNAP_CHUNK_SIZE_MAX (64u << 20)
@@ -77,6 +84,11 @@ struct snap_manifest {
 	char parent[SNAP_NAME_MAX + 1];        /* "" when none */
 	char session_id[SNAP_NAME_MAX + 1];
 	char device_name[SNAP_NAME_MAX + 1];
+	/* Who may come back to the session restored from it (common/auth.h):
+	 * the session credential and the uid of a unix guest that made it. */
+	uint32_t auth_flags;          /* SNAP_AUTH_* */
+	uint32_t owner_uid;
+	uint8_t credential[SNAP_CREDENTIAL_BYTES];
 };
 
 struct snap_chunk_ref {

@@ -431,6 +431,9 @@ int snap_writer_begin(struct snap_store *s, const struct snap_writer_config *cfg
 		 cfg->session_id ? cfg->session_id : "");
 	snprintf(w->m.device_name, sizeof(w->m.device_name), "%s",
 		 cfg->device_name ? cfg->device_name : "");
+	w->m.auth_flags = cfg->auth_flags & SNAP_AUTH_KNOWN;
+	w->m.owner_uid = cfg->owner_uid;
+	memcpy(w->m.credential, cfg->credential, sizeof(w->m.credential));
 
 	rc = snap_store_lock(s, 0, 0);
 	if (rc < 0)

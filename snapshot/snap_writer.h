@@ -36,6 +36,11 @@ struct snap_writer_config {
 	uint8_t device_uuid[16];
 	uint32_t driver_version;
 	uint32_t chunk_size;         /* 0: the store's; must equal the parent's */
+	/* The session's credential and owner uid for the manifest (SNAP_AUTH_*
+	 * says which are set); 0: none. */
+	uint32_t auth_flags;
+	uint32_t owner_uid;
+	uint8_t credential[SNAP_CREDENTIAL_BYTES];
 };
 
 /* The caller's buffer @buf may be reused (the bytes were consumed).

@@ -27,7 +27,9 @@ TYPES = {
 #   sync   the call reports the errors of earlier deferred calls (the worker
 #          answers it with the first one)
 #   defer  the shim may send it without waiting for a reply (rpc_<call>_defer)
-FLAGS = ("sync", "defer")
+#   wait   the worker may answer it after requests that came later: its wait
+#          runs off the dispatch thread, and the shim matches the reply
+FLAGS = ("sync", "defer", "wait")
 
 
 class Call:
@@ -331,9 +333,11 @@ def gen_codec(table, out_h, out_c):
     h.append("int wire_reply_check(uint32_t id, const void *payload, size_t len);\n")
     h.append("/* The table's properties of call @id (false for an unknown id): whether it")
     h.append(" * reports the errors of earlier deferred calls, and whether the shim may")
-    h.append(" * send it without waiting for its reply. */")
+    h.append(" * send it without waiting for its reply, and whether the worker may answer")
+    h.append(" * it after requests that came later (its wait runs aside). */")
     h.append("bool wire_call_synchronises(uint32_t id);")
-    h.append("bool wire_call_deferrable(uint32_t id);\n")
+    h.append("bool wire_call_deferrable(uint32_t id);")
+    h.append("bool wire_call_waits(uint32_t id);\n")
     h.append("/* The call's name (\"mem_alloc\"), or NULL for an id never defined or retired. */")
     h.append("const char *wire_call_name(uint32_t id);")
     h.append("/* The kind's name (\"stream\"), or NULL for a kind the table does not declare. */")
@@ -357,7 +361,8 @@ def gen_codec(table, out_h, out_c):
             c_.append(f"\tcase {c.id}:\n\t\tv = malloc(sizeof(struct wire_{c.name}_{side}));")
             c_.append(f"\t\tret = v ? wire_{c.name}_{side}_decode(&cur, v) : -ENOMEM;\n\t\tfree(v);\n\t\treturn ret;")
         c_.append("\tdefault:\n\t\treturn -ENOSYS;\n\t}\n}\n")
-    for fn, flag in (("wire_call_synchronises", "sync"), ("wire_call_deferrable", "defer")):
+    for fn, flag in (("wire_call_synchronises", "sync"), ("wire_call_deferrable", "defer"),
+                     ("wire_call_waits", "wait")):
         c_.append(f"bool {fn}(uint32_t id)\n{{\n\tswitch (id) {{")
         for c in live(calls):
             if flag in c.flags:

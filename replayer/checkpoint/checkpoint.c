@@ -49,6 +49,10 @@ struct checkpoint_job {
 	struct snap_writer *writer;
 	struct capture_stats stats;
 	pthread_t thread;
+	/* What the drain thread needs of the session, copied while the guest
+	 * is paused: the worker goes on dispatching as it drains, and the
+	 * handle table is the worker thread's alone (handle_table.h). */
+	void *ctx;                  /* the backend's primary context of device 0 */
 	int done_fd;
 	int status;
 	char error[256];
@@ -126,7 +130,7 @@ static void *job_drain(void *arg)
 	int ret;
 
 	/* The driver's current context is per thread. */
-	ex->be->cuCtxSetCurrent(handle_table_get(ex->handles, ex->primary_ctx, HANDLE_CONTEXT)->real);
+	ex->be->cuCtxSetCurrent(job->ctx);
 	ret = capture_finish(job->ck->capture, &job->stats);
 	if (ret)
 		snprintf(job->error, sizeof(job->error), "copying device memory failed: %s", strerror(-ret));
@@ -209,6 +213,10 @@ int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req
 	wcfg.name = req->name;
 	wcfg.parent = job->parent[0] ? job->parent : NULL;
 	wcfg.session_id = req->session;
+	wcfg.auth_flags = req->auth_flags;
+	wcfg.owner_uid = req->owner_uid;
+	if (req->auth_flags & SNAP_AUTH_CREDENTIAL)
+		memcpy(wcfg.credential, req->credential, sizeof(wcfg.credential));
 	ex->be->cuDeviceGetName(ex->device_name, sizeof(ex->device_name), ex->device);
 	wcfg.device_name = ex->device_name;
 	{
@@ -287,6 +295,7 @@ int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req
 		goto out_writer;
 	}
 	job->pause_ns = now_ns();
+	job->ctx = handle_table_get(ex->handles, ex->primary_ctx, HANDLE_CONTEXT)->real;
 	ret = pthread_create(&job->thread, NULL, job_drain, job);
 	if (ret) {
 		ret = -ret;
@@ -520,6 +529,14 @@ static int restore_object(void *arg, uint64_t handle, const struct tracker_objec
 
 			tracker_image_ref(ex->journal, image, im.size, 0, hash);
 		}
+		/* Its globals count in the restored session's quota as they did. */
+		if (res == CUDA_SUCCESS && exec_image_charge(ex, handle, image, im.size + 1) != CUDA_SUCCESS) {
+			if (o->kind == HANDLE_MODULE)
+				ex->be->cuModuleUnload(real);
+			else
+				ex->be->cuLibraryUnload(real);
+			res = CUDA_ERROR_OUT_OF_MEMORY;
+		}
 		free(image);
 		break;
 	case HANDLE_KERNEL:
@@ -556,6 +573,8 @@ static int restore_object(void *arg, uint64_t handle, const struct tracker_objec
 		if (restore_switch(rc, o->parent))
 			return -EBADMSG;
 		res = ex->be->cuStreamCreateWithPriority((CUstream *)&real, flags, prio);
+		if (res == CUDA_SUCCESS && (flags & CU_STREAM_NON_BLOCKING))
+			ex->streams_nonblocking++;
 		if (res == CUDA_SUCCESS) {
 			res = checkpoint_state_stream(ex, o, real);
 			if (res != CUDA_SUCCESS)

@@ -53,6 +53,11 @@ struct checkpoint_request {
 	uint64_t seq;               /* last request applied */
 	const void *reply;          /* its encoded reply, kept for a resend */
 	size_t reply_len;
+	/* The session credential and the uid of its unix guest, for the
+	 * manifest (SNAP_AUTH_* of snap_format.h says which are set). */
+	uint32_t auth_flags;
+	uint32_t owner_uid;
+	const uint8_t *credential;  /* SNAP_CREDENTIAL_BYTES, when flagged */
 };
 
 /* Take the paused part of a snapshot. On success the guest may run again

@@ -54,7 +54,7 @@
 static CUresult ctx_setting_apply(struct exec *ex, uint32_t id, uint64_t value)
 {
 	if (id < EXEC_CTX_SETTING_CACHE_CONFIG)
-		return ex->be->cuCtxSetLimit((CUlimit)id, (size_t)value);
+		return exec_ctx_limit_set(ex, id, value);
 	switch (id) {
 	case EXEC_CTX_SETTING_CACHE_CONFIG:
 		return ex->be->cuCtxSetCacheConfig((CUfunc_cache)value);

@@ -5,8 +5,12 @@
 #include "ipc_broker.h"
 #include "log.h"
 #include "snap_store.h"
+#include "wire_calls.h"
 
 #include <dirent.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -23,6 +27,30 @@
 #include <unistd.h>
 
 _Static_assert(CONTROL_NAME_MAX == SNAP_NAME_MAX, "a snapshot name fits a control message's");
+_Static_assert(AUTH_CREDENTIAL_BYTES == SNAP_CREDENTIAL_BYTES, "a manifest keeps the session credential");
+
+/* Who may come back to a session (common/auth.h): its credential, issued
+ * with the session, and the uid of the unix guest that made it. */
+struct session_cred {
+	bool set;
+	bool has_uid;
+	uint32_t uid;
+	uint8_t secret[AUTH_CREDENTIAL_BYTES];
+};
+
+/* A ckpt or ternd-status client whose request line is not whole yet: read
+ * from the poll loop, so that an idle one delays nothing. */
+#define CONTROL_CLIENTS_MAX 32
+#define CONTROL_CLIENT_TIMEOUT_MS 2000
+
+struct control_client {
+	int fd;                             /* -1: free */
+	bool refused;                       /* a peer the control socket does not serve */
+	uint32_t uid;
+	uint64_t deadline_ms;
+	size_t len;
+	char line[CONTROL_REQUEST_MAX];
+};
 
 /* The supervisor's end of a worker's line channel, and the ckpt client
  * waiting on it (snapshot, suspend, or a restore this worker performs). */
@@ -34,6 +62,8 @@ struct worker_link {
 	int client_fd;
 	bool suspending;
 	char snapshot[SNAP_NAME_MAX + 1];   /* the one being written */
+	struct session_cred cred;           /* of the session this worker serves */
+	bool told;                          /* its hello was answered (worker_hello) */
 };
 
 /* What the supervisor remembers of a session beyond its worker's life. */
@@ -53,6 +83,7 @@ struct session_known {
 	char latest[SNAP_NAME_MAX + 1];    /* latest durable snapshot */
 	int client_fd;                     /* waiting for the restore to happen */
 	int waiting_slot;                  /* a worker told to wait, or -1 */
+	struct session_cred cred;          /* for the plan: who may come back */
 	bool resume_pending;               /* a resume came while its suspend ran: restore once it ends */
 };
 
@@ -66,7 +97,27 @@ struct supervisor {
 	struct session_known known[SESSIONS_KNOWN];
 	unsigned long sessions_started;
 	struct ipc_broker *ipc;
+	struct preauth preauth;
+	struct control_client clients[CONTROL_CLIENTS_MAX];
+	uint64_t hellos_refused;            /* failed a check before any fork */
 };
+
+static uint64_t monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The credential and owner a snapshot's manifest keeps, or none. */
+static void cred_from_manifest(struct session_cred *cred, const struct snap_manifest *m)
+{
+	*cred = (struct session_cred){ .set = m->auth_flags & SNAP_AUTH_CREDENTIAL,
+				       .has_uid = m->auth_flags & SNAP_AUTH_OWNER_UID, .uid = m->owner_uid };
+	if (cred->set)
+		memcpy(cred->secret, m->credential, sizeof(cred->secret));
+}
 
 /* Send @r to the ckpt client on *fd; a failed write drops the client. */
 static void client_send(int *fd, const struct control_reply *r)
@@ -169,12 +220,17 @@ static void suspended_forget(struct supervisor *sv, const char *id)
 
 static struct session_known *known_get(struct supervisor *sv, const char *id, bool create);
 
+static void store_path(struct supervisor *sv, char *out, size_t cap);
+
 static void suspended_load(struct supervisor *sv)
 {
-	char dir[4300];
+	char dir[4300], store_dir[4200];
+	struct snap_store *store = NULL;
+	struct snap_manifest m;
 	struct dirent *de;
 	DIR *d;
 
+	store_path(sv, store_dir, sizeof(store_dir));
 	snprintf(dir, sizeof(dir), "%s/suspended", sv->cfg->state_dir);
 	d = opendir(dir);
 	if (!d)
@@ -196,12 +252,20 @@ static void suspended_load(struct supervisor *sv)
 		k = snap_name_valid(name) ? known_get(sv, de->d_name, true) : NULL;
 		if (!k)
 			continue;
+		if (!store)
+			snap_store_open(store_dir, NULL, 0, &store);
+		if (store && !snap_store_manifest_get(store, name, &m))
+			cred_from_manifest(&k->cred, &m);
+		if (!k->cred.set)
+			pr_warn("session %s: snapshot '%s' holds no credential: the first guest to name the "
+				"session may resume it", k->id, name);
 		k->plan = PLAN_SUSPENDED;
 		snprintf(k->snapshot, sizeof(k->snapshot), "%s", name);
 		snprintf(k->latest, sizeof(k->latest), "%s", name);
 		pr_info("session %s is suspended in '%s': `ckpt resume %s` brings it back", k->id, name, k->id);
 	}
 	closedir(d);
+	snap_store_close(store);
 }
 
 static struct session_slot *slot_claim(struct supervisor *sv, unsigned *index)
@@ -238,45 +302,52 @@ static int slot_of_session(struct supervisor *sv, const char *id, int except)
 	return -1;
 }
 
-static void session_start(struct supervisor *sv, int listen_idx)
+/* Fork the worker of a hello that passed every check: @c's connection and
+ * its hello go to it, and the supervisor keeps @cred for the session. */
+static void session_start(struct supervisor *sv, struct preauth_conn *c, const char *id,
+			  const struct session_cred *cred, const uint8_t credential_wire[AUTH_CREDENTIAL_BYTES])
 {
-	const struct transport_url *url = &sv->cfg->listen[listen_idx];
+	const struct transport_url *url = &sv->cfg->listen[c->listener];
 	struct worker_config wcfg = sv->cfg->worker;
+	/* The worker's own copy: the child wipes the supervisor's tables. */
+	struct session_cred mine = *cred;
 	struct session_slot *slot;
 	unsigned index;
-	int fd = transport_accept(sv->listen_fd[listen_idx]), pair[2], ipc[2] = { -1, -1 };
+	int pair[2], ipc[2] = { -1, -1 };
 	pid_t pid;
 
-	if (fd < 0) {
-		pr_warn("accept failed: %s", strerror(-fd));
-		return;
-	}
 	slot = slot_claim(sv, &index);
 	if (!slot) {
-		pr_warn("%d sessions already: connection refused", SESSION_SLOTS);
-		close(fd);
+		pr_warn("%d sessions already: session %s refused", SESSION_SLOTS, id);
+		preauth_refuse(&sv->preauth, c, CUDA_ERROR_OUT_OF_MEMORY);
 		return;
 	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair)) {
 		pr_err("socketpair: %s", strerror(errno));
 		atomic_store(&slot->state, SESSION_FREE);
-		close(fd);
+		preauth_refuse(&sv->preauth, c, CUDA_ERROR_OPERATING_SYSTEM);
 		return;
 	}
 	/* IPC asks and answers in packets, an fd beside some. */
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ipc))
 		pr_warn("no IPC channel for this session: %s", strerror(errno));
 	wcfg.ipc_fd = ipc[1];
-	wcfg.require_token = transport_url_needs_token(url);
-	wcfg.token = sv->cfg->token[0] ? sv->cfg->token : NULL;
 	wcfg.state_dir = sv->cfg->state_dir;
 	wcfg.cmd_fd = pair[1];
+	wcfg.hello_header = &c->h;
+	wcfg.hello_payload = c->payload;
+	wcfg.credential = mine.secret;
+	wcfg.credential_wire = credential_wire;
+	wcfg.has_owner_uid = mine.has_uid;
+	wcfg.owner_uid = mine.uid;
 	transport_url_format(url, slot->peer, sizeof(slot->peer));
+	/* Named before the fork: a second hello for the id finds this one. */
+	snprintf(slot->id, sizeof(slot->id), "%s", id);
 	pid = fork();
 	if (pid < 0) {
 		pr_err("fork failed: %s", strerror(errno));
 		atomic_store(&slot->state, SESSION_FREE);
-		close(fd);
+		preauth_refuse(&sv->preauth, c, CUDA_ERROR_OPERATING_SYSTEM);
 		close(pair[0]);
 		close(pair[1]);
 		if (ipc[0] >= 0) {
@@ -286,6 +357,8 @@ static void session_start(struct supervisor *sv, int listen_idx)
 		return;
 	}
 	if (pid == 0) {
+		int fd = c->fd;
+
 		/* The worker keeps only its connection and its line to us. */
 		for (unsigned i = 0; i < sv->cfg->listen_count; i++)
 			close(sv->listen_fd[i]);
@@ -296,12 +369,23 @@ static void session_start(struct supervisor *sv, int listen_idx)
 				close(sv->links[i].ipc_fd);
 			if (sv->links[i].client_fd >= 0)
 				close(sv->links[i].client_fd);
+			explicit_bzero(&sv->links[i].cred, sizeof(sv->links[i].cred));
 		}
 		/* A ckpt client waiting on the supervisor must see its answer's
 		 * end when the supervisor closes it, not be held open by us. */
-		for (unsigned i = 0; i < SESSIONS_KNOWN; i++)
+		for (unsigned i = 0; i < SESSIONS_KNOWN; i++) {
 			if (sv->known[i].client_fd >= 0)
 				close(sv->known[i].client_fd);
+			explicit_bzero(&sv->known[i].cred, sizeof(sv->known[i].cred));
+		}
+		for (unsigned i = 0; i < CONTROL_CLIENTS_MAX; i++)
+			if (sv->clients[i].fd >= 0)
+				close(sv->clients[i].fd);
+		/* Other guests' connections are not ours; our own (and its
+		 * hello, which wcfg points at) stays. */
+		for (unsigned i = 0; i < sv->preauth.cfg.max; i++)
+			if (&sv->preauth.conns[i] != c && sv->preauth.conns[i].fd >= 0)
+				close(sv->preauth.conns[i].fd);
 		close(sv->control_fd);
 		close(sv->signal_fd);
 		close(pair[0]);
@@ -314,10 +398,123 @@ static void session_start(struct supervisor *sv, int listen_idx)
 	close(pair[1]);
 	if (ipc[1] >= 0)
 		close(ipc[1]);
-	sv->links[index] = (struct worker_link){ .fd = pair[0], .ipc_fd = ipc[0], .client_fd = -1 };
+	sv->links[index] = (struct worker_link){ .fd = pair[0], .ipc_fd = ipc[0], .client_fd = -1, .cred = mine };
+	explicit_bzero(&mine, sizeof(mine));
 	atomic_store(&slot->pid, pid);
 	sv->sessions_started++;
-	close(fd);
+	preauth_forget(&sv->preauth, c, true);
+}
+
+/* Who may come back to session @id now: the worker serving it, else the
+ * plan (suspended, or to be restored) that holds it. NULL: no one holds the
+ * id, and a hello for it starts a new session. */
+static struct session_cred *session_cred_of(struct supervisor *sv, const char *id)
+{
+	int live = slot_of_session(sv, id, -1);
+	struct session_known *k;
+
+	if (live >= 0)
+		return &sv->links[live].cred;
+	k = known_get(sv, id, false);
+	if (k && k->plan != PLAN_NONE)
+		return &k->cred;
+	return NULL;
+}
+
+static void hello_refuse(struct supervisor *sv, struct preauth_conn *c, uint32_t status, const char *id,
+			 const char *why)
+{
+	sv->hellos_refused++;
+	pr_warn("%s: hello for session %s refused: %s (%llu refused so far)", c->source, id, why,
+		(unsigned long long)sv->hellos_refused);
+	preauth_refuse(&sv->preauth, c, status);
+}
+
+/* A whole hello came on @c: check it, and fork its worker only if it passes.
+ * A refusal touches nothing of the session it named. */
+static void session_hello(struct supervisor *sv, struct preauth_conn *c)
+{
+	const struct transport_url *url = &sv->cfg->listen[c->listener];
+	struct wire_hello_req *hello = malloc(sizeof(*hello));
+	uint8_t want[AUTH_PROOF_BYTES], wire[AUTH_CREDENTIAL_BYTES];
+	char id[SESSION_ID_MAX];
+	struct session_cred fresh = { 0 }, *cred;
+	struct wire_cursor cur;
+	uint32_t protocol = 0;
+
+	if (!hello) {
+		preauth_refuse(&sv->preauth, c, CUDA_ERROR_OUT_OF_MEMORY);
+		return;
+	}
+	/* The protocol comes first in every version's hello: an older guest
+	 * hears "not supported", not "malformed". */
+	wire_cursor_init(&cur, c->payload, c->h.length);
+	if (!wire_get_u32(&cur, &protocol) && protocol != WIRE_PROTOCOL) {
+		pr_warn("%s: guest speaks protocol %u, this ternd %u", c->source, protocol, WIRE_PROTOCOL);
+		preauth_refuse(&sv->preauth, c, CUDA_ERROR_NOT_SUPPORTED);
+		goto out;
+	}
+	wire_cursor_init(&cur, c->payload, c->h.length);
+	if (wire_hello_req_decode(&cur, hello) < 0) {
+		hello_refuse(sv, c, CUDA_ERROR_INVALID_VALUE, "?", "malformed hello");
+		goto out;
+	}
+	worker_session_id_clean(id, hello->session);
+	if (!c->challenged) {
+		hello_refuse(sv, c, CUDA_ERROR_NOT_PERMITTED, id, "no challenge before the hello");
+		goto out;
+	}
+	if (transport_url_needs_token(url)) {
+		if (sv->cfg->token.len)
+			auth_token_proof(&sv->cfg->token, c->nonce, hello->session, want);
+		if (!sv->cfg->token.len || hello->token_proof.len != AUTH_PROOF_BYTES ||
+		    !auth_equal(want, hello->token_proof.ptr, AUTH_PROOF_BYTES)) {
+			hello_refuse(sv, c, CUDA_ERROR_NOT_PERMITTED, id, "bad token");
+			goto out;
+		}
+	}
+	cred = session_cred_of(sv, id);
+	if (cred && cred->set) {
+		auth_credential_proof(cred->secret, c->nonce, hello->session, want);
+		if (hello->credential_proof.len != AUTH_PROOF_BYTES ||
+		    !auth_equal(want, hello->credential_proof.ptr, AUTH_PROOF_BYTES)) {
+			hello_refuse(sv, c, CUDA_ERROR_NOT_PERMITTED, id,
+				     hello->credential_proof.len ? "wrong session credential" : "no session credential");
+			goto out;
+		}
+		if (cred->has_uid && c->has_uid && c->uid != cred->uid && !sv->cfg->reattach_any_uid) {
+			char why[96];
+
+			snprintf(why, sizeof(why), "uid %u is not the session's owner, uid %u", (unsigned)c->uid,
+				 (unsigned)cred->uid);
+			hello_refuse(sv, c, CUDA_ERROR_NOT_PERMITTED, id, why);
+			goto out;
+		}
+	} else {
+		/* A new session, or one restored from a snapshot made before
+		 * credentials: its guest gets a fresh credential. */
+		if (cred)
+			pr_warn("session %s: its snapshot holds no credential: a new one is issued", id);
+		fresh.set = true;
+		fresh.has_uid = c->has_uid;
+		fresh.uid = c->uid;
+		if (auth_random(fresh.secret, sizeof(fresh.secret))) {
+			hello_refuse(sv, c, CUDA_ERROR_OPERATING_SYSTEM, id, "no random bytes");
+			goto out;
+		}
+		if (cred)
+			*cred = fresh;
+		cred = &fresh;
+	}
+	memcpy(wire, cred->secret, sizeof(wire));
+	if (transport_url_needs_token(url))
+		auth_credential_mask(&sv->cfg->token, c->nonce, hello->session, wire);
+	session_start(sv, c, id, cred, wire);
+	explicit_bzero(wire, sizeof(wire));
+out:
+	explicit_bzero(&fresh, sizeof(fresh));
+	explicit_bzero(want, sizeof(want));
+	free(hello);
 }
 
 static int link_send(struct worker_link *l, const struct control_link *m)
@@ -340,6 +537,7 @@ static void worker_hello(struct supervisor *sv, unsigned index, const char *id)
 	struct session_known *k = known_get(sv, id, false);
 	int other = slot_of_session(sv, id, (int)index);
 
+	l->told = true;
 	if (k && k->plan == PLAN_RESTORE) {
 		suspended_forget(sv, id);
 		pr_info("session %s: worker %d restores '%s'", id, atomic_load(&sv->slots[index].pid), k->snapshot);
@@ -393,13 +591,16 @@ static void worker_line(struct supervisor *sv, unsigned index, char *line, size_
 		if (ok && k) {
 			snprintf(k->latest, sizeof(k->latest), "%s", l->snapshot);
 			if (l->suspending && k->resume_pending) {
-				/* Its client waits on k->client_fd for the restore. */
+				/* Its client waits on k->client_fd for the restore; its
+				 * guest comes back with the credential it had. */
 				k->plan = PLAN_RESTORE;
+				k->cred = l->cred;
 				snprintf(k->snapshot, sizeof(k->snapshot), "%s", l->snapshot);
 				pr_info("session %s suspended in '%s' and resumed at its reconnect", slot->id,
 					l->snapshot);
 			} else if (l->suspending) {
 				k->plan = PLAN_SUSPENDED;
+				k->cred = l->cred;
 				snprintf(k->snapshot, sizeof(k->snapshot), "%s", l->snapshot);
 				suspended_save(sv, k);
 				pr_info("session %s suspended in '%s'", slot->id, l->snapshot);
@@ -490,6 +691,8 @@ static void workers_reap(struct supervisor *sv)
 		for (unsigned i = 0; i < SESSIONS_KNOWN; i++)
 			if (sv->known[i].waiting_slot == (int)index)
 				sv->known[i].waiting_slot = -1;
+		/* A plan keeps its own copy; the worker's goes with it. */
+		explicit_bzero(&sv->links[index].cred, sizeof(sv->links[index].cred));
 		atomic_store(&s->state, SESSION_FREE);
 	}
 }
@@ -655,6 +858,7 @@ static void request_restore(struct supervisor *sv, int client, const struct cont
 	char dir[4200], session[SESSION_ID_MAX] = "", snapshot[SNAP_NAME_MAX + 1] = "";
 	const char *name = req->op == CONTROL_OP_RESUME ? req->session : req->snapshot;
 	struct session_known *k = NULL;
+	struct session_cred cred = { 0 };
 	struct snap_manifest m;
 	struct snap_store *store = NULL;
 	int device = req->device >= 0 ? req->device : sv->cfg->worker.exec_cfg.device, live;
@@ -698,6 +902,7 @@ static void request_restore(struct supervisor *sv, int client, const struct cont
 			return;
 		}
 		snap_store_close(store);
+		cred_from_manifest(&cred, &m);
 		snprintf(session, sizeof(session), "%s", m.session_id);
 		snprintf(snapshot, sizeof(snapshot), "%s", name);
 		k = known_get(sv, session, true);
@@ -706,6 +911,18 @@ static void request_restore(struct supervisor *sv, int client, const struct cont
 			return;
 		}
 	}
+	live = slot_of_session(sv, session, -1);
+	/* A snapshot's state goes to the guest that made it: whoever holds
+	 * the id now may have claimed it after that guest's worker died.
+	 * Only a snapshot without a credential goes to the live guest. */
+	if (cred.set && live >= 0 && !auth_equal(cred.secret, sv->links[live].cred.secret, AUTH_CREDENTIAL_BYTES))
+		pr_warn("session %s: its live guest is not the one that made '%s': only that one can come back",
+			session, snapshot);
+	if (!cred.set && live >= 0)
+		k->cred = sv->links[live].cred;
+	else if (k->plan != PLAN_SUSPENDED)
+		k->cred = cred;
+	explicit_bzero(&cred, sizeof(cred));
 	if (k->client_fd >= 0)
 		close(k->client_fd);
 	k->plan = PLAN_RESTORE;
@@ -718,7 +935,15 @@ static void request_restore(struct supervisor *sv, int client, const struct cont
 		k->waiting_slot = -1;
 		return;
 	}
-	live = slot_of_session(sv, session, -1);
+	if (live >= 0 && !sv->links[live].told && slot_of_session(sv, session, live) >= 0)
+		live = slot_of_session(sv, session, live);     /* the one serving it */
+	if (live >= 0 && !sv->links[live].told) {
+		/* Forked for a checked hello that it has not passed on yet: it
+		 * hears the plan when it does (worker_hello). */
+		pr_info("session %s: worker %d restores '%s' once it has read its hello", session,
+			atomic_load(&sv->slots[live].pid), snapshot);
+		return;
+	}
 	if (live >= 0) {
 		/* Its guest reconnects to the restored state. */
 		pr_info("session %s: stopping worker %d for the restore of '%s'", session,
@@ -728,24 +953,15 @@ static void request_restore(struct supervisor *sv, int client, const struct cont
 	pr_info("session %s: '%s' is restored when its guest reconnects", session, snapshot);
 }
 
-static void control_serve(struct supervisor *sv)
+/* One whole request line from a control client: answer it (or hand the
+ * client to whoever answers later). */
+static void control_dispatch(struct supervisor *sv, int fd, char *line, size_t n)
 {
 	struct control_reply reply = { 0 };
 	struct control_request req;
-	char line[CONTROL_REQUEST_MAX], err[256];
-	int fd = transport_accept(sv->control_fd), n;
+	char err[256];
 
-	if (fd < 0)
-		return;
-	n = control_line_read(fd, line, sizeof(line), 2000);
-	if (n < 0) {
-		if (n == -EMSGSIZE)
-			client_fail(&fd, "request longer than %d bytes", CONTROL_REQUEST_MAX);
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	if (control_request_decode(line, (size_t)n, &req, err, sizeof(err))) {
+	if (control_request_decode(line, n, &req, err, sizeof(err))) {
 		client_fail(&fd, "bad request: %s (is ckpt from the same build as ternd?)", err);
 		return;
 	}
@@ -768,6 +984,116 @@ static void control_serve(struct supervisor *sv)
 		reply_snapshots(sv, fd);
 		break;
 	}
+}
+
+/* May this peer of the control socket snapshot, restore and list sessions?
+ * root, ternd's own uid, or a member of --socket-group. */
+static bool control_peer_allowed(struct supervisor *sv, int fd, struct ucred *cred)
+{
+	socklen_t len = sizeof(*cred);
+	gid_t groups[256];
+	int ngroups = 256;
+	struct passwd pw, *found = NULL;
+	char buf[4096];
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cred, &len))
+		return false;
+	if (cred->uid == 0 || cred->uid == geteuid())
+		return true;
+	if (!sv->cfg->socket_group_set)
+		return false;
+	if (cred->gid == sv->cfg->socket_group)
+		return true;
+	if (getpwuid_r(cred->uid, &pw, buf, sizeof(buf), &found) || !found ||
+	    getgrouplist(found->pw_name, found->pw_gid, groups, &ngroups) < 0)
+		return false;
+	for (int i = 0; i < ngroups; i++)
+		if (groups[i] == sv->cfg->socket_group)
+			return true;
+	return false;
+}
+
+static void control_accept(struct supervisor *sv)
+{
+	int fd = transport_accept(sv->control_fd);
+	struct control_client *free_client = NULL;
+	struct ucred cred;
+
+	if (fd < 0)
+		return;
+	bool allowed = control_peer_allowed(sv, fd, &cred);
+
+	if (!allowed)
+		pr_warn("control socket: uid %u gid %u may not use it: refused", (unsigned)cred.uid,
+			(unsigned)cred.gid);
+	for (unsigned i = 0; i < CONTROL_CLIENTS_MAX && !free_client; i++)
+		if (sv->clients[i].fd < 0)
+			free_client = &sv->clients[i];
+	if (!free_client) {
+		client_fail(&fd, "%d control clients are waiting already; retry", CONTROL_CLIENTS_MAX);
+		return;
+	}
+	/* A refused peer hears why once its request is in: an answer before
+	 * it has written would only break its pipe. */
+	free_client->fd = fd;
+	free_client->refused = !allowed;
+	free_client->uid = cred.uid;
+	free_client->len = 0;
+	free_client->deadline_ms = monotonic_ms() + CONTROL_CLIENT_TIMEOUT_MS;
+}
+
+static void control_client_readable(struct supervisor *sv, struct control_client *cl)
+{
+	ssize_t n = recv(cl->fd, cl->line + cl->len, sizeof(cl->line) - cl->len, MSG_DONTWAIT);
+	char *nl;
+	int fd;
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		close(cl->fd);
+		cl->fd = -1;
+		return;
+	}
+	cl->len += (size_t)n;
+	nl = memchr(cl->line, '\n', cl->len);
+	if (!nl) {
+		if (cl->len == sizeof(cl->line)) {
+			fd = cl->fd;
+			cl->fd = -1;
+			client_fail(&fd, "request longer than %d bytes", CONTROL_REQUEST_MAX);
+		}
+		return;
+	}
+	*nl = 0;
+	fd = cl->fd;
+	cl->fd = -1;
+	if (cl->refused)
+		client_fail(&fd, "uid %u may not use ternd's control socket (root, ternd's uid or its "
+			    "--socket-group only)", (unsigned)cl->uid);
+	else
+		control_dispatch(sv, fd, cl->line, (size_t)(nl - cl->line));
+}
+
+/* Close control clients that sent no whole line in time; the ms until the
+ * next deadline, or -1. */
+static int control_clients_expire(struct supervisor *sv)
+{
+	uint64_t now = monotonic_ms(), next = UINT64_MAX;
+
+	for (unsigned i = 0; i < CONTROL_CLIENTS_MAX; i++) {
+		struct control_client *cl = &sv->clients[i];
+
+		if (cl->fd < 0)
+			continue;
+		if (cl->deadline_ms <= now) {
+			close(cl->fd);
+			cl->fd = -1;
+		} else if (cl->deadline_ms < next) {
+			next = cl->deadline_ms;
+		}
+	}
+	return next == UINT64_MAX ? -1 : (int)(next - now);
 }
 
 static void workers_stop(struct supervisor *sv)
@@ -801,11 +1127,40 @@ static void workers_stop(struct supervisor *sv)
 		;
 }
 
+/* Bind @url's socket with exactly @mode (and @cfg's group), whatever the
+ * umask: the file is made owner-only by the bind and widened after. */
+static int socket_listen(const struct supervisor_config *cfg, const struct transport_url *url, mode_t mode)
+{
+	mode_t old = umask(0177);
+	int fd = transport_listen(url), ret;
+
+	umask(old);
+	if (fd < 0 || (url->kind != TRANSPORT_UNIX && url->kind != TRANSPORT_SHM))
+		return fd;
+	if ((cfg->socket_group_set && chown(url->path, (uid_t)-1, cfg->socket_group)) || chmod(url->path, mode)) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+/* Enough descriptors for every connection the limits allow. */
+static void nofile_raise(void)
+{
+	struct rlimit rl;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 int supervisor_run(struct supervisor_config *cfg)
 {
 	static struct supervisor sv;
-	struct pollfd pfd[SUPERVISOR_LISTEN_MAX + 2 + 2 * SESSION_SLOTS];
-	unsigned link_of[SESSION_SLOTS], ipc_of[SESSION_SLOTS];
+	struct pollfd *pfd;
+	unsigned link_of[SESSION_SLOTS], ipc_of[SESSION_SLOTS], *pre_of, client_of[CONTROL_CLIENTS_MAX];
 	struct transport_url control_url = { .kind = TRANSPORT_UNIX };
 	sigset_t mask;
 	unsigned i;
@@ -815,6 +1170,18 @@ int supervisor_run(struct supervisor_config *cfg)
 	sv.cfg = cfg;
 	sv.control_fd = -1;
 	sv.signal_fd = -1;
+	for (i = 0; i < CONTROL_CLIENTS_MAX; i++)
+		sv.clients[i].fd = -1;
+	nofile_raise();
+	pfd = calloc(SUPERVISOR_LISTEN_MAX + 2 + 2 * SESSION_SLOTS + cfg->preauth.max + CONTROL_CLIENTS_MAX,
+		     sizeof(*pfd));
+	pre_of = calloc(cfg->preauth.max + 1, sizeof(*pre_of));
+	if (!pfd || !pre_of || preauth_init(&sv.preauth, &cfg->preauth)) {
+		pr_err("out of memory");
+		free(pfd);
+		free(pre_of);
+		return 1;
+	}
 	for (i = 0; i < SUPERVISOR_LISTEN_MAX; i++)
 		sv.listen_fd[i] = -1;
 	for (i = 0; i < SESSION_SLOTS; i++)
@@ -844,9 +1211,9 @@ int supervisor_run(struct supervisor_config *cfg)
 		char text[300];
 
 		transport_url_format(&cfg->listen[i], text, sizeof(text));
-		if (transport_url_needs_token(&cfg->listen[i]) && !cfg->token[0])
+		if (transport_url_needs_token(&cfg->listen[i]) && !cfg->token.len)
 			pr_warn("%s needs a token (--token-file): every guest will be refused", text);
-		sv.listen_fd[i] = transport_listen(&cfg->listen[i]);
+		sv.listen_fd[i] = socket_listen(cfg, &cfg->listen[i], 0660);
 		if (sv.listen_fd[i] < 0) {
 			pr_err("cannot listen on %s: %s", text, strerror(-sv.listen_fd[i]));
 			goto out;
@@ -854,7 +1221,7 @@ int supervisor_run(struct supervisor_config *cfg)
 		pr_info("listening on %s", text);
 	}
 	snprintf(control_url.path, sizeof(control_url.path), "%s", cfg->control_path);
-	sv.control_fd = transport_listen(&control_url);
+	sv.control_fd = socket_listen(cfg, &control_url, cfg->socket_group_set ? 0660 : 0600);
 	if (sv.control_fd < 0) {
 		pr_err("cannot listen on the control socket %s: %s", cfg->control_path, strerror(-sv.control_fd));
 		goto out;
@@ -862,7 +1229,8 @@ int supervisor_run(struct supervisor_config *cfg)
 	pr_info("ternd ready: backend %s, control %s, state %s", cfg->worker.backend, cfg->control_path,
 		cfg->state_dir);
 	while (running) {
-		unsigned n = 0, links = 0, ipcs = 0, ipc_at;
+		unsigned n = 0, links = 0, ipcs = 0, ipc_at, pres = 0, pre_at, clients = 0, client_at;
+		int timeout = preauth_expire(&sv.preauth), t = control_clients_expire(&sv);
 
 		for (i = 0; i < cfg->listen_count; i++)
 			pfd[n++] = (struct pollfd){ .fd = sv.listen_fd[i], .events = POLLIN };
@@ -879,17 +1247,43 @@ int supervisor_run(struct supervisor_config *cfg)
 				ipc_of[ipcs++] = i;
 				pfd[n++] = (struct pollfd){ .fd = sv.links[i].ipc_fd, .events = POLLIN };
 			}
-		if (poll(pfd, n, -1) < 0) {
+		pre_at = n;
+		for (i = 0; i < sv.preauth.cfg.max; i++)
+			if (sv.preauth.conns[i].fd >= 0) {
+				pre_of[pres++] = i;
+				pfd[n++] = (struct pollfd){ .fd = sv.preauth.conns[i].fd, .events = POLLIN };
+			}
+		client_at = n;
+		for (i = 0; i < CONTROL_CLIENTS_MAX; i++)
+			if (sv.clients[i].fd >= 0) {
+				client_of[clients++] = i;
+				pfd[n++] = (struct pollfd){ .fd = sv.clients[i].fd, .events = POLLIN };
+			}
+		if (t >= 0 && (timeout < 0 || t < timeout))
+			timeout = t;
+		if (poll(pfd, n, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			pr_err("poll: %s", strerror(errno));
 			break;
 		}
+		/* Connections that are still proving themselves first: each
+		 * costs a read that does not block. */
+		for (i = 0; i < pres; i++) {
+			struct preauth_conn *c = &sv.preauth.conns[pre_of[i]];
+
+			if (pfd[pre_at + i].revents && c->fd >= 0 &&
+			    preauth_readable(&sv.preauth, c) == PREAUTH_HELLO)
+				session_hello(&sv, c);
+		}
+		for (i = 0; i < clients; i++)
+			if (pfd[client_at + i].revents && sv.clients[client_of[i]].fd >= 0)
+				control_client_readable(&sv, &sv.clients[client_of[i]]);
 		for (i = 0; i < cfg->listen_count; i++)
 			if (pfd[i].revents & POLLIN)
-				session_start(&sv, (int)i);
+				preauth_accept(&sv.preauth, sv.listen_fd[i], i);
 		if (pfd[cfg->listen_count].revents & POLLIN)
-			control_serve(&sv);
+			control_accept(&sv);
 		for (i = 0; i < links; i++)
 			if (pfd[cfg->listen_count + 2 + i].revents & (POLLIN | POLLHUP) && sv.links[link_of[i]].fd >= 0)
 				worker_readable(&sv, link_of[i]);
@@ -924,6 +1318,12 @@ out:
 		unlink(cfg->control_path);
 	}
 	workers_stop(&sv);
+	preauth_release(&sv.preauth);
+	for (i = 0; i < CONTROL_CLIENTS_MAX; i++)
+		if (sv.clients[i].fd >= 0)
+			close(sv.clients[i].fd);
+	free(pfd);
+	free(pre_of);
 	if (sv.signal_fd >= 0)
 		close(sv.signal_fd);
 	for (i = 0; i < SESSION_SLOTS; i++)

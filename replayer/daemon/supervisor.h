@@ -7,8 +7,12 @@
 #ifndef TERN_SUPERVISOR_H
 #define TERN_SUPERVISOR_H
 
+#include "auth.h"
+#include "preauth.h"
 #include "transport.h"
 #include "worker.h"
+
+#include <sys/types.h>
 
 #define SUPERVISOR_LISTEN_MAX 8
 #define SUPERVISOR_SIM_KERNELS_MAX 16
@@ -18,7 +22,11 @@ struct supervisor_config {
 	unsigned listen_count;
 	char control_path[108];
 	struct worker_config worker;
-	char token[256];            /* empty: tcp listeners refuse every guest */
+	struct auth_token token;    /* len 0: tcp listeners refuse every guest */
+	struct preauth_config preauth;
+	bool socket_group_set;      /* --socket-group: sockets and control peers of this group */
+	gid_t socket_group;
+	bool reattach_any_uid;      /* --reattach-uid any: a unix guest of another uid may come back */
 	int shutdown_grace_ms;
 	char state_dir[4096];       /* journals and the snapshot store */
 };

@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,26 +71,33 @@ static void usage(FILE *out)
 		"  --vmm-size SIZE      address space for the guest's VMM reservations, after room\n"
 		"                       for 16 arenas (default 4T; 0 refuses cuMemAddressReserve)\n"
 		"  --state-dir DIR      journals and the snapshot store (default /var/lib/tern)\n"
-		"  --token-file FILE    shared secret that tcp guests must present\n"
+		"  --token-file FILE    shared secret tcp guests prove they hold (16-255 bytes, one\n"
+		"                       final newline allowed; not readable by others)\n"
+		"  --socket-group NAME  guest sockets root:NAME 0660, control socket 0660 and open\n"
+		"                       to NAME's members (default: guest 0660, control 0600)\n"
+		"  --reattach-uid owner|any\n"
+		"                       who may come back to a unix guest's session: its uid only\n"
+		"                       (default) or any uid that holds its credential\n"
+		"  --hello-timeout MS   a connection's time from accept to a whole hello (3000)\n"
+		"  --preauth-per-source N\n"
+		"                       connections of one address or uid before their hello (64)\n"
+		"  --preauth-max N      all connections before their hello (1024)\n"
 		"  --log-level LEVEL    error, warn, info or debug (default info)\n"
 		"  --log-file FILE      append the log there instead of stderr\n"
 		"  --config FILE        read options from FILE first\n",
 		ARENA_BASE_DEFAULT);
 }
 
-static int token_read(const char *path, char *buf, size_t cap)
+/* A whole decimal number from @min to @max. */
+static int count_parse(const char *value, unsigned long min, unsigned long max, unsigned *out)
 {
-	FILE *f = fopen(path, "r");
-	size_t n;
+	char *end;
+	unsigned long n = strtoul(value, &end, 10);
 
-	if (!f)
-		return -errno;
-	n = fread(buf, 1, cap - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
-		buf[--n] = 0;
-	return n ? 0 : -EINVAL;
+	if (!*value || *end || n < min || n > max)
+		return -EINVAL;
+	*out = (unsigned)n;
+	return 0;
 }
 
 /* One place for every option, from the command line or the config file. */
@@ -207,8 +215,42 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 	if (!strcmp(key, "state-dir") || !strcmp(key, "state_dir"))
 		return snprintf(o->sv.state_dir, sizeof(o->sv.state_dir), "%s", value) <
 		       (int)sizeof(o->sv.state_dir) ? 0 : -ENAMETOOLONG;
-	if (!strcmp(key, "token-file") || !strcmp(key, "token_file"))
-		return token_read(value, o->sv.token, sizeof(o->sv.token));
+	if (!strcmp(key, "token-file") || !strcmp(key, "token_file")) {
+		char err[512];
+
+		ret = auth_token_file_read(value, &o->sv.token, err, sizeof(err));
+		if (ret)
+			fprintf(stderr, "ternd: %s\n", err);
+		return ret;
+	}
+	if (!strcmp(key, "socket-group") || !strcmp(key, "socket_group")) {
+		struct group *g = getgrnam(value);
+
+		if (!g) {
+			fprintf(stderr, "ternd: no group named %s\n", value);
+			return -EINVAL;
+		}
+		o->sv.socket_group = g->gr_gid;
+		o->sv.socket_group_set = true;
+		return 0;
+	}
+	if (!strcmp(key, "reattach-uid") || !strcmp(key, "reattach_uid")) {
+		if (strcmp(value, "owner") && strcmp(value, "any"))
+			return -EINVAL;
+		o->sv.reattach_any_uid = !strcmp(value, "any");
+		return 0;
+	}
+	if (!strcmp(key, "hello-timeout") || !strcmp(key, "hello_timeout")) {
+		unsigned ms = 0;
+
+		ret = count_parse(value, 100, 600000, &ms);
+		o->sv.preauth.timeout_ms = (int)ms;
+		return ret;
+	}
+	if (!strcmp(key, "preauth-per-source") || !strcmp(key, "preauth_per_source"))
+		return count_parse(value, 1, 65536, &o->sv.preauth.per_source_max);
+	if (!strcmp(key, "preauth-max") || !strcmp(key, "preauth_max"))
+		return count_parse(value, 1, 65536, &o->sv.preauth.max);
 	if (!strcmp(key, "log-level") || !strcmp(key, "log_level")) {
 		ret = log_level_parse(value);
 		if (ret < 0)
@@ -351,7 +393,7 @@ int main(int argc, char **argv)
 	o.sv.worker.exec_cfg.arena_base = ARENA_BASE_DEFAULT;
 	o.sv.worker.exec_cfg.arena_size = ARENA_SIZE_DEFAULT;
 	o.sv.worker.exec_cfg.vmm_size = VMM_SIZE_DEFAULT;
-	o.sv.worker.hello_timeout_ms = 10000;
+	o.sv.preauth = (struct preauth_config){ .timeout_ms = 3000, .per_source_max = 64, .max = 1024 };
 	o.sv.shutdown_grace_ms = 5000;
 	if (argc > 1 && !strcmp(argv[1], "status"))
 		status = true;

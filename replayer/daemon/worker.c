@@ -1,5 +1,8 @@
 #define LOG_PREFIX "worker: "
 #include "worker.h"
+#include "auth.h"
+#include "snap_format.h"
+#include "worker_wait.h"
 #include "checkpoint.h"
 #include "control.h"
 #include "log.h"
@@ -54,6 +57,11 @@ void worker_signals_install(void)
  * larger ones are reads, served again instead. */
 #define KEPT_REPLY_MAX (1u << 20)
 
+/* How long the dispatch thread looks for a synchronisation it handed to a
+ * waiter to complete before it serves other requests: a short wait is
+ * answered without a wakeup, as when the dispatch thread waited itself. */
+#define WAIT_SPIN_NS 50000ull
+
 struct worker_conn {
 	int fd;                         /* the socket; with shm on, only fds and hang-ups */
 	struct shm_chan shm;
@@ -80,6 +88,8 @@ struct worker_session {
 	bool suspend_after_job;
 	char journal_dir[4400];         /* removed when the session ends: snapshots keep copies */
 	CUresult deferred_error;        /* first failure of a request that wanted no reply */
+	struct worker_waits *waits;     /* synchronisations waiting off the dispatch thread, or NULL */
+	struct wire_msg wait_reply;     /* a waited request's reply; c.reply stays the last request's */
 	char job_name[CONTROL_NAME_MAX + 1];
 };
 
@@ -106,31 +116,25 @@ static int conn_recv(struct worker_conn *c, void *buf, size_t n)
 
 static int conn_discard(struct worker_conn *c, uint64_t n)
 {
-	uint8_t sink[4096];
-
-	if (!c->shm_on)
-		return wire_recv_discard(c->fd, n);
-	while (n) {
-		size_t piece = n < sizeof(sink) ? n : sizeof(sink);
-		int ret = shm_chan_recv(&c->shm, sink, piece);
-
-		if (ret)
-			return ret;
-		n -= piece;
-	}
-	return 0;
+	return c->shm_on ? shm_chan_discard(&c->shm, n) : wire_recv_discard(c->fd, n);
 }
 
-static int reply_send(struct worker_conn *c, const struct wire_header *req, uint16_t flags)
+static int reply_msg_send(struct worker_conn *c, struct wire_msg *m, const struct wire_header *req,
+			  uint16_t flags)
 {
 	struct iovec iov[WIRE_MSG_IOV_MAX];
 	struct wire_header h = { .flags = (uint16_t)(WIRE_F_REPLY | flags), .call = req->call,
 				 .seq = req->seq, .ctx = reply_trim_point(c, req) };
-	int n = wire_msg_finish(&c->reply, &h, iov);
+	int n = wire_msg_finish(m, &h, iov);
 
 	if (n < 0)
 		return n;
 	return conn_send(c, iov, n);
+}
+
+static int reply_send(struct worker_conn *c, const struct wire_header *req, uint16_t flags)
+{
+	return reply_msg_send(c, &c->reply, req, flags);
 }
 
 /* A reply holding only a status: for requests that could not be served at all. */
@@ -141,6 +145,10 @@ static int reply_status(struct worker_conn *c, const struct wire_header *req, CU
 	wire_put_u32(&c->reply, (uint32_t)status);
 	return reply_send(c, req, flags);
 }
+
+/* Request buffers up to this size are reused; a larger one is freed
+ * before the next smaller request. */
+#define WORKER_PAYLOAD_KEEP (1u << 20)
 
 /* Read one request. 0 with the payload in c->payload, 1 if the request was
  * answered already (oversized), or -errno when the connection is unusable. */
@@ -165,6 +173,14 @@ static int request_read(struct worker_conn *c, struct wire_header *h)
 		reply_status(c, h, CUDA_ERROR_INVALID_VALUE, WIRE_F_ERROR);
 		return -EPROTO;
 	}
+	/* A large request's buffer is not kept for the small ones after it:
+	 * a session holds what its largest message needed only while it is
+	 * served (docs/limits.md, "Host memory"). */
+	if (c->cap > WORKER_PAYLOAD_KEEP && h->length <= WORKER_PAYLOAD_KEEP) {
+		free(c->payload);
+		c->payload = NULL;
+		c->cap = 0;
+	}
 	if (h->length > c->cap) {
 		size_t cap = h->length < 65536 ? 65536 : h->length;
 		uint8_t *p = realloc(c->payload, cap);
@@ -177,19 +193,7 @@ static int request_read(struct worker_conn *c, struct wire_header *h)
 	return conn_recv(c, c->payload, h->length);
 }
 
-static bool token_equal(const char *want, struct wire_blob got)
-{
-	size_t n = strlen(want);
-	unsigned char diff = (unsigned char)(n != got.len);
-
-	/* Constant time in the length of the expected token. */
-	for (size_t i = 0; i < n; i++)
-		diff |= (unsigned char)(want[i] ^ (i < got.len ? got.ptr[i] : 0));
-	return diff == 0;
-}
-
-/* Session ids name files and appear in status output: keep them tame. */
-static void session_id_clean(char *out, const char *id)
+void worker_session_id_clean(char *out, const char *id)
 {
 	size_t i;
 
@@ -202,37 +206,21 @@ static void session_id_clean(char *out, const char *id)
 		out[0] = '_';
 }
 
-static int hello_wait(struct worker_conn *c, const struct worker_config *cfg,
-		      struct wire_header *h, struct wire_hello_req *hello)
+/* The hello the supervisor checked: into the connection's buffer, where
+ * every request lands. */
+static int hello_take(struct worker_conn *c, const struct worker_config *cfg, struct wire_header *h,
+		      struct wire_hello_req *hello)
 {
-	struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
 	struct wire_cursor cur;
-	int ret;
 
-	ret = poll(&pfd, 1, cfg->hello_timeout_ms);
-	if (ret <= 0) {
-		pr_warn("no hello within %d ms", cfg->hello_timeout_ms);
-		return -ETIMEDOUT;
-	}
-	ret = request_read(c, h);
-	if (ret)
-		return ret < 0 ? ret : -EPROTO;
+	*h = *cfg->hello_header;
+	c->cap = h->length < 65536 ? 65536 : h->length;
+	c->payload = malloc(c->cap);
+	if (!c->payload)
+		return -ENOMEM;
+	memcpy(c->payload, cfg->hello_payload, h->length);
 	wire_cursor_init(&cur, c->payload, h->length);
-	if (h->call != WIRE_CALL_HELLO || wire_hello_req_decode(&cur, hello) < 0) {
-		reply_status(c, h, CUDA_ERROR_INVALID_VALUE, WIRE_F_ERROR);
-		return -EPROTO;
-	}
-	if (hello->protocol != WIRE_VERSION) {
-		pr_warn("guest speaks protocol %u, this ternd %u", hello->protocol, WIRE_VERSION);
-		reply_status(c, h, CUDA_ERROR_NOT_SUPPORTED, 0);
-		return -EPROTO;
-	}
-	if (cfg->require_token && (!cfg->token || !token_equal(cfg->token, hello->token))) {
-		pr_warn("session %s from pid %u: bad token, refused", hello->session, hello->pid);
-		reply_status(c, h, CUDA_ERROR_NOT_PERMITTED, 0);
-		return -EACCES;
-	}
-	return 0;
+	return wire_hello_req_decode(&cur, hello) < 0 ? -EPROTO : 0;
 }
 
 static int cmd_send(const struct worker_config *cfg, const struct control_link *m)
@@ -321,6 +309,10 @@ static void snapshot_start(struct worker_session *s, const char *name, const cha
 	req.seq = s->seq;
 	req.reply = kept;
 	req.reply_len = kept_len;
+	req.auth_flags = (s->cfg->credential ? SNAP_AUTH_CREDENTIAL : 0) |
+			 (s->cfg->has_owner_uid ? SNAP_AUTH_OWNER_UID : 0);
+	req.credential = s->cfg->credential;
+	req.owner_uid = s->cfg->owner_uid;
 	if (checkpoint_begin(&s->ck, &req, &s->job, err, sizeof(err))) {
 		control_reply_error(&r, "snapshot '%s': %s", name, err);
 		cmd_reply_send(s->cfg, CONTROL_LINK_RESULT, &r);
@@ -531,6 +523,59 @@ static int session_open(struct worker_session *s, const struct wire_hello_req *h
 	return 0;
 }
 
+/* Answer every synchronisation whose wait completed. 0, or -errno when the
+ * guest is gone. */
+static int waits_answer(struct worker_session *s, struct session_slot *slot)
+{
+	struct wire_header h;
+	struct exec_wait w;
+
+	while (worker_waits_reap(s->waits, &h, &w)) {
+		wire_msg_reset(&s->wait_reply);
+		/* A copy is served now, in its request's context, unless other
+		 * threads queued more on its stream: then it waits again. */
+		exec_context_switch(&s->ex, h.ctx);
+		if (exec_wait_complete(&s->ex, &w, true, &s->wait_reply) &&
+		    (!worker_waits_start(s->waits, &h, &w) ||
+		     exec_wait_complete(&s->ex, &w, false, &s->wait_reply)))
+			continue;
+		/* A synchronisation answers the first error of earlier deferred
+		 * calls, as when it was served on the dispatch thread. */
+		if (s->deferred_error != CUDA_SUCCESS) {
+			wire_msg_reset(&s->wait_reply);
+			wire_put_u32(&s->wait_reply, (uint32_t)s->deferred_error);
+			s->deferred_error = CUDA_SUCCESS;
+		}
+		if (log_level_get() >= LOG_DEBUG)
+			pr_debug("request %llu %s -> %u (waited)", (unsigned long long)h.seq,
+				 wire_call_name(h.call), reply_status_of(&s->wait_reply));
+		if (slot)
+			atomic_fetch_add_explicit(&slot->round_trips, 1, memory_order_relaxed);
+		if (reply_msg_send(&s->c, &s->wait_reply, &h, 0))
+			return -EPIPE;
+	}
+	return 0;
+}
+
+/* Request @h, a synchronisation, waits off the dispatch thread: true when
+ * it was handed to a waiter (answered by waits_answer), false when the
+ * dispatcher is to serve it. Its context is current. */
+static bool wait_aside(struct worker_session *s, const struct wire_header *h, const struct wire_cursor *cur)
+{
+	struct exec_wait w;
+
+	if (!s->waits || (h->flags & WIRE_F_NO_REPLY) || !exec_wait_prepare(&s->ex, h->call, cur, &w))
+		return false;
+	if (worker_waits_start(s->waits, h, &w)) {
+		exec_wait_finish(&s->ex, &w);
+		return false;
+	}
+	if (h->seq > s->seq)
+		s->seq = h->seq;
+	worker_waits_spin(s->waits, WAIT_SPIN_NS);
+	return true;
+}
+
 int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slot)
 {
 	struct worker_session *s = calloc(1, sizeof(*s));
@@ -549,10 +594,11 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	s->cfg = cfg;
 	s->c.fd = fd;
 	wire_msg_init(&s->c.reply);
-	ret = hello_wait(&s->c, cfg, &h, hello);
+	wire_msg_init(&s->wait_reply);
+	ret = hello_take(&s->c, cfg, &h, hello);
 	if (ret)
 		goto out;
-	session_id_clean(s->id, hello->session);
+	worker_session_id_clean(s->id, hello->session);
 	if (slot) {
 		snprintf(slot->id, sizeof(slot->id), "%s", s->id);
 		atomic_store_explicit(&slot->guest_pid, (int32_t)hello->pid, memory_order_relaxed);
@@ -569,10 +615,15 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	}
 	opened = true;
 	s->ex.host.conn_sock = s->c.fd;
+	s->waits = worker_waits_open(s->ex.be);
+	if (!s->waits)
+		pr_warn("session %s: no waiters: a synchronisation holds every thread's requests", s->id);
 	if (slot)
 		atomic_store_explicit(&slot->state, SESSION_ACTIVE, memory_order_release);
 	pr_info("session %s: guest pid %u on device %d", s->id, hello->pid, s->ex.cfg.device);
 	wire_cursor_init(&cur, s->c.payload, h.length);
+	s->ex.hello_credential = cfg->credential_wire;
+	s->ex.hello_credential_len = cfg->credential_wire ? AUTH_CREDENTIAL_BYTES : 0;
 	/* The hello is answered like any call, with where to resume. */
 	wire_msg_reset(&s->c.reply);
 	ret = wire_dispatch(&s->ex, h.call, &cur, &s->c.reply);
@@ -584,14 +635,22 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 		bool input = s->c.shm_on && shm_chan_spin(&s->c.shm);
 		uint16_t flags = 0;
 
+		if (waits_answer(s, slot)) {
+			pr_info("session %s: guest gone", s->id);
+			break;
+		}
+
 		/* The supervisor's and the snapshot's descriptors still get a look
 		 * every POLL_EVERY requests. */
 		if (!input || ++unpolled >= POLL_EVERY) {
-			struct pollfd pfd[4] = {
+			/* A snapshot waits until no request does: its own
+			 * synchronisation would wait for what they wait for. */
+			struct pollfd pfd[5] = {
 				{ .fd = s->c.shm_on ? s->c.shm.efd_self : s->c.fd, .events = POLLIN },
-				{ .fd = cfg->cmd_fd, .events = POLLIN },
+				{ .fd = worker_waits_active(s->waits) ? -1 : cfg->cmd_fd, .events = POLLIN },
 				{ .fd = s->job ? checkpoint_job_fd(s->job) : -1, .events = POLLIN },
 				{ .fd = s->c.shm_on ? s->c.fd : -1, .events = POLLRDHUP },
+				{ .fd = worker_waits_fd(s->waits), .events = POLLIN },
 			};
 			bool slept = false;
 			int timeout = input ? 0 : -1;
@@ -603,7 +662,7 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 				else
 					slept = true;
 			}
-			ret = poll(pfd, 4, timeout);
+			ret = poll(pfd, 5, timeout);
 			if (slept)
 				shm_chan_idle_end(&s->c.shm);
 			if (ret < 0) {
@@ -664,16 +723,25 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 		}
 		/* Sequence number 0 is session plumbing (a buffer shared again
 		 * after a reconnect): outside the request order. */
-		if (s->resume_seq && h.seq && h.seq <= s->resume_seq) {
+		if (s->resume_seq && h.seq && h.seq <= s->resume_seq && !wire_call_waits(h.call)) {
 			if (request_resend(s, &h, &cur))
 				break;
 			continue;
 		}
 		wire_msg_reset(&s->c.reply);
+		exec_host_trim(&s->ex);
 		ret = exec_context_switch(&s->ex, h.ctx);
 		if (ret != CUDA_SUCCESS) {
 			wire_put_u32(&s->c.reply, (uint32_t)ret);
 			flags = WIRE_F_ERROR;
+		} else if (wait_aside(s, &h, &cur)) {
+			/* A snapshot keeps c.reply as the answer to s->seq; a
+			 * waited request is waited for again instead, but the
+			 * message must be a whole one. */
+			wire_put_u32(&s->c.reply, (uint32_t)CUDA_SUCCESS);
+			if (slot)
+				atomic_fetch_add_explicit(&slot->calls, 1, memory_order_relaxed);
+			continue;
 		} else {
 			ret = wire_dispatch(&s->ex, h.call, &cur, &s->c.reply);
 			if (ret < 0) {
@@ -685,7 +753,7 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 				flags = WIRE_F_ERROR;
 			}
 		}
-		if (h.seq)
+		if (h.seq > s->seq)
 			s->seq = h.seq;
 		/* The per-call trace point: every request with its CUresult. */
 		if (log_level_get() >= LOG_DEBUG)
@@ -726,6 +794,7 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	}
 	status = 0;
 out_exec:
+	worker_waits_close(s->waits);
 	if (opened || s->ex.be) {
 		struct backend *be = s->ex.be;
 
@@ -744,6 +813,7 @@ out:
 		if (s->c.shm_at)
 			munmap(s->c.shm_at, SHM_CHAN_MAP_MAX);
 		wire_msg_release(&s->c.reply);
+		wire_msg_release(&s->wait_reply);
 		free(s);
 	}
 	free(hello);

@@ -1,6 +1,7 @@
 /* A session worker: the process ternd forks for each session.
  *
- * It authenticates the guest's hello, opens the backend (the CUDA driver must
+ * It is forked only for a hello the supervisor has read and checked
+ * (preauth.h): it takes that hello, opens the backend (the CUDA driver must
  * be loaded after fork, never before), and then serves requests on the
  * connection one at a time until the guest leaves. A guest can make its own
  * requests fail, never the worker exit, except by closing the connection or
@@ -18,9 +19,15 @@ struct worker_config {
 	const char *backend;            /* "cuda" or "sim" */
 	struct backend_config backend_cfg;
 	struct exec_config exec_cfg;
-	const char *token;              /* required when require_token */
-	bool require_token;
-	int hello_timeout_ms;
+	/* The hello the supervisor read and checked, and what it decided: the
+	 * session credential (AUTH_CREDENTIAL_BYTES) as snapshots keep it and
+	 * as the hello reply carries it, and the unix uid that owns the session. */
+	const struct wire_header *hello_header;
+	const uint8_t *hello_payload;
+	const uint8_t *credential;
+	const uint8_t *credential_wire;
+	bool has_owner_uid;
+	uint32_t owner_uid;
 	const char *state_dir;          /* journals and the snapshot store live here */
 	int cmd_fd;                     /* line channel to the supervisor */
 	int ipc_fd;                     /* IPC requests to the supervisor (ipc_broker.h); -1: none */
@@ -34,6 +41,10 @@ struct worker_config {
  * two requests (the supervisor's shutdown sends SIGTERM, then SIGKILL after
  * a grace period). */
 void worker_signals_install(void);
+
+/* Session ids name files and appear in status output: @out (SESSION_ID_MAX
+ * bytes) is @id with every other byte than A-Z a-z 0-9 - . _ made '_'. */
+void worker_session_id_clean(char *out, const char *id);
 
 /* Serve the session on @fd; returns the process exit status. */
 int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slot);

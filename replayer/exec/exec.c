@@ -179,6 +179,7 @@ void exec_close(struct exec *ex)
 		handle_table_destroy(ex->handles);
 	}
 	free(ex->globals.ranges);
+	free(ex->charges.images);
 	free(ex->pools.allocs);
 	free(ex->copy.buf);
 	free(ex->graphs.captures);
@@ -251,10 +252,13 @@ const struct arena_alloc *exec_alloc_find(struct exec *ex, uint64_t addr, unsign
  * guest's VMM allocations and its arrays. */
 uint64_t exec_mem_used(const struct exec *ex)
 {
-	uint64_t n = ex->vmm.bytes + ex->array_bytes;
+	uint64_t n = ex->vmm.bytes + ex->array_bytes + ex->charges.image_bytes;
 
-	for (unsigned i = 0; i < ex->dev_count; i++)
+	for (unsigned i = 0; i < ex->dev_count; i++) {
 		n += arena_bytes_mapped(ex->devs[i].arena);
+		for (unsigned l = 0; l < 3; l++)
+			n += ex->charges.limit[i][l];
+	}
 	return n;
 }
 
@@ -311,21 +315,37 @@ CUresult exec_function_real(struct exec *ex, uint64_t handle, CUfunction *out,
 	return CUDA_SUCCESS;
 }
 
-bool exec_device_range_valid(struct exec *ex, uint64_t addr, uint64_t len)
+/* The global range that holds all of [@addr, +@len), or NULL. */
+static const struct exec_extra_range *global_range_of(const struct exec *ex, uint64_t addr, uint64_t len)
 {
-	if (addr + len < addr)
-		return false;
-	struct arena *a = exec_arena_of(ex, addr, NULL);
-
-	if ((a && arena_range_valid(a, addr, len)) || exec_vmm_range_valid(ex, addr, len))
-		return true;
 	for (unsigned i = 0; i < ex->globals.count; i++) {
 		const struct exec_extra_range *r = &ex->globals.ranges[i];
 
 		if (addr >= r->addr && addr - r->addr <= r->size && len <= r->size - (addr - r->addr))
-			return true;
+			return r;
 	}
-	return false;
+	return NULL;
+}
+
+bool exec_device_range(struct exec *ex, uint64_t addr, uint64_t len, uint64_t *real)
+{
+	const struct exec_extra_range *r;
+	struct arena *a;
+
+	if (addr + len < addr)
+		return false;
+	a = exec_arena_of(ex, addr, NULL);
+	if ((a && arena_range_valid(a, addr, len)) || exec_vmm_range_valid(ex, addr, len)) {
+		*real = addr;
+		return true;
+	}
+	r = global_range_of(ex, addr, len);
+	if (!r)
+		return false;
+	/* A global a restore moved: the guest's address is a second name of
+	 * where it is now, and the backend must see only the latter. */
+	*real = r->now ? r->now + (addr - r->addr) : addr;
+	return true;
 }
 
 /* Kernel parameters may total 32 KiB; 4-byte minimum each bounds the count. */
@@ -430,22 +450,14 @@ void exec_extra_range_move(struct exec *ex, uint64_t addr, uint64_t size, uint64
 			ex->globals.ranges[i].now = now;
 }
 
-uint64_t exec_device_addr(const struct exec *ex, uint64_t addr, uint64_t len)
+uint64_t exec_guest_addr(const struct exec *ex, uint64_t now)
 {
 	for (unsigned i = 0; i < ex->globals.count; i++) {
 		const struct exec_extra_range *r = &ex->globals.ranges[i];
 
-		if (r->now && addr >= r->addr && addr - r->addr <= r->size && len <= r->size - (addr - r->addr))
-			return r->now + (addr - r->addr);
+		if (r->now && now >= r->now && now - r->now < r->size)
+			return r->addr + (now - r->now);
 	}
-	return addr;
-}
-
-uint64_t exec_guest_addr(const struct exec *ex, uint64_t now)
-{
-	for (unsigned i = 0; i < ex->globals.count; i++)
-		if (ex->globals.ranges[i].now && ex->globals.ranges[i].now == now)
-			return ex->globals.ranges[i].addr;
 	return now;
 }
 
@@ -457,6 +469,16 @@ void exec_extra_range_drop_owner(struct exec *ex, uint64_t owner)
 		if (ex->globals.ranges[i].owner != owner)
 			ex->globals.ranges[j++] = ex->globals.ranges[i];
 	ex->globals.count = j;
+}
+
+void exec_host_trim(struct exec *ex)
+{
+	/* The reply that used it has been sent. */
+	if (ex->copy.cap > EXEC_COPY_KEEP) {
+		free(ex->copy.buf);
+		ex->copy.buf = NULL;
+		ex->copy.cap = 0;
+	}
 }
 
 void *exec_copy_buffer(struct exec *ex, size_t size)

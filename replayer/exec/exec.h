@@ -162,6 +162,27 @@ struct exec_globals {
 	unsigned count, cap;
 };
 
+/* Device memory the driver takes for the guest outside any allocation,
+ * counted against the quota (exec_module.c, exec_context.c): module and
+ * library globals (zero-filled ones included, which no image byte holds),
+ * and the per-thread stack, printf FIFO and malloc heap cuCtxSetLimit sizes. */
+struct exec_charges {
+	struct exec_image_charge {
+		uint64_t handle;    /* the module or library */
+		uint64_t bytes;
+	} *images;
+	unsigned image_count, image_cap;
+	uint64_t image_bytes;
+	/* By CUlimit (stack, printf FIFO, malloc heap): what the guest's size
+	 * takes beyond the size the context started with, which every
+	 * context has (base: that one's bytes, once known). */
+	uint64_t limit[EXEC_DEVICES_MAX][3];
+	uint64_t limit_base[EXEC_DEVICES_MAX][3];
+	bool limit_base_known[EXEC_DEVICES_MAX][3];
+};
+/* No one charge is counted above this, so their sums cannot wrap. */
+#define EXEC_CHARGE_MAX (1ull << 50)
+
 /* Stream-ordered allocation (exec_pool.c). */
 struct exec_pools {
 	uint64_t default_pool;      /* handle, 0 until first asked for */
@@ -215,6 +236,10 @@ struct exec_graphs {
 struct exec {
 	struct backend *be;
 	struct handle_table *handles;
+	/* Live streams made with CU_STREAM_NON_BLOCKING (never fewer): while
+	 * there are none, the legacy and per-thread streams answer for every
+	 * stream of a context (exec_wait.c). */
+	unsigned streams_nonblocking;
 	struct exec_observer observer;
 	struct exec_config cfg;
 	/* The session's devices by guest ordinal; the guest's device 0 is where
@@ -230,6 +255,7 @@ struct exec {
 	char device_name[256];
 	uint64_t array_bytes;       /* arrays and mipmapped arrays, counted against the quota */
 	struct exec_globals globals;
+	struct exec_charges charges;
 	struct exec_pools pools;
 	struct exec_vmm vmm;
 	struct exec_host host;
@@ -241,6 +267,10 @@ struct exec {
 	} copy;
 	uint32_t guest_pid;
 	uint64_t resume_seq;        /* restored at this request, 0 for a fresh session */
+	/* The session credential as the hello reply carries it (masked on
+	 * token listeners; common/auth.h), set by the worker; NULL: none. */
+	const uint8_t *hello_credential;
+	uint32_t hello_credential_len;
 	struct tracker *journal;    /* NULL when the session is not journaled */
 	bool journal_broken;        /* a journal write failed: no snapshots */
 };
@@ -314,7 +344,16 @@ void exec_journal_func_setting(struct exec *ex, uint64_t handle, uint32_t id, in
 CUresult exec_stream_real(struct exec *ex, uint64_t handle, CUstream *out);
 CUresult exec_function_real(struct exec *ex, uint64_t handle, CUfunction *out,
 			    const struct exec_params **params);
-bool exec_device_range_valid(struct exec *ex, uint64_t addr, uint64_t len);
+/* Whether the guest's device range [@addr, +@len) lies in one live
+ * allocation, VMM mapping with access, or module global; if so *@real is the
+ * address the backend must be given for @addr (else it is left as it was:
+ * a graph rebuilt at a restore keeps a node whose memory is gone as the
+ * guest made it). The two are one call
+ * because a global a restore moved keeps the guest's old address as a second
+ * name (exec_extra_range_move): a handler that checked @addr and passed it on
+ * would reach whatever now lies there. Every handler that hands a guest
+ * device address to the backend takes it from here. */
+bool exec_device_range(struct exec *ex, uint64_t addr, uint64_t len, uint64_t *real);
 CUresult exec_params_query(struct exec *ex, CUfunction fn, CUkernel kernel,
 			   struct exec_params *out);
 void exec_params_release(struct exec_params *p);
@@ -322,14 +361,34 @@ void exec_extra_range_add(struct exec *ex, uint64_t addr, uint64_t size, uint64_
 /* A global the guest knows at @addr that a restore found at @now
  * (checkpoint_state.c): copies and memsets at @addr reach @now. */
 void exec_extra_range_move(struct exec *ex, uint64_t addr, uint64_t size, uint64_t owner, uint64_t now);
-/* The backend's address for a checked guest range (exec_device_range_valid)
- * and the guest's for a backend one. */
-uint64_t exec_device_addr(const struct exec *ex, uint64_t addr, uint64_t len);
+/* The guest's address for a backend one: inside a moved global, the same
+ * offset from the guest's old address (graphs read back from the driver). */
 uint64_t exec_guest_addr(const struct exec *ex, uint64_t now);
 void exec_extra_range_drop_owner(struct exec *ex, uint64_t owner);
 /* Encode a params layout as the wire's params blob into @buf (2 * count u32). */
 struct wire_blob exec_params_blob(const struct exec_params *p, uint32_t *buf);
+/* The reusable buffer of device-to-host replies, at least @size bytes (NULL
+ * if it cannot grow); valid until the reply is sent. */
 void *exec_copy_buffer(struct exec *ex, size_t size);
+/* Between requests (the worker, before each): give back a copy buffer over
+ * EXEC_COPY_KEEP, so that a session keeps what its largest copy needed only
+ * while it was served. */
+#define EXEC_COPY_KEEP (1u << 20)
+void exec_host_trim(struct exec *ex);
+
+/* exec_context.c: cuCtxSetLimit on the current context, the stack, printf
+ * FIFO and malloc heap sizes counted in the quota (the new size replaces
+ * the old one's share): CUDA_ERROR_OUT_OF_MEMORY past it. Used by the
+ * handler and by a restore, which sets the journal's limits again. */
+CUresult exec_ctx_limit_set(struct exec *ex, uint32_t limit, uint64_t value);
+
+/* exec_module.c: an image's share of the quota (struct exec_charges).
+ * exec_image_charge checks that @image's globals fit beside what the
+ * session holds and then counts them for @handle (a module or library just
+ * loaded): CUDA_ERROR_OUT_OF_MEMORY past the quota, and the caller unloads
+ * it. exec_image_uncharge gives @handle's share back (no-op if none). */
+CUresult exec_image_charge(struct exec *ex, uint64_t handle, const void *image, size_t size);
+void exec_image_uncharge(struct exec *ex, uint64_t handle);
 
 /* exec_memory.c: map @bytes in the arena within the quota (not journaled),
  * and unmap what starts at @addr (its region dropped from the journal). */
@@ -392,6 +451,31 @@ void exec_hostfn_interrupt(void);
 void exec_graph_journal_flush(struct exec *ex);
 /* Free a graph's or executable's info at session end (no backend calls). */
 void exec_graph_info_free(struct exec *ex, struct handle_entry *e);
+/* exec_wait.c: a synchronising request (the table's `wait` calls) whose wait runs
+ * off the dispatch thread, so that other guest threads' requests go on.
+ * exec_wait_prepare, on the dispatch thread with the request's context
+ * current: 1 when the request now waits in @w (run exec_wait_run on any
+ * thread, then exec_wait_complete on the dispatch thread; exec_wait_finish
+ * drops one instead), 0 when the request is to be dispatched as
+ * usual (another call, work already done, a capture in progress, or input
+ * the handler refuses). */
+struct exec_wait {
+	uint32_t call;
+	CUcontext ctx;              /* cuCtxSynchronize's context */
+	CUevent marker;             /* recorded on the stream waited for */
+	CUresult status;
+	void *request;              /* a copy's request, served when the wait is over */
+	size_t request_len;
+};
+int exec_wait_prepare(struct exec *ex, uint32_t call, const struct wire_cursor *cur, struct exec_wait *w);
+/* Blocks; touches nothing of the session but @w and the backend. */
+void exec_wait_run(const struct backend *be, struct exec_wait *w);
+void exec_wait_finish(struct exec *ex, struct exec_wait *w);
+/* On the dispatch thread, with the request's context current, once
+ * exec_wait_run returned: 0 with the request's answer in @reply, or (only
+ * when @may_wait) 1 when it waits again, @w prepared anew. */
+int exec_wait_complete(struct exec *ex, struct exec_wait *w, bool may_wait, struct wire_msg *reply);
+
 /* True while a stream capture is in progress: no snapshot then. */
 static inline bool exec_capture_active(const struct exec *ex)
 {

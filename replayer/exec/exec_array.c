@@ -172,7 +172,7 @@ CUresult exec_mem_alloc_pitch(struct exec *ex, const struct wire_mem_alloc_pitch
 
 CUresult exec_memset_2d(struct exec *ex, const struct wire_memset_2d_req *req, struct wire_memset_2d_rep *rep)
 {
-	uint64_t row, span;
+	uint64_t row, span, dst;
 	CUstream s = NULL;
 	CUresult res;
 
@@ -182,7 +182,7 @@ CUresult exec_memset_2d(struct exec *ex, const struct wire_memset_2d_req *req, s
 		return CUDA_SUCCESS;
 	if (req->dst % req->width || __builtin_mul_overflow(req->columns, (uint64_t)req->width, &row) ||
 	    (req->rows > 1 && req->pitch < row) || __builtin_mul_overflow(req->rows - 1, req->pitch, &span) ||
-	    __builtin_add_overflow(span, row, &span) || !exec_device_range_valid(ex, req->dst, span))
+	    __builtin_add_overflow(span, row, &span) || !exec_device_range(ex, req->dst, span, &dst))
 		return CUDA_ERROR_INVALID_VALUE;
 	if (req->async) {
 		res = exec_stream_real(ex, req->stream, &s);
@@ -191,19 +191,19 @@ CUresult exec_memset_2d(struct exec *ex, const struct wire_memset_2d_req *req, s
 	}
 	switch (req->width) {
 	case 1:
-		return req->async ? ex->be->cuMemsetD2D8Async(req->dst, req->pitch, (unsigned char)req->value,
+		return req->async ? ex->be->cuMemsetD2D8Async(dst, req->pitch, (unsigned char)req->value,
 							      req->columns, req->rows, s)
-				  : ex->be->cuMemsetD2D8(req->dst, req->pitch, (unsigned char)req->value,
+				  : ex->be->cuMemsetD2D8(dst, req->pitch, (unsigned char)req->value,
 							 req->columns, req->rows);
 	case 2:
-		return req->async ? ex->be->cuMemsetD2D16Async(req->dst, req->pitch, (unsigned short)req->value,
+		return req->async ? ex->be->cuMemsetD2D16Async(dst, req->pitch, (unsigned short)req->value,
 							       req->columns, req->rows, s)
-				  : ex->be->cuMemsetD2D16(req->dst, req->pitch, (unsigned short)req->value,
+				  : ex->be->cuMemsetD2D16(dst, req->pitch, (unsigned short)req->value,
 							  req->columns, req->rows);
 	default:
-		return req->async ? ex->be->cuMemsetD2D32Async(req->dst, req->pitch, req->value, req->columns,
+		return req->async ? ex->be->cuMemsetD2D32Async(dst, req->pitch, req->value, req->columns,
 							       req->rows, s)
-				  : ex->be->cuMemsetD2D32(req->dst, req->pitch, req->value, req->columns, req->rows);
+				  : ex->be->cuMemsetD2D32(dst, req->pitch, req->value, req->columns, req->rows);
 	}
 }
 
@@ -264,7 +264,7 @@ static CUresult copy_end_prepare(struct exec *ex, const struct copy_end *e, cons
 	    __builtin_add_overflow(e->ptr, off, &off) ||
 	    __builtin_mul_overflow(c->depth - 1, rows, &span) || __builtin_mul_overflow(span, pitch, &span) ||
 	    __builtin_mul_overflow(c->height - 1, pitch, &b) || __builtin_add_overflow(span, b, &span) ||
-	    __builtin_add_overflow(span, c->width, &span) || !exec_device_range_valid(ex, off, span))
+	    __builtin_add_overflow(span, c->width, &span) || !exec_device_range(ex, off, span, &off))
 		return CUDA_ERROR_INVALID_VALUE;
 	if (src) {
 		p->srcMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -666,7 +666,7 @@ CUresult exec_mipmapped_array_get_memory_requirements(
 static CUresult res_resolve(struct exec *ex, const struct array_res *r, CUDA_RESOURCE_DESC *out)
 {
 	struct handle_entry *e;
-	uint64_t row, span;
+	uint64_t row, span, real;
 	uint32_t elem;
 
 	switch (r->type) {
@@ -679,18 +679,18 @@ static CUresult res_resolve(struct exec *ex, const struct array_res *r, CUDA_RES
 		array_res_to_cuda(r, (uint64_t)(uintptr_t)e->real, out);
 		return CUDA_SUCCESS;
 	case CU_RESOURCE_TYPE_LINEAR:
-		if (!array_format_elem_size(r->format, r->channels) || !exec_device_range_valid(ex, r->handle, r->width))
+		if (!array_format_elem_size(r->format, r->channels) || !exec_device_range(ex, r->handle, r->width, &real))
 			return CUDA_ERROR_INVALID_VALUE;
 		break;
 	default:        /* pitch2D: rows of width elements, pitch apart */
 		elem = array_format_elem_size(r->format, r->channels);
 		if (!elem || !r->width || !r->height || __builtin_mul_overflow(r->width, (uint64_t)elem, &row) ||
 		    r->pitch < row || __builtin_mul_overflow(r->height - 1, r->pitch, &span) ||
-		    __builtin_add_overflow(span, row, &span) || !exec_device_range_valid(ex, r->handle, span))
+		    __builtin_add_overflow(span, row, &span) || !exec_device_range(ex, r->handle, span, &real))
 			return CUDA_ERROR_INVALID_VALUE;
 		break;
 	}
-	array_res_to_cuda(r, r->handle, out);
+	array_res_to_cuda(r, real, out);
 	return CUDA_SUCCESS;
 }
 

@@ -112,6 +112,7 @@ static int entry_destroy(struct handle_entry *e, void *arg)
 		return 0;
 	}
 	exec_extra_range_drop_owner(ex, e->handle);
+	exec_image_uncharge(ex, e->handle);
 	exec_object_remove(ex, e->handle);
 	return 0;
 }
@@ -181,6 +182,64 @@ CUresult exec_ctx_synchronize(struct exec *ex, const struct wire_ctx_synchronize
 	return res == CUDA_SUCCESS ? ex->be->cuCtxSynchronize() : res;
 }
 
+/* Device bytes the driver reserves for @value of @limit on the current
+ * device: the stack of every thread that can be resident at once (the
+ * driver's own rule, so a large stack costs what it does on the GPU), or
+ * the printf FIFO, or the malloc heap. Saturates at EXEC_CHARGE_MAX. */
+static uint64_t limit_bytes(struct exec *ex, CUlimit limit, uint64_t value)
+{
+	int sms = 0, threads = 0;
+	uint64_t bytes;
+
+	if (value > EXEC_CHARGE_MAX)
+		return EXEC_CHARGE_MAX;
+	if (limit != CU_LIMIT_STACK_SIZE)
+		return value;
+	ex->be->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ex->devs[ex->dev_current].dev);
+	ex->be->cuDeviceGetAttribute(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+				     ex->devs[ex->dev_current].dev);
+	if (sms <= 0 || threads <= 0)
+		sms = threads = 1;
+	if (__builtin_mul_overflow((value + 15) & ~15ull, (uint64_t)sms * (uint64_t)threads, &bytes) ||
+	    bytes > EXEC_CHARGE_MAX)
+		return EXEC_CHARGE_MAX;
+	return bytes;
+}
+
+CUresult exec_ctx_limit_set(struct exec *ex, uint32_t limit, uint64_t value)
+{
+	struct exec_charges *c = &ex->charges;
+	unsigned d = ex->dev_current;
+	uint64_t *charge, bytes, others;
+	CUresult res;
+
+	if (limit > CU_LIMIT_MALLOC_HEAP_SIZE)
+		return ex->be->cuCtxSetLimit((CUlimit)limit, (size_t)value);
+	if (!c->limit_base_known[d][limit]) {
+		size_t start = 0;
+
+		if (ex->be->cuCtxGetLimit(&start, (CUlimit)limit) == CUDA_SUCCESS)
+			c->limit_base[d][limit] = limit_bytes(ex, (CUlimit)limit, start);
+		c->limit_base_known[d][limit] = true;
+	}
+	/* What the device loses is the new size in place of the old. */
+	charge = &c->limit[d][limit];
+	bytes = limit_bytes(ex, (CUlimit)limit, value);
+	bytes = bytes > c->limit_base[d][limit] ? bytes - c->limit_base[d][limit] : 0;
+	others = exec_mem_used(ex) - *charge;
+	if (ex->cfg.quota && (bytes > ex->cfg.quota || others > ex->cfg.quota - bytes)) {
+		pr_debug("limit %u of %llu takes %llu bytes: over the quota", limit, (unsigned long long)value,
+			 (unsigned long long)bytes);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	res = ex->be->cuCtxSetLimit((CUlimit)limit, (size_t)value);
+	if (res != CUDA_SUCCESS)
+		return res;
+	*charge = bytes;
+	exec_mem_publish(ex);
+	return CUDA_SUCCESS;
+}
+
 CUresult exec_ctx_set_limit(struct exec *ex, const struct wire_ctx_set_limit_req *req,
 			    struct wire_ctx_set_limit_rep *rep)
 {
@@ -189,7 +248,7 @@ CUresult exec_ctx_set_limit(struct exec *ex, const struct wire_ctx_set_limit_req
 	/* The journal's records hold ids below EXEC_CTX_SETTING_CACHE_CONFIG. */
 	if (req->limit >= EXEC_CTX_SETTING_CACHE_CONFIG)
 		return CUDA_ERROR_INVALID_VALUE;
-	res = ex->be->cuCtxSetLimit((CUlimit)req->limit, req->value);
+	res = exec_ctx_limit_set(ex, req->limit, req->value);
 	if (res == CUDA_SUCCESS)
 		exec_journal_ctx_setting(ex, req->limit, req->value);
 	return res;

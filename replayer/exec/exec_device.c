@@ -9,7 +9,7 @@
 
 CUresult exec_hello(struct exec *ex, const struct wire_hello_req *req, struct wire_hello_rep *rep)
 {
-	/* The supervisor checked protocol and token before forking us. */
+	/* The supervisor checked protocol, token and credential before forking us. */
 	ex->guest_pid = req->pid;
 	rep->worker_pid = (uint32_t)getpid();
 	/* The device addresses the guest may hold: the arenas of the session's
@@ -20,7 +20,15 @@ CUresult exec_hello(struct exec *ex, const struct wire_hello_req *req, struct wi
 				       : ex->cfg.arena_size * ex->dev_count;
 	rep->quota = ex->cfg.quota;
 	rep->resume_seq = ex->resume_seq;
+	rep->credential = (struct wire_blob){ ex->hello_credential, ex->hello_credential_len };
 	return CUDA_SUCCESS;
+}
+
+CUresult exec_challenge(struct exec *ex, const struct wire_challenge_req *req, struct wire_challenge_rep *rep)
+{
+	/* The supervisor answers the challenge before the session exists; once
+	 * it does, there is nothing left to prove. */
+	return CUDA_ERROR_NOT_PERMITTED;
 }
 
 CUresult exec_goodbye(struct exec *ex, const struct wire_goodbye_req *req, struct wire_goodbye_rep *rep)

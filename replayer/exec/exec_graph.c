@@ -729,13 +729,20 @@ static bool extent(uint64_t width, uint64_t pitch, uint64_t rows, uint64_t layer
 	return true;
 }
 
-bool memcpy_valid(struct exec *ex, const struct graph_node_memcpy *c)
+bool memcpy_check(struct exec *ex, const struct graph_node_memcpy *c, CUDA_MEMCPY3D *p)
 {
-	uint64_t src, dst;
+	uint64_t span, src = c->src, dst = c->dst;
+	bool src_ok, dst_ok;
 
-	return extent(c->width, c->src_pitch, c->height, c->src_height, c->depth, &src) &&
-	       extent(c->width, c->dst_pitch, c->height, c->dst_height, c->depth, &dst) &&
-	       exec_device_range_valid(ex, c->src, src) && exec_device_range_valid(ex, c->dst, dst);
+	/* Both ends looked at, so that each one that is valid is translated. */
+	src_ok = extent(c->width, c->src_pitch, c->height, c->src_height, c->depth, &span) &&
+		 exec_device_range(ex, c->src, span, &src);
+	dst_ok = extent(c->width, c->dst_pitch, c->height, c->dst_height, c->depth, &span) &&
+		 exec_device_range(ex, c->dst, span, &dst);
+	graph_node_memcpy_to_3d(c, p);
+	p->srcDevice = src;
+	p->dstDevice = dst;
+	return src_ok && dst_ok;
 }
 
 CUresult exec_graph_add_memcpy_node(struct exec *ex, const struct wire_graph_add_memcpy_node_req *req,
@@ -752,27 +759,28 @@ CUresult exec_graph_add_memcpy_node(struct exec *ex, const struct wire_graph_add
 	struct node_add a;
 	CUresult res = node_add_begin(ex, req->graph, req->deps, &a);
 
-	if (res == CUDA_SUCCESS && !memcpy_valid(ex, &n.copy))
+	if (res == CUDA_SUCCESS && !memcpy_check(ex, &n.copy, &p))
 		res = CUDA_ERROR_INVALID_VALUE;
 	if (res == CUDA_SUCCESS)
 		res = ctx_real(ex, &ctx);
-	if (res == CUDA_SUCCESS) {
-		graph_node_memcpy_to_3d(&n.copy, &p);
+	if (res == CUDA_SUCCESS)
 		res = ex->be->cuGraphAddMemcpyNode(&real, a.real, a.deps, a.ndeps, &p, ctx);
-	}
 	return node_add_end(ex, req->graph, &a, res, real, &n, &rep->node);
 }
 
-bool memset_valid(struct exec *ex, const struct graph_node_memset *s)
+bool memset_check(struct exec *ex, const struct graph_node_memset *s, CUDA_MEMSET_NODE_PARAMS *p)
 {
-	uint64_t width, span;
+	uint64_t width, span, dst = s->dst;
+	bool ok;
 
+	memset_params(s, p);
 	if (s->element_size != 1 && s->element_size != 2 && s->element_size != 4)
 		return false;
 	if (s->dst % s->element_size || __builtin_mul_overflow(s->width, (uint64_t)s->element_size, &width))
 		return false;
-	return extent(width, s->pitch, s->height, s->height, 1, &span) &&
-	       exec_device_range_valid(ex, s->dst, span);
+	ok = extent(width, s->pitch, s->height, s->height, 1, &span) && exec_device_range(ex, s->dst, span, &dst);
+	p->dst = dst;
+	return ok;
 }
 
 CUresult exec_graph_add_memset_node(struct exec *ex, const struct wire_graph_add_memset_node_req *req,
@@ -788,14 +796,12 @@ CUresult exec_graph_add_memset_node(struct exec *ex, const struct wire_graph_add
 	struct node_add a;
 	CUresult res = node_add_begin(ex, req->graph, req->deps, &a);
 
-	if (res == CUDA_SUCCESS && !memset_valid(ex, &n.set))
+	if (res == CUDA_SUCCESS && !memset_check(ex, &n.set, &p))
 		res = CUDA_ERROR_INVALID_VALUE;
 	if (res == CUDA_SUCCESS)
 		res = ctx_real(ex, &ctx);
-	if (res == CUDA_SUCCESS) {
-		memset_params(&n.set, &p);
+	if (res == CUDA_SUCCESS)
 		res = ex->be->cuGraphAddMemsetNode(&real, a.real, a.deps, a.ndeps, &p, ctx);
-	}
 	return node_add_end(ex, req->graph, &a, res, real, &n, &rep->node);
 }
 

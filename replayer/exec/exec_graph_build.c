@@ -89,6 +89,19 @@ static uint64_t function_handle_of(struct exec *ex, CUfunction fn, CUkernel kern
 	return m.handle;
 }
 
+/* A backend's memcpy node as a description holds it: at the guest's
+ * addresses (memcpy_check translates them back). */
+static CUresult copy_from_3d(struct exec *ex, const CUDA_MEMCPY3D *p, struct graph_node_memcpy *c)
+{
+	CUresult res = graph_node_memcpy_from_3d(p, c);
+
+	if (res == CUDA_SUCCESS) {
+		c->src = exec_guest_addr(ex, c->src);
+		c->dst = exec_guest_addr(ex, c->dst);
+	}
+	return res;
+}
+
 /* Read one backend node's type and parameters into @n. */
 static CUresult node_read(struct exec *ex, CUgraphNode real, struct graph_node *n, unsigned depth,
 			  const struct cond_chain *chain)
@@ -146,7 +159,7 @@ static CUresult node_read(struct exec *ex, CUgraphNode real, struct graph_node *
 		CUDA_MEMCPY3D p = { 0 };
 
 		res = ex->be->cuGraphMemcpyNodeGetParams(real, &p);
-		return res == CUDA_SUCCESS ? graph_node_memcpy_from_3d(&p, &n->copy) : res;
+		return res == CUDA_SUCCESS ? copy_from_3d(ex, &p, &n->copy) : res;
 	}
 	case CU_GRAPH_NODE_TYPE_MEMSET: {
 		CUDA_MEMSET_NODE_PARAMS p = { 0 };
@@ -154,7 +167,7 @@ static CUresult node_read(struct exec *ex, CUgraphNode real, struct graph_node *
 		res = ex->be->cuGraphMemsetNodeGetParams(real, &p);
 		if (res != CUDA_SUCCESS)
 			return res;
-		n->set.dst = p.dst;
+		n->set.dst = exec_guest_addr(ex, p.dst);
 		n->set.pitch = p.pitch;
 		n->set.value = p.value;
 		n->set.element_size = p.elementSize;
@@ -476,13 +489,16 @@ static CUresult node_build(struct exec *ex, CUgraph g, const struct graph_desc *
 	case CU_GRAPH_NODE_TYPE_MEMCPY: {
 		CUDA_MEMCPY3D p;
 
-		graph_node_memcpy_to_3d(&n->copy, &p);
+		/* A node whose memory was freed after it was made is rebuilt as
+		 * it was (the driver takes it until it runs); one in memory
+		 * that is still there reaches it where it is now. */
+		memcpy_check(ex, &n->copy, &p);
 		return ex->be->cuGraphAddMemcpyNode(real, g, NULL, 0, &p, ctx);
 	}
 	case CU_GRAPH_NODE_TYPE_MEMSET: {
 		CUDA_MEMSET_NODE_PARAMS p;
 
-		memset_params(&n->set, &p);
+		memset_check(ex, &n->set, &p);      /* as for a memcpy node */
 		return ex->be->cuGraphAddMemsetNode(real, g, NULL, 0, &p, ctx);
 	}
 	case CU_GRAPH_NODE_TYPE_EMPTY:

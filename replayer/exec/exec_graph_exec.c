@@ -432,13 +432,12 @@ CUresult exec_graph_memcpy_node_set_params(struct exec *ex, const struct wire_gr
 	CUresult res = node_target(ex, req->exec, req->graph, req->node, CU_GRAPH_NODE_TYPE_MEMCPY, &t);
 
 	(void)rep;
-	if (res == CUDA_SUCCESS && !memcpy_valid(ex, &c))
+	if (res == CUDA_SUCCESS && !memcpy_check(ex, &c, &p))
 		res = CUDA_ERROR_INVALID_VALUE;
 	if (res == CUDA_SUCCESS)
 		res = ctx_real(ex, &ctx);
 	if (res != CUDA_SUCCESS)
 		return res;
-	graph_node_memcpy_to_3d(&c, &p);
 	res = t.x ? ex->be->cuGraphExecMemcpyNodeSetParams(t.xreal, t.n->real, &p, ctx)
 		  : ex->be->cuGraphMemcpyNodeSetParams(t.n->real, &p);
 	if (res != CUDA_SUCCESS)
@@ -459,13 +458,12 @@ CUresult exec_graph_memset_node_set_params(struct exec *ex, const struct wire_gr
 	CUresult res = node_target(ex, req->exec, req->graph, req->node, CU_GRAPH_NODE_TYPE_MEMSET, &t);
 
 	(void)rep;
-	if (res == CUDA_SUCCESS && !memset_valid(ex, &s))
+	if (res == CUDA_SUCCESS && !memset_check(ex, &s, &p))
 		res = CUDA_ERROR_INVALID_VALUE;
 	if (res == CUDA_SUCCESS)
 		res = ctx_real(ex, &ctx);
 	if (res != CUDA_SUCCESS)
 		return res;
-	memset_params(&s, &p);
 	res = t.x ? ex->be->cuGraphExecMemsetNodeSetParams(t.xreal, t.n->real, &p, ctx)
 		  : ex->be->cuGraphMemsetNodeSetParams(t.n->real, &p);
 	if (res != CUDA_SUCCESS)

@@ -146,10 +146,11 @@ void kernel_node_replace(struct graph_node *n, struct graph_node_kernel *k);
 struct graph_node *node_at(struct graph_desc *d, uint32_t index, CUgraphNodeType type);
 /* Kernel node @index of @d, or NULL. */
 struct graph_node *kernel_node_at(struct graph_desc *d, uint32_t index);
-/* Whether a memcpy node's ends lie in memory the guest may name. */
-bool memcpy_valid(struct exec *ex, const struct graph_node_memcpy *c);
-/* Whether a memset node's target lies in memory the guest may name. */
-bool memset_valid(struct exec *ex, const struct graph_node_memset *s);
+/* Whether a memcpy node's ends lie in memory the guest may name; *@p: the
+ * driver's parameters, at the addresses the backend knows (exec_device_range). */
+bool memcpy_check(struct exec *ex, const struct graph_node_memcpy *c, CUDA_MEMCPY3D *p);
+/* The same for a memset node's target. */
+bool memset_check(struct exec *ex, const struct graph_node_memset *s, CUDA_MEMSET_NODE_PARAMS *p);
 /* graph_get with a capture graph's description read back first; *@res on failure. */
 struct exec_graph *graph_get_synced(struct exec *ex, uint64_t handle, CUresult *res);
 
@@ -166,8 +167,8 @@ CUresult graph_sync(struct exec *ex, struct exec_graph *g, CUgraph real);
 /* The driver's parameters of kernel node @k, its arguments translated for @c. */
 CUresult kernel_node_params(struct exec *ex, const struct graph_node_kernel *k,
 			    CUDA_KERNEL_NODE_PARAMS *p, const struct cond_chain *c, unsigned *translated);
-/* A memcpy node's description as the driver's CUDA_MEMCPY3D. */
-/* A memset node's description as the driver's CUDA_MEMSET_NODE_PARAMS. */
+/* A memset node's description as the driver's CUDA_MEMSET_NODE_PARAMS, its
+ * address as the guest gave it (memset_check translates it). */
 void memset_params(const struct graph_node_memset *s, CUDA_MEMSET_NODE_PARAMS *p);
 /* The backend's current context, or CUDA_ERROR_INVALID_CONTEXT. */
 CUresult ctx_real(struct exec *ex, CUcontext *ctx);

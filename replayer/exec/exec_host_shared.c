@@ -169,18 +169,19 @@ CUresult exec_memcpy_htod_shared(struct exec *ex, const struct wire_memcpy_htod_
 {
 	struct exec_host_buf *b = host_buf_find(ex, req->src, req->bytes);
 	const uint8_t *src;
+	uint64_t dst;
 	CUstream s;
 	CUresult res;
 
 	(void)rep;
-	if (!b || !exec_device_range_valid(ex, req->dst, req->bytes))
+	if (!b || !exec_device_range(ex, req->dst, req->bytes, &dst))
 		return CUDA_ERROR_INVALID_VALUE;
 	src = b->local + (req->src - b->guest_addr);
 	res = copy_stream(ex, req->stream, req->async, &s);
 	if (res != CUDA_SUCCESS)
 		return res;
-	return req->async ? ex->be->cuMemcpyHtoDAsync(exec_device_addr(ex, req->dst, req->bytes), src, req->bytes, s)
-			  : ex->be->cuMemcpyHtoD(exec_device_addr(ex, req->dst, req->bytes), src, req->bytes);
+	return req->async ? ex->be->cuMemcpyHtoDAsync(dst, src, req->bytes, s)
+			  : ex->be->cuMemcpyHtoD(dst, src, req->bytes);
 }
 
 CUresult exec_memcpy_dtoh_shared(struct exec *ex, const struct wire_memcpy_dtoh_shared_req *req,
@@ -188,18 +189,19 @@ CUresult exec_memcpy_dtoh_shared(struct exec *ex, const struct wire_memcpy_dtoh_
 {
 	struct exec_host_buf *b = host_buf_find(ex, req->dst, req->bytes);
 	uint8_t *dst;
+	uint64_t src;
 	CUstream s;
 	CUresult res;
 
 	(void)rep;
-	if (!b || !exec_device_range_valid(ex, req->src, req->bytes))
+	if (!b || !exec_device_range(ex, req->src, req->bytes, &src))
 		return CUDA_ERROR_INVALID_VALUE;
 	dst = b->local + (req->dst - b->guest_addr);
 	res = copy_stream(ex, req->stream, req->async, &s);
 	if (res != CUDA_SUCCESS)
 		return res;
-	return req->async ? ex->be->cuMemcpyDtoHAsync(dst, exec_device_addr(ex, req->src, req->bytes), req->bytes, s)
-			  : ex->be->cuMemcpyDtoH(dst, exec_device_addr(ex, req->src, req->bytes), req->bytes);
+	return req->async ? ex->be->cuMemcpyDtoHAsync(dst, src, req->bytes, s)
+			  : ex->be->cuMemcpyDtoH(dst, src, req->bytes);
 }
 
 bool exec_host_shared_device_range(struct exec *ex, uint64_t addr, uint64_t len)

@@ -185,11 +185,11 @@ CUresult exec_pointer_get_info(struct exec *ex, const struct wire_pointer_get_in
 CUresult exec_memcpy_htod(struct exec *ex, const struct wire_memcpy_htod_req *req,
 			  struct wire_memcpy_htod_rep *rep)
 {
-	uint64_t dst = exec_device_addr(ex, req->dst, req->data.len);
+	uint64_t dst;
 	CUstream s;
 	CUresult res;
 
-	if (!exec_device_range_valid(ex, req->dst, req->data.len))
+	if (!exec_device_range(ex, req->dst, req->data.len, &dst))
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!req->async)
 		return ex->be->cuMemcpyHtoD(dst, req->data.ptr, req->data.len);
@@ -204,11 +204,12 @@ CUresult exec_memcpy_htod(struct exec *ex, const struct wire_memcpy_htod_req *re
 CUresult exec_memcpy_dtoh(struct exec *ex, const struct wire_memcpy_dtoh_req *req,
 			  struct wire_memcpy_dtoh_rep *rep)
 {
+	uint64_t src;
 	void *buf;
 	CUstream s;
 	CUresult res;
 
-	if (req->bytes > WIRE_COPY_PIECE || !exec_device_range_valid(ex, req->src, req->bytes)) {
+	if (req->bytes > WIRE_COPY_PIECE || !exec_device_range(ex, req->src, req->bytes, &src)) {
 		pr_debug("memcpy_dtoh: 0x%llx +%llu is not the session's", (unsigned long long)req->src,
 			 (unsigned long long)req->bytes);
 		for (unsigned i = 0; i < ex->globals.count; i++)
@@ -221,12 +222,11 @@ CUresult exec_memcpy_dtoh(struct exec *ex, const struct wire_memcpy_dtoh_req *re
 	if (!buf)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (!req->async) {
-		res = ex->be->cuMemcpyDtoH(buf, exec_device_addr(ex, req->src, req->bytes), req->bytes);
+		res = ex->be->cuMemcpyDtoH(buf, src, req->bytes);
 	} else {
 		res = exec_host_copy_stream(ex, req->stream, &s);
 		if (res == CUDA_SUCCESS)
-			res = ex->be->cuMemcpyDtoHAsync(buf, exec_device_addr(ex, req->src, req->bytes),
-							req->bytes, s);
+			res = ex->be->cuMemcpyDtoHAsync(buf, src, req->bytes, s);
 		/* The bytes travel in the reply, so the copy must be done by then. */
 		if (res == CUDA_SUCCESS)
 			res = ex->be->cuStreamSynchronize(s);
@@ -259,10 +259,9 @@ CUresult exec_memset(struct exec *ex, const struct wire_memset_req *req,
 
 	if ((req->width != 1 && req->width != 2 && req->width != 4) ||
 	    req->count > UINT64_MAX / req->width ||
-	    !exec_device_range_valid(ex, req->dst, req->count * req->width) ||
+	    !exec_device_range(ex, req->dst, req->count * req->width, &dst) ||
 	    req->dst % req->width)
 		return CUDA_ERROR_INVALID_VALUE;
-	dst = exec_device_addr(ex, req->dst, req->count * req->width);
 	if (req->async) {
 		res = exec_stream_real(ex, req->stream, &s);
 		if (res != CUDA_SUCCESS)

@@ -35,6 +35,78 @@ static CUresult image_copy(struct wire_blob image, void **out)
 	return CUDA_SUCCESS;
 }
 
+/* ---- the quota's share of images ---- */
+
+/* Device bytes @image's globals take on the current device. The image's
+ * size says nothing of them: a zero-filled __device__ array (a cubin's
+ * NOBITS .nv.global, a PTX .global without an initialiser) holds no byte
+ * of the file. 0 for an image tern cannot read (docs/limits.md, "Quota"). */
+static uint64_t image_globals_bytes(struct exec *ex, const void *image, size_t size)
+{
+	int major = 9, minor = 0;
+	struct cuimage *img;
+	uint64_t total = 0;
+	CUdevice dev = ex->devs[ex->dev_current].dev;
+
+	ex->be->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+	ex->be->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+	if (cuimage_parse(image, size, (unsigned)(major * 10 + minor), &img)) {
+		pr_warn("an image cannot be read for its globals: they are not counted in the quota");
+		return 0;
+	}
+	for (unsigned i = 0; i < cuimage_global_count(img); i++) {
+		const struct cuimage_global *g = cuimage_global(img, i);
+
+		/* Each is below CUIMAGE_SIZE_MAX; the driver aligns them. */
+		total += (g->size + 255) & ~255ull;
+		if (total > EXEC_CHARGE_MAX) {
+			total = EXEC_CHARGE_MAX;
+			break;
+		}
+	}
+	cuimage_free(img);
+	return total;
+}
+
+CUresult exec_image_charge(struct exec *ex, uint64_t handle, const void *image, size_t size)
+{
+	struct exec_charges *c = &ex->charges;
+	uint64_t bytes = image_globals_bytes(ex, image, size);
+
+	if (!bytes)
+		return CUDA_SUCCESS;
+	if (ex->cfg.quota && (bytes > ex->cfg.quota || exec_mem_used(ex) > ex->cfg.quota - bytes)) {
+		pr_debug("an image's globals take %llu bytes: over the quota", (unsigned long long)bytes);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if (c->image_count == c->image_cap) {
+		unsigned cap = c->image_cap ? c->image_cap * 2 : 16;
+		struct exec_image_charge *n = realloc(c->images, cap * sizeof(*n));
+
+		if (!n)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		c->images = n;
+		c->image_cap = cap;
+	}
+	c->images[c->image_count++] = (struct exec_image_charge){ handle, bytes };
+	c->image_bytes += bytes;
+	exec_mem_publish(ex);
+	return CUDA_SUCCESS;
+}
+
+void exec_image_uncharge(struct exec *ex, uint64_t handle)
+{
+	struct exec_charges *c = &ex->charges;
+
+	for (unsigned i = 0; i < c->image_count; i++)
+		if (c->images[i].handle == handle) {
+			c->image_bytes -= c->images[i].bytes;
+			c->images[i] = c->images[--c->image_count];
+			exec_mem_publish(ex);
+			return;
+		}
+}
+
 CUresult exec_module_load_data(struct exec *ex, const struct wire_module_load_data_req *req,
 			       struct wire_module_load_data_rep *rep)
 {
@@ -48,6 +120,11 @@ CUresult exec_module_load_data(struct exec *ex, const struct wire_module_load_da
 	if (res == CUDA_SUCCESS) {
 		res = exec_object_add_image(ex, HANDLE_MODULE, mod, req->image.ptr, req->image.len,
 					    &rep->module);
+		if (res == CUDA_SUCCESS) {
+			res = exec_image_charge(ex, rep->module, image, req->image.len + 1);
+			if (res != CUDA_SUCCESS)
+				exec_object_remove(ex, rep->module);
+		}
 		if (res != CUDA_SUCCESS)
 			ex->be->cuModuleUnload(mod);
 	}
@@ -103,6 +180,7 @@ CUresult exec_module_unload(struct exec *ex, const struct wire_module_unload_req
 	if (res != CUDA_SUCCESS)
 		return res;
 	children_drop(ex, req->module);
+	exec_image_uncharge(ex, req->module);
 	exec_object_remove(ex, req->module);
 	return CUDA_SUCCESS;
 }
@@ -228,6 +306,11 @@ CUresult exec_library_load_data(struct exec *ex, const struct wire_library_load_
 	if (res == CUDA_SUCCESS) {
 		res = exec_object_add_image(ex, HANDLE_LIBRARY, lib, req->image.ptr, req->image.len,
 					    &rep->library);
+		if (res == CUDA_SUCCESS) {
+			res = exec_image_charge(ex, rep->library, image, req->image.len + 1);
+			if (res != CUDA_SUCCESS)
+				exec_object_remove(ex, rep->library);
+		}
 		if (res != CUDA_SUCCESS)
 			ex->be->cuLibraryUnload(lib);
 	}
@@ -248,6 +331,7 @@ CUresult exec_library_unload(struct exec *ex, const struct wire_library_unload_r
 	if (res != CUDA_SUCCESS)
 		return res;
 	children_drop(ex, req->library);
+	exec_image_uncharge(ex, req->library);
 	exec_object_remove(ex, req->library);
 	return CUDA_SUCCESS;
 }

@@ -152,10 +152,8 @@ CUresult exec_copy_dtod(struct exec *ex, uint64_t dst, uint64_t src, uint64_t by
 {
 	unsigned dd = 0, sd = 0;
 
-	if (!exec_device_range_valid(ex, dst, bytes) || !exec_device_range_valid(ex, src, bytes))
+	if (!exec_device_range(ex, dst, bytes, &dst) || !exec_device_range(ex, src, bytes, &src))
 		return CUDA_ERROR_INVALID_VALUE;
-	dst = exec_device_addr(ex, dst, bytes);
-	src = exec_device_addr(ex, src, bytes);
 	/* Module globals lie outside the arenas: the current device's. */
 	if (!exec_arena_of(ex, dst, &dd))
 		dd = ex->dev_current;

@@ -27,6 +27,8 @@ CUresult exec_stream_create(struct exec *ex, const struct wire_stream_create_req
 	}
 	if (res != CUDA_SUCCESS)
 		ex->be->cuStreamDestroy(s);
+	else if (req->flags & CU_STREAM_NON_BLOCKING)
+		ex->streams_nonblocking++;
 	return res;
 }
 
@@ -36,10 +38,16 @@ CUresult exec_stream_destroy(struct exec *ex, const struct wire_stream_destroy_r
 	struct handle_entry *e;
 	CUresult res;
 
+	unsigned flags = 0;
+
 	res = exec_lookup_stream(ex, req->stream, &e);
 	if (res != CUDA_SUCCESS)
 		return res;
+	if (ex->be->cuStreamGetFlags(e->real, &flags) != CUDA_SUCCESS)
+		flags = 0;
 	res = ex->be->cuStreamDestroy(e->real);
+	if (res == CUDA_SUCCESS && (flags & CU_STREAM_NON_BLOCKING) && ex->streams_nonblocking)
+		ex->streams_nonblocking--;
 	if (res == CUDA_SUCCESS) {
 		exec_graph_stream_destroyed(ex, req->stream);
 		exec_object_remove(ex, req->stream);
@@ -220,19 +228,22 @@ CUresult exec_event_destroy(struct exec *ex, const struct wire_event_destroy_req
 /* A value operation's address must lie in one live allocation, or in a
  * pinned buffer shared with the worker (a flag the host writes: the usual
  * use of a wait). */
-static bool value_address_ok(struct exec *ex, uint64_t addr, uint32_t width)
+static bool value_address(struct exec *ex, uint64_t addr, uint32_t width, uint64_t *real)
 {
-	return exec_device_range_valid(ex, addr, width) || exec_host_shared_device_range(ex, addr, width);
+	if (exec_device_range(ex, addr, width, real))
+		return true;
+	*real = addr;
+	return exec_host_shared_device_range(ex, addr, width);
 }
 
 /* Waits and writes during a capture would become batch memory-operation
  * nodes, which graph descriptions do not hold (docs/limits.md). */
 static CUresult value_target(struct exec *ex, uint64_t stream, uint64_t addr, uint32_t width,
-			     CUstream *s)
+			     CUstream *s, uint64_t *real)
 {
 	CUresult res;
 
-	if ((width != 4 && width != 8) || !value_address_ok(ex, addr, width))
+	if ((width != 4 && width != 8) || !value_address(ex, addr, width, real))
 		return CUDA_ERROR_INVALID_VALUE;
 	/* Graph descriptions hold no memory-operation nodes: refused in a capture. */
 	res = exec_host_copy_stream(ex, stream, s);
@@ -244,7 +255,7 @@ static CUresult value_op(struct exec *ex, uint64_t stream, uint64_t addr, uint64
 			 uint32_t flags, bool wait)
 {
 	CUstream s;
-	CUresult res = value_target(ex, stream, addr, width, &s);
+	CUresult res = value_target(ex, stream, addr, width, &s, &addr);
 
 	if (res != CUDA_SUCCESS)
 		return res;
@@ -317,7 +328,7 @@ CUresult exec_stream_batch_mem_op(struct exec *ex, const struct wire_stream_batc
 			return CUDA_ERROR_INVALID_VALUE;
 		}
 		/* The driver reads and writes these addresses: one allocation each. */
-		if (!value_address_ok(ex, addr, width) || (width == 4 && value > UINT32_MAX))
+		if (!value_address(ex, addr, width, &addr) || (width == 4 && value > UINT32_MAX))
 			return CUDA_ERROR_INVALID_VALUE;
 		/* Wait and write parameters share their layout. */
 		ops[i].waitValue.address = addr;
@@ -330,15 +341,22 @@ CUresult exec_stream_batch_mem_op(struct exec *ex, const struct wire_stream_batc
 /* ---- stream attributes ---- */
 
 /* What the guest may set on a stream: the driver reads nothing through
- * these values but the window's range, which must lie in one allocation. */
-static CUresult stream_attr_check(struct exec *ex, uint32_t attrib, const CUstreamAttrValue *v)
+ * these values but the window's range, which must lie in one allocation.
+ * *@be: @v as the backend takes it (the window where its memory is now). */
+static CUresult stream_attr_check(struct exec *ex, uint32_t attrib, const CUstreamAttrValue *v,
+				  CUstreamAttrValue *be)
 {
+	uint64_t base;
+
+	*be = *v;
 	switch (attrib) {
 	case CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW:
-		if (v->accessPolicyWindow.num_bytes &&
-		    !exec_device_range_valid(ex, (uint64_t)(uintptr_t)v->accessPolicyWindow.base_ptr,
-					     v->accessPolicyWindow.num_bytes))
+		if (!v->accessPolicyWindow.num_bytes)
+			return CUDA_SUCCESS;
+		if (!exec_device_range(ex, (uint64_t)(uintptr_t)v->accessPolicyWindow.base_ptr,
+				       v->accessPolicyWindow.num_bytes, &base))
 			return CUDA_ERROR_INVALID_VALUE;
+		be->accessPolicyWindow.base_ptr = (void *)(uintptr_t)base;
 		return CUDA_SUCCESS;
 	case CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY:
 	case CU_STREAM_ATTRIBUTE_PRIORITY:
@@ -354,7 +372,7 @@ CUresult exec_stream_set_attribute(struct exec *ex, const struct wire_stream_set
 				   struct wire_stream_set_attribute_rep *rep)
 {
 	uint8_t rec[EXEC_STREAM_SETTING_RECORD] = { 0 };
-	CUstreamAttrValue v;
+	CUstreamAttrValue v, be;
 	CUstream s;
 	CUresult res;
 
@@ -364,9 +382,9 @@ CUresult exec_stream_set_attribute(struct exec *ex, const struct wire_stream_set
 	memcpy(&v, req->value.ptr, sizeof(v));
 	res = exec_stream_real(ex, req->stream, &s);
 	if (res == CUDA_SUCCESS)
-		res = stream_attr_check(ex, req->attrib, &v);
+		res = stream_attr_check(ex, req->attrib, &v, &be);
 	if (res == CUDA_SUCCESS)
-		res = ex->be->cuStreamSetAttribute(s, (CUstreamAttrID)req->attrib, &v);
+		res = ex->be->cuStreamSetAttribute(s, (CUstreamAttrID)req->attrib, &be);
 	if (res != CUDA_SUCCESS)
 		return res;
 	memcpy(rec, &req->attrib, 4);

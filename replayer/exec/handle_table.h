@@ -5,7 +5,9 @@
  * mistaken for a newer object. The replayer recreates objects under the same
  * virtual handles, so the guest's handles outlive a restore.
  *
- * Not thread-safe: a session's table is used by its worker thread only.
+ * Not thread-safe: a session's table is used by its worker thread only. A
+ * thread that runs beside dispatch (a snapshot's drain) is given copies of
+ * what it needs, taken while dispatch is paused (checkpoint.c).
  */
 #ifndef TERN_HANDLE_TABLE_H
 #define TERN_HANDLE_TABLE_H

@@ -424,6 +424,8 @@ void sim_ctx_streams_destroy(struct sim *sim, struct sim_ctx *ctx);
 /* Stream memory operations (sim_stream_ops.c): run one on the device
  * thread, without the lock. */
 void sim_value_run(struct sim *sim, struct sim_cmd *cmd);
+/* Whether a stream memory wait's condition holds now (a write: always). */
+bool sim_value_ready(const struct sim_cmd *cmd);
 
 /* Modules (sim_module.c). */
 int sim_plugins_load(struct sim *sim, const char *const *paths);

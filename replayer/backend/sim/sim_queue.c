@@ -2,7 +2,11 @@
  *
  * Each device runs one thread that executes its commands in submission order,
  * whatever their stream: stronger ordering than a GPU gives, which every
- * correct CUDA program accepts. Streams count what they submitted and what
+ * correct CUDA program accepts. One exception keeps programs that a GPU
+ * runs from hanging: a command that cannot start yet (a stream memory wait
+ * whose value is not there, a wait for an event not reached) parks its
+ * stream, and the thread runs the first later command that orders after
+ * nothing parked (sim_cmd_pick). Streams count what they submitted and what
  * completed, so stream and event queries answer as the driver does.
  */
 #define LOG_PREFIX "sim: "
@@ -116,8 +120,8 @@ void sim_cmd_run(struct sim *sim, struct sim_cmd *cmd)
 		cmd->event.ev->time_ns = sim_now_ns();
 		break;
 	case SIM_CMD_WAIT: {
-		/* Only an event of another device can still be pending here:
-		 * this device's own records ran before, in FIFO order. */
+		/* Picked once the event was reached (sim_cmd_ready), unless the
+		 * device stops. */
 		struct sim_event *ev = cmd->event.ev;
 
 		pthread_mutex_lock(&sim->lock);
@@ -160,7 +164,9 @@ static void sim_cmd_complete(struct sim *sim, struct sim_dev *dev, struct sim_cm
 			free(ev);
 		}
 	}
-	dev->completed = cmd->seq;
+	/* Commands may complete out of order (a parked stream): completed is
+	 * the point up to which everything has. */
+	dev->completed = dev->head ? dev->head->seq - 1 : dev->submitted;
 	s->completed++;
 	if (s->destroyed && s->completed == s->submitted)
 		free(s);
@@ -168,12 +174,98 @@ static void sim_cmd_complete(struct sim *sim, struct sim_dev *dev, struct sim_cm
 	pthread_cond_broadcast(&sim->done);
 }
 
+/* Streams that parked while one pick scanned the FIFO. */
+#define SIM_PARKED_MAX 64
+
+struct sim_parked {
+	unsigned count;
+	struct sim_stream *streams[SIM_PARKED_MAX];
+};
+
+static bool sim_parked_has(const struct sim_parked *pk, const struct sim_stream *s)
+{
+	for (unsigned i = 0; i < pk->count; i++)
+		if (pk->streams[i] == s)
+			return true;
+	return false;
+}
+
+static bool sim_stream_blocking(const struct sim_stream *s)
+{
+	return s == s->ctx->legacy || !(s->flags & CU_STREAM_NON_BLOCKING);
+}
+
+/* Whether @s must wait for a parked stream: its own commands stay in order,
+ * and the legacy stream and blocking streams of one context order against
+ * each other (the driver's implicit synchronisation). */
+static bool sim_parked_orders(const struct sim_parked *pk, const struct sim_stream *s)
+{
+	if (sim_parked_has(pk, s))
+		return true;
+	for (unsigned i = 0; i < pk->count; i++) {
+		const struct sim_stream *p = pk->streams[i];
+
+		if (p->ctx != s->ctx || !sim_stream_blocking(p) || !sim_stream_blocking(s))
+			continue;
+		if (p == p->ctx->legacy || s == s->ctx->legacy)
+			return true;
+	}
+	return false;
+}
+
+/* Whether @cmd could start now; lock held. Everything but an unmet wait
+ * can. When the device stops, waits end. */
+static bool sim_cmd_ready(struct sim *sim, const struct sim_cmd *cmd)
+{
+	if (sim->stopping)
+		return true;
+	if (cmd->kind == SIM_CMD_VALUE)
+		return sim_value_ready(cmd);
+	if (cmd->kind == SIM_CMD_WAIT)
+		return cmd->event.ev->done >= cmd->event.gen;
+	return true;
+}
+
+/* The first command that may run, unlinked from the FIFO, or NULL. *@parked
+ * says whether a command waits for a condition no submission signals (a
+ * value, another device's event), so the caller must look again; lock held. */
+static struct sim_cmd *sim_cmd_pick(struct sim *sim, struct sim_dev *dev, bool *parked)
+{
+	struct sim_parked pk = { 0 };
+	struct sim_cmd **link = &dev->head, *prev = NULL;
+
+	*parked = false;
+	for (struct sim_cmd *cmd = dev->head; cmd; prev = cmd, link = &cmd->next, cmd = cmd->next) {
+		bool behind = sim_parked_orders(&pk, cmd->stream);
+
+		if (!behind && sim_cmd_ready(sim, cmd)) {
+			*link = cmd->next;
+			if (dev->tail == cmd)
+				dev->tail = prev;
+			return cmd;
+		}
+		if (!behind)
+			*parked = true;
+		if (!sim_parked_has(&pk, cmd->stream)) {
+			/* Too many parked streams to track: later commands wait too. */
+			if (pk.count == SIM_PARKED_MAX)
+				return NULL;
+			pk.streams[pk.count++] = cmd->stream;
+		}
+	}
+	return NULL;
+}
+
+/* How often a device with parked commands looks at their conditions again. */
+#define SIM_PARKED_POLL_NS 20000L
+
 static void *sim_dev_main(void *arg)
 {
 	struct sim_dev *dev = arg;
 	struct sim *sim = dev->sim;
 	struct sim_cmd *cmd;
 	void *altstack = sim_fault_thread_init();
+	bool parked;
 
 	pthread_mutex_lock(&sim->lock);
 	for (;;) {
@@ -181,10 +273,24 @@ static void *sim_dev_main(void *arg)
 			pthread_cond_wait(&dev->work, &sim->lock);
 		if (!dev->head)
 			break;
-		cmd = dev->head;
-		dev->head = cmd->next;
-		if (!dev->head)
-			dev->tail = NULL;
+		cmd = sim_cmd_pick(sim, dev, &parked);
+		if (!cmd) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += SIM_PARKED_POLL_NS;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			/* A submission wakes us at once; a value or another
+			 * device's event is looked at again shortly. */
+			if (parked)
+				pthread_cond_timedwait(&dev->work, &sim->lock, &ts);
+			else
+				pthread_cond_wait(&dev->work, &sim->lock);
+			continue;
+		}
 		pthread_mutex_unlock(&sim->lock);
 		sim_cmd_run(sim, cmd);
 		pthread_mutex_lock(&sim->lock);
@@ -482,9 +588,9 @@ CUresult sim_cuStreamWaitEvent(CUstream h, CUevent hev, unsigned int flags)
 	if (rc != SIM_NOT_CAPTURING)
 		goto out;
 	rc = CUDA_SUCCESS;
-	/* Nothing recorded, or already reached, or queued on the same
-	 * device before this point: the FIFO already gives the order. */
-	if (ev->done >= ev->gen || ev->ctx->dev == s->ctx->dev)
+	/* Nothing recorded, or already reached. A record still pending on
+	 * this device needs the command too: its stream may be parked. */
+	if (ev->done >= ev->gen)
 		goto out;
 	cmd = sim_cmd_new(SIM_CMD_WAIT);
 	if (!cmd) {

@@ -1,12 +1,10 @@
 /* Stream memory operations (cuStreamWaitValue*, cuStreamWriteValue*,
  * cuStreamBatchMemOp) and stream attributes.
  *
- * A wait runs on the device thread like any command, and the device runs its
- * commands in submission order on one thread: a wait blocks every stream of
- * the device until its value is there. The value must therefore come from
- * work submitted before the wait, or from the host (registered memory). A
- * GPU would let other streams go on; a correct program that relies on that
- * hangs on the sim (docs/sim.md). */
+ * A wait is a command like any other, but the device thread starts it only
+ * once its value is there: until then its stream is parked and the device
+ * runs other streams' commands (sim_queue.c), as a GPU would, so the value
+ * may come from another stream, the host or another device. */
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,10 +13,12 @@
 
 #include "sim.h"
 
-static bool value_met(const struct sim_cmd *cmd)
+bool sim_value_ready(const struct sim_cmd *cmd)
 {
 	uint64_t v, want = cmd->value.value;
 
+	if (!cmd->value.wait)
+		return true;
 	if (cmd->value.width == 4)
 		v = __atomic_load_n((uint32_t *)cmd->value.addr, __ATOMIC_ACQUIRE);
 	else
@@ -47,11 +47,8 @@ void sim_value_run(struct sim *sim, struct sim_cmd *cmd)
 			__atomic_store_n((uint64_t *)cmd->value.addr, cmd->value.value, __ATOMIC_RELEASE);
 		return;
 	}
-	while (!value_met(cmd) && !__atomic_load_n(&sim->stopping, __ATOMIC_ACQUIRE)) {
-		struct timespec ts = { 0, 20000 };
-
-		nanosleep(&ts, NULL);
-	}
+	/* A wait is picked once its value is there (sim_value_ready), or
+	 * when the device stops: nothing is left to do. */
 }
 
 static bool wait_flags_ok(unsigned flags)

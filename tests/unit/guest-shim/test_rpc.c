@@ -108,6 +108,14 @@ static bool serve(int fd)
 			wire_put_u64(&m, ARENA_SIZE);
 			wire_put_u64(&m, 1 << 30);
 			wire_put_u64(&m, 0);    /* resume_seq: a fresh session */
+			wire_put_blob(&m, (struct wire_blob){ (const uint8_t *)"0123456789abcdef0123456789abcdef", 32 });
+			break;
+		}
+		case WIRE_CALL_CHALLENGE: {
+			static const uint8_t nonce[32] = { 1, 2, 3 };
+
+			wire_put_u32(&m, CUDA_SUCCESS);
+			wire_put_blob(&m, (struct wire_blob){ nonce, sizeof(nonce) });
 			break;
 		}
 		case WIRE_CALL_INIT:

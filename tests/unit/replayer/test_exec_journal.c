@@ -324,6 +324,7 @@ static void test_journal_vmm(void **state)
 	const void *list;
 	size_t list_len;
 	uint32_t refs;
+	uint64_t real;
 
 	assert_non_null(mkdtemp(dir));
 	assert_int_equal(backend_open("sim", &bcfg, &be), 0);
@@ -348,11 +349,12 @@ static void test_journal_vmm(void **state)
 	mr.address = rr_rep.address + g;
 	mr.mem = cr_rep.mem;
 	assert_int_equal(exec_vmm_map(&ex, &mr, &mr_rep), CUDA_SUCCESS);
-	assert_false(exec_device_range_valid(&ex, mr.address, 64));     /* no access yet */
+	assert_false(exec_device_range(&ex, mr.address, 64, &real));     /* no access yet */
 	sa.address = mr.address;
 	assert_int_equal(exec_mem_set_access(&ex, &sa, &sa_rep), CUDA_SUCCESS);
-	assert_true(exec_device_range_valid(&ex, mr.address, g));
-	assert_false(exec_device_range_valid(&ex, mr.address, g + 1));
+	assert_true(exec_device_range(&ex, mr.address, g, &real));
+	assert_int_equal(real, mr.address);
+	assert_false(exec_device_range(&ex, mr.address, g + 1, &real));
 	assert_int_equal(tracker_region_get(ex.journal, mr.address, &r), 0);
 	assert_int_equal(r.kind, EXEC_REGION_VMM);
 	assert_int_equal(r.owner, cr_rep.mem);

@@ -15,10 +15,12 @@
 #include <errno.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "auth.h"
 #include "shm_chan.h"
 #include "transport.h"
 #include "array_desc.h"
@@ -77,7 +79,9 @@ static int reply_read(int fd, struct reply *r)
 int session_open(const char *url_text, const char *token, uint32_t *status)
 {
 	struct transport_url url;
-	struct wire_hello_req hello = { .protocol = WIRE_VERSION, .pid = (uint32_t)getpid() };
+	struct wire_hello_req hello = { .protocol = WIRE_PROTOCOL, .pid = (uint32_t)getpid() };
+	uint8_t nonce[AUTH_NONCE_BYTES], proof[AUTH_PROOF_BYTES];
+	struct auth_token tok = { 0 };
 	struct wire_msg m;
 	struct reply r;
 	int fd;
@@ -91,8 +95,19 @@ int session_open(const char *url_text, const char *token, uint32_t *status)
 	 * ending, and a live session id is refused to a second connection. */
 	snprintf(hello.session, sizeof(hello.session), "protocol-test-%d-%d", (int)getpid(), ++opened);
 	snprintf(hello.host, sizeof(hello.host), "localhost");
-	hello.token = (struct wire_blob){ (const uint8_t *)token, (uint32_t)strlen(token) };
+	/* The challenge's nonce, then the token's proof bound to it. */
 	wire_msg_init(&m);
+	assert_int_equal(request_send(fd, WIRE_CALL_CHALLENGE, 0, &m, UINT32_MAX), 0);
+	assert_int_equal(reply_read(fd, &r), 0);
+	assert_int_equal(r.status, CUDA_SUCCESS);
+	assert_int_equal(r.len, 4 + 4 + AUTH_NONCE_BYTES);
+	memcpy(nonce, r.payload + 8, AUTH_NONCE_BYTES);
+	tok.len = (uint32_t)strlen(token);
+	memcpy(tok.bytes, token, tok.len);
+	auth_token_proof(&tok, nonce, hello.session, proof);
+	if (tok.len)
+		hello.token_proof = (struct wire_blob){ proof, sizeof(proof) };
+	wire_msg_reset(&m);
 	wire_hello_req_encode(&m, &hello);
 	assert_int_equal(request_send(fd, WIRE_CALL_HELLO, 1, &m, UINT32_MAX), 0);
 	wire_msg_release(&m);
@@ -1322,7 +1337,7 @@ static void test_token(void **state)
 	fd = session_open(tcp_url, "", &status);
 	assert_int_equal(status, CUDA_ERROR_NOT_PERMITTED);
 	close(fd);
-	fd = session_open(tcp_url, "s3cret-token", &status);
+	fd = session_open(tcp_url, "s3cret-token-of-the-test", &status);
 	assert_int_equal(status, CUDA_SUCCESS);
 	assert_alive(fd, 2);
 	close(fd);
@@ -1343,8 +1358,9 @@ static int ternd_start(void **state)
 	snprintf(control, sizeof(control), "%s/control.sock", dir);
 	snprintf(token_file, sizeof(token_file), "%s/token", dir);
 	f = fopen(token_file, "w");
-	fputs("s3cret-token\n", f);
+	fputs("s3cret-token-of-the-test\n", f);
 	fclose(f);
+	chmod(token_file, 0600);
 	ternd_pid = fork();
 	if (ternd_pid == 0) {
 		execl(ternd_path, "ternd", "--backend", "sim", "--listen", sock_url, "--listen", tcp_url,

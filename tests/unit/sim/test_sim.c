@@ -825,6 +825,46 @@ static void test_two_streams(void **state)
 	kernels_put(&k);
 }
 
+/* A stream waiting for a value parks; the device runs another stream's
+ * write that releases it (it hung the device before). */
+static void test_wait_value_other_stream(void **state)
+{
+	struct kernels k;
+	CUstream s1, s2;
+	unsigned v = 0;
+	double t0;
+
+	kernels_get(&k);
+	assert_int_equal(be->cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	assert_int_equal(be->cuMemsetD32(k.p.va, 0, 4), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamWaitValue32(s1, k.p.va, 7, CU_STREAM_WAIT_VALUE_GEQ), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamWriteValue32(s1, k.p.va + 4, 9, 0), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamQuery(s1), CUDA_ERROR_NOT_READY);
+	t0 = now_ms();
+	assert_int_equal(be->cuStreamWriteValue32(s2, k.p.va, 7, 0), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamSynchronize(s1), CUDA_SUCCESS);
+	printf("wait released by another stream after %.3f ms\n", now_ms() - t0);
+	assert_int_equal(be->cuMemcpyDtoH(&v, k.p.va + 4, 4), CUDA_SUCCESS);
+	assert_int_equal(v, 9);
+
+	/* The legacy stream orders after a parked blocking stream. */
+	assert_int_equal(be->cuStreamDestroy(s1), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamCreate(&s1, 0), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamWaitValue32(s1, k.p.va, 8, CU_STREAM_WAIT_VALUE_EQ), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamWriteValue32(NULL, k.p.va + 4, 11, 0), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamWriteValue32(s2, k.p.va + 8, 12, 0), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamSynchronize(s2), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamQuery(NULL), CUDA_ERROR_NOT_READY);
+	assert_int_equal(be->cuStreamWriteValue32(s2, k.p.va, 8, 0), CUDA_SUCCESS);
+	assert_int_equal(be->cuCtxSynchronize(), CUDA_SUCCESS);
+	assert_int_equal(be->cuMemcpyDtoH(&v, k.p.va + 4, 4), CUDA_SUCCESS);
+	assert_int_equal(v, 11);
+	assert_int_equal(be->cuStreamDestroy(s1), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamDestroy(s2), CUDA_SUCCESS);
+	kernels_put(&k);
+}
+
 static void test_occupancy(void **state)
 {
 	CUmodule m = module_load();
@@ -1141,6 +1181,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_stream_order),
 		cmocka_unit_test(test_events),
 		cmocka_unit_test(test_two_streams),
+		cmocka_unit_test(test_wait_value_other_stream),
 		cmocka_unit_test(test_occupancy),
 		cmocka_unit_test(test_graphs),
 		cmocka_unit_test(test_capture),

@@ -106,6 +106,48 @@ static void test_manifest(void **state)
 	assert_true(snap_name_valid("a.B_c-9"));
 }
 
+/* The session's credential and owner uid ride in the fixed part; a
+ * manifest without them (older) decodes with no flags; unknown flags and the
+ * bytes still reserved are refused. */
+static void test_manifest_credential(void **state)
+{
+	struct snap_manifest m, d;
+	struct snap_buf b = {0};
+
+	(void)state;
+	manifest_sample(&m);
+	assert_int_equal(snap_manifest_encode(&m, &b), 0);
+	assert_int_equal(snap_manifest_decode(b.data, b.len, &d), 0);
+	assert_int_equal(d.auth_flags, 0);
+	snap_buf_free(&b);
+	m.auth_flags = SNAP_AUTH_CREDENTIAL | SNAP_AUTH_OWNER_UID;
+	m.owner_uid = 1000;
+	for (unsigned i = 0; i < SNAP_CREDENTIAL_BYTES; i++)
+		m.credential[i] = (uint8_t)(0xa0 + i);
+	assert_int_equal(snap_manifest_encode(&m, &b), 0);
+	assert_memory_equal(b.data + 168, m.credential, SNAP_CREDENTIAL_BYTES);
+	assert_int_equal(le32_get(b.data + 200), 1000);
+	assert_int_equal(le32_get(b.data + 204), 3);
+	assert_int_equal(snap_manifest_decode(b.data, b.len, &d), 0);
+	assert_int_equal(d.auth_flags, 3);
+	assert_int_equal(d.owner_uid, 1000);
+	assert_memory_equal(d.credential, m.credential, SNAP_CREDENTIAL_BYTES);
+	b.data[204] |= 0x4;
+	trailer_fix(b.data, b.len);
+	assert_int_equal(snap_manifest_decode(b.data, b.len, &d), -EBADMSG);
+	b.data[204] &= ~0x4;
+	b.data[210] = 1;
+	trailer_fix(b.data, b.len);
+	assert_int_equal(snap_manifest_decode(b.data, b.len, &d), -EBADMSG);
+	snap_buf_free(&b);
+	/* Unflagged fields are not written, whatever the struct holds. */
+	m.auth_flags = SNAP_AUTH_OWNER_UID;
+	assert_int_equal(snap_manifest_encode(&m, &b), 0);
+	for (unsigned i = 0; i < SNAP_CREDENTIAL_BYTES; i++)
+		assert_int_equal(b.data[168 + i], 0);
+	snap_buf_free(&b);
+}
+
 static void test_chunk_list(void **state)
 {
 	struct snap_chunk_ref c1[3], c2[1];
@@ -228,6 +270,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_manifest),
+		cmocka_unit_test(test_manifest_credential),
 		cmocka_unit_test(test_chunk_list),
 		cmocka_unit_test(test_frame_and_index),
 	};

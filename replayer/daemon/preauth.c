@@ -1,0 +1,249 @@
+#define LOG_PREFIX "preauth: "
+#include "preauth.h"
+#include "log.h"
+#include "transport.h"
+#include "wire_calls.h"
+
+#include <arpa/inet.h>
+#include <cuda.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/vm_sockets.h>
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int preauth_init(struct preauth *pa, const struct preauth_config *cfg)
+{
+	memset(pa, 0, sizeof(*pa));
+	pa->cfg = *cfg;
+	pa->conns = calloc(cfg->max ? cfg->max : 1, sizeof(*pa->conns));
+	if (!pa->conns)
+		return -ENOMEM;
+	for (unsigned i = 0; i < cfg->max; i++)
+		pa->conns[i].fd = -1;
+	return 0;
+}
+
+void preauth_forget(struct preauth *pa, struct preauth_conn *c, bool close_fd)
+{
+	if (c->fd < 0)
+		return;
+	if (close_fd)
+		close(c->fd);
+	free(c->payload);
+	explicit_bzero(c->nonce, sizeof(c->nonce));
+	*c = (struct preauth_conn){ .fd = -1 };
+	pa->used--;
+}
+
+void preauth_release(struct preauth *pa)
+{
+	if (pa->conns)
+		for (unsigned i = 0; i < pa->cfg.max; i++)
+			preauth_forget(pa, &pa->conns[i], true);
+	free(pa->conns);
+	pa->conns = NULL;
+}
+
+/* Who is behind @fd, as the per-source limit counts: a unix peer by uid, a
+ * tcp one by address (not port), a vsock one by CID. */
+static void peer_source(struct preauth_conn *c)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	char addr[INET6_ADDRSTRLEN] = "?";
+
+	snprintf(c->source, sizeof(c->source), "unknown");
+	if (getpeername(c->fd, (struct sockaddr *)&ss, &len))
+		return;
+	if (ss.ss_family == AF_UNIX && !getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen)) {
+		c->has_uid = true;
+		c->uid = cred.uid;
+		snprintf(c->source, sizeof(c->source), "uid %u", (unsigned)cred.uid);
+	} else if (ss.ss_family == AF_INET) {
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, addr, sizeof(addr));
+		snprintf(c->source, sizeof(c->source), "%s", addr);
+	} else if (ss.ss_family == AF_INET6) {
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, addr, sizeof(addr));
+		snprintf(c->source, sizeof(c->source), "%s", addr);
+	} else if (ss.ss_family == AF_VSOCK) {
+		snprintf(c->source, sizeof(c->source), "cid %u", ((struct sockaddr_vm *)&ss)->svm_cid);
+	}
+}
+
+void preauth_accept(struct preauth *pa, int listen_fd, unsigned listener)
+{
+	struct preauth_conn probe = { .fd = transport_accept(listen_fd) }, *slot = NULL;
+	unsigned same = 0;
+
+	if (probe.fd < 0) {
+		pr_warn("accept failed: %s", strerror(-probe.fd));
+		return;
+	}
+	peer_source(&probe);
+	for (unsigned i = 0; i < pa->cfg.max; i++) {
+		struct preauth_conn *c = &pa->conns[i];
+
+		if (c->fd < 0) {
+			if (!slot)
+				slot = c;
+		} else if (!strcmp(c->source, probe.source)) {
+			same++;
+		}
+	}
+	if (!slot || same >= pa->cfg.per_source_max) {
+		/* Said once per hundred: a flood must not flood the log too. */
+		if (pa->refused++ % 100 == 0)
+			pr_warn("%s: %u connections of this source and %u in all wait for their hello: "
+				"connection closed (%llu so far)", probe.source, same, pa->used,
+				(unsigned long long)pa->refused);
+		close(probe.fd);
+		return;
+	}
+	probe.payload = malloc(PREAUTH_PAYLOAD_MAX);
+	if (!probe.payload) {
+		close(probe.fd);
+		return;
+	}
+	probe.listener = listener;
+	probe.deadline_ms = now_ms() + (uint64_t)pa->cfg.timeout_ms;
+	*slot = probe;
+	pa->used++;
+}
+
+static int frame_send(struct preauth_conn *c, uint32_t call, uint16_t flags, struct wire_msg *m)
+{
+	struct iovec iov[WIRE_MSG_IOV_MAX];
+	struct wire_header h = { .flags = (uint16_t)(WIRE_F_REPLY | flags), .call = call, .seq = c->h.seq };
+	int n = wire_msg_finish(m, &h, iov);
+
+	/* A few dozen bytes into an empty socket buffer: this does not block. */
+	return n < 0 ? n : wire_send(c->fd, iov, n);
+}
+
+static void status_send(struct preauth_conn *c, uint32_t call, uint32_t status, uint16_t flags)
+{
+	struct wire_msg m;
+
+	wire_msg_init(&m);
+	wire_put_u32(&m, status);
+	frame_send(c, call, flags, &m);
+	wire_msg_release(&m);
+}
+
+void preauth_refuse(struct preauth *pa, struct preauth_conn *c, uint32_t status)
+{
+	status_send(c, WIRE_CALL_HELLO, status, 0);
+	preauth_forget(pa, c, true);
+}
+
+static enum preauth_event challenge_answer(struct preauth *pa, struct preauth_conn *c)
+{
+	struct wire_challenge_rep rep;
+	struct wire_msg m;
+	int ret;
+
+	if (c->challenged || c->h.length) {
+		status_send(c, WIRE_CALL_CHALLENGE, CUDA_ERROR_INVALID_VALUE, WIRE_F_ERROR);
+		preauth_forget(pa, c, true);
+		return PREAUTH_DROP;
+	}
+	if (auth_random(c->nonce, sizeof(c->nonce))) {
+		pr_err("no random bytes for a challenge: %s", strerror(errno));
+		status_send(c, WIRE_CALL_CHALLENGE, CUDA_ERROR_OPERATING_SYSTEM, 0);
+		preauth_forget(pa, c, true);
+		return PREAUTH_DROP;
+	}
+	rep.nonce = (struct wire_blob){ c->nonce, sizeof(c->nonce) };
+	wire_msg_init(&m);
+	wire_put_u32(&m, CUDA_SUCCESS);
+	wire_challenge_rep_encode(&m, &rep);
+	ret = frame_send(c, WIRE_CALL_CHALLENGE, 0, &m);
+	wire_msg_release(&m);
+	if (ret) {
+		preauth_forget(pa, c, true);
+		return PREAUTH_DROP;
+	}
+	c->challenged = true;
+	c->have = 0;
+	return PREAUTH_MORE;
+}
+
+enum preauth_event preauth_readable(struct preauth *pa, struct preauth_conn *c)
+{
+	for (;;) {
+		bool in_header = c->have < WIRE_HEADER_SIZE;
+		uint8_t *dst = in_header ? c->raw + c->have : c->payload + (c->have - WIRE_HEADER_SIZE);
+		size_t want = in_header ? WIRE_HEADER_SIZE - c->have : WIRE_HEADER_SIZE + c->h.length - c->have;
+		ssize_t n = want ? recv(c->fd, dst, want, MSG_DONTWAIT) : 0;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return PREAUTH_MORE;
+		if (want && n <= 0) {
+			preauth_forget(pa, c, true);
+			return PREAUTH_DROP;
+		}
+		c->have += (uint32_t)n;
+		if (in_header && c->have == WIRE_HEADER_SIZE) {
+			int ret = wire_header_decode(c->raw, &c->h);
+
+			if (ret || c->h.flags & WIRE_F_REPLY || c->h.length > PREAUTH_PAYLOAD_MAX) {
+				pr_warn("%s: not a hello (header: %s): closed", c->source,
+					ret ? "bad magic or version" : "a reply or too long");
+				status_send(c, c->h.call, CUDA_ERROR_INVALID_VALUE, WIRE_F_ERROR);
+				preauth_forget(pa, c, true);
+				return PREAUTH_DROP;
+			}
+		}
+		if (c->have < WIRE_HEADER_SIZE || c->have < WIRE_HEADER_SIZE + c->h.length)
+			continue;
+		if (c->h.call == WIRE_CALL_CHALLENGE) {
+			if (challenge_answer(pa, c) == PREAUTH_DROP)
+				return PREAUTH_DROP;
+			continue;
+		}
+		if (c->h.call == WIRE_CALL_HELLO)
+			return PREAUTH_HELLO;
+		pr_warn("%s: call %u before the hello: closed", c->source, c->h.call);
+		status_send(c, c->h.call, CUDA_ERROR_NOT_PERMITTED, WIRE_F_ERROR);
+		preauth_forget(pa, c, true);
+		return PREAUTH_DROP;
+	}
+}
+
+int preauth_expire(struct preauth *pa)
+{
+	uint64_t now = now_ms(), next = UINT64_MAX;
+
+	for (unsigned i = 0; i < pa->cfg.max; i++) {
+		struct preauth_conn *c = &pa->conns[i];
+
+		if (c->fd < 0)
+			continue;
+		if (c->deadline_ms <= now) {
+			if (pa->expired++ % 100 == 0)
+				pr_warn("%s: no hello within %d ms: closed (%llu so far)", c->source,
+					pa->cfg.timeout_ms, (unsigned long long)pa->expired);
+			preauth_forget(pa, c, true);
+		} else if (c->deadline_ms < next) {
+			next = c->deadline_ms;
+		}
+	}
+	return next == UINT64_MAX ? -1 : (int)(next - now);
+}
