@@ -161,6 +161,7 @@ int cmd_dump(struct ckpt *c)
 	char pid[16], log[64] = "dump.log", logpath[PATH_MAX + 64], errors[1536], images[PATH_MAX];
 	char *argv[CRIU_ARGS_MAX] = { 0 };
 	struct criu_record r;
+	struct stat st;
 	struct json_writer w;
 	unsigned n;
 	int rc, dir;
@@ -180,6 +181,12 @@ int cmd_dump(struct ckpt *c)
 	dir = open(c->images, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dir < 0)
 		return ckpt_fail(c, CKPT_EXIT_FAILED, "cannot open %s: %s", c->images, strerror(errno));
+	/* criu writes its images 0644: only the folder keeps the process's
+	 * memory, its session credential included, from other users. */
+	if (!fstat(dir, &st) && (st.st_mode & 077))
+		fprintf(stderr, "ckpt: warning: %s is open to other users (mode %03o); the images will hold the "
+			"process's memory, its session credential included: chmod 700 it\n", c->images,
+			(unsigned)(st.st_mode & 0777));
 	/* A record left by an earlier dump must not pass for this one's. */
 	unlinkat(dir, CRIU_RECORD_FILE, 0);
 	snprintf(pid, sizeof(pid), "%d", c->pid);

@@ -257,6 +257,14 @@ def test_usage():
     rc, out, err = run("dump", "--pid", str(os.getpid()), "--images", "/tmp/x", "--criu", "/nonexistent/criu")
     check(rc == 1 and "no criu at /nonexistent/criu" in err and "tools/criu-fetch" in err,
           "dump without criu: what to do", err)
+    # An images folder open to others is warned about (the images hold the
+    # process's memory); /bin/false stands in for a criu that fails.
+    with tempfile.TemporaryDirectory() as imgs:
+        os.chmod(imgs, 0o755)
+        rc, out, err = run("dump", "--pid", str(os.getpid()), "--images", imgs, "--criu", "/bin/false",
+                           "--criu-plugins", "/")
+        check(rc == 1 and "open to other users (mode 755)" in err and "criu dump of process" in err,
+              "dump into a folder others can read: warned, then criu's failure reported", err)
     rc, out, err = run("restore", "--process", "--images", "/nonexistent/images", "--criu", "/bin/true",
                        "--criu-plugins", "/")
     check(rc == 1 and "cannot open /nonexistent/images" in err, "restore of a missing images folder", err)
