@@ -30,9 +30,14 @@ static const struct ckpt_command commands[] = {
 	{ "resume", "SESSION|SNAPSHOT [--device N]",
 	  "bring a suspended session back (from its latest snapshot, or the one named)",
 	  1, 1, CKPT_OPT_DEVICE, cmd_resume },
-	{ "restore", "SNAPSHOT [--device N]",
-	  "restore a snapshot's session into a new worker (a live worker of that session is stopped first)",
-	  1, 1, CKPT_OPT_DEVICE, cmd_restore },
+	{ "restore", "SNAPSHOT [--device N] | --process --images DIR [--device N]",
+	  "restore a snapshot's session into a new worker (a live worker of that session is stopped first); "
+	  "--process: a whole process dumped by `ckpt dump`, with CRIU",
+	  0, 1, CKPT_OPT_DEVICE | CKPT_OPT_PROCESS | CKPT_OPT_IMAGES | CKPT_OPT_CRIU, cmd_restore },
+	{ "dump", "--pid PID --images DIR [--leave-running] [--incremental]",
+	  "checkpoint a whole process with CRIU: its sessions' GPU state into ternd's store, the process into DIR "
+	  "(it is killed unless --leave-running)",
+	  0, 0, CKPT_OPT_PID | CKPT_OPT_IMAGES | CKPT_OPT_LEAVE | CKPT_OPT_INCREMENTAL | CKPT_OPT_CRIU, cmd_dump },
 	{ "inspect", "SNAPSHOT", "decode a snapshot: manifest, journal objects, regions, images, chunks (offline)",
 	  1, 1, 0, cmd_inspect },
 	{ "verify", "SNAPSHOT", "check every checksum of a snapshot and read every chunk (offline)",
@@ -88,6 +93,18 @@ static void command_usage_print(const struct ckpt_command *cmd, FILE *f)
 	if (cmd->options & CKPT_OPT_FORCE)
 		fprintf(f, "  --force           also remove a snapshot a suspended session waits in, or the parent\n"
 			"                    of a snapshot that stays\n");
+	if (cmd->options & CKPT_OPT_PID)
+		fprintf(f, "  --pid PID         the process to dump (a session leader: run it under setsid)\n");
+	if (cmd->options & CKPT_OPT_PROCESS)
+		fprintf(f, "  --process         restore the process in --images, then its sessions (docs/criu.md)\n");
+	if (cmd->options & CKPT_OPT_IMAGES)
+		fprintf(f, "  --images DIR      CRIU's images folder, with tern's record of the GPU snapshots\n");
+	if (cmd->options & CKPT_OPT_LEAVE)
+		fprintf(f, "  --leave-running   the process goes on after the dump\n");
+	if (cmd->options & CKPT_OPT_CRIU)
+		fprintf(f, "  --criu PATH       criu 4.x to run (default " TERN_CRIU_DEFAULT ", env TERN_CRIU)\n"
+			   "  --criu-plugins DIR  where tern_criu.so is (default " TERN_CRIU_PLUGIN_DEFAULT
+			   ", env TERN_CRIU_PLUGINS)\n");
 	fprintf(f, "\n%s", global_usage);
 }
 
@@ -161,7 +178,8 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
 		bool takes = !strcmp(a, "--control") || !strcmp(a, "--state-dir") ||
 			     !strcmp(a, "--store") || !strcmp(a, "--timeout") ||
-			     !strcmp(a, "--name") || !strcmp(a, "--device");
+			     !strcmp(a, "--name") || !strcmp(a, "--device") || !strcmp(a, "--pid") ||
+			     !strcmp(a, "--images") || !strcmp(a, "--criu") || !strcmp(a, "--criu-plugins");
 
 		if (words_only) {
 			takes = false;
@@ -214,6 +232,29 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 				return ckpt_fail(c, CKPT_EXIT_USAGE, "--device takes a GPU index: '%s'", val);
 			c->device = (int)d;
 			opts_seen |= CKPT_OPT_DEVICE;
+		} else if (!strcmp(a, "--pid")) {
+			char *end;
+			long p = strtol(val, &end, 10);
+
+			if (*end || end == val || p < 1 || p > 0x3fffffff)
+				return ckpt_fail(c, CKPT_EXIT_USAGE, "--pid takes a process id: '%s'", val);
+			c->pid = (int)p;
+			opts_seen |= CKPT_OPT_PID;
+		} else if (!strcmp(a, "--images")) {
+			c->images = val;
+			opts_seen |= CKPT_OPT_IMAGES;
+		} else if (!strcmp(a, "--leave-running")) {
+			c->leave_running = true;
+			opts_seen |= CKPT_OPT_LEAVE;
+		} else if (!strcmp(a, "--process")) {
+			c->process = true;
+			opts_seen |= CKPT_OPT_PROCESS;
+		} else if (!strcmp(a, "--criu")) {
+			c->criu = val;
+			opts_seen |= CKPT_OPT_CRIU;
+		} else if (!strcmp(a, "--criu-plugins")) {
+			c->criu_plugins = val;
+			opts_seen |= CKPT_OPT_CRIU;
 		} else if (a[0] == '-' && a[1]) {
 			return ckpt_fail(c, CKPT_EXIT_USAGE, "unknown option '%s'; see `ckpt %s%s--help` "
 					 "(a name that starts with '-' goes after `--`: ckpt %s%s-- %s)",
@@ -249,7 +290,12 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 		return ckpt_fail(c, CKPT_EXIT_USAGE, "option %s does not apply to %s",
 				 bad & CKPT_OPT_NAME ? "--name" :
 				 bad & CKPT_OPT_INCREMENTAL ? "--incremental" :
-				 bad & CKPT_OPT_DEVICE ? "--device" : "--force",
+				 bad & CKPT_OPT_DEVICE ? "--device" :
+				 bad & CKPT_OPT_PID ? "--pid" :
+				 bad & CKPT_OPT_IMAGES ? "--images" :
+				 bad & CKPT_OPT_LEAVE ? "--leave-running" :
+				 bad & CKPT_OPT_PROCESS ? "--process" :
+				 bad & CKPT_OPT_CRIU ? "--criu" : "--force",
 				 c->cmd->name);
 	}
 	if (c->nargs < c->cmd->min_args || c->nargs > c->cmd->max_args) {
@@ -276,6 +322,14 @@ int main(int argc, char **argv)
 	env = getenv("TERN_CONTROL");
 	if (env && env[0])
 		c.control = env;
+	c.criu = TERN_CRIU_DEFAULT;
+	env = getenv("TERN_CRIU");
+	if (env && env[0])
+		c.criu = env;
+	c.criu_plugins = TERN_CRIU_PLUGIN_DEFAULT;
+	env = getenv("TERN_CRIU_PLUGINS");
+	if (env && env[0])
+		c.criu_plugins = env;
 	env = getenv("TERN_STATE_DIR");
 	if (env && env[0]) {
 		c.state_dir = env;

@@ -31,6 +31,11 @@ enum ckpt_exit {
 #define CKPT_OPT_INCREMENTAL 0x2u  /* --incremental */
 #define CKPT_OPT_DEVICE      0x4u  /* --device N */
 #define CKPT_OPT_FORCE       0x8u  /* --force */
+#define CKPT_OPT_PID         0x10u /* --pid PID */
+#define CKPT_OPT_IMAGES      0x20u /* --images DIR */
+#define CKPT_OPT_LEAVE       0x40u /* --leave-running */
+#define CKPT_OPT_PROCESS     0x80u /* --process */
+#define CKPT_OPT_CRIU        0x100u /* --criu PATH, --criu-plugins DIR */
 
 struct ckpt;
 
@@ -58,6 +63,12 @@ struct ckpt {
 	bool incremental;
 	int device;              /* -1 when not given */
 	bool force;              /* rm: also what a session or another snapshot needs */
+	int pid;                 /* --pid, 0 when not given */
+	const char *images;      /* --images */
+	bool leave_running;
+	bool process;            /* restore --process */
+	const char *criu;        /* --criu, env TERN_CRIU */
+	const char *criu_plugins; /* --criu-plugins, env TERN_CRIU_PLUGINS */
 	char **args;             /* positional arguments */
 	unsigned nargs;
 	char ternd_store[CONTROL_PATH_MAX + 1]; /* the store a running ternd reported, or "" */
@@ -104,6 +115,8 @@ int cmd_restore(struct ckpt *c);
 int cmd_inspect(struct ckpt *c);
 int cmd_verify(struct ckpt *c);
 int cmd_rm(struct ckpt *c);
+int cmd_dump(struct ckpt *c);            /* cmd_criu.c */
+int cmd_restore_process(struct ckpt *c); /* cmd_criu.c: restore --process */
 
 /* The store offline commands use: --store, else --state-dir/store, else
  * the store a running ternd reports, else the default.  Written to @buf. */

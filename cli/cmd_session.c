@@ -204,6 +204,14 @@ int cmd_restore(struct ckpt *c)
 {
 	struct control_request req = { .op = CONTROL_OP_RESTORE, .device = c->device };
 
+	if (c->process || c->images) {
+		if (!c->process || !c->images || c->nargs)
+			return ckpt_fail(c, CKPT_EXIT_USAGE, "restore --process takes --images DIR and no snapshot "
+					 "(the images' record names it)");
+		return cmd_restore_process(c);
+	}
+	if (c->nargs != 1)
+		return ckpt_fail(c, CKPT_EXIT_USAGE, "restore takes SNAPSHOT, or --process --images DIR");
 	if (ckpt_name_refuse(c, c->args[0]))
 		return CKPT_EXIT_USAGE;
 	memcpy(req.snapshot, c->args[0], strlen(c->args[0]) + 1);

@@ -44,7 +44,7 @@ static const struct field rq_none[] = { { NULL, 0, 0, 0, 0 } };
 static const struct field rq_snapshot[] = {
 	FSTR(RQ, session, 0), FSTR(RQ, snapshot, F_OPTIONAL), FIELD(RQ, incremental, F_BOOL, F_OPTIONAL),
 };
-static const struct field rq_suspend[] = { FSTR(RQ, session, 0) };
+static const struct field rq_suspend[] = { FSTR(RQ, session, 0), FIELD(RQ, incremental, F_BOOL, F_OPTIONAL) };
 static const struct field rq_resume[] = { FSTR(RQ, session, 0), FIELD(RQ, device, F_I32, F_OPTIONAL) };
 static const struct field rq_restore[] = { FSTR(RQ, snapshot, 0), FIELD(RQ, device, F_I32, F_OPTIONAL) };
 
@@ -68,7 +68,7 @@ static const struct field rp_error[] = { { "error", F_STR, 0, CONTROL_TEXT_MAX +
 
 #define SI struct control_session_info
 static const struct field rp_session[] = {
-	FSTR(SI, id, 0), FIELD(SI, pid, F_I32, 0), FSTR(SI, state, 0), FIELD(SI, device, F_I32, 0),
+	FSTR(SI, id, 0), FIELD(SI, pid, F_I32, 0), FIELD(SI, guest_pid, F_I32, F_OPTIONAL), FSTR(SI, state, 0), FIELD(SI, device, F_I32, 0),
 	FIELD(SI, memory, F_U64, 0), FIELD(SI, calls, F_U64, 0), FIELD(SI, round_trips, F_U64, 0),
 	FIELD(SI, started, F_U64, 0), FSTR(SI, listener, F_OPTIONAL), FSTR(SI, snapshot, F_OPTIONAL),
 };

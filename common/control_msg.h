@@ -54,7 +54,7 @@ enum control_op {
 /* A request on the control socket.  Which members an op takes:
  *   status, snapshots: none
  *   snapshot: session; snapshot (optional: "" lets ternd name it); incremental
- *   suspend:  session
+ *   suspend:  session; incremental
  *   resume:   session (a suspended session's id, or a snapshot's name); device
  *   restore:  snapshot; device
  * A member an op does not take is refused by the decoder.  device < 0: ternd's
@@ -80,6 +80,7 @@ enum control_reply_kind {
 struct control_session_info {
 	char id[CONTROL_NAME_MAX + 1];
 	int32_t pid;                            /* 0: no worker (suspended, restoring) */
+	int32_t guest_pid;                      /* the application's, as its hello said; 0: not known */
 	char state[CONTROL_WORD_MAX + 1];       /* starting, active, suspended, restoring */
 	int32_t device;
 	uint64_t memory;

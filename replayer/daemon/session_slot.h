@@ -22,6 +22,7 @@ enum session_state {
 struct session_slot {
 	_Atomic uint32_t state;
 	_Atomic int32_t pid;
+	_Atomic int32_t guest_pid;  /* what its hello said; 0 before (ckpt dump finds sessions by it) */
 	char id[SESSION_ID_MAX];
 	char peer[64];
 	_Atomic int32_t device;

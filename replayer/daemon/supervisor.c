@@ -101,6 +101,7 @@ struct session_known {
 	int check_device;
 	char check_snapshot[SNAP_NAME_MAX + 1];
 	struct session_cred check_cred;      /* the snapshot's, for the plan once checked */
+	bool resume_pending;               /* a resume came while its suspend ran: restore once it ends */
 };
 
 /* Restore checks at once: each is a child reading a whole snapshot. */
@@ -401,6 +402,7 @@ static struct session_slot *slot_claim(struct supervisor *sv, unsigned *index)
 			memset(s->id, 0, sizeof(s->id));
 			memset(s->peer, 0, sizeof(s->peer));
 			atomic_store(&s->pid, 0);
+			atomic_store(&s->guest_pid, 0);
 			atomic_store(&s->device, -1);
 			atomic_store(&s->memory, 0);
 			atomic_store(&s->calls, 0);
@@ -794,7 +796,15 @@ static void worker_line(struct supervisor *sv, unsigned index, char *line, size_
 
 		if (ok && k) {
 			snprintf(k->latest, sizeof(k->latest), "%s", l->snapshot);
-			if (l->suspending) {
+			if (l->suspending && k->resume_pending) {
+				/* Its client waits on k->client_fd for the restore; its
+				 * guest comes back with the credential it had. */
+				k->plan = PLAN_RESTORE;
+				k->cred = l->cred;
+				snprintf(k->snapshot, sizeof(k->snapshot), "%s", l->snapshot);
+				pr_info("session %s suspended in '%s' and resumed at its reconnect", slot->id,
+					l->snapshot);
+			} else if (l->suspending) {
 				k->plan = PLAN_SUSPENDED;
 				k->cred = l->cred;
 				snprintf(k->snapshot, sizeof(k->snapshot), "%s", l->snapshot);
@@ -806,6 +816,11 @@ static void worker_line(struct supervisor *sv, unsigned index, char *line, size_
 			pr_err("session %s suspended in '%s' but not recorded: `ckpt restore %s` brings it back",
 			       slot->id, l->snapshot, l->snapshot);
 		}
+		k = known_get(sv, slot->id, false);
+		if (!ok && k && k->resume_pending)
+			client_fail(&k->client_fd, "the suspend of session %s failed: nothing to resume", slot->id);
+		if (k)
+			k->resume_pending = false;
 		l->suspending = false;
 		client_finish(&l->client_fd, &m.reply);
 	} else {
@@ -937,6 +952,7 @@ static int reply_status(struct supervisor *sv, struct control_reply *r)
 		e = &st->sessions[st->session_count++];
 		snprintf(e->id, sizeof(e->id), "%s", s->id);
 		e->pid = atomic_load(&s->pid);
+		e->guest_pid = atomic_load(&s->guest_pid);
 		snprintf(e->state, sizeof(e->state), "%s",
 			 (k && k->plan == PLAN_SUSPENDED) || (k && k->waiting_slot == (int)i) ? "suspended" :
 			 state == SESSION_ACTIVE ? "active" : "starting");
@@ -1122,8 +1138,27 @@ static void request_restore(struct supervisor *sv, int client, const struct cont
 		client_fail(&client, "restore of '%s' refused, nothing was stopped: no device %d", name, req->device);
 		return;
 	}
-	if (req->op == CONTROL_OP_RESUME)
+	if (req->op == CONTROL_OP_RESUME) {
+		int running = slot_of_session(sv, name, -1);
+
 		k = known_get(sv, name, false);
+		if (running >= 0 && sv->links[running].suspending && (!k || k->plan != PLAN_SUSPENDED)) {
+			/* A resume that overtook its suspend (the CRIU plugin undoing
+			 * a dump that gave up waiting): done when the suspend is. */
+			k = known_get(sv, name, true);
+			if (!k) {
+				client_fail(&client, "too many sessions known");
+				return;
+			}
+			if (k->client_fd >= 0)
+				close(k->client_fd);
+			k->client_fd = client;
+			k->device = device;
+			k->resume_pending = true;
+			pr_info("session %s: resumed as soon as its suspend is done", name);
+			return;
+		}
+	}
 	if (k && k->plan == PLAN_SUSPENDED) {
 		snprintf(session, sizeof(session), "%s", k->id);
 		snprintf(snapshot, sizeof(snapshot), "%s", k->snapshot);

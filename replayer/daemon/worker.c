@@ -603,8 +603,10 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	if (ret)
 		goto out;
 	worker_session_id_clean(s->id, hello->session);
-	if (slot)
+	if (slot) {
 		snprintf(slot->id, sizeof(slot->id), "%s", s->id);
+		atomic_store_explicit(&slot->guest_pid, (int32_t)hello->pid, memory_order_relaxed);
+	}
 	ret = session_open(s, hello, slot, &ready);
 	if (ret && ready.kind != CONTROL_REPLY_ERROR)
 		control_reply_error(&ready, "session %s refused: %s", s->id, strerror(-ret));

@@ -238,6 +238,22 @@ static void mark(const char *path)
 	fclose(f);
 }
 
+/* Host-function mode (TERN_TEST_HOSTFN=1): one stream callback per step,
+ * so the shim's host-function thread is alive through every checkpoint;
+ * each must run exactly once, in step order, restores and replays
+ * notwithstanding. */
+struct ck_host {
+	unsigned runs;
+	unsigned out_of_order;
+};
+
+static void CUDART_CB ck_host_step(void *arg)
+{
+	struct ck_host *hs = (struct ck_host *)arg;
+
+	hs->runs++;
+}
+
 int main(int argc, char **argv)
 {
 	unsigned iterations = argc > 1 ? (unsigned)atoi(argv[1]) : 300;
@@ -326,6 +342,8 @@ int main(int argc, char **argv)
 	CHECK(cudaCreateTextureObject(&tex, &ard, &atd, NULL));
 	/* Graph mode: one captured graph, one built node by node. */
 	bool graphs = getenv("TERN_TEST_GRAPH") && atoi(getenv("TERN_TEST_GRAPH"));
+	bool hostfn = getenv("TERN_TEST_HOSTFN") && atoi(getenv("TERN_TEST_HOSTFN"));
+	struct ck_host host = { 0, 0 };
 	cudaGraph_t g_main = NULL, g_half = NULL, g_cond = NULL;
 	cudaGraphExec_t x_main = NULL, x_half = NULL, x_cond = NULL;
 	cudaGraphNode_t n_main = NULL, n_half = NULL, n_cinit = NULL;
@@ -488,6 +506,11 @@ int main(int argc, char **argv)
 		}
 		ck_count<<<1, 1, 0, s>>>(i);
 		CHECK(cudaGetLastError());
+		if (hostfn) {
+			if (host.runs != i)
+				host.out_of_order++;
+			CHECK(cudaLaunchHostFunc(s, ck_host_step, &host));
+		}
 		counter_want = counter_want * 31 + i + 1;
 		if (two && i % 4 == 1) {
 			CHECK(cudaSetDevice(1));
@@ -532,6 +555,9 @@ int main(int argc, char **argv)
 	CHECK(cudaMemcpy(h, d, n * sizeof(unsigned), cudaMemcpyDeviceToHost));
 	for (unsigned j = 0; j < n; j++)
 		sum = (sum ^ h[j]) * 1099511628211ull;
+	REQUIRE(!hostfn || (host.runs == iterations && !host.out_of_order),
+		"host functions ran %u times for %u steps (%u steps found one missing)", host.runs, iterations,
+		host.out_of_order);
 	{
 		cudaResourceDesc back;
 

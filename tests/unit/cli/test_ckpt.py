@@ -205,7 +205,7 @@ def test_usage():
     check(rc == 0 and "usage: ckpt" in out, "--help: usage on stdout", out + err)
     rc, obj, _ = run_json("help")
     cmds = {c["name"]: c for c in obj.get("commands", [])}
-    expected = {"ls", "snapshot", "suspend", "resume", "restore", "inspect", "verify", "rm", "help"}
+    expected = {"ls", "snapshot", "suspend", "resume", "restore", "dump", "inspect", "verify", "rm", "help"}
     check(set(cmds) == expected, "the table has every subcommand", str(cmds.keys()))
     for name, c in cmds.items():
         check(len(c["help"]) > 10, f"{name} has a help line")
@@ -233,9 +233,41 @@ def test_usage():
                        (("snapshot", "s", "--name", "bad/name"), "invalid snapshot name"),
                        (("snapshot", "x" * 256), "session id longer than a name may be"),
                        (("rm", "ok", ".hidden"), "invalid name among rm's"),
-                       (("ls", "--timeout", "0"), "bad --timeout")):
+                       (("ls", "--timeout", "0"), "bad --timeout"),
+                       (("dump",), "dump without --pid and --images"),
+                       (("dump", "--pid", "1"), "dump without --images"),
+                       (("dump", "--images", "/tmp/x"), "dump without --pid"),
+                       (("dump", "--pid", "abc", "--images", "/tmp/x"), "--pid not a number"),
+                       (("dump", "--pid", "-5", "--images", "/tmp/x"), "--pid negative"),
+                       (("dump", "--pid", "99999999999", "--images", "/tmp/x"), "--pid too large"),
+                       (("dump", "--pid", "1", "--images"), "--images without its value"),
+                       (("dump", "--pid", "1", "--images", "/tmp/x", "snap"), "an argument to dump"),
+                       (("dump", "--pid", "1", "--images", "/tmp/x", "--device", "1"), "--device on dump"),
+                       (("snapshot", "s", "--pid", "1"), "--pid on snapshot"),
+                       (("restore", "--process"), "restore --process without --images"),
+                       (("restore", "--images", "/tmp/x"), "--images without --process"),
+                       (("restore", "snap", "--process", "--images", "/tmp/x"), "a snapshot and --process"),
+                       (("restore", "--leave-running", "snap"), "--leave-running on restore"),
+                       (("restore",), "restore with nothing")):
         rc, out, err = run(*args)
         check(rc == 2 and err.strip(), f"usage error ({what}): exit 2 with a message", f"rc={rc} {err}")
+    # What cannot run says why, before anything is dumped.
+    rc, out, err = run("dump", "--pid", str(2 ** 22 + 12345), "--images", "/tmp/x")
+    check(rc == 1 and "no process" in err, "dump of a process that is not there", err)
+    rc, out, err = run("dump", "--pid", str(os.getpid()), "--images", "/tmp/x", "--criu", "/nonexistent/criu")
+    check(rc == 1 and "no criu at /nonexistent/criu" in err and "tools/criu-fetch" in err,
+          "dump without criu: what to do", err)
+    # An images folder open to others is warned about (the images hold the
+    # process's memory); /bin/false stands in for a criu that fails.
+    with tempfile.TemporaryDirectory() as imgs:
+        os.chmod(imgs, 0o755)
+        rc, out, err = run("dump", "--pid", str(os.getpid()), "--images", imgs, "--criu", "/bin/false",
+                           "--criu-plugins", "/")
+        check(rc == 1 and "open to other users (mode 755)" in err and "criu dump of process" in err,
+              "dump into a folder others can read: warned, then criu's failure reported", err)
+    rc, out, err = run("restore", "--process", "--images", "/nonexistent/images", "--criu", "/bin/true",
+                       "--criu-plugins", "/")
+    check(rc == 1 and "cannot open /nonexistent/images" in err, "restore of a missing images folder", err)
 
 
 # --- offline: inspect, verify, rm ----------------------------------------

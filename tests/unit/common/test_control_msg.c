@@ -61,6 +61,9 @@ static void test_request_round_trip(void **state)
 	r.device = -1;
 	strcpy(r.session, odd);
 	request_round_trip(&r);
+	r.incremental = true;           /* an incremental suspend (ckpt dump --incremental) */
+	request_round_trip(&r);
+	r.incremental = false;
 	r.op = CONTROL_OP_RESUME;
 	r.device = 3;
 	request_round_trip(&r);
@@ -89,6 +92,7 @@ static void test_request_refused(void **state)
 		{ "{\"op\":\"snapshot\",\"session\":\"\"}", "\"session\" is empty" },
 		{ "{\"op\":\"snapshot\",\"session\":5}", "not a string" },
 		{ "{\"op\":\"snapshot\",\"session\":\"s\",\"incremental\":1}", "not true or false" },
+		{ "{\"op\":\"suspend\",\"session\":\"s\",\"incremental\":\"yes\"}", "not true or false" },
 		{ "{\"op\":\"snapshot\",\"session\":\"s\",\"device\":1}", "unknown member \"device\"" },
 		{ "{\"op\":\"resume\",\"session\":\"s\",\"device\":1.5}", "not an integer" },
 		{ "{\"op\":\"resume\",\"session\":\"s\",\"device\":4294967296}", "out of range" },
@@ -180,6 +184,7 @@ static void test_reply_round_trip(void **state)
 	strcpy(sessions[0].id, odd);
 	strcpy(sessions[0].state, "active");
 	sessions[0].memory = UINT64_MAX;
+	sessions[0].guest_pid = 4194303;        /* the application's pid, for ckpt dump */
 	strcpy(sessions[1].id, "s2");
 	strcpy(sessions[1].state, "suspended");
 	sessions[1].device = 1;
@@ -188,8 +193,27 @@ static void test_reply_round_trip(void **state)
 	assert_int_equal(out.status.session_count, 2);
 	assert_string_equal(out.status.sessions[0].id, odd);
 	assert_true(out.status.sessions[0].memory == UINT64_MAX);
+	assert_int_equal(out.status.sessions[0].guest_pid, 4194303);
 	assert_string_equal(out.status.sessions[1].snapshot, "snap");
 	control_reply_release(&out);
+	{
+		/* A status without guest_pid (an older ternd) decodes as not known;
+		 * one of the wrong type is refused. */
+		static const char old[] = "{\"ok\":true,\"pid\":1,\"backend\":\"sim\",\"state_dir\":\"/s\","
+			"\"sessions_started\":1,\"sessions\":[{\"id\":\"a\",\"pid\":2,\"state\":\"active\","
+			"\"device\":0,\"memory\":0,\"calls\":0,\"round_trips\":0,\"started\":0}]}";
+		static const char bad[] = "{\"ok\":true,\"pid\":1,\"backend\":\"sim\",\"state_dir\":\"/s\","
+			"\"sessions_started\":1,\"sessions\":[{\"id\":\"a\",\"pid\":2,\"guest_pid\":\"7\","
+			"\"state\":\"active\",\"device\":0,\"memory\":0,\"calls\":0,\"round_trips\":0,\"started\":0}]}";
+		char why[256];
+
+		assert_int_equal(control_reply_decode(old, sizeof(old) - 1, CONTROL_OP_STATUS, &out, why, sizeof(why)), 0);
+		assert_true(out.status.sessions[0].guest_pid <= 0);
+		control_reply_release(&out);
+		assert_int_equal(control_reply_decode(bad, sizeof(bad) - 1, CONTROL_OP_STATUS, &out, why, sizeof(why)),
+				 -EBADMSG);
+		control_reply_release(&out);
+	}
 
 	memset(&in, 0, sizeof(in));
 	in.kind = CONTROL_REPLY_SNAPSHOTS;
