@@ -344,11 +344,13 @@ static int known_load(struct supervisor *sv)
 					pr_warn("session %s: snapshot '%s' holds no credential: the first guest to "
 						"name the session may resume it", k->id, k->snapshot);
 			}
+			/* A restore the last ternd did not see through ends as a
+			 * failed one does: suspended in its snapshot. */
+			if (k->plan == PLAN_RESTORE)
+				k->plan = PLAN_SUSPENDED;
 			if (k->plan == PLAN_SUSPENDED)
 				pr_info("session %s is suspended in '%s': `ckpt resume %s` brings it back", k->id,
 					k->snapshot, k->id);
-			else if (k->plan == PLAN_RESTORE)
-				pr_info("session %s: '%s' is restored when its guest reconnects", k->id, k->snapshot);
 		}
 	snap_store_close(store);
 	free(v);
@@ -702,9 +704,13 @@ static void worker_hello(struct supervisor *sv, unsigned index, const char *id)
 		known_save(sv);
 		return;
 	}
-	if ((k && k->plan == PLAN_SUSPENDED) || (other >= 0 && sv->links[other].restoring[0])) {
+	if ((k && k->plan == PLAN_SUSPENDED) || (other >= 0 && sv->links[other].restoring[0]) ||
+	    (k && k->check_fd >= 0 && other < 0)) {
 		/* Suspended, or its restore is under way: if that fails, the
-		 * session is suspended and this worker holds the guest for it. */
+		 * session is suspended and this worker holds the guest for it.
+		 * Or its worker died while a restore was being checked: the
+		 * guest waits for that restore (restore_checked), not for an
+		 * empty session. */
 		if (!k)
 			k = known_get(sv, id, true);
 		if (k) {
@@ -1233,6 +1239,14 @@ static void restore_checked(struct supervisor *sv, struct session_known *k)
 		client_fail(&k->check_client_fd, "restore of '%s' refused, nothing was stopped: %s",
 			    k->check_snapshot, err);
 		explicit_bzero(&k->check_cred, sizeof(k->check_cred));
+		if (k->waiting_slot >= 0 && k->plan == PLAN_NONE) {
+			/* Its guest waited for this restore: it gets what any
+			 * guest whose worker died gets. */
+			unsigned waiting = (unsigned)k->waiting_slot;
+
+			k->waiting_slot = -1;
+			worker_hello(sv, waiting, k->id);
+		}
 		return;
 	}
 	live = slot_of_session(sv, k->id, -1);
