@@ -904,6 +904,22 @@ static void restore_checked(struct supervisor *sv, struct session_known *k)
 		return;
 	}
 	live = slot_of_session(sv, k->id, -1);
+	if (live >= 0 && !strcmp(sv->links[live].restoring, k->check_snapshot)) {
+		/* The same restore is under way already (asked twice, say by
+		 * a resume that overtook its suspend and by the CRIU plugin):
+		 * stopping its worker would only lose it. */
+		struct worker_link *l = &sv->links[live];
+
+		explicit_bzero(&k->check_cred, sizeof(k->check_cred));
+		/* The latest asker hears how it ends, as with a plan asked for
+		 * twice before its guest came back. */
+		client_fail(&l->client_fd, "session %s: a later request for the restore of '%s' takes its answer",
+			    k->id, k->check_snapshot);
+		l->client_fd = k->check_client_fd;
+		k->check_client_fd = -1;
+		pr_info("session %s: '%s' is being restored already", k->id, k->check_snapshot);
+		return;
+	}
 	/* A snapshot's state goes to the guest that made it: whoever holds
 	 * the id now may have claimed it after that guest's worker died.
 	 * Only a snapshot without a credential goes to the live guest. */
