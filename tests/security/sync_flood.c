@@ -175,6 +175,22 @@ static void stream_block(int fd, uint64_t seq, uint64_t stream, uint64_t flag, s
 	send_msg(fd, WIRE_CALL_STREAM_WAIT_VALUE, seq, WIRE_F_NO_REPLY, m);
 }
 
+/* 4 KiB of device memory, zeroed: the word a stream's value wait watches. */
+static uint64_t flag_alloc(int fd, uint64_t *seq, struct wire_msg *m)
+{
+	struct reply r;
+	uint64_t mem;
+
+	wire_mem_alloc_req_encode(m, &(struct wire_mem_alloc_req){ .bytes = 4096 });
+	if (call(fd, WIRE_CALL_MEM_ALLOC, ++*seq, m, &r) != CUDA_SUCCESS)
+		FAIL("mem_alloc: %u", r.status);
+	mem = reply_u64(&r);
+	wire_memset_req_encode(m, &(struct wire_memset_req){ .dst = mem, .width = 4, .count = 1024 });
+	if (call(fd, WIRE_CALL_MEMSET, ++*seq, m, &r) != CUDA_SUCCESS)
+		FAIL("memset: %u", r.status);
+	return mem;
+}
+
 static void flood(void)
 {
 	static bool answered[SYNCS + COPIES + 16];
@@ -187,13 +203,7 @@ static void flood(void)
 	int fd = session_open("sync-flood");
 
 	wire_msg_init(&m);
-	wire_mem_alloc_req_encode(&m, &(struct wire_mem_alloc_req){ .bytes = 4096 });
-	if (call(fd, WIRE_CALL_MEM_ALLOC, ++seq, &m, &r) != CUDA_SUCCESS)
-		FAIL("mem_alloc: %u", r.status);
-	mem = reply_u64(&r);
-	wire_memset_req_encode(&m, &(struct wire_memset_req){ .dst = mem, .width = 4, .count = 1024 });
-	if (call(fd, WIRE_CALL_MEMSET, ++seq, &m, &r) != CUDA_SUCCESS)
-		FAIL("memset: %u", r.status);
+	mem = flag_alloc(fd, &seq, &m);
 	stream = stream_new(fd, ++seq, &m);
 	other = stream_new(fd, ++seq, &m);
 	stream_block(fd, ++seq, stream, mem, &m);
@@ -277,13 +287,7 @@ static void leave_waiting(void)
 	int fd = session_open("sync-leave");
 
 	wire_msg_init(&m);
-	wire_mem_alloc_req_encode(&m, &(struct wire_mem_alloc_req){ .bytes = 4096 });
-	if (call(fd, WIRE_CALL_MEM_ALLOC, ++seq, &m, &r) != CUDA_SUCCESS)
-		FAIL("mem_alloc: %u", r.status);
-	mem = reply_u64(&r);
-	wire_memset_req_encode(&m, &(struct wire_memset_req){ .dst = mem, .width = 4, .count = 1024 });
-	if (call(fd, WIRE_CALL_MEMSET, ++seq, &m, &r) != CUDA_SUCCESS)
-		FAIL("memset: %u", r.status);
+	mem = flag_alloc(fd, &seq, &m);
 	stream = stream_new(fd, ++seq, &m);
 	stream_block(fd, ++seq, stream, mem, &m);
 	for (int i = 0; i < 8; i++) {
