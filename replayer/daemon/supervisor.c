@@ -366,6 +366,15 @@ static int link_send(struct worker_link *l, const struct control_link *m)
 	return ret;
 }
 
+/* Whether worker @pid has exited and waits to be reaped: looked at, not
+ * reaped, so that workers_reap still hears of it. */
+static bool worker_exited(pid_t pid)
+{
+	siginfo_t info = { 0 };
+
+	return pid > 0 && !waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) && info.si_pid == pid;
+}
+
 /* A worker read the hello of @id: tell it whether to start fresh, restore,
  * wait for a resume, or give up. */
 static void worker_hello(struct supervisor *sv, unsigned index, const char *id)
@@ -409,6 +418,12 @@ static void worker_hello(struct supervisor *sv, unsigned index, const char *id)
 			k->waiting_slot = (int)index;
 			return;
 		}
+	}
+	if (other >= 0 && worker_exited(atomic_load(&sv->slots[other].pid))) {
+		/* Its guest saw the old worker die and reconnected before
+		 * ternd reaped it: answer once it is reaped (workers_reap). */
+		l->hello_deferred = true;
+		return;
 	}
 	if (other >= 0) {
 		struct control_link m = { .type = CONTROL_LINK_REFUSE };
@@ -620,6 +635,12 @@ static void workers_reap(struct supervisor *sv)
 		explicit_bzero(&sv->links[index].cred, sizeof(sv->links[index].cred));
 		atomic_store(&s->state, SESSION_FREE);
 	}
+	for (unsigned i = 0; i < SESSION_SLOTS; i++)
+		if (sv->links[i].hello_deferred) {
+			sv->links[i].hello_deferred = false;
+			if (sv->links[i].fd >= 0 && atomic_load(&sv->slots[i].state) != SESSION_FREE)
+				worker_hello(sv, i, sv->slots[i].id);
+		}
 }
 
 /* The answer to status; @r is released by the caller. */

@@ -56,6 +56,7 @@ struct worker_link {
 	bool stopped;                       /* killed for a restore: what it says is stale */
 	struct session_cred cred;           /* of the session this worker serves */
 	bool told;                          /* its hello was answered (worker_hello) */
+	bool hello_deferred;                /* answered once a dead worker is reaped */
 };
 
 /* What the supervisor remembers of a session beyond its worker's life; the
