@@ -47,6 +47,13 @@ static const struct field rq_snapshot[] = {
 static const struct field rq_suspend[] = { FSTR(RQ, session, 0), FIELD(RQ, incremental, F_BOOL, F_OPTIONAL) };
 static const struct field rq_resume[] = { FSTR(RQ, session, 0), FIELD(RQ, device, F_I32, F_OPTIONAL) };
 static const struct field rq_restore[] = { FSTR(RQ, snapshot, 0), FIELD(RQ, device, F_I32, F_OPTIONAL) };
+static const struct field rq_vm_attach[] = { FSTR(RQ, uuid, 0), FSTR(RQ, name, 0) };
+static const struct field rq_vm_uuid[] = { FSTR(RQ, uuid, 0) };
+static const struct field rq_vm_save[] = { FSTR(RQ, uuid, 0), FSTR(RQ, generation, 0) };
+static const struct field rq_vm_restore[] = {
+	FSTR(RQ, uuid, 0), FSTR(RQ, generation, 0), FIELD(RQ, check, F_BOOL, F_OPTIONAL),
+};
+static const struct field rq_vm_snapshot[] = { FSTR(RQ, domain, 0), FSTR(RQ, snapshot, F_OPTIONAL) };
 
 static const struct {
 	const char *name;
@@ -59,6 +66,12 @@ static const struct {
 	[CONTROL_OP_SUSPEND] = { "suspend", TABLE(rq_suspend), CONTROL_REPLY_SNAPSHOT },
 	[CONTROL_OP_RESUME] = { "resume", TABLE(rq_resume), CONTROL_REPLY_RESTORE },
 	[CONTROL_OP_RESTORE] = { "restore", TABLE(rq_restore), CONTROL_REPLY_RESTORE },
+	[CONTROL_OP_VM_ATTACH] = { "vm-attach", TABLE(rq_vm_attach), CONTROL_REPLY_VM },
+	[CONTROL_OP_VM_DETACH] = { "vm-detach", TABLE(rq_vm_uuid), CONTROL_REPLY_VM },
+	[CONTROL_OP_VM_SAVE] = { "vm-save", TABLE(rq_vm_save), CONTROL_REPLY_VM },
+	[CONTROL_OP_VM_RESTORE] = { "vm-restore", TABLE(rq_vm_restore), CONTROL_REPLY_VM },
+	[CONTROL_OP_VM_DROP] = { "vm-drop", TABLE(rq_vm_uuid), CONTROL_REPLY_VM },
+	[CONTROL_OP_VM_SNAPSHOT] = { "vm-snapshot", TABLE(rq_vm_snapshot), CONTROL_REPLY_VM },
 };
 #define OPS_COUNT (sizeof(ops) / sizeof(ops[0]))
 
@@ -71,6 +84,7 @@ static const struct field rp_session[] = {
 	FSTR(SI, id, 0), FIELD(SI, pid, F_I32, 0), FIELD(SI, guest_pid, F_I32, F_OPTIONAL), FSTR(SI, state, 0), FIELD(SI, device, F_I32, 0),
 	FIELD(SI, memory, F_U64, 0), FIELD(SI, calls, F_U64, 0), FIELD(SI, round_trips, F_U64, 0),
 	FIELD(SI, started, F_U64, 0), FSTR(SI, listener, F_OPTIONAL), FSTR(SI, snapshot, F_OPTIONAL),
+	FSTR(SI, domain_uuid, F_OPTIONAL), FSTR(SI, domain_name, F_OPTIONAL),
 };
 #define ST struct control_status
 static const struct field rp_status[] = {
@@ -106,6 +120,13 @@ static const struct field rp_progress[] = {
 	FIELD(PG, bytes, F_U64, F_OPTIONAL), FIELD(PG, total, F_U64, F_OPTIONAL),
 };
 
+#define VR struct control_vm_result
+static const struct field rp_vm[] = {
+	FSTR(VR, uuid, 0), FSTR(VR, name, F_OPTIONAL), FSTR(VR, path, F_OPTIONAL), FSTR(VR, generation, F_OPTIONAL),
+};
+#define VS struct control_vm_snapshot
+static const struct field rp_vm_snapshot[] = { FSTR(VS, session, 0), FSTR(VS, snapshot, 0) };
+
 /* A reply's body sits at offset 0 of the union. */
 static const struct {
 	struct table t;
@@ -119,7 +140,9 @@ static const struct {
 	[CONTROL_REPLY_SNAPSHOT] = { TABLE(rp_snapshot), NULL, { NULL, 0 }, 0 },
 	[CONTROL_REPLY_RESTORE] = { TABLE(rp_restore), NULL, { NULL, 0 }, 0 },
 	[CONTROL_REPLY_PROGRESS] = { TABLE(rp_progress), NULL, { NULL, 0 }, 0 },
+	[CONTROL_REPLY_VM] = { TABLE(rp_vm), "snapshots", TABLE(rp_vm_snapshot), sizeof(VS) },
 };
+#define REPLIES_COUNT (sizeof(replies) / sizeof(replies[0]))
 
 /* The line channel. */
 #define LK struct control_link
@@ -144,6 +167,9 @@ static const struct {
 	[CONTROL_LINK_REFUSE] = { "refuse", TABLE(lk_refuse), 0 },
 	[CONTROL_LINK_RESTORE] = { "restore", TABLE(lk_restore), 0 },
 	[CONTROL_LINK_SNAPSHOT] = { "snapshot", TABLE(lk_snapshot), 0 },
+	[CONTROL_LINK_HOLD] = { "hold", { NULL, 0 }, 0 },
+	[CONTROL_LINK_HELD] = { "held", { NULL, 0 }, 0 },
+	[CONTROL_LINK_RELEASE] = { "release", { NULL, 0 }, 0 },
 };
 #define LINKS_COUNT (sizeof(links) / sizeof(links[0]))
 
@@ -559,6 +585,8 @@ void control_reply_release(struct control_reply *r)
 		free(r->status.sessions);
 	else if (r->kind == CONTROL_REPLY_SNAPSHOTS)
 		free(r->snapshots.snapshots);
+	else if (r->kind == CONTROL_REPLY_VM)
+		free(r->vm.snapshots);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -589,6 +617,9 @@ static void reply_list(struct control_reply *r, uint32_t **count, void ***items)
 	} else if (r->kind == CONTROL_REPLY_SNAPSHOTS) {
 		*count = &r->snapshots.count;
 		*items = (void **)&r->snapshots.snapshots;
+	} else if (r->kind == CONTROL_REPLY_VM) {
+		*count = &r->vm.count;
+		*items = (void **)&r->vm.snapshots;
 	}
 }
 
@@ -600,7 +631,7 @@ static int reply_json(const struct control_reply *r, struct json_object **out)
 	int rc = 0;
 
 	*out = NULL;
-	if (r->kind < CONTROL_REPLY_ERROR || r->kind > CONTROL_REPLY_PROGRESS)
+	if (r->kind < CONTROL_REPLY_ERROR || (unsigned)r->kind >= REPLIES_COUNT)
 		return -EINVAL;
 	obj = json_object_new_object();
 	if (!obj)

@@ -29,6 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vm_id.h"
+
 struct json_object;
 
 /* One constant per limit. */
@@ -49,6 +51,13 @@ enum control_op {
 	CONTROL_OP_SUSPEND,
 	CONTROL_OP_RESUME,
 	CONTROL_OP_RESTORE,
+	/* A libvirt domain's lifecycle (docs/libvirt.md, "ternd's side"). */
+	CONTROL_OP_VM_ATTACH,
+	CONTROL_OP_VM_DETACH,
+	CONTROL_OP_VM_SAVE,
+	CONTROL_OP_VM_RESTORE,
+	CONTROL_OP_VM_DROP,
+	CONTROL_OP_VM_SNAPSHOT,
 };
 
 /* A request on the control socket.  Which members an op takes:
@@ -57,14 +66,25 @@ enum control_op {
  *   suspend:  session; incremental
  *   resume:   session (a suspended session's id, or a snapshot's name); device
  *   restore:  snapshot; device
+ *   vm-attach: uuid, name
+ *   vm-detach, vm-drop: uuid
+ *   vm-save:  uuid, generation
+ *   vm-restore: uuid, generation, check
+ *   vm-snapshot: domain (a name or a uuid); snapshot (optional: a prefix)
  * A member an op does not take is refused by the decoder.  device < 0: ternd's
- * default device (and not sent). */
+ * default device (and not sent).  The decoder bounds the domain's strings;
+ * whether they are well formed (vm_id.h) is ternd's to say. */
 struct control_request {
 	enum control_op op;
 	char session[CONTROL_NAME_MAX + 1];
 	char snapshot[CONTROL_NAME_MAX + 1];
 	bool incremental;
 	int32_t device;
+	char uuid[VM_UUID_LEN + 1];
+	char name[VM_NAME_MAX + 1];
+	char domain[VM_NAME_MAX + 1];
+	char generation[VM_GENERATION_MAX + 1];
+	bool check;
 };
 
 /* What the final reply to a request holds, besides "ok". */
@@ -75,6 +95,7 @@ enum control_reply_kind {
 	CONTROL_REPLY_SNAPSHOT,         /* to snapshot and suspend */
 	CONTROL_REPLY_RESTORE,          /* to resume and restore; also a worker's ready */
 	CONTROL_REPLY_PROGRESS,         /* a progress line before the final reply */
+	CONTROL_REPLY_VM,               /* to the vm-* ops */
 };
 
 struct control_session_info {
@@ -89,6 +110,8 @@ struct control_session_info {
 	uint64_t started;                       /* seconds since the epoch, 0: none */
 	char listener[CONTROL_TEXT_MAX + 1];
 	char snapshot[CONTROL_NAME_MAX + 1];    /* latest durable, or the one of the plan */
+	char domain_uuid[VM_UUID_LEN + 1];      /* "": not a libvirt domain's session */
+	char domain_name[VM_NAME_MAX + 1];
 };
 
 struct control_status {
@@ -157,6 +180,22 @@ struct control_progress {
 	uint64_t total;
 };
 
+/* One session of a domain and its snapshot. */
+struct control_vm_snapshot {
+	char session[CONTROL_NAME_MAX + 1];
+	char snapshot[CONTROL_NAME_MAX + 1];
+};
+
+/* What a vm-* op did to domain @uuid. */
+struct control_vm_result {
+	char uuid[VM_UUID_LEN + 1];
+	char name[VM_NAME_MAX + 1];             /* "": not known */
+	char path[CONTROL_PATH_MAX + 1];        /* vm-attach: the QEMU-facing socket */
+	char generation[VM_GENERATION_MAX + 1]; /* vm-save, vm-restore */
+	uint32_t count;
+	struct control_vm_snapshot *snapshots;  /* owned by the reply */
+};
+
 /* One reply line.  Release with control_reply_release() (lists are
  * allocated by the decoder and by whoever fills them). */
 struct control_reply {
@@ -168,6 +207,7 @@ struct control_reply {
 		struct control_snapshot_result snapshot;
 		struct control_restore_result restore;
 		struct control_progress progress;
+		struct control_vm_result vm;
 	};
 };
 
@@ -184,6 +224,12 @@ enum control_link_type {
 	CONTROL_LINK_REFUSE,            /* reason */
 	CONTROL_LINK_RESTORE,           /* snapshot, device */
 	CONTROL_LINK_SNAPSHOT,          /* snapshot, parent ("": full), suspend */
+	/* A consistent snapshot of several sessions (a domain's): every worker
+	 * holds at a call boundary before any is copied, then each takes its
+	 * snapshot and is released (or ends, when suspended). */
+	CONTROL_LINK_HOLD,              /* supervisor -> worker: read no request until released */
+	CONTROL_LINK_HELD,              /* worker -> supervisor: holding */
+	CONTROL_LINK_RELEASE,           /* supervisor -> worker: serve requests again */
 };
 
 struct control_link {

@@ -24,6 +24,25 @@ static int req_decode(const char *text, struct control_request *r)
 	return control_request_decode(text, strlen(text), r, err, sizeof(err));
 }
 
+/* A request and what its refusal must say. */
+struct refusal {
+	const char *text;
+	const char *why;
+};
+
+/* @text is refused with a reason that says @why (NULL: any reason). */
+static void request_refused(const char *text, const char *why)
+{
+	struct control_request r;
+	int rc = req_decode(text, &r);
+
+	if (rc != -EBADMSG)
+		fail_msg("'%s' gave %d", text, rc);
+	assert_true(err[0]);
+	if (why && !strstr(err, why))
+		fail_msg("'%s': '%s' does not say '%s'", text, err, why);
+}
+
 static void request_round_trip(const struct control_request *in)
 {
 	struct control_request out;
@@ -76,10 +95,7 @@ static void test_request_round_trip(void **state)
 
 static void test_request_refused(void **state)
 {
-	static const struct {
-		const char *text;
-		const char *why;
-	} bad[] = {
+	static const struct refusal bad[] = {
 		{ "", "empty" },
 		{ "{\"op\":\"snapshot\",\"session\":\"s", "truncated" },
 		{ "[1,2]", "not a JSON object" },
@@ -106,15 +122,8 @@ static void test_request_refused(void **state)
 	char name[CONTROL_NAME_MAX + 64], text[CONTROL_NAME_MAX + 128], *big;
 
 	(void)state;
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		int rc = req_decode(bad[i].text, &r);
-
-		if (rc != -EBADMSG)
-			fail_msg("'%s' gave %d", bad[i].text, rc);
-		assert_true(err[0]);
-		if (bad[i].why && !strstr(err, bad[i].why))
-			fail_msg("'%s': '%s' does not say '%s'", bad[i].text, err, bad[i].why);
-	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		request_refused(bad[i].text, bad[i].why);
 	/* A raw NUL inside the text. */
 	assert_int_equal(control_request_decode("{\"op\":\"st\0atus\"}", 16, &r, err, sizeof(err)), -EBADMSG);
 	/* Names: CONTROL_NAME_MAX bytes fit, one more does not. */
@@ -382,6 +391,165 @@ static void test_link(void **state)
 	assert_string_equal(control_op_name(CONTROL_OP_RESTORE), "restore");
 }
 
+/* The vm-* ops: each takes its own members and nothing else. */
+static void test_vm_requests(void **state)
+{
+	static const struct refusal bad[] = {
+		{ "{\"op\":\"vm-attach\",\"uuid\":\"u\"}", "\"name\" is missing" },
+		{ "{\"op\":\"vm-attach\",\"name\":\"n\"}", "\"uuid\" is missing" },
+		{ "{\"op\":\"vm-attach\",\"uuid\":\"\",\"name\":\"n\"}", "\"uuid\" is empty" },
+		{ "{\"op\":\"vm-attach\",\"uuid\":\"0123456789abcdef0123456789abcdef01234\",\"name\":\"n\"}",
+		  "longer than 36 bytes" },
+		{ "{\"op\":\"vm-detach\",\"uuid\":\"u\",\"name\":\"n\"}", "unknown member \"name\"" },
+		{ "{\"op\":\"vm-save\",\"uuid\":\"u\"}", "\"generation\" is missing" },
+		{ "{\"op\":\"vm-save\",\"uuid\":\"u\",\"generation\":7}", "not a string" },
+		{ "{\"op\":\"vm-save\",\"uuid\":\"u\",\"generation\":\"g\",\"check\":true}", "unknown member \"check\"" },
+		{ "{\"op\":\"vm-restore\",\"uuid\":\"u\",\"generation\":\"g\",\"check\":\"no\"}", "not true or false" },
+		{ "{\"op\":\"vm-drop\"}", "\"uuid\" is missing" },
+		{ "{\"op\":\"vm-snapshot\",\"uuid\":\"u\"}", "unknown member \"uuid\"" },
+		{ "{\"op\":\"vm-snapshot\",\"domain\":\"d\",\"session\":\"s\"}", "unknown member \"session\"" },
+		{ "{\"op\":\"vm-restore\",\"uuid\":\"u\",\"generation\":\"g", "truncated" },
+		{ "{\"op\":\"vm-\"}", "unknown op" },
+	};
+	struct control_request in = { .op = CONTROL_OP_VM_RESTORE, .device = -1, .check = true }, out;
+	char *line = NULL, text[600], gen[VM_GENERATION_MAX + 2];
+	size_t len = 0;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		request_refused(bad[i].text, bad[i].why);
+	strcpy(in.uuid, "01234567-89ab-cdef-0123-456789abcdef");
+	strcpy(in.generation, "00ff");
+	assert_int_equal(control_request_encode(&in, &line, &len), 0);
+	assert_int_equal(control_request_decode(line, len, &out, err, sizeof(err)), 0);
+	assert_int_equal(out.op, CONTROL_OP_VM_RESTORE);
+	assert_string_equal(out.uuid, in.uuid);
+	assert_string_equal(out.generation, "00ff");
+	assert_true(out.check);
+	free(line);
+	/* check is optional: false when missing. */
+	assert_int_equal(req_decode("{\"op\":\"vm-restore\",\"uuid\":\"u\",\"generation\":\"g\"}", &out), 0);
+	assert_false(out.check);
+	in = (struct control_request){ .op = CONTROL_OP_VM_SNAPSHOT, .device = -1 };
+	strcpy(in.domain, odd);
+	assert_int_equal(control_request_encode(&in, &line, &len), 0);
+	assert_int_equal(control_request_decode(line, len, &out, err, sizeof(err)), 0);
+	assert_string_equal(out.domain, odd);
+	assert_string_equal(out.snapshot, "");
+	free(line);
+	/* A generation of VM_GENERATION_MAX bytes fits, one more does not. */
+	memset(gen, 'a', sizeof(gen) - 1);
+	gen[sizeof(gen) - 1] = 0;
+	snprintf(text, sizeof(text), "{\"op\":\"vm-save\",\"uuid\":\"u\",\"generation\":\"%s\"}", gen);
+	assert_int_equal(req_decode(text, &out), -EBADMSG);
+	gen[VM_GENERATION_MAX] = 0;
+	snprintf(text, sizeof(text), "{\"op\":\"vm-save\",\"uuid\":\"u\",\"generation\":\"%s\"}", gen);
+	assert_int_equal(req_decode(text, &out), 0);
+}
+
+/* A vm reply and its list of snapshots; status's domain fields. */
+static void test_vm_replies(void **state)
+{
+	struct control_vm_snapshot snaps[2] = { { "u/a", "vm-a" }, { "u/b", "vm-b" } };
+	struct control_session_info sessions[1] = { 0 };
+	struct control_reply in = { .kind = CONTROL_REPLY_VM }, out;
+	const char *text;
+
+	(void)state;
+	strcpy(in.vm.uuid, "01234567-89ab-cdef-0123-456789abcdef");
+	strcpy(in.vm.name, "guest one");
+	strcpy(in.vm.generation, "1f");
+	in.vm.count = 2;
+	in.vm.snapshots = snaps;
+	reply_round_trip(&in, CONTROL_OP_VM_SAVE, &out);
+	assert_int_equal(out.vm.count, 2);
+	assert_string_equal(out.vm.snapshots[1].snapshot, "vm-b");
+	assert_string_equal(out.vm.name, "guest one");
+	control_reply_release(&out);
+	in.vm.count = 0;
+	in.vm.snapshots = NULL;
+	strcpy(in.vm.path, "/run/tern/vm/x.sock");
+	reply_round_trip(&in, CONTROL_OP_VM_ATTACH, &out);
+	assert_string_equal(out.vm.path, "/run/tern/vm/x.sock");
+	control_reply_release(&out);
+	text = "{\"ok\":true,\"uuid\":\"u\",\"snapshots\":[{\"session\":\"u/a\"}]}";
+	assert_int_equal(control_reply_decode(text, strlen(text), CONTROL_OP_VM_SAVE, &out, err, sizeof(err)),
+			 -EBADMSG);
+	assert_non_null(strstr(err, "\"snapshot\" is missing"));
+	control_reply_release(&out);
+	text = "{\"ok\":true,\"snapshots\":[]}";
+	assert_int_equal(control_reply_decode(text, strlen(text), CONTROL_OP_VM_DROP, &out, err, sizeof(err)),
+			 -EBADMSG);
+	assert_non_null(strstr(err, "\"uuid\" is missing"));
+	control_reply_release(&out);
+	in = (struct control_reply){ .kind = CONTROL_REPLY_STATUS };
+	strcpy(in.status.backend, "sim");
+	strcpy(in.status.state_dir, "/s");
+	in.status.session_count = 1;
+	in.status.sessions = sessions;
+	strcpy(sessions[0].id, "01234567-89ab-cdef-0123-456789abcdef/g");
+	strcpy(sessions[0].state, "active");
+	strcpy(sessions[0].domain_uuid, "01234567-89ab-cdef-0123-456789abcdef");
+	strcpy(sessions[0].domain_name, "guest one");
+	reply_round_trip(&in, CONTROL_OP_STATUS, &out);
+	assert_string_equal(out.status.sessions[0].domain_name, "guest one");
+	assert_string_equal(out.status.sessions[0].domain_uuid, sessions[0].domain_uuid);
+	control_reply_release(&out);
+}
+
+/* The hold, held and release messages carry nothing. */
+static void test_link_hold(void **state)
+{
+	static struct control_link in, out;
+	const char *text = "{\"type\":\"hold\",\"session\":\"s\"}";
+
+	(void)state;
+	for (int t = CONTROL_LINK_HOLD; t <= CONTROL_LINK_RELEASE; t++) {
+		in.type = (enum control_link_type)t;
+		link_round_trip(&in, &out);
+		control_link_release(&out);
+	}
+	assert_int_equal(control_link_decode(text, strlen(text), &out, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "unknown member \"session\""));
+}
+
+/* vm_id.h: the domain's names, well formed or refused. */
+static void test_vm_ids(void **state)
+{
+	char name[VM_NAME_MAX + 2];
+
+	(void)state;
+	assert_true(vm_uuid_valid("01234567-89ab-cdef-0123-456789abcdef"));
+	assert_false(vm_uuid_valid("01234567-89AB-cdef-0123-456789abcdef"));     /* uppercase */
+	assert_false(vm_uuid_valid("0123456789ab-cdef-0123-456789abcdef--"));    /* dashes elsewhere */
+	assert_false(vm_uuid_valid("01234567-89ab-cdef-0123-456789abcde"));      /* short */
+	assert_false(vm_uuid_valid("01234567-89ab-cdef-0123-456789abcdef0"));    /* long */
+	assert_false(vm_uuid_valid("01234567-89ab-cdef-0123-456789abcdeg"));
+	assert_false(vm_uuid_valid(""));
+	assert_true(vm_generation_valid("0"));
+	assert_true(vm_generation_valid("deadbeef"));
+	assert_false(vm_generation_valid(""));
+	assert_false(vm_generation_valid("G1"));
+	assert_false(vm_generation_valid("../x"));
+	assert_true(vm_name_valid("guest-1 é"));
+	assert_false(vm_name_valid("a/b"));
+	assert_false(vm_name_valid("a\nb"));
+	assert_false(vm_name_valid(""));
+	memset(name, 'n', sizeof(name) - 1);
+	name[sizeof(name) - 1] = 0;
+	assert_false(vm_name_valid(name));
+	name[VM_NAME_MAX] = 0;
+	assert_true(vm_name_valid(name));
+	assert_true(vm_session_id_valid("01234567-89ab-cdef-0123-456789abcdef/g1"));
+	assert_false(vm_session_id_valid("01234567-89ab-cdef-0123-456789abcdef/"));
+	assert_false(vm_session_id_valid("01234567-89ab-cdef-0123-456789abcdef/a/b"));
+	assert_false(vm_session_id_valid("01234567-89ab-cdef-0123-456789abcdefg/a"));
+	assert_false(vm_session_id_valid("plain"));
+	assert_true(vm_session_of("01234567-89ab-cdef-0123-456789abcdef/g", "01234567-89ab-cdef-0123-456789abcdef"));
+	assert_false(vm_session_of("01234567-89ab-cdef-0123-456789abcdef/g", "11234567-89ab-cdef-0123-456789abcdef"));
+	assert_false(vm_session_of("01234567-89ab-cdef-0123-456789abcdefg", "01234567-89ab-cdef-0123-456789abcdef"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -391,6 +559,10 @@ int main(void)
 		cmocka_unit_test(test_reply_round_trip),
 		cmocka_unit_test(test_reply_refused),
 		cmocka_unit_test(test_link),
+		cmocka_unit_test(test_vm_requests),
+		cmocka_unit_test(test_vm_replies),
+		cmocka_unit_test(test_link_hold),
+		cmocka_unit_test(test_vm_ids),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
