@@ -3,6 +3,7 @@
  * describes the same bytes for humans. */
 #include "snap_format.h"
 #include "snap_sessions.h"
+#include "snap_vm.h"
 #include "le.h"
 
 #include <errno.h>
@@ -606,7 +607,57 @@ int snap_journal_header_decode(const uint8_t *buf, size_t len)
 	return 0;
 }
 
+/* ---- the state directory's records: sessions file, domain records ---- */
+
+/* Check a record's magic, version and trailer; *end is where its body ends. */
+static int record_open(const uint8_t *buf, size_t len, const char *magic, uint32_t version, size_t header,
+		       size_t *end)
+{
+	int rc;
+
+	if (len < header + SNAP_TRAILER_BYTES || memcmp(buf, magic, 8))
+		return -EBADMSG;
+	if (le32_get(buf + 8) != version)
+		return -ENOTSUP;
+	rc = trailer_check(buf, len);
+	if (rc)
+		return rc;
+	*end = len - SNAP_TRAILER_BYTES;
+	return 0;
+}
+
 /* ---- sessions file (snap_sessions.h) ---- */
+
+/* A string with a u16 length before it, as the state directory's records
+ * keep names. */
+static void str16_put(struct snap_buf *b, const char *s)
+{
+	size_t n = strlen(s);
+	uint8_t *p = buf_grow(b, 2 + n);
+
+	if (!p)
+		return;
+	le16_put(p, (uint16_t)n);
+	memcpy(p + 2, s, n);
+}
+
+/* Read one into @out (@cap bytes with its NUL) at *off, below @end. */
+static int str16_get(const uint8_t *buf, size_t *off, size_t end, char *out, size_t cap)
+{
+	size_t n;
+
+	if (end - *off < 2)
+		return -EBADMSG;
+	n = le16_get(buf + *off);
+	*off += 2;
+	if (n >= cap || n > end - *off || memchr(buf + *off, 0, n))
+		return -EBADMSG;
+	memcpy(out, buf + *off, n);
+	out[n] = '\0';
+	*off += n;
+	return 0;
+}
+
 
 int snap_session_id_valid(const char *id)
 {
@@ -614,6 +665,9 @@ int snap_session_id_valid(const char *id)
 
 	if (!id || !id[0])
 		return 0;
+	/* A libvirt domain's session: "UUID/" and a plain id (vm_id.h). */
+	if (strlen(id) <= SNAP_NAME_MAX && vm_session_id_valid(id))
+		return snap_session_id_valid(id + VM_UUID_LEN + 1);
 	for (; id[n]; n++) {
 		char c = id[n];
 
@@ -655,15 +709,8 @@ int snap_sessions_encode(const struct snap_session *v, uint32_t count, struct sn
 			return out->error;
 		le32_put(p, v[i].plan);
 		le32_put(p + 4, (uint32_t)v[i].device);
-		for (int s = 0; s < 3; s++) {
-			size_t n = strlen(strs[s]);
-
-			p = buf_grow(out, 2 + n);
-			if (!p)
-				return out->error;
-			le16_put(p, (uint16_t)n);
-			memcpy(p + 2, strs[s], n);
-		}
+		for (int s = 0; s < 3; s++)
+			str16_put(out, strs[s]);
 	}
 	buf_trailer_put(out);
 	return out->error;
@@ -679,14 +726,9 @@ int snap_sessions_decode(const uint8_t *buf, size_t len, uint32_t max,
 
 	*out = NULL;
 	*count = 0;
-	if (len < SNAP_SESSIONS_HEADER_BYTES + SNAP_TRAILER_BYTES || memcmp(buf, SNAP_MAGIC_SESSIONS, 8))
-		return -EBADMSG;
-	if (le32_get(buf + 8) != SNAP_SESSIONS_VERSION)
-		return -ENOTSUP;
-	rc = trailer_check(buf, len);
+	rc = record_open(buf, len, SNAP_MAGIC_SESSIONS, SNAP_SESSIONS_VERSION, SNAP_SESSIONS_HEADER_BYTES, &end);
 	if (rc)
 		return rc;
-	end = len - SNAP_TRAILER_BYTES;
 	n = le32_get(buf + 12);
 	/* Every entry takes its fixed part and three length fields: a count the
 	 * bytes cannot hold is damage, whatever it claims. */
@@ -707,19 +749,9 @@ int snap_sessions_decode(const uint8_t *buf, size_t len, uint32_t max,
 		v[i].plan = le32_get(buf + off);
 		v[i].device = (int32_t)le32_get(buf + off + 4);
 		off += SNAP_SESSION_FIXED_BYTES;
-		for (int s = 0; s < 3; s++) {
-			size_t sl;
-
-			if (end - off < 2)
+		for (int s = 0; s < 3; s++)
+			if (str16_get(buf, &off, end, strs[s], SNAP_NAME_MAX + 1))
 				goto out_bad;
-			sl = le16_get(buf + off);
-			off += 2;
-			if (sl > SNAP_NAME_MAX || sl > end - off || memchr(buf + off, 0, sl))
-				goto out_bad;
-			memcpy(strs[s], buf + off, sl);
-			strs[s][sl] = '\0';
-			off += sl;
-		}
 		if (!session_entry_valid(&v[i]))
 			goto out_bad;
 		for (uint32_t j = 0; j < i; j++)
@@ -734,4 +766,117 @@ int snap_sessions_decode(const uint8_t *buf, size_t len, uint32_t max,
 out_bad:
 	free(v);
 	return -EBADMSG;
+}
+
+/* ---- a libvirt domain's record (snap_vm.h) ---- */
+
+static int vm_entry_valid(const struct snap_vm_domain *d, const struct snap_vm_entry *e)
+{
+	return snap_session_id_valid(e->session) && vm_session_of(e->session, d->uuid) &&
+	       snap_name_valid(e->snapshot);
+}
+
+static int vm_generation_valid_in(const struct snap_vm_domain *d, uint32_t index)
+{
+	const struct snap_vm_generation *g = &d->generations[index];
+
+	if (!vm_generation_valid(g->generation) || g->count > SNAP_VM_SESSIONS_MAX)
+		return 0;
+	for (uint32_t j = 0; j < index; j++)
+		if (!strcmp(d->generations[j].generation, g->generation))
+			return 0;
+	for (uint32_t i = 0; i < g->count; i++) {
+		if (!vm_entry_valid(d, &g->entries[i]))
+			return 0;
+		for (uint32_t j = 0; j < i; j++)
+			if (!strcmp(g->entries[j].session, g->entries[i].session))
+				return 0;
+	}
+	return 1;
+}
+
+int snap_vm_domain_encode(const struct snap_vm_domain *d, struct snap_buf *out)
+{
+	uint8_t *p;
+
+	if (!vm_uuid_valid(d->uuid) || !vm_name_valid(d->name) || d->generation_count > SNAP_VM_GENERATIONS_MAX)
+		return -EINVAL;
+	for (uint32_t i = 0; i < d->generation_count; i++)
+		if (!vm_generation_valid_in(d, i))
+			return -EINVAL;
+	p = buf_grow(out, SNAP_VM_HEADER_BYTES);
+	if (!p)
+		return out->error;
+	memcpy(p, SNAP_MAGIC_VM_DOMAIN, 8);
+	le32_put(p + 8, SNAP_VM_DOMAIN_VERSION);
+	le32_put(p + 12, d->generation_count);
+	str16_put(out, d->uuid);
+	str16_put(out, d->name);
+	for (uint32_t i = 0; i < d->generation_count; i++) {
+		const struct snap_vm_generation *g = &d->generations[i];
+
+		str16_put(out, g->generation);
+		p = buf_grow(out, 4);
+		if (p)
+			le32_put(p, g->count);
+		for (uint32_t k = 0; k < g->count; k++) {
+			str16_put(out, g->entries[k].session);
+			str16_put(out, g->entries[k].snapshot);
+		}
+	}
+	buf_trailer_put(out);
+	return out->error;
+}
+
+void snap_vm_domain_release(struct snap_vm_domain *d)
+{
+	for (uint32_t i = 0; d->generations && i < d->generation_count; i++)
+		free(d->generations[i].entries);
+	free(d->generations);
+	memset(d, 0, sizeof(*d));
+}
+
+int snap_vm_domain_decode(const uint8_t *buf, size_t len, struct snap_vm_domain *d)
+{
+	size_t off = SNAP_VM_HEADER_BYTES, end;
+	uint32_t n;
+	int rc;
+
+	memset(d, 0, sizeof(*d));
+	rc = record_open(buf, len, SNAP_MAGIC_VM_DOMAIN, SNAP_VM_DOMAIN_VERSION, SNAP_VM_HEADER_BYTES, &end);
+	if (rc)
+		return rc;
+	n = le32_get(buf + 12);
+	if (n > SNAP_VM_GENERATIONS_MAX)
+		return -EBADMSG;
+	if (str16_get(buf, &off, end, d->uuid, sizeof(d->uuid)) || str16_get(buf, &off, end, d->name, sizeof(d->name)) ||
+	    !vm_uuid_valid(d->uuid) || !vm_name_valid(d->name))
+		return -EBADMSG;
+	d->generations = calloc(n ? n : 1, sizeof(*d->generations));
+	if (!d->generations)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		struct snap_vm_generation *g = &d->generations[i];
+		uint32_t count;
+
+		if (str16_get(buf, &off, end, g->generation, sizeof(g->generation)) || end - off < 4)
+			return -EBADMSG;
+		count = le32_get(buf + off);
+		off += 4;
+		/* Each entry takes two length fields at least. */
+		if (count > SNAP_VM_SESSIONS_MAX || count > (end - off) / 4)
+			return -EBADMSG;
+		g->entries = calloc(count ? count : 1, sizeof(*g->entries));
+		if (!g->entries)
+			return -ENOMEM;
+		d->generation_count = i + 1;
+		g->count = count;
+		for (uint32_t k = 0; k < count; k++)
+			if (str16_get(buf, &off, end, g->entries[k].session, sizeof(g->entries[k].session)) ||
+			    str16_get(buf, &off, end, g->entries[k].snapshot, sizeof(g->entries[k].snapshot)))
+				return -EBADMSG;
+		if (!vm_generation_valid_in(d, i))
+			return -EBADMSG;
+	}
+	return off == end ? 0 : -EBADMSG;
 }

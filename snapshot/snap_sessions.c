@@ -15,7 +15,7 @@
 #define SESSIONS_FILE_MAX ((size_t)SNAP_SESSIONS_HEADER_BYTES + SNAP_TRAILER_BYTES + \
 			   (size_t)SNAP_SESSIONS_LIMIT * (SNAP_SESSION_FIXED_BYTES + 3 * (2 + SNAP_NAME_MAX)))
 
-int snap_sessions_read(const char *path, uint32_t max, struct snap_session **out, uint32_t *count)
+int snap_state_file_read(const char *path, size_t max, uint8_t **out, size_t *len)
 {
 	uint8_t *buf = NULL;
 	struct stat st;
@@ -23,16 +23,16 @@ int snap_sessions_read(const char *path, uint32_t max, struct snap_session **out
 	int fd, rc;
 
 	*out = NULL;
-	*count = 0;
+	*len = 0;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
+		return -errno;
 	if (fstat(fd, &st) < 0) {
 		rc = -errno;
 		goto out_close;
 	}
 	rc = -EBADMSG;
-	if (!S_ISREG(st.st_mode) || st.st_size < 0 || (uint64_t)st.st_size > SESSIONS_FILE_MAX)
+	if (!S_ISREG(st.st_mode) || st.st_size < 0 || (uint64_t)st.st_size > max)
 		goto out_close;
 	rc = -ENOMEM;
 	buf = malloc(st.st_size ? (size_t)st.st_size : 1);
@@ -49,32 +49,44 @@ int snap_sessions_read(const char *path, uint32_t max, struct snap_session **out
 		}
 		got += (size_t)n;
 	}
-	rc = snap_sessions_decode(buf, got, max, out, count);
+	*out = buf;
+	*len = got;
+	buf = NULL;
+	rc = 0;
 out_close:
 	free(buf);
 	close(fd);
 	return rc;
 }
 
-int snap_sessions_write(const char *path, const struct snap_session *v, uint32_t count)
+int snap_sessions_read(const char *path, uint32_t max, struct snap_session **out, uint32_t *count)
 {
-	struct snap_buf b = { 0 };
+	uint8_t *buf;
+	size_t len;
+	int rc = snap_state_file_read(path, SESSIONS_FILE_MAX, &buf, &len);
+
+	*out = NULL;
+	*count = 0;
+	if (rc)
+		return rc == -ENOENT ? 0 : rc;
+	rc = snap_sessions_decode(buf, len, max, out, count);
+	free(buf);
+	return rc;
+}
+
+int snap_state_file_write(const char *path, const struct snap_buf *b)
+{
 	char tmp[4200], dir[4200];
 	size_t done = 0;
-	int fd, dfd, rc;
+	int fd, dfd, rc = 0;
 
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
-	rc = snap_sessions_encode(v, count, &b);
-	if (rc)
-		goto out_free;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		rc = -errno;
-		goto out_free;
-	}
-	while (done < b.len) {
-		ssize_t n = write(fd, b.data + done, b.len - done);
+	if (fd < 0)
+		return -errno;
+	while (done < b->len) {
+		ssize_t n = write(fd, b->data + done, b->len - done);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -92,7 +104,7 @@ int snap_sessions_write(const char *path, const struct snap_session *v, uint32_t
 		rc = -errno;
 	if (rc) {
 		unlink(tmp);
-		goto out_free;
+		return rc;
 	}
 	snprintf(dir, sizeof(dir), "%s", path);
 	dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -101,7 +113,16 @@ int snap_sessions_write(const char *path, const struct snap_session *v, uint32_t
 			rc = -errno;
 		close(dfd);
 	}
-out_free:
+	return rc;
+}
+
+int snap_sessions_write(const char *path, const struct snap_session *v, uint32_t count)
+{
+	struct snap_buf b = { 0 };
+	int rc = snap_sessions_encode(v, count, &b);
+
+	if (!rc)
+		rc = snap_state_file_write(path, &b);
 	snap_buf_free(&b);
 	return rc;
 }

@@ -64,7 +64,15 @@ int snap_sessions_read(const char *path, uint32_t max, struct snap_session **out
  * directory.  A crash leaves the old file or the new one. */
 int snap_sessions_write(const char *path, const struct snap_session *v, uint32_t count);
 
-/* Whether @id may name a session in the file. */
+/* The state directory's records, read whole (at most @max bytes, else
+ * -EBADMSG; -ENOENT when missing) and written as snap_sessions_write does.
+ * *out is malloc'd.  Shared by the sessions file and the domain records
+ * (snap_vm.h). */
+int snap_state_file_read(const char *path, size_t max, uint8_t **out, size_t *len);
+int snap_state_file_write(const char *path, const struct snap_buf *b);
+
+/* Whether @id may name a session in the file: 1-255 of A-Z a-z 0-9 . _ -,
+ * or a libvirt domain's session, "UUID/" and such an id (vm_id.h). */
 int snap_session_id_valid(const char *id);
 
 #endif

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_record.h"
 #include "snap_sessions.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -20,16 +21,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint32_t n = 0, max;
 	uint8_t *buf;
 
-	if (size < 1)
-		return 0;
-	max = data[0] >> 1;
-	buf = malloc(size);
+	buf = fuzz_record_copy(data, size, &size);
 	if (!buf)
 		return 0;
-	memcpy(buf, data + 1, size - 1);
-	size--;
-	if ((data[0] & 1) && size >= SNAP_TRAILER_BYTES)
-		snap_hash128(buf, size - SNAP_TRAILER_BYTES, buf + size - SNAP_TRAILER_BYTES);
+	max = data[0] >> 1;
 	if (snap_sessions_decode(buf, size, max, &v, &n) == 0) {
 		if (n > max || (n && !v))
 			abort();

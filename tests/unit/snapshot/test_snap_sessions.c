@@ -16,6 +16,7 @@
 
 #include "le.h"
 #include "snap_sessions.h"
+#include "snap_test_patch.h"
 
 static void sample(struct snap_session *v)
 {
@@ -143,7 +144,7 @@ static void test_hostile(void **state)
 	uint32_t n;
 	uint8_t *p;
 	/* Offsets in the first entry: header 16, plan 16, device 20, id 24. */
-	struct { size_t off; uint32_t v; int width; int want; } cases[] = {
+	struct record_patch cases[] = {
 		{ 12, 0xffffffffu, 4, -EBADMSG },       /* count the bytes cannot hold */
 		{ 12, 2, 4, -EBADMSG },                 /* count too small: bytes left over */
 		{ 12, 4, 4, -EBADMSG },                 /* count one too many */
@@ -159,13 +160,7 @@ static void test_hostile(void **state)
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		p = image(&len);
-		if (cases[i].width == 4)
-			le32_put(p + cases[i].off, cases[i].v);
-		else if (cases[i].width == 2)
-			le16_put(p + cases[i].off, (uint16_t)cases[i].v);
-		else
-			p[cases[i].off] = (uint8_t)cases[i].v;
-		reseal(p, len);
+		record_patch_apply(p, len, &cases[i]);
 		got = (void *)1;
 		assert_int_equal(snap_sessions_decode(p, len, 16, &got, &n), cases[i].want);
 		assert_null(got);
