@@ -22,9 +22,10 @@ static int cmd_help(struct ckpt *c);
 static const struct ckpt_command commands[] = {
 	{ "ls", "", "list the sessions of the running ternd and the snapshots in the store",
 	  0, 0, 0, cmd_ls },
-	{ "snapshot", "SESSION [--name NAME] [--incremental]",
-	  "snapshot a session while it keeps running (--incremental: only what changed since its last snapshot)",
-	  1, 1, CKPT_OPT_NAME | CKPT_OPT_INCREMENTAL, cmd_snapshot },
+	{ "snapshot", "SESSION [--name NAME] [--incremental] | --domain NAME|UUID [PREFIX]",
+	  "snapshot a session while it keeps running (--incremental: only what changed since its last snapshot); "
+	  "--domain: every session of a libvirt domain at one instant, named PREFIX-0, PREFIX-1 ...",
+	  0, 1, CKPT_OPT_NAME | CKPT_OPT_INCREMENTAL | CKPT_OPT_DOMAIN, cmd_snapshot },
 	{ "suspend", "SESSION", "snapshot a session, then stop its worker and free its GPU memory",
 	  1, 1, 0, cmd_suspend },
 	{ "resume", "SESSION|SNAPSHOT [--device N]",
@@ -88,6 +89,9 @@ static void command_usage_print(const struct ckpt_command *cmd, FILE *f)
 		fprintf(f, "  --name NAME       name of the new snapshot ([A-Za-z0-9._-], default SESSION-<unix ms>)\n");
 	if (cmd->options & CKPT_OPT_INCREMENTAL)
 		fprintf(f, "  --incremental     store only the chunks changed since the session's latest snapshot\n");
+	if (cmd->options & CKPT_OPT_DOMAIN)
+		fprintf(f, "  --domain D        a libvirt domain (name or uuid): all its sessions, held at a call\n"
+			"                    boundary together, then copied (PREFIX default vm-UUID8-<unix ms>)\n");
 	if (cmd->options & CKPT_OPT_DEVICE)
 		fprintf(f, "  --device N        GPU index to restore onto (default: ternd's --device)\n");
 	if (cmd->options & CKPT_OPT_FORCE)
@@ -179,7 +183,8 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 		bool takes = !strcmp(a, "--control") || !strcmp(a, "--state-dir") ||
 			     !strcmp(a, "--store") || !strcmp(a, "--timeout") ||
 			     !strcmp(a, "--name") || !strcmp(a, "--device") || !strcmp(a, "--pid") ||
-			     !strcmp(a, "--images") || !strcmp(a, "--criu") || !strcmp(a, "--criu-plugins");
+			     !strcmp(a, "--images") || !strcmp(a, "--criu") || !strcmp(a, "--criu-plugins") ||
+			     !strcmp(a, "--domain");
 
 		if (words_only) {
 			takes = false;
@@ -218,6 +223,9 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 		} else if (!strcmp(a, "--name")) {
 			c->name = val;
 			opts_seen |= CKPT_OPT_NAME;
+		} else if (!strcmp(a, "--domain")) {
+			c->domain = val;
+			opts_seen |= CKPT_OPT_DOMAIN;
 		} else if (!strcmp(a, "--incremental")) {
 			c->incremental = true;
 			opts_seen |= CKPT_OPT_INCREMENTAL;
@@ -295,7 +303,8 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 				 bad & CKPT_OPT_IMAGES ? "--images" :
 				 bad & CKPT_OPT_LEAVE ? "--leave-running" :
 				 bad & CKPT_OPT_PROCESS ? "--process" :
-				 bad & CKPT_OPT_CRIU ? "--criu" : "--force",
+				 bad & CKPT_OPT_CRIU ? "--criu" :
+				 bad & CKPT_OPT_DOMAIN ? "--domain" : "--force",
 				 c->cmd->name);
 	}
 	if (c->nargs < c->cmd->min_args || c->nargs > c->cmd->max_args) {

@@ -36,6 +36,7 @@ enum ckpt_exit {
 #define CKPT_OPT_LEAVE       0x40u /* --leave-running */
 #define CKPT_OPT_PROCESS     0x80u /* --process */
 #define CKPT_OPT_CRIU        0x100u /* --criu PATH, --criu-plugins DIR */
+#define CKPT_OPT_DOMAIN      0x200u /* --domain NAME|UUID */
 
 struct ckpt;
 
@@ -60,6 +61,7 @@ struct ckpt {
 	int last_timeout_s;      /* what the last ckpt_control() waited */
 	/* per-command options */
 	const char *name;
+	const char *domain;      /* snapshot --domain */
 	bool incremental;
 	int device;              /* -1 when not given */
 	bool force;              /* rm: also what a session or another snapshot needs */

@@ -152,6 +152,10 @@ static int session_command(struct ckpt *c, const struct control_request *req, co
 		return ckpt_control_fail(c, rc, &a);
 	if (c->json) {
 		answer_json_print(c, &a);
+	} else if (a.kind == CONTROL_REPLY_VM) {
+		printf("domain %s (%s): %u sessions snapshotted together\n", a.vm.uuid, a.vm.name, a.vm.count);
+		for (uint32_t i = 0; i < a.vm.count; i++)
+			printf("  %-40s %s\n", a.vm.snapshots[i].session, a.vm.snapshots[i].snapshot);
 	} else if (a.kind == CONTROL_REPLY_SNAPSHOT) {
 		snapshot_result_print(&a.snapshot, req->op == CONTROL_OP_SUSPEND);
 		if (req->op == CONTROL_OP_SUSPEND)
@@ -166,10 +170,33 @@ static int session_command(struct ckpt *c, const struct control_request *req, co
 	return CKPT_EXIT_OK;
 }
 
+/* snapshot --domain NAME|UUID [PREFIX]: every session of a libvirt domain
+ * at one instant (vm-snapshot). */
+static int domain_snapshot(struct ckpt *c)
+{
+	struct control_request req = { .op = CONTROL_OP_VM_SNAPSHOT, .device = -1 };
+
+	if (c->incremental || c->name)
+		return ckpt_fail(c, CKPT_EXIT_USAGE, "snapshot --domain takes a PREFIX, not --name or --incremental");
+	if (name_check(c, c->domain, "domain name or uuid") ||
+	    (c->nargs && name_check(c, c->args[0], "snapshot prefix")))
+		return CKPT_EXIT_USAGE;
+	if (strlen(c->domain) > VM_NAME_MAX)
+		return ckpt_fail(c, CKPT_EXIT_USAGE, "a domain name has at most %d bytes", VM_NAME_MAX);
+	memcpy(req.domain, c->domain, strlen(c->domain) + 1);
+	if (c->nargs)
+		memcpy(req.snapshot, c->args[0], strlen(c->args[0]) + 1);
+	return session_command(c, &req, "snapshot");
+}
+
 int cmd_snapshot(struct ckpt *c)
 {
 	struct control_request req = { .op = CONTROL_OP_SNAPSHOT, .incremental = c->incremental, .device = -1 };
 
+	if (c->domain)
+		return domain_snapshot(c);
+	if (!c->nargs)
+		return ckpt_fail(c, CKPT_EXIT_USAGE, "snapshot takes a SESSION, or --domain NAME|UUID");
 	if (name_check(c, c->args[0], "session id"))
 		return CKPT_EXIT_USAGE;
 	if (c->name && ckpt_name_refuse(c, c->name))
@@ -284,14 +311,15 @@ static void sessions_print(const struct control_status *st)
 		printf("  (none)\n");
 		return;
 	}
-	printf("  %-32s %8s %6s %12s %12s %s\n", "ID", "PID", "DEVICE", "MEMORY", "CALLS", "STATE");
+	printf("  %-40s %8s %6s %12s %12s %-10s %s\n", "ID", "PID", "DEVICE", "MEMORY", "CALLS", "STATE", "DOMAIN");
 	for (uint32_t i = 0; i < st->session_count; i++) {
 		const struct control_session_info *e = &st->sessions[i];
 		char mem[32];
 
 		ckpt_size_format(e->memory, mem, sizeof(mem));
-		printf("  %-32s %8d %6d %12s %12llu %s\n", e->id, e->pid, e->device, mem,
-		       (unsigned long long)e->calls, e->state);
+		printf("  %-40s %8d %6d %12s %12llu %-10s %s\n", e->id, e->pid, e->device, mem,
+		       (unsigned long long)e->calls, e->state,
+		       e->domain_name[0] ? e->domain_name : e->domain_uuid[0] ? e->domain_uuid : "-");
 	}
 }
 

@@ -799,7 +799,8 @@ int snap_vm_domain_encode(const struct snap_vm_domain *d, struct snap_buf *out)
 {
 	uint8_t *p;
 
-	if (!vm_uuid_valid(d->uuid) || !vm_name_valid(d->name) || d->generation_count > SNAP_VM_GENERATIONS_MAX)
+	if (!vm_uuid_valid(d->uuid) || !vm_name_valid(d->name) || d->generation_count > SNAP_VM_GENERATIONS_MAX ||
+	    (d->flags & ~SNAP_VM_ATTACHED))
 		return -EINVAL;
 	for (uint32_t i = 0; i < d->generation_count; i++)
 		if (!vm_generation_valid_in(d, i))
@@ -809,7 +810,8 @@ int snap_vm_domain_encode(const struct snap_vm_domain *d, struct snap_buf *out)
 		return out->error;
 	memcpy(p, SNAP_MAGIC_VM_DOMAIN, 8);
 	le32_put(p + 8, SNAP_VM_DOMAIN_VERSION);
-	le32_put(p + 12, d->generation_count);
+	le32_put(p + 12, d->flags);
+	le32_put(p + 16, d->generation_count);
 	str16_put(out, d->uuid);
 	str16_put(out, d->name);
 	for (uint32_t i = 0; i < d->generation_count; i++) {
@@ -846,8 +848,9 @@ int snap_vm_domain_decode(const uint8_t *buf, size_t len, struct snap_vm_domain 
 	rc = record_open(buf, len, SNAP_MAGIC_VM_DOMAIN, SNAP_VM_DOMAIN_VERSION, SNAP_VM_HEADER_BYTES, &end);
 	if (rc)
 		return rc;
-	n = le32_get(buf + 12);
-	if (n > SNAP_VM_GENERATIONS_MAX)
+	d->flags = le32_get(buf + 12);
+	n = le32_get(buf + 16);
+	if (n > SNAP_VM_GENERATIONS_MAX || (d->flags & ~SNAP_VM_ATTACHED))
 		return -EBADMSG;
 	if (str16_get(buf, &off, end, d->uuid, sizeof(d->uuid)) || str16_get(buf, &off, end, d->name, sizeof(d->name)) ||
 	    !vm_uuid_valid(d->uuid) || !vm_name_valid(d->name))

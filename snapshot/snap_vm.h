@@ -26,7 +26,9 @@
 #define SNAP_MAGIC_VM_DOMAIN "TRNVMDOM"
 #define SNAP_VM_DOMAIN_VERSION 1u
 #define SNAP_VM_DOMAIN_EXT ".domain"
-#define SNAP_VM_HEADER_BYTES 16u        /* magic, version, generation count */
+#define SNAP_VM_HEADER_BYTES 20u        /* magic, version, flags, generation count */
+/* Flags: ids never reused. */
+#define SNAP_VM_ATTACHED 1u             /* attached: a restarted ternd listens for it again */
 #define SNAP_VM_GENERATIONS_MAX 32u     /* kept per domain: the oldest goes first */
 #define SNAP_VM_SESSIONS_MAX 256u       /* sessions in one generation */
 
@@ -42,6 +44,7 @@ struct snap_vm_generation {
 };
 
 struct snap_vm_domain {
+	uint32_t flags;                         /* SNAP_VM_* */
 	char uuid[VM_UUID_LEN + 1];
 	char name[VM_NAME_MAX + 1];
 	uint32_t generation_count;

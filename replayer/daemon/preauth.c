@@ -85,23 +85,20 @@ static void peer_source(struct preauth_conn *c)
 	}
 }
 
-void preauth_accept(struct preauth *pa, int listen_fd, unsigned listener)
+/* Enter @probe (its fd and source set) into the table, or close it when a
+ * limit is reached. */
+static void preauth_enter(struct preauth *pa, struct preauth_conn *probe, unsigned listener, int domain)
 {
-	struct preauth_conn probe = { .fd = transport_accept(listen_fd) }, *slot = NULL;
+	struct preauth_conn *slot = NULL;
 	unsigned same = 0;
 
-	if (probe.fd < 0) {
-		pr_warn("accept failed: %s", strerror(-probe.fd));
-		return;
-	}
-	peer_source(&probe);
 	for (unsigned i = 0; i < pa->cfg.max; i++) {
 		struct preauth_conn *c = &pa->conns[i];
 
 		if (c->fd < 0) {
 			if (!slot)
 				slot = c;
-		} else if (!strcmp(c->source, probe.source)) {
+		} else if (!strcmp(c->source, probe->source)) {
 			same++;
 		}
 	}
@@ -109,20 +106,42 @@ void preauth_accept(struct preauth *pa, int listen_fd, unsigned listener)
 		/* Said once per hundred: a flood must not flood the log too. */
 		if (pa->refused++ % 100 == 0)
 			pr_warn("%s: %u connections of this source and %u in all wait for their hello: "
-				"connection closed (%llu so far)", probe.source, same, pa->used,
+				"connection closed (%llu so far)", probe->source, same, pa->used,
 				(unsigned long long)pa->refused);
-		close(probe.fd);
+		close(probe->fd);
 		return;
 	}
-	probe.payload = malloc(PREAUTH_PAYLOAD_MAX);
-	if (!probe.payload) {
-		close(probe.fd);
+	probe->payload = malloc(PREAUTH_PAYLOAD_MAX);
+	if (!probe->payload) {
+		close(probe->fd);
 		return;
 	}
-	probe.listener = listener;
-	probe.deadline_ms = now_ms() + (uint64_t)pa->cfg.timeout_ms;
-	*slot = probe;
+	probe->listener = listener;
+	probe->domain = domain;
+	probe->deadline_ms = now_ms() + (uint64_t)pa->cfg.timeout_ms;
+	*slot = *probe;
 	pa->used++;
+}
+
+void preauth_accept(struct preauth *pa, int listen_fd, unsigned listener)
+{
+	struct preauth_conn probe = { .fd = transport_accept(listen_fd) };
+
+	if (probe.fd < 0) {
+		pr_warn("accept failed: %s", strerror(-probe.fd));
+		return;
+	}
+	peer_source(&probe);
+	preauth_enter(pa, &probe, listener, -1);
+}
+
+void preauth_adopt(struct preauth *pa, int fd, int domain, const char *source)
+{
+	/* The relay's socketpair says nothing of the guest: no uid. */
+	struct preauth_conn probe = { .fd = fd };
+
+	snprintf(probe.source, sizeof(probe.source), "%s", source);
+	preauth_enter(pa, &probe, 0, domain);
 }
 
 static int frame_send(struct preauth_conn *c, uint32_t call, uint16_t flags, struct wire_msg *m)

@@ -36,6 +36,7 @@ struct preauth_config {
 struct preauth_conn {
 	int fd;                     /* -1: a free entry */
 	unsigned listener;          /* index into the supervisor's listeners */
+	int domain;                 /* a libvirt domain's stream (its index), or -1 */
 	char source[64];
 	bool has_uid;               /* a unix peer: its uid (SO_PEERCRED) */
 	uint32_t uid;
@@ -70,6 +71,9 @@ void preauth_release(struct preauth *pa);
 /* Accept one connection from @listen_fd (listener number @listener): a new
  * entry, or closed at once when a limit is reached. */
 void preauth_accept(struct preauth *pa, int listen_fd, unsigned listener);
+/* Take @fd, a stream of libvirt domain @domain that its relay handed over
+ * (docs/libvirt.md): an entry like an accepted one, counted under @source. */
+void preauth_adopt(struct preauth *pa, int fd, int domain, const char *source);
 /* Read what @c sent: answers a challenge itself. */
 enum preauth_event preauth_readable(struct preauth *pa, struct preauth_conn *c);
 /* Answer @c's hello with @status alone, then close it. */

@@ -43,7 +43,7 @@ static uint64_t monotonic_ms(void)
 }
 
 /* Send @r to the ckpt client on *fd; a failed write drops the client. */
-static void client_send(int *fd, const struct control_reply *r)
+void client_send(int *fd, const struct control_reply *r)
 {
 	char *line = NULL;
 	size_t len = 0;
@@ -62,7 +62,7 @@ static void client_send(int *fd, const struct control_reply *r)
 }
 
 /* The final reply: send it and close. */
-static void client_finish(int *fd, const struct control_reply *r)
+void client_finish(int *fd, const struct control_reply *r)
 {
 	client_send(fd, r);
 	if (*fd >= 0)
@@ -70,9 +70,7 @@ static void client_finish(int *fd, const struct control_reply *r)
 	*fd = -1;
 }
 
-static void client_fail(int *fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void client_fail(int *fd, const char *fmt, ...)
+void client_fail(int *fd, const char *fmt, ...)
 {
 	struct control_reply r = { .kind = CONTROL_REPLY_ERROR };
 	va_list ap;
@@ -122,7 +120,7 @@ int slot_of_session(struct supervisor *sv, const char *id, int except)
 /* In a child of the supervisor: close what is the supervisor's, wipe the
  * credentials it keeps, and keep only @keep of the connections proving
  * themselves (NULL: none). */
-static void supervisor_child_close(struct supervisor *sv, const struct preauth_conn *keep)
+void supervisor_child_close(struct supervisor *sv, const struct preauth_conn *keep)
 {
 	for (unsigned i = 0; i < sv->cfg->listen_count; i++)
 		close(sv->listen_fd[i]);
@@ -155,13 +153,29 @@ static void supervisor_child_close(struct supervisor *sv, const struct preauth_c
 	for (unsigned i = 0; i < sv->preauth.cfg.max; i++)
 		if (&sv->preauth.conns[i] != keep && sv->preauth.conns[i].fd >= 0)
 			close(sv->preauth.conns[i].fd);
+	for (unsigned i = 0; i < VM_DOMAINS_MAX; i++) {
+		struct vm_domain *d = &sv->domains[i];
+
+		if (!d->used)
+			continue;
+		close(d->listen_fd);
+		if (d->handoff_fd >= 0)
+			close(d->handoff_fd);
+		if (d->relay_ctl >= 0)
+			close(d->relay_ctl);
+		if (d->op.client_fd >= 0)
+			close(d->op.client_fd);
+		for (uint32_t k = 0; d->op.check_fd && k < d->op.count; k++)
+			if (d->op.check_fd[k] >= 0)
+				close(d->op.check_fd[k]);
+	}
 	close(sv->control_fd);
 	close(sv->signal_fd);
 	close(sv->state_lock_fd);
 }
 
 /* For restore_check_start: a restore check keeps nothing of ours. */
-static void supervisor_fds_close(void *opaque)
+void supervisor_fds_close(void *opaque)
 {
 	supervisor_child_close(opaque, NULL);
 }
@@ -172,6 +186,7 @@ static void session_start(struct supervisor *sv, struct preauth_conn *c, const c
 			  const struct session_cred *cred, const uint8_t credential_wire[AUTH_CREDENTIAL_BYTES])
 {
 	const struct transport_url *url = &sv->cfg->listen[c->listener];
+	const struct vm_domain *domain = c->domain >= 0 ? &sv->domains[c->domain] : NULL;
 	struct worker_config wcfg = sv->cfg->worker;
 	/* The worker's own copy: the child wipes the supervisor's tables. */
 	struct session_cred mine = *cred;
@@ -204,7 +219,11 @@ static void session_start(struct supervisor *sv, struct preauth_conn *c, const c
 	wcfg.credential_wire = credential_wire;
 	wcfg.has_owner_uid = mine.has_uid;
 	wcfg.owner_uid = mine.uid;
-	transport_url_format(url, slot->peer, sizeof(slot->peer));
+	wcfg.session_id = id;
+	if (domain)
+		snprintf(slot->peer, sizeof(slot->peer), "vm:%s", domain->uuid);
+	else
+		transport_url_format(url, slot->peer, sizeof(slot->peer));
 	/* Named before the fork: a second hello for the id finds this one. */
 	snprintf(slot->id, sizeof(slot->id), "%s", id);
 	pid = fork();
@@ -235,7 +254,8 @@ static void session_start(struct supervisor *sv, struct preauth_conn *c, const c
 	close(pair[1]);
 	if (ipc[1] >= 0)
 		close(ipc[1]);
-	sv->links[index] = (struct worker_link){ .fd = pair[0], .ipc_fd = ipc[0], .client_fd = -1, .cred = mine };
+	sv->links[index] = (struct worker_link){ .fd = pair[0], .ipc_fd = ipc[0], .client_fd = -1, .cred = mine,
+						 .vm_domain = -1 };
 	explicit_bzero(&mine, sizeof(mine));
 	atomic_store(&slot->pid, pid);
 	sv->sessions_started++;
@@ -272,6 +292,9 @@ static void hello_refuse(struct supervisor *sv, struct preauth_conn *c, uint32_t
 static void session_hello(struct supervisor *sv, struct preauth_conn *c)
 {
 	const struct transport_url *url = &sv->cfg->listen[c->listener];
+	const struct vm_domain *domain = c->domain >= 0 ? &sv->domains[c->domain] : NULL;
+	/* A domain's stream needs no token: only its relay can hand one over. */
+	bool needs_token = !domain && transport_url_needs_token(url);
 	struct wire_hello_req *hello = malloc(sizeof(*hello));
 	uint8_t want[AUTH_PROOF_BYTES], wire[AUTH_CREDENTIAL_BYTES];
 	char id[SESSION_ID_MAX];
@@ -296,12 +319,31 @@ static void session_hello(struct supervisor *sv, struct preauth_conn *c)
 		hello_refuse(sv, c, CUDA_ERROR_INVALID_VALUE, "?", "malformed hello");
 		goto out;
 	}
-	worker_session_id_clean(id, hello->session);
+	if (strchr(hello->session, VM_SESSION_SEP)) {
+		/* "UUID/..." ids are a domain's: made here, never named by a guest. */
+		hello_refuse(sv, c, CUDA_ERROR_NOT_PERMITTED, "?", domain ?
+			     "a guest's session id may not hold '/'" :
+			     "a session id with '/' names a libvirt domain's session: only that domain's channel reaches it");
+		goto out;
+	}
+	if (domain && !domain->used) {
+		hello_refuse(sv, c, CUDA_ERROR_NOT_PERMITTED, "?", "its domain was detached");
+		goto out;
+	}
+	if (domain) {
+		char guest[SESSION_ID_MAX];
+
+		worker_session_id_clean(guest, hello->session);
+		snprintf(id, sizeof(id), "%s%c%.*s", domain->uuid, VM_SESSION_SEP,
+			 (int)(SESSION_ID_MAX - VM_UUID_LEN - 2), guest);
+	} else {
+		worker_session_id_clean(id, hello->session);
+	}
 	if (!c->challenged) {
 		hello_refuse(sv, c, CUDA_ERROR_NOT_PERMITTED, id, "no challenge before the hello");
 		goto out;
 	}
-	if (transport_url_needs_token(url)) {
+	if (needs_token) {
 		if (sv->cfg->token.len)
 			auth_token_proof(&sv->cfg->token, c->nonce, hello->session, want);
 		if (!sv->cfg->token.len || hello->token_proof.len != AUTH_PROOF_BYTES ||
@@ -344,7 +386,7 @@ static void session_hello(struct supervisor *sv, struct preauth_conn *c)
 		cred = &fresh;
 	}
 	memcpy(wire, cred->secret, sizeof(wire));
-	if (transport_url_needs_token(url))
+	if (needs_token)
 		auth_credential_mask(&sv->cfg->token, c->nonce, hello->session, wire);
 	session_start(sv, c, id, cred, wire);
 	explicit_bzero(wire, sizeof(wire));
@@ -354,7 +396,7 @@ out:
 	free(hello);
 }
 
-static int link_send(struct worker_link *l, const struct control_link *m)
+int link_send(struct worker_link *l, const struct control_link *m)
 {
 	char *line = NULL;
 	size_t len = 0;
@@ -500,6 +542,8 @@ static void worker_line(struct supervisor *sv, unsigned index, char *line, size_
 		else if (l->restoring[0])
 			restore_done(sv, index);
 		client_finish(&l->client_fd, &m.reply);
+	} else if (m.type == CONTROL_LINK_HELD) {
+		vm_worker_held(sv, index);
 	} else if (m.type == CONTROL_LINK_PROGRESS) {
 		client_send(&l->client_fd, &m.reply);
 	} else if (m.type == CONTROL_LINK_RESULT) {
@@ -535,6 +579,8 @@ static void worker_line(struct supervisor *sv, unsigned index, char *line, size_
 			k->resume_pending = false;
 		l->suspending = false;
 		client_finish(&l->client_fd, &m.reply);
+		if (l->vm_domain >= 0)
+			vm_worker_result(sv, index, &m.reply);
 	} else {
 		pr_warn("worker %d: unexpected %s message", atomic_load(&slot->pid),
 			control_link_type_name(m.type));
@@ -596,6 +642,8 @@ static void workers_reap(struct supervisor *sv)
 		const char *id = s && s->id[0] ? s->id : "(no hello)";
 		bool check = false;
 
+		if (!s && vm_child_reaped(sv, pid))
+			continue;
 		/* A restore check: its answer (or its end) comes on its pipe. */
 		for (unsigned i = 0; i < sv->cfg->sessions_max && !s; i++)
 			if (sv->known[i].check_pid == pid) {
@@ -628,6 +676,7 @@ static void workers_reap(struct supervisor *sv)
 		}
 		client_fail(&sv->links[index].client_fd,
 			    "the session's worker exited before answering; see ternd's log");
+		vm_worker_gone(sv, index);
 		for (unsigned i = 0; i < sv->cfg->sessions_max; i++)
 			if (sv->known[i].waiting_slot == (int)index)
 				sv->known[i].waiting_slot = -1;
@@ -641,6 +690,20 @@ static void workers_reap(struct supervisor *sv)
 			if (sv->links[i].fd >= 0 && atomic_load(&sv->slots[i].state) != SESSION_FREE)
 				worker_hello(sv, i, sv->slots[i].id);
 		}
+}
+
+/* Which domain a session in status is of ("" for a guest of the sockets). */
+static void session_domain_fill(struct supervisor *sv, struct control_session_info *e)
+{
+	const struct vm_domain *d;
+
+	if (!vm_session_id_valid(e->id))
+		return;
+	memcpy(e->domain_uuid, e->id, VM_UUID_LEN);
+	e->domain_uuid[VM_UUID_LEN] = 0;
+	d = vm_domain_of_session(sv, e->id);
+	if (d)
+		snprintf(e->domain_name, sizeof(e->domain_name), "%s", d->name);
 }
 
 /* The answer to status; @r is released by the caller. */
@@ -681,6 +744,7 @@ static int reply_status(struct supervisor *sv, struct control_reply *r)
 		e->started = atomic_load(&s->started);
 		snprintf(e->listener, sizeof(e->listener), "%s", s->peer);
 		snprintf(e->snapshot, sizeof(e->snapshot), "%s", k ? k->latest : "");
+		session_domain_fill(sv, e);
 	}
 	/* Suspended sessions have no worker but are sessions all the same. */
 	for (unsigned i = 0; i < sv->cfg->sessions_max; i++) {
@@ -693,6 +757,7 @@ static int reply_status(struct supervisor *sv, struct control_reply *r)
 		snprintf(e->state, sizeof(e->state), "%s", k->plan == PLAN_SUSPENDED ? "suspended" : "restoring");
 		e->device = k->device;
 		snprintf(e->snapshot, sizeof(e->snapshot), "%s", k->snapshot);
+		session_domain_fill(sv, e);
 	}
 	return 0;
 }
@@ -763,7 +828,7 @@ static void request_snapshot(struct supervisor *sv, int client, const struct con
 		return;
 	}
 	l = &sv->links[index];
-	if (l->client_fd >= 0 || l->fd < 0) {
+	if (l->client_fd >= 0 || l->fd < 0 || l->vm_domain >= 0) {
 		client_fail(&client, "the session is busy with another snapshot; retry when it is done");
 		return;
 	}
@@ -784,10 +849,13 @@ static void request_snapshot(struct supervisor *sv, int client, const struct con
 	if (req->snapshot[0]) {
 		memcpy(m.snapshot, req->snapshot, sizeof(req->snapshot));
 	} else {
-		/* Live session ids are already valid names (the worker cleans them). */
+		/* Live session ids are valid names (the worker cleans them) but
+		 * for a domain's separator. */
 		clock_gettime(CLOCK_REALTIME, &ts);
-		snprintf(m.snapshot, sizeof(m.snapshot), "%.40s-%lld%03ld", req->session, (long long)ts.tv_sec,
+		snprintf(m.snapshot, sizeof(m.snapshot), "%.80s-%lld%03ld", req->session, (long long)ts.tv_sec,
 			 ts.tv_nsec / 1000000);
+		for (char *sep = strchr(m.snapshot, VM_SESSION_SEP); sep; sep = strchr(sep, VM_SESSION_SEP))
+			*sep = '-';
 	}
 	memcpy(l->snapshot, m.snapshot, sizeof(l->snapshot));
 	l->suspending = m.suspend;
@@ -1018,6 +1086,14 @@ static void control_dispatch(struct supervisor *sv, int fd, char *line, size_t n
 	case CONTROL_OP_SNAPSHOTS:
 		reply_snapshots(sv, fd);
 		break;
+	case CONTROL_OP_VM_ATTACH:
+	case CONTROL_OP_VM_DETACH:
+	case CONTROL_OP_VM_SAVE:
+	case CONTROL_OP_VM_RESTORE:
+	case CONTROL_OP_VM_DROP:
+	case CONTROL_OP_VM_SNAPSHOT:
+		vm_request(sv, fd, &req);
+		break;
 	}
 }
 
@@ -1168,7 +1244,7 @@ static void workers_stop(struct supervisor *sv)
 
 /* Bind @url's socket with exactly @mode (and @cfg's group), whatever the
  * umask: the file is made owner-only by the bind and widened after. */
-static int socket_listen(const struct supervisor_config *cfg, const struct transport_url *url, mode_t mode)
+int socket_listen(const struct supervisor_config *cfg, const struct transport_url *url, mode_t mode)
 {
 	mode_t old = umask(0177);
 	int fd = transport_listen(url), ret;
@@ -1218,7 +1294,7 @@ int supervisor_run(struct supervisor_config *cfg)
 		sv.clients[i].fd = -1;
 	nofile_raise();
 	pfd = calloc(SUPERVISOR_LISTEN_MAX + 2 + 2 * SESSION_SLOTS + cfg->preauth.max + CONTROL_CLIENTS_MAX +
-		     RESTORE_CHECKS_MAX,
+		     RESTORE_CHECKS_MAX + VM_POLL_MAX,
 		     sizeof(*pfd));
 	pre_of = calloc(cfg->preauth.max + 1, sizeof(*pre_of));
 	if (!pfd || !pre_of || preauth_init(&sv.preauth, &cfg->preauth)) {
@@ -1230,7 +1306,8 @@ int supervisor_run(struct supervisor_config *cfg)
 	for (i = 0; i < SUPERVISOR_LISTEN_MAX; i++)
 		sv.listen_fd[i] = -1;
 	for (i = 0; i < SESSION_SLOTS; i++)
-		sv.links[i] = (struct worker_link){ .fd = -1, .ipc_fd = -1, .client_fd = -1 };
+		sv.links[i] = (struct worker_link){ .fd = -1, .ipc_fd = -1, .client_fd = -1, .vm_domain = -1 };
+	vm_domains_init(&sv);
 	if (ipc_broker_create(&sv.ipc)) {
 		pr_err("cannot create the IPC table");
 		return 1;
@@ -1284,11 +1361,12 @@ int supervisor_run(struct supervisor_config *cfg)
 		pr_err("cannot listen on the control socket %s: %s", cfg->control_path, strerror(-sv.control_fd));
 		goto out;
 	}
+	vm_domains_load(&sv);
 	pr_info("ternd ready: backend %s, control %s, state %s", cfg->worker.backend, cfg->control_path,
 		cfg->state_dir);
 	while (running) {
 		unsigned n = 0, links = 0, ipcs = 0, ipc_at, pres = 0, pre_at, clients = 0, client_at, checks = 0,
-			 check_at;
+			 check_at, vm_at, vm_end;
 		int timeout = preauth_expire(&sv.preauth), t = control_clients_expire(&sv);
 
 		for (i = 0; i < cfg->listen_count; i++)
@@ -1312,6 +1390,8 @@ int supervisor_run(struct supervisor_config *cfg)
 				check_of[checks++] = i;
 				pfd[n++] = (struct pollfd){ .fd = sv.known[i].check_fd, .events = POLLIN };
 			}
+		n = vm_poll_fill(&sv, pfd, n, &vm_at);
+		vm_end = n;
 		pre_at = n;
 		for (i = 0; i < sv.preauth.cfg.max; i++)
 			if (sv.preauth.conns[i].fd >= 0) {
@@ -1360,6 +1440,7 @@ int supervisor_run(struct supervisor_config *cfg)
 		for (i = 0; i < checks; i++)
 			if (pfd[check_at + i].revents & (POLLIN | POLLHUP | POLLERR))
 				restore_checked(&sv, &sv.known[check_of[i]]);
+		vm_poll_handle(&sv, pfd, vm_at, vm_end);
 		if (pfd[cfg->listen_count + 1].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
@@ -1385,6 +1466,7 @@ out:
 		close(sv.control_fd);
 		unlink(cfg->control_path);
 	}
+	vm_domains_stop(&sv);
 	workers_stop(&sv);
 	preauth_release(&sv.preauth);
 	for (i = 0; i < CONTROL_CLIENTS_MAX; i++)

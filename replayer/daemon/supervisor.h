@@ -18,6 +18,7 @@
 #define SUPERVISOR_SIM_KERNELS_MAX 16
 #define SUPERVISOR_SESSIONS_DEFAULT 1024
 #define SUPERVISOR_SESSIONS_LIMIT 65536  /* = SNAP_SESSIONS_LIMIT, the sessions file's */
+#define SUPERVISOR_VM_DIR_DEFAULT "/run/tern/vm"
 
 struct supervisor_config {
 	struct transport_url listen[SUPERVISOR_LISTEN_MAX];
@@ -32,6 +33,7 @@ struct supervisor_config {
 	int shutdown_grace_ms;
 	char state_dir[4096];       /* journals and the snapshot store */
 	unsigned sessions_max;      /* sessions remembered beyond a worker (suspended ...) */
+	char vm_dir[64];            /* libvirt domains' sockets: VMDIR/UUID.sock fits sun_path */
 };
 
 /* Run until SIGTERM or SIGINT. Returns the process exit status. */

@@ -13,9 +13,12 @@
 #include "session_slot.h"
 #include "snap_format.h"
 #include "snap_sessions.h"
+#include "snap_vm.h"
+#include "vm_id.h"
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <poll.h>
 #include <sys/types.h>
 
 /* Who may come back to a session (common/auth.h): its credential, issued
@@ -57,6 +60,9 @@ struct worker_link {
 	struct session_cred cred;           /* of the session this worker serves */
 	bool told;                          /* its hello was answered (worker_hello) */
 	bool hello_deferred;                /* answered once a dead worker is reaped */
+	int vm_domain;                      /* in a domain's save or snapshot (struct vm_op), or -1 */
+	bool vm_held;                       /* it said held */
+	bool vm_done;                       /* its snapshot's result came */
 };
 
 /* What the supervisor remembers of a session beyond its worker's life; the
@@ -93,6 +99,44 @@ struct session_known {
 /* Restore checks at once: each is a child reading a whole snapshot. */
 #define RESTORE_CHECKS_MAX 8
 
+/* Libvirt domains attached at once (supervisor_vm.c). */
+#define VM_DOMAINS_MAX 64
+#define VM_CHECK_PIDS_MAX 128
+
+/* What a domain's request does across its sessions: a consistent snapshot
+ * (every worker held at a call boundary before any is copied) for vm-save
+ * and vm-snapshot, or the checks of a saved generation for vm-restore. */
+enum vm_op_kind { VM_OP_NONE, VM_OP_SAVE, VM_OP_SNAPSHOT, VM_OP_RESTORE };
+
+struct vm_op {
+	enum vm_op_kind kind;
+	int client_fd;
+	bool check_only;                    /* vm-restore check=true */
+	char generation[VM_GENERATION_MAX + 1];
+	unsigned pending;                   /* workers not held yet, results or checks not in */
+	bool copying;                       /* every worker held: snapshots under way */
+	char error[CONTROL_TEXT_MAX + 1];   /* the first failure; "" none */
+	uint32_t count;
+	struct snap_vm_entry *entries;      /* the sessions and their snapshots */
+	int *slots;                         /* save, snapshot: each entry's worker */
+	int *check_fd;                      /* restore: each entry's check, or -1 */
+	struct session_cred *creds;         /* restore: each snapshot's */
+	uint32_t checks_started;
+};
+
+/* One attached domain: its relay (vm_relay_serve in a child) and the
+ * socketpair on which that relay hands over the streams of its guest. */
+struct vm_domain {
+	bool used;
+	char uuid[VM_UUID_LEN + 1];
+	char name[VM_NAME_MAX + 1];
+	int listen_fd;                      /* VMDIR/UUID.sock, kept to start a relay again */
+	int handoff_fd;                     /* streams from the relay (SCM_RIGHTS), -1: none */
+	int relay_ctl;                      /* 'R' resets the relay; closing it ends the relay */
+	pid_t relay_pid;
+	struct vm_op op;
+};
+
 struct supervisor {
 	struct supervisor_config *cfg;
 	int listen_fd[SUPERVISOR_LISTEN_MAX];
@@ -108,10 +152,44 @@ struct supervisor {
 	struct control_client clients[CONTROL_CLIENTS_MAX];
 	uint64_t hellos_refused;            /* failed a check before any fork */
 	int backend_devices;                /* probed at start; negative: unknown */
+	struct vm_domain domains[VM_DOMAINS_MAX];
+	pid_t vm_check_pids[VM_CHECK_PIDS_MAX];  /* domains' restore checks not reaped yet; 0: free */
 };
 
 /* The slot of the live worker serving @id, other than @except; -1 if none. */
 int slot_of_session(struct supervisor *sv, const char *id, int except);
+
+/* supervisor.c, for supervisor_vm.c. */
+void client_send(int *fd, const struct control_reply *r);
+void client_finish(int *fd, const struct control_reply *r);
+void client_fail(int *fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int link_send(struct worker_link *l, const struct control_link *m);
+void supervisor_child_close(struct supervisor *sv, const struct preauth_conn *keep);
+void supervisor_fds_close(void *opaque);
+int socket_listen(const struct supervisor_config *cfg, const struct transport_url *url, mode_t mode);
+
+/* supervisor_vm.c: libvirt domains (docs/libvirt.md, "ternd's side"). */
+void vm_domains_init(struct supervisor *sv);
+/* Listen again for the domains the state directory records. */
+void vm_domains_load(struct supervisor *sv);
+void vm_domains_stop(struct supervisor *sv);
+/* The control ops vm-*; @client is answered (now or when the op is done). */
+void vm_request(struct supervisor *sv, int client, const struct control_request *req);
+/* Add the fds the poll loop watches for domains to @pfd (from @n); returns
+ * the new count.  vm_poll_handle reads what they said. */
+unsigned vm_poll_fill(struct supervisor *sv, struct pollfd *pfd, unsigned n, unsigned *first);
+void vm_poll_handle(struct supervisor *sv, const struct pollfd *pfd, unsigned first, unsigned end);
+/* The most fds vm_poll_fill adds. */
+#define VM_POLL_MAX (VM_DOMAINS_MAX * (1 + RESTORE_CHECKS_MAX))
+/* A worker in a domain's op said held, or sent its snapshot's result. */
+void vm_worker_held(struct supervisor *sv, unsigned index);
+void vm_worker_result(struct supervisor *sv, unsigned index, const struct control_reply *r);
+/* Worker @index ended: an op waiting on it hears so. */
+void vm_worker_gone(struct supervisor *sv, unsigned index);
+/* A child was reaped: true when @pid was a relay or a domain's restore check. */
+bool vm_child_reaped(struct supervisor *sv, pid_t pid);
+/* Domain of a session id, or NULL (not a domain's, or not attached). */
+const struct vm_domain *vm_domain_of_session(struct supervisor *sv, const char *id);
 
 /* supervisor_sessions.c: the sessions ternd knows (STATE/sessions), the
  * state directory's lock and the store's paths. */

@@ -72,6 +72,8 @@ static void usage(FILE *out)
 		"                       for 16 arenas (default 4T; 0 refuses cuMemAddressReserve)\n"
 		"  --state-dir DIR      journals and the snapshot store (default /var/lib/tern);\n"
 		"                       one ternd per state directory\n"
+		"  --vm-dir DIR         the sockets of attached libvirt domains, DIR/UUID.sock\n"
+		"                       (default " SUPERVISOR_VM_DIR_DEFAULT "; docs/libvirt.md)\n"
 		"  --sessions-max N     sessions remembered beyond their worker: suspended,\n"
 		"                       restoring, and the latest snapshot of others (default %u)\n"
 		"  --token-file FILE    shared secret tcp guests prove they hold (16-255 bytes, one\n"
@@ -215,6 +217,9 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 		o->sv.worker.exec_cfg.vmm_size = v;
 		return ret;
 	}
+	if (!strcmp(key, "vm-dir") || !strcmp(key, "vm_dir"))
+		return snprintf(o->sv.vm_dir, sizeof(o->sv.vm_dir), "%s", value) <
+		       (int)sizeof(o->sv.vm_dir) ? 0 : -ENAMETOOLONG;
 	if (!strcmp(key, "state-dir") || !strcmp(key, "state_dir"))
 		return snprintf(o->sv.state_dir, sizeof(o->sv.state_dir), "%s", value) <
 		       (int)sizeof(o->sv.state_dir) ? 0 : -ENAMETOOLONG;
@@ -395,6 +400,7 @@ int main(int argc, char **argv)
 	snprintf(o.backend, sizeof(o.backend), "auto");
 	snprintf(o.sv.control_path, sizeof(o.sv.control_path), "%s", CONTROL_DEFAULT_PATH);
 	snprintf(o.sv.state_dir, sizeof(o.sv.state_dir), "/var/lib/tern");
+	snprintf(o.sv.vm_dir, sizeof(o.sv.vm_dir), "%s", SUPERVISOR_VM_DIR_DEFAULT);
 	o.sv.worker.exec_cfg.arena_base = ARENA_BASE_DEFAULT;
 	o.sv.worker.exec_cfg.arena_size = ARENA_SIZE_DEFAULT;
 	o.sv.worker.exec_cfg.vmm_size = VMM_SIZE_DEFAULT;

@@ -87,6 +87,7 @@ struct worker_session {
 	size_t resume_reply_len;
 	struct checkpoint_job *job;
 	bool suspend_after_job;
+	bool held;                      /* a domain's consistent snapshot: read no request */
 	char journal_dir[4400];         /* removed when the session ends: snapshots keep copies */
 	CUresult deferred_error;        /* first failure of a request that wanted no reply */
 	struct worker_waits *waits;     /* synchronisations waiting off the dispatch thread, or NULL */
@@ -277,6 +278,14 @@ static int journal_dir_reset(const char *state_dir, const char *id, char *path, 
 	mkdir(state_dir, 0700);
 	mkdir(path, 0700);
 	snprintf(path, cap, "%s/journal/%s", state_dir, id);
+	if (strchr(id, VM_SESSION_SEP)) {
+		/* A domain's session: journal/UUID/ID. */
+		char *sep = strrchr(path, VM_SESSION_SEP);
+
+		*sep = 0;
+		mkdir(path, 0700);
+		*sep = VM_SESSION_SEP;
+	}
 	if (mkdir(path, 0700) && errno != EEXIST)
 		return -errno;
 	return journal_dir_empty(path);
@@ -356,6 +365,12 @@ static bool cmd_handle(struct worker_session *s, const char *line, size_t len)
 		snapshot_start(s, m.snapshot, m.parent, m.suspend);
 		/* A suspend keeps the guest out until the snapshot is durable. */
 		return s->job && m.suspend ? snapshot_end(s) : false;
+	} else if (m.type == CONTROL_LINK_HOLD) {
+		/* Read between two requests: this is a call boundary. */
+		s->held = true;
+		cmd_send(s->cfg, &(struct control_link){ .type = CONTROL_LINK_HELD });
+	} else if (m.type == CONTROL_LINK_RELEASE) {
+		s->held = false;
 	} else {
 		pr_warn("unexpected %s message from the supervisor", control_link_type_name(m.type));
 	}
@@ -602,7 +617,10 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	ret = hello_take(&s->c, cfg, &h, hello);
 	if (ret)
 		goto out;
-	worker_session_id_clean(s->id, hello->session);
+	if (cfg->session_id)
+		snprintf(s->id, sizeof(s->id), "%s", cfg->session_id);
+	else
+		worker_session_id_clean(s->id, hello->session);
 	if (slot) {
 		snprintf(slot->id, sizeof(slot->id), "%s", s->id);
 		atomic_store_explicit(&slot->guest_pid, (int32_t)hello->pid, memory_order_relaxed);
@@ -637,7 +655,7 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	while (!end && !worker_stopping) {
 		/* A ring is watched by spinning, without a system call, as long as
 		 * requests keep coming. */
-		bool input = s->c.shm_on && shm_chan_spin(&s->c.shm);
+		bool input = !s->held && s->c.shm_on && shm_chan_spin(&s->c.shm);
 		uint16_t flags = 0;
 
 		if (waits_answer(s, slot)) {
@@ -651,17 +669,17 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 			/* A snapshot waits until no request does: its own
 			 * synchronisation would wait for what they wait for. */
 			struct pollfd pfd[5] = {
-				{ .fd = s->c.shm_on ? s->c.shm.efd_self : s->c.fd, .events = POLLIN },
+				{ .fd = s->held ? -1 : s->c.shm_on ? s->c.shm.efd_self : s->c.fd, .events = POLLIN },
 				{ .fd = worker_waits_active(s->waits) ? -1 : cfg->cmd_fd, .events = POLLIN },
 				{ .fd = s->job ? checkpoint_job_fd(s->job) : -1, .events = POLLIN },
-				{ .fd = s->c.shm_on ? s->c.fd : -1, .events = POLLRDHUP },
+				{ .fd = s->c.shm_on && !s->held ? s->c.fd : -1, .events = POLLRDHUP },
 				{ .fd = worker_waits_fd(s->waits), .events = POLLIN },
 			};
 			bool slept = false;
 			int timeout = input ? 0 : -1;
 
 			unpolled = 0;
-			if (!input && s->c.shm_on) {
+			if (!input && s->c.shm_on && !s->held) {
 				if (shm_chan_idle_begin(&s->c.shm))
 					timeout = 0;
 				else
@@ -700,6 +718,8 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 				if (end)
 					break;
 			}
+			if (s->held)
+				continue;       /* until the supervisor releases it */
 			if (s->c.shm_on) {
 				input = shm_chan_readable(&s->c.shm);
 				if (!input && (pfd[3].revents & (POLLRDHUP | POLLHUP | POLLERR))) {

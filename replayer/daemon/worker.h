@@ -29,6 +29,7 @@ struct worker_config {
 	bool has_owner_uid;
 	uint32_t owner_uid;
 	const char *state_dir;          /* journals and the snapshot store live here */
+	const char *session_id;         /* as the supervisor named it ("UUID/id" for a domain's); NULL: the hello's, cleaned */
 	int cmd_fd;                     /* line channel to the supervisor */
 	int ipc_fd;                     /* IPC requests to the supervisor (ipc_broker.h); -1: none */
 };

@@ -27,6 +27,7 @@ static void sample(struct snap_vm_domain *d)
 	memset(d, 0, sizeof(*d));
 	strcpy(d->uuid, UUID);
 	strcpy(d->name, "guest one");
+	d->flags = SNAP_VM_ATTACHED;
 	assert_int_equal(snap_vm_generation_set(d, "1f", e, 2), 0);
 	assert_int_equal(snap_vm_generation_set(d, "20", e, 1), 0);
 	assert_int_equal(snap_vm_generation_set(d, "21", NULL, 0), 0);
@@ -49,6 +50,7 @@ static void test_round_trip(void **state)
 	assert_int_equal(snap_vm_domain_decode(b.data, b.len, &got), 0);
 	assert_string_equal(got.uuid, UUID);
 	assert_string_equal(got.name, "guest one");
+	assert_int_equal(got.flags, SNAP_VM_ATTACHED);
 	assert_int_equal(got.generation_count, 3);
 	g = snap_vm_generation_find(&got, "1f");
 	assert_non_null(g);
@@ -121,20 +123,22 @@ static void test_damage(void **state)
 /* Resealed changes: the structure checks must refuse them. */
 static void test_hostile(void **state)
 {
-	/* Layout: header 16; uuid at 16 (2 + 36); name at 54 (2 + 9);
-	 * generation "1f" at 65 (2 + 2); its count at 69; first session at 73. */
+	/* Layout: header 20 (flags at 12, count at 16); uuid at 20 (2 + 36);
+	 * name at 58 (2 + 9); generation "1f" at 69 (2 + 2); its count at 73;
+	 * first session at 77. */
 	struct record_patch cases[] = {
 		{ 8, 2, 4, -ENOTSUP },                  /* another version */
-		{ 12, SNAP_VM_GENERATIONS_MAX + 1, 4, -EBADMSG },
-		{ 12, 4, 4, -EBADMSG },                 /* one generation more than there is */
-		{ 12, 2, 4, -EBADMSG },                 /* bytes left over */
-		{ 18, 'A', 1, -EBADMSG },               /* an uppercase uuid */
-		{ 54, 300, 2, -EBADMSG },               /* a name longer than the rest */
-		{ 58, '/', 1, -EBADMSG },               /* a '/' in the name */
-		{ 67, 'g', 1, -EBADMSG },               /* not a hex generation */
-		{ 69, 0xffffffffu, 4, -EBADMSG },       /* a count the bytes cannot hold */
-		{ 75, '2', 1, -EBADMSG },               /* a session of another domain */
-		{ 73 + 2 + 36, '.', 1, -EBADMSG },      /* "UUID.a": not a domain's session */
+		{ 12, 2, 4, -EBADMSG },                 /* an unknown flag */
+		{ 16, SNAP_VM_GENERATIONS_MAX + 1, 4, -EBADMSG },
+		{ 16, 4, 4, -EBADMSG },                 /* one generation more than there is */
+		{ 16, 2, 4, -EBADMSG },                 /* bytes left over */
+		{ 22, 'A', 1, -EBADMSG },               /* an uppercase uuid */
+		{ 58, 300, 2, -EBADMSG },               /* a name longer than the rest */
+		{ 62, '/', 1, -EBADMSG },               /* a '/' in the name */
+		{ 71, 'g', 1, -EBADMSG },               /* not a hex generation */
+		{ 73, 0xffffffffu, 4, -EBADMSG },       /* a count the bytes cannot hold */
+		{ 79, '2', 1, -EBADMSG },               /* a session of another domain */
+		{ 77 + 2 + 36, '.', 1, -EBADMSG },      /* "UUID.a": not a domain's session */
 	};
 	struct snap_vm_domain d, got;
 	struct snap_buf b = { 0 };
@@ -142,7 +146,7 @@ static void test_hostile(void **state)
 	(void)state;
 	sample(&d);
 	assert_int_equal(snap_vm_domain_encode(&d, &b), 0);
-	assert_memory_equal(b.data + 73 + 2, UUID "/a", 38);
+	assert_memory_equal(b.data + 77 + 2, UUID "/a", 38);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		uint8_t *p = malloc(b.len);
 
@@ -159,8 +163,8 @@ static void test_hostile(void **state)
 		size_t at;
 
 		memcpy(p, b.data, b.len);
-		/* generation "1f" entries end at 73 + 2 * (2+38 + 2+6) = 169: "20" at 169. */
-		at = 169;
+		/* generation "1f" entries end at 77 + 2 * (2+38 + 2+6) = 173: "20" there. */
+		at = 173;
 		assert_memory_equal(p + at + 2, "20", 2);
 		memcpy(p + at + 2, "1f", 2);
 		reseal(p, b.len);
