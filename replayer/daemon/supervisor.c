@@ -456,6 +456,15 @@ static void worker_hello(struct supervisor *sv, unsigned index, const char *id)
 		if (!k)
 			k = known_get(sv, id, true);
 		if (k) {
+			/* A later connection of the guest (a domain's relay reset
+			 * closes the streams again) takes the place of the one
+			 * waiting, which would otherwise wait for ever. */
+			if (k->waiting_slot >= 0 && k->waiting_slot != (int)index && sv->links[k->waiting_slot].fd >= 0) {
+				struct control_link m = { .type = CONTROL_LINK_REFUSE };
+
+				snprintf(m.reason, sizeof(m.reason), "session %s: a later connection waits instead", id);
+				link_send(&sv->links[k->waiting_slot], &m);
+			}
 			link_send(l, &(struct control_link){ .type = CONTROL_LINK_WAIT });
 			k->waiting_slot = (int)index;
 			return;

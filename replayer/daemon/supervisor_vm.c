@@ -425,9 +425,10 @@ static unsigned sessions_drop(struct supervisor *sv, const char *uuid, const str
 			kept = !strcmp(keep[k].session, s->id);
 		if (kept)
 			continue;
-		/* SIGTERM ends it between two requests: its GPU memory is freed. */
+		/* SIGTERM ends an active one between two requests; one still
+		 * waiting for its hello's answer (suspended) reads no signal. */
 		sv->links[i].stopped = true;
-		kill(atomic_load(&s->pid), SIGTERM);
+		kill(atomic_load(&s->pid), atomic_load(&s->state) == SESSION_ACTIVE ? SIGTERM : SIGKILL);
 		dropped++;
 	}
 	for (unsigned i = 0; i < sv->cfg->sessions_max; i++) {
@@ -644,11 +645,14 @@ void vm_worker_gone(struct supervisor *sv, unsigned index)
 	if (k < 0)
 		return;
 	d->op.slots[k] = -1;
-	/* Counted where the op waits for it: its hold, or its result. */
+	/* A suspended worker ends after its result: only one the op still
+	 * waits for (its hold, or its result) fails it. */
 	counted = d->op.copying ? !l->vm_done : !l->vm_held;
+	if (!counted)
+		return;
 	op_fail(&d->op, "the worker of session %s ended during the snapshot of its domain",
 		d->op.entries[k].session);
-	if (counted && !--d->op.pending) {
+	if (!--d->op.pending) {
 		if (d->op.copying || d->op.error[0])
 			op_copy_done(sv, d);
 		else

@@ -8,6 +8,7 @@ Everything is loopback and bounded: each helper has a timeout.
 """
 import hashlib
 import hmac
+import json
 import os
 import socket
 import struct
@@ -128,6 +129,24 @@ def hello_finish(s, url, session, token, nonce):
     if url.startswith('tcp://'):
         cred = credential_unmask(token, nonce, session, cred)
     return Hello(status, s, cred, resume_seq, worker_pid)
+
+
+def control_request(path, req, timeout=30):
+    """One request on ternd's control socket (a dict, or raw text sent as it
+    is); its final reply as a dict ({} when none came)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(path)
+    s.sendall(req.encode() if isinstance(req, str) else json.dumps(req).encode() + b'\n')
+    data = b''
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+    s.close()
+    lines = [json.loads(x) for x in data.decode().splitlines() if x.strip()]
+    return lines[-1] if lines else {}
 
 
 def alive(s, seq):

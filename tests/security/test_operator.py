@@ -37,6 +37,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'unit', 'cli'))
 from checks import check  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hostile  # noqa: E402
 
 ARGS = None
 
@@ -98,19 +100,7 @@ class Ternd:
         return p.returncode, obj, p.stderr
 
     def raw(self, req):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(30)
-        s.connect(self.control)
-        s.sendall(json.dumps(req).encode() + b'\n')
-        data = b''
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            data += b
-        s.close()
-        lines = [json.loads(x) for x in data.decode().splitlines() if x.strip()]
-        return lines[-1] if lines else {}
+        return hostile.control_request(self.control, req)
 
 
 class App:

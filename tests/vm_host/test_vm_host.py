@@ -1,0 +1,356 @@
+#!/usr/bin/env python3
+"""ternd's side of libvirt domains (docs/libvirt.md, "ternd's side"), on the
+sim backend, without a VM: a test connects to a domain's socket as a guest's
+stream arrives through the domain's relay (the passthrough relay until the
+vmlink one lands: each connection is one stream).
+
+usage: test_vm_host.py e2e --ternd PATH --shim-dir DIR --prog CKPT_LOOP --plugin SO --ckpt PATH
+       test_vm_host.py hostile --ternd PATH
+
+e2e:     two ckpt_loop programs through one domain's socket; ckpt ls shows
+         their domain; ckpt snapshot --domain; vm-save (workers gone, GPU
+         memory freed); vm-restore check, then plan: both end with the
+         uninterrupted checksum. A second generation; restoring the older one
+         plans its snapshots and drops the sessions it does not hold; a
+         corrupted chunk and a removed snapshot make vm-restore fail naming
+         it; vm-drop frees; a restarted ternd listens for the domain again;
+         vm-detach removes the socket.
+hostile: hellos naming another domain's session or a "UUID/..." id on the
+         plain socket; one domain's guest cannot reach another's session of
+         the same name; bad uuids, generations and names in every op and
+         truncated JSON are refused with a reason, and ternd goes on.
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'security'))
+import hostile  # noqa: E402
+
+UUID_A = '01234567-89ab-cdef-0123-456789abcdef'
+UUID_B = 'fedcba98-7654-3210-fedc-ba9876543210'
+ITER, MARK = 240, 60
+
+
+def fail(msg):
+    print('FAIL: ' + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def control(path, req, timeout=120):
+    """One request (a dict, or raw text sent as it is); the final reply."""
+    r = hostile.control_request(path, req, timeout)
+    if not r:
+        fail('no answer to %r' % (req,))
+    return r
+
+
+def ok(path, req, timeout=120):
+    r = control(path, req, timeout)
+    if not r.get('ok'):
+        fail('%r failed: %s' % (req, r))
+    return r
+
+
+def refused(path, req, why):
+    r = control(path, req)
+    if r.get('ok') or why not in r.get('error', ''):
+        fail('%r: not refused with "%s": %s' % (req, why, r))
+
+
+def sessions(path, uuid=None):
+    st = ok(path, {'op': 'status'})
+    return {e['id']: e for e in st['sessions'] if uuid is None or e.get('domain_uuid') == uuid}
+
+
+def sessions_settled(path, uuid, done, timeout=10):
+    """The domain's sessions once done(sessions) holds (workers being
+    stopped are reaped a moment later), or the last seen."""
+    t0 = time.time()
+    while True:
+        now = sessions(path, uuid)
+        if done(now) or time.time() - t0 > timeout:
+            return now
+        time.sleep(0.05)
+
+
+class Ternd:
+    def __init__(self, args, tmp, extra=()):
+        self.args, self.tmp = args, tmp
+        self.control = os.path.join(tmp, 'control.sock')
+        self.sock = os.path.join(tmp, 'ternd.sock')
+        self.vm_dir = os.path.join(tmp, 'vm')
+        self.state = os.path.join(tmp, 'state')
+        self.log = os.path.join(tmp, 'ternd.log')
+        cmd = [args.ternd, '--backend', 'sim', '--sim-kernels', args.plugin, '--sim-memory', '4G',
+               '--listen', 'unix:' + self.sock, '--control', self.control, '--state-dir', self.state,
+               '--vm-dir', self.vm_dir, '--log-file', self.log, '--log-level', 'info'] + list(extra)
+        if os.path.exists(self.control):
+            os.unlink(self.control)
+        self.proc = subprocess.Popen(cmd, start_new_session=True)
+        for _ in range(500):
+            if os.path.exists(self.control):
+                return
+            if self.proc.poll() is not None:
+                fail('ternd exited with %d at start' % self.proc.returncode)
+            time.sleep(0.02)
+        fail('ternd did not start')
+
+    def domain_socket(self, uuid):
+        return os.path.join(self.vm_dir, uuid + '.sock')
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+class App:
+    """ckpt_loop reaching ternd through @server."""
+
+    def __init__(self, args, tmp, server, session, argv):
+        self.log = os.path.join(tmp, session + '.shim.log')
+        env = dict(os.environ, LD_LIBRARY_PATH=args.shim_dir, TERN_SERVER='unix:' + server,
+                   TERN_SESSION=session, TERN_LOG_FILE=self.log, TERN_LOG_LEVEL='info')
+        self.proc = subprocess.Popen([args.prog] + [str(a) for a in argv], env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def checksum(self, timeout=120):
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+            fail('the app hung')
+        if self.proc.returncode != 0:
+            sys.stderr.write(err.decode()[-3000:])
+            fail('the app failed (%d)' % self.proc.returncode)
+        for l in out.decode().splitlines():
+            if l.startswith('CHECKSUM '):
+                return l.split()[1]
+        fail('the app printed no checksum')
+
+
+def wait_files(paths, timeout=60):
+    t0 = time.time()
+    while not all(os.path.exists(p) for p in paths):
+        if time.time() - t0 > timeout:
+            fail('timed out waiting for %s' % paths)
+        time.sleep(0.02)
+
+
+def e2e(args, tmp):
+    t = Ternd(args, tmp)
+    try:
+        want = App(args, tmp, t.sock, 'base', [ITER]).checksum()
+        r = ok(t.control, {'op': 'vm-attach', 'uuid': UUID_A, 'name': 'guest-a'})
+        path = t.domain_socket(UUID_A)
+        if r['path'] != path or stat.S_IMODE(os.stat(path).st_mode) != 0o660:
+            fail('vm-attach: %s, mode %o' % (r, stat.S_IMODE(os.stat(path).st_mode)))
+        if ok(t.control, {'op': 'vm-attach', 'uuid': UUID_A, 'name': 'guest-a'})['path'] != path:
+            fail('vm-attach is not idempotent')
+        marks = [os.path.join(tmp, 'mark.' + s) for s in 'ab']
+        apps = [App(args, tmp, path, s, [ITER, MARK, m, 10]) for s, m in zip('ab', marks)]
+        wait_files(marks)
+        live = sessions(t.control, UUID_A)
+        if sorted(live) != [UUID_A + '/a', UUID_A + '/b'] or any(e.get('domain_name') != 'guest-a' for e in live.values()):
+            fail('status does not show the domain\'s two sessions: %s' % live)
+        p = subprocess.run([args.ckpt, '--control', t.control, '--state-dir', t.state, 'ls'],
+                           capture_output=True, text=True, timeout=30)
+        if 'DOMAIN' not in p.stdout or p.stdout.count('guest-a') != 2:
+            fail('ckpt ls does not show the domain: %s %s' % (p.stdout, p.stderr))
+        p = subprocess.run([args.ckpt, '--control', t.control, '--state-dir', t.state, '--json', 'snapshot',
+                            '--domain', 'guest-a', 'pre'], capture_output=True, text=True, timeout=120)
+        snap = json.loads(p.stdout) if p.returncode == 0 else {}
+        if sorted(s['snapshot'] for s in snap.get('snapshots', [])) != ['pre-0', 'pre-1']:
+            fail('ckpt snapshot --domain: %d %s %s' % (p.returncode, p.stdout, p.stderr))
+        print('consistent snapshot of the domain:', snap['snapshots'])
+
+        g1 = ok(t.control, {'op': 'vm-save', 'uuid': UUID_A, 'generation': '1a'})
+        if len(g1['snapshots']) != 2:
+            fail('vm-save: %s' % g1)
+        time.sleep(0.3)
+        after = sessions_settled(t.control, UUID_A, lambda s: all(e['memory'] == 0 for e in s.values()))
+        if any(e['state'] != 'suspended' or e['memory'] != 0 for e in after.values()) or len(after) != 2:
+            fail('after vm-save the sessions are not suspended with their GPU memory freed: %s' % after)
+        print('saved generation 1a:', g1['snapshots'])
+        ok(t.control, {'op': 'vm-restore', 'uuid': UUID_A, 'generation': '1a', 'check': True})
+        ok(t.control, {'op': 'vm-restore', 'uuid': UUID_A, 'generation': '1a'})
+        for app in apps:
+            got = app.checksum()
+            if got != want:
+                fail('checksum after vm-save and vm-restore %s, uninterrupted %s' % (got, want))
+        print('both programs ended with the uninterrupted checksum', want)
+
+        # A second generation of another session; the older one restores its own.
+        mark = os.path.join(tmp, 'mark.c')
+        c = App(args, tmp, path, 'c', [ITER, MARK, mark, 10])
+        wait_files([mark])
+        g2 = ok(t.control, {'op': 'vm-save', 'uuid': UUID_A, 'generation': '2b'})
+        old = ok(t.control, {'op': 'vm-restore', 'uuid': UUID_A, 'generation': '1a', 'check': True})
+        if old['snapshots'] != g1['snapshots'] or g2['snapshots'][0]['session'] != UUID_A + '/c':
+            fail('generation 1a lists %s, 2b %s' % (old['snapshots'], g2['snapshots']))
+        # The guest goes back to 1a's time: the program of 2b is no more.
+        c.proc.kill()
+        c.proc.wait()
+        ok(t.control, {'op': 'vm-restore', 'uuid': UUID_A, 'generation': '1a'})
+        planned = sessions_settled(t.control, UUID_A, lambda s: len(s) == 2)
+        want_plan = {s['session']: s['snapshot'] for s in g1['snapshots']}
+        if {k: e.get('snapshot') for k, e in planned.items()} != want_plan or \
+                any(e['state'] != 'restoring' for e in planned.values()):
+            fail('restoring generation 1a planned %s, not %s' % (planned, want_plan))
+        print('the older generation plans its own snapshots, the newer session is dropped')
+
+        # A removed snapshot, then a corrupt chunk: refused, naming it.
+        gone = g2['snapshots'][0]['snapshot']
+        p = subprocess.run([args.ckpt, '--state-dir', t.state, 'rm', '--force', gone],
+                           capture_output=True, text=True, timeout=60)
+        r = control(t.control, {'op': 'vm-restore', 'uuid': UUID_A, 'generation': '2b', 'check': True})
+        if r.get('ok') or gone not in r.get('error', ''):
+            fail('vm-restore of a removed snapshot: %s (rm: %s)' % (r, p.stderr))
+        print('removed snapshot:', r['error'])
+        packs = sorted(glob.glob(os.path.join(t.state, 'store', '**', '*.pack'), recursive=True),
+                       key=os.path.getsize)
+        with open(packs[-1], 'r+b') as f:
+            f.seek(os.path.getsize(packs[-1]) // 2)
+            b = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([b[0] ^ 0x5a]))
+        r = control(t.control, {'op': 'vm-restore', 'uuid': UUID_A, 'generation': '1a', 'check': True})
+        if r.get('ok') or not any(s['snapshot'] in r.get('error', '') for s in g1['snapshots']):
+            fail('vm-restore of a corrupt generation: %s' % r)
+        print('corrupt chunk:', r['error'])
+
+        r = ok(t.control, {'op': 'vm-drop', 'uuid': UUID_A})
+        if sessions_settled(t.control, UUID_A, lambda s: not s):
+            fail('vm-drop left sessions: %s' % sessions(t.control, UUID_A))
+        # A restarted ternd listens for the attached domain again.
+        t.stop()
+        if os.path.exists(path):
+            fail('the domain socket outlived ternd')
+        t = Ternd(args, tmp)
+        for _ in range(100):
+            if os.path.exists(path):
+                break
+            time.sleep(0.05)
+        else:
+            fail('a restarted ternd does not listen for the domain again')
+        ok(t.control, {'op': 'vm-detach', 'uuid': UUID_A})
+        if os.path.exists(path):
+            fail('vm-detach left the socket')
+        # Its generations stay for a restore after the release (1a's chunk is corrupt).
+        r = control(t.control, {'op': 'vm-restore', 'uuid': UUID_A, 'generation': '1a', 'check': True})
+        if r.get('ok') or 'snapshot' not in r.get('error', '') or 'no saved GPU state' in r['error']:
+            fail('after vm-detach the generations are gone: %s' % r)
+        print('vm-drop, restart and vm-detach: ok')
+    finally:
+        t.stop()
+    return 0
+
+
+def hostile_suite(args, tmp):
+    t = hostile.Ternd(args.ternd, args=['--vm-dir', os.path.join(tmp, 'vm')], tcp=False)
+    try:
+        for u, n in ((UUID_A, 'a'), (UUID_B, 'b')):
+            ok(t.control, {'op': 'vm-attach', 'uuid': u, 'name': n})
+        a = 'unix:' + os.path.join(tmp, 'vm', UUID_A + '.sock')
+        b = 'unix:' + os.path.join(tmp, 'vm', UUID_B + '.sock')
+        for url, sid in ((t.unix, UUID_A + '/x'), (a, UUID_B + '/x'), (a, 'x/y')):
+            h = hostile.hello(url, sid)
+            if h.status == hostile.CUDA_SUCCESS:
+                fail('a hello on %s naming %s was accepted' % (url, sid))
+        print('hellos naming a domain session id ("UUID/...") refused on the plain socket and on a domain\'s')
+        mine = hostile.hello(a, 'x')
+        theirs = hostile.hello(b, 'x')
+        plain = hostile.hello(t.unix, 'x')
+        if any(h.status != hostile.CUDA_SUCCESS for h in (mine, theirs, plain)):
+            fail('hellos for "x": %s %s %s' % (mine.status, theirs.status, plain.status))
+        live = sessions(t.control)
+        want = {UUID_A + '/x': UUID_A, UUID_B + '/x': UUID_B, 'x': ''}
+        if {k: live[k].get('domain_uuid', '') for k in live} != want:
+            fail('three guests naming "x" are not three sessions: %s' % live)
+        if mine.worker_pid == theirs.worker_pid or not hostile.alive(mine.sock, 1):
+            fail('domain B\'s guest reached domain A\'s session')
+        again = hostile.hello(a, 'x')
+        if again.status == hostile.CUDA_SUCCESS:
+            fail('a second guest on domain A took session x without its credential')
+        print('"x" is three sessions: one per domain and one plain; none reaches another')
+        for h in (mine, theirs, plain):
+            h.sock.close()
+
+        long_name = 'n' * 201
+        bad = [
+            ({'op': 'vm-attach', 'uuid': UUID_A.upper(), 'name': 'n'}, 'not a domain uuid'),
+            ({'op': 'vm-attach', 'uuid': UUID_A[:-1], 'name': 'n'}, 'not a domain uuid'),
+            ({'op': 'vm-attach', 'uuid': '../../../../etc/passwd-0000-0000-00', 'name': 'n'}, 'not a domain uuid'),
+            ({'op': 'vm-attach', 'uuid': UUID_A, 'name': 'a/b'}, 'not a domain name'),
+            ({'op': 'vm-attach', 'uuid': UUID_A, 'name': 'a\nb'}, 'not a domain name'),
+            ({'op': 'vm-attach', 'uuid': UUID_A, 'name': long_name}, 'longer than 200 bytes'),
+            ({'op': 'vm-attach', 'uuid': UUID_A}, '"name" is missing'),
+            ({'op': 'vm-detach', 'uuid': 'x'}, 'not a domain uuid'),
+            ({'op': 'vm-drop', 'uuid': ''}, 'is empty'),
+            ({'op': 'vm-save', 'uuid': UUID_A, 'generation': 'G1'}, 'not a generation'),
+            ({'op': 'vm-save', 'uuid': UUID_A, 'generation': '../1'}, 'not a generation'),
+            ({'op': 'vm-save', 'uuid': UUID_A, 'generation': 'a' * 65}, 'longer than 64 bytes'),
+            ({'op': 'vm-save', 'uuid': 'fedcba98-7654-3210-fedc-000000000000', 'generation': '1'}, 'not attached'),
+            ({'op': 'vm-restore', 'uuid': UUID_A, 'generation': '1', 'check': 'yes'}, 'not true or false'),
+            ({'op': 'vm-restore', 'uuid': UUID_A, 'generation': 'ff'}, 'no GPU state saved under generation ff'),
+            ({'op': 'vm-restore', 'uuid': 'fedcba98-7654-3210-fedc-000000000000', 'generation': '1'},
+             'no saved GPU state'),
+            ({'op': 'vm-snapshot', 'domain': 'nobody'}, 'not attached'),
+            ({'op': 'vm-snapshot', 'domain': 'a', 'snapshot': '.hidden'}, 'invalid snapshot prefix'),
+            ({'op': 'vm-snapshot', 'domain': 'a', 'uuid': UUID_A}, 'unknown member'),
+            ('{"op":"vm-save","uuid":"%s","generation":"1' % UUID_A, 'truncated'),
+            ('{"op":"vm-attach","uuid":7,"name":"n"}\n', 'not a string'),
+            ('[1]\n', 'not a JSON object'),
+        ]
+        for req, why in bad:
+            refused(t.control, req if isinstance(req, dict) else req + ('\n' if not req.endswith('\n') else ''), why)
+        st = ok(t.control, {'op': 'status'})
+        if st['pid'] != t.proc.pid or t.proc.poll() is not None:
+            fail('ternd did not survive the bad requests')
+        print('%d malformed or hostile vm requests refused with a reason; ternd unharmed' % len(bad))
+        ok(t.control, {'op': 'vm-drop', 'uuid': UUID_A})
+        if sessions_settled(t.control, UUID_A, lambda s: not s):
+            fail('vm-drop left domain A\'s session')
+    finally:
+        t.stop()
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('scenario', choices=['e2e', 'hostile'])
+    ap.add_argument('--ternd', required=True)
+    ap.add_argument('--shim-dir')
+    ap.add_argument('--prog')
+    ap.add_argument('--plugin')
+    ap.add_argument('--ckpt')
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix='tern-vmhost-')
+    try:
+        rc = e2e(args, tmp) if args.scenario == 'e2e' else hostile_suite(args, tmp)
+    except SystemExit:
+        for log in glob.glob(os.path.join(tmp, '*.log')):
+            sys.stderr.write('--- %s\n%s\n' % (log, open(log, errors='replace').read()[-4000:]))
+        raise
+    shutil.rmtree(tmp, ignore_errors=True)
+    print('PASS')
+    return rc
+
+
+if __name__ == '__main__':
+    sys.exit(main())
