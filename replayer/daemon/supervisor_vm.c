@@ -966,7 +966,7 @@ void vm_request(struct supervisor *sv, int client, const struct control_request 
 			return;
 		}
 		domain_detach(sv, d);
-		client_finish(&client, &(struct control_reply){ .kind = CONTROL_REPLY_VM, .vm = { .count = 0 } });
+		op_reply(d, &client, NULL);     /* its uuid and name stay until the entry is reused */
 		return;
 	case CONTROL_OP_VM_DROP:
 		dropped = sessions_drop(sv, uuid, NULL, 0);
@@ -974,11 +974,12 @@ void vm_request(struct supervisor *sv, int client, const struct control_request 
 		if (d)
 			relay_reset(d);
 		pr_info("domain %s: %u sessions dropped", uuid, dropped);
-		{
+		if (d) {
+			op_reply(d, &client, NULL);
+		} else {
 			struct control_reply r = { .kind = CONTROL_REPLY_VM };
 
 			snprintf(r.vm.uuid, sizeof(r.vm.uuid), "%s", uuid);
-			snprintf(r.vm.name, sizeof(r.vm.name), "%s", d ? d->name : "");
 			client_finish(&client, &r);
 		}
 		return;

@@ -248,8 +248,8 @@ def e2e(args, tmp):
             time.sleep(0.05)
         else:
             fail('a restarted ternd does not listen for the domain again')
-        ok(t.control, {'op': 'vm-detach', 'uuid': UUID_A})
-        if os.path.exists(path):
+        r = ok(t.control, {'op': 'vm-detach', 'uuid': UUID_A})
+        if r.get('uuid') != UUID_A or os.path.exists(path):
             fail('vm-detach left the socket')
         # Its generations stay for a restore after the release (1a's chunk is corrupt).
         r = control(t.control, {'op': 'vm-restore', 'uuid': UUID_A, 'generation': '1a', 'check': True})
