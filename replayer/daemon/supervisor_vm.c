@@ -167,7 +167,11 @@ static int fd_recv(int sock)
 				close(extra);
 		}
 	}
-	return fd >= 0 && !(msg.msg_flags & MSG_CTRUNC) ? fd : (fd >= 0 ? (close(fd), -EBADMSG) : -EBADMSG);
+	if (fd >= 0 && (msg.msg_flags & MSG_CTRUNC)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd >= 0 ? fd : -EBADMSG;
 }
 
 /* In the relay child: a fresh stream into the supervisor (relay.h). */
@@ -915,12 +919,20 @@ void vm_poll_handle(struct supervisor *sv, const struct pollfd *pfd, unsigned fi
 					op_fail(&d->op, "snapshot '%s' of session %s: %s", d->op.entries[k].snapshot,
 						d->op.entries[k].session, err);
 				d->op.pending--;
-				restore_checks_start(sv, d);
-				if (!d->op.pending)
-					restore_checks_done(sv, d);
 				break;
 			}
 		}
+	}
+	/* Only now the next checks: a new check's fd may take the number of
+	 * one answered above, whose entry in @pfd is not read yet. */
+	for (unsigned i = 0; i < VM_DOMAINS_MAX; i++) {
+		struct vm_domain *d = &sv->domains[i];
+
+		if (!d->used || d->op.kind != VM_OP_RESTORE || d->op.pending >= RESTORE_CHECKS_MAX)
+			continue;
+		restore_checks_start(sv, d);
+		if (!d->op.pending)
+			restore_checks_done(sv, d);
 	}
 }
 
