@@ -63,7 +63,8 @@ int snap_vm_generation_set(struct snap_vm_domain *d, const char *generation,
 	copy = calloc(count ? count : 1, sizeof(*copy));
 	if (!copy)
 		return -ENOMEM;
-	memcpy(copy, entries, count * sizeof(*copy));
+	if (count)
+		memcpy(copy, entries, count * sizeof(*copy));
 	g = snap_vm_generation_find(d, generation);
 	if (!g) {
 		if (d->generation_count == SNAP_VM_GENERATIONS_MAX) {
