@@ -248,7 +248,15 @@ def test_usage():
                        (("restore", "--images", "/tmp/x"), "--images without --process"),
                        (("restore", "snap", "--process", "--images", "/tmp/x"), "a snapshot and --process"),
                        (("restore", "--leave-running", "snap"), "--leave-running on restore"),
-                       (("restore",), "restore with nothing")):
+                       (("restore",), "restore with nothing"),
+                       (("snapshot",), "snapshot with neither a session nor --domain"),
+                       (("snapshot", "--domain"), "--domain without its value"),
+                       (("snapshot", "--domain", "d", "--name", "n"), "--name with --domain"),
+                       (("snapshot", "--domain", "d", "--incremental"), "--incremental with --domain"),
+                       (("snapshot", "--domain", "d" * 201), "a domain name longer than libvirt's"),
+                       (("snapshot", "--domain", "d", "p", "q"), "two prefixes"),
+                       (("suspend", "s", "--domain", "d"), "--domain on suspend"),
+                       (("ls", "--domain", "d"), "--domain on ls")):
         rc, out, err = run(*args)
         check(rc == 2 and err.strip(), f"usage error ({what}): exit 2 with a message", f"rc={rc} {err}")
     # What cannot run says why, before anything is dumped.
