@@ -464,9 +464,17 @@ static void op_clear(struct supervisor *sv, struct vm_domain *d)
 	struct vm_op *op = &d->op;
 	int index = domain_index(sv, d);
 
-	for (unsigned i = 0; i < SESSION_SLOTS; i++)
-		if (sv->links[i].vm_domain == index)
-			sv->links[i].vm_domain = -1;
+	/* Every pause is undone, whatever ended the op (a suspended worker
+	 * ends by itself and ignores it). */
+	for (unsigned i = 0; i < SESSION_SLOTS; i++) {
+		struct worker_link *l = &sv->links[i];
+
+		if (l->vm_domain != index)
+			continue;
+		if (l->fd >= 0 && !l->stopped)
+			link_send(l, &(struct control_link){ .type = CONTROL_LINK_RELEASE });
+		l->vm_domain = -1;
+	}
 	for (uint32_t k = 0; op->check_fd && k < op->count; k++)
 		if (op->check_fd[k] >= 0)
 			close(op->check_fd[k]);
@@ -525,13 +533,6 @@ static void op_copy_done(struct supervisor *sv, struct vm_domain *d)
 	struct vm_op *op = &d->op;
 	struct snap_vm_domain rec;
 
-	/* A suspended worker ends by itself; the others go on. */
-	for (uint32_t k = 0; k < op->count; k++) {
-		int slot = op->slots[k];
-
-		if (slot >= 0 && sv->links[slot].fd >= 0 && (op->kind == VM_OP_SNAPSHOT || op->error[0]))
-			link_send(&sv->links[slot], &(struct control_link){ .type = CONTROL_LINK_RELEASE });
-	}
 	if (!op->error[0] && op->kind == VM_OP_SAVE) {
 		int ret = record_load(sv, d->uuid, d->name, &rec);
 
