@@ -9,7 +9,7 @@ usage: test_vm_host.py e2e --ternd PATH --shim-dir DIR --prog CKPT_LOOP --plugin
 
 e2e:     two ckpt_loop programs through one domain's socket; ckpt ls shows
          their domain; ckpt snapshot --domain; vm-save (workers gone, GPU
-         memory freed); vm-restore check, then plan: both end with the
+         memory freed); ternd restarted; vm-restore check, then plan: both end with the
          uninterrupted checksum. A second generation; restoring the older one
          plans its snapshots and drops the sessions it does not hold; a
          corrupted chunk and a removed snapshot make vm-restore fail naming
@@ -187,6 +187,10 @@ def e2e(args, tmp):
         if any(e['state'] != 'suspended' or e['memory'] != 0 for e in after.values()) or len(after) != 2:
             fail('after vm-save the sessions are not suspended with their GPU memory freed: %s' % after)
         print('saved generation 1a:', g1['snapshots'])
+        # The saved state outlives ternd: another one listens for the domain
+        # again and restores it when the guests come back.
+        t.stop()
+        t = Ternd(args, tmp)
         ok(t.control, {'op': 'vm-restore', 'uuid': UUID_A, 'generation': '1a', 'check': True})
         ok(t.control, {'op': 'vm-restore', 'uuid': UUID_A, 'generation': '1a'})
         for app in apps:
