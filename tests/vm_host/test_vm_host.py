@@ -13,7 +13,9 @@ e2e:     two ckpt_loop programs through one domain's socket; ckpt ls shows
          uninterrupted checksum. A second generation; restoring the older one
          plans its snapshots and drops the sessions it does not hold; a
          corrupted chunk and a removed snapshot make vm-restore fail naming
-         it; vm-drop frees; a restarted ternd listens for the domain again;
+         it; vm-snapshot while one session waits in a long synchronisation:
+         the other is held (makes no call) until that wait is over; vm-drop
+         frees; a restarted ternd listens for the domain again;
          vm-detach removes the socket.
 hostile: hellos naming another domain's session or a "UUID/..." id on the
          plain socket; one domain's guest cannot reach another's session of
@@ -31,6 +33,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'security'))
@@ -152,6 +155,38 @@ def wait_files(paths, timeout=60):
         time.sleep(0.02)
 
 
+def hold_together(args, t, path, want):
+    """vm-snapshot while one session waits in a 2.5 s cudaDeviceSynchronize:
+    that worker holds only once its wait is over, and the other session,
+    held at once, makes no call meanwhile. Nothing is copied before every
+    worker holds."""
+    marks = [os.path.join(t.tmp, 'hold.' + s) for s in ('w', 'r')]
+    waiter = App(args, t.tmp, path, 'w', [ITER, MARK, marks[0], 10, MARK + 5, 2500])
+    runner = App(args, t.tmp, path, 'r', [ITER, MARK, marks[1], 10])
+    wait_files([marks[0] + '.sync', marks[1]])
+    result = {}
+    op = threading.Thread(target=lambda: result.update(
+        ok(t.control, {'op': 'vm-snapshot', 'domain': UUID_A, 'snapshot': 'held'})))
+    t0 = time.time()
+    op.start()
+    time.sleep(0.3)
+    calls = []
+    while op.is_alive() and time.time() - t0 < 2.0:
+        calls.append(sessions(t.control, UUID_A)[UUID_A + '/r']['calls'])
+        time.sleep(0.1)
+    op.join(60)
+    took = time.time() - t0
+    if len(set(calls)) != 1 or len(calls) < 5 or took < 1.5:
+        fail('while one worker waited, the other made calls %s (op took %.1f s)' % (calls, took))
+    if sorted(e['snapshot'] for e in result['snapshots']) != ['held-0', 'held-1']:
+        fail('vm-snapshot: %s' % result)
+    for app in (waiter, runner):
+        if app.checksum() != want:
+            fail('a held session did not end with the uninterrupted checksum')
+    print('vm-snapshot held session r (calls %d throughout) until w\'s 2.5 s wait was over, '
+          'took %.1f s; both ended with the uninterrupted checksum' % (calls[0], took))
+
+
 def e2e(args, tmp):
     t = Ternd(args, tmp)
     try:
@@ -238,6 +273,7 @@ def e2e(args, tmp):
             fail('vm-restore of a corrupt generation: %s' % r)
         print('corrupt chunk:', r['error'])
 
+        hold_together(args, t, path, want)
         r = ok(t.control, {'op': 'vm-drop', 'uuid': UUID_A})
         if sessions_settled(t.control, UUID_A, lambda s: not s):
             fail('vm-drop left sessions: %s' % sessions(t.control, UUID_A))
