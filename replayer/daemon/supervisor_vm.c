@@ -237,8 +237,15 @@ static int relay_start(struct supervisor *sv, struct vm_domain *d, int client)
 }
 
 /* Closing its control line ends the relay; it is reaped with the workers. */
-static void relay_stop(struct vm_domain *d)
+static void relay_stop(struct supervisor *sv, struct vm_domain *d)
 {
+	int index = domain_index(sv, d);
+
+	/* Its streams that have not sent their hello go too: the entry may be
+	 * another domain's before their deadline. */
+	for (unsigned i = 0; i < sv->preauth.cfg.max; i++)
+		if (sv->preauth.conns[i].fd >= 0 && sv->preauth.conns[i].domain == index)
+			preauth_forget(&sv->preauth, &sv->preauth.conns[i], true);
 	if (d->relay_ctl >= 0)
 		close(d->relay_ctl);
 	if (d->handoff_fd >= 0)
@@ -271,7 +278,7 @@ bool vm_child_reaped(struct supervisor *sv, pid_t pid)
 		if (d->used) {
 			/* Its guest's streams are gone; vm-attach starts another. */
 			pr_warn("domain %s: its relay %d ended: `vm-attach` starts it again", d->uuid, pid);
-			relay_stop(d);
+			relay_stop(sv, d);
 		}
 		return true;
 	}
@@ -341,7 +348,7 @@ static void domain_detach(struct supervisor *sv, struct vm_domain *d)
 	char path[sizeof(((struct transport_url *)0)->path)];
 	struct snap_vm_domain rec;
 
-	relay_stop(d);
+	relay_stop(sv, d);
 	close(d->listen_fd);
 	d->listen_fd = -1;
 	if (!socket_path(sv, d->uuid, path, sizeof(path)))
@@ -398,7 +405,7 @@ void vm_domains_stop(struct supervisor *sv)
 		if (!d->used)
 			continue;
 		/* The record stays attached: the next ternd listens again. */
-		relay_stop(d);
+		relay_stop(sv, d);
 		close(d->listen_fd);
 		d->listen_fd = -1;
 		if (!socket_path(sv, d->uuid, path, sizeof(path)))
