@@ -130,7 +130,8 @@ void vmlink_header_encode(uint8_t hdr[VMLINK_HEADER_SIZE], const struct vmlink_f
 	le64_put(hdr + OFF_ACK, f->ack);
 	le32_put(hdr + OFF_LENGTH, f->length);
 	crc = vmlink_crc32c(0, hdr, VMLINK_HEADER_SIZE);
-	crc = vmlink_crc32c(crc, f->payload, f->length);
+	if (f->length)
+		crc = vmlink_crc32c(crc, f->payload, f->length);
 	le32_put(hdr + OFF_CRC, crc);
 }
 

@@ -33,7 +33,8 @@ static size_t frame_build(uint8_t *out, uint8_t type, uint32_t stream, uint64_t 
 				  .length = len, .payload = payload };
 
 	vmlink_header_encode(out, &f);
-	memcpy(out + VMLINK_HEADER_SIZE, payload, len);
+	if (len)
+		memcpy(out + VMLINK_HEADER_SIZE, payload, len);
 	return VMLINK_HEADER_SIZE + len;
 }
 
