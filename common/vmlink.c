@@ -278,6 +278,7 @@ struct vmlink {
 
 	/* Receiving. */
 	uint64_t rx_last, ack_sent, gap_ack_at;
+	bool rx_blocked;        /* the owner refused a frame: drop until unblocked */
 	uint64_t gap_ack_ms;
 	unsigned frames_since_ack;
 	uint8_t *rx;
@@ -396,6 +397,7 @@ static void link_reset_state(struct vmlink *link)
 	link->tx_seq = link->peer_acked = 0;
 	link->rx_last = link->ack_sent = link->gap_ack_at = 0;
 	link->gap_ack_due = false;
+	link->rx_blocked = false;
 	link->next_id = 1;
 	link->hello_due = true;
 	link->hello_reply = false;
@@ -505,7 +507,8 @@ static void hello_take(struct vmlink *link, const struct vmlink_frame *f)
 	}
 }
 
-/* A DATA, OPEN or CLOSE frame, in sequence. 0 or -EAGAIN (keep it). */
+/* A DATA, OPEN or CLOSE frame, in sequence. 0, or -EAGAIN: not taken
+ * (the peer will send it again). */
 static int sequenced_take(struct vmlink *link, const struct vmlink_frame *f)
 {
 	const struct vmlink_ops *ops = link->ops;
@@ -530,7 +533,7 @@ static int sequenced_take(struct vmlink *link, const struct vmlink_frame *f)
 		if (!user) {
 			pr_warn("stream %u refused (%u open)", f->stream, link->nstreams);
 			if (control_append(link, VMLINK_CLOSE, f->stream))
-				return -EAGAIN;        /* no memory: try this frame again */
+				return -EAGAIN;        /* no memory: the peer resends it */
 			return 0;
 		}
 		link->streams[link->nstreams].id = f->stream;
@@ -553,8 +556,6 @@ static int sequenced_take(struct vmlink *link, const struct vmlink_frame *f)
 
 static int frame_take(struct vmlink *link, const struct vmlink_frame *f)
 {
-	int ret;
-
 	link->st.frames_in++;
 	if (f->type == VMLINK_HELLO) {
 		hello_take(link, f);
@@ -573,6 +574,8 @@ static int frame_take(struct vmlink *link, const struct vmlink_frame *f)
 		link->st.dup_frames++;
 		return 0;
 	}
+	if (link->rx_blocked)
+		return 0;       /* dropped; asked again by vmlink_rx_unblock */
 	if (f->seq != link->rx_last + 1) {
 		link->st.gap_frames++;
 		if (link->gap_ack_at != link->rx_last || link->now_ms - link->gap_ack_ms >= GAP_ACK_MS) {
@@ -582,12 +585,24 @@ static int frame_take(struct vmlink *link, const struct vmlink_frame *f)
 		}
 		return 0;
 	}
-	ret = sequenced_take(link, f);
-	if (ret)
-		return ret;
+	if (sequenced_take(link, f)) {
+		link->rx_blocked = true;
+		link->st.blocked_frames++;
+		return 0;
+	}
 	link->rx_last = f->seq;
 	link->frames_since_ack++;
 	return 0;
+}
+
+void vmlink_rx_unblock(struct vmlink *link)
+{
+	if (!link->rx_blocked)
+		return;
+	link->rx_blocked = false;
+	link->gap_ack_due = true;
+	link->gap_ack_at = link->rx_last;
+	link->gap_ack_ms = link->now_ms;
 }
 
 uint8_t *vmlink_rx_space(struct vmlink *link, size_t *room)
@@ -596,10 +611,9 @@ uint8_t *vmlink_rx_space(struct vmlink *link, size_t *room)
 	return link->rx + link->rx_len;
 }
 
-int vmlink_rx_commit(struct vmlink *link, size_t n)
+void vmlink_rx_commit(struct vmlink *link, size_t n)
 {
 	size_t pos = 0;
-	int ret = 0;
 
 	if (n > RX_CAP - link->rx_len)
 		n = RX_CAP - link->rx_len;
@@ -611,22 +625,15 @@ int vmlink_rx_commit(struct vmlink *link, size_t n)
 
 		r = vmlink_frame_scan(link->rx + pos, link->rx_len - pos, &f, &used, &skipped);
 		link->st.garbage_bytes += skipped;
-		if (r == VMLINK_SCAN_MORE) {
-			pos += used;
-			break;
-		}
-		ret = frame_take(link, &f);
-		if (ret) {
-			pos += skipped;         /* keep the frame for the retry */
-			break;
-		}
 		pos += used;
+		if (r == VMLINK_SCAN_MORE)
+			break;
+		frame_take(link, &f);
 	}
 	if (pos) {
 		memmove(link->rx, link->rx + pos, link->rx_len - pos);
 		link->rx_len -= pos;
 	}
-	return ret;
 }
 
 static void ctl_start(struct vmlink *link, uint8_t type, uint8_t flags, const uint8_t *payload, uint32_t len)

@@ -112,8 +112,11 @@ struct vmlink_ops {
 	 * pointer, or NULL to refuse (the link answers CLOSE). */
 	void *(*open)(void *opaque, uint32_t id);
 	/* Bytes for a stream, in order, exactly once. Return 0, or -EAGAIN
-	 * when the owner cannot take more now: the link keeps the frame and
-	 * stops consuming input until vmlink_rx_commit is called again. */
+	 * when the owner cannot take more now: the link drops this frame
+	 * unacknowledged, and every later sequenced frame, until
+	 * vmlink_rx_unblock; the peer sends them again. ACK and HELLO frames
+	 * are still taken meanwhile, so a full stream never stops the
+	 * acknowledgements that would free the peer's window. */
 	int (*data)(void *opaque, void *user, const uint8_t *buf, size_t len);
 	/* The peer closed the stream, or the link was reset: @user is gone
 	 * from the link. */
@@ -123,7 +126,7 @@ struct vmlink_ops {
 };
 
 struct vmlink_stats {
-	uint64_t frames_in, frames_out, dup_frames, gap_frames, garbage_bytes, resent_frames, resets;
+	uint64_t frames_in, frames_out, dup_frames, gap_frames, blocked_frames, garbage_bytes, resent_frames, resets;
 };
 
 /* A link end with a fresh random epoch. NULL on allocation failure. */
@@ -144,12 +147,14 @@ void vmlink_reset(struct vmlink *link);
 #define VMLINK_TICK_MS 100
 void vmlink_tick(struct vmlink *link, uint64_t now_ms);
 
-/* Input: the room at the end of the receive buffer (never 0 unless the
- * owner's data callback is holding a frame), then how much was put there.
- * vmlink_rx_commit decodes and dispatches every whole frame; 0, or -EAGAIN
- * while ops->data refuses (call again with n = 0 to retry). */
+/* Input: the room at the end of the receive buffer (at least one whole
+ * frame's worth), then how many bytes were put there; every whole frame
+ * is decoded and taken. */
 uint8_t *vmlink_rx_space(struct vmlink *link, size_t *room);
-int vmlink_rx_commit(struct vmlink *link, size_t n);
+void vmlink_rx_commit(struct vmlink *link, size_t n);
+/* The owner has room again after ops->data said -EAGAIN: the peer is asked
+ * to resend what was dropped. */
+void vmlink_rx_unblock(struct vmlink *link);
 
 /* Output: the next bytes to write to the channel (one frame or the rest of
  * one; false when nothing is due), and how many were written. */

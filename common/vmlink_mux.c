@@ -32,7 +32,7 @@ struct vmlink_mux {
 	struct vmlink *link;
 	int channel;
 	bool channel_is_socket;
-	bool rx_held;           /* ops.data refused: retry when a stream drains */
+	bool rx_blocked;        /* ops.data refused: unblock when a stream drains */
 	int (*stream_open)(void *opaque);
 	void *opaque;
 	struct mux_stream **streams;
@@ -122,6 +122,18 @@ static bool stream_flush(struct mux_stream *ms)
 	return true;
 }
 
+/* No stream over its cap. */
+static bool streams_have_room(const struct vmlink_mux *mux)
+{
+	for (size_t i = 0; i < mux->nstreams; i++) {
+		const struct mux_stream *ms = mux->streams[i];
+
+		if (!ms->dead && ms->out_len - ms->out_off >= STREAM_OUT_MAX / 2)
+			return false;
+	}
+	return true;
+}
+
 static void *op_open(void *opaque, uint32_t id)
 {
 	struct vmlink_mux *mux = opaque;
@@ -151,7 +163,7 @@ static int op_data(void *opaque, void *user, const uint8_t *buf, size_t len)
 	if (ms->dead)
 		return 0;
 	if (ms->out_len - ms->out_off >= STREAM_OUT_MAX) {
-		mux->rx_held = true;
+		mux->rx_blocked = true;
 		return -EAGAIN;
 	}
 	if (ms->out_len == ms->out_off) {
@@ -177,7 +189,7 @@ static int op_data(void *opaque, void *user, const uint8_t *buf, size_t len)
 		uint8_t *n = realloc(ms->out, cap);
 
 		if (!n) {
-			mux->rx_held = true;
+			mux->rx_blocked = true;
 			return -EAGAIN;
 		}
 		ms->out = n;
@@ -352,7 +364,7 @@ static void channel_write(struct vmlink_mux *mux)
 static void channel_read(struct vmlink_mux *mux)
 {
 	/* A few reads per wakeup so that streams get their turn. */
-	for (int i = 0; i < 4 && mux->channel >= 0 && !mux->rx_held; i++) {
+	for (int i = 0; i < 4 && mux->channel >= 0; i++) {
 		size_t room;
 		uint8_t *space = vmlink_rx_space(mux->link, &room);
 		ssize_t n;
@@ -369,9 +381,7 @@ static void channel_read(struct vmlink_mux *mux)
 			channel_lost(mux, "end of file");
 			return;
 		}
-		mux->rx_held = false;
-		if (vmlink_rx_commit(mux->link, (size_t)n) == -EAGAIN)
-			mux->rx_held = true;
+		vmlink_rx_commit(mux->link, (size_t)n);
 		if ((size_t)n < room)
 			return;
 	}
@@ -404,7 +414,7 @@ int vmlink_mux_run_once(struct vmlink_mux *mux, struct pollfd *extra, unsigned n
 {
 	size_t need = 1 + mux->nstreams + n_extra, k = 0;
 	const uint8_t *buf;
-	size_t len, room;
+	size_t len;
 	bool window = vmlink_window_open(mux->link);
 	int ret;
 
@@ -416,17 +426,17 @@ int vmlink_mux_run_once(struct vmlink_mux *mux, struct pollfd *extra, unsigned n
 		mux->pfds = p;
 		mux->pfds_cap = need;
 	}
-	vmlink_rx_space(mux->link, &room);
+	/* An fd with nothing wanted of it is left out (-1): poll would report
+	 * its hang-up at once, over and over, while the window is full. */
 	mux->pfds[k].fd = mux->channel;
-	mux->pfds[k].events = (room && !mux->rx_held ? POLLIN : 0) |
-			      (vmlink_tx_peek(mux->link, &buf, &len) ? POLLOUT : 0);
+	mux->pfds[k].events = POLLIN | (vmlink_tx_peek(mux->link, &buf, &len) ? POLLOUT : 0);
 	k++;
 	for (size_t i = 0; i < mux->nstreams; i++, k++) {
 		struct mux_stream *ms = mux->streams[i];
+		short ev = (window && !ms->peer_closed ? POLLIN : 0) | (ms->out_len > ms->out_off ? POLLOUT : 0);
 
-		mux->pfds[k].fd = ms->fd;
-		mux->pfds[k].events = (window && !ms->peer_closed ? POLLIN : 0) |
-				      (ms->out_len > ms->out_off ? POLLOUT : 0);
+		mux->pfds[k].fd = ev ? ms->fd : -1;
+		mux->pfds[k].events = ev;
 	}
 	memcpy(mux->pfds + k, extra, n_extra * sizeof(*extra));
 	if (timeout_ms < 0 || timeout_ms > VMLINK_TICK_MS)
@@ -458,11 +468,10 @@ int vmlink_mux_run_once(struct vmlink_mux *mux, struct pollfd *extra, unsigned n
 		if (!ms->dead && !ms->peer_closed && re & (POLLIN | POLLHUP | POLLERR))
 			stream_read(mux, ms);
 	}
-	if (mux->rx_held) {
-		/* A frame waits for a stream's room: try it again. */
-		mux->rx_held = false;
-		if (vmlink_rx_commit(mux->link, 0) == -EAGAIN)
-			mux->rx_held = true;
+	if (mux->rx_blocked && streams_have_room(mux)) {
+		/* A stream refused a frame and has drained: ask for it again. */
+		mux->rx_blocked = false;
+		vmlink_rx_unblock(mux->link);
 	}
 	vmlink_tick(mux->link, vmlink_now_ms());
 	channel_write(mux);

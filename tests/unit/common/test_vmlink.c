@@ -282,7 +282,7 @@ static void carry(struct pipe *p, struct end *from, struct end *to, bool from_gu
 			p->hist_len += n;
 		}
 		vmlink_tx_done(from->link, n);
-		assert_int_equal(vmlink_rx_commit(to->link, n), 0);
+		vmlink_rx_commit(to->link, n);
 	}
 }
 
@@ -398,7 +398,7 @@ static void test_lossy_same_epoch(void **state)
 				size_t k = n < room ? n : room;
 
 				memcpy(space, p.hist + from, k);
-				assert_int_equal(vmlink_rx_commit(p.h.link, k), 0);
+				vmlink_rx_commit(p.h.link, k);
 				from += k;
 				n -= k;
 			}
@@ -497,7 +497,7 @@ static void test_hostile_frames(void **state)
 	le64_put(buf + n - VMLINK_HEADER_SIZE + 20, 1u << 30);          /* ack of unsent frames */
 	space = vmlink_rx_space(p.h.link, &room);
 	memcpy(space, buf, n);
-	assert_int_equal(vmlink_rx_commit(p.h.link, n), 0);
+	vmlink_rx_commit(p.h.link, n);
 	{
 		unsigned open = 0;
 
@@ -512,7 +512,7 @@ static void test_hostile_frames(void **state)
 	n = frame_build(buf, VMLINK_OPEN, 7, 1, NULL, 0);
 	space = vmlink_rx_space(p.g.link, &room);
 	memcpy(space, buf, n);
-	assert_int_equal(vmlink_rx_commit(p.g.link, n), 0);
+	vmlink_rx_commit(p.g.link, n);
 	for (unsigned i = 0; i < 64; i++)
 		assert_false(p.g.s[i].used);
 	assert_int_equal(vmlink_stream_open(p.h.link, NULL, (uint32_t[1]){ 0 }), -EPERM);
