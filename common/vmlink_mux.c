@@ -17,6 +17,9 @@
  * channel is not read until that stream drains (no deadlock: its fd is
  * still read and written). */
 #define STREAM_OUT_MAX (1u << 20)
+/* ... and all streams together, so that a guest with many streams whose
+ * far ends do not read cannot make the relay hold more. */
+#define MUX_OUT_MAX (32u << 20)
 
 struct mux_stream {
 	int fd;
@@ -33,6 +36,7 @@ struct vmlink_mux {
 	int channel;
 	bool channel_is_socket;
 	bool rx_blocked;        /* ops.data refused: unblock when a stream drains */
+	size_t out_total;       /* bytes all streams hold for their fds */
 	int (*stream_open)(void *opaque);
 	void *opaque;
 	struct mux_stream **streams;
@@ -104,7 +108,7 @@ static void stream_drop(struct vmlink_mux *mux, struct mux_stream *ms)
 }
 
 /* Write what @ms holds; false when its fd failed. */
-static bool stream_flush(struct mux_stream *ms)
+static bool stream_flush(struct vmlink_mux *mux, struct mux_stream *ms)
 {
 	while (ms->out_off < ms->out_len) {
 		ssize_t n = fd_write(ms->fd, true, ms->out + ms->out_off, ms->out_len - ms->out_off);
@@ -117,14 +121,17 @@ static bool stream_flush(struct mux_stream *ms)
 			return errno == EAGAIN;
 		}
 		ms->out_off += (size_t)n;
+		mux->out_total -= (size_t)n;
 	}
 	ms->out_off = ms->out_len = 0;
 	return true;
 }
 
-/* No stream over its cap. */
+/* No stream, nor all together, over half its cap. */
 static bool streams_have_room(const struct vmlink_mux *mux)
 {
+	if (mux->out_total >= MUX_OUT_MAX / 2)
+		return false;
 	for (size_t i = 0; i < mux->nstreams; i++) {
 		const struct mux_stream *ms = mux->streams[i];
 
@@ -162,7 +169,7 @@ static int op_data(void *opaque, void *user, const uint8_t *buf, size_t len)
 
 	if (ms->dead)
 		return 0;
-	if (ms->out_len - ms->out_off >= STREAM_OUT_MAX) {
+	if (ms->out_len - ms->out_off >= STREAM_OUT_MAX || mux->out_total >= MUX_OUT_MAX) {
 		mux->rx_blocked = true;
 		return -EAGAIN;
 	}
@@ -197,6 +204,7 @@ static int op_data(void *opaque, void *user, const uint8_t *buf, size_t len)
 	}
 	memcpy(ms->out + ms->out_len, buf, len);
 	ms->out_len += len;
+	mux->out_total += len;
 	return 0;
 }
 
@@ -242,6 +250,7 @@ static void streams_reap(struct vmlink_mux *mux)
 		struct mux_stream *ms = mux->streams[i];
 
 		if (ms->dead) {
+			mux->out_total -= ms->out_len - ms->out_off;
 			free(ms->out);
 			free(ms);
 		} else {
@@ -460,7 +469,7 @@ int vmlink_mux_run_once(struct vmlink_mux *mux, struct pollfd *extra, unsigned n
 		if (ms->dead || !re)
 			continue;
 		if (re & POLLOUT || (ms->peer_closed && re & (POLLHUP | POLLERR))) {
-			if (!stream_flush(ms) || (ms->peer_closed && ms->out_len == ms->out_off)) {
+			if (!stream_flush(mux, ms) || (ms->peer_closed && ms->out_len == ms->out_off)) {
 				stream_drop(mux, ms);
 				continue;
 			}

@@ -409,6 +409,13 @@ static void test_end_to_end(void **state)
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	kill(agent, SIGTERM);
 	waitpid(agent, &status, 0);
+	/* The stand-in ends at end of file on its pipe. */
+	close(s->bounce_pipe[1]);
+	pthread_join(stand_t, NULL);
+	close(s->guest);
+	close(s->host);
+	close(s->port_lfd);
+	free(s);
 }
 
 int main(int argc, char **argv)
