@@ -522,8 +522,11 @@ static int sequenced_take(struct vmlink *link, const struct vmlink_frame *f)
 	case VMLINK_OPEN: {
 		void *user;
 
+		/* Refusals are counted, logged only at debug: a guest could
+		 * send millions a second. */
 		if (link->role != VMLINK_ROLE_HOST || s || f->length || !f->stream) {
-			pr_warn("OPEN of stream %u refused (%s)", f->stream,
+			link->st.refused_opens++;
+			pr_debug("OPEN of stream %u refused (%s)", f->stream,
 				link->role != VMLINK_ROLE_HOST ? "the host opens none" :
 				s ? "already open" : "malformed");
 			return 0;
@@ -531,7 +534,8 @@ static int sequenced_take(struct vmlink *link, const struct vmlink_frame *f)
 		user = link->nstreams < VMLINK_STREAMS_MAX && ops->open ? ops->open(link->opaque, f->stream)
 									 : NULL;
 		if (!user) {
-			pr_warn("stream %u refused (%u open)", f->stream, link->nstreams);
+			link->st.refused_opens++;
+			pr_debug("stream %u refused (%u open)", f->stream, link->nstreams);
 			if (control_append(link, VMLINK_CLOSE, f->stream))
 				return -EAGAIN;        /* no memory: the peer resends it */
 			return 0;

@@ -127,6 +127,7 @@ struct vmlink_ops {
 
 struct vmlink_stats {
 	uint64_t frames_in, frames_out, dup_frames, gap_frames, blocked_frames, garbage_bytes, resent_frames, resets;
+	uint64_t refused_opens;         /* malformed, duplicate, over the cap or refused by stream_open */
 };
 
 /* A link end with a fresh random epoch. NULL on allocation failure. */

@@ -151,7 +151,7 @@ static void *op_open(void *opaque, uint32_t id)
 		return NULL;
 	fd = mux->stream_open(mux->opaque);
 	if (fd < 0) {
-		pr_warn("stream %u: cannot connect it: %s", id, strerror(-fd));
+		pr_debug("stream %u: cannot connect it: %s", id, strerror(-fd));
 		return NULL;
 	}
 	if (fd_nonblock(fd) || !(ms = stream_add(mux, fd))) {

@@ -508,6 +508,12 @@ static void test_hostile_frames(void **state)
 		assert_int_equal(p.h.s[0].got, 0);
 	}
 	assert_int_equal(p.h.resets, 0);
+	{
+		struct vmlink_stats st;
+
+		vmlink_stats_get(p.h.link, &st);
+		assert_int_equal(st.refused_opens, 2);
+	}
 	/* A guest end refuses OPEN (only guests open). */
 	n = frame_build(buf, VMLINK_OPEN, 7, 1, NULL, 0);
 	space = vmlink_rx_space(p.g.link, &room);
