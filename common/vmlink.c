@@ -279,6 +279,7 @@ struct vmlink {
 	/* Receiving. */
 	uint64_t rx_last, ack_sent, gap_ack_at;
 	bool rx_blocked;        /* the owner refused a frame: drop until unblocked */
+	bool open_blocked;      /* ... or the window was far over for an OPEN */
 	uint64_t gap_ack_ms;
 	unsigned frames_since_ack;
 	uint8_t *rx;
@@ -398,6 +399,7 @@ static void link_reset_state(struct vmlink *link)
 	link->rx_last = link->ack_sent = link->gap_ack_at = 0;
 	link->gap_ack_due = false;
 	link->rx_blocked = false;
+	link->open_blocked = false;
 	link->next_id = 1;
 	link->hello_due = true;
 	link->hello_reply = false;
@@ -464,6 +466,10 @@ void vmlink_reset(struct vmlink *link)
 void vmlink_tick(struct vmlink *link, uint64_t now_ms)
 {
 	link->now_ms = now_ms;
+	if (link->open_blocked && link->window_bytes < VMLINK_WINDOW) {
+		link->open_blocked = false;
+		vmlink_rx_unblock(link);
+	}
 	if (!link->conn_confirmed && now_ms - link->last_hello_ms >= HELLO_RETRY_MS) {
 		link->hello_due = true;
 		link->hello_reply = false;
@@ -530,6 +536,12 @@ static int sequenced_take(struct vmlink *link, const struct vmlink_frame *f)
 				link->role != VMLINK_ROLE_HOST ? "the host opens none" :
 				s ? "already open" : "malformed");
 			return 0;
+		}
+		if (link->window_bytes >= 2 * VMLINK_WINDOW) {
+			/* Refusals are CLOSE frames past the window: a peer that
+			 * opens and never acknowledges must not grow it forever. */
+			link->open_blocked = true;
+			return -EAGAIN;
 		}
 		user = link->nstreams < VMLINK_STREAMS_MAX && ops->open ? ops->open(link->opaque, f->stream)
 									 : NULL;

@@ -64,9 +64,22 @@ static int channel_open(const struct agent *a)
 	return fd < 0 ? -errno : fd;
 }
 
+/* The folders above @path, as mkdir -p would: a busybox initramfs may
+ * have no /run yet. */
+static void parents_make(const char *path)
+{
+	char dir[108];
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	for (char *slash = strchr(dir + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
+		*slash = 0;
+		mkdir(dir, 0755);
+		*slash = '/';
+	}
+}
+
 static int listeners_open(struct agent *a)
 {
-	mkdir(RUN_DIR, 0755);
 	for (unsigned i = 0; i < a->nlisten; i++) {
 		struct transport_url url;
 		int fd;
@@ -75,6 +88,7 @@ static int listeners_open(struct agent *a)
 			pr_err("--listen %s: not a unix socket path", a->listen[i]);
 			return -EINVAL;
 		}
+		parents_make(url.path);
 		fd = transport_listen(&url);
 		if (fd < 0) {
 			pr_err("cannot listen on %s: %s", url.path, strerror(-fd));

@@ -525,6 +525,46 @@ static void test_hostile_frames(void **state)
 	pipe_close(&p);
 }
 
+/* A guest that opens streams the host refuses and never acknowledges the
+ * CLOSEs: the host's window stops growing near twice its size (the OPENs
+ * beyond are dropped unacknowledged, for the peer to send again). */
+static void *refuse_open(void *opaque, uint32_t id)
+{
+	return NULL;
+}
+
+static const struct vmlink_ops refusing_ops = { refuse_open, end_data, end_close, end_reset };
+
+static void test_open_flood(void **state)
+{
+	struct pipe p;
+	struct vmlink_stats st;
+	uint8_t buf[VMLINK_HEADER_SIZE];
+	size_t room;
+	uint64_t seq = 0;
+
+	pipe_open(&p);
+	vmlink_free(p.h.link);
+	p.h.link = vmlink_create(VMLINK_ROLE_HOST, &refusing_ops, &p.h);
+	vmlink_connected(p.h.link, 0);
+	for (int i = 0; i < 10; i++)
+		step(&p, 0);
+	assert_true(vmlink_established(p.h.link));
+	for (uint32_t id = 1; id <= 600000; id++) {
+		uint8_t *space = vmlink_rx_space(p.h.link, &room);
+		struct vmlink_frame f = { .type = VMLINK_OPEN, .stream = id, .seq = ++seq, .ack = 0 };
+
+		vmlink_header_encode(buf, &f);     /* acknowledging nothing */
+		memcpy(space, buf, sizeof(buf));
+		vmlink_rx_commit(p.h.link, sizeof(buf));
+	}
+	assert_true(vmlink_unacked(p.h.link) <= 2 * VMLINK_WINDOW + VMLINK_FRAME_MAX);
+	vmlink_stats_get(p.h.link, &st);
+	assert_true(st.blocked_frames > 0);
+	assert_true(st.refused_opens < 600000);
+	pipe_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -538,6 +578,7 @@ int main(void)
 		cmocka_unit_test(test_lossy_same_epoch),
 		cmocka_unit_test(test_epoch_change),
 		cmocka_unit_test(test_hostile_frames),
+		cmocka_unit_test(test_open_flood),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
