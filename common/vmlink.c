@@ -434,6 +434,8 @@ void vmlink_free(struct vmlink *link)
 {
 	if (!link)
 		return;
+	if (link->cur_orphan)
+		free(link->cur_frame);  /* out of the window already */
 	link->cur_frame = NULL;
 	window_free(link);
 	free(link->spare);
