@@ -27,37 +27,63 @@ static bool control_read(struct vmlink_mux *mux, int control_fd)
 	return true;
 }
 
+/* A second connection while one is served is a migration's destination
+ * (QEMU connects when it starts, long before the switchover) or a QEMU
+ * that reconnected. It waits as the standby until it proves live (the guest
+ * writes through it) or the served one ends (the source QEMU stopped):
+ * cutting the source at once would stall the running guest for the whole
+ * migration. A third replaces the standby. */
+static void standby_promote(struct vmlink_mux *mux, int *standby)
+{
+	pr_info("channel connected%s", vmlink_mux_channel(mux) >= 0 ? ", replacing the last" : "");
+	vmlink_mux_set_channel(mux, *standby);
+	*standby = -1;
+}
+
 int vm_relay_serve(int listen_fd, int (*stream_open)(void *opaque), void *opaque, int control_fd)
 {
 	struct vmlink_mux *mux = vmlink_mux_create(VMLINK_ROLE_HOST, stream_open, opaque);
-	int ret = 0;
+	int ret = 0, standby = -1;
 
 	if (!mux)
 		return -ENOMEM;
 	for (;;) {
-		struct pollfd extra[2] = {
+		struct pollfd extra[3] = {
 			{ .fd = listen_fd, .events = POLLIN },
 			{ .fd = control_fd, .events = POLLIN },
+			{ .fd = standby, .events = POLLIN },
 		};
 
-		ret = vmlink_mux_run_once(mux, extra, 2, VMLINK_TICK_MS);
+		ret = vmlink_mux_run_once(mux, extra, 3, VMLINK_TICK_MS);
 		if (ret) {
 			pr_err("poll: %s", strerror(-ret));
 			break;
 		}
 		if (extra[1].revents & (POLLIN | POLLHUP | POLLERR) && !control_read(mux, control_fd))
 			break;
+		if (standby >= 0 && (extra[2].revents || vmlink_mux_channel(mux) < 0))
+			standby_promote(mux, &standby);
 		if (extra[0].revents & POLLIN) {
 			int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
-			if (fd >= 0) {
-				pr_info("channel connected%s", vmlink_mux_channel(mux) >= 0 ? ", replacing the last" : "");
-				vmlink_mux_set_channel(mux, fd);
-			} else if (errno != EAGAIN && errno != EINTR) {
-				pr_warn("accept: %s", strerror(errno));
+			if (fd < 0) {
+				if (errno != EAGAIN && errno != EINTR)
+					pr_warn("accept: %s", strerror(errno));
+				continue;
 			}
+			if (standby >= 0) {
+				pr_info("a newer standby connection replaces the last");
+				close(standby);
+			}
+			standby = fd;
+			if (vmlink_mux_channel(mux) < 0)
+				standby_promote(mux, &standby);
+			else
+				pr_info("second connection: standby until it is live or the first ends");
 		}
 	}
+	if (standby >= 0)
+		close(standby);
 	vmlink_mux_free(mux);
 	return ret;
 }

@@ -9,9 +9,11 @@
 #define TERN_VM_RELAY_H
 
 /* Serve until @control_fd reads end of file.
- * @listen_fd: listening unix socket QEMU connects to. Each accepted
- *   connection replaces the one before (during a migration two exist
- *   briefly; the newer is the destination's).
+ * @listen_fd: listening unix socket QEMU connects to. A connection that
+ *   comes while another is served waits as the standby (a migration's
+ *   destination connects when it starts) and replaces the served one when
+ *   the guest writes through it or the served one ends; a newer standby
+ *   replaces an older one.
  * @stream_open: called for each OPEN from the guest; returns a connected
  *   stream fd into ternd (the relay owns it from then on) or -errno, and
  *   the guest's stream is refused with CLOSE.

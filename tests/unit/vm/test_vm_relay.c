@@ -9,7 +9,9 @@
  * and made again; then what the host had sent and the guest had not read is
  * lost, what the guest had sent continues on the new connection (a frame
  * split across the two), and the last guest bytes are sent again from a
- * 32 KiB boundary, as a migration does. Four streams push 16 MiB each and
+ * 32 KiB boundary, as a migration does; and a migration's order: the
+ * destination connects while the source still carries the bytes, then the
+ * source ends. Four streams push 16 MiB each and
  * must get every byte back, once, in order. A reset ('R' on the control
  * pipe) must end every stream; end of file on it must end the relay.
  *
@@ -119,10 +121,12 @@ static int echo_open(void *opaque)
 struct stand_in {
 	int port_lfd;
 	int guest, host;        /* the agent's connection; ours to the relay */
+	int standby;            /* a migration's destination, connected early */
 	int bounce_pipe[2];     /* a byte: cut the host side and reconnect */
 	uint8_t hist[HIST];     /* the last guest->host bytes */
 	uint64_t hist_total;
 	uint64_t lost;          /* host->guest bytes dropped at bounces */
+	unsigned relay_cuts;    /* connections the relay ended */
 	unsigned bounces;
 };
 
@@ -158,6 +162,19 @@ static void bounce(struct stand_in *s)
 			dup[i] = s->hist[(from + i) % HIST];
 		write_all(s->host, dup, (size_t)n);
 	}
+	s->bounces++;
+}
+
+/* A migration's switchover: the source's connection ends, the guest's
+ * bytes go on (and repeat) through the destination's, open since 'm'. */
+static void switchover(struct stand_in *s)
+{
+	int old = s->host;
+
+	s->host = s->standby;
+	s->standby = -1;
+	assert_true(s->host >= 0);
+	close(old);
 	s->bounces++;
 }
 
@@ -202,6 +219,10 @@ static void *stand_in_run(void *arg)
 				break;
 			if (c == 'g')
 				bounce_guest(s);
+			else if (c == 'm')
+				s->standby = unix_connect(relay_sock);
+			else if (c == 'M')
+				switchover(s);
 			else
 				bounce(s);
 			continue;
@@ -221,7 +242,9 @@ static void *stand_in_run(void *arg)
 			n = read(s->host, buf, sizeof(buf));
 			if (n <= 0) {
 				/* The relay cut us: QEMU's reconnect, without the
-				 * duplicates. */
+				 * duplicates. It should not: it cuts no connection
+				 * that is served until a newer one is live. */
+				s->relay_cuts++;
 				close(s->host);
 				s->host = unix_connect(relay_sock);
 				if (s->host < 0)
@@ -331,9 +354,11 @@ static void test_end_to_end(void **state)
 	int status, fd;
 	char buf[16];
 	struct timespec t0, t1;
+	uint64_t got_at_standby = 0;
 	double secs;
 
 	assert_non_null(s);
+	s->standby = -1;
 	echo_lfd = unix_listen(echo_sock);
 	relay_lfd = unix_listen(relay_sock);
 	assert_true(echo_lfd >= 0 && relay_lfd >= 0);
@@ -372,16 +397,21 @@ static void test_end_to_end(void **state)
 		pthread_create(&ct[i], NULL, client_run, &c[i]);
 	}
 	/* Cut the host side three times while the bytes flow, then the
-	 * agent's side once. */
-	for (int b = 0; b < 4; b++) {
-		uint64_t want = (uint64_t)(b + 1) * PER_STREAM / 5;
+	 * agent's side once; then a migration: the destination connects
+	 * ('m') and bytes must keep flowing through the source until the
+	 * switchover ('M'). */
+	for (int b = 0; b < 6; b++) {
+		uint64_t want = (uint64_t)(b + 1) * PER_STREAM / 7;
 
 		for (int w = 0; w < 3000 && c[0].got < want; w++)
 			usleep(1000);
 		/* In the middle: bytes still to come back on every stream. */
 		for (unsigned i = 0; i < STREAMS; i++)
 			assert_true(c[i].got < PER_STREAM);
-		assert_int_equal(write(s->bounce_pipe[1], b == 3 ? "g" : "b", 1), 1);
+		if (b == 5)
+			assert_true(c[0].got >= got_at_standby + PER_STREAM / 8);
+		got_at_standby = c[0].got;
+		assert_int_equal(write(s->bounce_pipe[1], &"bbbgmM"[b], 1), 1);
 	}
 	for (unsigned i = 0; i < STREAMS; i++) {
 		pthread_join(ct[i], NULL);
@@ -395,7 +425,8 @@ static void test_end_to_end(void **state)
 	/* The figure: each byte went out and came back through the link. */
 	printf("vm relay: %u MiB each way over %d streams in %.2f s (%.0f MiB/s each way), %u cuts\n",
 	       STREAMS * (PER_STREAM >> 20), STREAMS, secs, STREAMS * (PER_STREAM >> 20) / secs, s->bounces);
-	assert_int_equal(s->bounces, 4);
+	assert_int_equal(s->bounces, 5);
+	assert_int_equal(s->relay_cuts, 0);
 	assert_true(s->lost > 0);
 
 	/* A reset ends every stream: the client reads end of file. */
