@@ -40,6 +40,15 @@ static void standby_promote(struct vmlink_mux *mux, int *standby)
 	*standby = -1;
 }
 
+/* True when @fd reads end of file or fails rather than having bytes. */
+static bool standby_ended(int fd)
+{
+	char c;
+	ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
+}
+
 int vm_relay_serve(int listen_fd, int (*stream_open)(void *opaque), void *opaque, int control_fd)
 {
 	struct vmlink_mux *mux = vmlink_mux_create(VMLINK_ROLE_HOST, stream_open, opaque);
@@ -61,6 +70,13 @@ int vm_relay_serve(int listen_fd, int (*stream_open)(void *opaque), void *opaque
 		}
 		if (extra[1].revents & (POLLIN | POLLHUP | POLLERR) && !control_read(mux, control_fd))
 			break;
+		if (standby >= 0 && extra[2].revents && vmlink_mux_channel(mux) >= 0 && standby_ended(standby)) {
+			/* A destination that gave up (a failed migration): the
+			 * source goes on. */
+			pr_info("standby connection ended before it was used");
+			close(standby);
+			standby = -1;
+		}
 		if (standby >= 0 && (extra[2].revents || vmlink_mux_channel(mux) < 0))
 			standby_promote(mux, &standby);
 		if (extra[0].revents & POLLIN) {

@@ -12,8 +12,8 @@
  * @listen_fd: listening unix socket QEMU connects to. A connection that
  *   comes while another is served waits as the standby (a migration's
  *   destination connects when it starts) and replaces the served one when
- *   the guest writes through it or the served one ends; a newer standby
- *   replaces an older one.
+ *   the guest writes through it or the served one ends; a standby that
+ *   ends first is dropped; a newer standby replaces an older one.
  * @stream_open: called for each OPEN from the guest; returns a connected
  *   stream fd into ternd (the relay owns it from then on) or -errno, and
  *   the guest's stream is refused with CLOSE.

@@ -219,8 +219,12 @@ static void *stand_in_run(void *arg)
 				break;
 			if (c == 'g')
 				bounce_guest(s);
-			else if (c == 'm')
+			else if (c == 'm') {
+				/* First a destination that gives up (a failed
+				 * migration), then the one that succeeds. */
+				close(unix_connect(relay_sock));
 				s->standby = unix_connect(relay_sock);
+			}
 			else if (c == 'M')
 				switchover(s);
 			else
