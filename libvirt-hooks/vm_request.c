@@ -36,6 +36,8 @@ int vm_timeout_parse(const char *text, int *timeout_ms)
 	char *end;
 	long v;
 
+	if (*text < '0' || *text > '9')
+		return -EINVAL;         /* strtol would take spaces and signs */
 	errno = 0;
 	v = strtol(text, &end, 10);
 	if (errno || *end || end == text || v < 1 || v > VM_TIMEOUT_MAX_S)
