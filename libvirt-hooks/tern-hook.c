@@ -9,7 +9,7 @@
  * the XML libvirt restores with.  It must never call libvirt (libvirtd is
  * waiting for it), so everything it knows comes from stdin.
  */
-#define LOG_PREFIX "hook"
+#define LOG_PREFIX "hook: "
 #include "control.h"
 #include "domain_xml.h"
 #include "log.h"

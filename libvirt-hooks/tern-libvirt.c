@@ -16,7 +16,7 @@
  * in a child process, so a long vm-save never stops the loop from
  * answering libvirtd's keepalive.
  */
-#define LOG_PREFIX "listener"
+#define LOG_PREFIX "listener: "
 #include "control.h"
 #include "domain_xml.h"
 #include "log.h"
@@ -252,9 +252,12 @@ static void listener_disconnect(struct listener *l)
 	l->closed = false;
 }
 
-/* Connect, subscribe, and take stock of the running domains (the table is
- * rebuilt: a domain that stopped while libvirtd was out of reach is
- * forgotten, and its stop is not known). */
+/* Connect, subscribe, and take stock of the running domains.  What the
+ * table holds is kept: a libvirtd that has just started lists its running
+ * domains only once it has reconnected to their QEMUs, which may be after
+ * this, and their stop events still need their generations.  (A domain
+ * that stopped while libvirtd was out of reach is never heard of again; its
+ * entry is replaced when it starts next.) */
 static int listener_connect(struct listener *l)
 {
 	virDomainPtr *doms = NULL;
@@ -274,11 +277,12 @@ static int listener_connect(struct listener *l)
 		listener_disconnect(l);
 		return -EIO;
 	}
-	for (size_t i = 0; i < l->count; i++)
-		pr_warn("domain %s stopped while libvirtd was out of reach: its GPU state is left as it is",
-			l->doms[i].name);
-	l->count = 0;
 	n = virConnectListAllDomains(l->conn, &doms, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
+	if (n < 0) {
+		pr_warn("cannot list the running domains: %s; trying again", virGetLastErrorMessage());
+		listener_disconnect(l);
+		return -EAGAIN;
+	}
 	for (int i = 0; i < n; i++) {
 		domain_follow(l, doms[i], false);
 		virDomainFree(doms[i]);

@@ -17,7 +17,7 @@ the next save paired with that one), a restore ternd refuses (libvirt
 refuses it with the hook's message, the domain stays shut off, the image
 restores later), an image saved without a generation (refused), the
 listener started while the domain runs (generation set at start-up),
-ternd down at start (refused), managedsave + start, save --paused and
+libvirtd restarted under the listener (it reconnects), ternd down at start (refused), managedsave + start, save --paused and
 restore --paused, suspend/resume (nothing asked), destroy (vm-drop) and
 release (vm-detach). /dev/kvm's mode is put back at the end.
 """
@@ -124,6 +124,15 @@ class Env:
         self.listener.wait(timeout=10)
         self.listener_log.close()
 
+    def libvirtd_restart(self):
+        self.libvirtd.terminate()
+        self.libvirtd.wait(timeout=30)
+        libvirtd_start(self)
+
+    def listener_connects(self):
+        with open(os.path.join(self.tmp, "listener.log")) as f:
+            return f.read().count("connected to qemu:///system")
+
     def entries(self):
         try:
             with open(self.log) as f:
@@ -154,7 +163,9 @@ def private_libvirtd(env):
         f.write('\nstdio_handler = "file"\ncgroup_controllers = [ ]\nuser = "root"\ngroup = "root"\n'
                 'security_driver = "none"\n')
     with open(os.path.join(etc, "libvirtd.conf"), "a") as f:
-        f.write('\nlog_outputs = "3:file:%s/libvirtd.log"\n' % env.tmp)
+        f.write('\nlog_outputs = "%s:file:%s/libvirtd.log"\n' % ("1" if os.environ.get("TERN_LIBVIRT_LOG") else "3", env.tmp))
+        if os.environ.get("TERN_LIBVIRT_LOG"):
+            f.write('log_filters = "%s"\n' % os.environ["TERN_LIBVIRT_LOG"])
     hooks = os.path.join(etc, "hooks", "qemu.d")
     os.makedirs(hooks, exist_ok=True)
     # The hook as installed would be qemu.d/tern itself; here it needs the
@@ -166,6 +177,10 @@ def private_libvirtd(env):
     for d in PRIVATE_DIRS:
         os.makedirs(d, exist_ok=True)
         subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", d], check=True)
+    libvirtd_start(env)
+
+
+def libvirtd_start(env):
     # Its own pid file: the default, /run/libvirtd.pid, is outside the
     # private directories (another libvirtd may hold it).
     env.libvirtd = subprocess.Popen(["libvirtd", "--pid-file", os.path.join(env.tmp, "libvirtd.pid")],
@@ -325,8 +340,33 @@ def scenario(env):
     env.listener_start()
     check(wait_for(lambda: generation_of(name), "listener start-up: generation set") is not None,
           "listener start-up: a running domain gets a generation")
+
+    # libvirtd restarts (the domain runs on): the listener reconnects, reads
+    # the generation back, and the next save is paired with it
+    gen6 = generation_of(name)
+    env.libvirtd_restart()
+    check(wait_for(lambda: env.listener_connects() >= 2, "libvirtd restart: the listener reconnects") is not None,
+          "libvirtd restart: the listener reconnects")
+    # A save in the first seconds after libvirtd's restart sends the
+    # listener no events (measured: 3 of 3 runs at 0.5 s, none at 5 s;
+    # docs/libvirt.md, "What is not covered"): this checks the reconnect,
+    # not that window.
+    time.sleep(5)
+    # Here (no cgroup controllers) the new libvirtd may also fail to
+    # reconnect to the QEMU and stop the domain itself, telling no one.
+    if state(name) != "running":
+        print("     libvirtd restart: libvirtd lost the domain (no cgroups here); save check skipped")
+        virsh("start", name)
+    else:
+        n = len(env.requests())
+        virsh("save", name, img)
+        check(wait_for(lambda: env.seen(n, op="vm-save", uuid=uuid, generation=gen6),
+                       "after libvirtd restart: vm-save") is not None,
+              "after libvirtd restart: vm-save with the generation read back")
+        virsh("restore", img)
+    n = len(env.requests())
     virsh("destroy", name)
-    wait_for(lambda: env.seen(0, op="vm-drop", uuid=uuid), "destroy: vm-drop")
+    wait_for(lambda: env.seen(n, op="vm-drop", uuid=uuid), "destroy: vm-drop")
 
     # ternd down: start refused with the hook's message
     env.ternd_stop()
@@ -381,7 +421,10 @@ def main():
                     print("---- %s (last lines)" % f)
                     with open(path) as fh:
                         print("".join(fh.readlines()[-25:]))
-        shutil.rmtree(tmp, ignore_errors=True)
+        if failures and os.environ.get("TERN_LIBVIRT_KEEP"):
+            print("kept", tmp)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
     print("%s in %.1f s" % ("FAILED: " + "; ".join(failures) if failures else "PASS libvirt", time.time() - t0))
     sys.exit(1 if failures else 0)
 
