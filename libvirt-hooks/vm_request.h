@@ -1,5 +1,5 @@
 /* The VM requests the hook and the listener send to ternd's control socket
- * (docs/libvirt.md; the ops themselves are ternd's, docs/control.md):
+ * (docs/libvirt.md; the ops themselves are ternd's supervisor's):
  *
  *   {"op":"vm-attach","uuid":U,"name":N}
  *   {"op":"vm-detach","uuid":U}
