@@ -18,6 +18,17 @@ struct domain_nodes {
 	xmlNodePtr gpu;         /* <tern:gpu> inside it, NULL if none */
 };
 
+__attribute__((format(printf, 2, 3)))
+static void libxml_quiet(void *ctx, const char *fmt, ...)
+{
+}
+
+void domain_xml_init(void)
+{
+	xmlInitParser();
+	xmlSetGenericErrorFunc(NULL, libxml_quiet);
+}
+
 static bool is_hex_lower(char c)
 {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');

@@ -12,8 +12,9 @@
  * than picking one.  Errors: -EBADMSG with a one-line reason in @err,
  * -EMSGSIZE over the size limit, -ENOMEM.
  *
- * Uses libxml2; call xmlInitParser() once before threads if there are any
- * (the hook and the listener are single-threaded).  No globals of its own.
+ * Uses libxml2: a program calls domain_xml_init() once, before threads if
+ * there are any (the hook and the listener are single-threaded).  No globals
+ * of its own.
  */
 #ifndef TERN_LIBVIRT_DOMAIN_XML_H
 #define TERN_LIBVIRT_DOMAIN_XML_H
@@ -43,6 +44,11 @@ struct domain_info {
 	char channel_path[108];
 	char generation[DOMAIN_GENERATION_MAX + 1];     /* "" when the metadata has none */
 };
+
+/* Start libxml2 for this process and silence what it would print on
+ * stderr itself (an encoding error, say): the reasons these functions give
+ * are what is reported, once, where the caller handles them. */
+void domain_xml_init(void);
 
 /* Parse @len bytes of a <domain> document into @info.  The uuid and name
  * must pass the checks below only when the domain has the tern channel

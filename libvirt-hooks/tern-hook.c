@@ -23,7 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <libxml/parser.h>
+#include <libxml/parser.h>     /* xmlCleanupParser */
 
 struct hook {
 	const char *control_path;
@@ -193,7 +193,7 @@ int main(int argc, char **argv)
 		return hook_refuse("domain %s: cannot read its XML: %s", argv[optind],
 				   ret == -EMSGSIZE ? "larger than 4 MiB" : strerror(-ret));
 	h.xml = xml;
-	xmlInitParser();
+	domain_xml_init();
 	ret = domain_xml_parse(xml, h.xml_len, &h.dom, err, sizeof(err));
 	if (ret)
 		ret = hook_refuse("domain %s: its XML is refused: %s", argv[optind],

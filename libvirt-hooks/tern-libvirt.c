@@ -33,7 +33,7 @@
 
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
-#include <libxml/parser.h>
+#include <libxml/parser.h>     /* xmlCleanupParser */
 
 #define LISTENER_DOMAINS_MAX 4096       /* tern domains followed at once */
 #define LISTENER_RETRY_S 2              /* between attempts to reach libvirtd */
@@ -363,7 +363,7 @@ int main(int argc, char **argv)
 	/* Requests run in children nobody waits for. */
 	signal(SIGCHLD, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
-	xmlInitParser();
+	domain_xml_init();
 	virSetErrorFunc(NULL, on_libvirt_error);
 	if (virEventRegisterDefaultImpl() < 0 || virEventAddTimeout(1000, on_tick, NULL, NULL) < 0) {
 		pr_err("cannot start libvirt's event loop");
