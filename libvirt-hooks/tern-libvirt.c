@@ -283,6 +283,7 @@ static int listener_connect(struct listener *l)
 		listener_disconnect(l);
 		return -EAGAIN;
 	}
+	pr_debug("libvirtd lists %d running domains", n);
 	for (int i = 0; i < n; i++) {
 		domain_follow(l, doms[i], false);
 		virDomainFree(doms[i]);
