@@ -28,6 +28,21 @@ static int parse_port(const char *text, unsigned *port)
 	return 0;
 }
 
+int transport_virtio_agent_socket(const char *port_path, char *buf, unsigned cap)
+{
+	const char *name = strrchr(port_path, '/');
+	int n;
+
+	name = name ? name + 1 : port_path;
+	if (!*name || !strcmp(name, ".") || !strcmp(name, "..") ||
+	    strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != strlen(name))
+		return -EINVAL;
+	n = snprintf(buf, cap, TRANSPORT_AGENT_DIR "/agent-%s.sock", name);
+	if (n < 0 || (unsigned)n >= cap || (unsigned)n >= sizeof(((struct transport_url *)0)->path))
+		return -ENAMETOOLONG;
+	return 0;
+}
+
 int transport_url_parse(const char *text, struct transport_url *url)
 {
 	const char *rest;
@@ -43,6 +58,17 @@ int transport_url_parse(const char *text, struct transport_url *url)
 		if (!*rest || strlen(rest) >= sizeof(url->path))
 			return -EINVAL;
 		url->kind = shm ? TRANSPORT_SHM : TRANSPORT_UNIX;
+		strcpy(url->path, rest);
+		return 0;
+	}
+	if (!strncmp(text, "virtio:", 7)) {
+		char sock[sizeof(url->path)];
+
+		rest = text + 7;
+		if (rest[0] != '/' || strlen(rest) >= sizeof(url->path) ||
+		    transport_virtio_agent_socket(rest, sock, sizeof(sock)))
+			return -EINVAL;
+		url->kind = TRANSPORT_VIRTIO;
 		strcpy(url->path, rest);
 		return 0;
 	}
@@ -88,6 +114,9 @@ void transport_url_format(const struct transport_url *url, char *buf, unsigned c
 		break;
 	case TRANSPORT_SHM:
 		snprintf(buf, cap, "shm:%s", url->path);
+		break;
+	case TRANSPORT_VIRTIO:
+		snprintf(buf, cap, "virtio:%s", url->path);
 		break;
 	case TRANSPORT_TCP:
 		snprintf(buf, cap, strchr(url->host, ':') ? "tcp://[%s]:%u" : "tcp://%s:%u",
@@ -223,6 +252,14 @@ int transport_connect(const struct transport_url *url)
 	int fd, ret, one = 1;
 
 	switch (url->kind) {
+	case TRANSPORT_VIRTIO: {
+		struct transport_url agent = { .kind = TRANSPORT_UNIX };
+
+		ret = transport_virtio_agent_socket(url->path, agent.path, sizeof(agent.path));
+		if (ret)
+			return ret;
+		return transport_connect(&agent);
+	}
 	case TRANSPORT_UNIX:
 	case TRANSPORT_SHM: {
 		struct sockaddr_un sa;

@@ -5,6 +5,11 @@
  *                               rings in shared memory (shm_chan.h)
  *   tcp://HOST:PORT             TCP; the guest proves the shared-secret token
  *   vsock://CID:PORT            AF_VSOCK, for VM guests (host CID is 2)
+ *   virtio:/dev/virtio-ports/NAME  through the guest agent that owns that
+ *                               virtio-serial port (guest-agent/): its unix
+ *                               socket /run/tern/agent-NAME.sock. No token:
+ *                               ternd knows the domain from the channel
+ *                               (docs/vm-transport.md)
  *
  * All are stream sockets carrying the same framed protocol (wire.h), so a
  * transport is only how the socket is made (and, for shm, what replaces it
@@ -21,11 +26,12 @@ enum transport_kind {
 	TRANSPORT_TCP,
 	TRANSPORT_VSOCK,
 	TRANSPORT_SHM,
+	TRANSPORT_VIRTIO,
 };
 
 struct transport_url {
 	enum transport_kind kind;
-	char path[108];         /* unix, shm */
+	char path[108];         /* unix, shm; virtio: the port's device path */
 	char host[256];         /* tcp */
 	unsigned port;          /* tcp, vsock */
 	unsigned cid;           /* vsock */
@@ -40,11 +46,20 @@ void transport_url_format(const struct transport_url *url, char *buf, unsigned c
 /* True for transports that cross a host boundary and so need the token. */
 bool transport_url_needs_token(const struct transport_url *url);
 
-/* Listening socket, close-on-exec. A stale unix socket file is replaced. */
+/* The agent's socket for the virtio-serial port at @port_path
+ * ("/dev/virtio-ports/org.tern.0" -> "/run/tern/agent-org.tern.0.sock")
+ * into @buf; -EINVAL when the port's name (its last path component) is
+ * empty or holds other than [A-Za-z0-9._-] or is "." or "..",
+ * -ENAMETOOLONG when the socket path does not fit @cap. */
+#define TRANSPORT_AGENT_DIR "/run/tern"
+int transport_virtio_agent_socket(const char *port_path, char *buf, unsigned cap);
+
+/* Listening socket, close-on-exec. Not for virtio: (-EINVAL). A stale unix socket file is replaced. */
 int transport_listen(const struct transport_url *url);
 /* Accept one connection (blocking), close-on-exec. */
 int transport_accept(int listen_fd);
-/* Connect; TCP sockets get TCP_NODELAY. */
+/* Connect; TCP sockets get TCP_NODELAY; virtio: connects to the agent's
+ * socket. */
 int transport_connect(const struct transport_url *url);
 /* A loopback TCP port free right now (the kernel's pick), for tests and
  * benchmarks that start a ternd; or -errno. */

@@ -708,7 +708,8 @@ static int hostfn_attach_locked(struct shim_process *p)
 	CUresult status = CUDA_ERROR_UNKNOWN;
 	int sv[2] = { -1, -1 }, ours = -1, niov, ret;
 
-	if (transport_url_parse(p->server, &url) || url.kind == TRANSPORT_VSOCK)
+	/* Neither a VM's socket nor its serial port carries a file descriptor. */
+	if (transport_url_parse(p->server, &url) || url.kind == TRANSPORT_VSOCK || url.kind == TRANSPORT_VIRTIO)
 		return -EOPNOTSUPP;
 	if (url.kind == TRANSPORT_TCP)
 		req.mode = HOSTFN_ATTACH_TCP;

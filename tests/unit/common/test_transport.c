@@ -81,6 +81,42 @@ static void roundtrip(const char *text)
 	close(lfd);
 }
 
+/* virtio:PORT names the agent's socket for that port; hostile names are
+ * refused, the token is never needed, it cannot be listened on. */
+static void test_virtio_url(void **state)
+{
+	struct transport_url u;
+	char text[300], sock[108];
+	char longname[200];
+
+	assert_int_equal(transport_url_parse("virtio:/dev/virtio-ports/org.tern.0", &u), 0);
+	assert_int_equal(u.kind, TRANSPORT_VIRTIO);
+	assert_string_equal(u.path, "/dev/virtio-ports/org.tern.0");
+	assert_false(transport_url_needs_token(&u));
+	transport_url_format(&u, text, sizeof(text));
+	assert_string_equal(text, "virtio:/dev/virtio-ports/org.tern.0");
+	assert_int_equal(transport_virtio_agent_socket(u.path, sock, sizeof(sock)), 0);
+	assert_string_equal(sock, "/run/tern/agent-org.tern.0.sock");
+	assert_int_equal(transport_listen(&u), -EINVAL);
+
+	assert_int_equal(transport_url_parse("virtio:", &u), -EINVAL);
+	assert_int_equal(transport_url_parse("virtio:org.tern.0", &u), -EINVAL);       /* not a path */
+	assert_int_equal(transport_url_parse("virtio:/dev/virtio-ports/", &u), -EINVAL);
+	assert_int_equal(transport_url_parse("virtio:/dev/virtio-ports/..", &u), -EINVAL);
+	assert_int_equal(transport_url_parse("virtio:/dev/virtio-ports/.", &u), -EINVAL);
+	assert_int_equal(transport_url_parse("virtio:/dev/x/a b", &u), -EINVAL);
+	assert_int_equal(transport_url_parse("virtio:/dev/x/a\nb", &u), -EINVAL);
+	memset(longname, 'a', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = 0;
+	snprintf(text, sizeof(text), "virtio:/p/%s", longname);
+	assert_int_equal(transport_url_parse(text, &u), -EINVAL);
+	/* A name that fits the URL but not the socket path. */
+	longname[90] = 0;
+	snprintf(text, sizeof(text), "virtio:/p/%s", longname);
+	assert_int_equal(transport_url_parse(text, &u), -EINVAL);
+	assert_int_equal(transport_virtio_agent_socket("/p/x", sock, 10), -ENAMETOOLONG);
+}
+
 static void test_unix_roundtrip(void **state)
 {
 	char path[64];
@@ -110,6 +146,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_url_parse),
+		cmocka_unit_test(test_virtio_url),
 		cmocka_unit_test(test_unix_roundtrip),
 		cmocka_unit_test(test_tcp_roundtrip),
 		cmocka_unit_test(test_connect_refused),
