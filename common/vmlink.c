@@ -493,6 +493,15 @@ static void hello_take(struct vmlink *link, const struct vmlink_frame *f)
 		link->st.garbage_bytes += VMLINK_HEADER_SIZE + f->length;
 		return;
 	}
+	if (h.peer_epoch && h.peer_epoch != link->epoch) {
+		/* Addressed to a pairing of ours that is gone (a HELLO that
+		 * waited in a buffer, or a duplicate of one): taking it would
+		 * reset a pairing that works, and the peer, seeing that, would
+		 * reset back (ternd restarted under a running agent: a storm).
+		 * The peer hears our current epoch from our own HELLO. */
+		link->st.stale_hellos++;
+		return;
+	}
 	if (link->peer_epoch && h.epoch != link->peer_epoch) {
 		pr_info("peer epoch changed (%016llx -> %016llx)", (unsigned long long)link->peer_epoch,
 			(unsigned long long)h.epoch);

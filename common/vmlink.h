@@ -128,6 +128,7 @@ struct vmlink_ops {
 struct vmlink_stats {
 	uint64_t frames_in, frames_out, dup_frames, gap_frames, blocked_frames, garbage_bytes, resent_frames, resets;
 	uint64_t refused_opens;         /* malformed, duplicate, over the cap or refused by stream_open */
+	uint64_t stale_hellos;          /* addressed to an earlier epoch of ours: ignored */
 };
 
 /* A link end with a fresh random epoch. NULL on allocation failure. */
