@@ -1,0 +1,436 @@
+"""The vm suite's library: real guests under libvirt, driven with virsh.
+
+The guest is tools/vm-image's kernel and initramfs (busybox, the virtio
+modules, tern's shim and agent, the CUDA test programs), booted directly
+by a TCG domain (<domain type='qemu'>: KVM here is nested and slower, see
+../shared/VM.md). Its init runs the script a test gives (base64 on the
+kernel command line, tern.run=), writes everything to the serial console,
+which libvirt logs to a file the test reads, and powers off or idles.
+
+    lab = vmlib.Lab(build_dir)            # skips (77) when this host cannot
+    with lab:                             # every domain it made is removed
+        dom = lab.domain(script, channels=[sock_path], after='idle')
+        boot_s = dom.start()              # seconds until "tern-init: ready"
+        dom.wait_console(r'PASS', 60)
+        dom.save(lab.path('a.save')); dom.restore(lab.path('a.save'))
+
+What a test needs of the host, and what this library does about it:
+- root, qemu-system-x86_64, libvirtd, virtlogd, virsh: without one of
+  them the test exits 77 (meson's "skipped") and prints why;
+- virtlogd and libvirtd running: started here (`-d`) when their sockets do
+  not answer, left running afterwards (another test, or the libvirt
+  hooks' tests, uses the same daemons; nothing here needs systemd);
+- /dev/kvm of group kvm, mode 0660, or libvirt probes QEMU again at every
+  call (40 s per define): set while the Lab is open, restored afterwards;
+- domains named tern-vmtest-PID-N: a Lab removes its own at exit (also
+  after an exception or SIGTERM, meson's timeout) and those of dead PIDs.
+
+Debugging: each Lab prints its folder (console logs DIR/NAME.console, the
+domain XML beside it); TERN_VM_KEEP=1 keeps the folder and the domains;
+`virsh list --all`, `virsh dumpxml NAME`, /var/log/libvirt/qemu/NAME.log.
+
+No test in this suite may run beside another (is_parallel: false): they
+share the daemons and /dev/kvm's mode.
+"""
+import atexit
+import base64
+import os
+import re
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import uuid as uuidlib
+from xml.sax.saxutils import escape, quoteattr
+
+SKIP = 77
+CONNECT = 'qemu:///system'
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+NAME_PREFIX = 'tern-vmtest-'
+# The kernel's command line is at most 2048 bytes on x86; the script rides on it.
+CMDLINE_MAX = 2000
+READY = r'tern-init: ready uptime ([0-9.]+)'
+EXIT = r'tern-init: exit status (\d+)'
+
+
+class VmError(Exception):
+    """A libvirt or guest step that failed; the message says which and why."""
+
+
+def skip(reason):
+    print('SKIP: %s' % reason)
+    sys.stdout.flush()
+    sys.exit(SKIP)
+
+
+def host_unfit():
+    """Why this host cannot run a guest under libvirt, or None."""
+    if os.geteuid() != 0:
+        return 'the vm suite needs root (libvirt system daemons, /dev/kvm mode)'
+    for prog in ('qemu-system-x86_64', 'virsh', 'libvirtd', 'virtlogd'):
+        if shutil.which(prog) is None:
+            return ('no %s: install libvirt-daemon-system libvirt-daemon-driver-qemu '
+                    'libvirt-clients qemu-system-x86 (tools/setup)' % prog)
+    return None
+
+
+def run(argv, timeout, check=True):
+    """Run @argv with a timeout; its CompletedProcess (text). check: raise
+    VmError naming the command and its stderr when it fails or hangs."""
+    try:
+        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise VmError('%s: no answer in %d s' % (' '.join(argv), timeout))
+    if check and r.returncode != 0:
+        raise VmError('%s: exit %d: %s' % (' '.join(argv), r.returncode,
+                                           (r.stderr or r.stdout).strip()))
+    return r
+
+
+def virsh(*args, timeout=60, check=True):
+    return run(['virsh', '-q', '-c', CONNECT] + list(args), timeout, check)
+
+
+def socket_answers(path):
+    """Whether a daemon accepts connections on the unix socket @path."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(2)
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise VmError('%s: not after %d s' % (what, timeout))
+        time.sleep(0.1)
+
+
+def ensure_daemons(timeout=90):
+    """Start virtlogd and libvirtd unless they already answer; wait until
+    libvirtd serves qemu:///system. The first start probes QEMU (about 8 s)."""
+    for daemon, sock in (('virtlogd', '/run/libvirt/virtlogd-sock'),
+                         ('libvirtd', '/run/libvirt/libvirt-sock')):
+        if socket_answers(sock):
+            continue
+        print('vmlib: starting %s' % daemon)
+        run([daemon, '-d'], 30)
+        wait_for(lambda: socket_answers(sock), 30, daemon + "'s socket " + sock)
+    wait_for(lambda: virsh('version', timeout=timeout, check=False).returncode == 0,
+             timeout, 'libvirtd answering virsh version')
+
+
+def image(build_dir, extra_args=()):
+    """Build (or find up to date) the guest of tools/vm-image; (kernel, initrd)."""
+    r = run([os.path.join(TOP, 'tools', 'vm-image')] + list(extra_args) + [build_dir], 600)
+    print(r.stdout.strip())
+    vm = os.path.join(build_dir, 'vm')
+    return os.path.join(vm, 'vmlinuz'), os.path.join(vm, 'initramfs.gz')
+
+
+def guest_cmdline(script, after, ports):
+    """The kernel command line that makes the image's init run @script."""
+    if after not in ('poweroff', 'idle'):
+        raise ValueError('after must be poweroff or idle, not %r' % after)
+    b64 = base64.b64encode(script.encode()).decode()
+    line = 'console=ttyS0 panic=-1 tern.after=%s tern.ports=%d tern.run=%s' % (after, ports, b64)
+    if len(line) > CMDLINE_MAX:
+        raise VmError('the guest script is %d bytes, too long for the kernel command line '
+                      '(%d in all): put it in the image (tools/vm-image --add FILE:/etc/tern/run.sh)'
+                      % (len(script), CMDLINE_MAX))
+    return line
+
+
+def domain_xml(name, uuid, kernel, initrd, cmdline, console_log, channels, memory_mib):
+    """A TCG domain booting @kernel directly, its serial console appended to
+    @console_log, one virtio-serial port per (socket path, port name) of
+    @channels, QEMU connecting to a socket the host side listens on."""
+    chans = ''.join(
+        "    <channel type='unix'>\n"
+        "      <source mode='connect' path=%s><reconnect enabled='yes' timeout='1'/></source>\n"
+        "      <target type='virtio' name=%s/>\n"
+        "    </channel>\n" % (quoteattr(path), quoteattr(port)) for path, port in channels)
+    return """<domain type='qemu'>
+  <name>%(name)s</name>
+  <uuid>%(uuid)s</uuid>
+  <title>tern vm suite, pid %(pid)d</title>
+  <memory unit='MiB'>%(mem)d</memory>
+  <vcpu>1</vcpu>
+  <os>
+    <type arch='x86_64' machine='pc'>hvm</type>
+    <kernel>%(kernel)s</kernel>
+    <initrd>%(initrd)s</initrd>
+    <cmdline>%(cmdline)s</cmdline>
+  </os>
+  <features><acpi/></features>
+  <on_poweroff>destroy</on_poweroff>
+  <on_reboot>destroy</on_reboot>
+  <on_crash>destroy</on_crash>
+  <devices>
+    <serial type='file'>
+      <source path=%(log)s append='on'/>
+      <target port='0'/>
+    </serial>
+    <console type='file'>
+      <source path=%(log)s append='on'/>
+      <target type='serial' port='0'/>
+    </console>
+%(chans)s    <controller type='usb' model='none'/>
+    <memballoon model='none'/>
+  </devices>
+</domain>
+""" % {'name': escape(name), 'uuid': uuid, 'pid': os.getpid(), 'mem': memory_mib,
+       'kernel': escape(kernel), 'initrd': escape(initrd), 'cmdline': escape(cmdline),
+       'log': quoteattr(console_log), 'chans': chans}
+
+
+class Domain:
+    """One defined domain of a Lab. Each action waits for its end (virsh has a
+    timeout) and returns the seconds it took."""
+
+    def __init__(self, name, uuid, console_log):
+        self.name = name
+        self.uuid = uuid
+        self.console_log = console_log
+
+    def _timed(self, timeout, *args):
+        t0 = time.monotonic()
+        virsh(*args, timeout=timeout)
+        return time.monotonic() - t0
+
+    def state(self):
+        """'running', 'paused', 'shut off' ... as virsh domstate says it."""
+        return virsh('domstate', self.name, timeout=30).stdout.strip()
+
+    def console(self, since=0):
+        """The console log from byte @since on."""
+        try:
+            with open(self.console_log, 'rb') as f:
+                f.seek(since)
+                return f.read().decode(errors='replace')
+        except FileNotFoundError:
+            return ''
+
+    def console_size(self):
+        try:
+            return os.path.getsize(self.console_log)
+        except FileNotFoundError:
+            return 0
+
+    def console_tail(self, lines=30):
+        return '\n'.join(self.console().splitlines()[-lines:])
+
+    def wait_console(self, pattern, timeout, since=0):
+        """Wait for the regex @pattern in the console log after byte @since;
+        its match. Fails early, with the log's tail, when the domain stops."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        next_state_check = 0
+        while True:
+            m = regex.search(self.console(since))
+            if m:
+                return m
+            now = time.monotonic()
+            if now > deadline:
+                raise VmError('%s: no console line matching %r in %d s; console tail:\n%s'
+                              % (self.name, pattern, timeout, self.console_tail()))
+            if now > next_state_check:
+                next_state_check = now + 1
+                if self.state() == 'shut off':
+                    m = regex.search(self.console(since))
+                    if m:
+                        return m
+                    raise VmError('%s stopped before a console line matched %r; console tail:\n%s'
+                                  % (self.name, pattern, self.console_tail()))
+            time.sleep(0.05)
+
+    def start(self, timeout=120):
+        """Boot (or start from a managed save, see start_saved); the seconds
+        from `virsh start` to the guest's "tern-init: ready"."""
+        since = self.console_size()
+        t0 = time.monotonic()
+        virsh('start', self.name, timeout=timeout)
+        m = self.wait_console(READY, timeout, since)
+        boot_s = time.monotonic() - t0
+        print('%s: booted in %.1f s (guest uptime %s s at ready)' % (self.name, boot_s, m.group(1)))
+        return boot_s
+
+    def start_saved(self, timeout=120):
+        """`virsh start` of a domain with a managed save image (no boot)."""
+        return self._timed(timeout, 'start', self.name)
+
+    def save(self, path, timeout=120):
+        return self._timed(timeout, 'save', self.name, path)
+
+    def restore(self, path, timeout=120):
+        return self._timed(timeout, 'restore', path)
+
+    def managedsave(self, timeout=120):
+        return self._timed(timeout, 'managedsave', self.name)
+
+    def suspend(self, timeout=30):
+        return self._timed(timeout, 'suspend', self.name)
+
+    def resume(self, timeout=30):
+        return self._timed(timeout, 'resume', self.name)
+
+    def destroy(self, timeout=30):
+        return self._timed(timeout, 'destroy', self.name)
+
+    def wait_state(self, state, timeout):
+        wait_for(lambda: self.state() == state, timeout, '%s in state %r' % (self.name, state))
+
+    def wait_exit(self, timeout):
+        """Wait for the guest's script to end; its exit status."""
+        return int(self.wait_console(EXIT, timeout).group(1))
+
+
+def remove_domain(name):
+    """Destroy and undefine @name with its managed save image; quiet when it
+    is already gone."""
+    virsh('destroy', name, timeout=30, check=False)
+    virsh('undefine', '--managed-save', name, timeout=30, check=False)
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+class Lab:
+    """The host side of one test file: the daemons, /dev/kvm's mode, a
+    folder, the guest image and every domain made through it.
+
+    Lab(build_dir) exits 77 when the host cannot run guests (host_unfit).
+    Use it in a with-statement, or call close(); it is closed at exit and on
+    SIGTERM too. TERN_VM_KEEP=1 keeps the folder and the domains."""
+
+    def __init__(self, build_dir, image_args=()):
+        reason = host_unfit()
+        if reason:
+            skip(reason)
+        self.build_dir = os.path.abspath(build_dir)
+        self.keep = os.environ.get('TERN_VM_KEEP') == '1'
+        self.domains = []
+        self.kvm_mode = None
+        self.closed = False
+        # QEMU runs as libvirt-qemu: the folder (sockets, logs) must be searchable.
+        self.dir = tempfile.mkdtemp(prefix='tern-vm.')
+        os.chmod(self.dir, 0o755)
+        print('vmlib: folder %s (console logs: NAME.console)' % self.dir)
+        atexit.register(self.close)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+        self._kvm_open()
+        ensure_daemons()
+        self._remove_stale()
+        self.kernel, self.initrd = image(self.build_dir, image_args)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def _kvm_open(self):
+        """/dev/kvm usable by group kvm (VM.md: else every libvirt call probes
+        QEMU again); the old owner and mode are put back by close()."""
+        try:
+            st = os.stat('/dev/kvm')
+        except FileNotFoundError:
+            return
+        want_gid = _group_id('kvm')
+        if want_gid is None or (st.st_gid == want_gid and stat.S_IMODE(st.st_mode) & 0o060 == 0o060):
+            return
+        self.kvm_mode = (st.st_gid, stat.S_IMODE(st.st_mode))
+        os.chown('/dev/kvm', -1, want_gid)
+        os.chmod('/dev/kvm', 0o660)
+
+    def _remove_stale(self):
+        """Domains an earlier run of this suite left behind (its pid is gone)."""
+        names = virsh('list', '--all', '--name', timeout=30).stdout.split()
+        for name in names:
+            m = re.fullmatch(re.escape(NAME_PREFIX) + r'(\d+)-\d+', name)
+            if m and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1))):
+                print('vmlib: removing %s, left by an earlier run' % name)
+                remove_domain(name)
+
+    def domain(self, script, channels=(), after='poweroff', memory_mib=192):
+        """Define a domain whose guest runs @script (busybox sh). @channels:
+        socket paths (port org.tern.0, org.tern.1 ...) or (path, port name)
+        pairs; each socket must exist before start (libvirt stats it).
+        Returns a Domain, not started."""
+        pairs = [(c, 'org.tern.%d' % i) if isinstance(c, str) else tuple(c)
+                 for i, c in enumerate(channels)]
+        name = '%s%d-%d' % (NAME_PREFIX, os.getpid(), len(self.domains))
+        uuid = str(uuidlib.uuid4())
+        console_log = self.path(name + '.console')
+        xml = domain_xml(name, uuid, self.kernel, self.initrd,
+                         guest_cmdline(script, after, len(pairs)), console_log, pairs, memory_mib)
+        xml_path = self.path(name + '.xml')
+        with open(xml_path, 'w') as f:
+            f.write(xml)
+        virsh('define', xml_path, timeout=120)
+        dom = Domain(name, uuid, console_log)
+        self.domains.append(dom)
+        return dom
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        if self.keep:
+            print('vmlib: TERN_VM_KEEP=1: kept %s and domains %s'
+                  % (self.dir, ' '.join(d.name for d in self.domains) or '(none)'))
+        else:
+            for dom in self.domains:
+                remove_domain(dom.name)
+        if self.kvm_mode:
+            gid, mode = self.kvm_mode
+            os.chown('/dev/kvm', -1, gid)
+            os.chmod('/dev/kvm', mode)
+        if not self.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _group_id(name):
+    import grp
+    try:
+        return grp.getgrnam(name).gr_gid
+    except KeyError:
+        return None
+
+
+if __name__ == '__main__':
+    # For a person at the machine: `python3 tests/vm/vmlib.py daemons`
+    # starts what the suite needs; `cleanup` removes every test domain.
+    if len(sys.argv) != 2 or sys.argv[1] not in ('daemons', 'cleanup'):
+        sys.exit('usage: vmlib.py daemons|cleanup')
+    reason = host_unfit()
+    if reason:
+        sys.exit(reason)
+    ensure_daemons()
+    if sys.argv[1] == 'cleanup':
+        for n in virsh('list', '--all', '--name', timeout=30).stdout.split():
+            if n.startswith(NAME_PREFIX):
+                print('removing %s' % n)
+                remove_domain(n)
