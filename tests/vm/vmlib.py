@@ -273,8 +273,9 @@ class Domain:
     def save(self, path, timeout=120):
         return self._timed(timeout, 'save', self.name, path)
 
-    def restore(self, path, timeout=120):
-        return self._timed(timeout, 'restore', path)
+    def restore(self, path, timeout=120, running=False):
+        """running: resume a domain that was saved while paused."""
+        return self._timed(timeout, 'restore', path, *(['--running'] if running else []))
 
     def managedsave(self, timeout=120):
         return self._timed(timeout, 'managedsave', self.name)
@@ -294,6 +295,26 @@ class Domain:
     def wait_exit(self, timeout):
         """Wait for the guest's script to end; its exit status."""
         return int(self.wait_console(EXIT, timeout).group(1))
+
+
+def channel_listener(path, backlog=4):
+    """A unix socket listening at @path for QEMU's end of a channel (QEMU
+    runs as libvirt-qemu, so anyone may connect: keep it in a Lab folder)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    os.chmod(path, 0o666)
+    listener.listen(backlog)
+    return listener
+
+
+def test_main(main):
+    """Run a test's @main: a VmError is the test's failure, printed as one
+    FAIL line with its reason (exit 1); a skip exits 77 (see skip)."""
+    try:
+        main()
+    except VmError as e:
+        print('FAIL: %s' % e)
+        sys.exit(1)
 
 
 def remove_domain(name):
