@@ -21,7 +21,8 @@ What a test needs of the host, and what this library does about it:
   not answer, left running afterwards (another test, or the libvirt
   hooks' tests, uses the same daemons; nothing here needs systemd);
 - /dev/kvm of group kvm, mode 0660, or libvirt probes QEMU again at every
-  call (40 s per define): set while the Lab is open, restored afterwards;
+  call (40 s per define): set while a Lab is open (KvmLease: other
+  processes using this library share it), restored by the last one;
 - domains named tern-vmtest-PID-N: a Lab removes its own at exit (also
   after an exception or SIGTERM, meson's timeout) and those of dead PIDs.
 
@@ -29,8 +30,8 @@ Debugging: each Lab prints its folder (console logs DIR/NAME.console, the
 domain XML beside it); TERN_VM_KEEP=1 keeps the folder and the domains;
 `virsh list --all`, `virsh dumpxml NAME`, /var/log/libvirt/qemu/NAME.log.
 
-No test in this suite may run beside another (is_parallel: false): they
-share the daemons and /dev/kvm's mode.
+The tests of this suite run one at a time (is_parallel: false): they
+share the daemons and two cores.
 """
 import atexit
 import base64
@@ -125,8 +126,13 @@ def ensure_daemons(timeout=90):
         if socket_answers(sock):
             continue
         print('vmlib: starting %s' % daemon)
-        run([daemon, '-d'], 30)
-        wait_for(lambda: socket_answers(sock), 30, daemon + "'s socket " + sock)
+        # Another test may start it at the same moment: then this one exits
+        # (its pid file is taken) and the other's socket answers.
+        r = run([daemon, '-d'], 30, check=False)
+        try:
+            wait_for(lambda: socket_answers(sock), 30, daemon + "'s socket " + sock)
+        except VmError as e:
+            raise VmError('%s (%s -d: exit %d: %s)' % (e, daemon, r.returncode, r.stderr.strip()))
     wait_for(lambda: virsh('version', timeout=timeout, check=False).returncode == 0,
              timeout, 'libvirtd answering virsh version')
 
@@ -334,6 +340,72 @@ def pid_alive(pid):
         return True
 
 
+class KvmLease:
+    """/dev/kvm of group kvm, mode 0660 while any lease is held (VM.md: else
+    libvirt probes QEMU again at every call, 40 s per define); the last
+    lease to go puts the old group and mode back. Leases of several
+    processes share @state: each holds a shared flock on kvm.users for its
+    lifetime; kvm.lock serialises taking and giving back; the original mode
+    waits in kvm.orig until the last lease restores it (so a holder killed
+    with SIGKILL only delays the restore to the next lease's end)."""
+
+    def __init__(self, device='/dev/kvm', state='/run/tern-vmtest'):
+        import fcntl
+        self._fcntl = fcntl
+        self.device = device
+        os.makedirs(state, exist_ok=True)
+        self.orig = os.path.join(state, 'kvm.orig')
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+        self.mutex = os.open(os.path.join(state, 'kvm.lock'), flags, 0o600)
+        self.users = os.open(os.path.join(state, 'kvm.users'), flags, 0o600)
+        fcntl.flock(self.mutex, fcntl.LOCK_EX)
+        try:
+            self._take()
+            fcntl.flock(self.users, fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(self.mutex, fcntl.LOCK_UN)
+
+    def _take(self):
+        try:
+            st = os.stat(self.device)
+        except FileNotFoundError:
+            return
+        gid = _group_id('kvm')
+        if gid is None or (st.st_gid == gid and stat.S_IMODE(st.st_mode) == 0o660):
+            return
+        if not os.path.exists(self.orig):
+            with open(self.orig, 'w') as f:
+                f.write('%d %o\n' % (st.st_gid, stat.S_IMODE(st.st_mode)))
+        os.chown(self.device, -1, gid)
+        os.chmod(self.device, 0o660)
+
+    def _give_back(self):
+        try:
+            # Only the last holder gets kvm.users exclusively.
+            self._fcntl.flock(self.users, self._fcntl.LOCK_EX | self._fcntl.LOCK_NB)
+        except BlockingIOError:
+            return
+        try:
+            with open(self.orig) as f:
+                gid, mode = f.read().split()
+        except FileNotFoundError:
+            return  # nothing was changed
+        os.chown(self.device, -1, int(gid))
+        os.chmod(self.device, int(mode, 8))
+        os.unlink(self.orig)
+
+    def release(self):
+        if self.users is None:
+            return
+        self._fcntl.flock(self.mutex, self._fcntl.LOCK_EX)
+        try:
+            self._give_back()
+        finally:
+            os.close(self.users)
+            os.close(self.mutex)
+            self.users = self.mutex = None
+
+
 class Lab:
     """The host side of one test file: the daemons, /dev/kvm's mode, a
     folder, the guest image and every domain made through it.
@@ -349,7 +421,7 @@ class Lab:
         self.build_dir = os.path.abspath(build_dir)
         self.keep = os.environ.get('TERN_VM_KEEP') == '1'
         self.domains = []
-        self.kvm_mode = None
+        self.kvm = None
         self.closed = False
         # QEMU runs as libvirt-qemu: the folder (sockets, logs) must be searchable.
         self.dir = tempfile.mkdtemp(prefix='tern-vm.')
@@ -357,10 +429,13 @@ class Lab:
         print('vmlib: folder %s (console logs: NAME.console)' % self.dir)
         atexit.register(self.close)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-        self._kvm_open()
+        t0 = time.monotonic()
+        self.kvm = KvmLease()
         ensure_daemons()
         self._remove_stale()
+        t1 = time.monotonic()
         self.kernel, self.initrd = image(self.build_dir, image_args)
+        print('vmlib: daemons %.1f s, image %.1f s' % (t1 - t0, time.monotonic() - t1))
 
     def __enter__(self):
         return self
@@ -371,20 +446,6 @@ class Lab:
 
     def path(self, name):
         return os.path.join(self.dir, name)
-
-    def _kvm_open(self):
-        """/dev/kvm usable by group kvm (VM.md: else every libvirt call probes
-        QEMU again); the old owner and mode are put back by close()."""
-        try:
-            st = os.stat('/dev/kvm')
-        except FileNotFoundError:
-            return
-        want_gid = _group_id('kvm')
-        if want_gid is None or (st.st_gid == want_gid and stat.S_IMODE(st.st_mode) & 0o060 == 0o060):
-            return
-        self.kvm_mode = (st.st_gid, stat.S_IMODE(st.st_mode))
-        os.chown('/dev/kvm', -1, want_gid)
-        os.chmod('/dev/kvm', 0o660)
 
     def _remove_stale(self):
         """Domains an earlier run of this suite left behind (its pid is gone)."""
@@ -410,7 +471,9 @@ class Lab:
         xml_path = self.path(name + '.xml')
         with open(xml_path, 'w') as f:
             f.write(xml)
+        t0 = time.monotonic()
         virsh('define', xml_path, timeout=120)
+        print('vmlib: defined %s in %.1f s' % (name, time.monotonic() - t0))
         dom = Domain(name, uuid, console_log)
         self.domains.append(dom)
         return dom
@@ -425,10 +488,8 @@ class Lab:
         else:
             for dom in self.domains:
                 remove_domain(dom.name)
-        if self.kvm_mode:
-            gid, mode = self.kvm_mode
-            os.chown('/dev/kvm', -1, gid)
-            os.chmod('/dev/kvm', mode)
+        if self.kvm:
+            self.kvm.release()
         if not self.keep:
             shutil.rmtree(self.dir, ignore_errors=True)
 
