@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -113,7 +114,7 @@ def main():
         with lab:
             bridge = ChannelBridge(lab.path('channel.sock'), ternd.port)
             dom = lab.domain(GUEST % {'port': GUEST_PORT, 'token': token, 'iterations': ITERATIONS},
-                             channels=[bridge.path])
+                             channels=[bridge.path], after='idle')
             dom.start()
             m = dom.wait_console(r'BRIDGE (FAIL[^\n]*|ckpt_loop exit (\d+))', TIMEOUT)
             guest_out = dom.console()
@@ -125,6 +126,13 @@ def main():
                 raise vmlib.VmError('ckpt_loop in the guest printed no PASS line')
             in_guest = checksum(guest_out, 'ckpt_loop in the guest')
             dom.wait_exit(TIMEOUT)
+            # tern.after=idle: the guest stays up for the host to stop it.
+            time.sleep(1)
+            if dom.state() != 'running':
+                raise vmlib.VmError('the idle guest is %r, not running' % dom.state())
+            dom.destroy()
+            if dom.state() != 'shut off':
+                raise vmlib.VmError('after destroy the guest is %r' % dom.state())
 
             env = dict(os.environ, TERN_SERVER=ternd.unix,
                        LD_LIBRARY_PATH=os.path.join(build, 'guest-shim'))
