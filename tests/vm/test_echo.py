@@ -21,6 +21,7 @@ import re
 import sys
 import threading
 import time
+import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vmlib  # noqa: E402
@@ -161,7 +162,11 @@ def main():
     lab = vmlib.Lab(build)
     with lab:
         server = EchoServer(lab.path('channel.sock'))
-        dom = lab.domain(GUEST, channels=[server.path])
+        # A uuid picked first, as vm-attach needs it before the domain exists.
+        picked = str(uuid.uuid4())
+        dom = lab.domain(GUEST, channels=[server.path], uuid=picked)
+        if vmlib.virsh('domuuid', dom.name).stdout.strip() != picked:
+            raise vmlib.VmError('the domain does not have the uuid given')
         boot_s = dom.start()
         server.wait_pings(PINGS_BETWEEN, 'after boot')
         figures = ['boot %.1f s' % boot_s]

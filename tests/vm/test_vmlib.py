@@ -49,7 +49,8 @@ def test_domain_xml():
     hostile = "a'b\"c<d>&e"
     xml = vmlib.domain_xml('tern-vmtest-1-0', '00000000-0000-4000-8000-000000000000',
                            '/k/' + hostile, '/i/' + hostile, 'console=ttyS0 x=' + hostile,
-                           '/log/' + hostile, [('/s/' + hostile, 'org.tern.0'), ('/t', 'org.tern.1')], 160)
+                           '/log/' + hostile, [('/s/' + hostile, 'org.tern.0'), ('/t', 'org.tern.1')], 160,
+                           "<shmem name='tern-x'><model type='ivshmem-plain'/></shmem>\n")
     try:
         dom = ET.fromstring(xml)
     except ET.ParseError as e:
@@ -70,6 +71,7 @@ def test_domain_xml():
           'the console log path, appended to across save and restore')
     check(dom.find('features/acpi') is not None and dom.find('devices/memballoon').get('model') == 'none'
           and dom.findtext('memory') == '160', 'acpi, no balloon, the memory asked for')
+    check(dom.find('devices/shmem').get('name') == 'tern-x', 'extra devices are in <devices>')
 
 
 def test_kvm_lease():

@@ -158,10 +158,12 @@ def guest_cmdline(script, after, ports):
     return line
 
 
-def domain_xml(name, uuid, kernel, initrd, cmdline, console_log, channels, memory_mib):
+def domain_xml(name, uuid, kernel, initrd, cmdline, console_log, channels, memory_mib,
+               devices_xml=''):
     """A TCG domain booting @kernel directly, its serial console appended to
     @console_log, one virtio-serial port per (socket path, port name) of
-    @channels, QEMU connecting to a socket the host side listens on."""
+    @channels, QEMU connecting to a socket the host side listens on;
+    @devices_xml (trusted, the test's own) is added to <devices>."""
     chans = ''.join(
         "    <channel type='unix'>\n"
         "      <source mode='connect' path=%s><reconnect enabled='yes' timeout='1'/></source>\n"
@@ -192,13 +194,13 @@ def domain_xml(name, uuid, kernel, initrd, cmdline, console_log, channels, memor
       <source path=%(log)s append='on'/>
       <target type='serial' port='0'/>
     </console>
-%(chans)s    <controller type='usb' model='none'/>
+%(chans)s%(devices)s    <controller type='usb' model='none'/>
     <memballoon model='none'/>
   </devices>
 </domain>
 """ % {'name': escape(name), 'uuid': uuid, 'pid': os.getpid(), 'mem': memory_mib,
        'kernel': escape(kernel), 'initrd': escape(initrd), 'cmdline': escape(cmdline),
-       'log': quoteattr(console_log), 'chans': chans}
+       'log': quoteattr(console_log), 'chans': chans, 'devices': devices_xml}
 
 
 class Domain:
@@ -456,18 +458,23 @@ class Lab:
                 print('vmlib: removing %s, left by an earlier run' % name)
                 remove_domain(name)
 
-    def domain(self, script, channels=(), after='poweroff', memory_mib=192):
+    def domain(self, script, channels=(), after='poweroff', memory_mib=192, uuid=None,
+               devices_xml=''):
         """Define a domain whose guest runs @script (busybox sh). @channels:
         socket paths (port org.tern.0, org.tern.1 ...) or (path, port name)
         pairs; each socket must exist before start (libvirt stats it).
+        @uuid: the domain's, when the test must know it first (ternd's
+        vm-attach names the socket after it); default a random one.
+        @devices_xml: more devices (an ivshmem region ...).
         Returns a Domain, not started."""
         pairs = [(c, 'org.tern.%d' % i) if isinstance(c, str) else tuple(c)
                  for i, c in enumerate(channels)]
         name = '%s%d-%d' % (NAME_PREFIX, os.getpid(), len(self.domains))
-        uuid = str(uuidlib.uuid4())
+        uuid = str(uuidlib.UUID(uuid) if uuid else uuidlib.uuid4())
         console_log = self.path(name + '.console')
         xml = domain_xml(name, uuid, self.kernel, self.initrd,
-                         guest_cmdline(script, after, len(pairs)), console_log, pairs, memory_mib)
+                         guest_cmdline(script, after, len(pairs)), console_log, pairs, memory_mib,
+                         devices_xml)
         xml_path = self.path(name + '.xml')
         with open(xml_path, 'w') as f:
             f.write(xml)
