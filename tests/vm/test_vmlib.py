@@ -120,7 +120,7 @@ def test_init_reads_cmdline():
         return
     init = r.stdout
     start = init.index('run= after=poweroff ports=1')
-    end = init.index('for m in virtio_ring')
+    end = init.index('for m in $(cat /lib/modules/order)')
     parse = init[start:end].replace('$(cat /proc/cmdline)', '$CMDLINE')
     script = "echo one 'two three'\nexit 3\n"
     probe = parse + 'echo "$run" | base64 -d >"$OUT"; echo "after=$after ports=$ports"\n'
