@@ -6,8 +6,10 @@ lease on a stand-in file (several holders, a holder that died).
 
 usage: test_vmlib.py
 """
+import atexit
 import base64
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -76,6 +78,7 @@ def test_domain_xml():
 
 def test_kvm_lease():
     d = tempfile.mkdtemp()
+    atexit.register(shutil.rmtree, d, True)
     dev = os.path.join(d, 'kvm')
     open(dev, 'w').close()
     os.chmod(dev, 0o600)
@@ -124,7 +127,9 @@ def test_init_reads_cmdline():
     parse = init[start:end].replace('$(cat /proc/cmdline)', '$CMDLINE')
     script = "echo one 'two three'\nexit 3\n"
     probe = parse + 'echo "$run" | base64 -d >"$OUT"; echo "after=$after ports=$ports"\n'
-    target = os.path.join(tempfile.mkdtemp(), 'decoded.sh')
+    d = tempfile.mkdtemp()
+    atexit.register(shutil.rmtree, d, True)
+    target = os.path.join(d, 'decoded.sh')
     env = dict(os.environ, CMDLINE=vmlib.guest_cmdline(script, 'idle', 3), OUT=target)
     r = subprocess.run(['/bin/busybox', 'sh', '-c', probe], env=env, stdout=subprocess.PIPE, text=True)
     with open(target) as f:
