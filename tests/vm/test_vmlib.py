@@ -19,13 +19,7 @@ import xml.etree.ElementTree as ET
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vmlib  # noqa: E402
 
-failures = []
-
-
-def check(ok, what):
-    print('%s: %s' % ('ok' if ok else 'FAIL', what))
-    if not ok:
-        failures.append(what)
+check = vmlib.Checks()
 
 
 def test_cmdline():
@@ -147,10 +141,7 @@ def main():
         test_init_reads_cmdline()
     else:
         print('init command line: skipped (no /bin/busybox)')
-    if failures:
-        print('FAIL: %d checks' % len(failures))
-        sys.exit(1)
-    print('PASS vm_vmlib')
+    check.finish('vm_vmlib')
 
 
 if __name__ == '__main__':

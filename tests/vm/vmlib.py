@@ -325,6 +325,27 @@ def test_main(main):
         sys.exit(1)
 
 
+class Checks:
+    """A list of named checks for tests that make many: each prints "ok" or
+    "FAIL" with what it checks; finish() ends the test (exit 1 on any
+    failure, else the PASS line)."""
+
+    def __init__(self):
+        self.failed = []
+
+    def __call__(self, ok, what):
+        print('%s: %s' % ('ok' if ok else 'FAIL', what))
+        if not ok:
+            self.failed.append(what)
+        return ok
+
+    def finish(self, name):
+        if self.failed:
+            print('FAIL: %d checks: %s' % (len(self.failed), '; '.join(self.failed)))
+            sys.exit(1)
+        print('PASS %s' % name)
+
+
 def remove_domain(name):
     """Destroy and undefine @name with its managed save image; quiet when it
     is already gone."""
