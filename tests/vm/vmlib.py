@@ -35,6 +35,7 @@ share the daemons and two cores.
 """
 import atexit
 import base64
+import itertools
 import os
 import re
 import shutil
@@ -56,6 +57,8 @@ NAME_PREFIX = 'tern-vmtest-'
 CMDLINE_MAX = 2000
 READY = r'tern-init: ready uptime ([0-9.]+)'
 EXIT = r'tern-init: exit status (\d+)'
+# Domain names are unique in this process, across Labs.
+_domain_numbers = itertools.count()
 
 
 class VmError(Exception):
@@ -490,7 +493,7 @@ class Lab:
         Returns a Domain, not started."""
         pairs = [(c, 'org.tern.%d' % i) if isinstance(c, str) else tuple(c)
                  for i, c in enumerate(channels)]
-        name = '%s%d-%d' % (NAME_PREFIX, os.getpid(), len(self.domains))
+        name = '%s%d-%d' % (NAME_PREFIX, os.getpid(), next(_domain_numbers))
         uuid = str(uuidlib.UUID(uuid) if uuid else uuidlib.uuid4())
         console_log = self.path(name + '.console')
         xml = domain_xml(name, uuid, self.kernel, self.initrd,
