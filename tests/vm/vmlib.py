@@ -466,7 +466,11 @@ class Lab:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None and exc_type is not SystemExit:
+            # What the guests said is the first thing to read after a failure.
+            for dom in self.domains:
+                print('vmlib: %s console tail:\n%s' % (dom.name, dom.console_tail(15)))
         self.close()
         return False
 
