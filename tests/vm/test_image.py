@@ -5,8 +5,9 @@ CUDA programs asked for, --add files, the libraries ldd names, the loader
 cache, the modules in order, the init), that an unchanged input rebuilds
 nothing and a changed one rebuilds, and what it refuses (a missing shim,
 a missing program, a missing --add file, a relative guest path, an
-unknown option), each with its reason. Needs the kernel package (cached
-in /var/cache/tern/vm, or downloaded once), not libvirt.
+unknown option), each with its reason; where guests can run, that image
+boots from its 0700 folder and runs its own /etc/tern/run.sh. Needs the
+kernel package (cached in /var/cache/tern/vm, or downloaded once).
 
 usage: test_image.py BUILD_DIR
 """
@@ -44,6 +45,26 @@ def cpio_file(path, name):
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
         with open(os.path.join(d, name), 'rb') as f:
             return f.read()
+
+
+def boot_image_script(fake):
+    """The image's own /etc/tern/run.sh runs when the test gives no script,
+    its exit status reported; and the build folder (mkdtemp: 0700) need not
+    be reachable by QEMU's user."""
+    reason = vmlib.host_unfit()
+    if reason:
+        print('boot of the image script: skipped (%s)' % reason)
+        return
+    script = os.path.join(fake, 'run.sh')
+    with open(script, 'w') as f:
+        f.write('echo "the image\'s own script"\nexit 4\n')
+    with vmlib.Lab(fake, image_args=['--add', script + ':/etc/tern/run.sh']) as lab:
+        dom = lab.domain('')
+        dom.start()
+        status = dom.wait_exit(60)
+        check(status == 4 and "the image's own script" in dom.console(),
+              'no script given: the image\'s /etc/tern/run.sh ran, exit %d reported, from a 0700 '
+              'build folder' % status)
 
 
 def main():
@@ -101,6 +122,7 @@ def main():
         names = cpio_names(initrd)
         check(r.returncode == 0 and 'up to date' not in r.stdout and 'usr/bin/tern-agent' in names
               and 'opt/t/false' in names, 'an agent in the build and an --add file: rebuilt, both in')
+        boot_image_script(fake)
     finally:
         shutil.rmtree(fake, ignore_errors=True)
     check.finish('vm_image')

@@ -460,7 +460,10 @@ class Lab:
         ensure_daemons()
         self._remove_stale()
         t1 = time.monotonic()
-        self.kernel, self.initrd = image(self.build_dir, image_args)
+        # QEMU opens them as libvirt-qemu, which may not reach into the build
+        # folder (a home of mode 0700): each Lab boots its own copies.
+        self.kernel, self.initrd = [shutil.copy(p, self.dir)
+                                    for p in image(self.build_dir, image_args)]
         print('vmlib: daemons %.1f s, image %.1f s' % (t1 - t0, time.monotonic() - t1))
 
     def __enter__(self):
@@ -488,7 +491,8 @@ class Lab:
 
     def domain(self, script, channels=(), after='poweroff', memory_mib=192, uuid=None,
                devices_xml=''):
-        """Define a domain whose guest runs @script (busybox sh). @channels:
+        """Define a domain whose guest runs @script (busybox sh; '' runs the
+        image's /etc/tern/run.sh, see tools/vm-image --add). @channels:
         socket paths (port org.tern.0, org.tern.1 ...) or (path, port name)
         pairs; each socket must exist before start (libvirt stats it).
         @uuid: the domain's, when the test must know it first (ternd's
