@@ -34,7 +34,7 @@ _Static_assert(CONTROL_NAME_MAX == SNAP_NAME_MAX, "a snapshot name fits a contro
 _Static_assert(AUTH_CREDENTIAL_BYTES == SNAP_CREDENTIAL_BYTES, "a manifest keeps the session credential");
 
 
-static uint64_t monotonic_ms(void)
+uint64_t monotonic_ms(void)
 {
 	struct timespec ts;
 
@@ -1376,7 +1376,7 @@ int supervisor_run(struct supervisor_config *cfg)
 	while (running) {
 		unsigned n = 0, links = 0, ipcs = 0, ipc_at, pres = 0, pre_at, clients = 0, client_at, checks = 0,
 			 check_at, vm_at, vm_end;
-		int timeout = preauth_expire(&sv.preauth), t = control_clients_expire(&sv);
+		int timeout = preauth_expire(&sv.preauth), t = control_clients_expire(&sv), v = vm_restores_waiting(&sv);
 
 		for (i = 0; i < cfg->listen_count; i++)
 			pfd[n++] = (struct pollfd){ .fd = sv.listen_fd[i], .events = POLLIN };
@@ -1415,6 +1415,8 @@ int supervisor_run(struct supervisor_config *cfg)
 			}
 		if (t >= 0 && (timeout < 0 || t < timeout))
 			timeout = t;
+		if (v >= 0 && (timeout < 0 || v < timeout))
+			timeout = v;
 		if (poll(pfd, n, timeout) < 0) {
 			if (errno == EINTR)
 				continue;

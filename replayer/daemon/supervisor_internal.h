@@ -135,6 +135,16 @@ struct vm_domain {
 	int relay_ctl;                      /* 'R' resets the relay; closing it ends the relay */
 	pid_t relay_pid;
 	struct vm_op op;
+	/* A vm-restore that came before the save it restores was recorded
+	 * (libvirt's listener sends vm-save once the save is over, and a
+	 * restore may be asked for at once): answered when the save ends, or
+	 * refused at the deadline. */
+	struct {
+		int client_fd;              /* -1: none */
+		char generation[VM_GENERATION_MAX + 1];
+		bool check_only;
+		uint64_t deadline_ms;
+	} waiting_restore;
 };
 
 struct supervisor {
@@ -168,6 +178,9 @@ void supervisor_child_close(struct supervisor *sv, const struct preauth_conn *ke
 void supervisor_fds_close(void *opaque);
 int socket_listen(const struct supervisor_config *cfg, const struct transport_url *url, mode_t mode);
 
+/* CLOCK_MONOTONIC in milliseconds. */
+uint64_t monotonic_ms(void);
+
 /* supervisor_vm.c: libvirt domains (docs/libvirt.md, "ternd's side"). */
 void vm_domains_init(struct supervisor *sv);
 /* Listen again for the domains the state directory records. */
@@ -179,6 +192,9 @@ void vm_request(struct supervisor *sv, int client, const struct control_request 
  * the new count.  vm_poll_handle reads what they said. */
 unsigned vm_poll_fill(struct supervisor *sv, struct pollfd *pfd, unsigned n, unsigned *first);
 void vm_poll_handle(struct supervisor *sv, const struct pollfd *pfd, unsigned first, unsigned end);
+/* Start the restores that waited for a save, refuse those past their
+ * deadline; the milliseconds until the next deadline, or -1. */
+int vm_restores_waiting(struct supervisor *sv);
 /* The most fds vm_poll_fill adds. */
 #define VM_POLL_MAX (VM_DOMAINS_MAX * (1 + RESTORE_CHECKS_MAX))
 /* A worker in a domain's op said held, or sent its snapshot's result. */

@@ -33,6 +33,8 @@
 
 /* A vm-snapshot's prefix: room for "-N" after it in a snapshot name. */
 #define VM_PREFIX_MAX (SNAP_SNAPSHOT_NAME_MAX - 11)
+/* How long a restore waits for the domain's previous run to be saved. */
+#define VM_RESTORE_WAIT_MS 30000
 
 static int domain_index(struct supervisor *sv, const struct vm_domain *d)
 {
@@ -291,7 +293,8 @@ void vm_domains_init(struct supervisor *sv)
 {
 	for (unsigned i = 0; i < VM_DOMAINS_MAX; i++)
 		sv->domains[i] = (struct vm_domain){ .listen_fd = -1, .handoff_fd = -1, .relay_ctl = -1,
-						     .op = { .client_fd = -1 } };
+						     .op = { .client_fd = -1 },
+						     .waiting_restore = { .client_fd = -1 } };
 }
 
 /* Listen for @uuid (idempotent: an attached domain keeps its socket and
@@ -360,6 +363,7 @@ static void domain_detach(struct supervisor *sv, struct vm_domain *d)
 	}
 	snap_vm_domain_release(&rec);
 	client_fail(&d->op.client_fd, "domain %s was detached", d->uuid);
+	client_fail(&d->waiting_restore.client_fd, "domain %s was detached", d->uuid);
 	op_clear(sv, d);
 	d->used = false;
 	pr_info("domain %s (%s) detached", d->uuid, d->name);
@@ -828,6 +832,29 @@ static void restore_checks_done(struct supervisor *sv, struct vm_domain *d)
 	op_clear(sv, d);
 }
 
+/* Whether @d has sessions with a live worker. A restore starts the
+ * domain anew, so these are of its previous run, saved (libvirt's listener
+ * sends vm-save once the save is over) or destroyed (vm-drop) but not told
+ * yet: the restore waits for that, or it would lose the state of the
+ * image being saved. */
+static bool domain_has_live_sessions(struct supervisor *sv, const struct vm_domain *d)
+{
+	for (unsigned i = 0; i < SESSION_SLOTS; i++) {
+		const struct session_slot *s = &sv->slots[i];
+		const struct worker_link *l = &sv->links[i];
+		struct session_known *k;
+
+		if (atomic_load(&s->state) != SESSION_ACTIVE || l->stopped || l->suspending ||
+		    !vm_session_of(s->id, d->uuid))
+			continue;
+		/* Suspended: its worker holds a reconnected guest that waits. */
+		k = known_get(sv, s->id, false);
+		if (!k || (k->plan != PLAN_SUSPENDED && k->waiting_slot != (int)i))
+			return true;
+	}
+	return false;
+}
+
 static void op_restore_start(struct supervisor *sv, struct vm_domain *d, int client, const char *generation,
 			     bool check_only)
 {
@@ -1039,6 +1066,15 @@ void vm_request(struct supervisor *sv, int client, const struct control_request 
 		client_fail(&client, "not a domain op");
 		return;
 	}
+	if (req->op == CONTROL_OP_VM_RESTORE && d->waiting_restore.client_fd < 0 &&
+	    (d->op.kind == VM_OP_SAVE || (d->op.kind == VM_OP_NONE && domain_has_live_sessions(sv, d)))) {
+		d->waiting_restore.client_fd = client;
+		snprintf(d->waiting_restore.generation, sizeof(d->waiting_restore.generation), "%s", req->generation);
+		d->waiting_restore.check_only = req->check;
+		d->waiting_restore.deadline_ms = monotonic_ms() + VM_RESTORE_WAIT_MS;
+		pr_info("domain %s: the restore of generation %s waits for the save or drop of its live sessions", d->uuid, req->generation);
+		return;
+	}
 	if (d->op.kind != VM_OP_NONE) {
 		client_fail(&client, "domain %s is busy with another save, restore or snapshot; retry when it is done",
 			    d->uuid);
@@ -1049,4 +1085,41 @@ void vm_request(struct supervisor *sv, int client, const struct control_request 
 	else
 		op_snapshot_start(sv, d, client, req->op == CONTROL_OP_VM_SAVE ? VM_OP_SAVE : VM_OP_SNAPSHOT,
 				  req->op == CONTROL_OP_VM_SAVE ? req->generation : "", req->snapshot);
+}
+
+int vm_restores_waiting(struct supervisor *sv)
+{
+	uint64_t now = monotonic_ms(), next = UINT64_MAX;
+
+	for (unsigned i = 0; i < VM_DOMAINS_MAX; i++) {
+		struct vm_domain *d = &sv->domains[i];
+		int client = d->waiting_restore.client_fd;
+
+		if (!d->used || client < 0 || d->op.kind == VM_OP_SAVE)
+			continue;       /* a save under way ends by itself, however long it takes */
+		if (d->op.kind == VM_OP_NONE && domain_has_live_sessions(sv, d))
+			goto deadline;
+		if (d->op.kind != VM_OP_NONE) {
+			/* A snapshot or restore took the domain meanwhile. */
+			d->waiting_restore.client_fd = -1;
+			client_fail(&client, "domain %s is busy with another save, restore or snapshot; retry when it "
+				    "is done", d->uuid);
+			continue;
+		}
+		d->waiting_restore.client_fd = -1;
+		op_restore_start(sv, d, client, d->waiting_restore.generation, d->waiting_restore.check_only);
+		continue;
+deadline:
+		if (client < 0)
+			continue;
+		if (d->waiting_restore.deadline_ms <= now) {
+			d->waiting_restore.client_fd = -1;
+			client_fail(&client, "domain %s: its previous run's sessions are still live after %d s (no "
+				    "vm-save or vm-drop came for them: is tern-libvirt running?); generation %s was not "
+				    "restored", d->uuid, VM_RESTORE_WAIT_MS / 1000, d->waiting_restore.generation);
+		} else if (d->waiting_restore.deadline_ms < next) {
+			next = d->waiting_restore.deadline_ms;
+		}
+	}
+	return next == UINT64_MAX ? -1 : (int)(next - now);
 }
