@@ -29,42 +29,6 @@ void domain_xml_init(void)
 	xmlSetGenericErrorFunc(NULL, libxml_quiet);
 }
 
-static bool is_hex_lower(char c)
-{
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-}
-
-bool domain_uuid_valid(const char *s)
-{
-	for (int i = 0; i < DOMAIN_UUID_LEN; i++) {
-		bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-
-		if (dash ? s[i] != '-' : !is_hex_lower(s[i]))
-			return false;
-	}
-	return s[DOMAIN_UUID_LEN] == 0;
-}
-
-bool domain_name_valid(const char *s)
-{
-	size_t n = 0;
-
-	for (; s[n]; n++)
-		if (n >= DOMAIN_NAME_MAX || s[n] < 0x20 || s[n] > 0x7e || s[n] == '/')
-			return false;
-	return n > 0;
-}
-
-bool domain_generation_valid(const char *s)
-{
-	size_t n = 0;
-
-	for (; s[n]; n++)
-		if (n >= DOMAIN_GENERATION_MAX || !is_hex_lower(s[n]))
-			return false;
-	return n > 0;
-}
-
 int domain_generation_fresh(char *out)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -212,9 +176,9 @@ static int metadata_scan(xmlNodePtr metadata, struct domain_info *info, struct d
 			return reason_refuse(err, errlen, "the domain's metadata has two tern elements");
 		nodes->gpu = c;
 		if (!attr_copy(c, "generation", info->generation, sizeof(info->generation)) ||
-		    (info->generation[0] && !domain_generation_valid(info->generation)))
+		    (info->generation[0] && !vm_generation_valid(info->generation)))
 			return reason_refuse(err, errlen, "tern's metadata generation is not 1-%d hex digits",
-				      DOMAIN_GENERATION_MAX);
+				      VM_GENERATION_MAX);
 	}
 	return 0;
 }
@@ -239,12 +203,12 @@ static int domain_doc_scan(xmlDocPtr doc, struct domain_info *info, struct domai
 			if (have_uuid)
 				return reason_refuse(err, errlen, "the domain has two <uuid> elements");
 			have_uuid = true;
-			uuid_ok = leaf_text(c, info->uuid, sizeof(info->uuid)) && domain_uuid_valid(info->uuid);
+			uuid_ok = leaf_text(c, info->uuid, sizeof(info->uuid)) && vm_uuid_valid(info->uuid);
 		} else if (node_is(c, "name")) {
 			if (have_name)
 				return reason_refuse(err, errlen, "the domain has two <name> elements");
 			have_name = true;
-			name_ok = leaf_text(c, info->name, sizeof(info->name)) && domain_name_valid(info->name);
+			name_ok = leaf_text(c, info->name, sizeof(info->name)) && vm_name_valid(info->name);
 		} else if (node_is(c, "metadata")) {
 			if (nodes->metadata)
 				return reason_refuse(err, errlen, "the domain has two <metadata> elements");
@@ -274,7 +238,7 @@ static int domain_doc_scan(xmlDocPtr doc, struct domain_info *info, struct domai
 		return reason_refuse(err, errlen, "the domain's <uuid> is not a canonical lowercase uuid");
 	if (!name_ok)
 		return reason_refuse(err, errlen, "tern needs a domain name of 1-%d printable ASCII bytes without '/'",
-				     DOMAIN_NAME_MAX);
+				     VM_NAME_MAX);
 	return 0;
 }
 
@@ -353,8 +317,8 @@ int domain_xml_generation_set(const char *xml, size_t len, const char *generatio
 	xmlDocPtr doc;
 	int ret;
 
-	if (!domain_generation_valid(generation))
-		return reason_refuse(err, errlen, "generation is not 1-%d hex digits", DOMAIN_GENERATION_MAX);
+	if (!vm_generation_valid(generation))
+		return reason_refuse(err, errlen, "generation is not 1-%d hex digits", VM_GENERATION_MAX);
 	ret = domain_doc_open(xml, len, &doc, err, errlen);
 	if (ret)
 		return ret;

@@ -22,10 +22,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "vm_id.h"
+
 #define DOMAIN_XML_MAX (4u << 20)       /* bytes of domain XML read from a hook's stdin */
-#define DOMAIN_UUID_LEN 36              /* canonical form, lowercase */
-#define DOMAIN_NAME_MAX 200             /* bytes of a libvirt domain name tern accepts */
-#define DOMAIN_GENERATION_MAX 64        /* hex digits */
 #define DOMAIN_GENERATION_FRESH_LEN 32  /* what domain_generation_fresh() makes */
 
 /* Where tern's metadata lives: <tern:gpu xmlns:tern=URI generation="G"/>. */
@@ -36,13 +35,13 @@
 #define TERN_CHANNEL_NAME "org.tern.0"
 
 struct domain_info {
-	char uuid[DOMAIN_UUID_LEN + 1];
-	char name[DOMAIN_NAME_MAX + 1];
+	char uuid[VM_UUID_LEN + 1];
+	char name[VM_NAME_MAX + 1];
 	bool tern_channel;                      /* a <channel> with <target name='org.tern.0'/> */
 	/* The channel's <source path=...> (mode='connect'), "" when it has none.
 	 * Bounded by sun_path: a longer one is refused. */
 	char channel_path[108];
-	char generation[DOMAIN_GENERATION_MAX + 1];     /* "" when the metadata has none */
+	char generation[VM_GENERATION_MAX + 1];     /* "" when the metadata has none */
 };
 
 /* Start libxml2 for this process and silence what it would print on
@@ -66,15 +65,11 @@ int domain_xml_generation_set(const char *xml, size_t len, const char *generatio
  * at most DOMAIN_XML_MAX bytes: -EMSGSIZE past that, -errno on a read error. */
 int domain_xml_read_fd(int fd, char **xml, size_t *len);
 
-/* Checks of the identifiers that go to ternd (the same rules ternd applies):
- * uuid: 8-4-4-4-12 lowercase hex; name: 1..DOMAIN_NAME_MAX printable ASCII
- * bytes, no '/'; generation: 1..DOMAIN_GENERATION_MAX chars of [0-9a-f]. */
-bool domain_uuid_valid(const char *s);
-bool domain_name_valid(const char *s);
-bool domain_generation_valid(const char *s);
+/* The identifiers that go to ternd are checked by common/vm_id.h's rules,
+ * the ones ternd applies. */
 
 /* A fresh random generation (DOMAIN_GENERATION_FRESH_LEN hex digits) in @out
- * (at least DOMAIN_GENERATION_MAX + 1 bytes).  0 or -errno (getrandom). */
+ * (at least VM_GENERATION_MAX + 1 bytes).  0 or -errno (getrandom). */
 int domain_generation_fresh(char *out);
 
 #endif

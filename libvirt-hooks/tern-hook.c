@@ -83,7 +83,7 @@ static int hook_prepare(struct hook *h)
 static int hook_restore(struct hook *h)
 {
 	struct vm_request req = { .op = VM_OP_RESTORE, .uuid = h->dom.uuid, .generation = h->dom.generation };
-	char fresh[DOMAIN_GENERATION_MAX + 1], err[512];
+	char fresh[VM_GENERATION_MAX + 1], err[512];
 	struct vm_reply reply;
 	char *out;
 	int ret;

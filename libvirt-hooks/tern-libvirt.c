@@ -39,9 +39,9 @@
 #define LISTENER_RETRY_S 2              /* between attempts to reach libvirtd */
 
 struct tracked_domain {
-	char uuid[DOMAIN_UUID_LEN + 1];
-	char name[DOMAIN_NAME_MAX + 1];
-	char generation[DOMAIN_GENERATION_MAX + 1];
+	char uuid[VM_UUID_LEN + 1];
+	char name[VM_NAME_MAX + 1];
+	char generation[VM_GENERATION_MAX + 1];
 };
 
 struct listener {
@@ -115,7 +115,7 @@ static bool domain_inspect(virDomainPtr dom, struct domain_info *info)
 
 static void generation_assign(struct listener *l, virDomainPtr dom, const struct domain_info *info)
 {
-	char generation[DOMAIN_GENERATION_MAX + 1], element[128];
+	char generation[VM_GENERATION_MAX + 1], element[128];
 	int ret = domain_generation_fresh(generation);
 
 	if (ret) {

@@ -62,12 +62,12 @@ int vm_request_encode(const struct vm_request *req, char **line)
 	unsigned m;
 	int ret;
 
-	if (!name || !req->uuid || !domain_uuid_valid(req->uuid))
+	if (!name || !req->uuid || !vm_uuid_valid(req->uuid))
 		return -EINVAL;
 	m = vm_ops[req->op].members;
-	if ((m & M_NAME) && (!req->name || !domain_name_valid(req->name)))
+	if ((m & M_NAME) && (!req->name || !vm_name_valid(req->name)))
 		return -EINVAL;
-	if ((m & M_GENERATION) && (!req->generation || !domain_generation_valid(req->generation)))
+	if ((m & M_GENERATION) && (!req->generation || !vm_generation_valid(req->generation)))
 		return -EINVAL;
 	obj = json_object_new_object();
 	if (!obj)

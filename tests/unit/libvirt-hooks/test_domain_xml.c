@@ -81,8 +81,8 @@ static void test_no_channel_no_generation(void **state)
 /* Names tern cannot carry are refused only for tern's domains. */
 static void test_names(void **state)
 {
-	static const char *const bad[] = { "a/b", "tab\there", "caf\xc3\xa9", "" };
-	char long_name[DOMAIN_NAME_MAX + 2];
+	static const char *const bad[] = { "a/b", "tab\there", "del\x7f", "" };
+	char long_name[VM_NAME_MAX + 2];
 	struct domain_info info;
 	char err[256], *xml;
 
@@ -98,10 +98,15 @@ static void test_names(void **state)
 		refused(xml, "domain name");
 		free(xml);
 	}
-	long_name[DOMAIN_NAME_MAX] = 0;
+	/* UTF-8 is a name libvirt and ternd both take (common/vm_id.h). */
+	xml = doc_make("caf\xc3\xa9", UUID, "", CHANNEL);
+	assert_int_equal(parse(xml, &info, err), 0);
+	assert_string_equal(info.name, "caf\xc3\xa9");
+	free(xml);
+	long_name[VM_NAME_MAX] = 0;
 	xml = doc_make(long_name, UUID, "", CHANNEL);
 	assert_int_equal(parse(xml, &info, err), 0);
-	assert_int_equal(strlen(info.name), DOMAIN_NAME_MAX);
+	assert_int_equal(strlen(info.name), VM_NAME_MAX);
 	free(xml);
 }
 
@@ -116,12 +121,12 @@ static void test_uuids(void **state)
 	char *xml;
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		assert_false(domain_uuid_valid(bad[i]));
+		assert_false(vm_uuid_valid(bad[i]));
 		xml = doc_make("vm", bad[i], "", CHANNEL);
 		refused(xml, "uuid");
 		free(xml);
 	}
-	assert_true(domain_uuid_valid(UUID));
+	assert_true(vm_uuid_valid(UUID));
 	refused("<domain><name>vm</name><devices>" CHANNEL "</devices></domain>", "no <uuid>");
 	refused("<domain><uuid>" UUID "</uuid></domain>", "no <name>");
 	refused("<domain><name>vm</name><uuid>" UUID "</uuid><uuid>" UUID "</uuid></domain>", "two <uuid>");
@@ -167,7 +172,7 @@ static void test_channels(void **state)
 
 static void test_metadata(void **state)
 {
-	char too_long[DOMAIN_GENERATION_MAX + 2], meta[256], *xml;
+	char too_long[VM_GENERATION_MAX + 2], meta[256], *xml;
 	struct domain_info info;
 	char err[256];
 	struct {
@@ -187,7 +192,7 @@ static void test_metadata(void **state)
 	}
 	memset(too_long, 'a', sizeof(too_long) - 1);
 	too_long[sizeof(too_long) - 1] = 0;
-	assert_false(domain_generation_valid(too_long));
+	assert_false(vm_generation_valid(too_long));
 	snprintf(meta, sizeof(meta), "<metadata><t:gpu xmlns:t='https://tern.dev/xmlns/libvirt/1' generation='%s'/>"
 		 "</metadata>", too_long);
 	xml = doc_make("vm", UUID, meta, CHANNEL);
@@ -313,12 +318,12 @@ static void test_generation_set(void **state)
 
 static void test_fresh(void **state)
 {
-	char a[DOMAIN_GENERATION_MAX + 1], b[DOMAIN_GENERATION_MAX + 1];
+	char a[VM_GENERATION_MAX + 1], b[VM_GENERATION_MAX + 1];
 
 	assert_int_equal(domain_generation_fresh(a), 0);
 	assert_int_equal(domain_generation_fresh(b), 0);
 	assert_int_equal(strlen(a), DOMAIN_GENERATION_FRESH_LEN);
-	assert_true(domain_generation_valid(a));
+	assert_true(vm_generation_valid(a));
 	assert_string_not_equal(a, b);
 }
 
