@@ -111,17 +111,6 @@ static int hook_restore(struct hook *h)
 	return 0;
 }
 
-static int hook_release(struct hook *h)
-{
-	struct vm_request req = { .op = VM_OP_DETACH, .uuid = h->dom.uuid };
-	struct vm_reply reply;
-
-	/* Nothing can be refused here: the domain is gone either way. */
-	if (hook_request(h, &req, &reply, "detach"))
-		pr_warn("domain %s: the channel stays with ternd until it is restarted", h->dom.name);
-	return 0;
-}
-
 static int hook_log(struct hook *h)
 {
 	pr_info("domain %s (%s) generation %s", h->dom.name, h->dom.uuid,
@@ -137,8 +126,12 @@ static const struct {
 	{ "prepare", "begin", hook_prepare },
 	{ "restore", "begin", hook_restore },
 	{ "started", "begin", hook_log },
+	/* No vm-detach at `release end`: it comes before the listener's
+	 * vm-save (STOPPED_SAVED), and detaching ends the relay that holds
+	 * the sessions' streams, so their workers would end with it and the
+	 * save find nothing; and a restore needs the socket to exist anyway. */
 	{ "stopped", "end", hook_log },
-	{ "release", "end", hook_release },
+	{ "release", "end", hook_log },
 };
 
 static void usage(FILE *f)

@@ -11,7 +11,8 @@ XML on stdin, the fake ternd of tests/libvirt on the control socket.
 - restore: vm-restore with the image's generation, check false; stdout is
   the same domain with a fresh generation; no generation, or ternd
   refusing: exit 1 and nothing on stdout;
-- release: vm-detach; a refusal there is only logged (exit 0);
+- release: nothing asked (a vm-detach there would end the sessions that
+  the listener's vm-save, after it, suspends), exit 0;
 - hostile stdin (over 4 MiB, a DTD, not XML): refused, nothing asked;
 - bad options: exit 2 (usage) or 1 (a bad --timeout).
 """
@@ -110,10 +111,9 @@ def main():
         answer({})
 
         # release
+        n = len(requests())
         p = hook("release", "end", domain(vm_dir))
-        check(p.returncode == 0 and requests()[-1]["request"]["op"] == "vm-detach", "release: vm-detach")
-        p = hook("release", "end", domain(vm_dir), sock=os.path.join(tmp, "none.sock"))
-        check(p.returncode == 0, "release: ternd down is only logged")
+        check(p.returncode == 0 and len(requests()) == n, "release: nothing asked of ternd")
 
         # hostile stdin
         n = len(requests())
