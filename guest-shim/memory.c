@@ -274,7 +274,8 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
 	if (bytesize > SIZE_MAX - (size_t)page)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	size = (bytesize + (size_t)page - 1) & ~((size_t)page - 1);
-	if (rpc_connect() == CUDA_SUCCESS && shim_process()->shm_on) {
+	/* Not in the BAR: its buffers are not shared (docs/vm-transport.md). */
+	if (rpc_connect() == CUDA_SUCCESS && shim_process()->shm_on && !shim_process()->ivshmem_on) {
 		CUresult res = host_alloc_shared(pp, size, flags);
 
 		if (res != CUDA_ERROR_NOT_SUPPORTED)

@@ -334,6 +334,7 @@ static void conn_close_locked(struct shim_process *p)
 	if (p->shm_on)
 		shm_chan_close(&p->shm);
 	p->shm_on = false;
+	p->ivshmem_on = false;
 	if (p->fd >= 0)
 		close(p->fd);
 	p->fd = -1;
@@ -591,27 +592,39 @@ static void replay_append_locked(struct shim_process *p, uint32_t id, uint64_t s
 	replay_trim_locked(p);
 }
 
+/* TERN_SHM_RING: the rings' size (0: @dflt); TERN_SHM_SPIN_US: how long a
+ * side spins before it sleeps. For both kinds of rings. */
+static uint64_t shm_ring_env(uint64_t dflt)
+{
+	const char *ring = getenv("TERN_SHM_RING");
+
+	return ring && *ring ? strtoull(ring, NULL, 0) : dflt;
+}
+
+static void shm_spin_env(struct shm_chan *c)
+{
+	const char *spin = getenv("TERN_SHM_SPIN_US");
+
+	if (spin && *spin)
+		c->spin_ns = strtoull(spin, NULL, 0) * 1000;
+}
+
 /* Move the open connection onto shared-memory rings: the memfd and eventfds
  * go first on the socket, then the request that names their layout. */
 static int shm_upgrade_locked(struct shim_process *p)
 {
-	struct wire_shm_attach_req req = { .ring_bytes = SHM_RING_DEFAULT };
+	struct wire_shm_attach_req req = { .ring_bytes = shm_ring_env(SHM_RING_DEFAULT) };
 	struct wire_header h = { .call = WIRE_CALL_SHM_ATTACH };
-	const char *ring = getenv("TERN_SHM_RING");
-	const char *spin = getenv("TERN_SHM_SPIN_US");
 	struct iovec iov[WIRE_MSG_IOV_MAX];
 	struct wire_cursor cur;
 	struct wire_msg m;
 	CUresult status = CUDA_ERROR_UNKNOWN;
 	int fds[SHM_CHAN_FDS], niov, ret;
 
-	if (ring && *ring)
-		req.ring_bytes = strtoull(ring, NULL, 0);
 	ret = shm_chan_create(&p->shm, req.ring_bytes, p->fd);
 	if (ret)
 		return ret;
-	if (spin && *spin)
-		p->shm.spin_ns = strtoull(spin, NULL, 0) * 1000;
+	shm_spin_env(&p->shm);
 	/* The request, then the descriptors: the worker reads exactly the
 	 * request from the stream before it takes them. */
 	wire_msg_init(&m);
@@ -636,6 +649,83 @@ static int shm_upgrade_locked(struct shim_process *p)
 fail:
 	shm_chan_close(&p->shm);
 	return ret;
+}
+
+/* The domain's ivshmem BAR, when this process should use one: TERN_IVSHMEM
+ * names the file to map ("off" or "0": none), else a virtio: transport looks
+ * for the ivshmem-plain device on the PCI bus. Looked for once. */
+static bool ivshmem_wanted(struct shim_process *p, const struct transport_url *url)
+{
+	const char *env = getenv("TERN_IVSHMEM");
+	int ret;
+
+	if (p->bar_tried)
+		return p->bar.base != NULL;
+	p->bar_tried = true;
+	if (env && (!strcmp(env, "off") || !strcmp(env, "0")))
+		return false;
+	if ((!env || !*env) && url->kind != TRANSPORT_VIRTIO)
+		return false;
+	ret = ivshmem_guest_open(&p->bar, env && *env ? env : NULL);
+	if (ret && (env && *env))
+		pr_warn("TERN_IVSHMEM %s: %s: bulk data goes through the stream", env, strerror(-ret));
+	else if (!ret)
+		pr_info("ivshmem BAR %s: %llu bytes", p->bar.path, (unsigned long long)p->bar.bytes);
+	return !ret;
+}
+
+/* Move the open connection onto rings in the slot of the BAR that the worker
+ * assigns. -EOPNOTSUPP when the worker has no BAR for us (not a domain's
+ * session, no <shmem> for the domain, every slot taken): the stream goes on
+ * carrying everything. Any other error leaves the connection unusable (the
+ * worker may be on the rings already) and gives up on the BAR for this
+ * process: a BAR that is not the host's (its header does not name the slot)
+ * would fail every time. */
+static int ivshmem_upgrade_locked(struct shim_process *p)
+{
+	struct wire_ivshmem_attach_req req = { .ring_bytes = shm_ring_env(0) };
+	struct wire_ivshmem_attach_rep rep;
+	struct wire_header h = { .call = WIRE_CALL_IVSHMEM_ATTACH };
+	struct iovec iov[WIRE_MSG_IOV_MAX];
+	struct wire_cursor cur;
+	struct wire_msg m;
+	CUresult status = CUDA_ERROR_UNKNOWN;
+	void *area;
+	int niov, ret;
+
+	wire_msg_init(&m);
+	wire_ivshmem_attach_req_encode(&m, &req);
+	niov = wire_msg_finish(&m, &h, iov);
+	ret = niov < 0 ? niov : wire_send(p->fd, iov, niov);
+	wire_msg_release(&m);
+	if (!ret)
+		ret = reply_read_locked(p, WIRE_CALL_IVSHMEM_ATTACH, 0, &cur, &status);
+	if (ret)
+		return ret;
+	if (status != CUDA_SUCCESS) {
+		pr_info("no ivshmem slot from ternd (CUresult %d): bulk data goes through the stream", status);
+		return -EOPNOTSUPP;
+	}
+	if (wire_ivshmem_attach_rep_decode(&cur, &rep) < 0)
+		ret = -EPROTO;
+	area = ret ? NULL : ivshmem_guest_slot(&p->bar, rep.slot, rep.offset, rep.bytes, rep.ring_bytes);
+	if (!ret && !area) {
+		pr_err("ivshmem: slot %u (%#llx+%#llx) is not in %s as ternd describes it: is it the domain's BAR?",
+		       rep.slot, (unsigned long long)rep.offset, (unsigned long long)rep.bytes, p->bar.path);
+		ret = -EPROTO;
+	}
+	if (!ret)
+		ret = shm_chan_region_guest(&p->shm, area, rep.ring_bytes, p->fd);
+	if (ret) {
+		ivshmem_guest_close(&p->bar);
+		return ret;
+	}
+	shm_spin_env(&p->shm);
+	p->shm_on = true;
+	p->ivshmem_on = true;
+	pr_info("session %s on ivshmem slot %u (rings of %llu bytes)", p->session, rep.slot,
+		(unsigned long long)rep.ring_bytes);
+	return 0;
 }
 
 /* A new worker (after a restore) lacks the guest's shared host buffers: hand
@@ -879,6 +969,13 @@ static CUresult conn_open_locked(struct shim_process *p)
 		}
 		ret = host_shared_reshare_locked(p);
 		if (ret) {
+			status = CUDA_ERROR_NO_DEVICE;
+			goto out_close;
+		}
+	} else if (url.kind != TRANSPORT_TCP && ivshmem_wanted(p, &url)) {
+		ret = ivshmem_upgrade_locked(p);
+		if (ret && ret != -EOPNOTSUPP) {
+			pr_err("ivshmem channel to ternd at %s failed: %s", p->server, strerror(-ret));
 			status = CUDA_ERROR_NO_DEVICE;
 			goto out_close;
 		}
@@ -1275,7 +1372,7 @@ CUresult rpc_call_fd(uint32_t id, struct wire_msg *req, struct wire_cursor *rep,
 	me.next = p->pending;
 	p->pending = &me;
 	/* After a reconnect the buffer went over with the others: send once. */
-	ret = fd >= 0 && p->shm_on && !p->broken ? shm_fds_send(p->fd, &fd, 1) : 0;
+	ret = fd >= 0 && p->shm_on && !p->ivshmem_on && !p->broken ? shm_fds_send(p->fd, &fd, 1) : 0;
 	if (ret) {
 		p->broken = true;
 		shutdown(p->fd, SHUT_RDWR);

@@ -23,6 +23,7 @@
 
 #include "auth.h"
 #include "le.h"
+#include "ivshmem_bar.h"
 #include "shm_chan.h"
 #include "wire_client.h"
 
@@ -121,6 +122,11 @@ struct shim_process {
 	int fd;                         /* -1 when not connected */
 	struct shm_chan shm;            /* the rings, when shm_on */
 	bool shm_on;
+	bool ivshmem_on;                /* the rings are in a slot of the BAR: no fds on the socket */
+	/* A libvirt domain's ivshmem BAR (TERN_IVSHMEM or found on the PCI bus),
+	 * mapped once per process and kept across reconnects and forks. */
+	struct ivshmem_guest bar;
+	bool bar_tried;                 /* looked for it once; bar.base NULL: none */
 	bool lost;                      /* the session died: calls fail at once */
 	pid_t owner;                    /* process that made fd */
 	bool forked;                    /* this process is a fork of a shim user */

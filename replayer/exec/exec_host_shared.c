@@ -62,6 +62,16 @@ CUresult exec_shm_attach(struct exec *ex, const struct wire_shm_attach_req *req,
 	return CUDA_ERROR_NOT_SUPPORTED;
 }
 
+CUresult exec_ivshmem_attach(struct exec *ex, const struct wire_ivshmem_attach_req *req,
+			     struct wire_ivshmem_attach_rep *rep)
+{
+	/* Likewise: only a domain's session on its worker's connection. */
+	(void)ex;
+	(void)req;
+	(void)rep;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 CUresult exec_mem_host_share(struct exec *ex, const struct wire_mem_host_share_req *req,
 			     struct wire_mem_host_share_rep *rep)
 {

@@ -4,7 +4,7 @@ sim backend, without a VM: tern-agent connects to a domain's socket as QEMU's
 port would (--port-connect), and programs reach ternd through the agent's
 socket, the vmlink channel and the domain's relay (docs/vm-transport.md).
 
-usage: test_vm_host.py e2e --ternd PATH --agent PATH --shim-dir DIR --prog CKPT_LOOP --plugin SO --ckpt PATH
+usage: test_vm_host.py e2e --ternd PATH --agent PATH --shim-dir DIR --prog CKPT_LOOP --plugin SO --ckpt PATH [--ivshmem]
        test_vm_host.py hostile --ternd PATH --agent PATH
 
 e2e:     two ckpt_loop programs through one domain's socket; ckpt ls shows
@@ -17,6 +17,11 @@ e2e:     two ckpt_loop programs through one domain's socket; ckpt ls shows
          the other is held (makes no call) until that wait is over; vm-drop
          frees; a restarted ternd listens for the domain again;
          vm-detach removes the socket.
+         With --ivshmem, a /dev/shm file stands in for the domain's ivshmem
+         BAR (ternd --ivshmem-dir, the programs' TERN_IVSHMEM): every domain
+         session's rings are in a slot of it, across the saves, restores and
+         ternd restarts, and the session on the plain socket is refused a
+         slot and goes on over its stream.
 hostile: hellos naming another domain's session or a "UUID/..." id on the
          plain socket; one domain's guest cannot reach another's session of
          the same name; bad uuids, generations and names in every op and
@@ -30,6 +35,7 @@ import shutil
 import signal
 import socket
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -96,7 +102,8 @@ class Ternd:
         self.log = os.path.join(tmp, 'ternd.log')
         cmd = [args.ternd, '--backend', 'sim', '--sim-kernels', args.plugin, '--sim-memory', '4G',
                '--listen', 'unix:' + self.sock, '--control', self.control, '--state-dir', self.state,
-               '--vm-dir', self.vm_dir, '--log-file', self.log, '--log-level', 'info'] + list(extra)
+               '--vm-dir', self.vm_dir, '--log-file', self.log, '--log-level', 'info'] + list(extra) + \
+            list(args.ternd_extra)
         if os.path.exists(self.control):
             os.unlink(self.control)
         self.proc = subprocess.Popen(cmd, start_new_session=True)
@@ -145,7 +152,7 @@ class App:
     def __init__(self, args, tmp, server, session, argv):
         self.log = os.path.join(tmp, session + '.shim.log')
         env = dict(os.environ, LD_LIBRARY_PATH=args.shim_dir, TERN_SERVER='unix:' + server,
-                   TERN_SESSION=session, TERN_LOG_FILE=self.log, TERN_LOG_LEVEL='info')
+                   TERN_SESSION=session, TERN_LOG_FILE=self.log, TERN_LOG_LEVEL='info', **args.app_env)
         self.proc = subprocess.Popen([args.prog] + [str(a) for a in argv], env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -203,6 +210,28 @@ def hold_together(args, t, path, want):
             fail('a held session did not end with the uninterrupted checksum')
     print('vm-snapshot held session r (calls %d throughout) until w\'s 2.5 s wait was over, '
           'took %.1f s; both ended with the uninterrupted checksum' % (calls[0], took))
+
+
+def ivshmem_check(args, tmp, t, plain, domain):
+    """The domain's sessions had their rings in the BAR, before and after
+    the restore; the plain socket's session was refused a slot; the BAR's
+    header is the host's layout."""
+    for s in domain:
+        log = open(os.path.join(tmp, s + '.shim.log'), errors='replace').read()
+        if log.count('on ivshmem slot') < 2 or 'ivshmem channel to ternd' in log:
+            fail('session %s did not use the BAR before and after the restore:\n%s' % (s, log[-2000:]))
+    for s in plain:
+        log = open(os.path.join(tmp, s + '.shim.log'), errors='replace').read()
+        if 'on ivshmem slot' in log or 'no ivshmem slot from ternd' not in log:
+            fail('the plain session %s was not refused a slot:\n%s' % (s, log[-2000:]))
+    with open(args.bar, 'rb') as f:
+        head = f.read(64)
+    magic, version, hbytes, bar_bytes, slot_bytes, count = struct.unpack_from('<QIIQQI', head)
+    if magic != 0x3152414253564954 or version != 1 or bar_bytes != os.path.getsize(args.bar) or \
+            slot_bytes != 16 << 20 or count != 3:
+        fail('the BAR header is not the host\'s layout: %r' % (head,))
+    print('ivshmem: sessions %s on slots of the BAR before and after the restore; %s refused a slot; '
+          'header: %d slots of %d MiB' % (domain, plain, count, slot_bytes >> 20))
 
 
 def e2e(args, tmp):
@@ -270,6 +299,8 @@ def e2e(args, tmp):
             if got != want:
                 fail('checksum after vm-save and vm-restore %s, uninterrupted %s' % (got, want))
         print('both programs ended with the uninterrupted checksum', want)
+        if args.bar:
+            ivshmem_check(args, tmp, t, ['base'], ['a', 'b'])
 
         # A second generation of another session; the older one restores its own.
         mark = os.path.join(tmp, 'mark.c')
@@ -429,8 +460,18 @@ def main():
     ap.add_argument('--prog')
     ap.add_argument('--plugin')
     ap.add_argument('--ckpt')
+    ap.add_argument('--ivshmem', action='store_true')
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix='tern-vmhost-')
+    args.ternd_extra, args.app_env, args.bar, bar_dir = [], {}, None, None
+    if args.ivshmem:
+        # The BAR: libvirt's /dev/shm/tern-UUID for <shmem name='tern-UUID'>, 64 MiB.
+        bar_dir = tempfile.mkdtemp(prefix='tern-vmhost-bar-', dir='/dev/shm')
+        args.bar = os.path.join(bar_dir, 'tern-' + UUID_A)
+        with open(args.bar, 'wb') as f:
+            f.truncate(64 << 20)
+        args.ternd_extra = ['--ivshmem-dir', bar_dir, '--ivshmem-slot', '16M']
+        args.app_env = {'TERN_IVSHMEM': args.bar}
     try:
         rc = e2e(args, tmp) if args.scenario == 'e2e' else hostile_suite(args, tmp)
     except SystemExit:
@@ -438,6 +479,8 @@ def main():
             sys.stderr.write('--- %s\n%s\n' % (log, open(log, errors='replace').read()[-4000:]))
         raise
     shutil.rmtree(tmp, ignore_errors=True)
+    if bar_dir:
+        shutil.rmtree(bar_dir, ignore_errors=True)
     print('PASS')
     return rc
 
