@@ -213,7 +213,19 @@ out_unlock:
 	return ret;
 }
 
-int ivshmem_host_claim(struct ivshmem_host *h, const char *path, uint64_t slot_bytes, uint64_t ring_bytes)
+static int slot_lock(struct ivshmem_host *h, uint32_t i)
+{
+	int r = range_lock(h->fd, F_WRLCK, ivshmem_slot_offset(&h->layout, i), h->layout.slot_bytes, false);
+
+	if (!r) {
+		h->slot = i;
+		h->offset = ivshmem_slot_offset(&h->layout, i);
+	}
+	return r == -EAGAIN || r == -EACCES ? -EBUSY : r;
+}
+
+int ivshmem_host_claim(struct ivshmem_host *h, const char *path, uint64_t slot_bytes, uint64_t ring_bytes,
+		       uint32_t want)
 {
 	struct stat st;
 	int ret;
@@ -233,18 +245,9 @@ int ivshmem_host_claim(struct ivshmem_host *h, const char *path, uint64_t slot_b
 		ret = -EINVAL;
 		goto out_close;
 	}
-	ret = -EBUSY;
-	for (uint32_t i = 0; i < h->layout.slot_count && ret == -EBUSY; i++) {
-		int r = range_lock(h->fd, F_WRLCK, ivshmem_slot_offset(&h->layout, i), h->layout.slot_bytes, false);
-
-		if (!r) {
-			h->slot = i;
-			h->offset = ivshmem_slot_offset(&h->layout, i);
-			ret = 0;
-		} else if (r != -EAGAIN && r != -EACCES) {
-			ret = r;
-		}
-	}
+	ret = want < h->layout.slot_count ? slot_lock(h, want) : -EBUSY;
+	for (uint32_t i = 0; i < h->layout.slot_count && ret == -EBUSY; i++)
+		ret = slot_lock(h, i);
 	if (!ret)
 		ret = header_update(h, IVSHMEM_SLOT_CLAIMED, ring_bytes);
 	if (!ret)

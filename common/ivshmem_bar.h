@@ -117,13 +117,15 @@ struct ivshmem_host {
 };
 
 /* Open the BAR file at @path (a regular file, no symbolic link; the host's
- * path, never the guest's choice), plan its layout for @slot_bytes, take the
- * first slot no other open file description holds (a write lock on its
- * bytes), and record it in the header as claimed with rings of @ring_bytes
+ * path, never the guest's choice), plan its layout for @slot_bytes, take
+ * slot @want if no other open file description holds it (a write lock on
+ * its bytes), else the first one free (@want out of range: any), and record it in the header as claimed with rings of @ring_bytes
  * (the header is rewritten first when it is not this layout's: a fresh BAR,
  * or one the guest scribbled on). 0, or -ENOENT (no such file), -EINVAL (not
  * a regular file, too small), -EBUSY (every slot held), -errno. */
-int ivshmem_host_claim(struct ivshmem_host *h, const char *path, uint64_t slot_bytes, uint64_t ring_bytes);
+#define IVSHMEM_SLOT_ANY UINT32_MAX
+int ivshmem_host_claim(struct ivshmem_host *h, const char *path, uint64_t slot_bytes, uint64_t ring_bytes,
+		       uint32_t want);
 /* Mark the slot free and drop the claim (closes the file). NULL-safe and
  * idempotent; h->fd is -1 after. */
 void ivshmem_host_release(struct ivshmem_host *h);

@@ -651,6 +651,18 @@ fail:
 	return ret;
 }
 
+/* Whether a pinned buffer lives in the ivshmem slot. */
+static bool host_bar_buffers_locked(struct shim_process *p)
+{
+	bool any = false;
+
+	pthread_mutex_lock(&p->cache_lock);
+	for (struct shim_host_range *r = p->host_ranges; r && !any; r = r->next)
+		any = r->in_bar;
+	pthread_mutex_unlock(&p->cache_lock);
+	return any;
+}
+
 /* The domain's ivshmem BAR, when this process should use one: TERN_IVSHMEM
  * names the file to map ("off" or "0": none), else a virtio: transport looks
  * for the ivshmem-plain device on the PCI bus. Looked for once. */
@@ -683,7 +695,7 @@ static bool ivshmem_wanted(struct shim_process *p, const struct transport_url *u
  * would fail every time. */
 static int ivshmem_upgrade_locked(struct shim_process *p)
 {
-	struct wire_ivshmem_attach_req req = { .ring_bytes = shm_ring_env(0) };
+	struct wire_ivshmem_attach_req req = { .ring_bytes = shm_ring_env(0), .want_slot = IVSHMEM_SLOT_ANY };
 	struct wire_ivshmem_attach_rep rep;
 	struct wire_header h = { .call = WIRE_CALL_IVSHMEM_ATTACH };
 	struct iovec iov[WIRE_MSG_IOV_MAX];
@@ -693,6 +705,9 @@ static int ivshmem_upgrade_locked(struct shim_process *p)
 	void *area;
 	int niov, ret;
 
+	/* Pinned buffers in the slot: the same slot again, or none. */
+	if (p->slot_base)
+		req.want_slot = p->slot;
 	wire_msg_init(&m);
 	wire_ivshmem_attach_req_encode(&m, &req);
 	niov = wire_msg_finish(&m, &h, iov);
@@ -714,12 +729,21 @@ static int ivshmem_upgrade_locked(struct shim_process *p)
 		       rep.slot, (unsigned long long)rep.offset, (unsigned long long)rep.bytes, p->bar.path);
 		ret = -EPROTO;
 	}
+	if (!ret && p->slot_base && area != p->slot_base && host_bar_buffers_locked(p)) {
+		pr_err("ivshmem: ternd assigned slot %u, the pinned buffers are in slot %u", rep.slot, p->slot);
+		return -EBUSY;
+	}
 	if (!ret)
 		ret = shm_chan_region_guest(&p->shm, area, rep.ring_bytes, p->fd);
 	if (ret) {
-		ivshmem_guest_close(&p->bar);
+		if (!p->slot_base)
+			ivshmem_guest_close(&p->bar);
 		return ret;
 	}
+	p->slot = rep.slot;
+	p->slot_base = area;
+	p->slot_bytes = rep.bytes;
+	p->slot_carve = SHM_CHAN_BYTES(rep.ring_bytes);
 	shm_spin_env(&p->shm);
 	p->shm_on = true;
 	p->ivshmem_on = true;
@@ -739,11 +763,11 @@ static int host_shared_reshare_locked(struct shim_process *p)
 	/* Copied out first: no round trip under cache_lock. */
 	pthread_mutex_lock(&p->cache_lock);
 	for (r = p->host_ranges; r; r = r->next)
-		n += r->memfd >= 0;
+		n += r->memfd >= 0 || (r->in_bar && p->ivshmem_on);
 	if (n)
 		shared = calloc(n, sizeof(*shared));
 	for (r = p->host_ranges, i = 0; r && shared; r = r->next) {
-		if (r->memfd >= 0)
+		if (r->memfd >= 0 || (r->in_bar && p->ivshmem_on))
 			shared[i++] = *r;
 	}
 	pthread_mutex_unlock(&p->cache_lock);
@@ -759,12 +783,22 @@ static int host_shared_reshare_locked(struct shim_process *p)
 		CUresult status = CUDA_ERROR_UNKNOWN;
 		int niov;
 
-		ret = shm_fds_send(p->fd, &shared[i].memfd, 1);
-		if (ret)
-			break;
 		wire_msg_init(&m);
-		wire_mem_host_share_req_encode(&m, &req);
-		ret = conn_exchange_locked(p, WIRE_CALL_MEM_HOST_SHARE, 0, &m, iov, &niov, &cur, &status);
+		if (shared[i].in_bar) {
+			struct wire_ivshmem_host_share_req bar = {
+				.address = shared[i].base, .offset = shared[i].bar_offset, .bytes = shared[i].size,
+				.flags = shared[i].flags,
+			};
+
+			wire_ivshmem_host_share_req_encode(&m, &bar);
+			ret = conn_exchange_locked(p, WIRE_CALL_IVSHMEM_HOST_SHARE, 0, &m, iov, &niov, &cur, &status);
+		} else {
+			ret = shm_fds_send(p->fd, &shared[i].memfd, 1);
+			wire_mem_host_share_req_encode(&m, &req);
+			if (!ret)
+				ret = conn_exchange_locked(p, WIRE_CALL_MEM_HOST_SHARE, 0, &m, iov, &niov, &cur,
+							   &status);
+		}
 		wire_msg_release(&m);
 		if (!ret && status != CUDA_SUCCESS) {
 			pr_err("pinned buffer %#lx (%zu bytes) cannot be shared with the new worker: %d",
@@ -976,6 +1010,11 @@ static CUresult conn_open_locked(struct shim_process *p)
 		ret = ivshmem_upgrade_locked(p);
 		if (ret && ret != -EOPNOTSUPP) {
 			pr_err("ivshmem channel to ternd at %s failed: %s", p->server, strerror(-ret));
+			status = CUDA_ERROR_NO_DEVICE;
+			goto out_close;
+		}
+		ret = ret ? 0 : host_shared_reshare_locked(p);
+		if (ret) {
 			status = CUDA_ERROR_NO_DEVICE;
 			goto out_close;
 		}

@@ -464,7 +464,7 @@ static int ivshmem_attach(struct worker_session *s, const struct wire_header *h,
 	/* The ring size is checked against the layout before anything is claimed. */
 	if (!req.ring_bytes && !ivshmem_layout_plan((uint64_t)st.st_size, cfg->ivshmem_slot_bytes, &planned))
 		req.ring_bytes = ivshmem_ring_bytes_pick(&planned);
-	ret = ivshmem_host_claim(&s->c.bar, path, cfg->ivshmem_slot_bytes, req.ring_bytes);
+	ret = ivshmem_host_claim(&s->c.bar, path, cfg->ivshmem_slot_bytes, req.ring_bytes, req.want_slot);
 	if (!ret) {
 		ret = shm_chan_region_host(&s->c.shm, s->c.bar.fd, s->c.bar.offset, s->c.bar.layout.slot_bytes,
 					   req.ring_bytes, s->c.fd, s->c.shm_at);
@@ -490,6 +490,11 @@ static int ivshmem_attach(struct worker_session *s, const struct wire_header *h,
 		return ret;
 	}
 	s->c.shm_on = true;
+	/* Pinned buffers may be carved from the slot past the rings. */
+	s->ex.host.bar_fd = s->c.bar.fd;
+	s->ex.host.bar_offset = s->c.bar.offset;
+	s->ex.host.bar_bytes = s->c.bar.layout.slot_bytes;
+	s->ex.host.bar_carve = SHM_CHAN_BYTES(rep.ring_bytes);
 	pr_info("session %s: on ivshmem %s slot %u (rings of %llu bytes)", s->id, path, rep.slot,
 		(unsigned long long)rep.ring_bytes);
 	return 0;

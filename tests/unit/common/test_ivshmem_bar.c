@@ -209,12 +209,12 @@ static void test_host_claim(void **state)
 	assert_int_equal(pwrite(fd, buf, sizeof(buf), 0), sizeof(buf));
 	close(fd);
 	for (int i = 0; i < 3; i++) {
-		assert_int_equal(ivshmem_host_claim(&h[i], bar_path, SLOT, SHM_RING_MIN), 0);
+		assert_int_equal(ivshmem_host_claim(&h[i], bar_path, SLOT, SHM_RING_MIN, IVSHMEM_SLOT_ANY), 0);
 		assert_int_equal(h[i].slot, i);
 		assert_int_equal(h[i].offset, 4096 + i * SLOT);
 	}
 	/* Every slot is held: by other open file descriptions, even ours. */
-	assert_int_equal(ivshmem_host_claim(&h[3], bar_path, SLOT, SHM_RING_MIN), -EBUSY);
+	assert_int_equal(ivshmem_host_claim(&h[3], bar_path, SLOT, SHM_RING_MIN, IVSHMEM_SLOT_ANY), -EBUSY);
 	assert_int_equal(h[3].fd, -1);
 	header_read(buf);
 	assert_int_equal(ivshmem_header_parse(buf, sizeof(buf), BAR, &l, slots), 0);
@@ -227,10 +227,17 @@ static void test_host_claim(void **state)
 	assert_int_equal(ivshmem_header_parse(buf, sizeof(buf), BAR, &l, slots), 0);
 	assert_int_equal(slots[1].state, IVSHMEM_SLOT_FREE);
 	assert_int_equal(slots[0].state, IVSHMEM_SLOT_CLAIMED);
-	assert_int_equal(ivshmem_host_claim(&h[1], bar_path, SLOT, 2 * SHM_RING_MIN), 0);
+	assert_int_equal(ivshmem_host_claim(&h[1], bar_path, SLOT, 2 * SHM_RING_MIN, IVSHMEM_SLOT_ANY), 0);
 	assert_int_equal(h[1].slot, 1);
+	/* The slot asked for, when free; another when it is held. */
+	ivshmem_host_release(&h[0]);
+	ivshmem_host_release(&h[2]);
+	assert_int_equal(ivshmem_host_claim(&h[0], bar_path, SLOT, SHM_RING_MIN, 2), 0);
+	assert_int_equal(h[0].slot, 2);
+	assert_int_equal(ivshmem_host_claim(&h[2], bar_path, SLOT, SHM_RING_MIN, 2), 0);
+	assert_int_equal(h[2].slot, 0);
 	/* Rings that do not fit are refused before anything is claimed. */
-	assert_int_equal(ivshmem_host_claim(&h[3], bar_path, SLOT, SLOT), -EINVAL);
+	assert_int_equal(ivshmem_host_claim(&h[3], bar_path, SLOT, SLOT, IVSHMEM_SLOT_ANY), -EINVAL);
 	for (int i = 0; i < 3; i++)
 		ivshmem_host_release(&h[i]);
 	ivshmem_host_release(NULL);
@@ -238,17 +245,17 @@ static void test_host_claim(void **state)
 	/* Not followed: a symbolic link; not a regular file: a fifo; too small. */
 	snprintf(link, sizeof(link), "%s.link", bar_path);
 	assert_int_equal(symlink(bar_path, link), 0);
-	assert_int_equal(ivshmem_host_claim(&h[0], link, SLOT, SHM_RING_MIN), -ELOOP);
+	assert_int_equal(ivshmem_host_claim(&h[0], link, SLOT, SHM_RING_MIN, IVSHMEM_SLOT_ANY), -ELOOP);
 	unlink(link);
 	assert_int_equal(mkfifo(link, 0600), 0);
-	assert_int_equal(ivshmem_host_claim(&h[0], link, SLOT, SHM_RING_MIN), -EINVAL);
+	assert_int_equal(ivshmem_host_claim(&h[0], link, SLOT, SHM_RING_MIN, IVSHMEM_SLOT_ANY), -EINVAL);
 	unlink(link);
-	assert_int_equal(ivshmem_host_claim(&h[0], link, SLOT, SHM_RING_MIN), -ENOENT);
+	assert_int_equal(ivshmem_host_claim(&h[0], link, SLOT, SHM_RING_MIN, IVSHMEM_SLOT_ANY), -ENOENT);
 	fd = open(link, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	assert_true(fd >= 0);
 	assert_int_equal(ftruncate(fd, 4096 + SLOT - 4096), 0);
 	close(fd);
-	assert_int_equal(ivshmem_host_claim(&h[0], link, SLOT, SHM_RING_MIN), -EINVAL);
+	assert_int_equal(ivshmem_host_claim(&h[0], link, SLOT, SHM_RING_MIN, IVSHMEM_SLOT_ANY), -EINVAL);
 	unlink(link);
 
 	assert_int_equal(ivshmem_host_path("/dev/shm", "01234567-89ab-cdef-0123-456789abcdef", link, sizeof(link)), 0);
@@ -271,7 +278,7 @@ static void session_open(struct session *s, uint64_t ring)
 	void *area;
 
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s->sock), 0);
-	assert_int_equal(ivshmem_host_claim(&s->host, bar_path, SLOT, ring), 0);
+	assert_int_equal(ivshmem_host_claim(&s->host, bar_path, SLOT, ring, IVSHMEM_SLOT_ANY), 0);
 	assert_int_equal(shm_chan_region_host(&s->host_chan, s->host.fd, s->host.offset, SLOT, ring, s->sock[1],
 					      NULL), 0);
 	/* The host maps its slot's rings, nothing else of the BAR. */
@@ -381,7 +388,7 @@ static void test_region_changed(void **state)
 		struct ivshmem_layout l;
 		uint8_t buf[IVSHMEM_HEADER_BYTES];
 
-		assert_int_equal(ivshmem_host_claim(&h2, bar_path, SLOT, SHM_RING_MIN), 0);
+		assert_int_equal(ivshmem_host_claim(&h2, bar_path, SLOT, SHM_RING_MIN, IVSHMEM_SLOT_ANY), 0);
 		assert_int_not_equal(h2.slot, s.host.slot);
 		header_read(buf);
 		assert_int_equal(ivshmem_header_parse(buf, sizeof(buf), BAR, &l, NULL), 0);
