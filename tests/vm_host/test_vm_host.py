@@ -26,7 +26,8 @@ e2e:     two ckpt_loop programs through one domain's socket; ckpt ls shows
 ivshmem-hostile: a domain's guest lies to ternd about its ivshmem rings and
          pinned buffers (common/ivshmem_bar.h): ring sizes that do not fit,
          truncated requests, buffers in its rings, past its slot, unaligned,
-         overflowing; every slot taken; a session that is not a domain's;
+         overflowing; every slot taken; a session that is not a domain's,
+         and one of a domain without a BAR file (never given another's);
          its rings' counters scribbled on. Each fails alone: the session goes
          on (or, for the scribbled rings, only it ends), the others and
          ternd are unharmed.
@@ -469,7 +470,14 @@ def ivshmem_hostile(args, tmp):
         status, _ = ivshmem_attach(plain.sock, struct.pack('<QI', RING, 0xffffffff))
         if status != CUDA_ERROR_NOT_SUPPORTED or not hostile.alive(plain.sock, 1):
             fail('a session on the plain socket was given a slot: %d' % status)
-        print('ivshmem_attach: %d bad requests refused, the session goes on; the plain socket has no BAR' % len(bad))
+        # Domain B has no BAR file: its guest gets none, never A's.
+        ok(t.control, {'op': 'vm-attach', 'uuid': UUID_B, 'name': 'b'})
+        agent_b = Agent(args, tmp, os.path.join(tmp, 'vm', UUID_B + '.sock'), 'b')
+        other = hostile.hello('unix:' + agent_b.sock, 'x')
+        status, _ = ivshmem_attach(other.sock, struct.pack('<QI', RING, 0xffffffff))
+        if status != CUDA_ERROR_NOT_SUPPORTED or not hostile.alive(other.sock, 1):
+            fail('domain B, which has no BAR, was given a slot (of A\'s?): %d' % status)
+        print('ivshmem_attach: %d bad requests refused, the session goes on; the plain socket and domain B (no BAR file) get none' % len(bad))
 
         # Two slots: x and y take them, z is refused and stays on its stream.
         status, rest = ivshmem_attach(x.sock, struct.pack('<QI', RING, 1))
@@ -536,9 +544,10 @@ def ivshmem_hostile(args, tmp):
             fail('another session or ternd was harmed by x\'s scribbled rings')
         print('x scribbled on its rings: the others and ternd go on')
         bar.close()
-        for h in (x, y, z, plain):
+        for h in (x, y, z, plain, other):
             h.sock.close()
         agent.stop()
+        agent_b.stop()
     finally:
         t.stop()
         shutil.rmtree(bar_dir, ignore_errors=True)
