@@ -89,7 +89,9 @@ static void test_header_parse(void **state)
 	(void)state;
 	header_make(buf, &l);
 	assert_int_equal(ivshmem_header_parse(buf, sizeof(buf), BAR, &got, slots), 0);
-	assert_memory_equal(&got, &l, sizeof(l));
+	assert_int_equal(got.bar_bytes, l.bar_bytes);
+	assert_int_equal(got.slot_bytes, l.slot_bytes);
+	assert_int_equal(got.slot_count, l.slot_count);
 	assert_int_equal(slots[1].state, IVSHMEM_SLOT_CLAIMED);
 	assert_int_equal(slots[1].ring_bytes, SHM_RING_MIN);
 	assert_int_equal(slots[2].offset, 4096 + 2 * SLOT);
