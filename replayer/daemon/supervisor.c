@@ -946,6 +946,18 @@ static void request_restore(struct supervisor *sv, int client, const struct cont
 			return;
 		}
 	}
+	if (k->check_fd >= 0 && !strcmp(k->check_snapshot, snapshot) && k->check_device == device) {
+		/* The same restore asked again while its check runs (the CRIU
+		 * plugin's resume at the end of a dump, then its restore of the
+		 * process's images): one check serves both, and the latest
+		 * asker hears how it ends. */
+		client_fail(&k->check_client_fd, "session %s: a later request for the restore of '%s' takes its answer",
+			    session, snapshot);
+		k->check_client_fd = client;
+		explicit_bzero(&cred, sizeof(cred));
+		pr_info("session %s: the restore of '%s' is being checked already: asked again", session, snapshot);
+		return;
+	}
 	if (k->check_fd >= 0) {
 		client_fail(&client, "a restore of session %s is being checked already; retry when it is done",
 			    session);
