@@ -407,16 +407,23 @@ bool shm_chan_readable(struct shm_chan *c)
 	return rx_avail(c) != 0;        /* a corrupt ring reads as input: recv reports it */
 }
 
-bool shm_chan_spin(struct shm_chan *c)
+bool shm_chan_spin_until(struct shm_chan *c, bool (*other)(void *), void *arg)
 {
 	uint64_t start = now_ns();
 
 	do {
 		if (shm_chan_readable(c))
 			return true;
+		if (other && other(arg))
+			return false;
 		cpu_relax();
 	} while (now_ns() - start < c->spin_ns);
 	return false;
+}
+
+bool shm_chan_spin(struct shm_chan *c)
+{
+	return shm_chan_spin_until(c, NULL, NULL);
 }
 
 bool shm_chan_idle_begin(struct shm_chan *c)

@@ -626,6 +626,12 @@ static bool wait_aside(struct worker_session *s, const struct wire_header *h, co
 	return true;
 }
 
+/* For the ring's spin: a synchronisation's answer is due. */
+static bool wait_done(void *waits)
+{
+	return worker_waits_spin(waits, 0);
+}
+
 int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slot)
 {
 	struct worker_session *s = calloc(1, sizeof(*s));
@@ -690,7 +696,8 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	while (!end && !worker_stopping) {
 		/* A ring is watched by spinning, without a system call, as long as
 		 * requests keep coming. */
-		bool input = !s->held && s->c.shm_on && shm_chan_spin(&s->c.shm);
+		bool input = !s->held && s->c.shm_on &&
+			     shm_chan_spin_until(&s->c.shm, worker_waits_active(s->waits) ? wait_done : NULL, s->waits);
 		uint16_t flags = 0;
 
 		if (waits_answer(s, slot)) {
