@@ -148,6 +148,7 @@ static const struct {
 #define LK struct control_link
 static const struct field lk_hello[] = { FSTR(LK, session, 0), FIELD(LK, last_seq, F_U64, 0) };
 static const struct field lk_refuse[] = { FSTR(LK, reason, 0) };
+static const struct field lk_hostfn[] = { FSTR(LK, secret, 0) };
 static const struct field lk_restore[] = { FSTR(LK, snapshot, 0), FIELD(LK, device, F_I32, 0) };
 static const struct field lk_snapshot[] = {
 	FSTR(LK, snapshot, 0), FSTR(LK, parent, F_OPTIONAL), FIELD(LK, suspend, F_BOOL, 0),
@@ -170,6 +171,7 @@ static const struct {
 	[CONTROL_LINK_HOLD] = { "hold", { NULL, 0 }, 0 },
 	[CONTROL_LINK_HELD] = { "held", { NULL, 0 }, 0 },
 	[CONTROL_LINK_RELEASE] = { "release", { NULL, 0 }, 0 },
+	[CONTROL_LINK_HOSTFN] = { "host-function", TABLE(lk_hostfn), 0 },
 };
 #define LINKS_COUNT (sizeof(links) / sizeof(links[0]))
 

@@ -39,6 +39,7 @@ struct json_object;
 #define CONTROL_PATH_MAX 4199           /* the state directory (PATH_MAX), the store in it */
 #define CONTROL_WORD_MAX 15             /* backend, session state, hash engine, progress stage */
 #define CONTROL_REQUEST_MAX 8192        /* one request line, '\n' included */
+#define CONTROL_SECRET_HEX 64           /* a 32-byte secret in hex (hostfn_chan.h) */
 #define CONTROL_LINK_MAX 16384          /* one line-channel message, '\n' included */
 #define CONTROL_REPLY_LINE_MAX (16u << 20) /* one reply line ('snapshots' of a large store) */
 #define CONTROL_LIST_MAX 65536          /* sessions or snapshots in one reply */
@@ -230,6 +231,10 @@ enum control_link_type {
 	CONTROL_LINK_HOLD,              /* supervisor -> worker: read no request until released */
 	CONTROL_LINK_HELD,              /* worker -> supervisor: holding */
 	CONTROL_LINK_RELEASE,           /* supervisor -> worker: serve requests again */
+	/* supervisor -> worker, with a descriptor (SCM_RIGHTS): the guest's
+	 * host-function connection that came through host_func_join, and the
+	 * secret it presented (hex), for the worker to check */
+	CONTROL_LINK_HOSTFN,
 };
 
 struct control_link {
@@ -241,6 +246,7 @@ struct control_link {
 	int32_t device;
 	bool suspend;
 	char reason[CONTROL_TEXT_MAX + 1];
+	char secret[CONTROL_SECRET_HEX + 1];
 	struct control_reply reply;     /* ready, progress, result; released with the message */
 };
 

@@ -5,7 +5,11 @@
  * over unix and shm one end of a socketpair the guest made and handed over
  * with host_func_attach (SCM_RIGHTS); over tcp a second connection the
  * guest opens to a port the worker names in the attach reply, proved by the
- * secret of that reply. The worker writes RUN records, the guest runs the
+ * secret of that reply; where neither can be (a VM's channel: its streams
+ * carry no descriptor and reach only ternd), a second connection to ternd
+ * whose first message is host_func_join with the session and that secret:
+ * the supervisor hands it to the session's worker, which checks the secret
+ * and answers the join before the records start. The worker writes RUN records, the guest runs the
  * function its token names and answers DONE with the same token; the worker
  * holds the stream (the driver's callback thread) until then, so stream
  * order is the driver's own. Tokens are the guest's: the worker never sees
@@ -27,6 +31,7 @@
 /* host_func_attach modes. */
 #define HOSTFN_ATTACH_FD 1u     /* a socket follows the request (SCM_RIGHTS) */
 #define HOSTFN_ATTACH_TCP 2u    /* the guest connects back to the port answered */
+#define HOSTFN_ATTACH_JOIN 3u   /* the guest connects to ternd again, host_func_join */
 
 struct hostfn_rec {
 	uint32_t type;

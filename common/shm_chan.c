@@ -1,5 +1,6 @@
 #define LOG_PREFIX "shm: "
 #include "shm_chan.h"
+#include "fdpass.h"
 #include "log.h"
 
 #include <errno.h>
@@ -490,16 +491,23 @@ bool shm_chan_readable(struct shm_chan *c)
 	return rx_avail(c) != 0;        /* a corrupt ring reads as input: recv reports it */
 }
 
-bool shm_chan_spin(struct shm_chan *c)
+bool shm_chan_spin_until(struct shm_chan *c, bool (*other)(void *), void *arg)
 {
 	uint64_t start = now_ns();
 
 	do {
 		if (shm_chan_readable(c))
 			return true;
+		if (other && other(arg))
+			return false;
 		cpu_relax();
 	} while (now_ns() - start < c->spin_ns);
 	return false;
+}
+
+bool shm_chan_spin(struct shm_chan *c)
+{
+	return shm_chan_spin_until(c, NULL, NULL);
 }
 
 bool shm_chan_idle_begin(struct shm_chan *c)
@@ -521,70 +529,26 @@ void shm_chan_idle_end(struct shm_chan *c)
 int shm_fds_send(int sock, const int *fds, int nfds)
 {
 	char byte = 'F';
-	struct iovec iov = { &byte, 1 };
-	union {
-		struct cmsghdr align;
-		char buf[CMSG_SPACE(sizeof(int) * 8)];
-	} u;
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-	struct cmsghdr *cm;
-	ssize_t n;
 
-	if (nfds <= 0 || nfds > 8)
-		return -EINVAL;
-	memset(&u, 0, sizeof(u));
-	msg.msg_control = u.buf;
-	msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-	cm = CMSG_FIRSTHDR(&msg);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-	memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
-	do {
-		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-	} while (n < 0 && errno == EINTR);
-	return n == 1 ? 0 : n < 0 ? -errno : -EIO;
+	return nfds > 0 ? fdpass_send(sock, &byte, 1, fds, nfds) : -EINVAL;
 }
 
 int shm_fds_recv(int sock, int *fds, int nfds, int timeout_ms)
 {
-	char byte;
-	struct iovec iov = { &byte, 1 };
-	union {
-		struct cmsghdr align;
-		char buf[CMSG_SPACE(sizeof(int) * 8)];
-	} u;
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			      .msg_controllen = sizeof(u.buf) };
 	struct pollfd pfd = { .fd = sock, .events = POLLIN };
-	struct cmsghdr *cm;
-	int got = 0, ret;
+	char byte;
+	int got, ret;
 	ssize_t n;
 
+	if (nfds <= 0 || nfds > FDPASS_MAX)
+		return -EINVAL;
 	ret = poll(&pfd, 1, timeout_ms);
 	if (ret <= 0)
 		return ret < 0 ? -errno : -ETIMEDOUT;
-	n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	n = fdpass_recv(sock, &byte, 1, fds, nfds, &got, MSG_DONTWAIT);
 	if (n <= 0)
-		return n < 0 ? -errno : -EPIPE;
-	for (cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
-		int k;
-
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		for (int i = 0; i < k; i++) {
-			int fd;
-
-			memcpy(&fd, CMSG_DATA(cm) + sizeof(int) * (size_t)i, sizeof(fd));
-			if (got < nfds)
-				fds[got] = fd;
-			else
-				close(fd);
-			got++;
-		}
-	}
-	if (got == nfds && !(msg.msg_flags & MSG_CTRUNC))
+		return n < 0 ? (int)n : -EPIPE;
+	if (got == nfds)
 		return 0;
 	for (int i = 0; i < got && i < nfds; i++)
 		close(fds[i]);

@@ -115,6 +115,10 @@ bool shm_chan_readable(struct shm_chan *c);
  * down again), else the caller polls efd_self with its other fds and then
  * calls shm_chan_idle_end. */
 bool shm_chan_spin(struct shm_chan *c);
+/* The same, ending early (false) as soon as @other(@arg) is true: the
+ * worker also watches its waits, whose answers would otherwise wait out
+ * the spin. */
+bool shm_chan_spin_until(struct shm_chan *c, bool (*other)(void *), void *arg);
 bool shm_chan_idle_begin(struct shm_chan *c);
 void shm_chan_idle_end(struct shm_chan *c);
 

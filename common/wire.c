@@ -336,6 +336,21 @@ int wire_send(int fd, struct iovec *iov, int niov)
 	return 0;
 }
 
+int wire_status_send(int fd, uint32_t call, uint64_t seq, uint16_t flags, uint32_t status)
+{
+	struct wire_header h = { .flags = (uint16_t)(WIRE_F_REPLY | flags), .call = call, .seq = seq };
+	struct iovec iov[WIRE_MSG_IOV_MAX];
+	struct wire_msg m;
+	int n, ret;
+
+	wire_msg_init(&m);
+	wire_put_u32(&m, status);
+	n = wire_msg_finish(&m, &h, iov);
+	ret = n < 0 ? n : wire_send(fd, iov, n);
+	wire_msg_release(&m);
+	return ret;
+}
+
 int wire_recv_exact(int fd, void *buf, size_t n)
 {
 	uint8_t *p = buf;

@@ -136,6 +136,8 @@ size_t wire_msg_payload_copy(const struct wire_msg *m, void *out, size_t cap);
 /* Read/write whole messages on a stream socket. */
 /* Send: 0 or -errno. Handles short writes and EINTR. */
 int wire_send(int fd, struct iovec *iov, int niov);
+/* Send a reply that is its status alone (@flags beside WIRE_F_REPLY). */
+int wire_status_send(int fd, uint32_t call, uint64_t seq, uint16_t flags, uint32_t status);
 /* Read exactly n bytes: 0, -ECONNRESET on EOF, or -errno. */
 int wire_recv_exact(int fd, void *buf, size_t n);
 /* Read and drop n bytes (to skip an oversized payload and keep framing). */

@@ -815,30 +815,23 @@ static CUresult conn_ready_locked(struct shim_process *p);
 static void reader_enter_locked(struct shim_process *p, const struct shim_pending *me);
 static void reader_leave_locked(struct shim_process *p);
 
-/* Open the host-function channel to this connection's worker, outside the
- * request sequence (sequence number 0, like the buffers shared again after
- * a restore): over unix and shm one end of a socketpair follows the request
- * on the socket; over tcp we connect to the port the worker answers and
- * prove ourselves with its secret. 0 or -errno (-EOPNOTSUPP: vsock). */
-static int hostfn_attach_locked(struct shim_process *p)
+/* Ask this connection's worker for a host-function channel of @mode, outside
+ * the request sequence (sequence number 0, like the buffers shared again
+ * after a restore); @pass (or -1) follows the request on the socket. The
+ * reply's secret and port land in @rep (pointing into @reply_buf's copy).
+ * 0, -EOPNOTSUPP when the worker cannot do @mode, or -errno. */
+static int hostfn_ask_locked(struct shim_process *p, uint32_t mode, int pass, uint8_t secret[HOSTFN_SECRET_SIZE],
+			     uint32_t *port)
 {
-	struct wire_host_func_attach_req req = { .mode = HOSTFN_ATTACH_FD };
+	struct wire_host_func_attach_req req = { .mode = mode };
 	struct wire_host_func_attach_rep rep;
 	struct wire_header h = { .call = WIRE_CALL_HOST_FUNC_ATTACH };
 	struct iovec iov[WIRE_MSG_IOV_MAX];
-	struct transport_url url;
 	struct wire_cursor cur;
 	struct wire_msg m;
 	CUresult status = CUDA_ERROR_UNKNOWN;
-	int sv[2] = { -1, -1 }, ours = -1, niov, ret;
+	int niov, ret;
 
-	/* Neither a VM's socket nor its serial port carries a file descriptor. */
-	if (transport_url_parse(p->server, &url) || url.kind == TRANSPORT_VSOCK || url.kind == TRANSPORT_VIRTIO)
-		return -EOPNOTSUPP;
-	if (url.kind == TRANSPORT_TCP)
-		req.mode = HOSTFN_ATTACH_TCP;
-	else if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
-		return -errno;
 	batch_flush_locked(p);
 	wire_msg_init(&m);
 	wire_host_func_attach_req_encode(&m, &req);
@@ -846,27 +839,113 @@ static int hostfn_attach_locked(struct shim_process *p)
 	ret = niov < 0 ? niov : conn_send_locked(p, iov, niov);
 	wire_msg_release(&m);
 	/* The socket after the request: the worker reads the request first. */
-	if (!ret && sv[1] >= 0)
-		ret = shm_fds_send(p->fd, &sv[1], 1);
-	if (sv[1] >= 0)
-		close(sv[1]);
-	ours = sv[0];
+	if (!ret && pass >= 0)
+		ret = shm_fds_send(p->fd, &pass, 1);
 	if (!ret)
 		ret = reply_read_locked(p, WIRE_CALL_HOST_FUNC_ATTACH, 0, &cur, &status);
 	if (!ret && status != CUDA_SUCCESS)
 		ret = status == CUDA_ERROR_NOT_SUPPORTED ? -EOPNOTSUPP : -EPROTO;
-	if (!ret && req.mode == HOSTFN_ATTACH_TCP) {
+	if (!ret && mode != HOSTFN_ATTACH_FD) {
 		if (wire_host_func_attach_rep_decode(&cur, &rep) || rep.secret.len != HOSTFN_SECRET_SIZE ||
-		    !rep.port || rep.port > 65535) {
-			ret = -EPROTO;
-		} else {
-			url.port = rep.port;
+		    (mode == HOSTFN_ATTACH_TCP && (!rep.port || rep.port > 65535)))
+			return -EPROTO;
+		memcpy(secret, rep.secret.ptr, HOSTFN_SECRET_SIZE);
+		*port = rep.port;
+	}
+	return ret;
+}
+
+/* A second connection to ternd at @url whose first message is
+ * host_func_join (hostfn_chan.h); its socket once the worker answered yes,
+ * or -errno (-EACCES: refused). */
+static int hostfn_join(struct shim_process *p, const struct transport_url *url,
+		       const uint8_t secret[HOSTFN_SECRET_SIZE])
+{
+	struct wire_host_func_join_req req = { .secret = { secret, HOSTFN_SECRET_SIZE } };
+	struct wire_header h = { .call = WIRE_CALL_HOST_FUNC_JOIN }, rh;
+	struct timeval tv = { .tv_sec = 10 };
+	uint8_t raw[WIRE_HEADER_SIZE + 4];
+	struct iovec iov[WIRE_MSG_IOV_MAX];
+	struct wire_msg m;
+	int fd, niov, ret;
+
+	snprintf(req.session, sizeof(req.session), "%s", p->session);
+	fd = transport_connect(url);
+	if (fd < 0)
+		return fd;
+	/* A worker that never answers must not hang the guest. */
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	wire_msg_init(&m);
+	wire_host_func_join_req_encode(&m, &req);
+	niov = wire_msg_finish(&m, &h, iov);
+	ret = niov < 0 ? niov : wire_send(fd, iov, niov);
+	wire_msg_release(&m);
+	if (!ret)
+		ret = wire_recv_exact(fd, raw, sizeof(raw));
+	if (!ret && (wire_header_decode(raw, &rh) || rh.call != WIRE_CALL_HOST_FUNC_JOIN ||
+		     !(rh.flags & WIRE_F_REPLY) || rh.length != 4))
+		ret = -EPROTO;
+	if (!ret && le32_get(raw + WIRE_HEADER_SIZE) != CUDA_SUCCESS) {
+		pr_err("host functions: ternd refused the channel's join: CUresult %u",
+		       le32_get(raw + WIRE_HEADER_SIZE));
+		ret = -EACCES;
+	}
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	tv.tv_sec = 0;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+/* Open the host-function channel to this connection's worker: over unix and
+ * shm one end of a socketpair follows the request on the socket; over tcp
+ * we connect to the port the worker answers and prove ourselves with its
+ * secret; where no descriptor can cross (a VM's channel, or a unix socket
+ * that is the guest agent's: the worker answers "not supported" to the
+ * descriptor) we connect to ternd again and join with the secret.
+ * 0 or -errno. */
+static int hostfn_attach_locked(struct shim_process *p)
+{
+	uint8_t secret[HOSTFN_SECRET_SIZE];
+	struct transport_url url;
+	uint32_t port = 0;
+	int sv[2] = { -1, -1 }, ours = -1, ret;
+
+	if (transport_url_parse(p->server, &url))
+		return -EINVAL;
+	if (url.kind == TRANSPORT_TCP) {
+		ret = hostfn_ask_locked(p, HOSTFN_ATTACH_TCP, -1, secret, &port);
+		if (!ret) {
+			url.port = port;
 			ours = transport_connect(&url);
 			ret = ours < 0 ? ours : 0;
-			if (!ret && send(ours, rep.secret.ptr, rep.secret.len, MSG_NOSIGNAL) != (ssize_t)rep.secret.len)
+			if (!ret && send(ours, secret, sizeof(secret), MSG_NOSIGNAL) != (ssize_t)sizeof(secret))
 				ret = -EIO;
 		}
+	} else {
+		ret = -EOPNOTSUPP;
+		if (url.kind == TRANSPORT_UNIX || url.kind == TRANSPORT_SHM) {
+			if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+				return -errno;
+			ret = hostfn_ask_locked(p, HOSTFN_ATTACH_FD, sv[1], secret, &port);
+			close(sv[1]);
+			ours = sv[0];
+			if (ret) {
+				close(ours);
+				ours = -1;
+			}
+		}
+		if (ret == -EOPNOTSUPP) {
+			ret = hostfn_ask_locked(p, HOSTFN_ATTACH_JOIN, -1, secret, &port);
+			if (!ret) {
+				ours = hostfn_join(p, &url, secret);
+				ret = ours < 0 ? ours : 0;
+			}
+		}
 	}
+	explicit_bzero(secret, sizeof(secret));
 	if (!ret)
 		ret = hostfn_thread_start(ours);
 	else if (ours >= 0)

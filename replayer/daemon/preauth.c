@@ -156,17 +156,13 @@ static int frame_send(struct preauth_conn *c, uint32_t call, uint16_t flags, str
 
 static void status_send(struct preauth_conn *c, uint32_t call, uint32_t status, uint16_t flags)
 {
-	struct wire_msg m;
-
-	wire_msg_init(&m);
-	wire_put_u32(&m, status);
-	frame_send(c, call, flags, &m);
-	wire_msg_release(&m);
+	/* A few dozen bytes into an empty socket buffer: this does not block. */
+	wire_status_send(c->fd, call, c->h.seq, flags, status);
 }
 
 void preauth_refuse(struct preauth *pa, struct preauth_conn *c, uint32_t status)
 {
-	status_send(c, WIRE_CALL_HELLO, status, 0);
+	status_send(c, c->h.call, status, 0);     /* the hello's or the join's */
 	preauth_forget(pa, c, true);
 }
 
@@ -239,6 +235,8 @@ enum preauth_event preauth_readable(struct preauth *pa, struct preauth_conn *c)
 		}
 		if (c->h.call == WIRE_CALL_HELLO)
 			return PREAUTH_HELLO;
+		if (c->h.call == WIRE_CALL_HOST_FUNC_JOIN)
+			return PREAUTH_JOIN;
 		pr_warn("%s: call %u before the hello: closed", c->source, c->h.call);
 		status_send(c, c->h.call, CUDA_ERROR_NOT_PERMITTED, WIRE_F_ERROR);
 		preauth_forget(pa, c, true);

@@ -60,6 +60,7 @@ struct preauth {
 enum preauth_event {
 	PREAUTH_MORE,               /* nothing to do until more bytes come */
 	PREAUTH_HELLO,              /* c->h and c->payload hold a whole hello */
+	PREAUTH_JOIN,               /* ... a whole host_func_join (hostfn_chan.h) */
 	PREAUTH_DROP,               /* the connection was answered (if at all) and closed */
 };
 
@@ -76,7 +77,7 @@ void preauth_accept(struct preauth *pa, int listen_fd, unsigned listener);
 void preauth_adopt(struct preauth *pa, int fd, int domain, const char *source);
 /* Read what @c sent: answers a challenge itself. */
 enum preauth_event preauth_readable(struct preauth *pa, struct preauth_conn *c);
-/* Answer @c's hello with @status alone, then close it. */
+/* Answer @c's hello (or join) with @status alone, then close it. */
 void preauth_refuse(struct preauth *pa, struct preauth_conn *c, uint32_t status);
 /* Forget @c, closing its fd (@close_fd) or not (a worker has it now). */
 void preauth_forget(struct preauth *pa, struct preauth_conn *c, bool close_fd);

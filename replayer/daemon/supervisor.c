@@ -2,6 +2,8 @@
 #include "supervisor_internal.h"
 #include "control.h"
 #include "control_msg.h"
+#include "fdpass.h"
+#include "hostfn_chan.h"
 #include "ipc_broker.h"
 #include "log.h"
 #include "oom.h"
@@ -288,6 +290,80 @@ static void hello_refuse(struct supervisor *sv, struct preauth_conn *c, uint32_t
 	preauth_refuse(&sv->preauth, c, status);
 }
 
+/* The session id that @guest_id, named by the guest on @c, stands for: a
+ * domain's stream reaches only that domain's sessions, "UUID/ID". 0, or -1
+ * with @c refused. */
+static int conn_session_id(struct supervisor *sv, struct preauth_conn *c, const char *guest_id,
+			   char id[SESSION_ID_MAX])
+{
+	const struct vm_domain *domain = c->domain >= 0 ? &sv->domains[c->domain] : NULL;
+
+	if (strchr(guest_id, VM_SESSION_SEP)) {
+		/* "UUID/..." ids are a domain's: made here, never named by a guest. */
+		hello_refuse(sv, c, CUDA_ERROR_NOT_PERMITTED, "?", domain ?
+			     "a guest's session id may not hold '/'" :
+			     "a session id with '/' names a libvirt domain's session: only that domain's channel reaches it");
+		return -1;
+	}
+	if (domain && !domain->used) {
+		hello_refuse(sv, c, CUDA_ERROR_NOT_PERMITTED, "?", "its domain was detached");
+		return -1;
+	}
+	if (domain) {
+		char guest[SESSION_ID_MAX];
+
+		worker_session_id_clean(guest, guest_id);
+		snprintf(id, SESSION_ID_MAX, "%s%c%.*s", domain->uuid, VM_SESSION_SEP,
+			 (int)(SESSION_ID_MAX - VM_UUID_LEN - 2), guest);
+	} else {
+		worker_session_id_clean(id, guest_id);
+	}
+	return 0;
+}
+
+/* A host_func_join came on @c (hostfn_chan.h): the connection goes to the
+ * worker serving the session it names, with the secret it presented, which
+ * that worker checks; no worker, no session of this connection's domain,
+ * nothing else is ever reached. */
+static void session_join(struct supervisor *sv, struct preauth_conn *c)
+{
+	struct wire_host_func_join_req join;
+	struct control_link m = { .type = CONTROL_LINK_HOSTFN };
+	char id[SESSION_ID_MAX], *line = NULL;
+	struct wire_cursor cur;
+	struct worker_link *l;
+	size_t len;
+	int live, ret;
+
+	wire_cursor_init(&cur, c->payload, c->h.length);
+	if (wire_host_func_join_req_decode(&cur, &join) < 0 || wire_cursor_end(&cur) ||
+	    join.secret.len != HOSTFN_SECRET_SIZE) {
+		hello_refuse(sv, c, CUDA_ERROR_INVALID_VALUE, "?", "malformed host_func_join");
+		return;
+	}
+	if (conn_session_id(sv, c, join.session, id))
+		return;
+	live = slot_of_session(sv, id, -1);
+	l = live >= 0 ? &sv->links[live] : NULL;
+	if (!l || !l->serving || l->stopped || l->fd < 0) {
+		hello_refuse(sv, c, CUDA_ERROR_NOT_FOUND, id, "host_func_join: no worker serves the session");
+		return;
+	}
+	for (size_t i = 0; i < HOSTFN_SECRET_SIZE; i++)
+		snprintf(m.secret + 2 * i, 3, "%02x", join.secret.ptr[i]);
+	ret = control_link_encode(&m, &line, &len);
+	if (!ret)
+		ret = fdpass_send(l->fd, line, len, &c->fd, 1);
+	free(line);
+	explicit_bzero(&m, sizeof(m));
+	if (ret) {
+		hello_refuse(sv, c, CUDA_ERROR_OPERATING_SYSTEM, id, "host_func_join: its worker cannot be reached");
+		return;
+	}
+	/* The worker holds it now (and answers it). */
+	preauth_forget(&sv->preauth, c, true);
+}
+
 /* A whole hello came on @c: check it, and fork its worker only if it passes.
  * A refusal touches nothing of the session it named. */
 static void session_hello(struct supervisor *sv, struct preauth_conn *c)
@@ -320,26 +396,8 @@ static void session_hello(struct supervisor *sv, struct preauth_conn *c)
 		hello_refuse(sv, c, CUDA_ERROR_INVALID_VALUE, "?", "malformed hello");
 		goto out;
 	}
-	if (strchr(hello->session, VM_SESSION_SEP)) {
-		/* "UUID/..." ids are a domain's: made here, never named by a guest. */
-		hello_refuse(sv, c, CUDA_ERROR_NOT_PERMITTED, "?", domain ?
-			     "a guest's session id may not hold '/'" :
-			     "a session id with '/' names a libvirt domain's session: only that domain's channel reaches it");
+	if (conn_session_id(sv, c, hello->session, id))
 		goto out;
-	}
-	if (domain && !domain->used) {
-		hello_refuse(sv, c, CUDA_ERROR_NOT_PERMITTED, "?", "its domain was detached");
-		goto out;
-	}
-	if (domain) {
-		char guest[SESSION_ID_MAX];
-
-		worker_session_id_clean(guest, hello->session);
-		snprintf(id, sizeof(id), "%s%c%.*s", domain->uuid, VM_SESSION_SEP,
-			 (int)(SESSION_ID_MAX - VM_UUID_LEN - 2), guest);
-	} else {
-		worker_session_id_clean(id, hello->session);
-	}
 	if (!c->challenged) {
 		hello_refuse(sv, c, CUDA_ERROR_NOT_PERMITTED, id, "no challenge before the hello");
 		goto out;
@@ -547,6 +605,7 @@ static void worker_line(struct supervisor *sv, unsigned index, char *line, size_
 			worker_hello(sv, index, m.session);
 	} else if (m.type == CONTROL_LINK_READY) {
 		pr_debug("worker %d ready", atomic_load(&slot->pid));
+		l->serving = m.reply.kind != CONTROL_REPLY_ERROR;
 		if (l->restoring[0] && m.reply.kind == CONTROL_REPLY_ERROR)
 			restore_failed(sv, index, m.reply.error);
 		else if (l->restoring[0])
@@ -946,6 +1005,18 @@ static void request_restore(struct supervisor *sv, int client, const struct cont
 				    "--sessions-max", name, sv->cfg->sessions_max);
 			return;
 		}
+	}
+	if (k->check_fd >= 0 && !strcmp(k->check_snapshot, snapshot) && k->check_device == device) {
+		/* The same restore asked again while its check runs (the CRIU
+		 * plugin's resume at the end of a dump, then its restore of the
+		 * process's images): one check serves both, and the latest
+		 * asker hears how it ends. */
+		client_fail(&k->check_client_fd, "session %s: a later request for the restore of '%s' takes its answer",
+			    session, snapshot);
+		k->check_client_fd = client;
+		explicit_bzero(&cred, sizeof(cred));
+		pr_info("session %s: the restore of '%s' is being checked already: asked again", session, snapshot);
+		return;
 	}
 	if (k->check_fd >= 0) {
 		client_fail(&client, "a restore of session %s is being checked already; retry when it is done",
@@ -1428,10 +1499,11 @@ int supervisor_run(struct supervisor_config *cfg)
 		 * costs a read that does not block. */
 		for (i = 0; i < pres; i++) {
 			struct preauth_conn *c = &sv.preauth.conns[pre_of[i]];
+			enum preauth_event ev;
 
 			if (pfd[pre_at + i].revents && c->fd >= 0 &&
-			    preauth_readable(&sv.preauth, c) == PREAUTH_HELLO)
-				session_hello(&sv, c);
+			    (ev = preauth_readable(&sv.preauth, c)) != PREAUTH_DROP && ev != PREAUTH_MORE)
+				(ev == PREAUTH_HELLO ? session_hello : session_join)(&sv, c);
 		}
 		for (i = 0; i < clients; i++)
 			if (pfd[client_at + i].revents && sv.clients[client_of[i]].fd >= 0)

@@ -59,6 +59,7 @@ struct worker_link {
 	bool stopped;                       /* killed for a restore: what it says is stale */
 	struct session_cred cred;           /* of the session this worker serves */
 	bool told;                          /* its hello was answered (worker_hello) */
+	bool serving;                       /* it said ready: it serves the guest's requests */
 	bool hello_deferred;                /* answered once a dead worker is reaped */
 	int vm_domain;                      /* in a domain's save or snapshot (struct vm_op), or -1 */
 	bool vm_held;                       /* it said held */

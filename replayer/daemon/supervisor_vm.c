@@ -12,6 +12,7 @@
 #define LOG_PREFIX "supervisor: "
 #include "supervisor_internal.h"
 #include "control.h"
+#include "fdpass.h"
 #include "log.h"
 #include "relay.h"
 #include "restore_check.h"
@@ -119,24 +120,8 @@ static int record_save(struct supervisor *sv, const struct snap_vm_domain *rec)
 static int fd_send(int sock, int fd)
 {
 	char byte = 'S';
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} ctl;
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-			      .msg_controllen = sizeof(ctl.buf) };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
 
-	memset(ctl.buf, 0, sizeof(ctl.buf));
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	while (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0)
-		if (errno != EINTR)
-			return -errno;
-	return 0;
+	return fdpass_send(sock, &byte, 1, &fd, 1);
 }
 
 /* The next fd the relay sent: >= 0, -EAGAIN (none now), -EPIPE (the relay
@@ -144,36 +129,18 @@ static int fd_send(int sock, int fd)
 static int fd_recv(int sock)
 {
 	char byte;
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(4 * sizeof(int))];
-	} ctl;
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-			      .msg_controllen = sizeof(ctl.buf) };
-	int fd = -1, extra;
-	ssize_t n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	int fd = -1, got;
+	ssize_t n = fdpass_recv(sock, &byte, 1, &fd, 1, &got, MSG_DONTWAIT);
 
 	if (n < 0)
-		return errno == EAGAIN || errno == EINTR ? -EAGAIN : -EPIPE;
+		return n == -EAGAIN || n == -EWOULDBLOCK ? -EAGAIN : -EPIPE;
 	if (n == 0)
 		return -EPIPE;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		for (size_t off = 0; off + sizeof(int) <= c->cmsg_len - CMSG_LEN(0); off += sizeof(int)) {
-			memcpy(&extra, CMSG_DATA(c) + off, sizeof(int));
-			if (fd < 0)
-				fd = extra;
-			else
-				close(extra);
-		}
-	}
-	if (fd >= 0 && (msg.msg_flags & MSG_CTRUNC)) {
+	if (got == 1)
+		return fd;
+	if (got > 1)
 		close(fd);
-		fd = -1;
-	}
-	return fd >= 0 ? fd : -EBADMSG;
+	return -EBADMSG;
 }
 
 /* In the relay child: a fresh stream into the supervisor (relay.h). */

@@ -5,6 +5,8 @@
 #include "worker_wait.h"
 #include "checkpoint.h"
 #include "control.h"
+#include "fdpass.h"
+#include "hostfn_chan.h"
 #include "log.h"
 #include "oom.h"
 #include "shm_chan.h"
@@ -96,6 +98,7 @@ struct worker_session {
 	struct worker_waits *waits;     /* synchronisations waiting off the dispatch thread, or NULL */
 	struct wire_msg wait_reply;     /* a waited request's reply; c.reply stays the last request's */
 	char job_name[CONTROL_NAME_MAX + 1];
+	int passed_fd;                  /* came with the supervisor's message being read, or -1 */
 };
 
 /* What the guest's replay log may forget (the reply header's ctx). A restore
@@ -356,6 +359,35 @@ static bool snapshot_end(struct worker_session *s)
 	return !ret && s->suspend_after_job;
 }
 
+/* The supervisor handed over the guest's host-function connection (the
+ * descriptor that came with its message) and the secret it presented. */
+static void hostfn_join(struct worker_session *s, const char *hex)
+{
+	uint8_t secret[HOSTFN_SECRET_SIZE];
+	size_t n = strlen(hex) / 2;
+	int fd = s->passed_fd;
+
+	s->passed_fd = -1;
+	if (fd < 0) {
+		pr_warn("session %s: a host-function connection without its descriptor", s->id);
+		return;
+	}
+	if (strlen(hex) != 2 * HOSTFN_SECRET_SIZE)
+		n = 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned v;
+
+		if (sscanf(hex + 2 * i, "%2x", &v) != 1) {
+			n = 0;
+			break;
+		}
+		secret[i] = (uint8_t)v;
+	}
+	/* Any length but the secret's is refused by the check itself. */
+	exec_hostfn_join(&s->ex, fd, secret, n);
+	explicit_bzero(secret, sizeof(secret));
+}
+
 /* Returns true when the session should end (suspended). */
 static bool cmd_handle(struct worker_session *s, const char *line, size_t len)
 {
@@ -374,6 +406,8 @@ static bool cmd_handle(struct worker_session *s, const char *line, size_t len)
 		cmd_send(s->cfg, &(struct control_link){ .type = CONTROL_LINK_HELD });
 	} else if (m.type == CONTROL_LINK_RELEASE) {
 		s->held = false;
+	} else if (m.type == CONTROL_LINK_HOSTFN) {
+		hostfn_join(s, m.secret);
 	} else {
 		pr_warn("unexpected %s message from the supervisor", control_link_type_name(m.type));
 	}
@@ -658,6 +692,12 @@ static bool wait_aside(struct worker_session *s, const struct wire_header *h, co
 	return true;
 }
 
+/* For the ring's spin: a synchronisation's answer is due. */
+static bool wait_done(void *waits)
+{
+	return worker_waits_spin(waits, 0);
+}
+
 int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slot)
 {
 	struct worker_session *s = calloc(1, sizeof(*s));
@@ -680,6 +720,7 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	oom_score_adj_set(OOM_ADJ_NOTHING_HELD);
 	s->cfg = cfg;
 	s->c.fd = fd;
+	s->passed_fd = -1;
 	wire_msg_init(&s->c.reply);
 	wire_msg_init(&s->wait_reply);
 	ret = hello_take(&s->c, cfg, &h, hello);
@@ -723,7 +764,8 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	while (!end && !worker_stopping) {
 		/* A ring is watched by spinning, without a system call, as long as
 		 * requests keep coming. */
-		bool input = !s->held && s->c.shm_on && shm_chan_spin(&s->c.shm);
+		bool input = !s->held && s->c.shm_on &&
+			     shm_chan_spin_until(&s->c.shm, worker_waits_active(s->waits) ? wait_done : NULL, s->waits);
 		uint16_t flags = 0;
 
 		if (waits_answer(s, slot)) {
@@ -766,8 +808,17 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 					break;  /* suspended: the guest comes back through a restore */
 			}
 			if (pfd[1].revents & (POLLIN | POLLHUP)) {
-				ssize_t n = read(cfg->cmd_fd, line + line_len, sizeof(line) - 1 - line_len);
+				int passed = -1, got;
+				ssize_t n = fdpass_recv(cfg->cmd_fd, line + line_len, sizeof(line) - 1 - line_len,
+							&passed, 1, &got, 0);
 				char *nl;
+
+				if (got > 0) {
+					/* It belongs to the message these bytes begin. */
+					if (s->passed_fd >= 0)
+						close(s->passed_fd);
+					s->passed_fd = passed;
+				}
 
 				if (n <= 0) {
 					pr_info("session %s: supervisor gone", s->id);
@@ -904,6 +955,8 @@ out_exec:
 		rmdir(s->journal_dir);
 out:
 	if (s) {
+		if (s->passed_fd >= 0)
+			close(s->passed_fd);
 		free(s->resume_reply);
 		free(s->c.payload);
 		if (s->c.shm_on)

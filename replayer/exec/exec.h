@@ -444,6 +444,11 @@ CUresult exec_hostfn_params(struct exec *ex, uint64_t token, CUDA_HOST_NODE_PARA
 bool exec_hostfn_token_of(struct exec *ex, const CUDA_HOST_NODE_PARAMS *p, uint64_t *token);
 /* Session end: shut the channel down so that waiting runs return (before
  * the last synchronisation), then free everything (after it). */
+/* The guest's host-function connection @fd, handed over by the supervisor
+ * with the @secret (@len bytes) its host_func_join presented: installed
+ * and answered when a join was awaited and the secret is the attach's,
+ * else answered "not permitted" and closed. Takes @fd either way. */
+CUresult exec_hostfn_join(struct exec *ex, int fd, const uint8_t *secret, size_t len);
 void exec_hostfn_shutdown(struct exec *ex);
 void exec_hostfn_free(struct exec *ex);
 /* Async-signal-safe: shut the channel down (SIGTERM while a run waits). */

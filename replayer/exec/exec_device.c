@@ -31,6 +31,14 @@ CUresult exec_challenge(struct exec *ex, const struct wire_challenge_req *req, s
 	return CUDA_ERROR_NOT_PERMITTED;
 }
 
+CUresult exec_host_func_join(struct exec *ex, const struct wire_host_func_join_req *req,
+			     struct wire_host_func_join_rep *rep)
+{
+	/* It opens a connection of its own, which the supervisor hands to the
+	 * session's worker (exec_hostfn_join); never a request. */
+	return CUDA_ERROR_NOT_PERMITTED;
+}
+
 CUresult exec_goodbye(struct exec *ex, const struct wire_goodbye_req *req, struct wire_goodbye_rep *rep)
 {
 	return CUDA_SUCCESS;

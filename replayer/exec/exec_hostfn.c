@@ -65,6 +65,7 @@ struct exec_hostfn {
 	bool broken;                    /* the guest broke the protocol, or closed */
 	bool closing;
 	bool waiting_tcp;               /* a tcp guest is expected to connect back */
+	bool waiting_join;              /* a guest is expected to join (HOSTFN_ATTACH_JOIN) */
 	int listen_fd;
 	pthread_t acceptor;
 	bool acceptor_started;
@@ -119,14 +120,17 @@ static void hostfn_run(struct exec_hostfn *h, uint64_t token, CUresult status)
 	int ret;
 
 	pthread_mutex_lock(&h->lock);
-	if (h->fd < 0 && h->waiting_tcp && !h->closing) {
+	if (h->fd < 0 && (h->waiting_tcp || h->waiting_join) && !h->closing) {
 		struct timespec ts;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += HOSTFN_CONNECT_TIMEOUT_MS / 1000;
-		while (h->fd < 0 && h->waiting_tcp && !h->closing)
-			if (pthread_cond_timedwait(&h->attached, &h->lock, &ts) == ETIMEDOUT)
+		while (h->fd < 0 && (h->waiting_tcp || h->waiting_join) && !h->closing)
+			if (pthread_cond_timedwait(&h->attached, &h->lock, &ts) == ETIMEDOUT) {
+				/* No join came: later runs need not wait too. */
+				h->waiting_join = false;
 				break;
+			}
 	}
 	if (h->fd < 0 || h->broken || h->closing) {
 		if (!h->closing && !h->not_run++)
@@ -365,6 +369,50 @@ static CUresult attach_tcp(struct exec *ex, struct exec_hostfn *h, struct wire_h
 	return CUDA_SUCCESS;
 }
 
+/* join: the guest opens a connection to ternd again; the reply holds the
+ * secret it proves itself with there (exec_hostfn_join). */
+static CUresult attach_join(struct exec_hostfn *h, struct wire_host_func_attach_rep *rep)
+{
+	if (getrandom(h->secret, sizeof(h->secret), 0) != (ssize_t)sizeof(h->secret))
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	h->waiting_join = true;
+	rep->port = 0;
+	rep->secret.ptr = h->secret;
+	rep->secret.len = sizeof(h->secret);
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_hostfn_join(struct exec *ex, int fd, const uint8_t *secret, size_t len)
+{
+	struct exec_hostfn *h = ex->host.fn;
+	CUresult res = CUDA_ERROR_NOT_PERMITTED;
+
+	if (!h)
+		goto refuse;
+	pthread_mutex_lock(&h->lock);
+	if (h->waiting_join && h->fd < 0 && !h->closing && len == HOSTFN_SECRET_SIZE &&
+	    secret_equal(secret, h->secret)) {
+		/* Answered before it is installed: no RUN record can come first. */
+		res = wire_status_send(fd, WIRE_CALL_HOST_FUNC_JOIN, 0, 0, CUDA_SUCCESS) ? CUDA_ERROR_UNKNOWN
+											 : CUDA_SUCCESS;
+		h->waiting_join = false;
+		if (res == CUDA_SUCCESS)
+			hostfn_install_locked(h, fd);
+		else
+			pthread_cond_broadcast(&h->attached);
+	}
+	pthread_mutex_unlock(&h->lock);
+	if (res == CUDA_SUCCESS)
+		return res;
+refuse:
+	pr_warn("host-function channel: a join %s: closed",
+		res == CUDA_ERROR_NOT_PERMITTED ? "without the secret, or none awaited" : "that could not be answered");
+	if (res == CUDA_ERROR_NOT_PERMITTED)
+		wire_status_send(fd, WIRE_CALL_HOST_FUNC_JOIN, 0, WIRE_F_ERROR, (uint32_t)res);
+	close(fd);
+	return res;
+}
+
 static bool sock_is_unix(int fd)
 {
 	int domain = 0;
@@ -387,6 +435,13 @@ CUresult exec_host_func_attach(struct exec *ex, const struct wire_host_func_atta
 		/* Taken first, whatever the answer: on the unix transport an
 		 * unread descriptor would sit in the request stream. */
 		ret = shm_fds_recv(ex->host.conn_sock, &fd, 1, HOSTFN_FD_TIMEOUT_MS);
+		if (ret == -EPROTO) {
+			/* Its byte came without the descriptor: a connection that
+			 * carries none (a VM's, through its agent). The guest joins
+			 * instead (HOSTFN_ATTACH_JOIN). */
+			pr_info("host_func_attach: this connection carries no descriptor: the guest may join");
+			return CUDA_ERROR_NOT_SUPPORTED;
+		}
 		if (ret) {
 			pr_warn("host_func_attach: no socket from the guest (%s)", strerror(-ret));
 			return CUDA_ERROR_INVALID_VALUE;
@@ -395,7 +450,7 @@ CUresult exec_host_func_attach(struct exec *ex, const struct wire_host_func_atta
 			close(fd);
 			return CUDA_ERROR_INVALID_VALUE;
 		}
-	} else if (req->mode != HOSTFN_ATTACH_TCP) {
+	} else if (req->mode != HOSTFN_ATTACH_TCP && req->mode != HOSTFN_ATTACH_JOIN) {
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	h = hostfn_get(ex);
@@ -406,10 +461,12 @@ CUresult exec_host_func_attach(struct exec *ex, const struct wire_host_func_atta
 	}
 	pthread_mutex_lock(&h->lock);
 	/* One channel per session: the guest attaches once per worker. */
-	if (h->fd >= 0 || h->waiting_tcp || h->acceptor_started)
+	if (h->fd >= 0 || h->waiting_tcp || h->waiting_join || h->acceptor_started)
 		res = CUDA_ERROR_INVALID_VALUE;
 	else if (fd >= 0)
 		hostfn_install_locked(h, fd);
+	else if (req->mode == HOSTFN_ATTACH_JOIN)
+		res = attach_join(h, rep);
 	else
 		res = attach_tcp(ex, h, rep);
 	pthread_mutex_unlock(&h->lock);

@@ -2,8 +2,9 @@
  * (replayer/daemon/preauth.h): the bytes a connection sends before its
  * hello, through a socket pair, cut into two writes where the input's first
  * byte says. The stage must answer or drop, never read past a frame, and
- * hand over only a whole hello frame that fits its buffer; that hello then
- * goes through the generated decoder, as the supervisor does. */
+ * hand over only a whole hello (or host_func_join) frame that fits its
+ * buffer; that frame then goes through the generated decoder, as the
+ * supervisor does. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@ static void drain(int fd)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct wire_hello_req hello;
+	static struct wire_host_func_join_req join;
 	struct preauth_config cfg = { .timeout_ms = 1000, .per_source_max = 4, .max = 4 };
 	struct preauth pa;
 	struct preauth_conn *c;
@@ -64,6 +66,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		wire_cursor_init(&cur, c->payload, c->h.length);
 		(void)wire_hello_req_decode(&cur, &hello);
+	}
+	if (ev == PREAUTH_JOIN) {
+		struct wire_cursor cur;
+
+		if (c->h.call != WIRE_CALL_HOST_FUNC_JOIN || c->h.length > PREAUTH_PAYLOAD_MAX)
+			abort();
+		wire_cursor_init(&cur, c->payload, c->h.length);
+		(void)wire_host_func_join_req_decode(&cur, &join);
 	}
 	if (ev == PREAUTH_DROP && c->fd >= 0)
 		abort();

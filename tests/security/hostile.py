@@ -22,7 +22,9 @@ VERSION = 1              # framing
 PROTOCOL = 2             # hello's protocol (WIRE_PROTOCOL)
 F_REPLY, F_ERROR = 1, 2
 CALL_HELLO, CALL_GOODBYE, CALL_CHALLENGE, CALL_DEVICE_GET_COUNT = 1, 2, 3, 12
+CALL_HOST_FUNC_JOIN, CALL_HOST_FUNC_ATTACH = 4, 190
 CUDA_SUCCESS, CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_NOT_PERMITTED = 0, 801, 800
+CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_FOUND = 1, 500
 HEADER = struct.Struct('<IHHIIQQ')
 
 
@@ -129,6 +131,33 @@ def hello_finish(s, url, session, token, nonce):
     if url.startswith('tcp://'):
         cred = credential_unmask(token, nonce, session, cred)
     return Hello(status, s, cred, resume_seq, worker_pid)
+
+
+def join(url, session, secret, raw=None, timeout=5.0):
+    """A host-function connection's join (hostfn_chan.h), or @raw as its
+    payload: (the reply's status, the socket, open when accepted)."""
+    s = connect(url, timeout)
+    payload = raw if raw is not None else blob(session.encode()) + blob(secret)
+    s.sendall(frame(CALL_HOST_FUNC_JOIN, payload))
+    try:
+        call, status, _ = reply_read(s)
+    except (ConnectionError, ValueError, OSError):
+        s.close()
+        return None, None
+    if call != CALL_HOST_FUNC_JOIN or status != CUDA_SUCCESS:
+        s.close()
+        return status, None
+    return status, s
+
+
+def join_secret(s, seq=0):
+    """host_func_attach in join mode on session socket @s: the secret."""
+    s.sendall(frame(CALL_HOST_FUNC_ATTACH, struct.pack('<I', 3), seq=seq))
+    call, status, rest = reply_read(s)
+    if call != CALL_HOST_FUNC_ATTACH or status != CUDA_SUCCESS:
+        raise ValueError('host_func_attach (join) refused: %d' % status)
+    (n,) = struct.unpack_from('<I', rest, 4)
+    return rest[8:8 + n]
 
 
 def control_request(path, req, timeout=30):

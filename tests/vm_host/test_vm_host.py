@@ -554,6 +554,46 @@ def ivshmem_hostile(args, tmp):
     return 0
 
 
+def host_function_joins(a, b, mine):
+    """Host-function connections (host_func_join) reach only their own
+    session's worker, with its secret, once: @mine is session x of domain
+    A, whose agent is @a; @b is domain B's."""
+    j = hostile.join
+    zero = bytes(32)
+    for url, sid, sec, raw, want, what in (
+            (a, 'x', zero, None, hostile.CUDA_ERROR_NOT_PERMITTED, 'no join awaited'),
+            (a, 'nobody', zero, None, hostile.CUDA_ERROR_NOT_FOUND, 'no such session'),
+            (b, UUID_A + '/x', zero, None, hostile.CUDA_ERROR_NOT_PERMITTED, "another domain's id"),
+            (a, 'x', bytes(31), None, hostile.CUDA_ERROR_INVALID_VALUE, 'a short secret'),
+            (a, 'x', None, hostile.blob(b'x')[:3], hostile.CUDA_ERROR_INVALID_VALUE, 'a truncated join'),
+            (a, 'x', None, hostile.blob(b'x') + hostile.blob(zero) + b'!', hostile.CUDA_ERROR_INVALID_VALUE,
+             'bytes after the join')):
+        status, s = j(url, sid, sec, raw)
+        if status != want:
+            fail('a join with %s: status %s, expected %d' % (what, status, want))
+    secret = hostile.join_secret(mine.sock)
+    if len(secret) != 32:
+        fail('host_func_attach (join) answered a secret of %d bytes' % len(secret))
+    for url, sid, sec, want, what in (
+            (a, 'x', secret[:-1] + bytes([secret[-1] ^ 1]), hostile.CUDA_ERROR_NOT_PERMITTED, 'a wrong secret'),
+            # B's "x" is B's own session, which awaits no join.
+            (b, 'x', secret, hostile.CUDA_ERROR_NOT_PERMITTED, "the secret through domain B's channel")):
+        status, s = j(url, sid, sec)
+        if status != want:
+            fail('a join with %s: status %s, expected %d' % (what, status, want))
+    status, chan = j(a, 'x', secret)
+    if status != hostile.CUDA_SUCCESS or chan is None:
+        fail('the join with the secret of A/x was refused: %s' % status)
+    status, s = j(a, 'x', secret)
+    if status != hostile.CUDA_ERROR_NOT_PERMITTED:
+        fail('a second join with the same secret: status %s' % status)
+    if not hostile.alive(mine.sock, 2):
+        fail('session A/x does not answer after the joins')
+    chan.close()
+    print('host-function joins: none awaited, no session, another domain\'s, short, truncated, overlong, '
+          'wrong secret, right secret on the wrong domain, a second one: refused; the right one taken')
+
+
 def hostile_suite(args, tmp):
     t = hostile.Ternd(args.ternd, args=['--vm-dir', os.path.join(tmp, 'vm')], tcp=False)
     try:
@@ -581,6 +621,7 @@ def hostile_suite(args, tmp):
         if again.status == hostile.CUDA_SUCCESS:
             fail('a second guest on domain A took session x without its credential')
         print('"x" is three sessions: one per domain and one plain; none reaches another')
+        host_function_joins(a, b, mine)
         for h in (mine, theirs, plain):
             h.sock.close()
 
