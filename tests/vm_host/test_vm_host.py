@@ -451,9 +451,11 @@ def ivshmem_hostile(args, tmp):
         f.truncate(4096 + 2 * SLOT)
     t = hostile.Ternd(args.ternd, args=['--vm-dir', os.path.join(tmp, 'vm'), '--ivshmem-dir', bar_dir,
                                         '--ivshmem-slot', str(SLOT)], tcp=False)
+    agents = []
     try:
         ok(t.control, {'op': 'vm-attach', 'uuid': UUID_A, 'name': 'a'})
-        agent = Agent(args, tmp, os.path.join(tmp, 'vm', UUID_A + '.sock'), 'a')
+        agents.append(Agent(args, tmp, os.path.join(tmp, 'vm', UUID_A + '.sock'), 'a'))
+        agent = agents[0]
         url = 'unix:' + agent.sock
         x = hostile.hello(url, 'x')
         if x.status != hostile.CUDA_SUCCESS:
@@ -472,7 +474,8 @@ def ivshmem_hostile(args, tmp):
             fail('a session on the plain socket was given a slot: %d' % status)
         # Domain B has no BAR file: its guest gets none, never A's.
         ok(t.control, {'op': 'vm-attach', 'uuid': UUID_B, 'name': 'b'})
-        agent_b = Agent(args, tmp, os.path.join(tmp, 'vm', UUID_B + '.sock'), 'b')
+        agents.append(Agent(args, tmp, os.path.join(tmp, 'vm', UUID_B + '.sock'), 'b'))
+        agent_b = agents[1]
         other = hostile.hello('unix:' + agent_b.sock, 'x')
         status, _ = ivshmem_attach(other.sock, struct.pack('<QI', RING, 0xffffffff))
         if status != CUDA_ERROR_NOT_SUPPORTED or not hostile.alive(other.sock, 1):
@@ -546,9 +549,9 @@ def ivshmem_hostile(args, tmp):
         bar.close()
         for h in (x, y, z, plain, other):
             h.sock.close()
-        agent.stop()
-        agent_b.stop()
     finally:
+        for a in agents:
+            a.stop()
         t.stop()
         shutil.rmtree(bar_dir, ignore_errors=True)
     return 0
