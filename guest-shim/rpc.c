@@ -926,7 +926,10 @@ static int hostfn_attach_locked(struct shim_process *p)
 		}
 	} else {
 		ret = -EOPNOTSUPP;
-		if (url.kind == TRANSPORT_UNIX || url.kind == TRANSPORT_SHM) {
+		/* On ivshmem the stream carries doorbells, which the worker
+		 * drains: a descriptor's byte would be lost among them (and a
+		 * domain's stream carries none anyway). */
+		if ((url.kind == TRANSPORT_UNIX || url.kind == TRANSPORT_SHM) && !p->ivshmem_on) {
 			if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 				return -errno;
 			ret = hostfn_ask_locked(p, HOSTFN_ATTACH_FD, sv[1], secret, &port);

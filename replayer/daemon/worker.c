@@ -529,6 +529,9 @@ static int ivshmem_attach(struct worker_session *s, const struct wire_header *h,
 	s->ex.host.bar_offset = s->c.bar.offset;
 	s->ex.host.bar_bytes = s->c.bar.layout.slot_bytes;
 	s->ex.host.bar_carve = SHM_CHAN_BYTES(rep.ring_bytes);
+	/* The stream's bytes are doorbells now, drained unread: a host
+	 * function's descriptor (HOSTFN_ATTACH_FD) cannot come on it. */
+	s->ex.host.conn_sock = -1;
 	pr_info("session %s: on ivshmem %s slot %u (rings of %llu bytes)", s->id, path, rep.slot,
 		(unsigned long long)rep.ring_bytes);
 	return 0;
