@@ -298,14 +298,7 @@ def e2e(args, tmp):
         if r.get('ok') or gone not in r.get('error', ''):
             fail('vm-restore of a removed snapshot: %s (rm: %s)' % (r, p.stderr))
         print('removed snapshot:', r['error'])
-        # Every pack: which one holds 1a's chunks depends on what was
-        # written before (chunks are shared) and by which ternd.
-        for pack in glob.glob(os.path.join(t.state, 'store', '**', '*.pack'), recursive=True):
-            with open(pack, 'r+b') as f:
-                f.seek(os.path.getsize(pack) // 2)
-                b = f.read(1)
-                f.seek(-1, 1)
-                f.write(bytes([b[0] ^ 0x5a]))
+        hostile.store_packs_damage(t.state)
         r = control(t.control, {'op': 'vm-restore', 'uuid': UUID_A, 'generation': '1a', 'check': True})
         if r.get('ok') or not any(s['snapshot'] in r.get('error', '') for s in g1['snapshots']):
             fail('vm-restore of a corrupt generation: %s' % r)
