@@ -23,16 +23,18 @@ exit N CHECKSUM X" at its end, on the console. In order:
   3. save --paused, restore --paused (still paused), resume (A);
   4. two saves, then the restore of the older one: the job goes back
      (its sync mark shows again) and still ends right;
-  5. ternd restarted (SIGTERM, same state folder) while both guests run:
-     QEMU reconnects, and a job started after it ends right in each;
+  5. ternd killed (SIGKILL) and started again on the same state folder
+     while both guests run: QEMU reconnects, and a job started after it
+     ends right in each (a job live at the kill fails, and must not hang);
   6. destroy with a job running: no session of A left, its worker gone;
   7. a restore whose GPU state was removed (ckpt rm of one of its
      snapshots), then one whose packs were damaged: the hook refuses each
      naming the snapshot, and A stays shut off.
 
-A ternd restart kills the sessions that are live at that moment (their
-workers end with ternd, docs/operations.md); step 5 restarts it between
-jobs, which is what a guest can survive today.
+A ternd restart ends the sessions that are live at that moment (their
+workers end with ternd, docs/operations.md): the programs of step 5 that
+must end right start after it; one that was running fails with a CUDA
+error (or the shim stops it, when it touched managed memory).
 
 usage: test_tern_vm.py BUILD_DIR
 """
@@ -163,13 +165,17 @@ class Guest:
         m = self.dom.wait_console(r'JOB %s %s\r?\n' % (re.escape(job), what), timeout, since)
         return since + len(self.dom.console(since)[:m.end()].encode())
 
-    def job_checksum(self, job, since=0, timeout=JOB_TIMEOUT):
+    def job_end(self, job, since=0, timeout=JOB_TIMEOUT):
+        """(exit status, checksum or None) of @job, once it ended."""
         m = self.dom.wait_console(r'JOB %s exit (\d+) ?(CHECKSUM ([0-9a-f]+))?' % re.escape(job), timeout, since)
         if m.group(1) != '0' or not m.group(3):
             tail = self.dom.console(since)[m.start():m.start() + 600]
             log('%s job %s failed: %s' % (self.tag, job, tail))
-            return None
-        return m.group(3)
+        return int(m.group(1)), m.group(3)
+
+    def job_checksum(self, job, since=0, timeout=JOB_TIMEOUT):
+        status, checksum = self.job_end(job, since, timeout)
+        return checksum if status == 0 else None
 
 
 class Ternd:
@@ -472,16 +478,22 @@ def scenario(build, lab, ternd, listener, a, b, want):
     jobs_end(want, [(a, 'a5', after_old, 'two saves, the older restored')])
     log('step 4 in %.1f s' % (time.monotonic() - t))
 
-    # 5. ternd restarts while the guests run (between jobs: see above).
+    # 5. ternd killed and started again while the guests run. A job live
+    # then loses its session (see above): it must end, not hang.
     t = time.monotonic()
+    live = a.run('a6x', 20, 30)
+    a.wait_job('a6x', 'mark', live)
     old_pid = ternd.proc.pid
-    ternd.stop()
+    ternd.proc.kill()
+    ternd.proc.wait()
     ternd.start()
-    check(ternd.request({'op': 'status'})['pid'] != old_pid, 'ternd restarted (pid %d)' % ternd.proc.pid)
+    status, _ = a.job_end('a6x', live, 60)
+    check(status != 0, 'a job live when ternd was killed ends (exit %d) instead of hanging' % status)
+    check(ternd.request({'op': 'status'})['pid'] != old_pid, 'ternd started again (pid %d)' % ternd.proc.pid)
     pending = []
     for g, job in ((a, 'a6'), (b, 'b6')):
         since = g.run(job, 20, 0)
-        pending.append((g, job, since, 'after ternd restarted'))
+        pending.append((g, job, since, 'after ternd was killed and started again'))
     jobs_end(want, pending)
     log('step 5 in %.1f s' % (time.monotonic() - t))
 
