@@ -167,7 +167,8 @@ class Guest:
 
     def job_end(self, job, since=0, timeout=JOB_TIMEOUT):
         """(exit status, checksum or None) of @job, once it ended."""
-        m = self.dom.wait_console(r'JOB %s exit (\d+) ?(CHECKSUM ([0-9a-f]+))?' % re.escape(job), timeout, since)
+        # To the line's end: the console file grows as the guest prints.
+        m = self.dom.wait_console(r'JOB %s exit (\d+) ?(CHECKSUM ([0-9a-f]+))?\r?\n' % re.escape(job), timeout, since)
         if m.group(1) != '0' or not m.group(3):
             tail = self.dom.console(since)[m.start():m.start() + 600]
             log('%s job %s failed: %s' % (self.tag, job, tail))
