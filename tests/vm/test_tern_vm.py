@@ -39,12 +39,10 @@ error (or the shim stops it, when it touched managed memory).
 usage: test_tern_vm.py BUILD_DIR
 """
 import glob
-import json
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -96,15 +94,13 @@ def log(msg):
 
 class CommandPort:
     """The host end of a guest's command port: QEMU connects (again after
-    each save, restore or ternd-unrelated reconnect); lines go to the
-    latest connection. Host-to-guest bytes written while the guest is not
+    each restore or start); lines go to the latest connection. Host-to-guest bytes written while the guest is not
     running are lost (VM.md): send only to a running guest."""
 
     def __init__(self, path):
         self.path = path
         self.listener = vmlib.channel_listener(path)
         self.conn = None
-        self.connections = 0
         self.lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -118,7 +114,6 @@ class CommandPort:
                 if self.conn:
                     self.conn.close()
                 self.conn = conn
-                self.connections += 1
             # Nothing comes from the guest on this port; read to see it end.
             threading.Thread(target=self._drain, args=(conn,), daemon=True).start()
 
@@ -387,7 +382,7 @@ def jobs_end(want, pending):
         check(got == want, '%s: job %s (%s) ends with the uninterrupted checksum (%s)' % (guest.tag, job, what, got))
 
 
-def scenario(build, lab, ternd, listener, a, b, want):
+def scenario(build, lab, ternd, a, b, want):
     t0 = time.monotonic()
     for g in (a, b):
         g.dom.start(timeout=180)
@@ -553,7 +548,7 @@ def main():
             a = Guest(lab, ternd, 'A')
             b = Guest(lab, ternd, 'B')
             try:
-                scenario(build, lab, ternd, listener, a, b, want)
+                scenario(build, lab, ternd, a, b, want)
             except vmlib.VmError:
                 for what, text in (('ternd', ternd.log_tail()), ('tern-libvirt', listener.text()[-3000:])):
                     log('--- %s log tail:\n%s' % (what, text))
