@@ -23,18 +23,20 @@ exit N CHECKSUM X" at its end, on the console. In order:
   3. save --paused, restore --paused (still paused), resume (A);
   4. two saves, then the restore of the older one: the job goes back
      (its sync mark shows again) and still ends right;
-  5. ternd killed (SIGKILL) and started again on the same state folder
-     while both guests run: QEMU reconnects, and a job started after it
+  5. ternd restarted while both guests run: stopped (SIGTERM, it runs
+     with --on-stop suspend), the jobs live then end right (suspended by
+     it, restored by the next ternd); killed (SIGKILL) and started again on
+     the same state folder: QEMU reconnects, and a job started after it
      ends right in each (a job live at the kill fails, and must not hang);
   6. destroy with a job running: no session of A left, its worker gone;
   7. a restore whose GPU state was removed (ckpt rm of one of its
      snapshots), then one whose packs were damaged: the hook refuses each
      naming the snapshot, and A stays shut off.
 
-A ternd restart ends the sessions that are live at that moment (their
-workers end with ternd, docs/operations.md): the programs of step 5 that
-must end right start after it; one that was running fails with a CUDA
-error (or the shim stops it, when it touched managed memory).
+A ternd that is killed ends the sessions that are live at that moment
+(their workers end with it, docs/operations.md): a program that was
+running fails with a CUDA error (or the shim stops it, when it touched
+managed memory); one stopped with --on-stop suspend carries them over.
 
 usage: test_tern_vm.py BUILD_DIR
 """
@@ -177,7 +179,7 @@ class Guest:
 class Ternd:
     """The real ternd: sim backend, its own sockets and state folder in the
     Lab's folder; QEMU (libvirt-qemu) reaches the domain sockets through
-    --socket-group."""
+    --vm-socket-group, and nothing else of ternd's."""
 
     def __init__(self, build, folder):
         self.build = build
@@ -199,7 +201,8 @@ class Ternd:
         cmd = [os.path.join(self.build, 'replayer', 'ternd'), '--backend', 'sim',
                '--sim-kernels', os.path.join(self.build, 'tests', 'cuda', 'libtern_test_kernels.so'),
                '--sim-memory', '4G', '--listen', 'unix:' + self.sock, '--control', self.control,
-               '--state-dir', self.state, '--vm-dir', self.vm_dir, '--socket-group', 'libvirt-qemu',
+               '--state-dir', self.state, '--vm-dir', self.vm_dir, '--vm-socket-group', 'libvirt-qemu',
+               '--on-stop', 'suspend',
                '--log-file', self.log, '--log-level', 'info']
         self.proc = subprocess.Popen(cmd, start_new_session=True)
         vmlib.wait_for(lambda: os.path.exists(self.control) or self.proc.poll() is not None, 20,
@@ -474,9 +477,23 @@ def scenario(build, lab, ternd, a, b, want):
     jobs_end(want, [(a, 'a5', after_old, 'two saves, the older restored')])
     log('step 4 in %.1f s' % (time.monotonic() - t))
 
-    # 5. ternd killed and started again while the guests run. A job live
-    # then loses its session (see above): it must end, not hang.
+    # 5. ternd restarted while the guests run. Stopped (SIGTERM; it runs
+    # with --on-stop suspend), it suspends the live jobs' sessions and the
+    # next ternd restores them when their guests reconnect: they end right.
+    # Killed, a job live then loses its session (see above): it must end,
+    # not hang.
     t = time.monotonic()
+    running = []
+    for g, job in ((a, 'a6r'), (b, 'b6r')):
+        since = g.run(job, 20, 30)
+        g.wait_job(job, 'mark', since)
+        running.append((g, job, since, 'running while ternd stopped (SIGTERM) and started again'))
+    stopped_pid = ternd.proc.pid
+    ternd.proc.send_signal(signal.SIGTERM)
+    check(ternd.proc.wait(90) == 0, 'ternd --on-stop suspend exits 0 at SIGTERM with two jobs live')
+    ternd.start()
+    jobs_end(want, running)
+    check(ternd.request({'op': 'status'})['pid'] != stopped_pid, 'ternd started again (pid %d)' % ternd.proc.pid)
     live = a.run('a6x', 20, 30)
     a.wait_job('a6x', 'mark', live)
     old_pid = ternd.proc.pid

@@ -26,6 +26,7 @@ hostile: hellos naming another domain's session or a "UUID/..." id on the
 import argparse
 import glob
 import json
+import grp
 import os
 import shutil
 import signal
@@ -398,10 +399,19 @@ def half_requests(t, mine, plain):
 
 
 def hostile_suite(args, tmp):
-    t = hostile.Ternd(args.ternd, args=['--vm-dir', os.path.join(tmp, 'vm')], tcp=False)
+    # QEMU's group for the domain sockets alone (daemon stands in for
+    # libvirt-qemu): the control socket stays root's.
+    t = hostile.Ternd(args.ternd, args=['--vm-dir', os.path.join(tmp, 'vm'), '--vm-socket-group', 'daemon'],
+                      tcp=False)
     try:
         for u, n in ((UUID_A, 'a'), (UUID_B, 'b')):
             ok(t.control, {'op': 'vm-attach', 'uuid': u, 'name': n})
+        st, ctl = os.stat(os.path.join(tmp, 'vm', UUID_A + '.sock')), os.stat(t.control)
+        if st.st_gid != grp.getgrnam('daemon').gr_gid or stat.S_IMODE(st.st_mode) != 0o660 or \
+                stat.S_IMODE(ctl.st_mode) != 0o600 or ctl.st_gid == st.st_gid:
+            fail('--vm-socket-group: domain socket gid %d mode %o, control gid %d mode %o'
+                 % (st.st_gid, stat.S_IMODE(st.st_mode), ctl.st_gid, stat.S_IMODE(ctl.st_mode)))
+        print('--vm-socket-group: the domain sockets are root:daemon 0660, the control socket 0600 and not theirs')
         agents = [Agent(args, tmp, os.path.join(tmp, 'vm', u + '.sock'), u) for u in (UUID_A, UUID_B)]
         a, b = ('unix:' + g.sock for g in agents)
         for url, sid in ((t.unix, UUID_A + '/x'), (a, UUID_B + '/x'), (a, 'x/y')):
