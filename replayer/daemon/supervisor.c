@@ -402,6 +402,11 @@ static void session_hello(struct supervisor *sv, struct preauth_conn *c)
 		hello_refuse(sv, c, CUDA_ERROR_NOT_PERMITTED, id, "no challenge before the hello");
 		goto out;
 	}
+	if (sv->stopping) {
+		/* "No device": the guest tries again, and the next ternd serves it. */
+		hello_refuse(sv, c, CUDA_ERROR_NO_DEVICE, id, "ternd is stopping");
+		goto out;
+	}
 	if (needs_token) {
 		if (sv->cfg->token.len)
 			auth_token_proof(&sv->cfg->token, c->nonce, hello->session, want);
@@ -935,6 +940,56 @@ static void request_snapshot(struct supervisor *sv, int client, const struct con
 	}
 }
 
+/* SIGTERM with --on-stop suspend: every session a worker serves is
+ * snapshotted at a call boundary and suspended, planned to be restored when
+ * its guest reconnects, which the next ternd on this state directory
+ * serves (the plan is in the sessions file). Listeners close first, and
+ * hellos meanwhile hear "no device", so no new session starts. */
+static void stop_begin(struct supervisor *sv)
+{
+	unsigned started = 0;
+
+	sv->stopping = true;
+	sv->stop_deadline_ms = monotonic_ms() + STOP_SUSPEND_MS;
+	for (unsigned i = 0; i < sv->cfg->listen_count; i++) {
+		if (sv->listen_fd[i] < 0)
+			continue;
+		close(sv->listen_fd[i]);
+		sv->listen_fd[i] = -1;
+		if (sv->cfg->listen[i].kind == TRANSPORT_UNIX || sv->cfg->listen[i].kind == TRANSPORT_SHM)
+			unlink(sv->cfg->listen[i].path);
+	}
+	for (unsigned i = 0; i < SESSION_SLOTS; i++) {
+		struct worker_link *l = &sv->links[i];
+		struct control_request req = { .op = CONTROL_OP_SUSPEND };
+		struct session_known *k;
+
+		if (atomic_load(&sv->slots[i].state) != SESSION_ACTIVE || l->fd < 0 || !l->serving || l->stopped ||
+		    l->client_fd >= 0 || l->vm_domain >= 0 || l->suspending)
+			continue;
+		snprintf(req.session, sizeof(req.session), "%s", sv->slots[i].id);
+		k = known_get(sv, req.session, true);
+		if (!k)
+			continue;
+		request_snapshot(sv, -1, &req);
+		if (l->suspending) {
+			/* Its result plans the restore (worker_message). */
+			k->resume_pending = true;
+			started++;
+		}
+	}
+	pr_info("stopping: %u sessions are being suspended for the next ternd", started);
+}
+
+/* Whether a stop that suspends is over: no suspend left, or its time is up. */
+static bool stop_done(struct supervisor *sv)
+{
+	for (unsigned i = 0; i < SESSION_SLOTS; i++)
+		if (sv->links[i].suspending && sv->links[i].fd >= 0)
+			return monotonic_ms() >= sv->stop_deadline_ms;
+	return true;
+}
+
 /* resume (session: a suspended session or a snapshot; device) and restore
  * (snapshot; device). */
 static void request_restore(struct supervisor *sv, int client, const struct control_request *req)
@@ -1323,9 +1378,10 @@ static void workers_stop(struct supervisor *sv)
 		;
 }
 
-/* Bind @url's socket with exactly @mode (and @cfg's group), whatever the
- * umask: the file is made owner-only by the bind and widened after. */
-int socket_listen(const struct supervisor_config *cfg, const struct transport_url *url, mode_t mode)
+/* Bind @url's socket with exactly @mode (and the group @gid when @group),
+ * whatever the umask: the file is made owner-only by the bind and widened
+ * after. */
+int socket_listen_group(const struct transport_url *url, mode_t mode, bool group, gid_t gid)
 {
 	mode_t old = umask(0177);
 	int fd = transport_listen(url), ret;
@@ -1333,12 +1389,17 @@ int socket_listen(const struct supervisor_config *cfg, const struct transport_ur
 	umask(old);
 	if (fd < 0 || (url->kind != TRANSPORT_UNIX && url->kind != TRANSPORT_SHM))
 		return fd;
-	if ((cfg->socket_group_set && chown(url->path, (uid_t)-1, cfg->socket_group)) || chmod(url->path, mode)) {
+	if ((group && chown(url->path, (uid_t)-1, gid)) || chmod(url->path, mode)) {
 		ret = -errno;
 		close(fd);
 		return ret;
 	}
 	return fd;
+}
+
+int socket_listen(const struct supervisor_config *cfg, const struct transport_url *url, mode_t mode)
+{
+	return socket_listen_group(url, mode, cfg->socket_group_set, cfg->socket_group);
 }
 
 /* Enough descriptors for every connection the limits allow. */
@@ -1489,6 +1550,9 @@ int supervisor_run(struct supervisor_config *cfg)
 			timeout = t;
 		if (v >= 0 && (timeout < 0 || v < timeout))
 			timeout = v;
+		/* A stop that suspends looks at its deadline every second. */
+		if (sv.stopping && (timeout < 0 || timeout > 1000))
+			timeout = 1000;
 		if (poll(pfd, n, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -1531,12 +1595,17 @@ int supervisor_run(struct supervisor_config *cfg)
 			while (read(sv.signal_fd, &si, sizeof(si)) == sizeof(si)) {
 				if (si.ssi_signo == SIGCHLD) {
 					workers_reap(&sv);
+				} else if (si.ssi_signo != SIGHUP && cfg->stop_suspends && !sv.stopping) {
+					pr_info("signal %u: suspending the sessions, then shutting down", si.ssi_signo);
+					stop_begin(&sv);
 				} else if (si.ssi_signo != SIGHUP) {
 					pr_info("signal %u: shutting down", si.ssi_signo);
 					running = false;
 				}
 			}
 		}
+		if (sv.stopping && stop_done(&sv))
+			running = false;
 	}
 	status = 0;
 out:

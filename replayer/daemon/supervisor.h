@@ -30,6 +30,9 @@ struct supervisor_config {
 	struct preauth_config preauth;
 	bool socket_group_set;      /* --socket-group: sockets and control peers of this group */
 	gid_t socket_group;
+	bool vm_socket_group_set;   /* --vm-socket-group: the domain sockets' group (QEMU's) alone */
+	gid_t vm_socket_group;
+	bool stop_suspends;         /* --on-stop suspend: SIGTERM suspends the sessions for the next ternd */
 	bool reattach_any_uid;      /* --reattach-uid any: a unix guest of another uid may come back */
 	int shutdown_grace_ms;
 	char state_dir[4096];       /* journals and the snapshot store */

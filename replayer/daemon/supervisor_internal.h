@@ -165,7 +165,12 @@ struct supervisor {
 	int backend_devices;                /* probed at start; negative: unknown */
 	struct vm_domain domains[VM_DOMAINS_MAX];
 	pid_t vm_check_pids[VM_CHECK_PIDS_MAX];  /* domains' restore checks not reaped yet; 0: free */
+	bool stopping;                      /* --on-stop suspend: suspending the sessions before exit */
+	uint64_t stop_deadline_ms;          /* then exits regardless (CLOCK_MONOTONIC) */
 };
+
+/* How long a stop with --on-stop suspend waits for the sessions' suspends. */
+#define STOP_SUSPEND_MS 60000
 
 /* The slot of the live worker serving @id, other than @except; -1 if none. */
 int slot_of_session(struct supervisor *sv, const char *id, int except);
@@ -178,6 +183,7 @@ int link_send(struct worker_link *l, const struct control_link *m);
 void supervisor_child_close(struct supervisor *sv, const struct preauth_conn *keep);
 void supervisor_fds_close(void *opaque);
 int socket_listen(const struct supervisor_config *cfg, const struct transport_url *url, mode_t mode);
+int socket_listen_group(const struct transport_url *url, mode_t mode, bool group, gid_t gid);
 
 /* CLOCK_MONOTONIC in milliseconds. */
 uint64_t monotonic_ms(void);

@@ -183,10 +183,12 @@ int known_load(struct supervisor *sv)
 					pr_warn("session %s: snapshot '%s' holds no credential: the first guest to "
 						"name the session may resume it", k->id, k->snapshot);
 			}
-			/* A restore the last ternd did not see through ends as a
-			 * failed one does: suspended in its snapshot. */
+			/* A restore the last ternd planned (a resume, or its own
+			 * stop with --on-stop suspend) still happens when the
+			 * guest reconnects; should it fail, the session is left
+			 * suspended in its snapshot, as any failed restore. */
 			if (k->plan == PLAN_RESTORE)
-				k->plan = PLAN_SUSPENDED;
+				pr_info("session %s is restored from '%s' when its guest reconnects", k->id, k->snapshot);
 			if (k->plan == PLAN_SUSPENDED)
 				pr_info("session %s is suspended in '%s': `ckpt resume %s` brings it back", k->id,
 					k->snapshot, k->id);

@@ -289,7 +289,10 @@ static struct vm_domain *domain_attach(struct supervisor *sv, const char *uuid, 
 			return NULL;
 		}
 		mkdir(sv->cfg->vm_dir, 0755);
-		d->listen_fd = socket_listen(sv->cfg, &url, 0660);
+		/* QEMU's group, and only it: the control socket stays closed to QEMU. */
+		d->listen_fd = sv->cfg->vm_socket_group_set
+				       ? socket_listen_group(&url, 0660, true, sv->cfg->vm_socket_group)
+				       : socket_listen(sv->cfg, &url, 0660);
 		if (d->listen_fd < 0) {
 			snprintf(err, errlen, "cannot listen on %s: %s", url.path, strerror(-d->listen_fd));
 			d->listen_fd = -1;

@@ -84,6 +84,13 @@ static void usage(FILE *out)
 		"                       final newline allowed; not readable by others)\n"
 		"  --socket-group NAME  guest sockets root:NAME 0660, control socket 0660 and open\n"
 		"                       to NAME's members (default: guest 0660, control 0600)\n"
+		"  --vm-socket-group NAME\n"
+		"                       the domain sockets (--vm-dir) root:NAME, for QEMU's group,\n"
+		"                       and nothing else (default: --socket-group's)\n"
+		"  --on-stop end|suspend\n"
+		"                       at SIGTERM: end every session (default), or suspend each\n"
+		"                       at a call boundary so that the next ternd on this state\n"
+		"                       directory restores it when its guest reconnects\n"
 		"  --reattach-uid owner|any\n"
 		"                       who may come back to a unix guest's session: its uid only\n"
 		"                       (default) or any uid that holds its credential\n"
@@ -247,15 +254,23 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 			fprintf(stderr, "ternd: %s\n", err);
 		return ret;
 	}
-	if (!strcmp(key, "socket-group") || !strcmp(key, "socket_group")) {
+	if (!strcmp(key, "socket-group") || !strcmp(key, "socket_group") || !strcmp(key, "vm-socket-group") ||
+	    !strcmp(key, "vm_socket_group")) {
 		struct group *g = getgrnam(value);
+		bool vm = key[0] == 'v';
 
 		if (!g) {
 			fprintf(stderr, "ternd: no group named %s\n", value);
 			return -EINVAL;
 		}
-		o->sv.socket_group = g->gr_gid;
-		o->sv.socket_group_set = true;
+		*(vm ? &o->sv.vm_socket_group : &o->sv.socket_group) = g->gr_gid;
+		*(vm ? &o->sv.vm_socket_group_set : &o->sv.socket_group_set) = true;
+		return 0;
+	}
+	if (!strcmp(key, "on-stop") || !strcmp(key, "on_stop")) {
+		if (strcmp(value, "end") && strcmp(value, "suspend"))
+			return -EINVAL;
+		o->sv.stop_suspends = !strcmp(value, "suspend");
 		return 0;
 	}
 	if (!strcmp(key, "reattach-uid") || !strcmp(key, "reattach_uid")) {

@@ -78,6 +78,15 @@ struct worker_conn {
 	struct wire_msg reply;
 	uint64_t durable_seq;           /* latest durable snapshot's sequence number */
 	bool snapshot_running;          /* a snapshot was taken and is not durable yet */
+	/* A request that came in part over the socket (a guest stops wherever
+	 * it is paused, or on purpose): kept here while the supervisor's
+	 * messages are read; it is no call yet, so a hold or a snapshot is at
+	 * the boundary before it. */
+	uint8_t head[WIRE_HEADER_SIZE];
+	size_t head_got;
+	struct wire_header pending;     /* decoded once head_got is the whole header */
+	uint64_t body_got;              /* of pending.length, into payload */
+	uint64_t skip_left;             /* an oversized request's payload still to drop */
 };
 
 struct worker_session {
@@ -160,21 +169,33 @@ static int reply_status(struct worker_conn *c, const struct wire_header *req, CU
 
 /* Read one request. 0 with the payload in c->payload, 1 if the request was
  * answered already (oversized), or -errno when the connection is unusable. */
-static int request_read(struct worker_conn *c, struct wire_header *h)
+/* What the socket has now, up to @n bytes, without waiting: the count, or
+ * -EAGAIN when nothing came, -ECONNRESET at end of file, -errno. */
+static ssize_t conn_recv_some(struct worker_conn *c, void *buf, size_t n)
 {
-	uint8_t raw[WIRE_HEADER_SIZE];
-	int ret = conn_recv(c, raw, sizeof(raw));
+	for (;;) {
+		ssize_t r = recv(c->fd, buf, n, MSG_DONTWAIT);
 
-	if (ret)
-		return ret;
-	ret = wire_header_decode(raw, h);
+		if (r > 0)
+			return r;
+		if (r == 0)
+			return -ECONNRESET;
+		if (errno != EINTR)
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	}
+}
+
+/* The header is whole: check it and make room for the payload. 1 when the
+ * request is refused (its payload is dropped), 0 to read the payload. */
+static int request_head_take(struct worker_conn *c)
+{
+	struct wire_header *h = &c->pending;
+	int ret = wire_header_decode(c->head, h);
+
 	if (ret == -EMSGSIZE) {
 		pr_warn("request %u of %u bytes is over the limit: dropped", h->call, h->length);
-		ret = conn_discard(c, h->length);
-		if (ret)
-			return ret;
-		ret = reply_status(c, h, CUDA_ERROR_INVALID_VALUE, WIRE_F_ERROR);
-		return ret ? ret : 1;
+		c->skip_left = h->length;
+		return 1;
 	}
 	if (ret) {
 		pr_warn("bad message header (magic 0x%08x version %u): closing", h->magic, h->version);
@@ -198,7 +219,75 @@ static int request_read(struct worker_conn *c, struct wire_header *h)
 		c->payload = p;
 		c->cap = cap;
 	}
-	return conn_recv(c, c->payload, h->length);
+	c->body_got = 0;
+	return 0;
+}
+
+/* The next request into @h and c->payload: 0 when one is whole, 1 when one
+ * was refused (read on), -EAGAIN when the socket has no more of it for now
+ * (what came is kept: call again once it is readable), -errno when the
+ * connection is over. The rings deliver whole messages and are read as
+ * before. */
+static int request_read(struct worker_conn *c, struct wire_header *h)
+{
+	uint8_t sink[65536];
+	ssize_t n;
+	int ret;
+
+	if (c->shm_on) {
+		uint8_t raw[WIRE_HEADER_SIZE];
+
+		ret = conn_recv(c, raw, sizeof(raw));
+		if (ret)
+			return ret;
+		memcpy(c->head, raw, sizeof(raw));
+		ret = request_head_take(c);
+		*h = c->pending;
+		if (ret == 1) {
+			ret = conn_discard(c, c->skip_left);
+			c->skip_left = 0;
+			if (!ret)
+				ret = reply_status(c, h, CUDA_ERROR_INVALID_VALUE, WIRE_F_ERROR);
+			return ret ? ret : 1;
+		}
+		return ret ? ret : conn_recv(c, c->payload, h->length);
+	}
+	while (c->skip_left) {
+		n = conn_recv_some(c, sink, c->skip_left < sizeof(sink) ? (size_t)c->skip_left : sizeof(sink));
+		if (n < 0)
+			return (int)n;
+		c->skip_left -= (uint64_t)n;
+		if (!c->skip_left) {
+			*h = c->pending;
+			ret = reply_status(c, h, CUDA_ERROR_INVALID_VALUE, WIRE_F_ERROR);
+			return ret ? ret : 1;
+		}
+	}
+	while (c->head_got < WIRE_HEADER_SIZE) {
+		n = conn_recv_some(c, c->head + c->head_got, WIRE_HEADER_SIZE - c->head_got);
+		if (n < 0)
+			return (int)n;
+		c->head_got += (size_t)n;
+		if (c->head_got == WIRE_HEADER_SIZE) {
+			ret = request_head_take(c);
+			if (ret < 0)
+				return ret;
+			if (ret == 1) {
+				c->head_got = 0;
+				return request_read(c, h);
+			}
+		}
+	}
+	while (c->body_got < c->pending.length) {
+		n = conn_recv_some(c, c->payload + c->body_got, c->pending.length - c->body_got);
+		if (n < 0)
+			return (int)n;
+		c->body_got += (uint64_t)n;
+	}
+	*h = c->pending;
+	c->head_got = 0;
+	c->body_got = 0;
+	return 0;
 }
 
 void worker_session_id_clean(char *out, const char *id)
@@ -857,6 +946,8 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 		do {
 			ret = request_read(&s->c, &h);
 		} while (ret == 1);
+		if (ret == -EAGAIN)
+			continue;       /* the rest of it, or the supervisor, first */
 		if (ret) {
 			if (ret != -ECONNRESET)
 				pr_info("session %s: connection closed (%s)", s->id, strerror(-ret));

@@ -6,6 +6,7 @@ directory.
 
 Everything is loopback and bounded: each helper has a timeout.
 """
+import glob
 import hashlib
 import hmac
 import json
@@ -183,6 +184,20 @@ def alive(s, seq):
     s.sendall(frame(CALL_DEVICE_GET_COUNT, seq=seq))
     call, status, rest = reply_read(s)
     return call == CALL_DEVICE_GET_COUNT and status == CUDA_SUCCESS
+
+
+def store_packs_damage(state_dir):
+    """Flip a byte in the middle of every pack of @state_dir's snapshot
+    store: which pack holds a given snapshot's chunks depends on what was
+    written before (chunks are shared) and by which ternd. The count."""
+    packs = glob.glob(os.path.join(state_dir, 'store', '**', '*.pack'), recursive=True)
+    for pack in packs:
+        with open(pack, 'r+b') as f:
+            f.seek(os.path.getsize(pack) // 2)
+            b = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([b[0] ^ 0x5a]))
+    return len(packs)
 
 
 class Ternd:

@@ -356,6 +356,20 @@ def remove_domain(name):
     virsh('undefine', '--managed-save', name, timeout=30, check=False)
 
 
+def process_stop(proc, timeout=20):
+    """SIGTERM to @proc (a Popen), SIGKILL to its process group if it has not
+    ended after @timeout seconds (started with start_new_session: its
+    children too)."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def pid_alive(pid):
     try:
         os.kill(pid, 0)

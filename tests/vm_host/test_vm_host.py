@@ -33,13 +33,15 @@ ivshmem-hostile: a domain's guest lies to ternd about its ivshmem rings and
          ternd are unharmed.
 hostile: hellos naming another domain's session or a "UUID/..." id on the
          plain socket; one domain's guest cannot reach another's session of
-         the same name; bad uuids, generations and names in every op and
+         the same name; part of a request in a session holds up neither
+         vm-snapshot nor snapshot; bad uuids, generations and names in every op and
          truncated JSON are refused with a reason, and ternd goes on.
 """
 import argparse
 import glob
 import mmap
 import json
+import grp
 import os
 import shutil
 import signal
@@ -339,14 +341,7 @@ def e2e(args, tmp):
         if r.get('ok') or gone not in r.get('error', ''):
             fail('vm-restore of a removed snapshot: %s (rm: %s)' % (r, p.stderr))
         print('removed snapshot:', r['error'])
-        # Every pack: which one holds 1a's chunks depends on what was
-        # written before (chunks are shared) and by which ternd.
-        for pack in glob.glob(os.path.join(t.state, 'store', '**', '*.pack'), recursive=True):
-            with open(pack, 'r+b') as f:
-                f.seek(os.path.getsize(pack) // 2)
-                b = f.read(1)
-                f.seek(-1, 1)
-                f.write(bytes([b[0] ^ 0x5a]))
+        hostile.store_packs_damage(t.state)
         r = control(t.control, {'op': 'vm-restore', 'uuid': UUID_A, 'generation': '1a', 'check': True})
         if r.get('ok') or not any(s['snapshot'] in r.get('error', '') for s in g1['snapshots']):
             fail('vm-restore of a corrupt generation: %s' % r)
@@ -597,11 +592,42 @@ def host_function_joins(a, b, mine):
           'wrong secret, right secret on the wrong domain, a second one: refused; the right one taken')
 
 
+def half_requests(t, mine, plain):
+    """A guest that sends part of a request and stops (paused by a save, or
+    on purpose) holds up neither its domain's vm-snapshot nor a plain
+    session's snapshot: the boundary is before that request, and once the
+    rest comes it is served."""
+    req = hostile.frame(hostile.CALL_DEVICE_GET_COUNT, seq=7)
+    for h, op, cut in ((mine, {'op': 'vm-snapshot', 'domain': UUID_A, 'snapshot': 'half'}, 20),
+                       (plain, {'op': 'snapshot', 'session': 'x', 'snapshot': 'half-plain'}, 5)):
+        h.sock.sendall(req[:cut])
+        time.sleep(0.2)
+        t0 = time.time()
+        r = control(t.control, op, timeout=20)
+        if not r.get('ok'):
+            fail('%s with half a request in the session: %s' % (op['op'], r))
+        h.sock.sendall(req[cut:])
+        call, status, _ = hostile.reply_read(h.sock)
+        if call != hostile.CALL_DEVICE_GET_COUNT or status != hostile.CUDA_SUCCESS or not hostile.alive(h.sock, 8):
+            fail('the request completed after %s was not served (call %d, status %d)' % (op['op'], call, status))
+        print('%s with %d of a request\'s %d bytes in: done in %.2f s; the rest then served'
+              % (op['op'], cut, len(req), time.time() - t0))
+
+
 def hostile_suite(args, tmp):
-    t = hostile.Ternd(args.ternd, args=['--vm-dir', os.path.join(tmp, 'vm')], tcp=False)
+    # QEMU's group for the domain sockets alone (daemon stands in for
+    # libvirt-qemu): the control socket stays root's.
+    t = hostile.Ternd(args.ternd, args=['--vm-dir', os.path.join(tmp, 'vm'), '--vm-socket-group', 'daemon'],
+                      tcp=False)
     try:
         for u, n in ((UUID_A, 'a'), (UUID_B, 'b')):
             ok(t.control, {'op': 'vm-attach', 'uuid': u, 'name': n})
+        st, ctl = os.stat(os.path.join(tmp, 'vm', UUID_A + '.sock')), os.stat(t.control)
+        if st.st_gid != grp.getgrnam('daemon').gr_gid or stat.S_IMODE(st.st_mode) != 0o660 or \
+                stat.S_IMODE(ctl.st_mode) != 0o600 or ctl.st_gid == st.st_gid:
+            fail('--vm-socket-group: domain socket gid %d mode %o, control gid %d mode %o'
+                 % (st.st_gid, stat.S_IMODE(st.st_mode), ctl.st_gid, stat.S_IMODE(ctl.st_mode)))
+        print('--vm-socket-group: the domain sockets are root:daemon 0660, the control socket 0600 and not theirs')
         agents = [Agent(args, tmp, os.path.join(tmp, 'vm', u + '.sock'), u) for u in (UUID_A, UUID_B)]
         a, b = ('unix:' + g.sock for g in agents)
         for url, sid in ((t.unix, UUID_A + '/x'), (a, UUID_B + '/x'), (a, 'x/y')):
@@ -625,6 +651,7 @@ def hostile_suite(args, tmp):
             fail('a second guest on domain A took session x without its credential')
         print('"x" is three sessions: one per domain and one plain; none reaches another')
         host_function_joins(a, b, mine)
+        half_requests(t, mine, plain)
         for h in (mine, theirs, plain):
             h.sock.close()
 
