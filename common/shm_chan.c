@@ -35,6 +35,7 @@ struct shm_area {
 
 _Static_assert(sizeof(struct shm_area) <= SHM_DATA_OFFSET, "shm header overflows its page");
 _Static_assert(SHM_CHAN_MAP_MAX == SHM_DATA_OFFSET + 2 * (size_t)SHM_RING_MAX, "SHM_CHAN_MAP_MAX is stale");
+_Static_assert(SHM_CHAN_BYTES(0) == SHM_DATA_OFFSET, "SHM_CHAN_BYTES is stale");
 
 static uint64_t now_ns(void)
 {
@@ -118,10 +119,10 @@ static int eventfd_check(int fd)
 	return fcntl(fd, F_SETFL, O_NONBLOCK) ? -errno : 0;
 }
 
-static int chan_map(struct shm_chan *c, void *at)
+static int chan_map(struct shm_chan *c, int fd, uint64_t offset, void *at)
 {
 	c->map_len = SHM_DATA_OFFSET + 2 * c->ring_bytes;
-	c->area = mmap(at, c->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | (at ? MAP_FIXED : 0), c->memfd, 0);
+	c->area = mmap(at, c->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | (at ? MAP_FIXED : 0), fd, (off_t)offset);
 	if (c->area == MAP_FAILED) {
 		c->area = NULL;
 		return -errno;
@@ -150,7 +151,7 @@ int shm_chan_create(struct shm_chan *c, uint64_t ring_bytes, int sock)
 		ret = -errno;
 		goto fail;
 	}
-	ret = chan_map(c, NULL);
+	ret = chan_map(c, c->memfd, 0, NULL);
 	if (ret)
 		goto fail;
 	c->area->magic = SHM_MAGIC;
@@ -188,7 +189,7 @@ int shm_chan_attach(struct shm_chan *c, const int fds[SHM_CHAN_FDS], uint64_t ri
 	if (!ret)
 		ret = eventfd_check(c->efd_peer);
 	if (!ret)
-		ret = chan_map(c, at);
+		ret = chan_map(c, c->memfd, 0, at);
 	if (ret)
 		goto fail;
 	if (__atomic_load_n(&c->area->magic, __ATOMIC_RELAXED) != SHM_MAGIC) {
@@ -209,8 +210,77 @@ fail:
 	return ret;
 }
 
+/* Wakeups as bytes on the session's stream; the stream's hang-up is the
+ * peer's end as before. */
+static int doorbell_stream_set(struct shm_chan *c, int sock)
+{
+	int fl = fcntl(sock, F_GETFL);
+
+	if (fl < 0 || fcntl(sock, F_SETFL, fl | O_NONBLOCK))
+		return -errno;
+	c->sock = c->efd_self = c->efd_peer = sock;
+	c->doorbell_stream = true;
+	return 0;
+}
+
+int shm_chan_region_host(struct shm_chan *c, int fd, uint64_t offset, uint64_t len, uint64_t ring_bytes,
+			 int sock, void *at)
+{
+	int ret;
+
+	memset(c, 0, sizeof(*c));
+	c->memfd = c->efd_self = c->efd_peer = c->sock = -1;
+	if (!power_of_two(ring_bytes) || ring_bytes < SHM_RING_MIN || ring_bytes > SHM_RING_MAX ||
+	    SHM_CHAN_BYTES(ring_bytes) > len || offset % SHM_DATA_OFFSET)
+		return -EINVAL;
+	c->ring_bytes = ring_bytes;
+	ret = chan_map(c, fd, offset, at);
+	if (!ret)
+		ret = doorbell_stream_set(c, sock);
+	if (ret) {
+		shm_chan_close(c);
+		return ret;
+	}
+	/* Whatever an earlier session or the guest left there is forgotten. */
+	memset(c->area, 0, sizeof(*c->area));
+	c->area->ring_bytes = ring_bytes;
+	__atomic_store_n(&c->area->magic, SHM_MAGIC, __ATOMIC_RELEASE);
+	chan_bind(c, SHM_SIDE_WORKER);
+	return 0;
+}
+
+int shm_chan_region_guest(struct shm_chan *c, void *area, uint64_t ring_bytes, int sock)
+{
+	int ret;
+
+	memset(c, 0, sizeof(*c));
+	c->memfd = c->efd_self = c->efd_peer = c->sock = -1;
+	c->area = area;
+	c->map_len = SHM_CHAN_BYTES(ring_bytes);
+	c->borrowed = true;
+	if (__atomic_load_n(&c->area->magic, __ATOMIC_ACQUIRE) != SHM_MAGIC || c->area->ring_bytes != ring_bytes ||
+	    !power_of_two(ring_bytes) || ring_bytes < SHM_RING_MIN || ring_bytes > SHM_RING_MAX) {
+		shm_chan_close(c);
+		return -EINVAL;
+	}
+	c->ring_bytes = ring_bytes;
+	ret = doorbell_stream_set(c, sock);
+	if (ret) {
+		shm_chan_close(c);
+		return ret;
+	}
+	chan_bind(c, SHM_SIDE_GUEST);
+	c->tx_tail = __atomic_load_n(&c->tx->tail, __ATOMIC_ACQUIRE);
+	c->rx_head = __atomic_load_n(&c->rx->head, __ATOMIC_ACQUIRE);
+	return 0;
+}
+
 void shm_chan_close(struct shm_chan *c)
 {
+	if (c->borrowed || c->doorbell_stream)
+		c->efd_self = c->efd_peer = -1;         /* the socket is the caller's */
+	if (c->borrowed)
+		c->area = NULL;
 	/* Pages in a caller's reservation go back to it, reserved again. */
 	if (c->area && c->in_reservation)
 		mmap(c->area, c->map_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
@@ -250,7 +320,12 @@ static void peer_wake(struct shm_chan *c)
 	 * counter, or we see its flag. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&c->area->sleeping[!c->side].flag, __ATOMIC_RELAXED)) {
-		if (write(c->efd_peer, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		/* A stream the peer leaves full refuses the byte: it has
+		 * wakeups enough waiting. */
+		if (c->doorbell_stream) {
+			if (send(c->efd_peer, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN)
+				pr_debug("doorbell: %s", strerror(errno));
+		} else if (write(c->efd_peer, &one, sizeof(one)) < 0 && errno != EAGAIN)
 			pr_debug("eventfd write: %s", strerror(errno));
 	}
 }
@@ -270,6 +345,15 @@ static void efd_drain(struct shm_chan *c)
 {
 	uint64_t v;
 
+	if (c->doorbell_stream) {
+		/* Any bytes: nothing on the stream is decoded once the rings
+		 * carry the messages. End of file is left to the hang-up. */
+		uint8_t sink[256];
+
+		while (recv(c->efd_self, sink, sizeof(sink), MSG_DONTWAIT) > 0)
+			;
+		return;
+	}
 	while (read(c->efd_self, &v, sizeof(v)) == sizeof(v))
 		;
 }

@@ -16,6 +16,13 @@
  * eventfd; the other side writes that eventfd only when the flag is up, so a
  * busy channel makes no system calls at all.
  *
+ * The same rings can instead live in a region of memory the two sides share
+ * otherwise (a slot of an ivshmem BAR, ivshmem_bar.h): the host maps the
+ * region from its file and lays it out, the guest binds to its own mapping,
+ * and the doorbell is a byte on the session's stream (a vmlink stream
+ * through tern-agent) instead of an eventfd: the wakeup crosses the serial
+ * port, the bytes never do.
+ *
  * The guest is hostile: it can write anything into the shared pages at any
  * time. The worker keeps its own copies of the ring size and of the counters
  * it owns, checks the peer's counter on every read, and copies bytes out of
@@ -43,6 +50,9 @@ enum shm_side {
 /* How long a side spins before it sleeps, unless told otherwise. */
 #define SHM_SPIN_NS_DEFAULT 50000u
 
+/* Bytes a channel's layout takes for rings of @ring_bytes. */
+#define SHM_CHAN_BYTES(ring_bytes) (4096u + 2 * (uint64_t)(ring_bytes))
+
 /* The descriptors handed over: the memfd and each side's eventfd. */
 #define SHM_CHAN_FDS 3
 
@@ -60,6 +70,8 @@ struct shm_chan {
 	enum shm_side side;
 	int memfd;
 	int efd_self, efd_peer;         /* we sleep on efd_self; we wake the peer on efd_peer */
+	bool doorbell_stream;           /* efd_self = efd_peer = sock: wakeups are bytes on it */
+	bool borrowed;                  /* the caller's mapping: not ours to unmap */
 	int sock;                       /* the unix socket: its hang-up means the peer is gone */
 	uint64_t spin_ns;
 };
@@ -71,6 +83,18 @@ int shm_chan_create(struct shm_chan *c, uint64_t ring_bytes, int sock);
  * bytes the caller owns. 0, or -EINVAL for a memfd that is not sealed, too
  * small or not laid out as asked, -errno otherwise. */
 int shm_chan_attach(struct shm_chan *c, const int fds[SHM_CHAN_FDS], uint64_t ring_bytes, int sock, void *at);
+/* Host: lay out rings of @ring_bytes in @len bytes of @fd at @offset (a
+ * region the host assigned; the guest's view of it is hostile from now on)
+ * and map them, at @at when not NULL (as for shm_chan_attach). Wakeups are
+ * bytes on @sock, which is made non-blocking. @fd stays the caller's.
+ * 0, -EINVAL when the rings do not fit @len, -errno. */
+int shm_chan_region_host(struct shm_chan *c, int fd, uint64_t offset, uint64_t len, uint64_t ring_bytes,
+			 int sock, void *at);
+/* Guest: bind to rings the host laid out at @area (the caller's mapping,
+ * which must outlive the channel), wakeups as bytes on @sock (made
+ * non-blocking). 0, or -EINVAL when @area is not laid out for @ring_bytes. */
+int shm_chan_region_guest(struct shm_chan *c, void *area, uint64_t ring_bytes, int sock);
+/* Unmaps what is ours and closes the memfd and eventfds; never the socket. */
 void shm_chan_close(struct shm_chan *c);
 /* The fds to hand to the worker, in the order shm_chan_attach takes them. */
 void shm_chan_fds(const struct shm_chan *c, int fds[SHM_CHAN_FDS]);

@@ -261,6 +261,85 @@ static CUresult host_alloc_shared(void **pp, size_t size, unsigned flags)
 	return CUDA_SUCCESS;
 }
 
+/* The lowest free @size bytes of the ivshmem slot past the rings, taken as
+ * a range under cache_lock (two threads may allocate at once); its offset
+ * in the slot, or UINT64_MAX when none is free. First fit: pinned buffers
+ * are few and long-lived. */
+static uint64_t host_bar_carve(struct shim_process *p, size_t size, unsigned flags)
+{
+	struct shim_host_range *r = calloc(1, sizeof(*r)), *it;
+	uint64_t at = p->slot_carve, found = UINT64_MAX;
+
+	if (!r)
+		return UINT64_MAX;
+	pthread_mutex_lock(&p->cache_lock);
+	while (found == UINT64_MAX && at <= p->slot_bytes && size <= p->slot_bytes - at) {
+		uint64_t next = 0;
+
+		for (it = p->host_ranges; it; it = it->next) {
+			if (it->in_bar && at < it->bar_offset + it->size && it->bar_offset < at + size &&
+			    it->bar_offset + it->size > next)
+				next = it->bar_offset + it->size;
+		}
+		if (!next)
+			found = at;
+		at = next;
+	}
+	if (found != UINT64_MAX) {
+		r->base = (uintptr_t)(p->slot_base + found);
+		r->size = size;
+		r->flags = flags;
+		r->owned = true;
+		r->memfd = -1;
+		r->in_bar = true;
+		r->bar_offset = found;
+		r->device_addr = r->base;
+		r->next = p->host_ranges;
+		p->host_ranges = r;
+	}
+	pthread_mutex_unlock(&p->cache_lock);
+	if (found == UINT64_MAX)
+		free(r);
+	return found;
+}
+
+/* Pinned memory of a libvirt domain's session on ivshmem: carved from its
+ * slot of the BAR, which the worker maps from its own file; a copy to or
+ * from it is the driver's DMA on those pages, nothing crosses the serial
+ * port. NOT_SUPPORTED when the slot is full or the worker cannot map it. */
+static CUresult host_alloc_bar(void **pp, size_t size, unsigned flags)
+{
+	struct shim_process *p = shim_process();
+	struct wire_ivshmem_host_share_req req = { .bytes = size, .flags = flags };
+	struct wire_ivshmem_host_share_rep rep;
+	struct shim_host_range gone;
+	uint64_t offset = host_bar_carve(p, size, flags);
+	CUresult res;
+
+	if (offset == UINT64_MAX)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	req.address = (uintptr_t)(p->slot_base + offset);
+	req.offset = offset;
+	res = rpc_ivshmem_host_share(&req, &rep);
+	if (res != CUDA_SUCCESS) {
+		host_range_remove((uintptr_t)req.address, true, &gone);
+		return res == CUDA_ERROR_OUT_OF_MEMORY || res == CUDA_ERROR_INVALID_VALUE ? CUDA_ERROR_NOT_SUPPORTED
+											 : res;
+	}
+	if (rep.device_address != req.address) {
+		pthread_mutex_lock(&p->cache_lock);
+		for (struct shim_host_range *r = p->host_ranges; r; r = r->next) {
+			if (r->base == req.address)
+				r->device_addr = rep.device_address;
+		}
+		pthread_mutex_unlock(&p->cache_lock);
+	}
+	/* Fresh pinned memory reads as zero, as the driver's does. */
+	memset(p->slot_base + offset, 0, size);
+	*pp = p->slot_base + offset;
+	return CUDA_SUCCESS;
+}
+
 static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
 {
 	long page = sysconf(_SC_PAGESIZE);
@@ -275,7 +354,8 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	size = (bytesize + (size_t)page - 1) & ~((size_t)page - 1);
 	if (rpc_connect() == CUDA_SUCCESS && shim_process()->shm_on) {
-		CUresult res = host_alloc_shared(pp, size, flags);
+		CUresult res = shim_process()->ivshmem_on ? host_alloc_bar(pp, size, flags)
+							  : host_alloc_shared(pp, size, flags);
 
 		if (res != CUDA_ERROR_NOT_SUPPORTED)
 			return res;
@@ -309,13 +389,16 @@ SHIM_API CUresult cuMemFreeHost(void *p)
 
 	if (!p || host_range_remove((uintptr_t)p, true, &r))
 		return CUDA_ERROR_INVALID_VALUE;
-	if (r.memfd >= 0) {
+	if (r.memfd >= 0 || r.in_bar) {
 		struct wire_mem_host_unshare_req req = { .address = r.base };
 		struct wire_mem_host_unshare_rep rep;
 		CUresult res = rpc_mem_host_unshare(&req, &rep);
 
-		munmap(p, r.size);
-		close(r.memfd);
+		/* The BAR's pages stay mapped: the range is free for the next. */
+		if (r.memfd >= 0) {
+			munmap(p, r.size);
+			close(r.memfd);
+		}
 		return res;
 	}
 	free(p);
@@ -339,7 +422,7 @@ SHIM_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsi
 	if (!pdptr || Flags || !host_range_find((uintptr_t)p, &r))
 		return CUDA_ERROR_INVALID_VALUE;
 	/* Only memory the worker maps is reachable from a kernel. */
-	if (r.memfd < 0)
+	if (r.memfd < 0 && !r.in_bar)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	*pdptr = r.device_addr + ((uintptr_t)p - r.base);
 	return CUDA_SUCCESS;
@@ -541,7 +624,7 @@ static bool host_shared(const void *p, size_t n)
 	struct shim_host_range r;
 
 	/* Only shm shares buffers: no lock and list walk per copy elsewhere. */
-	return p && shim_process()->shm_on && host_range_find((uintptr_t)p, &r) && r.memfd >= 0 &&
+	return p && shim_process()->shm_on && host_range_find((uintptr_t)p, &r) && (r.memfd >= 0 || r.in_bar) &&
 	       n <= r.size - ((uintptr_t)p - r.base);
 }
 

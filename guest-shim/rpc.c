@@ -334,6 +334,7 @@ static void conn_close_locked(struct shim_process *p)
 	if (p->shm_on)
 		shm_chan_close(&p->shm);
 	p->shm_on = false;
+	p->ivshmem_on = false;
 	if (p->fd >= 0)
 		close(p->fd);
 	p->fd = -1;
@@ -591,27 +592,39 @@ static void replay_append_locked(struct shim_process *p, uint32_t id, uint64_t s
 	replay_trim_locked(p);
 }
 
+/* TERN_SHM_RING: the rings' size (0: @dflt); TERN_SHM_SPIN_US: how long a
+ * side spins before it sleeps. For both kinds of rings. */
+static uint64_t shm_ring_env(uint64_t dflt)
+{
+	const char *ring = getenv("TERN_SHM_RING");
+
+	return ring && *ring ? strtoull(ring, NULL, 0) : dflt;
+}
+
+static void shm_spin_env(struct shm_chan *c)
+{
+	const char *spin = getenv("TERN_SHM_SPIN_US");
+
+	if (spin && *spin)
+		c->spin_ns = strtoull(spin, NULL, 0) * 1000;
+}
+
 /* Move the open connection onto shared-memory rings: the memfd and eventfds
  * go first on the socket, then the request that names their layout. */
 static int shm_upgrade_locked(struct shim_process *p)
 {
-	struct wire_shm_attach_req req = { .ring_bytes = SHM_RING_DEFAULT };
+	struct wire_shm_attach_req req = { .ring_bytes = shm_ring_env(SHM_RING_DEFAULT) };
 	struct wire_header h = { .call = WIRE_CALL_SHM_ATTACH };
-	const char *ring = getenv("TERN_SHM_RING");
-	const char *spin = getenv("TERN_SHM_SPIN_US");
 	struct iovec iov[WIRE_MSG_IOV_MAX];
 	struct wire_cursor cur;
 	struct wire_msg m;
 	CUresult status = CUDA_ERROR_UNKNOWN;
 	int fds[SHM_CHAN_FDS], niov, ret;
 
-	if (ring && *ring)
-		req.ring_bytes = strtoull(ring, NULL, 0);
 	ret = shm_chan_create(&p->shm, req.ring_bytes, p->fd);
 	if (ret)
 		return ret;
-	if (spin && *spin)
-		p->shm.spin_ns = strtoull(spin, NULL, 0) * 1000;
+	shm_spin_env(&p->shm);
 	/* The request, then the descriptors: the worker reads exactly the
 	 * request from the stream before it takes them. */
 	wire_msg_init(&m);
@@ -638,6 +651,107 @@ fail:
 	return ret;
 }
 
+/* Whether a pinned buffer lives in the ivshmem slot. */
+static bool host_bar_buffers_locked(struct shim_process *p)
+{
+	bool any = false;
+
+	pthread_mutex_lock(&p->cache_lock);
+	for (struct shim_host_range *r = p->host_ranges; r && !any; r = r->next)
+		any = r->in_bar;
+	pthread_mutex_unlock(&p->cache_lock);
+	return any;
+}
+
+/* The domain's ivshmem BAR, when this process should use one: TERN_IVSHMEM
+ * names the file to map ("off" or "0": none), else a virtio: transport looks
+ * for the ivshmem-plain device on the PCI bus. Looked for once. */
+static bool ivshmem_wanted(struct shim_process *p, const struct transport_url *url)
+{
+	const char *env = getenv("TERN_IVSHMEM");
+	int ret;
+
+	if (p->bar_tried)
+		return p->bar.base != NULL;
+	p->bar_tried = true;
+	if (env && (!strcmp(env, "off") || !strcmp(env, "0")))
+		return false;
+	if ((!env || !*env) && url->kind != TRANSPORT_VIRTIO)
+		return false;
+	ret = ivshmem_guest_open(&p->bar, env && *env ? env : NULL);
+	if (ret && (env && *env))
+		pr_warn("TERN_IVSHMEM %s: %s: bulk data goes through the stream", env, strerror(-ret));
+	else if (!ret)
+		pr_info("ivshmem BAR %s: %llu bytes", p->bar.path, (unsigned long long)p->bar.bytes);
+	return !ret;
+}
+
+/* Move the open connection onto rings in the slot of the BAR that the worker
+ * assigns. -EOPNOTSUPP when the worker has no BAR for us (not a domain's
+ * session, no <shmem> for the domain, every slot taken): the stream goes on
+ * carrying everything. Any other error leaves the connection unusable (the
+ * worker may be on the rings already) and gives up on the BAR for this
+ * process: a BAR that is not the host's (its header does not name the slot)
+ * would fail every time. */
+static int ivshmem_upgrade_locked(struct shim_process *p)
+{
+	struct wire_ivshmem_attach_req req = { .ring_bytes = shm_ring_env(0), .want_slot = IVSHMEM_SLOT_ANY };
+	struct wire_ivshmem_attach_rep rep;
+	struct wire_header h = { .call = WIRE_CALL_IVSHMEM_ATTACH };
+	struct iovec iov[WIRE_MSG_IOV_MAX];
+	struct wire_cursor cur;
+	struct wire_msg m;
+	CUresult status = CUDA_ERROR_UNKNOWN;
+	void *area;
+	int niov, ret;
+
+	/* Pinned buffers in the slot: the same slot again, or none. */
+	if (p->slot_base)
+		req.want_slot = p->slot;
+	wire_msg_init(&m);
+	wire_ivshmem_attach_req_encode(&m, &req);
+	niov = wire_msg_finish(&m, &h, iov);
+	ret = niov < 0 ? niov : wire_send(p->fd, iov, niov);
+	wire_msg_release(&m);
+	if (!ret)
+		ret = reply_read_locked(p, WIRE_CALL_IVSHMEM_ATTACH, 0, &cur, &status);
+	if (ret)
+		return ret;
+	if (status != CUDA_SUCCESS) {
+		pr_info("no ivshmem slot from ternd (CUresult %d): bulk data goes through the stream", status);
+		return -EOPNOTSUPP;
+	}
+	if (wire_ivshmem_attach_rep_decode(&cur, &rep) < 0)
+		ret = -EPROTO;
+	area = ret ? NULL : ivshmem_guest_slot(&p->bar, rep.slot, rep.offset, rep.bytes, rep.ring_bytes);
+	if (!ret && !area) {
+		pr_err("ivshmem: slot %u (%#llx+%#llx) is not in %s as ternd describes it: is it the domain's BAR?",
+		       rep.slot, (unsigned long long)rep.offset, (unsigned long long)rep.bytes, p->bar.path);
+		ret = -EPROTO;
+	}
+	if (!ret && p->slot_base && area != p->slot_base && host_bar_buffers_locked(p)) {
+		pr_err("ivshmem: ternd assigned slot %u, the pinned buffers are in slot %u", rep.slot, p->slot);
+		return -EBUSY;
+	}
+	if (!ret)
+		ret = shm_chan_region_guest(&p->shm, area, rep.ring_bytes, p->fd);
+	if (ret) {
+		if (!p->slot_base)
+			ivshmem_guest_close(&p->bar);
+		return ret;
+	}
+	p->slot = rep.slot;
+	p->slot_base = area;
+	p->slot_bytes = rep.bytes;
+	p->slot_carve = SHM_CHAN_BYTES(rep.ring_bytes);
+	shm_spin_env(&p->shm);
+	p->shm_on = true;
+	p->ivshmem_on = true;
+	pr_info("session %s on ivshmem slot %u (rings of %llu bytes)", p->session, rep.slot,
+		(unsigned long long)rep.ring_bytes);
+	return 0;
+}
+
 /* A new worker (after a restore) lacks the guest's shared host buffers: hand
  * them over again, outside the request sequence, before anything is replayed. */
 static int host_shared_reshare_locked(struct shim_process *p)
@@ -649,11 +763,11 @@ static int host_shared_reshare_locked(struct shim_process *p)
 	/* Copied out first: no round trip under cache_lock. */
 	pthread_mutex_lock(&p->cache_lock);
 	for (r = p->host_ranges; r; r = r->next)
-		n += r->memfd >= 0;
+		n += r->memfd >= 0 || (r->in_bar && p->ivshmem_on);
 	if (n)
 		shared = calloc(n, sizeof(*shared));
 	for (r = p->host_ranges, i = 0; r && shared; r = r->next) {
-		if (r->memfd >= 0)
+		if (r->memfd >= 0 || (r->in_bar && p->ivshmem_on))
 			shared[i++] = *r;
 	}
 	pthread_mutex_unlock(&p->cache_lock);
@@ -669,12 +783,22 @@ static int host_shared_reshare_locked(struct shim_process *p)
 		CUresult status = CUDA_ERROR_UNKNOWN;
 		int niov;
 
-		ret = shm_fds_send(p->fd, &shared[i].memfd, 1);
-		if (ret)
-			break;
 		wire_msg_init(&m);
-		wire_mem_host_share_req_encode(&m, &req);
-		ret = conn_exchange_locked(p, WIRE_CALL_MEM_HOST_SHARE, 0, &m, iov, &niov, &cur, &status);
+		if (shared[i].in_bar) {
+			struct wire_ivshmem_host_share_req bar = {
+				.address = shared[i].base, .offset = shared[i].bar_offset, .bytes = shared[i].size,
+				.flags = shared[i].flags,
+			};
+
+			wire_ivshmem_host_share_req_encode(&m, &bar);
+			ret = conn_exchange_locked(p, WIRE_CALL_IVSHMEM_HOST_SHARE, 0, &m, iov, &niov, &cur, &status);
+		} else {
+			ret = shm_fds_send(p->fd, &shared[i].memfd, 1);
+			wire_mem_host_share_req_encode(&m, &req);
+			if (!ret)
+				ret = conn_exchange_locked(p, WIRE_CALL_MEM_HOST_SHARE, 0, &m, iov, &niov, &cur,
+							   &status);
+		}
 		wire_msg_release(&m);
 		if (!ret && status != CUDA_SUCCESS) {
 			pr_err("pinned buffer %#lx (%zu bytes) cannot be shared with the new worker: %d",
@@ -802,7 +926,10 @@ static int hostfn_attach_locked(struct shim_process *p)
 		}
 	} else {
 		ret = -EOPNOTSUPP;
-		if (url.kind == TRANSPORT_UNIX || url.kind == TRANSPORT_SHM) {
+		/* On ivshmem the stream carries doorbells, which the worker
+		 * drains: a descriptor's byte would be lost among them (and a
+		 * domain's stream carries none anyway). */
+		if ((url.kind == TRANSPORT_UNIX || url.kind == TRANSPORT_SHM) && !p->ivshmem_on) {
 			if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 				return -errno;
 			ret = hostfn_ask_locked(p, HOSTFN_ATTACH_FD, sv[1], secret, &port);
@@ -957,6 +1084,18 @@ static CUresult conn_open_locked(struct shim_process *p)
 			goto out_close;
 		}
 		ret = host_shared_reshare_locked(p);
+		if (ret) {
+			status = CUDA_ERROR_NO_DEVICE;
+			goto out_close;
+		}
+	} else if (url.kind != TRANSPORT_TCP && ivshmem_wanted(p, &url)) {
+		ret = ivshmem_upgrade_locked(p);
+		if (ret && ret != -EOPNOTSUPP) {
+			pr_err("ivshmem channel to ternd at %s failed: %s", p->server, strerror(-ret));
+			status = CUDA_ERROR_NO_DEVICE;
+			goto out_close;
+		}
+		ret = ret ? 0 : host_shared_reshare_locked(p);
 		if (ret) {
 			status = CUDA_ERROR_NO_DEVICE;
 			goto out_close;
@@ -1354,7 +1493,7 @@ CUresult rpc_call_fd(uint32_t id, struct wire_msg *req, struct wire_cursor *rep,
 	me.next = p->pending;
 	p->pending = &me;
 	/* After a reconnect the buffer went over with the others: send once. */
-	ret = fd >= 0 && p->shm_on && !p->broken ? shm_fds_send(p->fd, &fd, 1) : 0;
+	ret = fd >= 0 && p->shm_on && !p->ivshmem_on && !p->broken ? shm_fds_send(p->fd, &fd, 1) : 0;
 	if (ret) {
 		p->broken = true;
 		shutdown(p->fd, SHUT_RDWR);

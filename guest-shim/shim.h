@@ -23,6 +23,7 @@
 
 #include "auth.h"
 #include "le.h"
+#include "ivshmem_bar.h"
 #include "shm_chan.h"
 #include "wire_client.h"
 
@@ -70,6 +71,8 @@ struct shim_host_range {
 	unsigned flags;
 	bool owned;                     /* allocated here: cuMemFreeHost frees it */
 	int memfd;                      /* >= 0: shared with the worker (shm transport) */
+	bool in_bar;                    /* shared: carved from the ivshmem slot, at bar_offset in it */
+	uint64_t bar_offset;
 	uint64_t device_addr;           /* shared: where kernels reach it */
 	struct shim_host_range *next;
 };
@@ -121,6 +124,16 @@ struct shim_process {
 	int fd;                         /* -1 when not connected */
 	struct shm_chan shm;            /* the rings, when shm_on */
 	bool shm_on;
+	bool ivshmem_on;                /* the rings are in a slot of the BAR: no fds on the socket */
+	/* A libvirt domain's ivshmem BAR (TERN_IVSHMEM or found on the PCI bus),
+	 * mapped once per process and kept across reconnects and forks. */
+	struct ivshmem_guest bar;
+	bool bar_tried;                 /* looked for it once; bar.base NULL: none */
+	/* The slot the worker assigned (kept across reconnects: pinned buffers
+	 * carved from it must find it again): slot_base NULL before the first. */
+	uint32_t slot;
+	uint8_t *slot_base;
+	uint64_t slot_bytes, slot_carve;        /* its size; where buffers may start */
 	bool lost;                      /* the session died: calls fail at once */
 	pid_t owner;                    /* process that made fd */
 	bool forked;                    /* this process is a fork of a shim user */

@@ -214,6 +214,7 @@ static void session_start(struct supervisor *sv, struct preauth_conn *c, const c
 		pr_warn("no IPC channel for this session: %s", strerror(errno));
 	wcfg.ipc_fd = ipc[1];
 	wcfg.state_dir = sv->cfg->state_dir;
+	wcfg.ivshmem_dir = domain && sv->cfg->ivshmem_dir[0] ? sv->cfg->ivshmem_dir : NULL;
 	wcfg.cmd_fd = pair[1];
 	wcfg.hello_header = &c->h;
 	wcfg.hello_payload = c->payload;

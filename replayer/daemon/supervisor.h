@@ -19,6 +19,7 @@
 #define SUPERVISOR_SESSIONS_DEFAULT 1024
 #define SUPERVISOR_SESSIONS_LIMIT 65536  /* = SNAP_SESSIONS_LIMIT, the sessions file's */
 #define SUPERVISOR_VM_DIR_DEFAULT "/run/tern/vm"
+#define SUPERVISOR_IVSHMEM_DIR_DEFAULT "/dev/shm"
 
 struct supervisor_config {
 	struct transport_url listen[SUPERVISOR_LISTEN_MAX];
@@ -37,6 +38,7 @@ struct supervisor_config {
 	char state_dir[4096];       /* journals and the snapshot store */
 	unsigned sessions_max;      /* sessions remembered beyond a worker (suspended ...) */
 	char vm_dir[64];            /* libvirt domains' sockets: VMDIR/UUID.sock fits sun_path */
+	char ivshmem_dir[256];      /* libvirt domains' ivshmem BAR files: DIR/tern-UUID */
 };
 
 /* Run until SIGTERM or SIGINT. Returns the process exit status. */

@@ -20,6 +20,7 @@
 
 #include "control.h"
 #include "control_msg.h"
+#include "ivshmem_bar.h"
 #include "log.h"
 #include "supervisor.h"
 #include "units.h"
@@ -74,6 +75,9 @@ static void usage(FILE *out)
 		"                       one ternd per state directory\n"
 		"  --vm-dir DIR         the sockets of attached libvirt domains, DIR/UUID.sock\n"
 		"                       (default " SUPERVISOR_VM_DIR_DEFAULT "; docs/libvirt.md)\n"
+		"  --ivshmem-dir DIR    the domains' ivshmem BAR files, DIR/tern-UUID (default\n"
+		"                       " SUPERVISOR_IVSHMEM_DIR_DEFAULT ", where libvirt puts <shmem name='tern-UUID'>)\n"
+		"  --ivshmem-slot SIZE  each session's slot of its domain's BAR (default 32M)\n"
 		"  --sessions-max N     sessions remembered beyond their worker: suspended,\n"
 		"                       restoring, and the latest snapshot of others (default %u)\n"
 		"  --token-file FILE    shared secret tcp guests prove they hold (16-255 bytes, one\n"
@@ -222,6 +226,16 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 	if (!strcmp(key, "vmm-size") || !strcmp(key, "vmm_size")) {
 		ret = units_size_parse(value, &v);
 		o->sv.worker.exec_cfg.vmm_size = v;
+		return ret;
+	}
+	if (!strcmp(key, "ivshmem-dir") || !strcmp(key, "ivshmem_dir"))
+		return snprintf(o->sv.ivshmem_dir, sizeof(o->sv.ivshmem_dir), "%s", value) <
+		       (int)sizeof(o->sv.ivshmem_dir) ? 0 : -ENAMETOOLONG;
+	if (!strcmp(key, "ivshmem-slot") || !strcmp(key, "ivshmem_slot")) {
+		ret = units_size_parse(value, &v);
+		if (!ret && (v < IVSHMEM_SLOT_BYTES_MIN || v % 4096 || v > IVSHMEM_BAR_BYTES_MAX))
+			ret = -EINVAL;
+		o->sv.worker.ivshmem_slot_bytes = v;
 		return ret;
 	}
 	if (!strcmp(key, "vm-dir") || !strcmp(key, "vm_dir"))
@@ -416,6 +430,8 @@ int main(int argc, char **argv)
 	snprintf(o.sv.control_path, sizeof(o.sv.control_path), "%s", CONTROL_DEFAULT_PATH);
 	snprintf(o.sv.state_dir, sizeof(o.sv.state_dir), "/var/lib/tern");
 	snprintf(o.sv.vm_dir, sizeof(o.sv.vm_dir), "%s", SUPERVISOR_VM_DIR_DEFAULT);
+	snprintf(o.sv.ivshmem_dir, sizeof(o.sv.ivshmem_dir), "%s", SUPERVISOR_IVSHMEM_DIR_DEFAULT);
+	o.sv.worker.ivshmem_slot_bytes = IVSHMEM_SLOT_BYTES_DEFAULT;
 	o.sv.worker.exec_cfg.arena_base = ARENA_BASE_DEFAULT;
 	o.sv.worker.exec_cfg.arena_size = ARENA_SIZE_DEFAULT;
 	o.sv.worker.exec_cfg.vmm_size = VMM_SIZE_DEFAULT;

@@ -12,6 +12,8 @@
 #include "shm_chan.h"
 #include "wire_dispatch.h"
 #include "le.h"
+#include "ivshmem_bar.h"
+#include "vm_id.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -70,6 +72,7 @@ struct worker_conn {
 	struct shm_chan shm;
 	void *shm_at;                   /* where the rings will be mapped: shm_reserve */
 	bool shm_on;                    /* messages go through the rings */
+	struct ivshmem_host bar;        /* the domain's BAR slot the rings are in; fd -1: none */
 	uint8_t *payload;
 	size_t cap;
 	struct wire_msg reply;
@@ -557,6 +560,72 @@ static int shm_attach(struct worker_session *s, const struct wire_header *h, str
 	return ret;
 }
 
+/* A domain's session moves onto rings in a slot of the domain's ivshmem BAR:
+ * the host's file of the domain the channel belongs to (never a path the
+ * guest names), a slot nobody else holds, mapped alone. The reply goes on
+ * the stream; from then on the stream carries only doorbell bytes. */
+static int ivshmem_attach(struct worker_session *s, const struct wire_header *h, struct wire_cursor *cur)
+{
+	const struct worker_config *cfg = s->cfg;
+	struct wire_ivshmem_attach_req req;
+	struct wire_ivshmem_attach_rep rep = { 0 };
+	struct ivshmem_layout planned;
+	char uuid[VM_UUID_LEN + 1], path[4200];
+	CUresult status = CUDA_SUCCESS;
+	struct stat st;
+	int ret;
+
+	if (s->c.shm_on || wire_ivshmem_attach_req_decode(cur, &req) < 0)
+		return reply_status(&s->c, h, CUDA_ERROR_INVALID_VALUE, WIRE_F_ERROR);
+	if (!cfg->ivshmem_dir || !cfg->session_id || !vm_session_id_valid(cfg->session_id))
+		return reply_status(&s->c, h, CUDA_ERROR_NOT_SUPPORTED, WIRE_F_ERROR);
+	memcpy(uuid, cfg->session_id, VM_UUID_LEN);
+	uuid[VM_UUID_LEN] = 0;
+	ret = ivshmem_host_path(cfg->ivshmem_dir, uuid, path, sizeof(path));
+	if (ret || stat(path, &st))
+		return reply_status(&s->c, h, CUDA_ERROR_NOT_SUPPORTED, WIRE_F_ERROR);
+	/* The ring size is checked against the layout before anything is claimed. */
+	if (!req.ring_bytes && !ivshmem_layout_plan((uint64_t)st.st_size, cfg->ivshmem_slot_bytes, &planned))
+		req.ring_bytes = ivshmem_ring_bytes_pick(&planned);
+	ret = ivshmem_host_claim(&s->c.bar, path, cfg->ivshmem_slot_bytes, req.ring_bytes, req.want_slot);
+	if (!ret) {
+		ret = shm_chan_region_host(&s->c.shm, s->c.bar.fd, s->c.bar.offset, s->c.bar.layout.slot_bytes,
+					   req.ring_bytes, s->c.fd, s->c.shm_at);
+		if (ret)
+			ivshmem_host_release(&s->c.bar);
+	}
+	if (ret) {
+		pr_warn("session %s: ivshmem %s refused (%s)", s->id, path, strerror(-ret));
+		status = ret == -EBUSY ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
+		return reply_status(&s->c, h, status, WIRE_F_ERROR);
+	}
+	rep.slot = s->c.bar.slot;
+	rep.offset = s->c.bar.offset;
+	rep.bytes = s->c.bar.layout.slot_bytes;
+	rep.ring_bytes = req.ring_bytes;
+	wire_msg_reset(&s->c.reply);
+	wire_put_u32(&s->c.reply, CUDA_SUCCESS);
+	wire_ivshmem_attach_rep_encode(&s->c.reply, &rep);
+	ret = reply_send(&s->c, h, 0);
+	if (ret) {
+		shm_chan_close(&s->c.shm);
+		ivshmem_host_release(&s->c.bar);
+		return ret;
+	}
+	s->c.shm_on = true;
+	/* Pinned buffers may be carved from the slot past the rings. */
+	s->ex.host.bar_fd = s->c.bar.fd;
+	s->ex.host.bar_offset = s->c.bar.offset;
+	s->ex.host.bar_bytes = s->c.bar.layout.slot_bytes;
+	s->ex.host.bar_carve = SHM_CHAN_BYTES(rep.ring_bytes);
+	/* The stream's bytes are doorbells now, drained unread: a host
+	 * function's descriptor (HOSTFN_ATTACH_FD) cannot come on it. */
+	s->ex.host.conn_sock = -1;
+	pr_info("session %s: on ivshmem %s slot %u (rings of %llu bytes)", s->id, path, rep.slot,
+		(unsigned long long)rep.ring_bytes);
+	return 0;
+}
+
 /* The supervisor's slot shows the session's device memory (ternd status). */
 static void slot_memory_changed(void *opaque, uint64_t bytes)
 {
@@ -734,6 +803,8 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	int ret, status = 1;
 	bool opened = false, end = false;
 
+	if (s)
+		s->c.bar.fd = -1;
 	if (!s || !hello)
 		goto out;
 	/* Forked from the supervisor, last in the OOM killer's order: not
@@ -888,6 +959,11 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 				break;
 			continue;
 		}
+		if (h.call == WIRE_CALL_IVSHMEM_ATTACH) {
+			if (ivshmem_attach(s, &h, &cur))
+				break;
+			continue;
+		}
 		/* Sequence number 0 is session plumbing (a buffer shared again
 		 * after a reconnect): outside the request order. */
 		if (s->resume_seq && h.seq && h.seq <= s->resume_seq && !wire_call_waits(h.call)) {
@@ -979,6 +1055,7 @@ out:
 		free(s->c.payload);
 		if (s->c.shm_on)
 			shm_chan_close(&s->c.shm);
+		ivshmem_host_release(&s->c.bar);
 		if (s->c.shm_at)
 			munmap(s->c.shm_at, SHM_CHAN_MAP_MAX);
 		wire_msg_release(&s->c.reply);

@@ -30,6 +30,8 @@ struct worker_config {
 	uint32_t owner_uid;
 	const char *state_dir;          /* journals and the snapshot store live here */
 	const char *session_id;         /* as the supervisor named it ("UUID/id" for a domain's); NULL: the hello's, cleaned */
+	const char *ivshmem_dir;        /* domains' BAR files DIR/tern-UUID (ivshmem_bar.h); NULL: none */
+	uint64_t ivshmem_slot_bytes;    /* the slot each session takes of its domain's BAR */
 	int cmd_fd;                     /* line channel to the supervisor */
 	int ipc_fd;                     /* IPC requests to the supervisor (ipc_broker.h); -1: none */
 };

@@ -88,6 +88,7 @@ int exec_open(struct exec *ex, struct backend *be, const struct exec_config *cfg
 		ex->observer = *observer;
 	ex->host.sock = -1;
 	ex->host.conn_sock = -1;
+	ex->host.bar_fd = -1;
 	ex->ipc.fd = -1;
 	/* Pinned guest buffers hold host RAM down: at most half of it per session. */
 	ex->host.bytes_max = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 2;

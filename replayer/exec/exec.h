@@ -211,6 +211,11 @@ struct exec_host {
 	uint64_t bytes, bytes_max;
 	int conn_sock;              /* the session's socket (host_func_attach), -1: none */
 	struct exec_hostfn *fn;     /* host-function channel and records */
+	/* The session's slot of its domain's ivshmem BAR (ivshmem_host_share):
+	 * the BAR file (the worker's), the slot's offset in it and size, and
+	 * where buffers may start in it (past the rings). bar_fd -1: none. */
+	int bar_fd;
+	uint64_t bar_offset, bar_bytes, bar_carve;
 };
 
 /* IPC exports and imports (exec_ipc.c), asked of the supervisor. */

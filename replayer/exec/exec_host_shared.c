@@ -1,7 +1,9 @@
 /* Host buffers shared with the guest (the shm transport).
  *
  * The guest allocates pinned memory (cuMemHostAlloc and friends) as a sealed
- * memfd and hands it over with mem_host_share; the worker maps the same pages,
+ * memfd and hands it over with mem_host_share, or, for a libvirt domain's
+ * session on ivshmem, carves it from its slot of the BAR past the rings and
+ * names its offset with ivshmem_host_share; the worker maps the same pages,
  * at the guest's address when that is free here, and registers them with the
  * driver. Copies between such a buffer and the device are then the driver's
  * own DMA on the guest's bytes, with nothing in between, and a kernel can
@@ -62,28 +64,88 @@ CUresult exec_shm_attach(struct exec *ex, const struct wire_shm_attach_req *req,
 	return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-CUresult exec_mem_host_share(struct exec *ex, const struct wire_mem_host_share_req *req,
-			     struct wire_mem_host_share_rep *rep)
+CUresult exec_ivshmem_attach(struct exec *ex, const struct wire_ivshmem_attach_req *req,
+			     struct wire_ivshmem_attach_rep *rep)
+{
+	/* Likewise: only a domain's session on its worker's connection. */
+	(void)ex;
+	(void)req;
+	(void)rep;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* Whether a share may be made: CUDA_SUCCESS with *@again set when it was
+ * made already (the guest shares again after a reconnect; its address in
+ * *@device), else a CUresult for a request out of bounds. */
+static CUresult host_share_check(struct exec *ex, uint64_t address, uint64_t bytes, uint64_t *device, bool *again)
 {
 	long page = sysconf(_SC_PAGESIZE);
+	struct exec_host_buf *b = host_buf_find(ex, address, bytes);
+
+	*again = b && b->guest_addr == address && b->bytes == bytes;
+	if (*again) {
+		*device = (uint64_t)(uintptr_t)b->local;
+		return CUDA_SUCCESS;
+	}
+	if (!bytes || address % (uint64_t)page || bytes % (uint64_t)page || address + bytes < address ||
+	    host_buf_overlaps(ex, address, bytes))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (bytes > ex->host.bytes_max - ex->host.bytes)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	return CUDA_SUCCESS;
+}
+
+/* Map @bytes of @fd at @offset, at the guest's @address when that is free
+ * here, register them with the driver and keep them as a shared buffer. */
+static CUresult host_share_map(struct exec *ex, uint64_t address, uint64_t bytes, int fd, uint64_t offset,
+			       uint64_t *device)
+{
 	struct exec_host_buf *b;
 	CUresult res;
 	void *local;
+
+	/* The guest's address if it is free here: then host and device
+	 * pointers agree on both sides, as unified addressing promises. */
+	local = mmap((void *)(uintptr_t)address, bytes, PROT_READ | PROT_WRITE,
+		     MAP_SHARED | MAP_FIXED_NOREPLACE, fd, (off_t)offset);
+	if (local != MAP_FAILED && local != (void *)(uintptr_t)address) {
+		munmap(local, bytes);           /* an old kernel took it as a hint */
+		local = MAP_FAILED;
+	}
+	if (local == MAP_FAILED)
+		local = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)offset);
+	if (local == MAP_FAILED)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	res = ex->be->cuMemHostRegister(local, bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+	b = res == CUDA_SUCCESS ? calloc(1, sizeof(*b)) : NULL;
+	if (!b) {
+		if (res == CUDA_SUCCESS)
+			ex->be->cuMemHostUnregister(local);
+		munmap(local, bytes);
+		return res == CUDA_SUCCESS ? CUDA_ERROR_OUT_OF_MEMORY : res;
+	}
+	b->guest_addr = address;
+	b->bytes = bytes;
+	b->local = local;
+	b->next = ex->host.bufs;
+	ex->host.bufs = b;
+	ex->host.bytes += bytes;
+	*device = (uint64_t)(uintptr_t)local;
+	return CUDA_SUCCESS;
+}
+
+CUresult exec_mem_host_share(struct exec *ex, const struct wire_mem_host_share_req *req,
+			     struct wire_mem_host_share_rep *rep)
+{
+	CUresult res;
+	bool again;
 	int fd, ret;
 
 	if (ex->host.sock < 0)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	b = host_buf_find(ex, req->address, req->bytes);
-	if (b && b->guest_addr == req->address && b->bytes == req->bytes) {
-		/* Shared again after a reconnect: the guest sends no second memfd. */
-		rep->device_address = (uint64_t)(uintptr_t)b->local;
-		return CUDA_SUCCESS;
-	}
-	if (!req->bytes || req->address % (uint64_t)page || req->bytes % (uint64_t)page ||
-	    req->address + req->bytes < req->address || host_buf_overlaps(ex, req->address, req->bytes))
-		return CUDA_ERROR_INVALID_VALUE;
-	if (req->bytes > ex->host.bytes_max - ex->host.bytes)
-		return CUDA_ERROR_OUT_OF_MEMORY;
+	res = host_share_check(ex, req->address, req->bytes, &rep->device_address, &again);
+	if (res != CUDA_SUCCESS || again)
+		return res;             /* again: no second memfd comes */
 	ret = shm_fds_recv(ex->host.sock, &fd, 1, HOST_FD_TIMEOUT_MS);
 	if (ret) {
 		pr_warn("mem_host_share: no memfd from the guest (%d)", ret);
@@ -93,36 +155,32 @@ CUresult exec_mem_host_share(struct exec *ex, const struct wire_mem_host_share_r
 		close(fd);
 		return CUDA_ERROR_INVALID_VALUE;
 	}
-	/* The guest's address if it is free here: then host and device
-	 * pointers agree on both sides, as unified addressing promises. */
-	local = mmap((void *)(uintptr_t)req->address, req->bytes, PROT_READ | PROT_WRITE,
-		     MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
-	if (local != MAP_FAILED && local != (void *)(uintptr_t)req->address) {
-		munmap(local, req->bytes);      /* an old kernel took it as a hint */
-		local = MAP_FAILED;
-	}
-	if (local == MAP_FAILED)
-		local = mmap(NULL, req->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	res = host_share_map(ex, req->address, req->bytes, fd, 0, &rep->device_address);
 	close(fd);
-	if (local == MAP_FAILED)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	res = ex->be->cuMemHostRegister(local, req->bytes,
-					CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
-	b = res == CUDA_SUCCESS ? calloc(1, sizeof(*b)) : NULL;
-	if (!b) {
-		if (res == CUDA_SUCCESS)
-			ex->be->cuMemHostUnregister(local);
-		munmap(local, req->bytes);
-		return res == CUDA_SUCCESS ? CUDA_ERROR_OUT_OF_MEMORY : res;
-	}
-	b->guest_addr = req->address;
-	b->bytes = req->bytes;
-	b->local = local;
-	b->next = ex->host.bufs;
-	ex->host.bufs = b;
-	ex->host.bytes += req->bytes;
-	rep->device_address = (uint64_t)(uintptr_t)local;
-	return CUDA_SUCCESS;
+	return res;
+}
+
+/* The buffer is in the session's own slot, past its rings: checked against
+ * the slot the worker claimed, never against anything in the BAR. */
+CUresult exec_ivshmem_host_share(struct exec *ex, const struct wire_ivshmem_host_share_req *req,
+				 struct wire_ivshmem_host_share_rep *rep)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	CUresult res;
+	bool again;
+
+	if (ex->host.bar_fd < 0)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	if (req->offset % (uint64_t)page || req->offset < ex->host.bar_carve || req->offset > ex->host.bar_bytes ||
+	    req->bytes > ex->host.bar_bytes - req->offset)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = host_share_check(ex, req->address, req->bytes, &rep->device_address, &again);
+	if (res != CUDA_SUCCESS || again)
+		return res;
+	pr_debug("pinned buffer %#llx+%#llx at %#llx of the ivshmem slot", (unsigned long long)req->address,
+		 (unsigned long long)req->bytes, (unsigned long long)req->offset);
+	return host_share_map(ex, req->address, req->bytes, ex->host.bar_fd, ex->host.bar_offset + req->offset,
+			      &rep->device_address);
 }
 
 CUresult exec_mem_host_unshare(struct exec *ex, const struct wire_mem_host_unshare_req *req,

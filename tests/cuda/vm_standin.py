@@ -11,14 +11,59 @@ the GPU machine, which has no QEMU, and in the tests that need no guest.
     agent = Agent(agent_exe, path, listen_path, log_path)
     ... TERN_SERVER=unix:<listen_path> ...
     agent.stop()
+
+With ivshmem, a /dev/shm file stands in for the domain's ivshmem BAR
+(docs/vm-transport.md, "ivshmem"): ternd gets IVSHMEM_TERND_ARGS(bar), the
+programs TERN_IVSHMEM=bar.path, and their sessions' rings and pinned
+buffers live in slots of it.
+
+    bar = Bar(uuid)          # before ternd starts
+    ... bar.remove()
 """
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'security'))
 import hostile  # noqa: E402
+
+
+# The stand-in BAR: four slots, each with rings of 8 MiB (shm's default) and
+# room for bench/overhead's 4 GiB pinned buffer. A sparse file: only the
+# pages the sessions touch take memory.
+IVSHMEM_SLOT = (4 << 30) + (32 << 20)
+IVSHMEM_BAR = 4096 + 4 * IVSHMEM_SLOT
+
+
+class Bar:
+    """libvirt's /dev/shm/tern-UUID of <shmem name='tern-UUID'>, in a
+    folder of its own under /dev/shm (ternd's --ivshmem-dir)."""
+
+    def __init__(self, uuid, size=IVSHMEM_BAR, slot=IVSHMEM_SLOT):
+        self.dir = tempfile.mkdtemp(prefix='tern-test-bar-', dir='/dev/shm')
+        self.path = os.path.join(self.dir, 'tern-' + uuid)
+        self.slot = slot
+        with open(self.path, 'wb') as f:
+            f.truncate(size)
+
+    def ternd_args(self):
+        return ['--ivshmem-dir', self.dir, '--ivshmem-slot', str(self.slot)]
+
+    def remove(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def on_bar(shim_log):
+    """How many times the shim logged its session's move onto the BAR
+    (logged at info, once a connection)."""
+    try:
+        with open(shim_log, errors='replace') as f:
+            return f.read().count('on ivshmem slot')
+    except OSError:
+        return 0
 
 
 class StandinError(Exception):

@@ -4,7 +4,8 @@ sim backend, without a VM: tern-agent connects to a domain's socket as QEMU's
 port would (--port-connect), and programs reach ternd through the agent's
 socket, the vmlink channel and the domain's relay (docs/vm-transport.md).
 
-usage: test_vm_host.py e2e --ternd PATH --agent PATH --shim-dir DIR --prog CKPT_LOOP --plugin SO --ckpt PATH
+usage: test_vm_host.py ivshmem-hostile --ternd PATH --agent PATH
+       test_vm_host.py e2e --ternd PATH --agent PATH --shim-dir DIR --prog CKPT_LOOP --plugin SO --ckpt PATH [--ivshmem]
        test_vm_host.py hostile --ternd PATH --agent PATH
 
 e2e:     two ckpt_loop programs through one domain's socket; ckpt ls shows
@@ -17,6 +18,19 @@ e2e:     two ckpt_loop programs through one domain's socket; ckpt ls shows
          the other is held (makes no call) until that wait is over; vm-drop
          frees; a restarted ternd listens for the domain again;
          vm-detach removes the socket.
+         With --ivshmem, a /dev/shm file stands in for the domain's ivshmem
+         BAR (ternd --ivshmem-dir, the programs' TERN_IVSHMEM): every domain
+         session's rings are in a slot of it, across the saves, restores and
+         ternd restarts, and the session on the plain socket is refused a
+         slot and goes on over its stream.
+ivshmem-hostile: a domain's guest lies to ternd about its ivshmem rings and
+         pinned buffers (common/ivshmem_bar.h): ring sizes that do not fit,
+         truncated requests, buffers in its rings, past its slot, unaligned,
+         overflowing; every slot taken; a session that is not a domain's,
+         and one of a domain without a BAR file (never given another's);
+         its rings' counters scribbled on. Each fails alone: the session goes
+         on (or, for the scribbled rings, only it ends), the others and
+         ternd are unharmed.
 hostile: hellos naming another domain's session or a "UUID/..." id on the
          plain socket; one domain's guest cannot reach another's session of
          the same name; part of a request in a session holds up neither
@@ -25,6 +39,7 @@ hostile: hellos naming another domain's session or a "UUID/..." id on the
 """
 import argparse
 import glob
+import mmap
 import json
 import grp
 import os
@@ -32,6 +47,7 @@ import shutil
 import signal
 import socket
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -98,7 +114,8 @@ class Ternd:
         self.log = os.path.join(tmp, 'ternd.log')
         cmd = [args.ternd, '--backend', 'sim', '--sim-kernels', args.plugin, '--sim-memory', '4G',
                '--listen', 'unix:' + self.sock, '--control', self.control, '--state-dir', self.state,
-               '--vm-dir', self.vm_dir, '--log-file', self.log, '--log-level', 'info'] + list(extra)
+               '--vm-dir', self.vm_dir, '--log-file', self.log, '--log-level', 'info'] + list(extra) + \
+            list(args.ternd_extra)
         if os.path.exists(self.control):
             os.unlink(self.control)
         self.proc = subprocess.Popen(cmd, start_new_session=True)
@@ -147,7 +164,7 @@ class App:
     def __init__(self, args, tmp, server, session, argv):
         self.log = os.path.join(tmp, session + '.shim.log')
         env = dict(os.environ, LD_LIBRARY_PATH=args.shim_dir, TERN_SERVER='unix:' + server,
-                   TERN_SESSION=session, TERN_LOG_FILE=self.log, TERN_LOG_LEVEL='info')
+                   TERN_SESSION=session, TERN_LOG_FILE=self.log, TERN_LOG_LEVEL='info', **args.app_env)
         self.proc = subprocess.Popen([args.prog] + [str(a) for a in argv], env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -205,6 +222,28 @@ def hold_together(args, t, path, want):
             fail('a held session did not end with the uninterrupted checksum')
     print('vm-snapshot held session r (calls %d throughout) until w\'s 2.5 s wait was over, '
           'took %.1f s; both ended with the uninterrupted checksum' % (calls[0], took))
+
+
+def ivshmem_check(args, tmp, t, plain, domain):
+    """The domain's sessions had their rings in the BAR, before and after
+    the restore; the plain socket's session was refused a slot; the BAR's
+    header is the host's layout."""
+    for s in domain:
+        log = open(os.path.join(tmp, s + '.shim.log'), errors='replace').read()
+        if log.count('on ivshmem slot') < 2 or 'ivshmem channel to ternd' in log:
+            fail('session %s did not use the BAR before and after the restore:\n%s' % (s, log[-2000:]))
+    for s in plain:
+        log = open(os.path.join(tmp, s + '.shim.log'), errors='replace').read()
+        if 'on ivshmem slot' in log or 'no ivshmem slot from ternd' not in log:
+            fail('the plain session %s was not refused a slot:\n%s' % (s, log[-2000:]))
+    with open(args.bar, 'rb') as f:
+        head = f.read(64)
+    magic, version, hbytes, bar_bytes, slot_bytes, count = struct.unpack_from('<QIIQQI', head)
+    if magic != 0x3152414253564954 or version != 1 or bar_bytes != os.path.getsize(args.bar) or \
+            slot_bytes != 16 << 20 or count != 3:
+        fail('the BAR header is not the host\'s layout: %r' % (head,))
+    print('ivshmem: sessions %s on slots of the BAR before and after the restore; %s refused a slot; '
+          'header: %d slots of %d MiB' % (domain, plain, count, slot_bytes >> 20))
 
 
 def e2e(args, tmp):
@@ -272,6 +311,8 @@ def e2e(args, tmp):
             if got != want:
                 fail('checksum after vm-save and vm-restore %s, uninterrupted %s' % (got, want))
         print('both programs ended with the uninterrupted checksum', want)
+        if args.bar:
+            ivshmem_check(args, tmp, t, ['base'], ['a', 'b'])
 
         # A second generation of another session; the older one restores its own.
         mark = os.path.join(tmp, 'mark.c')
@@ -333,6 +374,181 @@ def e2e(args, tmp):
         t.stop()
         if agent:
             agent.stop()
+    return 0
+
+
+CALL_IVSHMEM_ATTACH, CALL_IVSHMEM_HOST_SHARE = 115, 116
+CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_NOT_SUPPORTED = 1, 2, 801
+RING = 64 << 10
+SLOT = 1 << 20
+
+
+class Rings:
+    """The guest's end of shm_chan's rings in a slot of the BAR (the layout
+    of common/shm_chan.c: magic, ring size, two sleeping flags, then each
+    ring's tail and head a cache line apart; the data from 4096). It never
+    sleeps, and rings the doorbell (a byte on the stream) after each send."""
+
+    def __init__(self, bar, offset, sock):
+        self.m, self.at, self.sock = bar, offset, sock
+        self.tail = self.u64(192)
+        self.head = self.u64(384)
+
+    def u64(self, off):
+        return struct.unpack_from('<Q', self.m, self.at + off)[0]
+
+    def put64(self, off, v):
+        struct.pack_into('<Q', self.m, self.at + off, v)
+
+    def send(self, data):
+        pos = self.tail % RING
+        first = min(len(data), RING - pos)
+        base = self.at + 4096
+        self.m[base + pos:base + pos + first] = data[:first]
+        self.m[base:base + len(data) - first] = data[first:]
+        self.tail += len(data)
+        self.put64(192, self.tail)
+        self.sock.sendall(b'w')
+
+    def recv(self, n, timeout=10):
+        t0 = time.time()
+        while self.u64(320) - self.head < n:
+            if time.time() - t0 > timeout:
+                return None
+        base = self.at + 4096 + RING
+        pos = self.head % RING
+        first = min(n, RING - pos)
+        data = bytes(self.m[base + pos:base + pos + first]) + bytes(self.m[base:base + n - first])
+        self.head += n
+        self.put64(384, self.head)
+        return data
+
+    def call(self, call, payload, seq=0):
+        self.send(hostile.frame(call, payload, seq=seq))
+        head = self.recv(hostile.HEADER.size)
+        if head is None:
+            return None, b''
+        length = hostile.HEADER.unpack(head)[4]
+        body = self.recv(length)
+        return struct.unpack_from('<I', body)[0], body[4:]
+
+
+def ivshmem_attach(sock, payload):
+    sock.sendall(hostile.frame(CALL_IVSHMEM_ATTACH, payload))
+    call, status, rest = hostile.reply_read(sock)
+    return status, rest
+
+
+def ivshmem_hostile(args, tmp):
+    bar_dir = tempfile.mkdtemp(prefix='tern-vmhost-bar-', dir='/dev/shm')
+    bar_path = os.path.join(bar_dir, 'tern-' + UUID_A)
+    with open(bar_path, 'wb') as f:
+        f.truncate(4096 + 2 * SLOT)
+    t = hostile.Ternd(args.ternd, args=['--vm-dir', os.path.join(tmp, 'vm'), '--ivshmem-dir', bar_dir,
+                                        '--ivshmem-slot', str(SLOT)], tcp=False)
+    agents = []
+    try:
+        ok(t.control, {'op': 'vm-attach', 'uuid': UUID_A, 'name': 'a'})
+        agents.append(Agent(args, tmp, os.path.join(tmp, 'vm', UUID_A + '.sock'), 'a'))
+        agent = agents[0]
+        url = 'unix:' + agent.sock
+        x = hostile.hello(url, 'x')
+        if x.status != hostile.CUDA_SUCCESS:
+            fail('hello: %s' % x.status)
+        bad = [(struct.pack('<QI', 3, 0xffffffff), 'ring size not a power of two'),
+               (struct.pack('<QI', SLOT, 0xffffffff), 'rings larger than the slot'),
+               (struct.pack('<QI', 1 << 40, 0xffffffff), 'rings beyond any limit'),
+               (struct.pack('<Q', RING), 'a truncated request')]
+        for n, (payload, what) in enumerate(bad):
+            status, _ = ivshmem_attach(x.sock, payload)
+            if status != CUDA_ERROR_INVALID_VALUE or not hostile.alive(x.sock, n + 1):
+                fail('ivshmem_attach with %s: %d, or the session died' % (what, status))
+        plain = hostile.hello(t.unix, 'p')
+        status, _ = ivshmem_attach(plain.sock, struct.pack('<QI', RING, 0xffffffff))
+        if status != CUDA_ERROR_NOT_SUPPORTED or not hostile.alive(plain.sock, 1):
+            fail('a session on the plain socket was given a slot: %d' % status)
+        # Domain B has no BAR file: its guest gets none, never A's.
+        ok(t.control, {'op': 'vm-attach', 'uuid': UUID_B, 'name': 'b'})
+        agents.append(Agent(args, tmp, os.path.join(tmp, 'vm', UUID_B + '.sock'), 'b'))
+        agent_b = agents[1]
+        other = hostile.hello('unix:' + agent_b.sock, 'x')
+        status, _ = ivshmem_attach(other.sock, struct.pack('<QI', RING, 0xffffffff))
+        if status != CUDA_ERROR_NOT_SUPPORTED or not hostile.alive(other.sock, 1):
+            fail('domain B, which has no BAR, was given a slot (of A\'s?): %d' % status)
+        print('ivshmem_attach: %d bad requests refused, the session goes on; the plain socket and domain B (no BAR file) get none' % len(bad))
+
+        # Two slots: x and y take them, z is refused and stays on its stream.
+        status, rest = ivshmem_attach(x.sock, struct.pack('<QI', RING, 1))
+        slot, offset, nbytes, ring = struct.unpack_from('<IQQQ', rest)
+        if status != hostile.CUDA_SUCCESS or (slot, offset, nbytes, ring) != (1, 4096 + SLOT, SLOT, RING):
+            fail('ivshmem_attach asking for slot 1: %d %s' % (status, (slot, offset, nbytes, ring)))
+        y = hostile.hello(url, 'y')
+        status, rest = ivshmem_attach(y.sock, struct.pack('<QI', RING, 1))
+        yslot, yoffset = struct.unpack_from('<IQ', rest)
+        if status != hostile.CUDA_SUCCESS or yslot != 0:
+            fail('the second session asking for a held slot got %d slot %d' % (status, yslot))
+        z = hostile.hello(url, 'z')
+        status, _ = ivshmem_attach(z.sock, struct.pack('<QI', RING, 0xffffffff))
+        if status != CUDA_ERROR_OUT_OF_MEMORY or not hostile.alive(z.sock, 1):
+            fail('a third session with every slot held: %d, or it died' % status)
+        print('slots: x asked for 1 and got it, y asking for 1 got 0, z found none and stays on its stream')
+
+        fd = os.open(bar_path, os.O_RDWR)
+        bar = mmap.mmap(fd, 4096 + 2 * SLOT)
+        os.close(fd)
+        rx = Rings(bar, offset, x.sock)
+        carve = 4096 + 2 * RING
+        page = 4096
+        addr = 0x7e0000000000
+        shares = [
+            (addr, 0, page, 'in the slot\'s ring header'),
+            (addr, 4096 + RING, page, 'in its rings'),
+            (addr, SLOT, page, 'past the slot (in the next one)'),
+            (addr, SLOT - page, 2 * page, 'running past the slot'),
+            (addr, carve, (1 << 64) - page, 'an overflowing size'),
+            (addr, (1 << 64) - page, 2 * page, 'an overflowing offset'),
+            (addr, carve + 1, page, 'an unaligned offset'),
+            (addr, carve, 0, 'no bytes'),
+            (addr + 1, carve, page, 'an unaligned address'),
+            (addr, carve, page + 1, 'an unaligned size'),
+        ]
+        for a, off, n, what in shares:
+            status, _ = rx.call(CALL_IVSHMEM_HOST_SHARE, struct.pack('<QQQI', a, off, n, 0))
+            if status != CUDA_ERROR_INVALID_VALUE:
+                fail('ivshmem_host_share %s: %s' % (what, status))
+        status, rest = rx.call(CALL_IVSHMEM_HOST_SHARE, struct.pack('<QQQI', addr, carve, 4 * page, 0))
+        if status != hostile.CUDA_SUCCESS:
+            fail('a pinned buffer in the slot was refused: %s' % status)
+        status, _ = rx.call(CALL_IVSHMEM_HOST_SHARE, struct.pack('<QQQI', addr + page, carve, page, 0))
+        if status != CUDA_ERROR_INVALID_VALUE:
+            fail('a buffer overlapping a shared one was accepted: %s' % status)
+        status, _ = rx.call(hostile.CALL_DEVICE_GET_COUNT, b'', seq=1)
+        if status != hostile.CUDA_SUCCESS:
+            fail('the session on the rings does not answer after the bad shares: %s' % status)
+        print('ivshmem_host_share: %d buffers outside the slot\'s free part refused; one inside taken; '
+              'the session answers on its rings' % (len(shares) + 1))
+
+        # x scribbles on its rings' counters: only x's session ends.
+        bar[offset + 16:offset + 4096] = b'\x7f' * (4096 - 16)
+        x.sock.sendall(b'w')
+        deadline = time.time() + 10
+        while x.worker_pid in [e.get('pid') for e in sessions(t.control).values()] and time.time() < deadline:
+            time.sleep(0.05)
+        if x.worker_pid in [e.get('pid') for e in sessions(t.control).values()]:
+            fail('the session with scribbled rings is still served')
+        ry = Rings(bar, yoffset, y.sock)
+        if ry.call(hostile.CALL_DEVICE_GET_COUNT, b'', seq=1)[0] != hostile.CUDA_SUCCESS or \
+                not hostile.alive(z.sock, 2) or t.proc.poll() is not None:
+            fail('another session or ternd was harmed by x\'s scribbled rings')
+        print('x scribbled on its rings: the others and ternd go on')
+        bar.close()
+        for h in (x, y, z, plain, other):
+            h.sock.close()
+    finally:
+        for a in agents:
+            a.stop()
+        t.stop()
+        shutil.rmtree(bar_dir, ignore_errors=True)
     return 0
 
 
@@ -490,22 +706,34 @@ def hostile_suite(args, tmp):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('scenario', choices=['e2e', 'hostile'])
+    ap.add_argument('scenario', choices=['e2e', 'hostile', 'ivshmem-hostile'])
     ap.add_argument('--ternd', required=True)
     ap.add_argument('--agent', required=True)
     ap.add_argument('--shim-dir')
     ap.add_argument('--prog')
     ap.add_argument('--plugin')
     ap.add_argument('--ckpt')
+    ap.add_argument('--ivshmem', action='store_true')
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix='tern-vmhost-')
+    args.ternd_extra, args.app_env, args.bar, bar_dir = [], {}, None, None
+    if args.ivshmem:
+        # The BAR: libvirt's /dev/shm/tern-UUID for <shmem name='tern-UUID'>, 64 MiB.
+        bar_dir = tempfile.mkdtemp(prefix='tern-vmhost-bar-', dir='/dev/shm')
+        args.bar = os.path.join(bar_dir, 'tern-' + UUID_A)
+        with open(args.bar, 'wb') as f:
+            f.truncate(64 << 20)
+        args.ternd_extra = ['--ivshmem-dir', bar_dir, '--ivshmem-slot', '16M']
+        args.app_env = {'TERN_IVSHMEM': args.bar}
     try:
-        rc = e2e(args, tmp) if args.scenario == 'e2e' else hostile_suite(args, tmp)
+        rc = {'e2e': e2e, 'hostile': hostile_suite, 'ivshmem-hostile': ivshmem_hostile}[args.scenario](args, tmp)
     except SystemExit:
         for log in glob.glob(os.path.join(tmp, '*.log')):
             sys.stderr.write('--- %s\n%s\n' % (log, open(log, errors='replace').read()[-4000:]))
         raise
     shutil.rmtree(tmp, ignore_errors=True)
+    if bar_dir:
+        shutil.rmtree(bar_dir, ignore_errors=True)
     print('PASS')
     return rc
 

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "shm_chan.h"
+#include "shm_echo.h"
 
 #define RING SHM_RING_MIN
 
@@ -45,26 +46,6 @@ static void pair_close(struct pair *p)
 	close(p->sock[1]);
 }
 
-/* The worker side echoes each length-prefixed message back. */
-static void *echo(void *arg)
-{
-	struct shm_chan *c = arg;
-	uint32_t len;
-	uint8_t *buf;
-
-	while (shm_chan_recv(c, &len, sizeof(len)) == 0 && len) {
-		struct iovec iov[2] = { { &len, sizeof(len) }, { NULL, len } };
-
-		buf = malloc(len);
-		if (!buf || shm_chan_recv(c, buf, len))
-			break;
-		iov[1].iov_base = buf;
-		shm_chan_send(c, iov, 2);
-		free(buf);
-	}
-	return NULL;
-}
-
 static void test_echo(void **state)
 {
 	static const uint32_t sizes[] = { 1, 7, 4096, RING - 4, RING, 3 * RING + 17, 1u << 20 };
@@ -73,7 +54,7 @@ static void test_echo(void **state)
 
 	(void)state;
 	pair_open(&p);
-	assert_int_equal(pthread_create(&t, NULL, echo, &p.worker), 0);
+	assert_int_equal(pthread_create(&t, NULL, shm_echo, &p.worker), 0);
 	for (int round = 0; round < 3; round++) {
 		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 			uint32_t len = sizes[i], back = 0;
