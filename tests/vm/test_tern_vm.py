@@ -20,7 +20,8 @@ exit N CHECKSUM X" at its end, on the console. In order:
      cudaDeviceSynchronize at the save), B one blocked likewise; both
      guests saved, both restored;
   2. managedsave, ternd restarted while A is saved, then start (A);
-  3. save --paused, restore --paused (still paused), resume (A);
+  3. save --paused, restore --paused (still paused), resume (A); then
+     suspend and resume: the same session and worker, the job ends right;
   4. two saves, then the restore of the older one: the job goes back
      (its sync mark shows again) and still ends right;
   5. ternd restarted while both guests run: stopped (SIGTERM, it runs
@@ -449,6 +450,18 @@ def scenario(build, lab, ternd, a, b, want):
     check(state == 'restoring', 'restore --paused: session a4 waits for its guest (%s)' % state)
     a.dom.resume()
     jobs_end(want, [(a, 'a4', since, 'save --paused, restore --paused, resume')])
+    # suspend and resume keep the state: the session is the same one,
+    # neither saved nor restored, and the job ends right.
+    since = a.run('a4s', 20, 20)
+    a.wait_job('a4s', 'mark', since)
+    before = ternd.sessions(a.uuid).get(a.uuid + '/a4s', {})
+    a.dom.suspend()
+    time.sleep(2)
+    during = ternd.sessions(a.uuid).get(a.uuid + '/a4s', {})
+    check(during.get('state') == 'active' and during.get('pid') == before.get('pid'),
+          'suspend: session a4s stays active in its worker %s (%s)' % (before.get('pid'), during.get('state')))
+    a.dom.resume()
+    jobs_end(want, [(a, 'a4s', since, 'suspend, resume')])
     log('step 3 in %.1f s' % (time.monotonic() - t))
 
     # 4. two saves, then the older one restored.
