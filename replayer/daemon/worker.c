@@ -66,6 +66,10 @@ void worker_signals_install(void)
  * waiter to complete before it serves other requests: a short wait is
  * answered without a wakeup, as when the dispatch thread waited itself. */
 #define WAIT_SPIN_NS 50000ull
+/* How long the dispatch thread looks at a synchronisation's marker itself
+ * before it hands the wait to a waiter: a short kernel is done by then, and
+ * the hop to a waiter thread and back costs more than the wait. */
+#define WAIT_QUICK_NS 20000ull
 
 struct worker_conn {
 	int fd;                         /* the socket; with shm on, only fds and hang-ups */
@@ -765,6 +769,30 @@ static int waits_answer(struct worker_session *s, struct session_slot *slot)
 	return 0;
 }
 
+/* Whether the work @w waits for is done within WAIT_QUICK_NS, while no
+ * other request is waiting on the ring. An error of the marker is left to
+ * the usual paths to report. */
+static bool wait_quick(struct worker_session *s, const struct exec_wait *w)
+{
+	struct timespec t0, t;
+
+	if (!w->marker)
+		return false;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		CUresult r = s->ex.be->cuEventQuery(w->marker);
+
+		if (r == CUDA_SUCCESS)
+			return true;
+		if (r != CUDA_ERROR_NOT_READY || (s->c.shm_on && shm_chan_readable(&s->c.shm)))
+			return false;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)(t.tv_nsec - t0.tv_nsec) >=
+		    WAIT_QUICK_NS)
+			return false;
+	}
+}
+
 /* Request @h, a synchronisation, waits off the dispatch thread: true when
  * it was handed to a waiter (answered by waits_answer), false when the
  * dispatcher is to serve it. Its context is current. */
@@ -774,6 +802,11 @@ static bool wait_aside(struct worker_session *s, const struct wire_header *h, co
 
 	if (!s->waits || (h->flags & WIRE_F_NO_REPLY) || !exec_wait_prepare(&s->ex, h->call, cur, &w))
 		return false;
+	if (wait_quick(s, &w)) {
+		/* Done already: served here as any request, without waiting. */
+		exec_wait_finish(&s->ex, &w);
+		return false;
+	}
 	if (worker_waits_start(s->waits, h, &w)) {
 		exec_wait_finish(&s->ex, &w);
 		return false;
