@@ -818,7 +818,7 @@ static void reader_leave_locked(struct shim_process *p);
 /* Ask this connection's worker for a host-function channel of @mode, outside
  * the request sequence (sequence number 0, like the buffers shared again
  * after a restore); @pass (or -1) follows the request on the socket. The
- * reply's secret and port land in @rep (pointing into @reply_buf's copy).
+ * reply's secret and port (tcp and join) land in @secret and *@port.
  * 0, -EOPNOTSUPP when the worker cannot do @mode, or -errno. */
 static int hostfn_ask_locked(struct shim_process *p, uint32_t mode, int pass, uint8_t secret[HOSTFN_SECRET_SIZE],
 			     uint32_t *port)

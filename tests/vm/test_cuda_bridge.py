@@ -15,7 +15,6 @@ against the same ternd.
 usage: test_cuda_bridge.py BUILD_DIR
 """
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -97,13 +96,6 @@ class ChannelBridge:
         relay(conn, ternd)
 
 
-def checksum(text, where):
-    m = re.search(r'CHECKSUM ([0-9a-f]+)', text)
-    if not m:
-        raise vmlib.VmError('%s printed no CHECKSUM:\n%s' % (where, text[-2000:]))
-    return m.group(1)
-
-
 def main():
     build = sys.argv[1]
     lab = vmlib.Lab(build)
@@ -124,7 +116,7 @@ def main():
                 raise vmlib.VmError('in the guest: %s; console tail:\n%s' % (m.group(0), dom.console_tail()))
             if 'PASS ckpt_loop' not in guest_out:
                 raise vmlib.VmError('ckpt_loop in the guest printed no PASS line')
-            in_guest = checksum(guest_out, 'ckpt_loop in the guest')
+            in_guest = vmlib.checksum(guest_out, 'ckpt_loop in the guest')
             dom.wait_exit(TIMEOUT)
             # tern.after=idle: the guest stays up for the host to stop it.
             time.sleep(1)
@@ -138,7 +130,7 @@ def main():
                        LD_LIBRARY_PATH=os.path.join(build, 'guest-shim'))
             r = subprocess.run([os.path.join(build, 'tests', 'cuda', 'ckpt_loop'), str(ITERATIONS)],
                                env=env, stdout=subprocess.PIPE, text=True, timeout=TIMEOUT)
-            on_host = checksum(r.stdout, 'ckpt_loop on the host')
+            on_host = vmlib.checksum(r.stdout, 'ckpt_loop on the host')
             print('ckpt_loop %d iterations: guest checksum %s, host checksum %s'
                   % (ITERATIONS, in_guest, on_host))
             if in_guest != on_host:

@@ -54,13 +54,6 @@ echo "IVSHMEM2 end"
 '''
 
 
-def checksum(text, where):
-    m = re.search(r'CHECKSUM ([0-9a-f]+)', text)
-    if not m:
-        raise vmlib.VmError('%s printed no CHECKSUM:\n%s' % (where, text[-2000:]))
-    return m.group(1)
-
-
 def main():
     build = sys.argv[1]
     lab = vmlib.Lab(build)
@@ -90,7 +83,7 @@ def main():
             if 'ivshmem BAR /sys/bus/pci/devices/' not in out or 'on ivshmem slot' not in out:
                 raise vmlib.VmError('the guest\'s shim did not find the BAR on the PCI bus or did not '
                                     'move onto it:\n%s' % out[-3000:])
-            in_guest = checksum(out, 'ckpt_loop in the guest')
+            in_guest = vmlib.checksum(out, 'ckpt_loop in the guest')
             log = open(os.path.join(ternd.dir, 'ternd.log'), errors='replace').read()
             if 'on ivshmem %s slot' % bar not in log:
                 raise vmlib.VmError('ternd\'s worker did not take a slot of %s:\n%s' % (bar, log[-3000:]))
@@ -120,16 +113,16 @@ def main():
             if out2.count('on ivshmem slot') < 2:
                 raise vmlib.VmError('the program did not attach to a slot before and after the restore:\n%s'
                                     % out2[-4000:])
-            saved = checksum(out2, 'ckpt_loop across the save')
+            saved = vmlib.checksum(out2, 'ckpt_loop across the save')
             dom.destroy()
 
             env = dict(os.environ, TERN_SERVER=ternd.unix, LD_LIBRARY_PATH=os.path.join(build, 'guest-shim'))
             r = subprocess.run([os.path.join(build, 'tests', 'cuda', 'ckpt_loop'), str(ITERATIONS)],
                                env=env, stdout=subprocess.PIPE, text=True, timeout=TIMEOUT)
-            on_host = checksum(r.stdout, 'ckpt_loop on the host')
+            on_host = vmlib.checksum(r.stdout, 'ckpt_loop on the host')
             r = subprocess.run([os.path.join(build, 'tests', 'cuda', 'ckpt_loop'), str(SAVED[0])],
                                env=env, stdout=subprocess.PIPE, text=True, timeout=TIMEOUT)
-            if saved != checksum(r.stdout, 'ckpt_loop on the host'):
+            if saved != vmlib.checksum(r.stdout, 'ckpt_loop on the host'):
                 raise vmlib.VmError('across virsh save and restore the guest computed another checksum')
             print('ckpt_loop %d iterations across virsh save and restore, on ivshmem before and after: '
                   'the uninterrupted checksum %s' % (SAVED[0], saved))

@@ -308,6 +308,15 @@ class Domain:
         return int(self.wait_console(EXIT, timeout).group(1))
 
 
+def checksum(text, where):
+    """The checksum ckpt_loop printed in @text ("CHECKSUM HEX"); VmError
+    naming @where when there is none."""
+    m = re.search(r'CHECKSUM ([0-9a-f]+)', text)
+    if not m:
+        raise VmError('%s printed no CHECKSUM:\n%s' % (where, text[-2000:]))
+    return m.group(1)
+
+
 def channel_listener(path, backlog=4):
     """A unix socket listening at @path for QEMU's end of a channel (QEMU
     runs as libvirt-qemu, so anyone may connect: keep it in a Lab folder)."""

@@ -55,7 +55,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'security'))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'cuda'))
 import hostile  # noqa: E402
+import vm_standin  # noqa: E402
 
 UUID_A = '01234567-89ab-cdef-0123-456789abcdef'
 UUID_B = 'fedcba98-7654-3210-fedc-ba9876543210'
@@ -140,22 +142,14 @@ class Ternd:
                 self.proc.wait()
 
 
-class Agent:
-    """tern-agent of one domain: its port is the domain's socket."""
-
-    def __init__(self, args, tmp, domain_socket, name):
-        self.sock = os.path.join(tmp, 'agent-%s.sock' % name)
-        self.proc = subprocess.Popen([args.agent, '--port-connect', 'unix:' + domain_socket, '--listen', self.sock],
-                                     stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, 'agent-%s.log' % name), 'w'))
-        for _ in range(500):
-            if os.path.exists(self.sock):
-                return
-            time.sleep(0.01)
-        fail('tern-agent did not listen on ' + self.sock)
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(10)
+def Agent(args, tmp, domain_socket, name):
+    """tern-agent of one domain, its port the domain's socket (the VM
+    stand-in, tests/cuda/vm_standin.py); programs reach its .listen."""
+    try:
+        return vm_standin.Agent(args.agent, domain_socket, os.path.join(tmp, 'agent-%s.sock' % name),
+                                os.path.join(tmp, 'agent-%s.log' % name))
+    except vm_standin.StandinError as e:
+        fail(str(e))
 
 
 class App:
@@ -258,7 +252,7 @@ def e2e(args, tmp):
         if ok(t.control, {'op': 'vm-attach', 'uuid': UUID_A, 'name': 'guest-a'})['path'] != path:
             fail('vm-attach is not idempotent')
         agent = Agent(args, tmp, path, 'a')
-        guest = agent.sock
+        guest = agent.listen
         marks = [os.path.join(tmp, 'mark.' + s) for s in 'ab']
         apps = [App(args, tmp, guest, s, [ITER, MARK, m, 10]) for s, m in zip('ab', marks)]
         wait_files(marks)
@@ -451,7 +445,7 @@ def ivshmem_hostile(args, tmp):
         ok(t.control, {'op': 'vm-attach', 'uuid': UUID_A, 'name': 'a'})
         agents.append(Agent(args, tmp, os.path.join(tmp, 'vm', UUID_A + '.sock'), 'a'))
         agent = agents[0]
-        url = 'unix:' + agent.sock
+        url = 'unix:' + agent.listen
         x = hostile.hello(url, 'x')
         if x.status != hostile.CUDA_SUCCESS:
             fail('hello: %s' % x.status)
@@ -471,7 +465,7 @@ def ivshmem_hostile(args, tmp):
         ok(t.control, {'op': 'vm-attach', 'uuid': UUID_B, 'name': 'b'})
         agents.append(Agent(args, tmp, os.path.join(tmp, 'vm', UUID_B + '.sock'), 'b'))
         agent_b = agents[1]
-        other = hostile.hello('unix:' + agent_b.sock, 'x')
+        other = hostile.hello('unix:' + agent_b.listen, 'x')
         status, _ = ivshmem_attach(other.sock, struct.pack('<QI', RING, 0xffffffff))
         if status != CUDA_ERROR_NOT_SUPPORTED or not hostile.alive(other.sock, 1):
             fail('domain B, which has no BAR, was given a slot (of A\'s?): %d' % status)
@@ -629,7 +623,7 @@ def hostile_suite(args, tmp):
                  % (st.st_gid, stat.S_IMODE(st.st_mode), ctl.st_gid, stat.S_IMODE(ctl.st_mode)))
         print('--vm-socket-group: the domain sockets are root:daemon 0660, the control socket 0600 and not theirs')
         agents = [Agent(args, tmp, os.path.join(tmp, 'vm', u + '.sock'), u) for u in (UUID_A, UUID_B)]
-        a, b = ('unix:' + g.sock for g in agents)
+        a, b = ('unix:' + g.listen for g in agents)
         for url, sid in ((t.unix, UUID_A + '/x'), (a, UUID_B + '/x'), (a, 'x/y')):
             h = hostile.hello(url, sid)
             if h.status == hostile.CUDA_SUCCESS:
