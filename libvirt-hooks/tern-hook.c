@@ -47,53 +47,63 @@ static int hook_refuse(const char *fmt, ...)
 	return 1;
 }
 
-/* Send @req; 0 if ternd said ok, else 1 with the refusal on stderr naming
- * @what. */
-static int hook_request(struct hook *h, const struct vm_request *req, struct vm_reply *reply, const char *what)
+/* Send a vm-* request for the domain; 0 with *answer (a CONTROL_REPLY_VM,
+ * released by the caller) if ternd said ok, else 1 with the refusal on
+ * stderr naming @what. */
+static int hook_request(struct hook *h, enum control_op op, struct control_reply *answer, const char *what)
 {
+	struct control_request req;
 	char err[512];
-	int ret = vm_request_send(h->control_path, req, h->timeout_ms, reply, err, sizeof(err));
+	int ret = vm_request_init(&req, op, h->dom.uuid, h->dom.name, h->dom.generation, false);
 
+	memset(answer, 0, sizeof(*answer));
+	if (ret)
+		return hook_refuse("cannot %s domain %s: it has no uuid, name or generation tern can send",
+				   what, h->dom.name);
+	ret = vm_request_send(h->control_path, &req, h->timeout_ms, answer, err, sizeof(err));
 	if (ret)
 		return hook_refuse("cannot %s domain %s: %s", what, h->dom.name, err);
-	if (!reply->ok)
-		return hook_refuse("cannot %s domain %s: ternd: %s", what, h->dom.name, reply->error);
-	return 0;
+	if (answer->kind == CONTROL_REPLY_ERROR) {
+		ret = hook_refuse("cannot %s domain %s: ternd: %s", what, h->dom.name, answer->error);
+		control_reply_release(answer);
+	}
+	return ret;
 }
 
 static int hook_prepare(struct hook *h)
 {
-	struct vm_request req = { .op = VM_OP_ATTACH, .uuid = h->dom.uuid, .name = h->dom.name };
-	struct vm_reply reply;
-	int ret = hook_request(h, &req, &reply, "attach the GPU channel of");
+	struct control_reply answer;
+	int ret = hook_request(h, CONTROL_OP_VM_ATTACH, &answer, "attach the GPU channel of");
+	const char *path = answer.vm.path;
 
 	if (ret)
 		return ret;
 	/* QEMU would connect to nothing (or wait in vain for ternd in bind
 	 * mode): say where the channel must point instead. */
-	if (reply.path[0] && strcmp(reply.path, h->dom.channel_path))
-		return hook_refuse("domain %s: its %s channel must be <source mode='connect' path='%s'/> (it is %s%s)",
-				   h->dom.name, TERN_CHANNEL_NAME, reply.path,
-				   h->dom.channel_path[0] ? "connect " : "not in connect mode",
-				   h->dom.channel_path);
-	pr_info("domain %s (%s) attached at %s", h->dom.name, h->dom.uuid, reply.path);
-	return 0;
+	if (path[0] && strcmp(path, h->dom.channel_path))
+		ret = hook_refuse("domain %s: its %s channel must be <source mode='connect' path='%s'/> (it is %s%s)",
+				  h->dom.name, TERN_CHANNEL_NAME, path,
+				  h->dom.channel_path[0] ? "connect " : "not in connect mode", h->dom.channel_path);
+	else
+		pr_info("domain %s (%s) attached at %s", h->dom.name, h->dom.uuid, path);
+	control_reply_release(&answer);
+	return ret;
 }
 
 static int hook_restore(struct hook *h)
 {
-	struct vm_request req = { .op = VM_OP_RESTORE, .uuid = h->dom.uuid, .generation = h->dom.generation };
 	char fresh[VM_GENERATION_MAX + 1], err[512];
-	struct vm_reply reply;
+	struct control_reply answer;
 	char *out;
 	int ret;
 
 	if (!h->dom.generation[0])
 		return hook_refuse("domain %s: this save image holds no tern GPU state (no generation in its metadata)",
 				   h->dom.name);
-	ret = hook_request(h, &req, &reply, "restore the GPU state of");
+	ret = hook_request(h, CONTROL_OP_VM_RESTORE, &answer, "restore the GPU state of");
 	if (ret)
 		return ret;
+	control_reply_release(&answer);
 	/* The restored domain's next save must be paired with its own state,
 	 * never with this image's. */
 	ret = domain_generation_fresh(fresh);

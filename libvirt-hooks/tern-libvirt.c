@@ -153,27 +153,35 @@ static void domain_follow(struct listener *l, virDomainPtr dom, bool fresh)
 		pr_info("domain %s (%s): generation %s kept", info.name, info.uuid, info.generation);
 }
 
-/* Send @req from a child, so that the event loop goes on meanwhile. */
-static void request_spawn(struct listener *l, const struct vm_request *req, const char *name)
+/* Send a vm-* request for @t from a child, so that the event loop goes on
+ * meanwhile. */
+static void request_spawn(struct listener *l, const struct tracked_domain *t, enum control_op op)
 {
-	pid_t pid = fork();
+	const char *what = control_op_name(op);
+	struct control_request req;
+	pid_t pid;
 
+	if (vm_request_init(&req, op, t->uuid, t->name, t->generation, false)) {
+		pr_err("domain %s: no %s: its uuid or generation cannot be sent", t->name, what);
+		return;
+	}
+	pid = fork();
 	if (pid < 0) {
-		pr_err("domain %s: cannot fork for %s: %s", name, vm_op_name(req->op), strerror(errno));
+		pr_err("domain %s: cannot fork for %s: %s", t->name, what, strerror(errno));
 		return;
 	}
 	if (pid == 0) {
-		struct vm_reply reply;
+		struct control_reply answer;
 		char err[512];
-		int ret = vm_request_send(l->control_path, req, l->timeout_ms, &reply, err, sizeof(err));
+		int ret = vm_request_send(l->control_path, &req, l->timeout_ms, &answer, err, sizeof(err));
 
 		if (ret)
-			pr_err("domain %s: %s: %s", name, vm_op_name(req->op), err);
-		else if (!reply.ok)
-			pr_err("domain %s: %s refused by ternd: %s", name, vm_op_name(req->op), reply.error);
+			pr_err("domain %s: %s: %s", t->name, what, err);
+		else if (answer.kind == CONTROL_REPLY_ERROR)
+			pr_err("domain %s: %s refused by ternd: %s", t->name, what, answer.error);
 		else
-			pr_info("domain %s: %s done", name, vm_op_name(req->op));
-		_exit(ret || !reply.ok);
+			pr_info("domain %s: %s done", t->name, what);
+		_exit(ret || answer.kind == CONTROL_REPLY_ERROR);
 	}
 }
 
@@ -181,24 +189,22 @@ static void domain_stopped(struct listener *l, virDomainPtr dom, int detail)
 {
 	char uuid[VIR_UUID_STRING_BUFLEN];
 	struct tracked_domain *t;
-	struct vm_request req = { 0 };
+	enum control_op op = 0;
 
 	if (virDomainGetUUIDString(dom, uuid) < 0)
 		return;
 	t = tracked_find(l, uuid);
 	if (!t)
 		return;         /* not a tern domain, or it started while libvirtd was out of reach */
-	req.uuid = t->uuid;
 	switch (detail) {
 	case VIR_DOMAIN_EVENT_STOPPED_SAVED:
-		req.op = VM_OP_SAVE;
-		req.generation = t->generation;
+		op = CONTROL_OP_VM_SAVE;
 		break;
 	case VIR_DOMAIN_EVENT_STOPPED_DESTROYED:
 	case VIR_DOMAIN_EVENT_STOPPED_SHUTDOWN:
 	case VIR_DOMAIN_EVENT_STOPPED_CRASHED:
 	case VIR_DOMAIN_EVENT_STOPPED_FAILED:
-		req.op = VM_OP_DROP;
+		op = CONTROL_OP_VM_DROP;
 		break;
 	default:
 		/* Migrated away or reverted to a snapshot: its state is someone
@@ -206,9 +212,9 @@ static void domain_stopped(struct listener *l, virDomainPtr dom, int detail)
 		pr_info("domain %s stopped (detail %d): GPU state left as it is", t->name, detail);
 		break;
 	}
-	if (req.op) {
-		pr_info("domain %s stopped (detail %d): %s", t->name, detail, vm_op_name(req.op));
-		request_spawn(l, &req, t->name);
+	if (op) {
+		pr_info("domain %s stopped (detail %d): %s", t->name, detail, control_op_name(op));
+		request_spawn(l, t, op);
 	}
 	tracked_forget(l, uuid);
 }

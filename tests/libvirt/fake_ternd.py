@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """A stand-in for ternd's control socket as the libvirt hook and listener
-see it (docs/libvirt.md), until ternd's VM ops are merged.
+see it (docs/libvirt.md): the hook's tests need no ternd.
 
     fake_ternd.py CONTROL_SOCKET VM_DIR LOG ANSWERS
 
 Every request is checked strictly (exact members per op, uuid, name and
 generation forms, one line) and appended to LOG as one JSON line:
 {"request": {...}} when it is well formed, {"bad": "reason", "line": "..."}
-when not (the test fails on any). The answer is {"ok":true} (vm-attach adds
+when not (the test fails on any). The answer is ternd's vm result, {"ok":true,"uuid":U,"snapshots":[]} (vm-attach adds
 "path": VM_DIR/UUID.sock, where it then listens, as ternd would, so that
 libvirt finds the socket and QEMU connects; vm-detach removes it), or {"ok":false,"error":E} when
 the JSON object in the file ANSWERS, read at each request, maps the op to E.
@@ -25,7 +25,9 @@ UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
 GENERATION = re.compile(r"[0-9a-f]{1,64}\Z")
 NAME = re.compile(r"[\x20-\x2e\x30-\x7e]{1,200}\Z")
 
-# op -> the members it takes (besides "op"), each with its check.
+# op -> the members it takes (besides "op"), each with its check; those in
+# OPTIONAL may be left out (ternd's default: false).
+OPTIONAL = {"check"}
 OPS = {
     "vm-attach": {"uuid": UUID.match, "name": NAME.match},
     "vm-detach": {"uuid": UUID.match},
@@ -56,9 +58,11 @@ def check(line):
     members = OPS.get(req["op"])
     if members is None:
         raise ValueError("unknown op")
-    if set(req) != set(members) | {"op"}:
+    if not set(members) - OPTIONAL <= set(req) - {"op"} <= set(members):
         raise ValueError("members %s, want %s" % (sorted(req), sorted(members)))
     for key, ok in members.items():
+        if key not in req:
+            continue
         value = req[key]
         if key != "check" and not isinstance(value, str):
             raise ValueError("%s is not a string" % key)
@@ -108,7 +112,8 @@ def answer(req):
         errors = {}
     if req["op"] in errors:
         return {"ok": False, "error": errors[req["op"]]}
-    reply = {"ok": True}
+    # ternd's reply to a vm-* op (common/control_msg.c's vm result).
+    reply = {"ok": True, "uuid": req["uuid"], "snapshots": []}
     if req["op"] == "vm-attach":
         reply["path"] = channel_listen(req["uuid"])
     elif req["op"] == "vm-detach":

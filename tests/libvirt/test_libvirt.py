@@ -271,7 +271,7 @@ def scenario(env):
           and "is corrupt (chunk 3)" in p.stderr, "refused restore: libvirt shows the hook's message")
     # libvirt puts the hook's stderr at the end of its message.
     print("     virsh said: ..." + p.stderr.strip()[-160:])
-    check(env.seen(n, op="vm-restore", uuid=uuid, generation=gen1, check=False) is not None,
+    check(env.seen(n, op="vm-restore", uuid=uuid, generation=gen1, check=None) is not None,
           "refused restore: vm-restore was asked")
     check(state(name) == "shut off", "refused restore: domain stays shut off")
     env.answer({})
@@ -279,8 +279,8 @@ def scenario(env):
     # restore
     n = len(env.requests())
     virsh("restore", img)
-    check(env.seen(n, op="vm-restore", uuid=uuid, generation=gen1, check=False) is not None,
-          "restore: vm-restore with the image's generation, check false")
+    check(env.seen(n, op="vm-restore", uuid=uuid, generation=gen1, check=None) is not None,
+          "restore: vm-restore with the image's generation (no check)")
     check(env.seen(n, op="vm-attach", uuid=uuid) is not None, "restore: vm-attach (prepare) after it")
     check(state(name) == "running", "restore: running")
     gen2 = generation_of(name)

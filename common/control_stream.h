@@ -2,13 +2,14 @@
  * more progress lines, then one final reply (common/control_msg.h,
  * docs/ckpt.md).
  *
- * common/control.h's control_request() reads a whole reply at once; ckpt
- * needs the lines as they come to draw its progress bar, hence this reader.
+ * control.h's control_request() reads a whole reply at once; ckpt needs
+ * the lines as they come to draw its progress bar, and the libvirt hooks the
+ * typed final reply: both use this reader.
  *
  * Threading: blocking, no globals; call from one thread.
  */
-#ifndef TERN_CLI_CONTROL_STREAM_H
-#define TERN_CLI_CONTROL_STREAM_H
+#ifndef TERN_CONTROL_STREAM_H
+#define TERN_CONTROL_STREAM_H
 
 #include <stddef.h>
 
