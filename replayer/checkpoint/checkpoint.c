@@ -92,10 +92,10 @@ static int capture_get(struct checkpoint *ck, struct capture **out)
 	/* Its streams, staging buffers and hash kernel belong to device 0's
 	 * context, which must be current when it opens and when it copies,
 	 * whatever the last request or object restored used. */
-	if (exec_context_switch(ex, ex->primary_ctx) != CUDA_SUCCESS)
+	if (exec_context_switch(ex, ex->dev.primary_ctx) != CUDA_SUCCESS)
 		return -EIO;
 	if (!ck->capture) {
-		ret = capture_open(ex->be, ex->device, &cfg, &ck->capture);
+		ret = capture_open(ex->be, ex->dev.device, &cfg, &ck->capture);
 		if (ret)
 			return ret;
 	}
@@ -115,8 +115,8 @@ static int journal_bookkeeping(struct exec *ex, uint64_t seq, const void *reply,
 		ret = tracker_meta_u64_set(ex->journal, META_QUOTA, ex->cfg.quota);
 	if (!ret)
 		ret = tracker_meta_u64_set(ex->journal, META_CAPTURE_MODE, ex->graphs.capture_mode);
-	for (unsigned i = 0; i < ex->dev_count && !ret; i++)
-		ret = tracker_meta_u64_set(ex->journal, EXEC_META_PEERS(i), ex->devs[i].peers);
+	for (unsigned i = 0; i < ex->dev.count && !ret; i++)
+		ret = tracker_meta_u64_set(ex->journal, EXEC_META_PEERS(i), ex->dev.list[i].peers);
 	if (!ret)
 		ret = tracker_reply_set(ex->journal, seq, reply, len);
 	return ret;
@@ -192,13 +192,13 @@ int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req
 	job->start_ns = now_ns();
 	/* Quiesce: no request is being served; let the devices finish what they have. */
 	res = CUDA_SUCCESS;
-	for (unsigned i = 0; i < ex->dev_count && res == CUDA_SUCCESS; i++) {
-		res = exec_context_switch(ex, ex->devs[i].ctx);
+	for (unsigned i = 0; i < ex->dev.count && res == CUDA_SUCCESS; i++) {
+		res = exec_context_switch(ex, ex->dev.list[i].ctx);
 		if (res == CUDA_SUCCESS)
 			res = ex->be->cuCtxSynchronize();
 	}
 	if (res == CUDA_SUCCESS)
-		res = exec_context_switch(ex, ex->primary_ctx);
+		res = exec_context_switch(ex, ex->dev.primary_ctx);
 	if (res != CUDA_SUCCESS) {
 		snprintf(err, errlen, "the device reports error %d; the session cannot be snapshotted", res);
 		ret = -EIO;
@@ -222,12 +222,12 @@ int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req
 	wcfg.owner_uid = req->owner_uid;
 	if (req->auth_flags & SNAP_AUTH_CREDENTIAL)
 		memcpy(wcfg.credential, req->credential, sizeof(wcfg.credential));
-	ex->be->cuDeviceGetName(ex->device_name, sizeof(ex->device_name), ex->device);
-	wcfg.device_name = ex->device_name;
+	ex->be->cuDeviceGetName(ex->dev.name, sizeof(ex->dev.name), ex->dev.device);
+	wcfg.device_name = ex->dev.name;
 	{
 		CUuuid uuid;
 
-		if (ex->be->cuDeviceGetUuid(&uuid, ex->device) == CUDA_SUCCESS)
+		if (ex->be->cuDeviceGetUuid(&uuid, ex->dev.device) == CUDA_SUCCESS)
 			memcpy(wcfg.device_uuid, uuid.bytes, 16);
 	}
 	{
@@ -265,17 +265,17 @@ int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req
 	 * the guest's VMM mappings the device may access (the window lies above
 	 * the arenas: addresses stay in order). */
 	job->regions = ex->vmm.map_count;
-	for (unsigned d = 0; d < ex->dev_count; d++)
-		job->regions += arena_count(ex->devs[d].arena);
+	for (unsigned d = 0; d < ex->dev.count; d++)
+		job->regions += arena_count(ex->dev.list[d].arena);
 	regions = calloc(job->regions + 1, sizeof(*regions));
 	if (!regions) {
 		ret = -ENOMEM;
 		goto out_writer;
 	}
 	job->regions = 0;
-	for (unsigned d = 0; d < ex->dev_count; d++) {
-		for (unsigned i = 0; i < arena_count(ex->devs[d].arena); i++) {
-			const struct arena_alloc *al = arena_at(ex->devs[d].arena, i);
+	for (unsigned d = 0; d < ex->dev.count; d++) {
+		for (unsigned i = 0; i < arena_count(ex->dev.list[d].arena); i++) {
+			const struct arena_alloc *al = arena_at(ex->dev.list[d].arena, i);
 
 			if (al->imported)
 				continue;
@@ -300,7 +300,7 @@ int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req
 		goto out_writer;
 	}
 	job->pause_ns = now_ns();
-	job->ctx = handle_table_get(ex->handles, ex->primary_ctx, HANDLE_CONTEXT)->real;
+	job->ctx = handle_table_get(ex->handles, ex->dev.primary_ctx, HANDLE_CONTEXT)->real;
 	ret = pthread_create(&job->thread, NULL, job_drain, job);
 	if (ret) {
 		ret = -ret;
@@ -458,7 +458,7 @@ static int restore_switch(struct restore_ctx *rc, uint64_t ctx)
 	struct exec *ex = rc->ex;
 
 	if (!ctx)
-		ctx = ex->primary_ctx;
+		ctx = ex->dev.primary_ctx;
 	if (exec_device_of_ctx(ex, ctx) < 0 || exec_context_switch(ex, ctx) != CUDA_SUCCESS) {
 		snprintf(rc->err, rc->errlen, "an object names context 0x%llx, which the session lacks",
 			 (unsigned long long)ctx);
@@ -517,8 +517,8 @@ static int restore_object(void *arg, uint64_t handle, const struct tracker_objec
 		}
 		/* A module loads into its device's context (exec_journal.c). */
 		if (restore_switch(rc, o->args_len == TRACKER_HASH_SIZE + 4 ?
-				   (args_u32(o, TRACKER_HASH_SIZE) < ex->dev_count ?
-				    ex->devs[args_u32(o, TRACKER_HASH_SIZE)].ctx : UINT64_MAX) : ex->primary_ctx))
+				   (args_u32(o, TRACKER_HASH_SIZE) < ex->dev.count ?
+				    ex->dev.list[args_u32(o, TRACKER_HASH_SIZE)].ctx : UINT64_MAX) : ex->dev.primary_ctx))
 			return -EBADMSG;
 		image = aligned_alloc(64, (im.size + 64) / 64 * 64);
 		if (!image)
@@ -701,8 +701,8 @@ int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char 
 		goto out;
 	rc.saved = saved;
 	ret = checkpoint_target_check(saved, name, &(struct checkpoint_target){
-					      .arena_base = arena_base(ex->arena), .arena_size = arena_size(ex->arena),
-					      .devices = ex->dev_count, .quota = ex->cfg.quota }, err, sizeof(err));
+					      .arena_base = arena_base(ex->dev.arena), .arena_size = arena_size(ex->dev.arena),
+					      .devices = ex->dev.count, .quota = ex->cfg.quota }, err, sizeof(err));
 	if (ret)
 		goto out;
 	if (tracker_meta_u64_get(saved, EXEC_META_DEVICE_COUNT, &devices))
@@ -754,7 +754,7 @@ int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char 
 	}
 	if (ret)
 		goto out;
-	exec_context_switch(ex, ex->primary_ctx);
+	exec_context_switch(ex, ex->dev.primary_ctx);
 	exec_pool_restore_finish(ex);
 	for (uint32_t k = HANDLE_CONTEXT; k < HANDLE_KIND_MAX; k++)
 		if (!tracker_meta_u64_get(saved, META_NEXT_SERIAL(k), &v))
@@ -784,8 +784,8 @@ int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char 
 		unsigned regions = ex->vmm.map_count;
 		struct control_restore_result *done = &result->restore;
 
-		for (unsigned d = 0; d < ex->dev_count; d++)
-			regions += arena_count(ex->devs[d].arena);
+		for (unsigned d = 0; d < ex->dev.count; d++)
+			regions += arena_count(ex->dev.list[d].arena);
 
 		tracker_meta_bytes_get(saved, TRACKER_META_SESSION_ID, &sid, &sid_len);
 		memset(result, 0, sizeof(*result));

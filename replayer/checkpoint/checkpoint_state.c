@@ -61,7 +61,7 @@ static CUresult ctx_setting_apply(struct exec *ex, uint32_t id, uint64_t value)
 	case EXEC_CTX_SETTING_SHARED_CONFIG:
 		return ex->be->cuCtxSetSharedMemConfig((CUsharedconfig)value);
 	case EXEC_CTX_SETTING_FLAGS:
-		return ex->be->cuDevicePrimaryCtxSetFlags(ex->device, (unsigned)value);
+		return ex->be->cuDevicePrimaryCtxSetFlags(ex->dev.device, (unsigned)value);
 	default:
 		return CUDA_ERROR_INVALID_VALUE;
 	}
@@ -113,9 +113,9 @@ CUresult checkpoint_state_func(struct exec *ex, const struct tracker_object *o, 
 
 		if (o->kind == HANDLE_KERNEL)
 			res = id == EXEC_FUNC_SETTING_CACHE_CONFIG ?
-			      ex->be->cuKernelSetCacheConfig(real, (CUfunc_cache)v, ex->device) :
+			      ex->be->cuKernelSetCacheConfig(real, (CUfunc_cache)v, ex->dev.device) :
 			      id == EXEC_FUNC_SETTING_SHARED_CONFIG ? CUDA_ERROR_INVALID_VALUE :
-			      ex->be->cuKernelSetAttribute((CUfunction_attribute)id, v, real, ex->device);
+			      ex->be->cuKernelSetAttribute((CUfunction_attribute)id, v, real, ex->dev.device);
 		else
 			res = id == EXEC_FUNC_SETTING_CACHE_CONFIG ?
 			      ex->be->cuFuncSetCacheConfig(real, (CUfunc_cache)v) :
@@ -323,14 +323,14 @@ static void global_save(struct globals_out *g, struct handle_entry *e, const cha
 	uint8_t *h;
 	CUresult res;
 
-	if (exec_context_switch(ex, ex->devs[d].ctx) != CUDA_SUCCESS ||
+	if (exec_context_switch(ex, ex->dev.list[d].ctx) != CUDA_SUCCESS ||
 	    global_lookup(ex, e, name, managed, &addr, &size) != CUDA_SUCCESS)
 		return;         /* listed in the image, dropped by the linker */
 	for (unsigned k = 0; k < d; k++)
-		if (exec_context_switch(ex, ex->devs[k].ctx) == CUDA_SUCCESS &&
+		if (exec_context_switch(ex, ex->dev.list[k].ctx) == CUDA_SUCCESS &&
 		    global_lookup(ex, e, name, managed, &other, &other_size) == CUDA_SUCCESS && other == addr)
 			return;
-	if (exec_context_switch(ex, ex->devs[d].ctx) != CUDA_SUCCESS)
+	if (exec_context_switch(ex, ex->dev.list[d].ctx) != CUDA_SUCCESS)
 		return;
 	g->ret = out_reserve(g, GLOBAL_HEADER + name_len + size);
 	if (g->ret)
@@ -376,7 +376,7 @@ static int entry_globals(struct handle_entry *e, void *arg)
 		return 0;
 	c = image_globals(g->ck, hash, image, im.size, g->sm);
 	for (unsigned i = 0; c && i < c->count && !g->ret; i++)
-		for (unsigned d = 0; d < ex->dev_count && !g->ret; d++)
+		for (unsigned d = 0; d < ex->dev.count && !g->ret; d++)
 			global_save(g, e, c->names[i], c->managed[i], d);
 	return g->ret;
 }
@@ -389,8 +389,8 @@ int checkpoint_state_save(struct checkpoint *ck, char *err, size_t errlen)
 
 	if (!ex->journal)
 		return 0;
-	ex->be->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, ex->device);
-	ex->be->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, ex->device);
+	ex->be->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, ex->dev.device);
+	ex->be->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, ex->dev.device);
 	g.sm = (unsigned)(major * 10 + minor);
 	ret = out_reserve(&g, 8);
 	if (!ret) {
@@ -507,12 +507,12 @@ static int globals_restore(struct exec *ex, struct tracker *saved, char *err, si
 		if (!e || (e->kind != HANDLE_MODULE && e->kind != HANDLE_LIBRARY))
 			goto damaged;
 		device = (flags & GLOBAL_DEVICE_MASK) >> GLOBAL_DEVICE_SHIFT;
-		if (device >= ex->dev_count) {
+		if (device >= ex->dev.count) {
 			snprintf(err, errlen, "global %s was read on device %u, which the session lacks", name,
 				 device);
 			return -ENODEV;
 		}
-		res = exec_context_switch(ex, ex->devs[device].ctx);
+		res = exec_context_switch(ex, ex->dev.list[device].ctx);
 		if (res == CUDA_SUCCESS)
 			res = global_lookup(ex, e, name, flags & GLOBAL_MANAGED, &addr, &now_size);
 		if (res == CUDA_SUCCESS && now_size != size)

@@ -710,7 +710,7 @@ static int session_open(struct worker_session *s, const struct wire_hello_req *h
 	}
 	checkpoint_init(&s->ck, &s->ex);
 	if (slot)
-		atomic_store_explicit(&slot->device, s->ex.devs[0].ordinal, memory_order_relaxed);
+		atomic_store_explicit(&slot->device, s->ex.dev.list[0].ordinal, memory_order_relaxed);
 	s->ex.ipc.fd = cfg->ipc_fd;
 	if (cfg->state_dir &&
 	    journal_dir_reset(cfg->state_dir, s->id, s->journal_dir, sizeof(s->journal_dir)) == 0)
@@ -725,7 +725,7 @@ static int session_open(struct worker_session *s, const struct wire_hello_req *h
 			return ret;
 		s->seq = s->resume_seq;
 		s->c.durable_seq = s->resume_seq;
-		s->ex.resume_seq = s->resume_seq;
+		s->ex.session.resume_seq = s->resume_seq;
 		pr_info("session %s restored from '%s' at request %llu", s->id, snap,
 			(unsigned long long)s->resume_seq);
 	} else {
@@ -879,8 +879,8 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 		atomic_store_explicit(&slot->state, SESSION_ACTIVE, memory_order_release);
 	pr_info("session %s: guest pid %u on device %d", s->id, hello->pid, s->ex.cfg.device);
 	wire_cursor_init(&cur, s->c.payload, h.length);
-	s->ex.hello_credential = cfg->credential_wire;
-	s->ex.hello_credential_len = cfg->credential_wire ? AUTH_CREDENTIAL_BYTES : 0;
+	s->ex.session.credential = cfg->credential_wire;
+	s->ex.session.credential_len = cfg->credential_wire ? AUTH_CREDENTIAL_BYTES : 0;
 	/* The hello is answered like any call, with where to resume. */
 	wire_msg_reset(&s->c.reply);
 	ret = wire_dispatch(&s->ex, h.call, &cur, &s->c.reply);

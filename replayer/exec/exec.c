@@ -34,15 +34,15 @@ static int devices_pick(struct exec *ex, const struct exec_config *cfg, int coun
 		return -ENODEV;
 	}
 	for (int i = 0; i < n; i++)
-		ex->devs[i].ordinal = list[(first + i) % n];
-	ex->dev_count = (unsigned)n;
+		ex->dev.list[i].ordinal = list[(first + i) % n];
+	ex->dev.count = (unsigned)n;
 	return 0;
 }
 
 /* Retain device @i's primary context, name it, and reserve its arena. */
 static int device_open(struct exec *ex, unsigned i)
 {
-	struct exec_device *d = &ex->devs[i];
+	struct exec_device *d = &ex->dev.list[i];
 	struct backend *be = ex->be;
 	CUcontext ctx;
 	CUresult res;
@@ -103,38 +103,38 @@ int exec_open(struct exec *ex, struct backend *be, const struct exec_config *cfg
 	if (ret)
 		return ret;
 	/* The arenas lie side by side: the whole range must fit the address space. */
-	if (cfg->arena_size && ex->dev_count > (UINT64_MAX - cfg->arena_base) / cfg->arena_size) {
-		pr_err("%u arenas of 0x%llx bytes do not fit above 0x%llx", ex->dev_count,
+	if (cfg->arena_size && ex->dev.count > (UINT64_MAX - cfg->arena_base) / cfg->arena_size) {
+		pr_err("%u arenas of 0x%llx bytes do not fit above 0x%llx", ex->dev.count,
 		       (unsigned long long)cfg->arena_size, (unsigned long long)cfg->arena_base);
 		return -EINVAL;
 	}
 	ret = handle_table_create(&ex->handles);
 	if (ret)
 		return ret;
-	for (unsigned i = 0; i < ex->dev_count; i++) {
+	for (unsigned i = 0; i < ex->dev.count; i++) {
 		ret = device_open(ex, i);
 		if (ret) {
-			ex->dev_count = i;
+			ex->dev.count = i;
 			goto out_devices;
 		}
 	}
-	ex->device = ex->devs[0].dev;
-	ex->primary_ctx = ex->devs[0].ctx;
-	ex->arena = ex->devs[0].arena;
+	ex->dev.device = ex->dev.list[0].dev;
+	ex->dev.primary_ctx = ex->dev.list[0].ctx;
+	ex->dev.arena = ex->dev.list[0].arena;
 	if (exec_peers_open(ex) != CUDA_SUCCESS) {
 		pr_err("cannot give the session's devices access to each other's memory");
 		ret = -ENODEV;
 		goto out_devices;
 	}
 	/* The session starts on device 0, whatever the backend has current. */
-	ex->ctx_current = 0;
-	exec_context_switch(ex, ex->primary_ctx);
+	ex->dev.ctx_current = 0;
+	exec_context_switch(ex, ex->dev.primary_ctx);
 	exec_vmm_open(ex);
 	return 0;
 out_devices:
-	for (unsigned i = 0; i < ex->dev_count; i++) {
-		arena_close(ex->devs[i].arena);
-		be->cuDevicePrimaryCtxRelease(ex->devs[i].dev);
+	for (unsigned i = 0; i < ex->dev.count; i++) {
+		arena_close(ex->dev.list[i].arena);
+		be->cuDevicePrimaryCtxRelease(ex->dev.list[i].dev);
 	}
 	handle_table_destroy(ex->handles);
 	ex->handles = NULL;
@@ -165,16 +165,16 @@ void exec_close(struct exec *ex)
 {
 	/* A host function waiting for the guest must not hold the last sync. */
 	exec_hostfn_shutdown(ex);
-	for (unsigned i = 0; i < ex->dev_count && ex->handles; i++)
-		if (exec_context_switch(ex, ex->devs[i].ctx) == CUDA_SUCCESS)
+	for (unsigned i = 0; i < ex->dev.count && ex->handles; i++)
+		if (exec_context_switch(ex, ex->dev.list[i].ctx) == CUDA_SUCCESS)
 			ex->be->cuCtxSynchronize();
 	exec_ipc_close(ex);
 	exec_host_shared_close(ex);
 	exec_journal_close(ex);
-	if (ex->arena)
+	if (ex->dev.arena)
 		exec_vmm_close(ex);
-	for (unsigned i = 0; i < ex->dev_count; i++)
-		arena_close(ex->devs[i].arena);
+	for (unsigned i = 0; i < ex->dev.count; i++)
+		arena_close(ex->dev.list[i].arena);
 	if (ex->handles) {
 		handle_table_foreach(ex->handles, entry_release, ex);
 		handle_table_destroy(ex->handles);
@@ -194,7 +194,7 @@ CUresult exec_context_switch(struct exec *ex, uint64_t ctx)
 	struct handle_entry *e;
 	CUresult res;
 
-	if (ctx == ex->ctx_current)
+	if (ctx == ex->dev.ctx_current)
 		return CUDA_SUCCESS;
 	if (ctx == 0) {
 		res = ex->be->cuCtxSetCurrent(NULL);
@@ -207,8 +207,8 @@ CUresult exec_context_switch(struct exec *ex, uint64_t ctx)
 	if (res == CUDA_SUCCESS) {
 		int d = exec_device_of_ctx(ex, ctx);
 
-		ex->ctx_current = ctx;
-		ex->dev_current = d > 0 ? (unsigned)d : 0;
+		ex->dev.ctx_current = ctx;
+		ex->dev.current = d > 0 ? (unsigned)d : 0;
 	}
 	return res;
 }
@@ -217,14 +217,14 @@ int exec_device_of_ctx(const struct exec *ex, uint64_t ctx)
 {
 	struct handle_entry *e;
 
-	for (unsigned i = 0; i < ex->dev_count; i++)
-		if (ex->devs[i].ctx == ctx)
+	for (unsigned i = 0; i < ex->dev.count; i++)
+		if (ex->dev.list[i].ctx == ctx)
 			return (int)i;
 	/* A context the app created is a second name for its device's primary
 	 * context, its parent (exec_ctx_create). */
 	e = ctx ? handle_table_get(ex->handles, ctx, HANDLE_CONTEXT) : NULL;
-	for (unsigned i = 0; e && e->parent && i < ex->dev_count; i++)
-		if (ex->devs[i].ctx == e->parent)
+	for (unsigned i = 0; e && e->parent && i < ex->dev.count; i++)
+		if (ex->dev.list[i].ctx == e->parent)
 			return (int)i;
 	return -1;
 }
@@ -235,11 +235,11 @@ struct arena *exec_arena_of(struct exec *ex, uint64_t addr, unsigned *ordinal)
 		return NULL;
 	uint64_t i = (addr - ex->cfg.arena_base) / ex->cfg.arena_size;
 
-	if (i >= ex->dev_count)
+	if (i >= ex->dev.count)
 		return NULL;
 	if (ordinal)
 		*ordinal = (unsigned)i;
-	return ex->devs[i].arena;
+	return ex->dev.list[i].arena;
 }
 
 const struct arena_alloc *exec_alloc_find(struct exec *ex, uint64_t addr, unsigned *ordinal)
@@ -253,10 +253,10 @@ const struct arena_alloc *exec_alloc_find(struct exec *ex, uint64_t addr, unsign
  * guest's VMM allocations and its arrays. */
 uint64_t exec_mem_used(const struct exec *ex)
 {
-	uint64_t n = ex->vmm.bytes + ex->array_bytes + ex->charges.image_bytes;
+	uint64_t n = ex->vmm.bytes + ex->charges.array_bytes + ex->charges.image_bytes;
 
-	for (unsigned i = 0; i < ex->dev_count; i++) {
-		n += arena_bytes_mapped(ex->devs[i].arena);
+	for (unsigned i = 0; i < ex->dev.count; i++) {
+		n += arena_bytes_mapped(ex->dev.list[i].arena);
 		for (unsigned l = 0; l < 3; l++)
 			n += ex->charges.limit[i][l];
 	}
@@ -271,8 +271,8 @@ void exec_mem_publish(struct exec *ex)
 
 void exec_context_any(struct exec *ex)
 {
-	if (!ex->ctx_current)
-		exec_context_switch(ex, ex->primary_ctx);
+	if (!ex->dev.ctx_current)
+		exec_context_switch(ex, ex->dev.primary_ctx);
 }
 
 CUresult exec_stream_real(struct exec *ex, uint64_t handle, CUstream *out)
@@ -301,16 +301,16 @@ CUresult exec_function_real(struct exec *ex, uint64_t handle, CUfunction *out,
 		return CUDA_ERROR_INVALID_HANDLE;
 	ki = e->info;
 	/* A kernel has one function per context: the current device's. */
-	if (e->kind == HANDLE_KERNEL && !ki->function[ex->dev_current]) {
+	if (e->kind == HANDLE_KERNEL && !ki->function[ex->dev.current]) {
 		CUresult res;
 
 		if (!ex->be->cuKernelGetFunction)
 			return CUDA_ERROR_NOT_SUPPORTED;
-		res = ex->be->cuKernelGetFunction(&ki->function[ex->dev_current], e->real);
+		res = ex->be->cuKernelGetFunction(&ki->function[ex->dev.current], e->real);
 		if (res != CUDA_SUCCESS)
 			return res;
 	}
-	*out = e->kind == HANDLE_KERNEL ? ki->function[ex->dev_current] : e->real;
+	*out = e->kind == HANDLE_KERNEL ? ki->function[ex->dev.current] : e->real;
 	if (params)
 		*params = &ki->params;
 	return CUDA_SUCCESS;

@@ -173,6 +173,7 @@ struct exec_charges {
 	} *images;
 	unsigned image_count, image_cap;
 	uint64_t image_bytes;
+	uint64_t array_bytes;       /* arrays and mipmapped arrays */
 	/* By CUlimit (stack, printf FIFO, malloc heap): what the guest's size
 	 * takes beyond the size the context started with, which every
 	 * context has (base: that one's bytes, once known). */
@@ -238,6 +239,30 @@ struct exec_graphs {
 	bool dirty;                 /* a graph description awaits its journal write */
 };
 
+/* The session's devices by guest ordinal; the guest's device 0 is where
+ * the session's own work (snapshots, graphs) runs: device, primary_ctx and
+ * arena alias list[0]'s. */
+struct exec_devices {
+	struct exec_device list[EXEC_DEVICES_MAX];
+	unsigned count;
+	CUdevice device;
+	uint64_t primary_ctx;
+	struct arena *arena;
+	uint64_t ctx_current;       /* the context made current in the backend */
+	unsigned current;           /* the guest ordinal of ctx_current's device */
+	char name[256];
+};
+
+/* Who the session is, as the worker set it up. */
+struct exec_session {
+	uint32_t guest_pid;
+	uint64_t resume_seq;        /* restored at this request, 0 for a fresh session */
+	/* The session credential as the hello reply carries it (masked on
+	 * token listeners; common/auth.h), set by the worker; NULL: none. */
+	const uint8_t *credential;
+	uint32_t credential_len;
+};
+
 struct exec {
 	struct backend *be;
 	struct handle_table *handles;
@@ -247,18 +272,8 @@ struct exec {
 	unsigned streams_nonblocking;
 	struct exec_observer observer;
 	struct exec_config cfg;
-	/* The session's devices by guest ordinal; the guest's device 0 is where
-	 * the session's own work (snapshots, graphs) runs: device, primary_ctx
-	 * and arena alias devs[0]'s. */
-	struct exec_device devs[EXEC_DEVICES_MAX];
-	unsigned dev_count;
-	CUdevice device;
-	uint64_t primary_ctx;
-	struct arena *arena;
-	uint64_t ctx_current;       /* the context made current in the backend */
-	unsigned dev_current;       /* the guest ordinal of ctx_current's device */
-	char device_name[256];
-	uint64_t array_bytes;       /* arrays and mipmapped arrays, counted against the quota */
+	struct exec_devices dev;
+	struct exec_session session;
 	struct exec_globals globals;
 	struct exec_charges charges;
 	struct exec_pools pools;
@@ -270,12 +285,6 @@ struct exec {
 		void *buf;          /* device-to-host replies, reused */
 		size_t cap;
 	} copy;
-	uint32_t guest_pid;
-	uint64_t resume_seq;        /* restored at this request, 0 for a fresh session */
-	/* The session credential as the hello reply carries it (masked on
-	 * token listeners; common/auth.h), set by the worker; NULL: none. */
-	const uint8_t *hello_credential;
-	uint32_t hello_credential_len;
 	struct tracker *journal;    /* NULL when the session is not journaled */
 	bool journal_broken;        /* a journal write failed: no snapshots */
 };
@@ -535,12 +544,12 @@ int exec_texobj_restore_all(struct exec *ex, struct exec_object_record *recs, un
 			    size_t errlen);
 
 
-/* The guest's device ordinals are indices into ex->devs. */
+/* The guest's device ordinals are indices into ex->dev.list. */
 static inline CUresult exec_device_real(struct exec *ex, int32_t device, CUdevice *out)
 {
-	if (device < 0 || (unsigned)device >= ex->dev_count)
+	if (device < 0 || (unsigned)device >= ex->dev.count)
 		return CUDA_ERROR_INVALID_DEVICE;
-	*out = ex->devs[device].dev;
+	*out = ex->dev.list[device].dev;
 	return CUDA_SUCCESS;
 }
 
@@ -548,7 +557,7 @@ static inline CUresult exec_device_real(struct exec *ex, int32_t device, CUdevic
 /* The arena of the current context's device: where new memory comes from. */
 static inline struct arena *exec_arena_current(struct exec *ex)
 {
-	return ex->devs[ex->dev_current].arena;
+	return ex->dev.list[ex->dev.current].arena;
 }
 /* The arena whose range holds @addr and its guest ordinal, or NULL. */
 struct arena *exec_arena_of(struct exec *ex, uint64_t addr, unsigned *ordinal);

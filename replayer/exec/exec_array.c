@@ -89,13 +89,13 @@ static CUresult quota_take(struct exec *ex, uint64_t bytes)
 
 	if (ex->cfg.quota && (bytes > ex->cfg.quota || used > ex->cfg.quota - bytes))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	ex->array_bytes += bytes;
+	ex->charges.array_bytes += bytes;
 	return CUDA_SUCCESS;
 }
 
 static void quota_give(struct exec *ex, uint64_t bytes)
 {
-	ex->array_bytes -= bytes < ex->array_bytes ? bytes : ex->array_bytes;
+	ex->charges.array_bytes -= bytes < ex->charges.array_bytes ? bytes : ex->charges.array_bytes;
 }
 
 static void desc_fill(CUDA_ARRAY3D_DESCRIPTOR *d, uint32_t format, uint32_t channels, uint64_t w, uint64_t h,
@@ -494,7 +494,7 @@ CUresult exec_array_get_memory_requirements(struct exec *ex,
 	res = exec_lookup_array(ex, req->array, &e);
 	if (res != CUDA_SUCCESS)
 		return res;
-	res = ex->be->cuArrayGetMemoryRequirements(&r, e->real, ex->device);
+	res = ex->be->cuArrayGetMemoryRequirements(&r, e->real, ex->dev.device);
 	rep->size = r.size;
 	rep->alignment = r.alignment;
 	return res;
@@ -654,7 +654,7 @@ CUresult exec_mipmapped_array_get_memory_requirements(
 	res = exec_lookup_mipmap(ex, req->mipmap, &e);
 	if (res != CUDA_SUCCESS)
 		return res;
-	res = ex->be->cuMipmappedArrayGetMemoryRequirements(&r, e->real, ex->device);
+	res = ex->be->cuMipmappedArrayGetMemoryRequirements(&r, e->real, ex->dev.device);
 	rep->size = r.size;
 	rep->alignment = r.alignment;
 	return res;
@@ -746,10 +746,10 @@ static CUresult object_add(struct exec *ex, enum handle_kind kind, uint64_t valu
 	/* The driver never hands out a live value twice; a guest cannot make it. */
 	if (!value || handle_table_find_real(ex->handles, kind, (void *)(uintptr_t)value))
 		return CUDA_ERROR_UNKNOWN;
-	if (h ? handle_table_add_at(ex->handles, h, (void *)(uintptr_t)value, ex->primary_ctx, NULL)
-	      : handle_table_add(ex->handles, kind, (void *)(uintptr_t)value, ex->primary_ctx, NULL, &h))
+	if (h ? handle_table_add_at(ex->handles, h, (void *)(uintptr_t)value, ex->dev.primary_ctx, NULL)
+	      : handle_table_add(ex->handles, kind, (void *)(uintptr_t)value, ex->dev.primary_ctx, NULL, &h))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	exec_journal_object(ex, h, kind, ex->primary_ctx, args, len);
+	exec_journal_object(ex, h, kind, ex->dev.primary_ctx, args, len);
 	return CUDA_SUCCESS;
 }
 
@@ -1060,7 +1060,7 @@ CUresult exec_array_restore(struct exec *ex, uint64_t handle, uint32_t kind, uin
 			snprintf(err, errlen, "mipmapped array 0x%llx: CUDA error %d", (unsigned long long)handle, res);
 			return res;
 		}
-		ex->array_bytes += m->bytes;
+		ex->charges.array_bytes += m->bytes;
 		exec_journal_object(ex, handle, HANDLE_MIPMAP, 0, args, len);
 		return CUDA_SUCCESS;
 	}
@@ -1080,7 +1080,7 @@ CUresult exec_array_restore(struct exec *ex, uint64_t handle, uint32_t kind, uin
 		if (res != CUDA_SUCCESS)
 			free(a);
 		else
-			ex->array_bytes += a->bytes;
+			ex->charges.array_bytes += a->bytes;
 	}
 	if (res != CUDA_SUCCESS) {
 		snprintf(err, errlen, "array 0x%llx: CUDA error %d", (unsigned long long)handle, res);
@@ -1162,8 +1162,8 @@ int exec_texobj_restore_all(struct exec *ex, struct exec_object_record *recs, un
 				int d = -1;
 
 				ex->be->cuCtxGetCurrent(&cur);
-				for (unsigned k = 0; k < ex->dev_count; k++) {
-					struct handle_entry *c = handle_table_get(ex->handles, ex->devs[k].ctx,
+				for (unsigned k = 0; k < ex->dev.count; k++) {
+					struct handle_entry *c = handle_table_get(ex->handles, ex->dev.list[k].ctx,
 										  HANDLE_CONTEXT);
 
 					if (c && c->real == cur)

@@ -140,7 +140,7 @@ static CUresult capture_to_graph_end(struct exec *ex, uint64_t handle, CUresult 
 
 CUresult graph_entry_add(struct exec *ex, CUgraph real, struct exec_graph *g, uint64_t *handle)
 {
-	if (handle_table_add(ex->handles, HANDLE_GRAPH, real, ex->primary_ctx, g, handle))
+	if (handle_table_add(ex->handles, HANDLE_GRAPH, real, ex->dev.primary_ctx, g, handle))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	return CUDA_SUCCESS;
 }

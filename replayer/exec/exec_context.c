@@ -17,8 +17,8 @@ CUresult exec_primary_ctx_retain(struct exec *ex, const struct wire_primary_ctx_
 
 	if (res != CUDA_SUCCESS)
 		return res;
-	ex->devs[req->device].primary_refs++;
-	rep->ctx = ex->devs[req->device].ctx;
+	ex->dev.list[req->device].primary_refs++;
+	rep->ctx = ex->dev.list[req->device].ctx;
 	return CUDA_SUCCESS;
 }
 
@@ -30,9 +30,9 @@ CUresult exec_primary_ctx_release(struct exec *ex, const struct wire_primary_ctx
 
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (ex->devs[req->device].primary_refs == 0)
+	if (ex->dev.list[req->device].primary_refs == 0)
 		return CUDA_ERROR_INVALID_CONTEXT;
-	ex->devs[req->device].primary_refs--;
+	ex->dev.list[req->device].primary_refs--;
 	return CUDA_SUCCESS;
 }
 
@@ -61,7 +61,7 @@ CUresult exec_primary_ctx_get_state(struct exec *ex, const struct wire_primary_c
 	if (res == CUDA_SUCCESS)
 		res = ex->be->cuDevicePrimaryCtxGetState(dev, &flags, &active);
 	rep->flags = flags;
-	rep->active = res == CUDA_SUCCESS && ex->devs[req->device].primary_refs > 0;
+	rep->active = res == CUDA_SUCCESS && ex->dev.list[req->device].primary_refs > 0;
 	return res;
 }
 
@@ -145,8 +145,8 @@ CUresult exec_primary_ctx_reset(struct exec *ex, const struct wire_primary_ctx_r
 
 	if (res != CUDA_SUCCESS)
 		return res;
-	d = &ex->devs[req->device];
-	r = (struct reset_scope){ ex, d->ctx, ex->dev_count == 1 };
+	d = &ex->dev.list[req->device];
+	r = (struct reset_scope){ ex, d->ctx, ex->dev.count == 1 };
 	res = exec_context_switch(ex, d->ctx);
 	if (res != CUDA_SUCCESS)
 		return res;
@@ -155,7 +155,7 @@ CUresult exec_primary_ctx_reset(struct exec *ex, const struct wire_primary_ctx_r
 	handle_table_foreach(ex->handles, entry_destroy, &r);
 	if (r.all) {
 		exec_pool_reset(ex);
-		ex->array_bytes = 0;
+		ex->charges.array_bytes = 0;
 	}
 	while (arena_count(d->arena)) {
 		uint64_t addr = arena_at(d->arena, 0)->addr;
@@ -195,9 +195,9 @@ static uint64_t limit_bytes(struct exec *ex, CUlimit limit, uint64_t value)
 		return EXEC_CHARGE_MAX;
 	if (limit != CU_LIMIT_STACK_SIZE)
 		return value;
-	ex->be->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ex->devs[ex->dev_current].dev);
+	ex->be->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ex->dev.list[ex->dev.current].dev);
 	ex->be->cuDeviceGetAttribute(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
-				     ex->devs[ex->dev_current].dev);
+				     ex->dev.list[ex->dev.current].dev);
 	if (sms <= 0 || threads <= 0)
 		sms = threads = 1;
 	if (__builtin_mul_overflow((value + 15) & ~15ull, (uint64_t)sms * (uint64_t)threads, &bytes) ||
@@ -209,7 +209,7 @@ static uint64_t limit_bytes(struct exec *ex, CUlimit limit, uint64_t value)
 CUresult exec_ctx_limit_set(struct exec *ex, uint32_t limit, uint64_t value)
 {
 	struct exec_charges *c = &ex->charges;
-	unsigned d = ex->dev_current;
+	unsigned d = ex->dev.current;
 	uint64_t *charge, bytes, others;
 	CUresult res;
 
@@ -327,7 +327,7 @@ CUresult exec_ctx_get_cache_config(struct exec *ex, const struct wire_ctx_get_ca
 CUresult exec_ctx_get_device(struct exec *ex, const struct wire_ctx_get_device_req *req,
 			     struct wire_ctx_get_device_rep *rep)
 {
-	int d = exec_device_of_ctx(ex, req->ctx ? req->ctx : ex->ctx_current);
+	int d = exec_device_of_ctx(ex, req->ctx ? req->ctx : ex->dev.ctx_current);
 
 	if (d < 0)
 		return CUDA_ERROR_INVALID_CONTEXT;
@@ -356,7 +356,7 @@ CUresult exec_ctx_create(struct exec *ex, const struct wire_ctx_create_req *req,
 		return res;
 	if (req->flags & ~(uint32_t)CTX_CREATE_FLAGS)
 		return CUDA_ERROR_INVALID_VALUE;
-	primary = handle_table_get(ex->handles, ex->devs[req->device].ctx, HANDLE_CONTEXT);
+	primary = handle_table_get(ex->handles, ex->dev.list[req->device].ctx, HANDLE_CONTEXT);
 	if (!primary)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	return exec_object_add(ex, HANDLE_CONTEXT, primary->real, primary->handle, NULL, &req->flags,
@@ -371,7 +371,7 @@ CUresult exec_ctx_destroy(struct exec *ex, const struct wire_ctx_destroy_req *re
 	/* A primary context cannot be destroyed, only released. */
 	if (!e || !e->parent)
 		return CUDA_ERROR_INVALID_CONTEXT;
-	if (ex->ctx_current == req->ctx)
+	if (ex->dev.ctx_current == req->ctx)
 		exec_context_switch(ex, e->parent);
 	exec_object_remove(ex, req->ctx);
 	return CUDA_SUCCESS;

@@ -10,17 +10,17 @@
 CUresult exec_hello(struct exec *ex, const struct wire_hello_req *req, struct wire_hello_rep *rep)
 {
 	/* The supervisor checked protocol, token and credential before forking us. */
-	ex->guest_pid = req->pid;
+	ex->session.guest_pid = req->pid;
 	rep->worker_pid = (uint32_t)getpid();
 	/* The device addresses the guest may hold: the arenas of the session's
 	 * devices side by side and, after room for EXEC_DEVICES_MAX of them, the
 	 * VMM window its reservations come from (exec_vmm.c). */
 	rep->arena_base = ex->cfg.arena_base;
 	rep->arena_size = ex->vmm.size ? ex->vmm.base + ex->vmm.size - ex->cfg.arena_base
-				       : ex->cfg.arena_size * ex->dev_count;
+				       : ex->cfg.arena_size * ex->dev.count;
 	rep->quota = ex->cfg.quota;
-	rep->resume_seq = ex->resume_seq;
-	rep->credential = (struct wire_blob){ ex->hello_credential, ex->hello_credential_len };
+	rep->resume_seq = ex->session.resume_seq;
+	rep->credential = (struct wire_blob){ ex->session.credential, ex->session.credential_len };
 	return CUDA_SUCCESS;
 }
 
@@ -63,14 +63,14 @@ CUresult exec_driver_get_version(struct exec *ex, const struct wire_driver_get_v
 CUresult exec_device_get_count(struct exec *ex, const struct wire_device_get_count_req *req,
 			       struct wire_device_get_count_rep *rep)
 {
-	rep->count = (int32_t)ex->dev_count;
+	rep->count = (int32_t)ex->dev.count;
 	return CUDA_SUCCESS;
 }
 
 CUresult exec_device_get(struct exec *ex, const struct wire_device_get_req *req,
 			 struct wire_device_get_rep *rep)
 {
-	if (req->ordinal < 0 || (unsigned)req->ordinal >= ex->dev_count)
+	if (req->ordinal < 0 || (unsigned)req->ordinal >= ex->dev.count)
 		return CUDA_ERROR_INVALID_DEVICE;
 	rep->device = req->ordinal;
 	return CUDA_SUCCESS;

@@ -34,8 +34,8 @@ CUresult exec_device_get_by_pci_bus_id(struct exec *ex, const struct wire_device
 
 	if (res != CUDA_SUCCESS)
 		return res;
-	for (unsigned i = 0; i < ex->dev_count; i++)
-		if (ex->devs[i].dev == real) {
+	for (unsigned i = 0; i < ex->dev.count; i++)
+		if (ex->dev.list[i].dev == real) {
 			rep->device = (int32_t)i;
 			return CUDA_SUCCESS;
 		}
@@ -122,7 +122,7 @@ static void graph_mem_totals(struct exec *ex, unsigned ordinal, uint64_t *used, 
 
 void exec_graph_mem_note(struct exec *ex)
 {
-	for (unsigned d = 0; d < ex->dev_count; d++) {
+	for (unsigned d = 0; d < ex->dev.count; d++) {
 		uint64_t used, reserved;
 
 		graph_mem_totals(ex, d, &used, &reserved);
@@ -139,7 +139,7 @@ CUresult exec_device_graph_mem_attribute(struct exec *ex, const struct wire_devi
 	uint64_t used, reserved;
 	unsigned d;
 
-	if (req->device < 0 || (unsigned)req->device >= ex->dev_count)
+	if (req->device < 0 || (unsigned)req->device >= ex->dev.count)
 		return CUDA_ERROR_INVALID_DEVICE;
 	d = (unsigned)req->device;
 	if (req->set) {
@@ -179,7 +179,7 @@ CUresult exec_device_graph_mem_trim(struct exec *ex, const struct wire_device_gr
 {
 	/* Graph memory is unmapped as soon as no graph holds a freed
 	 * allocation (exec_graph.c): nothing idle is kept to release. */
-	if (req->device < 0 || (unsigned)req->device >= ex->dev_count)
+	if (req->device < 0 || (unsigned)req->device >= ex->dev.count)
 		return CUDA_ERROR_INVALID_DEVICE;
 	return CUDA_SUCCESS;
 }

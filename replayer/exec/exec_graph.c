@@ -271,7 +271,7 @@ static void journal_desc(struct exec *ex, uint64_t handle, enum handle_kind kind
 		args[TRACKER_HASH_SIZE + k] = (uint8_t)(flags >> (8 * k));
 		args[TRACKER_HASH_SIZE + 8 + k] = (uint8_t)(origin >> (8 * k));
 	}
-	exec_journal_object(ex, handle, kind, ex->primary_ctx, args,
+	exec_journal_object(ex, handle, kind, ex->dev.primary_ctx, args,
 			    kind == HANDLE_GRAPH ? TRACKER_HASH_SIZE : sizeof(args));
 	if (had && !ex->journal_broken && tracker_image_unref(ex->journal, old))
 		ex->journal_broken = true;

@@ -443,7 +443,7 @@ static CUresult graph_fill(struct exec *ex, struct graph_desc *d, CUgraph g, con
 
 CUresult ctx_real(struct exec *ex, CUcontext *ctx)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, ex->primary_ctx, HANDLE_CONTEXT);
+	struct handle_entry *e = handle_table_get(ex->handles, ex->dev.primary_ctx, HANDLE_CONTEXT);
 
 	*ctx = e ? e->real : NULL;
 	return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
@@ -673,7 +673,7 @@ static int bodies_register(struct exec *ex, struct exec_graph *owner, struct gra
 				return -ENOMEM;
 			b->d = sub;
 			b->parent = owner;
-			ret = handle_table_add_at(ex->handles, *handle, real, ex->primary_ctx, b);
+			ret = handle_table_add_at(ex->handles, *handle, real, ex->dev.primary_ctx, b);
 			if (ret) {
 				free(b);
 				*handle = 0;
@@ -723,7 +723,7 @@ CUresult exec_graph_restore(struct exec *ex, uint64_t handle, uint32_t kind, con
 	}
 	if (g) {
 		memcpy(g->hash, args, TRACKER_HASH_SIZE);
-		if (handle_table_add_at(ex->handles, handle, real, ex->primary_ctx, g)) {
+		if (handle_table_add_at(ex->handles, handle, real, ex->dev.primary_ctx, g)) {
 			res = CUDA_ERROR_OUT_OF_MEMORY;
 			ex->be->cuGraphDestroy(real);
 			goto out_free;
@@ -770,7 +770,7 @@ CUresult exec_graph_restore(struct exec *ex, uint64_t handle, uint32_t kind, con
 			ex->be->cuGraphDestroy(real);
 			goto out_free;
 		}
-		if (handle_table_add_at(ex->handles, handle, exec, ex->primary_ctx, x)) {
+		if (handle_table_add_at(ex->handles, handle, exec, ex->dev.primary_ctx, x)) {
 			ex->be->cuGraphExecDestroy(exec);
 			ex->be->cuGraphDestroy(real);
 			res = CUDA_ERROR_OUT_OF_MEMORY;

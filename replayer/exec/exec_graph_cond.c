@@ -99,7 +99,7 @@ CUresult exec_graph_child_node_get_graph(struct exec *ex, const struct wire_grap
 	graph_chain(g, &c);
 	res = desc_sync(ex, &fresh, embedded, graph_nesting(g) + 1, &c);
 	w = res == CUDA_SUCCESS ? graph_info_new() : NULL;
-	if (res == CUDA_SUCCESS && (!w || handle_table_add(ex->handles, HANDLE_GRAPH, embedded, ex->primary_ctx, w,
+	if (res == CUDA_SUCCESS && (!w || handle_table_add(ex->handles, HANDLE_GRAPH, embedded, ex->dev.primary_ctx, w,
 							   &rep->child)))
 		res = CUDA_ERROR_OUT_OF_MEMORY;
 	if (res != CUDA_SUCCESS) {
@@ -178,7 +178,7 @@ CUresult exec_graph_add_conditional_node(struct exec *ex, const struct wire_grap
 	for (uint32_t k = 0; out && k < req->size; k++) {
 		struct exec_graph *b = graph_info_new();
 
-		if (!b || handle_table_add(ex->handles, HANDLE_GRAPH, node->cond.body_real[k], ex->primary_ctx, b,
+		if (!b || handle_table_add(ex->handles, HANDLE_GRAPH, node->cond.body_real[k], ex->dev.primary_ctx, b,
 					   &node->cond.body_handle[k])) {
 			free(b);
 			out = NULL;

@@ -101,7 +101,7 @@ static CUresult graph_instantiate(struct exec *ex, const struct wire_graph_insta
 	}
 	if (res == CUDA_SUCCESS) {
 		x->source = source;
-		if (handle_table_add(ex->handles, HANDLE_GRAPH_EXEC, exec, ex->primary_ctx, x, &rep->exec)) {
+		if (handle_table_add(ex->handles, HANDLE_GRAPH_EXEC, exec, ex->dev.primary_ctx, x, &rep->exec)) {
 			ex->be->cuGraphExecDestroy(exec);
 			res = CUDA_ERROR_OUT_OF_MEMORY;
 		}

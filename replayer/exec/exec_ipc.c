@@ -136,7 +136,7 @@ CUresult exec_ipc_get_mem_handle(struct exec *ex, const struct wire_ipc_get_mem_
 	x = ipc_find(ex, false, IPC_KIND_MEM, al->addr, 0, 0);
 	if (x)
 		goto out;
-	ret = arena_export_fd(ex->devs[d].arena, al->addr, &fd);
+	ret = arena_export_fd(ex->dev.list[d].arena, al->addr, &fd);
 	if (ret)
 		return ret == -ENOTSUP ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
 	x = ipc_add(ex);
@@ -145,7 +145,7 @@ CUresult exec_ipc_get_mem_handle(struct exec *ex, const struct wire_ipc_get_mem_
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	x->addr = al->addr;
-	res = ipc_export(ex, x, IPC_KIND_MEM, al->mapped, ex->devs[d].ordinal, NULL, fd);
+	res = ipc_export(ex, x, IPC_KIND_MEM, al->mapped, ex->dev.list[d].ordinal, NULL, fd);
 	close(fd);
 	if (res != CUDA_SUCCESS)
 		return res;
@@ -204,9 +204,9 @@ CUresult exec_ipc_open_mem_handle(struct exec *ex, const struct wire_ipc_open_me
 		return CUDA_SUCCESS;
 	}
 	/* Map it on the device it lives on, when the session has that one. */
-	for (unsigned i = 0; i < ex->dev_count; i++)
-		if (ex->devs[i].ordinal == r.device)
-			a = ex->devs[i].arena;
+	for (unsigned i = 0; i < ex->dev.count; i++)
+		if (ex->dev.list[i].ordinal == r.device)
+			a = ex->dev.list[i].arena;
 	x = ipc_add(ex);
 	res = x ? arena_import_fd(a, fd, r.size, &addr) : CUDA_ERROR_OUT_OF_MEMORY;
 	close(fd);
@@ -270,7 +270,7 @@ CUresult exec_ipc_get_event_handle(struct exec *ex, const struct wire_ipc_get_ev
 	if (!x)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	x->event = req->event;
-	res = ipc_export(ex, x, IPC_KIND_EVENT, 0, ex->devs[ex->dev_current].ordinal, real.reserved, -1);
+	res = ipc_export(ex, x, IPC_KIND_EVENT, 0, ex->dev.list[ex->dev.current].ordinal, real.reserved, -1);
 	if (res != CUDA_SUCCESS)
 		return res;
 out:
@@ -300,7 +300,7 @@ CUresult exec_ipc_open_event_handle(struct exec *ex, const struct wire_ipc_open_
 		ex->be->cuEventDestroy(ev);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	res = exec_object_add(ex, HANDLE_EVENT, ev, ex->ctx_current, NULL, &flags, 4, &rep->event);
+	res = exec_object_add(ex, HANDLE_EVENT, ev, ex->dev.ctx_current, NULL, &flags, 4, &rep->event);
 	if (res != CUDA_SUCCESS) {
 		ipc_remove(ex, x);
 		ex->be->cuEventDestroy(ev);

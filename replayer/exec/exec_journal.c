@@ -33,17 +33,17 @@ int exec_journal_open(struct exec *ex, const char *dir, const char *session)
 	}
 	ret = tracker_meta_bytes_set(ex->journal, TRACKER_META_SESSION_ID, session, strlen(session));
 	if (!ret)
-		ret = tracker_meta_u64_set(ex->journal, TRACKER_META_ARENA_BASE, arena_base(ex->arena));
+		ret = tracker_meta_u64_set(ex->journal, TRACKER_META_ARENA_BASE, arena_base(ex->dev.arena));
 	if (!ret)
-		ret = tracker_meta_u64_set(ex->journal, TRACKER_META_ARENA_SIZE, arena_size(ex->arena));
+		ret = tracker_meta_u64_set(ex->journal, TRACKER_META_ARENA_SIZE, arena_size(ex->dev.arena));
 	if (!ret)
 		ret = tracker_meta_u64_set(ex->journal, TRACKER_META_DEVICE_INDEX, (uint64_t)ex->cfg.device);
 	if (!ret)
 		ret = tracker_meta_u64_set(ex->journal, TRACKER_META_PROTOCOL_VERSION, WIRE_VERSION);
 	if (!ret)
-		ret = tracker_meta_u64_set(ex->journal, EXEC_META_DEVICE_COUNT, ex->dev_count);
-	for (unsigned i = 0; i < ex->dev_count && !ret; i++)
-		ret = exec_journal_object(ex, ex->devs[i].ctx, HANDLE_CONTEXT, 0, NULL, 0);
+		ret = tracker_meta_u64_set(ex->journal, EXEC_META_DEVICE_COUNT, ex->dev.count);
+	for (unsigned i = 0; i < ex->dev.count && !ret; i++)
+		ret = exec_journal_object(ex, ex->dev.list[i].ctx, HANDLE_CONTEXT, 0, NULL, 0);
 	if (ret)
 		journal_failed(ex, "cannot initialise the journal", ret);
 	return 0;
@@ -95,9 +95,9 @@ CUresult exec_object_add_image(struct exec *ex, enum handle_kind kind, void *rea
 	}
 	/* A module belongs to the context it was loaded in: one of another
 	 * device than 0 names its device after the hash. */
-	if (kind == HANDLE_MODULE && ex->dev_current) {
+	if (kind == HANDLE_MODULE && ex->dev.current) {
 		uint8_t args[TRACKER_HASH_SIZE + 4];
-		uint32_t d = ex->dev_current;
+		uint32_t d = ex->dev.current;
 
 		memcpy(args, hash, sizeof(hash));
 		for (int k = 0; k < 4; k++)
@@ -141,13 +141,13 @@ void exec_object_remove(struct exec *ex, uint64_t handle)
 
 void exec_journal_region(struct exec *ex, uint64_t addr, uint64_t size)
 {
-	exec_journal_region_as(ex, addr, size, EXEC_REGION_DEVICE, ex->primary_ctx, 0);
+	exec_journal_region_as(ex, addr, size, EXEC_REGION_DEVICE, ex->dev.primary_ctx, 0);
 }
 
 void exec_journal_region_kind(struct exec *ex, uint64_t addr, uint64_t size,
 			      enum exec_region_kind kind)
 {
-	exec_journal_region_as(ex, addr, size, kind, ex->primary_ctx, 0);
+	exec_journal_region_as(ex, addr, size, kind, ex->dev.primary_ctx, 0);
 }
 
 void exec_journal_region_owned(struct exec *ex, uint64_t addr, uint64_t size, uint64_t owner)

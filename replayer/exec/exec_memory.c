@@ -173,7 +173,7 @@ CUresult exec_pointer_get_info(struct exec *ex, const struct wire_pointer_get_in
 	if (!al && !m)
 		return CUDA_ERROR_INVALID_VALUE;
 	rep->memory_type = CU_MEMORYTYPE_DEVICE;
-	rep->ctx = ex->devs[d].ctx;
+	rep->ctx = ex->dev.list[d].ctx;
 	rep->device = (int32_t)d;
 	rep->base = al ? al->addr : m->addr;
 	rep->bytes = al ? al->size : m->size;

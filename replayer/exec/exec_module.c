@@ -46,7 +46,7 @@ static uint64_t image_globals_bytes(struct exec *ex, const void *image, size_t s
 	int major = 9, minor = 0;
 	struct cuimage *img;
 	uint64_t total = 0;
-	CUdevice dev = ex->devs[ex->dev_current].dev;
+	CUdevice dev = ex->dev.list[ex->dev.current].dev;
 
 	ex->be->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
 	ex->be->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);

@@ -59,15 +59,15 @@ CUresult exec_nvml_device_info(struct exec *ex, const struct wire_nvml_device_in
 	CUresult res;
 
 	(void)req;
-	res = ex->be->cuDeviceGetName(rep->name, 256, ex->device);
+	res = ex->be->cuDeviceGetName(rep->name, 256, ex->dev.device);
 	if (res == CUDA_SUCCESS)
-		res = ex->be->cuDeviceGetUuid((CUuuid *)uuid, ex->device);
+		res = ex->be->cuDeviceGetUuid((CUuuid *)uuid, ex->dev.device);
 	if (res == CUDA_SUCCESS)
-		res = ex->be->cuDeviceTotalMem(&total, ex->device);
+		res = ex->be->cuDeviceTotalMem(&total, ex->dev.device);
 	if (res == CUDA_SUCCESS)
-		res = ex->be->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, ex->device);
+		res = ex->be->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, ex->dev.device);
 	if (res == CUDA_SUCCESS)
-		res = ex->be->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, ex->device);
+		res = ex->be->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, ex->dev.device);
 	if (res != CUDA_SUCCESS)
 		return res;
 	rep->uuid = (struct wire_blob){ uuid, sizeof(uuid) };

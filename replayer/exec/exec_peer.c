@@ -9,7 +9,7 @@
  * life: the driver's (cuCtxEnablePeerAccess, which the driver wants
  * alongside such mappings: texture objects failed with PEER_ACCESS_NOT_ENABLED
  * without it) and access to every mapping of its arena. What the guest
- * enables and disables is a bit in ex->devs[].peers, with the driver's
+ * enables and disables is a bit in ex->dev.list[].peers, with the driver's
  * answers, journaled with a snapshot (EXEC_META_PEERS) so a restore sets it
  * again (docs/limits.md). */
 #define LOG_PREFIX "exec: "
@@ -19,7 +19,7 @@
 
 static void *ctx_real(struct exec *ex, unsigned d)
 {
-	struct handle_entry *e = handle_table_get(ex->handles, ex->devs[d].ctx, HANDLE_CONTEXT);
+	struct handle_entry *e = handle_table_get(ex->handles, ex->dev.list[d].ctx, HANDLE_CONTEXT);
 
 	return e ? e->real : NULL;
 }
@@ -73,18 +73,18 @@ CUresult exec_peers_open(struct exec *ex)
 {
 	CUresult res = CUDA_SUCCESS;
 
-	for (unsigned d = 0; d < ex->dev_count && res == CUDA_SUCCESS; d++)
-		for (unsigned p = 0; p < ex->dev_count && res == CUDA_SUCCESS; p++) {
+	for (unsigned d = 0; d < ex->dev.count && res == CUDA_SUCCESS; d++)
+		for (unsigned p = 0; p < ex->dev.count && res == CUDA_SUCCESS; p++) {
 			int can = 0;
 
-			if (p == d || ex->be->cuDeviceCanAccessPeer(&can, ex->devs[d].dev,
-								    ex->devs[p].dev) != CUDA_SUCCESS || !can)
+			if (p == d || ex->be->cuDeviceCanAccessPeer(&can, ex->dev.list[d].dev,
+								    ex->dev.list[p].dev) != CUDA_SUCCESS || !can)
 				continue;
-			res = exec_context_switch(ex, ex->devs[d].ctx);
+			res = exec_context_switch(ex, ex->dev.list[d].ctx);
 			if (res == CUDA_SUCCESS)
 				res = peer_enable(ex, d, p);
 			if (res == CUDA_SUCCESS)
-				res = arena_peer_add(ex->devs[p].arena, ex->devs[d].dev);
+				res = arena_peer_add(ex->dev.list[p].arena, ex->dev.list[d].dev);
 		}
 	return res;
 }
@@ -93,10 +93,10 @@ CUresult exec_ctx_enable_peer_access(struct exec *ex, const struct wire_ctx_enab
 				     struct wire_ctx_enable_peer_access_rep *rep)
 {
 	int p = exec_device_of_ctx(ex, req->peer_ctx);
-	unsigned d = ex->dev_current;
+	unsigned d = ex->dev.current;
 	CUresult res;
 
-	if (!ex->ctx_current)
+	if (!ex->dev.ctx_current)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	if (p < 0)
 		return CUDA_ERROR_INVALID_CONTEXT;
@@ -104,11 +104,11 @@ CUresult exec_ctx_enable_peer_access(struct exec *ex, const struct wire_ctx_enab
 		return CUDA_ERROR_INVALID_VALUE;
 	if ((unsigned)p == d)
 		return CUDA_ERROR_INVALID_DEVICE;
-	if (ex->devs[d].peers & (1u << p))
+	if (ex->dev.list[d].peers & (1u << p))
 		return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
 	res = peer_enable(ex, d, (unsigned)p);
 	if (res == CUDA_SUCCESS)
-		ex->devs[d].peers |= 1u << p;
+		ex->dev.list[d].peers |= 1u << p;
 	return res;
 }
 
@@ -117,14 +117,14 @@ CUresult exec_ctx_disable_peer_access(struct exec *ex,
 				      struct wire_ctx_disable_peer_access_rep *rep)
 {
 	int p = exec_device_of_ctx(ex, req->peer_ctx);
-	unsigned d = ex->dev_current;
+	unsigned d = ex->dev.current;
 
-	if (!ex->ctx_current || p < 0)
+	if (!ex->dev.ctx_current || p < 0)
 		return CUDA_ERROR_INVALID_CONTEXT;
-	if (!(ex->devs[d].peers & (1u << p)))
+	if (!(ex->dev.list[d].peers & (1u << p)))
 		return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
 	/* The worker's own peer access stays (exec_peers_open). */
-	ex->devs[d].peers &= ~(1u << p);
+	ex->dev.list[d].peers &= ~(1u << p);
 	return CUDA_SUCCESS;
 }
 
@@ -132,17 +132,17 @@ CUresult exec_peer_restore(struct exec *ex, unsigned ordinal, uint32_t peers)
 {
 	CUresult res;
 
-	if (ordinal >= ex->dev_count)
+	if (ordinal >= ex->dev.count)
 		return CUDA_ERROR_INVALID_DEVICE;
-	res = exec_context_switch(ex, ex->devs[ordinal].ctx);
-	for (unsigned p = 0; p < ex->dev_count && res == CUDA_SUCCESS; p++)
+	res = exec_context_switch(ex, ex->dev.list[ordinal].ctx);
+	for (unsigned p = 0; p < ex->dev.count && res == CUDA_SUCCESS; p++)
 		if (p != ordinal && peers & (1u << p)) {
 			res = peer_enable(ex, ordinal, p);
 			if (res == CUDA_SUCCESS)
-				ex->devs[ordinal].peers |= 1u << p;
+				ex->dev.list[ordinal].peers |= 1u << p;
 		}
 	/* Peers the snapshot names beyond this session's devices cannot be. */
-	if (res == CUDA_SUCCESS && peers >> ex->dev_count)
+	if (res == CUDA_SUCCESS && peers >> ex->dev.count)
 		res = CUDA_ERROR_INVALID_DEVICE;
 	return res;
 }
@@ -156,9 +156,9 @@ CUresult exec_copy_dtod(struct exec *ex, uint64_t dst, uint64_t src, uint64_t by
 		return CUDA_ERROR_INVALID_VALUE;
 	/* Module globals lie outside the arenas: the current device's. */
 	if (!exec_arena_of(ex, dst, &dd))
-		dd = ex->dev_current;
+		dd = ex->dev.current;
 	if (!exec_arena_of(ex, src, &sd))
-		sd = ex->dev_current;
+		sd = ex->dev.current;
 	if (dd == sd)
 		return async ? ex->be->cuMemcpyDtoDAsync(dst, src, bytes, s)
 			     : ex->be->cuMemcpyDtoD(dst, src, bytes);

@@ -22,7 +22,7 @@ CUresult exec_stream_create(struct exec *ex, const struct wire_stream_create_req
 
 		memcpy(args, &req->flags, 4);
 		memcpy(args + 4, &req->priority, 4);
-		res = exec_object_add(ex, HANDLE_STREAM, s, ex->ctx_current, NULL, args, sizeof(args),
+		res = exec_object_add(ex, HANDLE_STREAM, s, ex->dev.ctx_current, NULL, args, sizeof(args),
 				      &rep->stream);
 	}
 	if (res != CUDA_SUCCESS)
@@ -125,9 +125,9 @@ CUresult exec_stream_get_info(struct exec *ex, const struct wire_stream_get_info
 
 	rep->device = 0;
 	if (req->stream <= (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD) {
-		if (!ex->ctx_current)
+		if (!ex->dev.ctx_current)
 			return CUDA_ERROR_INVALID_CONTEXT;
-		rep->ctx = ex->ctx_current;
+		rep->ctx = ex->dev.ctx_current;
 		rep->id = req->stream == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD ? 2 : 1;
 		return CUDA_SUCCESS;
 	}
@@ -151,7 +151,7 @@ CUresult exec_event_create(struct exec *ex, const struct wire_event_create_req *
 	res = ex->be->cuEventCreate(&ev, req->flags);
 	if (res != CUDA_SUCCESS)
 		return res;
-	res = exec_object_add(ex, HANDLE_EVENT, ev, ex->ctx_current, NULL, &req->flags, 4, &rep->event);
+	res = exec_object_add(ex, HANDLE_EVENT, ev, ex->dev.ctx_current, NULL, &req->flags, 4, &rep->event);
 	if (res != CUDA_SUCCESS)
 		ex->be->cuEventDestroy(ev);
 	return res;

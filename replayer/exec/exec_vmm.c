@@ -298,7 +298,7 @@ void exec_vmm_open(struct exec *ex)
 		return;
 	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
 	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	prop.location.id = ex->device;
+	prop.location.id = ex->dev.device;
 	res = ex->be->cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
 	if (res != CUDA_SUCCESS || !gran || ex->cfg.vmm_size % gran || base % gran) {
 		pr_warn("no VMM window: granularity %zu (error %d); guest VMM calls are refused", gran, res);
@@ -426,7 +426,7 @@ static CUresult vmm_backend_create(struct exec *ex, const struct exec_vmm_alloc 
 
 	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
 	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	prop.location.id = ex->device;
+	prop.location.id = ex->dev.device;
 	prop.requestedHandleTypes = (CUmemAllocationHandleType)a->handle_types;
 	prop.allocFlags.compressionType = (unsigned char)a->compression;
 	prop.allocFlags.gpuDirectRDMACapable = (unsigned char)a->rdma;
@@ -761,7 +761,7 @@ int exec_vmm_restore_map(struct exec *ex, uint64_t addr, uint64_t size, uint64_t
 			 uint32_t access, char *err, size_t errlen)
 {
 	struct handle_entry *e = handle_table_get(ex->handles, mem, HANDLE_VMM);
-	CUmemAccessDesc rw = { { CU_MEM_LOCATION_TYPE_DEVICE, ex->device },
+	CUmemAccessDesc rw = { { CU_MEM_LOCATION_TYPE_DEVICE, ex->dev.device },
 			       CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
 	unsigned at;
 	CUresult res;
@@ -792,7 +792,7 @@ int exec_vmm_restore_finish(struct exec *ex, char *err, size_t errlen)
 {
 	for (unsigned i = 0; i < ex->vmm.map_count; i++) {
 		const struct exec_vmm_map *m = &ex->vmm.maps[i];
-		CUmemAccessDesc d = { { CU_MEM_LOCATION_TYPE_DEVICE, ex->device },
+		CUmemAccessDesc d = { { CU_MEM_LOCATION_TYPE_DEVICE, ex->dev.device },
 				      (CUmemAccess_flags)m->access };
 		CUresult res;
 

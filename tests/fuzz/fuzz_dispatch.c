@@ -205,7 +205,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		else
 			wire_cursor_init(&cur, data, len);
 		wire_msg_reset(&reply);
-		if (exec_context_switch(&ex, ex.primary_ctx) == CUDA_SUCCESS)
+		if (exec_context_switch(&ex, ex.dev.primary_ctx) == CUDA_SUCCESS)
 			ret = wire_dispatch(&ex, call, &cur, &reply);
 		if (observer)
 			observer(call, ret, ret == 0 && reply.len >= WIRE_HEADER_SIZE + 4 ?

@@ -496,7 +496,7 @@ static void test_mem_nodes(void **state)
 	uint32_t set;
 
 	assert_int_equal(exec_graph_add_mem_alloc_node(&fx.ex, &ar, &arep), CUDA_SUCCESS);
-	assert_true(arena_range_valid(fx.ex.arena, arep.address, 3 << 20));
+	assert_true(arena_range_valid(fx.ex.dev.arena, arep.address, 3 << 20));
 	assert_int_equal(tracker_region_get(fx.ex.journal, arep.address, &r), 0);
 	assert_int_equal(r.kind, EXEC_REGION_GRAPH);
 	/* The graph's memory is device memory nodes may use. */
@@ -512,14 +512,14 @@ static void test_mem_nodes(void **state)
 	/* cuMemFree of it: accepted, the memory stays while the graph holds it. */
 	mf.address = arep.address;
 	assert_int_equal(exec_mem_free(&fx.ex, &mf, &mfr), CUDA_SUCCESS);
-	assert_true(arena_range_valid(fx.ex.arena, arep.address, 3 << 20));
+	assert_true(arena_range_valid(fx.ex.dev.arena, arep.address, 3 << 20));
 	{
 		struct wire_graph_destroy_req gd = { .graph = g };
 		struct wire_graph_destroy_rep gr;
 
 		assert_int_equal(exec_graph_destroy(&fx.ex, &gd, &gr), CUDA_SUCCESS);
 	}
-	assert_false(arena_range_valid(fx.ex.arena, arep.address, 1));
+	assert_false(arena_range_valid(fx.ex.dev.arena, arep.address, 1));
 	assert_int_equal(tracker_region_get(fx.ex.journal, arep.address, &r), -ENOENT);
 }
 

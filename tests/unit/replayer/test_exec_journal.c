@@ -155,7 +155,7 @@ static void test_journal_follows_calls(void **state)
 		uint32_t id;
 		int32_t val;
 
-		assert_int_equal(exec_context_switch(&ex, ex.primary_ctx), CUDA_SUCCESS);
+		assert_int_equal(exec_context_switch(&ex, ex.dev.primary_ctx), CUDA_SUCCESS);
 		assert_int_equal(exec_func_set_attribute(&ex, &fa, &fa_rep), CUDA_SUCCESS);
 		fa.value = 96 << 10;
 		assert_int_equal(exec_func_set_attribute(&ex, &fa, &fa_rep), CUDA_SUCCESS);
