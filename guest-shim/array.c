@@ -99,7 +99,7 @@ static void dev_end_piece(const struct xend *e, const struct piece *p, uint32_t 
 
 static CUresult piece_run(const struct xcopy *c, const struct piece *p, uint64_t stream, bool async, uint8_t *buf)
 {
-	bool lazy = async && shim_process()->lazy;
+	bool lazy = async && shim_process()->batching.lazy;
 	uint64_t bytes = p->nx * p->ny * p->nz;
 
 	if (c->src.type != CU_MEMORYTYPE_HOST && c->dst.type != CU_MEMORYTYPE_HOST) {
@@ -512,7 +512,7 @@ static CUresult memset_2d(CUdeviceptr d, size_t pitch, uint32_t v, uint32_t widt
 
 	if (!w || !h)
 		return CUDA_SUCCESS;
-	return async && shim_process()->lazy ? rpc_memset_2d_defer(&req) : rpc_memset_2d(&req, &rep);
+	return async && shim_process()->batching.lazy ? rpc_memset_2d_defer(&req) : rpc_memset_2d(&req, &rep);
 }
 
 SHIM_API CUresult cuMemsetD2D8_v2(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h) { return memset_2d(d, p, v, 1, w, h, 0, false); }

@@ -30,15 +30,15 @@ static void ctx_table_put(uint64_t handle, CUdevice dev, unsigned flags, bool pr
 	struct shim_process *p = shim_process();
 	struct shim_ctx *c;
 
-	pthread_mutex_lock(&p->cache_lock);
-	for (c = p->ctxs; c; c = c->next)
+	pthread_mutex_lock(&p->cache.lock);
+	for (c = p->cache.ctxs; c; c = c->next)
 		if (c->handle == handle)
 			break;
 	if (!c) {
 		c = calloc(1, sizeof(*c));
 		if (c) {
-			c->next = p->ctxs;
-			p->ctxs = c;
+			c->next = p->cache.ctxs;
+			p->cache.ctxs = c;
 		}
 	}
 	if (c) {
@@ -47,7 +47,7 @@ static void ctx_table_put(uint64_t handle, CUdevice dev, unsigned flags, bool pr
 		c->flags = flags;
 		c->primary = primary;
 	}
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 }
 
 static bool ctx_table_find(uint64_t handle, struct shim_ctx *out)
@@ -56,15 +56,15 @@ static bool ctx_table_find(uint64_t handle, struct shim_ctx *out)
 	struct shim_ctx *c;
 	bool found = false;
 
-	pthread_mutex_lock(&p->cache_lock);
-	for (c = p->ctxs; c; c = c->next) {
+	pthread_mutex_lock(&p->cache.lock);
+	for (c = p->cache.ctxs; c; c = c->next) {
 		if (c->handle == handle) {
 			*out = *c;
 			found = true;
 			break;
 		}
 	}
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 	return found;
 }
 
@@ -73,11 +73,11 @@ uint64_t ctx_primary_any(void)
 	struct shim_process *p = shim_process();
 	uint64_t handle = 0;
 
-	pthread_mutex_lock(&p->cache_lock);
-	for (struct shim_ctx *c = p->ctxs; c && !handle; c = c->next)
+	pthread_mutex_lock(&p->cache.lock);
+	for (struct shim_ctx *c = p->cache.ctxs; c && !handle; c = c->next)
 		if (c->primary)
 			handle = c->handle;
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 	return handle;
 }
 
@@ -86,8 +86,8 @@ static void ctx_table_drop(uint64_t handle)
 	struct shim_process *p = shim_process();
 	struct shim_ctx **pp;
 
-	pthread_mutex_lock(&p->cache_lock);
-	for (pp = &p->ctxs; *pp; pp = &(*pp)->next) {
+	pthread_mutex_lock(&p->cache.lock);
+	for (pp = &p->cache.ctxs; *pp; pp = &(*pp)->next) {
 		if ((*pp)->handle == handle) {
 			struct shim_ctx *c = *pp;
 
@@ -96,15 +96,15 @@ static void ctx_table_drop(uint64_t handle)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 }
 
 void ctx_table_reset(struct shim_process *p)
 {
-	while (p->ctxs) {
-		struct shim_ctx *c = p->ctxs;
+	while (p->cache.ctxs) {
+		struct shim_ctx *c = p->cache.ctxs;
 
-		p->ctxs = c->next;
+		p->cache.ctxs = c->next;
 		free(c);
 	}
 	ctx_tls.depth = 0;

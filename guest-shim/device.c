@@ -16,8 +16,8 @@
 void device_cache_reset(struct shim_process *p)
 {
 	for (unsigned i = 0; i < SHIM_DEVICE_CACHE; i++) {
-		free(p->attrs[i]);
-		p->attrs[i] = NULL;
+		free(p->cache.attrs[i]);
+		p->cache.attrs[i] = NULL;
 	}
 }
 
@@ -31,9 +31,9 @@ static CUresult device_attrs_fetch(CUdevice dev, int32_t **out)
 	int32_t *vals;
 	CUresult res;
 
-	pthread_mutex_lock(&p->cache_lock);
-	*out = p->attrs[dev];
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_lock(&p->cache.lock);
+	*out = p->cache.attrs[dev];
+	pthread_mutex_unlock(&p->cache.lock);
 	if (*out)
 		return CUDA_SUCCESS;
 	res = rpc_device_get_attributes(&req, &rep);
@@ -53,14 +53,14 @@ static CUresult device_attrs_fetch(CUdevice dev, int32_t **out)
 		vals[i] = (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
 				    (uint32_t)b[3] << 24);
 	}
-	pthread_mutex_lock(&p->cache_lock);
-	if (p->attrs[dev]) {
+	pthread_mutex_lock(&p->cache.lock);
+	if (p->cache.attrs[dev]) {
 		free(vals);     /* another thread won the race */
 	} else {
-		p->attrs[dev] = vals;
+		p->cache.attrs[dev] = vals;
 	}
-	*out = p->attrs[dev];
-	pthread_mutex_unlock(&p->cache_lock);
+	*out = p->cache.attrs[dev];
+	pthread_mutex_unlock(&p->cache.lock);
 	return CUDA_SUCCESS;
 }
 

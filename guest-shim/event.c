@@ -26,7 +26,7 @@ static CUresult event_record(CUevent ev, uint64_t stream, unsigned flags)
 	 * except for a handle that is no event at all, which the driver refuses at once. */
 	if (handle_kind_is((uint64_t)(uintptr_t)ev, WIRE_HANDLE_EVENT) == false)
 		return CUDA_ERROR_INVALID_HANDLE;
-	if (shim_process()->lazy)
+	if (shim_process()->batching.lazy)
 		return rpc_event_record_defer(&req);
 	return rpc_event_record(&req, &rep);
 }

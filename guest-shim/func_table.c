@@ -23,7 +23,7 @@ static struct shim_func *func_find_locked(struct shim_process *p, uint64_t handl
 {
 	struct shim_func *f;
 
-	for (f = p->funcs[func_bucket(handle)]; f; f = f->next)
+	for (f = p->cache.funcs[func_bucket(handle)]; f; f = f->next)
 		if (f->handle == handle)
 			return f;
 	return NULL;
@@ -40,8 +40,8 @@ static struct shim_func *func_get_locked(struct shim_process *p, uint64_t handle
 	if (!f)
 		return NULL;
 	f->handle = handle;
-	f->next = p->funcs[b];
-	p->funcs[b] = f;
+	f->next = p->cache.funcs[b];
+	p->cache.funcs[b] = f;
 	return f;
 }
 
@@ -78,10 +78,10 @@ int func_table_set_params(uint64_t handle, const uint8_t *blob, uint32_t len)
 		if (params[i].offset + params[i].size > end)
 			end = params[i].offset + params[i].size;
 	}
-	pthread_mutex_lock(&p->cache_lock);
+	pthread_mutex_lock(&p->cache.lock);
 	f = func_get_locked(p, handle);
 	if (!f) {
-		pthread_mutex_unlock(&p->cache_lock);
+		pthread_mutex_unlock(&p->cache.lock);
 		free(params);
 		return -ENOMEM;
 	}
@@ -90,7 +90,7 @@ int func_table_set_params(uint64_t handle, const uint8_t *blob, uint32_t len)
 	f->param_count = count;
 	f->args_bytes = end;
 	f->have_params = true;
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 	return 0;
 }
 
@@ -101,9 +101,9 @@ struct shim_func *func_table_get(uint64_t handle, CUresult *res)
 	struct wire_func_get_params_rep rep;
 	struct shim_func *f;
 
-	pthread_mutex_lock(&p->cache_lock);
+	pthread_mutex_lock(&p->cache.lock);
 	f = func_find_locked(p, handle);
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 	if (f && f->have_params) {
 		*res = CUDA_SUCCESS;
 		return f;
@@ -117,9 +117,9 @@ struct shim_func *func_table_get(uint64_t handle, CUresult *res)
 		*res = CUDA_ERROR_INVALID_VALUE;
 		return NULL;
 	}
-	pthread_mutex_lock(&p->cache_lock);
+	pthread_mutex_lock(&p->cache.lock);
 	f = func_find_locked(p, handle);
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 	if (!f)
 		*res = CUDA_ERROR_OUT_OF_MEMORY;
 	return f;
@@ -134,14 +134,14 @@ CUresult func_table_name(uint64_t handle, bool kernel, const char **name)
 
 	if (!name)
 		return CUDA_ERROR_INVALID_VALUE;
-	pthread_mutex_lock(&p->cache_lock);
+	pthread_mutex_lock(&p->cache.lock);
 	f = func_find_locked(p, handle);
 	if (f && f->name) {
 		*name = f->name;
-		pthread_mutex_unlock(&p->cache_lock);
+		pthread_mutex_unlock(&p->cache.lock);
 		return CUDA_SUCCESS;
 	}
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 
 	if (kernel) {
 		struct wire_kernel_get_name_req req = { .kernel = handle };
@@ -160,14 +160,14 @@ CUresult func_table_name(uint64_t handle, bool kernel, const char **name)
 		return res;
 	if (!copy)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	pthread_mutex_lock(&p->cache_lock);
+	pthread_mutex_lock(&p->cache.lock);
 	f = func_get_locked(p, handle);
 	if (f && !f->name) {
 		f->name = copy;
 		copy = NULL;
 	}
 	*name = f ? f->name : NULL;
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 	free(copy);
 	return *name ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -175,10 +175,10 @@ CUresult func_table_name(uint64_t handle, bool kernel, const char **name)
 void func_table_reset(struct shim_process *p)
 {
 	for (unsigned b = 0; b < SHIM_FUNC_BUCKETS; b++) {
-		while (p->funcs[b]) {
-			struct shim_func *f = p->funcs[b];
+		while (p->cache.funcs[b]) {
+			struct shim_func *f = p->cache.funcs[b];
 
-			p->funcs[b] = f->next;
+			p->cache.funcs[b] = f->next;
 			free(f->params);
 			free(f->name);
 			free(f);
@@ -195,23 +195,23 @@ CUresult func_table_attribute(uint64_t handle, unsigned attr, int *value,
 
 	if (attr >= SHIM_FUNC_FIXED_ATTRS)
 		return ask(handle, attr, value);
-	pthread_mutex_lock(&p->cache_lock);
+	pthread_mutex_lock(&p->cache.lock);
 	f = func_find_locked(p, handle);
 	if (f && f->attr_known & (1u << attr)) {
 		*value = f->attr_value[attr];
-		pthread_mutex_unlock(&p->cache_lock);
+		pthread_mutex_unlock(&p->cache.lock);
 		return CUDA_SUCCESS;
 	}
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 	res = ask(handle, attr, value);
 	if (res != CUDA_SUCCESS)
 		return res;
-	pthread_mutex_lock(&p->cache_lock);
+	pthread_mutex_lock(&p->cache.lock);
 	f = func_get_locked(p, handle);
 	if (f) {
 		f->attr_value[attr] = *value;
 		f->attr_known |= 1u << attr;
 	}
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 	return CUDA_SUCCESS;
 }

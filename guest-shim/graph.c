@@ -87,10 +87,10 @@ static void cond_bodies_keep(uint64_t graph, CUgraph *bodies)
 		return;         /* the array lives on, unrecorded */
 	b->graph = graph;
 	b->bodies = bodies;
-	pthread_mutex_lock(&p->cache_lock);
-	b->next = p->cond_bodies;
-	p->cond_bodies = b;
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_lock(&p->cache.lock);
+	b->next = p->cache.cond_bodies;
+	p->cache.cond_bodies = b;
+	pthread_mutex_unlock(&p->cache.lock);
 }
 
 /* @graph is destroyed: the arrays of its conditional nodes go. Those of
@@ -99,8 +99,8 @@ static void cond_bodies_drop(uint64_t graph)
 {
 	struct shim_process *p = shim_process();
 
-	pthread_mutex_lock(&p->cache_lock);
-	for (struct shim_cond_bodies **b = &p->cond_bodies; *b;) {
+	pthread_mutex_lock(&p->cache.lock);
+	for (struct shim_cond_bodies **b = &p->cache.cond_bodies; *b;) {
 		struct shim_cond_bodies *x = *b;
 
 		if (x->graph == graph) {
@@ -111,7 +111,7 @@ static void cond_bodies_drop(uint64_t graph)
 			b = &x->next;
 		}
 	}
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 }
 
 /* ---- graphs ------------------------------------------------------------- */

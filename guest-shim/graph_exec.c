@@ -146,7 +146,7 @@ static CUresult graph_launch(CUgraphExec x, uint64_t stream)
 	res = managed_device_access(true, stream);
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (shim_process()->lazy)
+	if (shim_process()->batching.lazy)
 		return rpc_graph_launch_defer(&req);
 	return rpc_graph_launch(&req, &rep);
 }
@@ -168,7 +168,7 @@ static CUresult graph_upload(CUgraphExec x, uint64_t stream)
 
 	if (!exec_handle_ok(x))
 		return CUDA_ERROR_INVALID_VALUE;
-	if (shim_process()->lazy)
+	if (shim_process()->batching.lazy)
 		return rpc_graph_upload_defer(&req);
 	return rpc_graph_upload(&req, &rep);
 }
@@ -248,7 +248,7 @@ static CUresult exec_kernel_node_set(CUgraphExec x, CUgraphNode hNode, CUfunctio
 	if (res != CUDA_SUCCESS)
 		return res;
 	KERNEL_REQ_SET(&req, &k);
-	if (shim_process()->lazy)
+	if (shim_process()->batching.lazy)
 		res = rpc_graph_exec_kernel_node_set_params_defer(&req);
 	else
 		res = rpc_graph_exec_kernel_node_set_params(&req, &rep);
@@ -518,7 +518,7 @@ SHIM_API CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dp
 #define NODE_SET_RPC(name, x, req)                                                            \
 	({                                                                                    \
 		struct wire_##name##_rep rep_;                                                \
-		(x) && shim_process()->lazy ? rpc_##name##_defer(req) : rpc_##name(req, &rep_); \
+		(x) && shim_process()->batching.lazy ? rpc_##name##_defer(req) : rpc_##name(req, &rep_); \
 	})
 
 static CUresult node_target(CUgraphExec x, CUgraphNode hNode, uint64_t *exec, uint64_t *graph, uint32_t *index)

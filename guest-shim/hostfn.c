@@ -62,9 +62,9 @@ static uint64_t hostfn_register(CUhostFn fn, CUstreamCallback cb, CUstream strea
 	struct shim_hostfn *e;
 	uint64_t token = 0;
 
-	pthread_mutex_lock(&p->hostfn_lock);
+	pthread_mutex_lock(&p->hostfn.lock);
 	if (!oneshot) {
-		for (e = p->hostfn_by_fn[fn_bucket(fn, data)]; e; e = e->next_fn)
+		for (e = p->hostfn.by_fn[fn_bucket(fn, data)]; e; e = e->next_fn)
 			if (e->fn == fn && e->data == data) {
 				token = e->token;
 				goto out;
@@ -73,20 +73,20 @@ static uint64_t hostfn_register(CUhostFn fn, CUstreamCallback cb, CUstream strea
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		goto out;
-	e->token = token = ++p->hostfn_next;
+	e->token = token = ++p->hostfn.next;
 	e->fn = fn;
 	e->cb = cb;
 	e->stream = stream;
 	e->data = data;
 	e->oneshot = oneshot;
-	e->next_token = p->hostfn_by_token[token_bucket(token)];
-	p->hostfn_by_token[token_bucket(token)] = e;
+	e->next_token = p->hostfn.by_token[token_bucket(token)];
+	p->hostfn.by_token[token_bucket(token)] = e;
 	if (!oneshot) {
-		e->next_fn = p->hostfn_by_fn[fn_bucket(fn, data)];
-		p->hostfn_by_fn[fn_bucket(fn, data)] = e;
+		e->next_fn = p->hostfn.by_fn[fn_bucket(fn, data)];
+		p->hostfn.by_fn[fn_bucket(fn, data)] = e;
 	}
 out:
-	pthread_mutex_unlock(&p->hostfn_lock);
+	pthread_mutex_unlock(&p->hostfn.lock);
 	return token;
 }
 
@@ -97,8 +97,8 @@ static bool hostfn_take(uint64_t token, struct shim_hostfn *out)
 	struct shim_hostfn **pp, *e;
 	bool found = false;
 
-	pthread_mutex_lock(&p->hostfn_lock);
-	for (pp = &p->hostfn_by_token[token_bucket(token)]; (e = *pp); pp = &e->next_token) {
+	pthread_mutex_lock(&p->hostfn.lock);
+	for (pp = &p->hostfn.by_token[token_bucket(token)]; (e = *pp); pp = &e->next_token) {
 		if (e->token != token)
 			continue;
 		*out = *e;
@@ -109,7 +109,7 @@ static bool hostfn_take(uint64_t token, struct shim_hostfn *out)
 		}
 		break;
 	}
-	pthread_mutex_unlock(&p->hostfn_lock);
+	pthread_mutex_unlock(&p->hostfn.lock);
 	return found;
 }
 
@@ -128,14 +128,14 @@ static bool hostfn_lookup(uint64_t token, CUDA_HOST_NODE_PARAMS *out)
 	struct shim_hostfn *e;
 	bool found = false;
 
-	pthread_mutex_lock(&p->hostfn_lock);
-	for (e = p->hostfn_by_token[token_bucket(token)]; e && !found; e = e->next_token)
+	pthread_mutex_lock(&p->hostfn.lock);
+	for (e = p->hostfn.by_token[token_bucket(token)]; e && !found; e = e->next_token)
 		if (e->token == token && e->fn) {
 			out->fn = e->fn;
 			out->userData = e->data;
 			found = true;
 		}
-	pthread_mutex_unlock(&p->hostfn_lock);
+	pthread_mutex_unlock(&p->hostfn.lock);
 	return found;
 }
 
@@ -167,8 +167,8 @@ static void *hostfn_thread(void *arg)
 	}
 	/* The worker is gone (or a restore replaced it): so is this channel. */
 	pthread_mutex_lock(&shim_process()->conn_lock);
-	if (shim_process()->hostfn_fd == fd)
-		shim_process()->hostfn_fd = -1;
+	if (shim_process()->hostfn.fd == fd)
+		shim_process()->hostfn.fd = -1;
 	pthread_mutex_unlock(&shim_process()->conn_lock);
 	close(fd);
 	return NULL;

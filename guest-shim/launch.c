@@ -141,7 +141,7 @@ static CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned g
 		free(args);
 		return res;
 	}
-	if (shim_process()->lazy) {
+	if (shim_process()->batching.lazy) {
 		res = launch_geometry_check(gx, gy, gz, bx, by, bz, shmem);
 		if (res == CUDA_SUCCESS)
 			res = rpc_launch_kernel_defer(&req);
@@ -210,7 +210,7 @@ static CUresult launch_kernel_ex(const CUlaunchConfig *config, CUfunction f,
 	if (res == CUDA_SUCCESS) {
 		req.args.ptr = args;
 		/* Deferred like cuLaunchKernel: the runtime launches <<<>>> this way. */
-		if (shim_process()->lazy) {
+		if (shim_process()->batching.lazy) {
 			res = launch_geometry_check(req.grid_x, req.grid_y, req.grid_z, req.block_x,
 						    req.block_y, req.block_z, req.shared_bytes);
 			if (res == CUDA_SUCCESS)

@@ -110,15 +110,15 @@ static bool host_range_find(uintptr_t addr, struct shim_host_range *out)
 	struct shim_host_range *r;
 	bool found = false;
 
-	pthread_mutex_lock(&p->cache_lock);
-	for (r = p->host_ranges; r; r = r->next) {
+	pthread_mutex_lock(&p->cache.lock);
+	for (r = p->cache.host_ranges; r; r = r->next) {
 		if (addr >= r->base && addr - r->base < r->size) {
 			*out = *r;
 			found = true;
 			break;
 		}
 	}
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 	return found;
 }
 
@@ -137,17 +137,17 @@ static int host_range_add(uintptr_t base, size_t size, unsigned flags, bool owne
 	r->owned = owned;
 	r->memfd = memfd;
 	r->device_addr = device_addr;
-	pthread_mutex_lock(&p->cache_lock);
-	for (it = p->host_ranges; it; it = it->next) {
+	pthread_mutex_lock(&p->cache.lock);
+	for (it = p->cache.host_ranges; it; it = it->next) {
 		if (base < it->base + it->size && it->base < base + size) {
-			pthread_mutex_unlock(&p->cache_lock);
+			pthread_mutex_unlock(&p->cache.lock);
 			free(r);
 			return -EEXIST;
 		}
 	}
-	r->next = p->host_ranges;
-	p->host_ranges = r;
-	pthread_mutex_unlock(&p->cache_lock);
+	r->next = p->cache.host_ranges;
+	p->cache.host_ranges = r;
+	pthread_mutex_unlock(&p->cache.lock);
 	return 0;
 }
 
@@ -159,8 +159,8 @@ static int host_range_remove(uintptr_t base, bool owned, struct shim_host_range 
 	struct shim_host_range **pp;
 	int ret = -ENOENT;
 
-	pthread_mutex_lock(&p->cache_lock);
-	for (pp = &p->host_ranges; *pp; pp = &(*pp)->next) {
+	pthread_mutex_lock(&p->cache.lock);
+	for (pp = &p->cache.host_ranges; *pp; pp = &(*pp)->next) {
 		if ((*pp)->base == base && (*pp)->owned == owned) {
 			struct shim_host_range *r = *pp;
 
@@ -171,7 +171,7 @@ static int host_range_remove(uintptr_t base, bool owned, struct shim_host_range 
 			break;
 		}
 	}
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 	return ret;
 }
 
@@ -180,10 +180,10 @@ void host_range_reset(struct shim_process *p)
 	/* The child keeps its copy of the memory (fork duplicated it; shared
 	 * buffers stay mapped); only the bookkeeping goes, as the new session
 	 * knows nothing of it. */
-	while (p->host_ranges) {
-		struct shim_host_range *r = p->host_ranges;
+	while (p->cache.host_ranges) {
+		struct shim_host_range *r = p->cache.host_ranges;
 
-		p->host_ranges = r->next;
+		p->cache.host_ranges = r->next;
 		if (r->memfd >= 0)
 			close(r->memfd);
 		free(r);
@@ -250,12 +250,12 @@ static CUresult host_alloc_shared(void **pp, size_t size, unsigned flags)
 	if (rep.device_address != (uintptr_t)mem) {
 		struct shim_process *p = shim_process();
 
-		pthread_mutex_lock(&p->cache_lock);
-		for (struct shim_host_range *r = p->host_ranges; r; r = r->next) {
+		pthread_mutex_lock(&p->cache.lock);
+		for (struct shim_host_range *r = p->cache.host_ranges; r; r = r->next) {
 			if (r->base == (uintptr_t)mem)
 				r->device_addr = rep.device_address;
 		}
-		pthread_mutex_unlock(&p->cache_lock);
+		pthread_mutex_unlock(&p->cache.lock);
 	}
 	*pp = mem;
 	return CUDA_SUCCESS;
@@ -268,15 +268,15 @@ static CUresult host_alloc_shared(void **pp, size_t size, unsigned flags)
 static uint64_t host_bar_carve(struct shim_process *p, size_t size, unsigned flags)
 {
 	struct shim_host_range *r = calloc(1, sizeof(*r)), *it;
-	uint64_t at = p->slot_carve, found = UINT64_MAX;
+	uint64_t at = p->ivshmem.slot_carve, found = UINT64_MAX;
 
 	if (!r)
 		return UINT64_MAX;
-	pthread_mutex_lock(&p->cache_lock);
-	while (found == UINT64_MAX && at <= p->slot_bytes && size <= p->slot_bytes - at) {
+	pthread_mutex_lock(&p->cache.lock);
+	while (found == UINT64_MAX && at <= p->ivshmem.slot_bytes && size <= p->ivshmem.slot_bytes - at) {
 		uint64_t next = 0;
 
-		for (it = p->host_ranges; it; it = it->next) {
+		for (it = p->cache.host_ranges; it; it = it->next) {
 			if (it->in_bar && at < it->bar_offset + it->size && it->bar_offset < at + size &&
 			    it->bar_offset + it->size > next)
 				next = it->bar_offset + it->size;
@@ -286,7 +286,7 @@ static uint64_t host_bar_carve(struct shim_process *p, size_t size, unsigned fla
 		at = next;
 	}
 	if (found != UINT64_MAX) {
-		r->base = (uintptr_t)(p->slot_base + found);
+		r->base = (uintptr_t)(p->ivshmem.slot_base + found);
 		r->size = size;
 		r->flags = flags;
 		r->owned = true;
@@ -294,10 +294,10 @@ static uint64_t host_bar_carve(struct shim_process *p, size_t size, unsigned fla
 		r->in_bar = true;
 		r->bar_offset = found;
 		r->device_addr = r->base;
-		r->next = p->host_ranges;
-		p->host_ranges = r;
+		r->next = p->cache.host_ranges;
+		p->cache.host_ranges = r;
 	}
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 	if (found == UINT64_MAX)
 		free(r);
 	return found;
@@ -318,7 +318,7 @@ static CUresult host_alloc_bar(void **pp, size_t size, unsigned flags)
 
 	if (offset == UINT64_MAX)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	req.address = (uintptr_t)(p->slot_base + offset);
+	req.address = (uintptr_t)(p->ivshmem.slot_base + offset);
 	req.offset = offset;
 	res = rpc_ivshmem_host_share(&req, &rep);
 	if (res != CUDA_SUCCESS) {
@@ -327,16 +327,16 @@ static CUresult host_alloc_bar(void **pp, size_t size, unsigned flags)
 											 : res;
 	}
 	if (rep.device_address != req.address) {
-		pthread_mutex_lock(&p->cache_lock);
-		for (struct shim_host_range *r = p->host_ranges; r; r = r->next) {
+		pthread_mutex_lock(&p->cache.lock);
+		for (struct shim_host_range *r = p->cache.host_ranges; r; r = r->next) {
 			if (r->base == req.address)
 				r->device_addr = rep.device_address;
 		}
-		pthread_mutex_unlock(&p->cache_lock);
+		pthread_mutex_unlock(&p->cache.lock);
 	}
 	/* Fresh pinned memory reads as zero, as the driver's does. */
-	memset(p->slot_base + offset, 0, size);
-	*pp = p->slot_base + offset;
+	memset(p->ivshmem.slot_base + offset, 0, size);
+	*pp = p->ivshmem.slot_base + offset;
 	return CUDA_SUCCESS;
 }
 
@@ -353,8 +353,8 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
 	if (bytesize > SIZE_MAX - (size_t)page)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	size = (bytesize + (size_t)page - 1) & ~((size_t)page - 1);
-	if (rpc_connect() == CUDA_SUCCESS && shim_process()->shm_on) {
-		CUresult res = shim_process()->ivshmem_on ? host_alloc_bar(pp, size, flags)
+	if (rpc_connect() == CUDA_SUCCESS && shim_process()->conn.shm_on) {
+		CUresult res = shim_process()->conn.ivshmem_on ? host_alloc_bar(pp, size, flags)
 							  : host_alloc_shared(pp, size, flags);
 
 		if (res != CUDA_ERROR_NOT_SUPPORTED)
@@ -624,7 +624,7 @@ static bool host_shared(const void *p, size_t n)
 	struct shim_host_range r;
 
 	/* Only shm shares buffers: no lock and list walk per copy elsewhere. */
-	return p && shim_process()->shm_on && host_range_find((uintptr_t)p, &r) && (r.memfd >= 0 || r.in_bar) &&
+	return p && shim_process()->conn.shm_on && host_range_find((uintptr_t)p, &r) && (r.memfd >= 0 || r.in_bar) &&
 	       n <= r.size - ((uintptr_t)p - r.base);
 }
 
@@ -672,7 +672,7 @@ CUresult memory_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stre
 		struct wire_memcpy_htod_rep rep;
 
 		/* An async copy from pageable memory takes the bytes now and runs later. */
-		res = async && shim_process()->lazy ? rpc_memcpy_htod_defer(&req)
+		res = async && shim_process()->batching.lazy ? rpc_memcpy_htod_defer(&req)
 						    : rpc_memcpy_htod(&req, &rep);
 		if (res != CUDA_SUCCESS)
 			return res;
@@ -740,7 +740,7 @@ CUresult memory_copy_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t stream,
 	res = memory_managed_point(dst, src, stream);
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (async && shim_process()->lazy)
+	if (async && shim_process()->batching.lazy)
 		return rpc_memcpy_dtod_defer(&req);
 	return rpc_memcpy_dtod(&req, &rep);
 }
@@ -866,7 +866,7 @@ static CUresult memory_set(uint64_t dst, uint32_t value, uint32_t width, size_t 
 	res = memory_managed_point(dst, 0, stream);
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (async && shim_process()->lazy)
+	if (async && shim_process()->batching.lazy)
 		return rpc_memset_defer(&req);
 	return rpc_memset(&req, &rep);
 }

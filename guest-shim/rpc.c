@@ -66,11 +66,11 @@ struct shim_pending {
 static struct shim_process shim = {
 	.conn_lock = PTHREAD_MUTEX_INITIALIZER,
 	.reply_cond = PTHREAD_COND_INITIALIZER,
-	.cache_lock = PTHREAD_MUTEX_INITIALIZER,
-	.batch_cond = PTHREAD_COND_INITIALIZER,
-	.hostfn_lock = PTHREAD_MUTEX_INITIALIZER,
-	.fd = -1,
-	.hostfn_fd = -1,
+	.cache.lock = PTHREAD_MUTEX_INITIALIZER,
+	.batching.cond = PTHREAD_COND_INITIALIZER,
+	.hostfn.lock = PTHREAD_MUTEX_INITIALIZER,
+	.conn.fd = -1,
+	.hostfn.fd = -1,
 };
 
 /* A batch goes out when it holds this much, or this many requests, or has
@@ -99,12 +99,12 @@ static void token_load(struct shim_process *p)
 	const char *why;
 	char err[512];
 
-	p->token.len = 0;
+	p->who.token.len = 0;
 	if (tok && *tok) {
-		if (auth_token_parse((const uint8_t *)tok, strlen(tok), &p->token, &why))
+		if (auth_token_parse((const uint8_t *)tok, strlen(tok), &p->who.token, &why))
 			pr_err("TERN_TOKEN %s: not used", why);
 	} else if (path && *path) {
-		if (auth_token_file_read(path, &p->token, err, sizeof(err)))
+		if (auth_token_file_read(path, &p->who.token, err, sizeof(err)))
 			pr_err("TERN_TOKEN_FILE: %s: not used", err);
 	}
 }
@@ -118,8 +118,8 @@ static void atfork_prepare(void)
 {
 	managed_fork_lock();
 	pthread_mutex_lock(&shim.conn_lock);
-	pthread_mutex_lock(&shim.cache_lock);
-	pthread_mutex_lock(&shim.hostfn_lock);
+	pthread_mutex_lock(&shim.cache.lock);
+	pthread_mutex_lock(&shim.hostfn.lock);
 	capture_fork_lock();
 	graph_exec_fork_lock();
 	export_table_fork_lock();
@@ -130,8 +130,8 @@ static void atfork_unlock(void)
 	export_table_fork_unlock();
 	graph_exec_fork_unlock();
 	capture_fork_unlock();
-	pthread_mutex_unlock(&shim.hostfn_lock);
-	pthread_mutex_unlock(&shim.cache_lock);
+	pthread_mutex_unlock(&shim.hostfn.lock);
+	pthread_mutex_unlock(&shim.cache.lock);
 	pthread_mutex_unlock(&shim.conn_lock);
 	managed_fork_unlock();
 }
@@ -156,31 +156,31 @@ static void atfork_child(void)
 	shim.forked = true;
 	shim.lost = false;
 	shim.seq = 0;
-	shim.arena_base = shim.arena_size = 0;
+	shim.granted.arena_base = shim.granted.arena_size = 0;
 	/* The child's session is a new one: the parent's replay log is not its history. */
-	while (shim.replay_head) {
-		struct shim_replay *e = shim.replay_head;
+	while (shim.replay.head) {
+		struct shim_replay *e = shim.replay.head;
 
-		shim.replay_head = e->next;
+		shim.replay.head = e->next;
 		free(e);
 	}
-	shim.replay_tail = NULL;
-	shim.replay_bytes = 0;
-	shim.durable_seq = shim.resume_seq = shim.replay_gap = 0;
+	shim.replay.tail = NULL;
+	shim.replay.bytes = 0;
+	shim.replay.durable_seq = shim.replay.resume_seq = shim.replay.gap = 0;
 	/* The parent's credential is the parent's session's. */
-	explicit_bzero(shim.credential, sizeof(shim.credential));
-	shim.has_credential = false;
+	explicit_bzero(shim.who.credential, sizeof(shim.who.credential));
+	shim.who.has_credential = false;
 	shim.worker_capture_mode = 0;   /* a new session's worker starts in global mode */
 	/* The callback thread stayed in the parent; its socket is the parent's. */
-	if (shim.hostfn_fd >= 0)
-		close(shim.hostfn_fd);
-	shim.hostfn_fd = -1;
-	shim.hostfn_wanted = false;
+	if (shim.hostfn.fd >= 0)
+		close(shim.hostfn.fd);
+	shim.hostfn.fd = -1;
+	shim.hostfn.wanted = false;
 	/* The flusher thread stayed in the parent; the parent's batch is its own. */
-	shim.flusher_running = false;
-	shim.batch_len = 0;
-	shim.batch_count = 0;
-	pthread_cond_init(&shim.batch_cond, NULL);
+	shim.batching.flusher_running = false;
+	shim.batching.len = 0;
+	shim.batching.count = 0;
+	pthread_cond_init(&shim.batching.cond, NULL);
 	func_table_reset(&shim);
 	host_range_reset(&shim);
 	device_cache_reset(&shim);
@@ -193,9 +193,9 @@ static void atfork_child(void)
 
 static void stats_report(void)
 {
-	pr_warn("session %s: %llu calls, %llu round trips, %llu batches of deferred calls", shim.session,
-		(unsigned long long)shim.stat_calls, (unsigned long long)shim.stat_round_trips,
-		(unsigned long long)shim.stat_batches);
+	pr_warn("session %s: %llu calls, %llu round trips, %llu batches of deferred calls", shim.who.session,
+		(unsigned long long)shim.stats.calls, (unsigned long long)shim.stats.round_trips,
+		(unsigned long long)shim.stats.batches);
 }
 
 static void shim_init_once(void)
@@ -217,15 +217,15 @@ static void shim_init_once(void)
 	log_open("libcuda", (enum log_level)level, fd);
 	if (log_file && *log_file && fd < 0)
 		pr_err("cannot open TERN_LOG_FILE %s: %s", log_file, strerror(errno));
-	snprintf(shim.server, sizeof(shim.server), "%s",
+	snprintf(shim.who.server, sizeof(shim.who.server), "%s",
 		 server && *server ? server : TRANSPORT_DEFAULT_URL);
 	token_load(&shim);
-	shim.replay_max = REPLAY_MAX_DEFAULT;
+	shim.replay.max = REPLAY_MAX_DEFAULT;
 	if (getenv("TERN_REPLAY_MAX"))
-		shim.replay_max = strtoull(getenv("TERN_REPLAY_MAX"), NULL, 0);
+		shim.replay.max = strtoull(getenv("TERN_REPLAY_MAX"), NULL, 0);
 	shim.reconnect_ms = getenv("TERN_RECONNECT_TIMEOUT_MS") ? atoi(getenv("TERN_RECONNECT_TIMEOUT_MS"))
 								 : RECONNECT_MS_DEFAULT;
-	shim.lazy = !getenv("TERN_LAZY") || strcmp(getenv("TERN_LAZY"), "0");
+	shim.batching.lazy = !getenv("TERN_LAZY") || strcmp(getenv("TERN_LAZY"), "0");
 	if (getenv("TERN_STATS") && !strcmp(getenv("TERN_STATS"), "1"))
 		atexit(stats_report);
 	pthread_key_create(&reply_key, reply_buf_free);
@@ -259,11 +259,11 @@ static void session_name(struct shim_process *p)
 	if (s && *s) {
 		/* A forked child must not resume its parent's session. */
 		if (p->forked)
-			snprintf(p->session, sizeof(p->session), "%s-%d", s, (int)getpid());
+			snprintf(p->who.session, sizeof(p->who.session), "%s-%d", s, (int)getpid());
 		else
-			snprintf(p->session, sizeof(p->session), "%s", s);
+			snprintf(p->who.session, sizeof(p->who.session), "%s", s);
 	} else {
-		snprintf(p->session, sizeof(p->session), "%s-%d", host, (int)getpid());
+		snprintf(p->who.session, sizeof(p->who.session), "%s-%d", host, (int)getpid());
 	}
 }
 
@@ -309,10 +309,10 @@ static int conn_send_locked(struct shim_process *p, struct iovec *iov, int niov)
 
 	if (p->broken)
 		return -EPIPE;
-	ret = p->shm_on ? shm_chan_send(&p->shm, iov, niov) : wire_send(p->fd, iov, niov);
-	if (ret && p->fd >= 0) {
+	ret = p->conn.shm_on ? shm_chan_send(&p->conn.shm, iov, niov) : wire_send(p->conn.fd, iov, niov);
+	if (ret && p->conn.fd >= 0) {
 		p->broken = true;
-		shutdown(p->fd, SHUT_RDWR);
+		shutdown(p->conn.fd, SHUT_RDWR);
 	}
 	return ret;
 }
@@ -321,31 +321,31 @@ static int conn_send_locked(struct shim_process *p, struct iovec *iov, int niov)
  * and only the reader closes the connection. */
 static int conn_recv(struct shim_process *p, void *buf, size_t n)
 {
-	return p->shm_on ? shm_chan_recv(&p->shm, buf, n) : wire_recv_exact(p->fd, buf, n);
+	return p->conn.shm_on ? shm_chan_recv(&p->conn.shm, buf, n) : wire_recv_exact(p->conn.fd, buf, n);
 }
 
 static int conn_discard(struct shim_process *p, uint64_t n)
 {
-	return p->shm_on ? shm_chan_discard(&p->shm, n) : wire_recv_discard(p->fd, n);
+	return p->conn.shm_on ? shm_chan_discard(&p->conn.shm, n) : wire_recv_discard(p->conn.fd, n);
 }
 
 static void conn_close_locked(struct shim_process *p)
 {
-	if (p->shm_on)
-		shm_chan_close(&p->shm);
-	p->shm_on = false;
-	p->ivshmem_on = false;
-	if (p->fd >= 0)
-		close(p->fd);
-	p->fd = -1;
+	if (p->conn.shm_on)
+		shm_chan_close(&p->conn.shm);
+	p->conn.shm_on = false;
+	p->conn.ivshmem_on = false;
+	if (p->conn.fd >= 0)
+		close(p->conn.fd);
+	p->conn.fd = -1;
 	p->broken = false;
 	/* The worker's end goes with it: the callback thread sees the end. */
-	p->hostfn_attached = false;
+	p->hostfn.attached = false;
 }
 
 static void conn_drop_locked(struct shim_process *p, const char *what, int err)
 {
-	pr_err("connection to ternd (%s, session %s) lost: %s: %s", p->server, p->session,
+	pr_err("connection to ternd (%s, session %s) lost: %s: %s", p->who.server, p->who.session,
 	       what, strerror(-err));
 	conn_close_locked(p);
 	p->lost = true;
@@ -433,8 +433,8 @@ static int reply_next_locked(struct shim_process *p, struct shim_pending *want, 
 		       rh.flags);
 		return -EPROTO;
 	}
-	if (rh.ctx > p->durable_seq)
-		p->durable_seq = rh.ctx;
+	if (rh.ctx > p->replay.durable_seq)
+		p->replay.durable_seq = rh.ctx;
 	if (to && rh.length > to->cap) {
 		uint8_t *b = realloc(to->buf, rh.length);
 
@@ -502,16 +502,16 @@ static int conn_exchange_locked(struct shim_process *p, uint32_t id, uint64_t se
 		return -EMSGSIZE;
 	/* Deferred requests go first, in the same write. wire_send consumes its
 	 * iovec array; ours is kept for the replay log. */
-	if (p->batch_len) {
-		sent[n].iov_base = p->batch;
-		sent[n++].iov_len = p->batch_len;
+	if (p->batching.len) {
+		sent[n].iov_base = p->batching.buf;
+		sent[n++].iov_len = p->batching.len;
 	}
 	memcpy(sent + n, iov, sizeof(*iov) * (size_t)*niov);
 	ret = conn_send_locked(p, sent, n + *niov);
-	if (p->batch_len) {
-		p->stat_batches++;
-		p->batch_len = 0;
-		p->batch_count = 0;
+	if (p->batching.len) {
+		p->stats.batches++;
+		p->batching.len = 0;
+		p->batching.count = 0;
 	}
 	if (ret)
 		return ret;
@@ -532,13 +532,13 @@ static bool pending_has(const struct shim_process *p, uint64_t seq)
  * cannot continue. */
 static void replay_trim_locked(struct shim_process *p)
 {
-	struct shim_replay **link = &p->replay_head, *prev = NULL;
+	struct shim_replay **link = &p->replay.head, *prev = NULL;
 
 	while (*link) {
 		struct shim_replay *e = *link;
-		bool durable = e->seq <= p->durable_seq;
+		bool durable = e->seq <= p->replay.durable_seq;
 
-		if (!durable && p->replay_bytes <= p->replay_max)
+		if (!durable && p->replay.bytes <= p->replay.max)
 			break;
 		if (durable && pending_has(p, e->seq)) {
 			prev = e;
@@ -546,11 +546,11 @@ static void replay_trim_locked(struct shim_process *p)
 			continue;
 		}
 		if (!durable)
-			p->replay_gap = e->seq;         /* evicted, not durable */
+			p->replay.gap = e->seq;         /* evicted, not durable */
 		*link = e->next;
-		if (p->replay_tail == e)
-			p->replay_tail = prev;
-		p->replay_bytes -= e->len;
+		if (p->replay.tail == e)
+			p->replay.tail = prev;
+		p->replay.bytes -= e->len;
 		free(e);
 	}
 }
@@ -561,17 +561,17 @@ static void replay_append_locked(struct shim_process *p, uint32_t id, uint64_t s
 	struct shim_replay *e;
 	size_t len = 0;
 
-	if (seq <= p->durable_seq)
+	if (seq <= p->replay.durable_seq)
 		return;                 /* answered already, and no restore can need it */
-	if (!p->replay_max) {
-		p->replay_gap = seq;    /* not kept: a restore before it cannot continue */
+	if (!p->replay.max) {
+		p->replay.gap = seq;    /* not kept: a restore before it cannot continue */
 		return;
 	}
 	for (int i = 0; i < niov; i++)
 		len += iov[i].iov_len;
 	e = malloc(sizeof(*e) + len);
 	if (!e) {
-		p->replay_gap = seq;
+		p->replay.gap = seq;
 		return;
 	}
 	e->next = NULL;
@@ -583,12 +583,12 @@ static void replay_append_locked(struct shim_process *p, uint32_t id, uint64_t s
 		memcpy(e->bytes + e->len, iov[i].iov_base, iov[i].iov_len);
 		e->len += iov[i].iov_len;
 	}
-	if (p->replay_tail)
-		p->replay_tail->next = e;
+	if (p->replay.tail)
+		p->replay.tail->next = e;
 	else
-		p->replay_head = e;
-	p->replay_tail = e;
-	p->replay_bytes += e->len;
+		p->replay.head = e;
+	p->replay.tail = e;
+	p->replay.bytes += e->len;
 	replay_trim_locked(p);
 }
 
@@ -621,33 +621,33 @@ static int shm_upgrade_locked(struct shim_process *p)
 	CUresult status = CUDA_ERROR_UNKNOWN;
 	int fds[SHM_CHAN_FDS], niov, ret;
 
-	ret = shm_chan_create(&p->shm, req.ring_bytes, p->fd);
+	ret = shm_chan_create(&p->conn.shm, req.ring_bytes, p->conn.fd);
 	if (ret)
 		return ret;
-	shm_spin_env(&p->shm);
+	shm_spin_env(&p->conn.shm);
 	/* The request, then the descriptors: the worker reads exactly the
 	 * request from the stream before it takes them. */
 	wire_msg_init(&m);
 	wire_shm_attach_req_encode(&m, &req);
 	niov = wire_msg_finish(&m, &h, iov);
-	ret = niov < 0 ? niov : wire_send(p->fd, iov, niov);
+	ret = niov < 0 ? niov : wire_send(p->conn.fd, iov, niov);
 	wire_msg_release(&m);
-	shm_chan_fds(&p->shm, fds);
+	shm_chan_fds(&p->conn.shm, fds);
 	if (!ret)
-		ret = shm_fds_send(p->fd, fds, SHM_CHAN_FDS);
+		ret = shm_fds_send(p->conn.fd, fds, SHM_CHAN_FDS);
 	/* The worker holds the memfd now; our mapping keeps the pages. */
-	close(p->shm.memfd);
-	p->shm.memfd = -1;
+	close(p->conn.shm.memfd);
+	p->conn.shm.memfd = -1;
 	if (!ret)
 		ret = reply_read_locked(p, WIRE_CALL_SHM_ATTACH, 0, &cur, &status);
 	if (!ret && status != CUDA_SUCCESS)
 		ret = -EPROTO;
 	if (ret)
 		goto fail;
-	p->shm_on = true;
+	p->conn.shm_on = true;
 	return 0;
 fail:
-	shm_chan_close(&p->shm);
+	shm_chan_close(&p->conn.shm);
 	return ret;
 }
 
@@ -656,10 +656,10 @@ static bool host_bar_buffers_locked(struct shim_process *p)
 {
 	bool any = false;
 
-	pthread_mutex_lock(&p->cache_lock);
-	for (struct shim_host_range *r = p->host_ranges; r && !any; r = r->next)
+	pthread_mutex_lock(&p->cache.lock);
+	for (struct shim_host_range *r = p->cache.host_ranges; r && !any; r = r->next)
 		any = r->in_bar;
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 	return any;
 }
 
@@ -671,18 +671,18 @@ static bool ivshmem_wanted(struct shim_process *p, const struct transport_url *u
 	const char *env = getenv("TERN_IVSHMEM");
 	int ret;
 
-	if (p->bar_tried)
-		return p->bar.base != NULL;
-	p->bar_tried = true;
+	if (p->ivshmem.bar_tried)
+		return p->ivshmem.bar.base != NULL;
+	p->ivshmem.bar_tried = true;
 	if (env && (!strcmp(env, "off") || !strcmp(env, "0")))
 		return false;
 	if ((!env || !*env) && url->kind != TRANSPORT_VIRTIO)
 		return false;
-	ret = ivshmem_guest_open(&p->bar, env && *env ? env : NULL);
+	ret = ivshmem_guest_open(&p->ivshmem.bar, env && *env ? env : NULL);
 	if (ret && (env && *env))
 		pr_warn("TERN_IVSHMEM %s: %s: bulk data goes through the stream", env, strerror(-ret));
 	else if (!ret)
-		pr_info("ivshmem BAR %s: %llu bytes", p->bar.path, (unsigned long long)p->bar.bytes);
+		pr_info("ivshmem BAR %s: %llu bytes", p->ivshmem.bar.path, (unsigned long long)p->ivshmem.bar.bytes);
 	return !ret;
 }
 
@@ -706,12 +706,12 @@ static int ivshmem_upgrade_locked(struct shim_process *p)
 	int niov, ret;
 
 	/* Pinned buffers in the slot: the same slot again, or none. */
-	if (p->slot_base)
-		req.want_slot = p->slot;
+	if (p->ivshmem.slot_base)
+		req.want_slot = p->ivshmem.slot;
 	wire_msg_init(&m);
 	wire_ivshmem_attach_req_encode(&m, &req);
 	niov = wire_msg_finish(&m, &h, iov);
-	ret = niov < 0 ? niov : wire_send(p->fd, iov, niov);
+	ret = niov < 0 ? niov : wire_send(p->conn.fd, iov, niov);
 	wire_msg_release(&m);
 	if (!ret)
 		ret = reply_read_locked(p, WIRE_CALL_IVSHMEM_ATTACH, 0, &cur, &status);
@@ -723,31 +723,31 @@ static int ivshmem_upgrade_locked(struct shim_process *p)
 	}
 	if (wire_ivshmem_attach_rep_decode(&cur, &rep) < 0)
 		ret = -EPROTO;
-	area = ret ? NULL : ivshmem_guest_slot(&p->bar, rep.slot, rep.offset, rep.bytes, rep.ring_bytes);
+	area = ret ? NULL : ivshmem_guest_slot(&p->ivshmem.bar, rep.slot, rep.offset, rep.bytes, rep.ring_bytes);
 	if (!ret && !area) {
 		pr_err("ivshmem: slot %u (%#llx+%#llx) is not in %s as ternd describes it: is it the domain's BAR?",
-		       rep.slot, (unsigned long long)rep.offset, (unsigned long long)rep.bytes, p->bar.path);
+		       rep.slot, (unsigned long long)rep.offset, (unsigned long long)rep.bytes, p->ivshmem.bar.path);
 		ret = -EPROTO;
 	}
-	if (!ret && p->slot_base && area != p->slot_base && host_bar_buffers_locked(p)) {
-		pr_err("ivshmem: ternd assigned slot %u, the pinned buffers are in slot %u", rep.slot, p->slot);
+	if (!ret && p->ivshmem.slot_base && area != p->ivshmem.slot_base && host_bar_buffers_locked(p)) {
+		pr_err("ivshmem: ternd assigned slot %u, the pinned buffers are in slot %u", rep.slot, p->ivshmem.slot);
 		return -EBUSY;
 	}
 	if (!ret)
-		ret = shm_chan_region_guest(&p->shm, area, rep.ring_bytes, p->fd);
+		ret = shm_chan_region_guest(&p->conn.shm, area, rep.ring_bytes, p->conn.fd);
 	if (ret) {
-		if (!p->slot_base)
-			ivshmem_guest_close(&p->bar);
+		if (!p->ivshmem.slot_base)
+			ivshmem_guest_close(&p->ivshmem.bar);
 		return ret;
 	}
-	p->slot = rep.slot;
-	p->slot_base = area;
-	p->slot_bytes = rep.bytes;
-	p->slot_carve = SHM_CHAN_BYTES(rep.ring_bytes);
-	shm_spin_env(&p->shm);
-	p->shm_on = true;
-	p->ivshmem_on = true;
-	pr_info("session %s on ivshmem slot %u (rings of %llu bytes)", p->session, rep.slot,
+	p->ivshmem.slot = rep.slot;
+	p->ivshmem.slot_base = area;
+	p->ivshmem.slot_bytes = rep.bytes;
+	p->ivshmem.slot_carve = SHM_CHAN_BYTES(rep.ring_bytes);
+	shm_spin_env(&p->conn.shm);
+	p->conn.shm_on = true;
+	p->conn.ivshmem_on = true;
+	pr_info("session %s on ivshmem slot %u (rings of %llu bytes)", p->who.session, rep.slot,
 		(unsigned long long)rep.ring_bytes);
 	return 0;
 }
@@ -761,16 +761,16 @@ static int host_shared_reshare_locked(struct shim_process *p)
 	int ret = 0;
 
 	/* Copied out first: no round trip under cache_lock. */
-	pthread_mutex_lock(&p->cache_lock);
-	for (r = p->host_ranges; r; r = r->next)
-		n += r->memfd >= 0 || (r->in_bar && p->ivshmem_on);
+	pthread_mutex_lock(&p->cache.lock);
+	for (r = p->cache.host_ranges; r; r = r->next)
+		n += r->memfd >= 0 || (r->in_bar && p->conn.ivshmem_on);
 	if (n)
 		shared = calloc(n, sizeof(*shared));
-	for (r = p->host_ranges, i = 0; r && shared; r = r->next) {
-		if (r->memfd >= 0 || (r->in_bar && p->ivshmem_on))
+	for (r = p->cache.host_ranges, i = 0; r && shared; r = r->next) {
+		if (r->memfd >= 0 || (r->in_bar && p->conn.ivshmem_on))
 			shared[i++] = *r;
 	}
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 	if (n && !shared)
 		return -ENOMEM;
 	for (i = 0; i < n && !ret; i++) {
@@ -793,7 +793,7 @@ static int host_shared_reshare_locked(struct shim_process *p)
 			wire_ivshmem_host_share_req_encode(&m, &bar);
 			ret = conn_exchange_locked(p, WIRE_CALL_IVSHMEM_HOST_SHARE, 0, &m, iov, &niov, &cur, &status);
 		} else {
-			ret = shm_fds_send(p->fd, &shared[i].memfd, 1);
+			ret = shm_fds_send(p->conn.fd, &shared[i].memfd, 1);
 			wire_mem_host_share_req_encode(&m, &req);
 			if (!ret)
 				ret = conn_exchange_locked(p, WIRE_CALL_MEM_HOST_SHARE, 0, &m, iov, &niov, &cur,
@@ -840,7 +840,7 @@ static int hostfn_ask_locked(struct shim_process *p, uint32_t mode, int pass, ui
 	wire_msg_release(&m);
 	/* The socket after the request: the worker reads the request first. */
 	if (!ret && pass >= 0)
-		ret = shm_fds_send(p->fd, &pass, 1);
+		ret = shm_fds_send(p->conn.fd, &pass, 1);
 	if (!ret)
 		ret = reply_read_locked(p, WIRE_CALL_HOST_FUNC_ATTACH, 0, &cur, &status);
 	if (!ret && status != CUDA_SUCCESS)
@@ -869,7 +869,7 @@ static int hostfn_join(struct shim_process *p, const struct transport_url *url,
 	struct wire_msg m;
 	int fd, niov, ret;
 
-	snprintf(req.session, sizeof(req.session), "%s", p->session);
+	snprintf(req.session, sizeof(req.session), "%s", p->who.session);
 	fd = transport_connect(url);
 	if (fd < 0)
 		return fd;
@@ -913,7 +913,7 @@ static int hostfn_attach_locked(struct shim_process *p)
 	uint32_t port = 0;
 	int sv[2] = { -1, -1 }, ours = -1, ret;
 
-	if (transport_url_parse(p->server, &url))
+	if (transport_url_parse(p->who.server, &url))
 		return -EINVAL;
 	if (url.kind == TRANSPORT_TCP) {
 		ret = hostfn_ask_locked(p, HOSTFN_ATTACH_TCP, -1, secret, &port);
@@ -929,7 +929,7 @@ static int hostfn_attach_locked(struct shim_process *p)
 		/* On ivshmem the stream carries doorbells, which the worker
 		 * drains: a descriptor's byte would be lost among them (and a
 		 * domain's stream carries none anyway). */
-		if ((url.kind == TRANSPORT_UNIX || url.kind == TRANSPORT_SHM) && !p->ivshmem_on) {
+		if ((url.kind == TRANSPORT_UNIX || url.kind == TRANSPORT_SHM) && !p->conn.ivshmem_on) {
 			if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 				return -errno;
 			ret = hostfn_ask_locked(p, HOSTFN_ATTACH_FD, sv[1], secret, &port);
@@ -955,8 +955,8 @@ static int hostfn_attach_locked(struct shim_process *p)
 		close(ours);
 	if (ret)
 		return ret;
-	p->hostfn_fd = ours;
-	p->hostfn_attached = true;
+	p->hostfn.fd = ours;
+	p->hostfn.attached = true;
 	return 0;
 }
 
@@ -968,17 +968,17 @@ CUresult rpc_hostfn_ready(void)
 
 	pthread_mutex_lock(&p->conn_lock);
 	res = conn_ready_locked(p);
-	if (res == CUDA_SUCCESS && !p->hostfn_attached) {
+	if (res == CUDA_SUCCESS && !p->hostfn.attached) {
 		/* Its reply is read here: no other thread may read meanwhile. */
 		reader_enter_locked(p, NULL);
 		ret = hostfn_attach_locked(p);
 		reader_leave_locked(p);
 		if (ret) {
-			pr_err("host functions: no callback channel to ternd at %s: %s", p->server,
+			pr_err("host functions: no callback channel to ternd at %s: %s", p->who.server,
 			       strerror(-ret));
 			res = ret == -EOPNOTSUPP ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_UNKNOWN;
 		} else {
-			p->hostfn_wanted = true;
+			p->hostfn.wanted = true;
 		}
 	}
 	pthread_mutex_unlock(&p->conn_lock);
@@ -998,22 +998,22 @@ static CUresult conn_open_locked(struct shim_process *p)
 	CUresult status = CUDA_ERROR_UNKNOWN;
 	int fd, ret;
 
-	if (transport_url_parse(p->server, &url)) {
-		pr_err("TERN_SERVER '%s' is not a transport URL", p->server);
+	if (transport_url_parse(p->who.server, &url)) {
+		pr_err("TERN_SERVER '%s' is not a transport URL", p->who.server);
 		return CUDA_ERROR_NO_DEVICE;
 	}
-	if (transport_url_needs_token(&url) && !p->token.len)
-		pr_warn("%s needs a token (TERN_TOKEN or TERN_TOKEN_FILE) and none is set", p->server);
+	if (transport_url_needs_token(&url) && !p->who.token.len)
+		pr_warn("%s needs a token (TERN_TOKEN or TERN_TOKEN_FILE) and none is set", p->who.server);
 	fd = transport_connect(&url);
 	if (fd < 0) {
-		pr_err("cannot reach ternd at %s: %s", p->server, strerror(-fd));
+		pr_err("cannot reach ternd at %s: %s", p->who.server, strerror(-fd));
 		return CUDA_ERROR_NO_DEVICE;
 	}
-	p->fd = fd;
+	p->conn.fd = fd;
 	p->owner = getpid();
 	session_name(p);
 	gethostname(host, sizeof(host) - 1);
-	snprintf(req.session, sizeof(req.session), "%s", p->session);
+	snprintf(req.session, sizeof(req.session), "%s", p->who.session);
 	snprintf(req.host, sizeof(req.host), "%s", host);
 	req.pid = (uint32_t)getpid();
 	req.last_seq = p->seq;
@@ -1032,12 +1032,12 @@ static CUresult conn_open_locked(struct shim_process *p)
 			/* The reply buffer is the next exchange's: keep the nonce. */
 			memcpy(nonce, challenge.nonce.ptr, sizeof(nonce));
 			/* Proofs, never the secrets (common/auth.h). */
-			if (p->token.len) {
-				auth_token_proof(&p->token, nonce, req.session, token_proof);
+			if (p->who.token.len) {
+				auth_token_proof(&p->who.token, nonce, req.session, token_proof);
 				req.token_proof = (struct wire_blob){ token_proof, sizeof(token_proof) };
 			}
-			if (p->has_credential) {
-				auth_credential_proof(p->credential, nonce, req.session, cred_proof);
+			if (p->who.has_credential) {
+				auth_credential_proof(p->who.credential, nonce, req.session, cred_proof);
 				req.credential_proof = (struct wire_blob){ cred_proof, sizeof(cred_proof) };
 			}
 			wire_msg_reset(&m);
@@ -1050,36 +1050,36 @@ static CUresult conn_open_locked(struct shim_process *p)
 	    (wire_hello_rep_decode(&cur, &rep) || rep.credential.len != AUTH_CREDENTIAL_BYTES))
 		ret = -EPROTO;
 	if (ret) {
-		pr_err("hello to ternd at %s failed: %s", p->server, strerror(-ret));
+		pr_err("hello to ternd at %s failed: %s", p->who.server, strerror(-ret));
 		goto out_close;
 	}
 	if (status != CUDA_SUCCESS) {
-		pr_err("ternd at %s refused session %s: CUresult %d", p->server, p->session, status);
+		pr_err("ternd at %s refused session %s: CUresult %d", p->who.server, p->who.session, status);
 		goto out_close;
 	}
-	p->arena_base = rep.arena_base;
-	p->arena_size = rep.arena_size;
-	p->quota = rep.quota;
-	p->worker_pid = rep.worker_pid;
-	p->resume_seq = rep.resume_seq;
+	p->granted.arena_base = rep.arena_base;
+	p->granted.arena_size = rep.arena_size;
+	p->granted.quota = rep.quota;
+	p->granted.worker_pid = rep.worker_pid;
+	p->replay.resume_seq = rep.resume_seq;
 	{
 		uint8_t cred[AUTH_CREDENTIAL_BYTES];
 
 		memcpy(cred, rep.credential.ptr, sizeof(cred));
 		if (transport_url_needs_token(&url))
-			auth_credential_mask(&p->token, nonce, req.session, cred);
+			auth_credential_mask(&p->who.token, nonce, req.session, cred);
 		/* Issued with the session; a resumed one hears its own again. */
-		memcpy(p->credential, cred, sizeof(cred));
-		p->has_credential = true;
+		memcpy(p->who.credential, cred, sizeof(cred));
+		p->who.has_credential = true;
 		explicit_bzero(cred, sizeof(cred));
 	}
-	pr_info("session %s on %s: worker %u, arena %#llx+%#llx, quota %llu", p->session,
-		p->server, rep.worker_pid, (unsigned long long)rep.arena_base,
+	pr_info("session %s on %s: worker %u, arena %#llx+%#llx, quota %llu", p->who.session,
+		p->who.server, rep.worker_pid, (unsigned long long)rep.arena_base,
 		(unsigned long long)rep.arena_size, (unsigned long long)rep.quota);
 	if (url.kind == TRANSPORT_SHM) {
 		ret = shm_upgrade_locked(p);
 		if (ret) {
-			pr_err("shared-memory channel to ternd at %s failed: %s", p->server, strerror(-ret));
+			pr_err("shared-memory channel to ternd at %s failed: %s", p->who.server, strerror(-ret));
 			status = CUDA_ERROR_NO_DEVICE;
 			goto out_close;
 		}
@@ -1091,7 +1091,7 @@ static CUresult conn_open_locked(struct shim_process *p)
 	} else if (url.kind != TRANSPORT_TCP && ivshmem_wanted(p, &url)) {
 		ret = ivshmem_upgrade_locked(p);
 		if (ret && ret != -EOPNOTSUPP) {
-			pr_err("ivshmem channel to ternd at %s failed: %s", p->server, strerror(-ret));
+			pr_err("ivshmem channel to ternd at %s failed: %s", p->who.server, strerror(-ret));
 			status = CUDA_ERROR_NO_DEVICE;
 			goto out_close;
 		}
@@ -1103,7 +1103,7 @@ static CUresult conn_open_locked(struct shim_process *p)
 	}
 	/* A new worker (a restore) runs the graphs' host nodes: it needs the
 	 * channel before anything is replayed. */
-	if (p->hostfn_wanted) {
+	if (p->hostfn.wanted) {
 		ret = hostfn_attach_locked(p);
 		if (ret) {
 			pr_err("host-function channel to the new worker failed: %s", strerror(-ret));
@@ -1122,7 +1122,7 @@ static CUresult conn_ready_locked(struct shim_process *p)
 {
 	if (p->lost)
 		return CUDA_ERROR_DEVICE_UNAVAILABLE;
-	if (p->fd >= 0)
+	if (p->conn.fd >= 0)
 		return CUDA_SUCCESS;
 	return conn_open_locked(p);
 }
@@ -1203,8 +1203,8 @@ static int session_recover_locked(struct shim_process *p)
 	int waited = 0;
 
 	/* Deferred requests are in the replay log; the batch belongs to the old connection. */
-	p->batch_len = 0;
-	p->batch_count = 0;
+	p->batching.len = 0;
+	p->batching.count = 0;
 	for (;;) {
 		struct shim_replay *e;
 		CUresult res;
@@ -1215,23 +1215,23 @@ static int session_recover_locked(struct shim_process *p)
 		res = conn_reopen_locked(p, &waited);
 		if (res != CUDA_SUCCESS)
 			return -ESTALE;
-		resume = p->resume_seq;
+		resume = p->replay.resume_seq;
 		if (!resume || resume > p->seq) {
-			pr_err("session %s came back %s: its objects are gone", p->session,
+			pr_err("session %s came back %s: its objects are gone", p->who.session,
 			       resume ? "ahead of the app" : "empty");
 			return -ESTALE;
 		}
-		if (resume < p->seq && p->replay_gap > resume) {
+		if (resume < p->seq && p->replay.gap > resume) {
 			pr_err("session %s was restored at request %llu, but requests after it were "
-			       "dropped from the replay log (TERN_REPLAY_MAX)", p->session,
+			       "dropped from the replay log (TERN_REPLAY_MAX)", p->who.session,
 			       (unsigned long long)resume);
 			return -ESTALE;
 		}
-		pr_info("session %s restored at request %llu: replaying %llu requests", p->session,
+		pr_info("session %s restored at request %llu: replaying %llu requests", p->who.session,
 			(unsigned long long)resume, (unsigned long long)(p->seq - resume));
-		p->durable_seq = resume;
+		p->replay.durable_seq = resume;
 		managed_session_restored();
-		for (e = p->replay_head; e && !ret; e = e->next) {
+		for (e = p->replay.head; e && !ret; e = e->next) {
 			if (e->seq <= resume && !pending_has(p, e->seq))
 				continue;
 			/* Shared buffers were shared again, as they are now, on connecting. */
@@ -1257,15 +1257,15 @@ static uint64_t now_ns(void)
  * round trip to notice and recover (the batch is in the replay log). */
 static void batch_flush_locked(struct shim_process *p)
 {
-	struct iovec iov = { p->batch, p->batch_len };
+	struct iovec iov = { p->batching.buf, p->batching.len };
 
-	if (!p->batch_len || p->fd < 0)
+	if (!p->batching.len || p->conn.fd < 0)
 		return;
 	if (conn_send_locked(p, &iov, 1))
-		pr_warn("sending %u deferred requests failed; the next call reconnects", p->batch_count);
-	p->stat_batches++;
-	p->batch_len = 0;
-	p->batch_count = 0;
+		pr_warn("sending %u deferred requests failed; the next call reconnects", p->batching.count);
+	p->stats.batches++;
+	p->batching.len = 0;
+	p->batching.count = 0;
 }
 
 static void *batch_flusher(void *arg)
@@ -1276,10 +1276,10 @@ static void *batch_flusher(void *arg)
 	for (;;) {
 		uint64_t now = now_ns();
 
-		if (p->batch_count && now - p->batch_since_ns >= BATCH_DELAY_NS) {
+		if (p->batching.count && now - p->batching.since_ns >= BATCH_DELAY_NS) {
 			batch_flush_locked(p);
-		} else if (p->batch_count) {
-			uint64_t due = p->batch_since_ns + BATCH_DELAY_NS;
+		} else if (p->batching.count) {
+			uint64_t due = p->batching.since_ns + BATCH_DELAY_NS;
 			struct timespec ts;
 
 			clock_gettime(CLOCK_REALTIME, &ts);
@@ -1288,9 +1288,9 @@ static void *batch_flusher(void *arg)
 				ts.tv_sec++;
 				ts.tv_nsec -= 1000000000L;
 			}
-			pthread_cond_timedwait(&p->batch_cond, &p->conn_lock, &ts);
+			pthread_cond_timedwait(&p->batching.cond, &p->conn_lock, &ts);
 		} else {
-			pthread_cond_wait(&p->batch_cond, &p->conn_lock);
+			pthread_cond_wait(&p->batching.cond, &p->conn_lock);
 		}
 	}
 	return NULL;
@@ -1299,18 +1299,18 @@ static void *batch_flusher(void *arg)
 /* Room for @len more bytes in the batch: 0, or -ENOMEM. */
 static int batch_reserve_locked(struct shim_process *p, size_t len)
 {
-	size_t cap = p->batch_cap ? p->batch_cap : 65536;
+	size_t cap = p->batching.cap ? p->batching.cap : 65536;
 	uint8_t *b;
 
-	if (p->batch_len + len <= p->batch_cap)
+	if (p->batching.len + len <= p->batching.cap)
 		return 0;
-	while (cap < p->batch_len + len)
+	while (cap < p->batching.len + len)
 		cap *= 2;
-	b = realloc(p->batch, cap);
+	b = realloc(p->batching.buf, cap);
 	if (!b)
 		return -ENOMEM;
-	p->batch = b;
-	p->batch_cap = cap;
+	p->batching.buf = b;
+	p->batching.cap = cap;
 	return 0;
 }
 
@@ -1331,11 +1331,11 @@ static CUresult defer_locked(struct shim_process *p, uint32_t id, struct wire_ms
 		status = CUDA_ERROR_INVALID_VALUE;
 		goto out;
 	}
-	p->stat_calls++;
+	p->stats.calls++;
 	replay_append_locked(p, id, h.seq, true, iov, niov);
 	for (int i = 0; i < niov; i++)
 		len += iov[i].iov_len;
-	if (p->shm_on || batch_reserve_locked(p, len)) {
+	if (p->conn.shm_on || batch_reserve_locked(p, len)) {
 		/* Straight onto the channel, after what is batched: with shm the
 		 * worker picks it up while we go on. A failure is for the next
 		 * round trip to notice and recover (the request is in the log). */
@@ -1345,24 +1345,24 @@ static CUresult defer_locked(struct shim_process *p, uint32_t id, struct wire_ms
 		goto out;
 	}
 	for (int i = 0; i < niov; i++) {
-		memcpy(p->batch + p->batch_len, iov[i].iov_base, iov[i].iov_len);
-		p->batch_len += iov[i].iov_len;
+		memcpy(p->batching.buf + p->batching.len, iov[i].iov_base, iov[i].iov_len);
+		p->batching.len += iov[i].iov_len;
 	}
-	if (!p->batch_count++)
-		p->batch_since_ns = now_ns();
-	if (p->batch_len >= BATCH_BYTES_MAX || p->batch_count >= BATCH_COUNT_MAX) {
+	if (!p->batching.count++)
+		p->batching.since_ns = now_ns();
+	if (p->batching.len >= BATCH_BYTES_MAX || p->batching.count >= BATCH_COUNT_MAX) {
 		batch_flush_locked(p);
-	} else if (!p->flusher_running) {
+	} else if (!p->batching.flusher_running) {
 		pthread_t t;
 
 		if (!pthread_create(&t, NULL, batch_flusher, p)) {
 			pthread_detach(t);
-			p->flusher_running = true;
+			p->batching.flusher_running = true;
 		} else {
 			batch_flush_locked(p);
 		}
 	} else {
-		pthread_cond_signal(&p->batch_cond);
+		pthread_cond_signal(&p->batching.cond);
 	}
 out:
 	return status;
@@ -1396,7 +1396,7 @@ CUresult rpc_defer(uint32_t id, struct wire_msg *req)
 		return CUDA_ERROR_NOT_PERMITTED;
 	/* During a capture every call gets the driver's answer at once; so does
 	 * a call the table does not mark `defer` (only those have stubs). */
-	if (!p->lazy || capture_active() || !wire_call_deferrable(id))
+	if (!p->batching.lazy || capture_active() || !wire_call_deferrable(id))
 		return rpc_call(id, req, &unused);
 	pthread_mutex_lock(&p->conn_lock);
 	status = conn_ready_locked(p);
@@ -1441,7 +1441,7 @@ static int pending_wait_locked(struct shim_process *p, struct shim_pending *me)
 			break;
 		if (p->lost) {
 			ret = -ESTALE;
-		} else if (p->broken || p->fd < 0) {
+		} else if (p->broken || p->conn.fd < 0) {
 			pr_warn("connection to ternd lost during %s: reconnecting",
 				wire_call_name(me->call) ? wire_call_name(me->call) : "call");
 			ret = session_recover_locked(p);
@@ -1485,7 +1485,7 @@ CUresult rpc_call_fd(uint32_t id, struct wire_msg *req, struct wire_cursor *rep,
 		goto out_unlock;
 	}
 	p->seq++;
-	p->stat_calls++;
+	p->stats.calls++;
 	/* In the log before it is sent: a reconnect sends it again in its
 	 * place among other threads' requests. */
 	replay_append_locked(p, id, h.seq, false, iov + 1, niov);
@@ -1493,22 +1493,22 @@ CUresult rpc_call_fd(uint32_t id, struct wire_msg *req, struct wire_cursor *rep,
 	me.next = p->pending;
 	p->pending = &me;
 	/* After a reconnect the buffer went over with the others: send once. */
-	ret = fd >= 0 && p->shm_on && !p->ivshmem_on && !p->broken ? shm_fds_send(p->fd, &fd, 1) : 0;
+	ret = fd >= 0 && p->conn.shm_on && !p->conn.ivshmem_on && !p->broken ? shm_fds_send(p->conn.fd, &fd, 1) : 0;
 	if (ret) {
 		p->broken = true;
-		shutdown(p->fd, SHUT_RDWR);
+		shutdown(p->conn.fd, SHUT_RDWR);
 	} else {
 		/* Deferred requests go first, in the same write. */
-		if (p->batch_len) {
-			iov[0].iov_base = p->batch;
-			iov[0].iov_len = p->batch_len;
+		if (p->batching.len) {
+			iov[0].iov_base = p->batching.buf;
+			iov[0].iov_len = p->batching.len;
 			n = 1;
 		}
 		ret = conn_send_locked(p, iov + 1 - n, niov + n);
 		if (n) {
-			p->stat_batches++;
-			p->batch_len = 0;
-			p->batch_count = 0;
+			p->stats.batches++;
+			p->batching.len = 0;
+			p->batching.count = 0;
 		}
 	}
 	/* A failed send is the reader's to recover: the request is logged. */
@@ -1520,7 +1520,7 @@ CUresult rpc_call_fd(uint32_t id, struct wire_msg *req, struct wire_cursor *rep,
 	} else if (pending_adopt(&me, rep, &status)) {
 		status = CUDA_ERROR_UNKNOWN;
 	} else {
-		p->stat_round_trips++;
+		p->stats.round_trips++;
 	}
 out_unlock:
 	pthread_mutex_unlock(&p->conn_lock);
@@ -1532,8 +1532,8 @@ out_unlock:
 bool rpc_arena_contains(uint64_t addr, uint64_t len)
 {
 	struct shim_process *p = shim_process();
-	uint64_t base = __atomic_load_n(&p->arena_base, __ATOMIC_RELAXED);
-	uint64_t size = __atomic_load_n(&p->arena_size, __ATOMIC_RELAXED);
+	uint64_t base = __atomic_load_n(&p->granted.arena_base, __ATOMIC_RELAXED);
+	uint64_t size = __atomic_load_n(&p->granted.arena_size, __ATOMIC_RELAXED);
 
 	if (!size || addr < base)
 		return false;

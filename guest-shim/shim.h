@@ -112,6 +112,90 @@ struct shim_hostfn {
 
 struct shim_pending;
 
+/* The transport under the connection. */
+struct shim_conn {
+	int fd;                         /* -1 when not connected */
+	struct shm_chan shm;            /* the rings, when shm_on */
+	bool shm_on;
+	bool ivshmem_on;                /* the rings are in a slot of the BAR: no fds on the socket */
+};
+
+/* A libvirt domain's ivshmem BAR (TERN_IVSHMEM or found on the PCI bus),
+ * mapped once per process and kept across reconnects and forks. */
+struct shim_ivshmem {
+	struct ivshmem_guest bar;
+	bool bar_tried;                 /* looked for it once; bar.base NULL: none */
+	/* The slot the worker assigned (kept across reconnects: pinned buffers
+	 * carved from it must find it again): slot_base NULL before the first. */
+	uint32_t slot;
+	uint8_t *slot_base;
+	uint64_t slot_bytes, slot_carve;        /* its size; where buffers may start */
+};
+
+/* Where the session is and what proves it is ours. */
+struct shim_identity {
+	char server[512];
+	char session[256];
+	struct auth_token token;        /* TERN_TOKEN or TERN_TOKEN_FILE; len 0: none */
+	/* The session credential ternd issued in the first hello reply: every
+	 * reconnect proves it (common/auth.h). In process memory only, so it
+	 * lives through a restore, a CRIU dump or a VM save with the process. */
+	uint8_t credential[AUTH_CREDENTIAL_BYTES];
+	bool has_credential;
+};
+
+/* What the worker's hello reply granted. */
+struct shim_grant {
+	uint64_t arena_base, arena_size, quota;
+	uint32_t worker_pid;
+};
+
+/* Requests since the latest durable snapshot, to send again after a
+ * restore (docs/checkpoint.md, "Session continuity"). */
+struct shim_replay_log {
+	struct shim_replay *head, *tail;
+	uint64_t bytes, max;
+	uint64_t durable_seq;           /* requests up to it need no replay */
+	uint64_t resume_seq;            /* the worker restored the session at it */
+	uint64_t gap;                   /* requests up to it were evicted */
+};
+
+/* Lazy RPC: requests that want no reply wait here, flushed before the
+ * next request that does, when full, or by the flusher thread. */
+struct shim_batch {
+	bool lazy;
+	uint8_t *buf;
+	size_t len, cap;
+	unsigned count;
+	uint64_t since_ns;
+	pthread_cond_t cond;
+	bool flusher_running;
+};
+
+/* Host functions by token and, for host nodes, by function and data; the
+ * channel their callbacks come on. */
+struct shim_hostfn_table {
+	bool attached;                  /* this connection's worker has our host-function channel */
+	bool wanted;                    /* attach it again after a reconnect */
+	int fd;                         /* our end, read by the callback thread; -1 */
+	pthread_mutex_t lock;
+	struct shim_hostfn *by_token[SHIM_HOSTFN_BUCKETS];
+	struct shim_hostfn *by_fn[SHIM_HOSTFN_BUCKETS];
+	uint64_t next;
+};
+
+/* What the shim knows of the session's objects; guarded by lock. */
+struct shim_cache {
+	pthread_mutex_t lock;
+	int32_t *attrs[SHIM_DEVICE_CACHE];  /* device attributes, CU_DEVICE_ATTRIBUTE_MAX values */
+	struct shim_func *funcs[SHIM_FUNC_BUCKETS];
+	struct shim_host_range *host_ranges;
+	struct shim_ctx *ctxs;
+	struct shim_uobj *uobjs;            /* user objects (user_object.c) */
+	struct shim_uobj_ref *uobj_refs;    /* references graphs and executables hold */
+	struct shim_cond_bodies *cond_bodies;
+};
+
 struct shim_process {
 	/* Connection; guarded by conn_lock, which serialises sends. Replies are
 	 * read by one thread at a time (the reader, @reading), without the
@@ -121,71 +205,23 @@ struct shim_process {
 	struct shim_pending *pending;   /* round trips waiting for their replies */
 	bool reading;                   /* a thread reads replies; only it may reconnect */
 	bool broken;                    /* a send or read failed: the reader reconnects */
-	int fd;                         /* -1 when not connected */
-	struct shm_chan shm;            /* the rings, when shm_on */
-	bool shm_on;
-	bool ivshmem_on;                /* the rings are in a slot of the BAR: no fds on the socket */
-	/* A libvirt domain's ivshmem BAR (TERN_IVSHMEM or found on the PCI bus),
-	 * mapped once per process and kept across reconnects and forks. */
-	struct ivshmem_guest bar;
-	bool bar_tried;                 /* looked for it once; bar.base NULL: none */
-	/* The slot the worker assigned (kept across reconnects: pinned buffers
-	 * carved from it must find it again): slot_base NULL before the first. */
-	uint32_t slot;
-	uint8_t *slot_base;
-	uint64_t slot_bytes, slot_carve;        /* its size; where buffers may start */
+	struct shim_conn conn;
+	struct shim_ivshmem ivshmem;
 	bool lost;                      /* the session died: calls fail at once */
-	pid_t owner;                    /* process that made fd */
+	pid_t owner;                    /* process that made conn.fd */
 	bool forked;                    /* this process is a fork of a shim user */
 	uint64_t seq;
-	char server[512];
-	char session[256];
-	struct auth_token token;        /* TERN_TOKEN or TERN_TOKEN_FILE; len 0: none */
-	/* The session credential ternd issued in the first hello reply: every
-	 * reconnect proves it (common/auth.h). In process memory only, so it
-	 * lives through a restore, a CRIU dump or a VM save with the process. */
-	uint8_t credential[AUTH_CREDENTIAL_BYTES];
-	bool has_credential;
-	uint64_t arena_base, arena_size, quota;
-	uint32_t worker_pid;
-	/* Requests since the latest durable snapshot, to send again after a
-	 * restore (docs/checkpoint.md, "Session continuity"). */
-	struct shim_replay *replay_head, *replay_tail;
-	uint64_t replay_bytes, replay_max;
-	uint64_t durable_seq;           /* requests up to it need no replay */
-	uint64_t resume_seq;            /* the worker restored the session at it */
-	uint64_t replay_gap;            /* requests up to it were evicted */
 	int reconnect_ms;
-	/* Lazy RPC: requests that want no reply wait here, flushed before the
-	 * next request that does, when full, or by the flusher thread. */
-	bool lazy;
-	uint8_t *batch;
-	size_t batch_len, batch_cap;
-	unsigned batch_count;
-	uint64_t batch_since_ns;
-	pthread_cond_t batch_cond;
-	bool flusher_running;
-	uint64_t stat_calls, stat_round_trips, stat_batches;
+	struct shim_identity who;
+	struct shim_grant granted;
+	struct shim_replay_log replay;
+	struct shim_batch batching;
+	struct {
+		uint64_t calls, round_trips, batches;
+	} stats;
 	uint32_t worker_capture_mode;   /* the capture mode last sent to the worker */
-	bool hostfn_attached;           /* this connection's worker has our host-function channel */
-	bool hostfn_wanted;             /* attach it again after a reconnect */
-	int hostfn_fd;                  /* our end, read by the callback thread; -1 */
-
-	/* Host functions by token and, for host nodes, by function and data. */
-	pthread_mutex_t hostfn_lock;
-	struct shim_hostfn *hostfn_by_token[SHIM_HOSTFN_BUCKETS];
-	struct shim_hostfn *hostfn_by_fn[SHIM_HOSTFN_BUCKETS];
-	uint64_t hostfn_next;
-
-	/* Device attribute cache; guarded by cache_lock like everything below. */
-	pthread_mutex_t cache_lock;
-	int32_t *attrs[SHIM_DEVICE_CACHE];  /* CU_DEVICE_ATTRIBUTE_MAX values */
-	struct shim_func *funcs[SHIM_FUNC_BUCKETS];
-	struct shim_host_range *host_ranges;
-	struct shim_ctx *ctxs;
-	struct shim_uobj *uobjs;            /* user objects (user_object.c) */
-	struct shim_uobj_ref *uobj_refs;    /* references graphs and executables hold */
-	struct shim_cond_bodies *cond_bodies;
+	struct shim_hostfn_table hostfn;
+	struct shim_cache cache;
 };
 
 /* user_object.c: user objects live in the guest only (their destructors are

@@ -84,7 +84,7 @@ static CUresult stream_wait_event(uint64_t s, CUevent ev, unsigned flags)
 
 	if (!handle_kind_is((uint64_t)(uintptr_t)ev, WIRE_HANDLE_EVENT))
 		return CUDA_ERROR_INVALID_HANDLE;
-	if (shim_process()->lazy)
+	if (shim_process()->batching.lazy)
 		return rpc_stream_wait_event_defer(&req);
 	return rpc_stream_wait_event(&req, &rep);
 }

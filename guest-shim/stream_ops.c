@@ -35,7 +35,7 @@ static CUresult value_op(CUstream stream, bool per_thread, CUdeviceptr addr, uin
 		};
 		struct wire_stream_wait_value_rep rep;
 
-		return shim_process()->lazy ? rpc_stream_wait_value_defer(&req)
+		return shim_process()->batching.lazy ? rpc_stream_wait_value_defer(&req)
 					    : rpc_stream_wait_value(&req, &rep);
 	} else {
 		struct wire_stream_write_value_req req = {
@@ -43,7 +43,7 @@ static CUresult value_op(CUstream stream, bool per_thread, CUdeviceptr addr, uin
 		};
 		struct wire_stream_write_value_rep rep;
 
-		return shim_process()->lazy ? rpc_stream_write_value_defer(&req)
+		return shim_process()->batching.lazy ? rpc_stream_write_value_defer(&req)
 					    : rpc_stream_write_value(&req, &rep);
 	}
 }
@@ -122,7 +122,7 @@ static CUresult batch_mem_op(CUstream stream, bool per_thread, unsigned count,
 	req.ops = (struct wire_blob){ buf, count * WIRE_REC_BATCH_MEM_OP_BYTES };
 	res = reads ? managed_device_access(writes, req.stream) : CUDA_SUCCESS;
 	if (res == CUDA_SUCCESS)
-		res = shim_process()->lazy ? rpc_stream_batch_mem_op_defer(&req)
+		res = shim_process()->batching.lazy ? rpc_stream_batch_mem_op_defer(&req)
 					   : rpc_stream_batch_mem_op(&req, &rep);
 	free(buf);
 	return res;

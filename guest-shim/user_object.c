@@ -45,7 +45,7 @@ struct shim_uobj_ref {
 
 static struct shim_uobj *uobj_find_locked(struct shim_process *p, CUuserObject h)
 {
-	for (struct shim_uobj *o = p->uobjs; o; o = o->next)
+	for (struct shim_uobj *o = p->cache.uobjs; o; o = o->next)
 		if ((CUuserObject)o == h)
 			return o;
 	return NULL;
@@ -67,7 +67,7 @@ static struct shim_uobj *uobj_put_locked(struct shim_process *p, struct shim_uob
 	o->refs -= n;
 	if (o->refs)
 		return NULL;
-	for (struct shim_uobj **pp = &p->uobjs; *pp; pp = &(*pp)->next)
+	for (struct shim_uobj **pp = &p->cache.uobjs; *pp; pp = &(*pp)->next)
 		if (*pp == o) {
 			*pp = o->next;
 			break;
@@ -111,10 +111,10 @@ SHIM_API CUresult cuUserObjectCreate(CUuserObject *object_out, void *ptr, CUhost
 	o->ptr = ptr;
 	o->destroy = destroy;
 	o->refs = initialRefcount;
-	pthread_mutex_lock(&p->cache_lock);
-	o->next = p->uobjs;
-	p->uobjs = o;
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_lock(&p->cache.lock);
+	o->next = p->cache.uobjs;
+	p->cache.uobjs = o;
+	pthread_mutex_unlock(&p->cache.lock);
 	*object_out = (CUuserObject)o;
 	return CUDA_SUCCESS;
 }
@@ -126,11 +126,11 @@ SHIM_API CUresult cuUserObjectRetain(CUuserObject object, unsigned int count)
 
 	if (!count || count > UOBJ_COUNT_MAX)
 		return CUDA_ERROR_INVALID_VALUE;
-	pthread_mutex_lock(&p->cache_lock);
+	pthread_mutex_lock(&p->cache.lock);
 	o = uobj_find_locked(p, object);
 	if (o)
 		o->refs += count;
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 	return o ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -142,7 +142,7 @@ SHIM_API CUresult cuUserObjectRelease(CUuserObject object, unsigned int count)
 
 	if (!count || count > UOBJ_COUNT_MAX)
 		return CUDA_ERROR_INVALID_VALUE;
-	pthread_mutex_lock(&p->cache_lock);
+	pthread_mutex_lock(&p->cache.lock);
 	o = uobj_find_locked(p, object);
 	/* Releasing references the caller does not own is undefined in the
 	 * driver; here it is refused rather than free an object a graph holds. */
@@ -150,7 +150,7 @@ SHIM_API CUresult cuUserObjectRelease(CUuserObject object, unsigned int count)
 		res = CUDA_ERROR_INVALID_VALUE;
 	else
 		dead = uobj_put_locked(p, o, count);
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 	uobj_finish(dead);
 	return res;
 }
@@ -163,7 +163,7 @@ static bool graph_ok(CUgraph g)
 static struct shim_uobj_ref *ref_find_locked(struct shim_process *p, uint64_t owner, uint32_t node,
 					     struct shim_uobj *o)
 {
-	for (struct shim_uobj_ref *r = p->uobj_refs; r; r = r->next)
+	for (struct shim_uobj_ref *r = p->cache.uobj_refs; r; r = r->next)
 		if (r->owner == owner && r->node == node && r->obj == o)
 			return r;
 	return NULL;
@@ -181,8 +181,8 @@ static int ref_add_locked(struct shim_process *p, uint64_t owner, uint32_t node,
 		r->owner = owner;
 		r->node = node;
 		r->obj = o;
-		r->next = p->uobj_refs;
-		p->uobj_refs = r;
+		r->next = p->cache.uobj_refs;
+		p->cache.uobj_refs = r;
 	}
 	r->count += count;
 	return 0;
@@ -197,7 +197,7 @@ SHIM_API CUresult cuGraphRetainUserObject(CUgraph graph, CUuserObject object, un
 
 	if (!graph_ok(graph) || !count || count > UOBJ_COUNT_MAX || (flags & ~CU_GRAPH_USER_OBJECT_MOVE))
 		return CUDA_ERROR_INVALID_VALUE;
-	pthread_mutex_lock(&p->cache_lock);
+	pthread_mutex_lock(&p->cache.lock);
 	o = uobj_find_locked(p, object);
 	if (!o || ((flags & CU_GRAPH_USER_OBJECT_MOVE) && o->refs < count))
 		res = CUDA_ERROR_INVALID_VALUE;
@@ -206,7 +206,7 @@ SHIM_API CUresult cuGraphRetainUserObject(CUgraph graph, CUuserObject object, un
 	/* A move hands over the caller's references: the count stays. */
 	else if (!(flags & CU_GRAPH_USER_OBJECT_MOVE))
 		o->refs += count;
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 	return res;
 }
 
@@ -232,9 +232,9 @@ SHIM_API CUresult cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, u
 
 	if (!graph_ok(graph) || !count || count > UOBJ_COUNT_MAX)
 		return CUDA_ERROR_INVALID_VALUE;
-	pthread_mutex_lock(&p->cache_lock);
+	pthread_mutex_lock(&p->cache.lock);
 	o = uobj_find_locked(p, object);
-	for (struct shim_uobj_ref **pr = &p->uobj_refs; o && *pr; pr = &(*pr)->next) {
+	for (struct shim_uobj_ref **pr = &p->cache.uobj_refs; o && *pr; pr = &(*pr)->next) {
 		struct shim_uobj_ref *r = *pr;
 
 		/* Only the graph's own references, not its child nodes'. */
@@ -246,7 +246,7 @@ SHIM_API CUresult cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, u
 			break;
 		}
 	}
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 	uobj_finish(dead);
 	return res;
 }
@@ -260,8 +260,8 @@ static void owner_drop(uint64_t owner, uint32_t node, bool all)
 
 	do {
 		n = 0;
-		pthread_mutex_lock(&p->cache_lock);
-		for (struct shim_uobj_ref **pr = &p->uobj_refs; *pr && n < 64;) {
+		pthread_mutex_lock(&p->cache.lock);
+		for (struct shim_uobj_ref **pr = &p->cache.uobj_refs; *pr && n < 64;) {
 			struct shim_uobj_ref *r = *pr;
 			struct shim_uobj *d;
 
@@ -273,7 +273,7 @@ static void owner_drop(uint64_t owner, uint32_t node, bool all)
 			if (d)
 				dead[n++] = d;
 		}
-		pthread_mutex_unlock(&p->cache_lock);
+		pthread_mutex_unlock(&p->cache.lock);
 		for (unsigned i = 0; i < n; i++)
 			uobj_finish(dead[i]);
 	} while (n == 64);
@@ -293,8 +293,8 @@ void uobj_owner_copy(uint64_t from, uint64_t to, uint32_t node, bool retag)
 {
 	struct shim_process *p = shim_process();
 
-	pthread_mutex_lock(&p->cache_lock);
-	for (struct shim_uobj_ref *r = p->uobj_refs; r; r = r->next) {
+	pthread_mutex_lock(&p->cache.lock);
+	for (struct shim_uobj_ref *r = p->cache.uobj_refs; r; r = r->next) {
 		if (r->owner != from)
 			continue;
 		/* New entries go to the list's head: this walk never meets them. */
@@ -304,7 +304,7 @@ void uobj_owner_copy(uint64_t from, uint64_t to, uint32_t node, bool retag)
 		}
 		r->obj->refs += r->count;
 	}
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 }
 
 bool uobj_owner_holds(uint64_t owner)
@@ -312,10 +312,10 @@ bool uobj_owner_holds(uint64_t owner)
 	struct shim_process *p = shim_process();
 	bool held = false;
 
-	pthread_mutex_lock(&p->cache_lock);
-	for (struct shim_uobj_ref *r = p->uobj_refs; r && !held; r = r->next)
+	pthread_mutex_lock(&p->cache.lock);
+	for (struct shim_uobj_ref *r = p->cache.uobj_refs; r && !held; r = r->next)
 		held = r->owner == owner;
-	pthread_mutex_unlock(&p->cache_lock);
+	pthread_mutex_unlock(&p->cache.lock);
 	return held;
 }
 
@@ -323,16 +323,16 @@ bool uobj_owner_holds(uint64_t owner)
  * stay the parent's (their destructors run there). Called with cache_lock held. */
 void uobj_reset(struct shim_process *p)
 {
-	while (p->uobj_refs) {
-		struct shim_uobj_ref *r = p->uobj_refs;
+	while (p->cache.uobj_refs) {
+		struct shim_uobj_ref *r = p->cache.uobj_refs;
 
-		p->uobj_refs = r->next;
+		p->cache.uobj_refs = r->next;
 		free(r);
 	}
-	while (p->uobjs) {
-		struct shim_uobj *o = p->uobjs;
+	while (p->cache.uobjs) {
+		struct shim_uobj *o = p->cache.uobjs;
 
-		p->uobjs = o->next;
+		p->cache.uobjs = o->next;
 		free(o);
 	}
 }
