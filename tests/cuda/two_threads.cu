@@ -262,6 +262,13 @@ int main(int argc, char **argv)
 	int limit = env && atoi(env) > 0 ? atoi(env) : 20;
 	pthread_t dog;
 
+	/* The stress mode's streams wait on values that other streams write.
+	 * The GPU feeds streams through CUDA_DEVICE_MAX_CONNECTIONS hardware
+	 * queues (8 by default): with more streams than queues, a partner's
+	 * write can sit in a queue behind a wait that needs it, and the native
+	 * run hangs.  One queue per stream rules that out (a user's setting
+	 * wins). */
+	setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
 	REQUIRE(!pthread_create(&dog, NULL, watchdog, &limit), "watchdog");
 	CHECK(cudaSetDevice(0));
 	CHECK(cudaFree(0));
