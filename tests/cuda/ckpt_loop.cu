@@ -63,6 +63,7 @@
  * that has not reached the device yet. At the end its words must equal a
  * host model and are folded into the checksum. */
 #include "check.h"
+#include "ckpt_extra.h"
 
 #include <stdint.h>
 #include <time.h>
@@ -156,6 +157,28 @@ struct ck_node {
 	struct ck_node *next;
 	unsigned long long value;
 };
+
+extern "C" __global__ void ck_extra_fill(unsigned *c, unsigned long long words)
+{
+	for (unsigned long long j = blockIdx.x * blockDim.x + threadIdx.x; j < words;
+	     j += (unsigned long long)gridDim.x * blockDim.x)
+		c[j] = ck_extra_word(j);
+}
+
+/* out[0] += every word's term, out[1] += the words that are not what
+ * ck_extra_fill wrote. */
+extern "C" __global__ void ck_extra_sum(const unsigned *c, unsigned long long words, unsigned long long *out)
+{
+	unsigned long long sum = 0, wrong = 0;
+
+	for (unsigned long long j = blockIdx.x * blockDim.x + threadIdx.x; j < words;
+	     j += (unsigned long long)gridDim.x * blockDim.x) {
+		sum += ck_extra_term(c[j], j);
+		wrong += c[j] != ck_extra_word(j);
+	}
+	atomicAdd(&out[0], sum);
+	atomicAdd(&out[1], wrong);
+}
 
 extern "C" __global__ void ck_list_build(struct ck_node *nodes, unsigned count)
 {
@@ -309,19 +332,9 @@ int main(int argc, char **argv)
 	ck_list_build<<<64, 256>>>(list, list_len);
 	CHECK(cudaGetLastError());
 	if (extra) {
-		unsigned *r = (unsigned *)malloc(extra);
-		uint64_t x = 88172645463325252ull;
-
-		REQUIRE(r, "out of host memory");
-		for (size_t j = 0; j < extra / sizeof(unsigned); j++) {
-			x ^= x << 13;
-			x ^= x >> 7;
-			x ^= x << 17;
-			r[j] = (unsigned)x;
-		}
 		CHECK(cudaMalloc(&c, extra));
-		CHECK(cudaMemcpy(c, r, extra, cudaMemcpyHostToDevice));
-		free(r);
+		ck_extra_fill<<<1024, 256>>>(c, extra / sizeof(unsigned));
+		CHECK(cudaGetLastError());
 	}
 	/* An array (outside the arena: its contents travel in the journal) that
 	 * some steps copy into, and a texture object on it. */
@@ -596,13 +609,16 @@ int main(int argc, char **argv)
 		sum = (sum ^ ck_mvar[j]) * 1099511628211ull;
 	}
 	if (c) {
-		unsigned *r = (unsigned *)malloc(extra);
+		unsigned long long *es, got[2];
 
-		REQUIRE(r, "out of host memory");
-		CHECK(cudaMemcpy(r, c, extra, cudaMemcpyDeviceToHost));
-		for (size_t j = 0; j < extra / sizeof(unsigned); j++)
-			sum = (sum ^ r[j]) * 1099511628211ull;
-		free(r);
+		CHECK(cudaMalloc(&es, sizeof(got)));
+		CHECK(cudaMemset(es, 0, sizeof(got)));
+		ck_extra_sum<<<1024, 256>>>(c, extra / sizeof(unsigned), es);
+		CHECK(cudaGetLastError());
+		CHECK(cudaMemcpy(got, es, sizeof(got), cudaMemcpyDeviceToHost));
+		REQUIRE(got[1] == 0, "%llu words of the extra memory changed", got[1]);
+		sum = (sum ^ got[0]) * 1099511628211ull;
+		CHECK(cudaFree(es));
 		CHECK(cudaFree(c));
 	}
 	/* Walk the list from node 0 (whose pointers were written before any restore). */

@@ -13,6 +13,7 @@
 
 #include "sim_kernel.h"
 #include "kernel_args.h"
+#include "ckpt_extra.h"
 
 static int args_ok(const struct sim_launch *l, const char *kernel, uint32_t count,
 		   const uint32_t *sizes)
@@ -305,6 +306,35 @@ struct ck_node {
 	struct ck_node *next;
 	unsigned long long value;
 };
+
+static void ck_extra_fill(const struct sim_launch *l)
+{
+	unsigned long long words;
+	unsigned *c;
+
+	if (!ARGS_OK(l, 8, 8))
+		return;
+	ARG(l, 0, c);
+	ARG(l, 1, words);
+	for (unsigned long long j = 0; j < words; j++)
+		c[j] = ck_extra_word(j);
+}
+
+static void ck_extra_sum(const struct sim_launch *l)
+{
+	unsigned long long words, *out;
+	const unsigned *c;
+
+	if (!ARGS_OK(l, 8, 8, 8))
+		return;
+	ARG(l, 0, c);
+	ARG(l, 1, words);
+	ARG(l, 2, out);
+	for (unsigned long long j = 0; j < words; j++) {
+		out[0] += ck_extra_term(c[j], j);
+		out[1] += c[j] != ck_extra_word(j);
+	}
+}
 
 static void ck_list_build(const struct sim_launch *l)
 {
@@ -709,6 +739,8 @@ SIM_KERNELS_BEGIN
 	SIM_KERNEL("lr_step", lr_step),
 	SIM_KERNEL("ck_mix", ck_mix),
 	SIM_KERNEL("ck_wait", ck_wait),
+	SIM_KERNEL("ck_extra_fill", ck_extra_fill),
+	SIM_KERNEL("ck_extra_sum", ck_extra_sum),
 	SIM_KERNEL("ck_list_build", ck_list_build),
 	SIM_KERNEL("ck_list_walk", ck_list_walk),
 	SIM_KERNEL("ck_count", ck_count),
