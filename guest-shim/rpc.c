@@ -147,7 +147,10 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
 	/* The rings and the socket are the parent's: drop our copies only. The
-	 * parent's other threads and their round trips stayed there. */
+	 * parent's other threads and their round trips stayed there. Its TLS
+	 * session too: its reader may have been inside it at the fork, so our
+	 * copy is left as it is rather than freed. */
+	shim.tls = NULL;
 	conn_close_locked(&shim);
 	shim.pending = NULL;
 	shim.reading = false;
@@ -309,7 +312,10 @@ static int conn_send_locked(struct shim_process *p, struct iovec *iov, int niov)
 
 	if (p->broken)
 		return -EPIPE;
-	ret = p->shm_on ? shm_chan_send(&p->shm, iov, niov) : wire_send(p->fd, iov, niov);
+	if (p->shm_on)
+		ret = shm_chan_send(&p->shm, iov, niov);
+	else
+		ret = p->tls ? tls_conn_send(p->tls, iov, niov) : wire_send(p->fd, iov, niov);
 	if (ret && p->fd >= 0) {
 		p->broken = true;
 		shutdown(p->fd, SHUT_RDWR);
@@ -321,12 +327,16 @@ static int conn_send_locked(struct shim_process *p, struct iovec *iov, int niov)
  * and only the reader closes the connection. */
 static int conn_recv(struct shim_process *p, void *buf, size_t n)
 {
-	return p->shm_on ? shm_chan_recv(&p->shm, buf, n) : wire_recv_exact(p->fd, buf, n);
+	if (p->shm_on)
+		return shm_chan_recv(&p->shm, buf, n);
+	return p->tls ? tls_conn_recv_exact(p->tls, buf, n) : wire_recv_exact(p->fd, buf, n);
 }
 
 static int conn_discard(struct shim_process *p, uint64_t n)
 {
-	return p->shm_on ? shm_chan_discard(&p->shm, n) : wire_recv_discard(p->fd, n);
+	if (p->shm_on)
+		return shm_chan_discard(&p->shm, n);
+	return p->tls ? tls_conn_recv_discard(p->tls, n) : wire_recv_discard(p->fd, n);
 }
 
 static void conn_close_locked(struct shim_process *p)
@@ -335,6 +345,8 @@ static void conn_close_locked(struct shim_process *p)
 		shm_chan_close(&p->shm);
 	p->shm_on = false;
 	p->ivshmem_on = false;
+	tls_conn_close(p->tls);
+	p->tls = NULL;
 	if (p->fd >= 0)
 		close(p->fd);
 	p->fd = -1;
@@ -915,6 +927,12 @@ static int hostfn_attach_locked(struct shim_process *p)
 
 	if (transport_url_parse(p->server, &url))
 		return -EINVAL;
+	if (url.kind == TRANSPORT_TLS) {
+		/* Its callback connection would have no TLS: refused, not sent in clear. */
+		pr_err("host functions (cuLaunchHostFunc, stream callbacks, host nodes) are not "
+		       "supported over tls:// yet");
+		return -EOPNOTSUPP;
+	}
 	if (url.kind == TRANSPORT_TCP) {
 		ret = hostfn_ask_locked(p, HOSTFN_ATTACH_TCP, -1, secret, &port);
 		if (!ret) {
@@ -985,6 +1003,52 @@ CUresult rpc_hostfn_ready(void)
 	return res;
 }
 
+/* How long a TLS handshake may take: a server that never answers must not
+ * hang the application. */
+#define TLS_HANDSHAKE_TIMEOUT_S 10
+
+/* TLS over the new connection p->fd to @url: ternd's certificate is
+ * checked against TERN_TLS_CA (else the system's CAs) and @url's host;
+ * TERN_TLS_CERT and TERN_TLS_KEY are ours, for a ternd that asks. A
+ * certificate that does not verify is final, as a refused hello is. */
+static CUresult tls_start_locked(struct shim_process *p, const struct transport_url *url)
+{
+	struct timeval tv = { .tv_sec = TLS_HANDSHAKE_TIMEOUT_S };
+	char err[512];
+	int ret;
+
+	if (!p->tls_creds) {
+		struct tls_creds_config cfg = { .ca_file = getenv("TERN_TLS_CA"), .cert_file = getenv("TERN_TLS_CERT"),
+						.key_file = getenv("TERN_TLS_KEY") };
+
+		if (cfg.ca_file && !*cfg.ca_file)
+			cfg.ca_file = NULL;
+		ret = tls_creds_open(&cfg, &p->tls_creds, err, sizeof(err));
+		if (ret) {
+			pr_err("TLS to ternd at %s: %s", p->server, err);
+			return ret == -ENOTSUP ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_NOT_PERMITTED;
+		}
+	}
+	ret = tls_conn_open(p->tls_creds, p->fd, url->host, &p->tls, err, sizeof(err));
+	if (!ret) {
+		setsockopt(p->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		ret = tls_conn_handshake(p->tls, false, err, sizeof(err));
+		tv.tv_sec = 0;
+		setsockopt(p->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	}
+	if (!ret) {
+		tls_conn_describe(p->tls, err, sizeof(err));
+		pr_info("ternd at %s: over TLS, its certificate verified: %s", p->server, err);
+		return CUDA_SUCCESS;
+	}
+	if (ret == -EAGAIN)
+		snprintf(err, sizeof(err), "no TLS handshake within %d s", TLS_HANDSHAKE_TIMEOUT_S);
+	pr_err("TLS to ternd at %s: %s%s", p->server, err,
+	       ret == -EPROTONOSUPPORT ? " (a plaintext listener: use tcp://, or give ternd --listen tls://)" : "");
+	/* A wrong certificate or protocol stays wrong: no retrying. */
+	return ret == -EACCES || ret == -EPROTONOSUPPORT ? CUDA_ERROR_NOT_PERMITTED : CUDA_ERROR_NO_DEVICE;
+}
+
 static CUresult conn_open_locked(struct shim_process *p)
 {
 	struct transport_url url;
@@ -1010,6 +1074,11 @@ static CUresult conn_open_locked(struct shim_process *p)
 		return CUDA_ERROR_NO_DEVICE;
 	}
 	p->fd = fd;
+	if (url.kind == TRANSPORT_TLS) {
+		status = tls_start_locked(p, &url);
+		if (status != CUDA_SUCCESS)
+			goto out_close;
+	}
 	p->owner = getpid();
 	session_name(p);
 	gethostname(host, sizeof(host) - 1);
@@ -1025,6 +1094,10 @@ static CUresult conn_open_locked(struct shim_process *p)
 		int niov;
 
 		ret = conn_exchange_locked(p, WIRE_CALL_CHALLENGE, 0, &m, iov, &niov, &cur, &status);
+		/* A tls:// listener answers a plaintext challenge so (preauth.c). */
+		if (!ret && status == CUDA_ERROR_NOT_PERMITTED && url.kind == TRANSPORT_TCP)
+			pr_err("ternd at %s refused a plaintext connection: that port wants TLS "
+			       "(TERN_SERVER=tls://..., docs/operations.md)", p->server);
 		if (!ret && status == CUDA_SUCCESS &&
 		    (wire_challenge_rep_decode(&cur, &challenge) || challenge.nonce.len != AUTH_NONCE_BYTES))
 			ret = -EPROTO;
@@ -1088,7 +1161,7 @@ static CUresult conn_open_locked(struct shim_process *p)
 			status = CUDA_ERROR_NO_DEVICE;
 			goto out_close;
 		}
-	} else if (url.kind != TRANSPORT_TCP && ivshmem_wanted(p, &url)) {
+	} else if (!transport_url_is_tcp(&url) && ivshmem_wanted(p, &url)) {
 		ret = ivshmem_upgrade_locked(p);
 		if (ret && ret != -EOPNOTSUPP) {
 			pr_err("ivshmem channel to ternd at %s failed: %s", p->server, strerror(-ret));

@@ -25,6 +25,7 @@
 #include "le.h"
 #include "ivshmem_bar.h"
 #include "shm_chan.h"
+#include "tls.h"
 #include "wire_client.h"
 
 #define SHIM_API __attribute__((visibility("default")))
@@ -124,6 +125,10 @@ struct shim_process {
 	int fd;                         /* -1 when not connected */
 	struct shm_chan shm;            /* the rings, when shm_on */
 	bool shm_on;
+	/* tls://: the session over fd (common/tls.h), and the certificates
+	 * it was verified with, loaded at the first connection and kept. */
+	struct tls_conn *tls;
+	struct tls_creds *tls_creds;
 	bool ivshmem_on;                /* the rings are in a slot of the BAR: no fds on the socket */
 	/* A libvirt domain's ivshmem BAR (TERN_IVSHMEM or found on the PCI bus),
 	 * mapped once per process and kept across reconnects and forks. */
