@@ -867,6 +867,58 @@ static int hostfn_ask_locked(struct shim_process *p, uint32_t mode, int pass, ui
 	return ret;
 }
 
+/* How long a TLS handshake may take: a server that never answers must not
+ * hang the application. */
+#define TLS_HANDSHAKE_TIMEOUT_S 10
+
+/* TLS over @fd, a new connection to @url (the session's, or its callback
+ * connection), into *@out: ternd's certificate is checked against
+ * TERN_TLS_CA (else the system's CAs) and @url's host; TERN_TLS_CERT and
+ * TERN_TLS_KEY are ours, for a ternd that asks. A certificate that does not
+ * verify is final, as a refused hello is. conn_lock held. */
+static CUresult tls_start(struct shim_process *p, const struct transport_url *url, int fd,
+			  struct tls_conn **out)
+{
+	struct timeval tv = { .tv_sec = TLS_HANDSHAKE_TIMEOUT_S };
+	char err[512];
+	int ret;
+
+	if (!p->tls_creds) {
+		struct tls_creds_config cfg = { .ca_file = getenv("TERN_TLS_CA"), .cert_file = getenv("TERN_TLS_CERT"),
+						.key_file = getenv("TERN_TLS_KEY") };
+
+		if (cfg.ca_file && !*cfg.ca_file)
+			cfg.ca_file = NULL;
+		ret = tls_creds_open(&cfg, &p->tls_creds, err, sizeof(err));
+		if (ret) {
+			pr_err("TLS to ternd at %s: %s", p->server, err);
+			return ret == -ENOTSUP ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_NOT_PERMITTED;
+		}
+	}
+	ret = tls_conn_open(p->tls_creds, fd, url->host, out, err, sizeof(err));
+	if (!ret) {
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		ret = tls_conn_handshake(*out, false, err, sizeof(err));
+		tv.tv_sec = 0;
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		if (ret) {
+			tls_conn_close(*out);
+			*out = NULL;
+		}
+	}
+	if (!ret) {
+		tls_conn_describe(*out, err, sizeof(err));
+		pr_info("ternd at %s (port %u): over TLS, its certificate verified: %s", p->server, url->port, err);
+		return CUDA_SUCCESS;
+	}
+	if (ret == -EAGAIN)
+		snprintf(err, sizeof(err), "no TLS handshake within %d s", TLS_HANDSHAKE_TIMEOUT_S);
+	pr_err("TLS to ternd at %s: %s%s", p->server, err,
+	       ret == -EPROTONOSUPPORT ? " (a plaintext listener: use tcp://, or give ternd --listen tls://)" : "");
+	/* A wrong certificate or protocol stays wrong: no retrying. */
+	return ret == -EACCES || ret == -EPROTONOSUPPORT ? CUDA_ERROR_NOT_PERMITTED : CUDA_ERROR_NO_DEVICE;
+}
+
 /* A second connection to ternd at @url whose first message is
  * host_func_join (hostfn_chan.h); its socket once the worker answered yes,
  * or -errno (-EACCES: refused). */
@@ -922,24 +974,24 @@ static int hostfn_attach_locked(struct shim_process *p)
 {
 	uint8_t secret[HOSTFN_SECRET_SIZE];
 	struct transport_url url;
+	struct tls_conn *tls = NULL;
 	uint32_t port = 0;
 	int sv[2] = { -1, -1 }, ours = -1, ret;
 
 	if (transport_url_parse(p->server, &url))
 		return -EINVAL;
-	if (url.kind == TRANSPORT_TLS) {
-		/* Its callback connection would have no TLS: refused, not sent in clear. */
-		pr_err("host functions (cuLaunchHostFunc, stream callbacks, host nodes) are not "
-		       "supported over tls:// yet");
-		return -EOPNOTSUPP;
-	}
-	if (url.kind == TRANSPORT_TCP) {
+	if (transport_url_is_tcp(&url)) {
 		ret = hostfn_ask_locked(p, HOSTFN_ATTACH_TCP, -1, secret, &port);
 		if (!ret) {
 			url.port = port;
 			ours = transport_connect(&url);
 			ret = ours < 0 ? ours : 0;
-			if (!ret && send(ours, secret, sizeof(secret), MSG_NOSIGNAL) != (ssize_t)sizeof(secret))
+			/* tls://: the callback connection is verified as the session's was. */
+			if (!ret && url.kind == TRANSPORT_TLS)
+				ret = tls_start(p, &url, ours, &tls) == CUDA_SUCCESS ? 0 : -EACCES;
+			if (!ret && tls)
+				ret = tls_conn_send(tls, &(struct iovec){ secret, sizeof(secret) }, 1);
+			else if (!ret && send(ours, secret, sizeof(secret), MSG_NOSIGNAL) != (ssize_t)sizeof(secret))
 				ret = -EIO;
 		}
 	} else {
@@ -968,11 +1020,13 @@ static int hostfn_attach_locked(struct shim_process *p)
 	}
 	explicit_bzero(secret, sizeof(secret));
 	if (!ret)
-		ret = hostfn_thread_start(ours);
-	else if (ours >= 0)
-		close(ours);
-	if (ret)
+		ret = hostfn_thread_start(ours, tls);
+	if (ret) {
+		tls_conn_close(tls);
+		if (ours >= 0)
+			close(ours);
 		return ret;
+	}
 	p->hostfn_fd = ours;
 	p->hostfn_attached = true;
 	return 0;
@@ -1003,52 +1057,6 @@ CUresult rpc_hostfn_ready(void)
 	return res;
 }
 
-/* How long a TLS handshake may take: a server that never answers must not
- * hang the application. */
-#define TLS_HANDSHAKE_TIMEOUT_S 10
-
-/* TLS over the new connection p->fd to @url: ternd's certificate is
- * checked against TERN_TLS_CA (else the system's CAs) and @url's host;
- * TERN_TLS_CERT and TERN_TLS_KEY are ours, for a ternd that asks. A
- * certificate that does not verify is final, as a refused hello is. */
-static CUresult tls_start_locked(struct shim_process *p, const struct transport_url *url)
-{
-	struct timeval tv = { .tv_sec = TLS_HANDSHAKE_TIMEOUT_S };
-	char err[512];
-	int ret;
-
-	if (!p->tls_creds) {
-		struct tls_creds_config cfg = { .ca_file = getenv("TERN_TLS_CA"), .cert_file = getenv("TERN_TLS_CERT"),
-						.key_file = getenv("TERN_TLS_KEY") };
-
-		if (cfg.ca_file && !*cfg.ca_file)
-			cfg.ca_file = NULL;
-		ret = tls_creds_open(&cfg, &p->tls_creds, err, sizeof(err));
-		if (ret) {
-			pr_err("TLS to ternd at %s: %s", p->server, err);
-			return ret == -ENOTSUP ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_NOT_PERMITTED;
-		}
-	}
-	ret = tls_conn_open(p->tls_creds, p->fd, url->host, &p->tls, err, sizeof(err));
-	if (!ret) {
-		setsockopt(p->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		ret = tls_conn_handshake(p->tls, false, err, sizeof(err));
-		tv.tv_sec = 0;
-		setsockopt(p->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	}
-	if (!ret) {
-		tls_conn_describe(p->tls, err, sizeof(err));
-		pr_info("ternd at %s: over TLS, its certificate verified: %s", p->server, err);
-		return CUDA_SUCCESS;
-	}
-	if (ret == -EAGAIN)
-		snprintf(err, sizeof(err), "no TLS handshake within %d s", TLS_HANDSHAKE_TIMEOUT_S);
-	pr_err("TLS to ternd at %s: %s%s", p->server, err,
-	       ret == -EPROTONOSUPPORT ? " (a plaintext listener: use tcp://, or give ternd --listen tls://)" : "");
-	/* A wrong certificate or protocol stays wrong: no retrying. */
-	return ret == -EACCES || ret == -EPROTONOSUPPORT ? CUDA_ERROR_NOT_PERMITTED : CUDA_ERROR_NO_DEVICE;
-}
-
 static CUresult conn_open_locked(struct shim_process *p)
 {
 	struct transport_url url;
@@ -1075,7 +1083,7 @@ static CUresult conn_open_locked(struct shim_process *p)
 	}
 	p->fd = fd;
 	if (url.kind == TRANSPORT_TLS) {
-		status = tls_start_locked(p, &url);
+		status = tls_start(p, &url, p->fd, &p->tls);
 		if (status != CUDA_SUCCESS)
 			goto out_close;
 	}

@@ -245,9 +245,10 @@ void shim_unimplemented_report(const char *name);
 CUresult rpc_hostfn_ready(void);
 
 /* hostfn.c */
-/* Run the host-function channel on @fd (taken over) in a thread of its own.
+/* Run the host-function channel on @fd and, over tls://, its session @tls
+ * (both taken over, @tls may be NULL) in a thread of its own.
  * 0 or -errno. */
-int hostfn_thread_start(int fd);
+int hostfn_thread_start(int fd, struct tls_conn *tls);
 /* True on the thread that runs host functions: CUDA calls are refused there,
  * as the driver forbids them in a host function. */
 bool hostfn_in_callback(void);

@@ -225,6 +225,7 @@ static void session_start(struct supervisor *sv, struct preauth_conn *c, const c
 	/* The fork copies the session (keys, sequence numbers, records read
 	 * ahead); the supervisor drops its copy below and never writes. */
 	wcfg.tls = c->tls;
+	wcfg.tls_creds = c->tls ? sv->cfg->tls : NULL;
 	wcfg.credential = mine.secret;
 	wcfg.credential_wire = credential_wire;
 	wcfg.has_owner_uid = mine.has_uid;

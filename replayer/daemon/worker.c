@@ -889,9 +889,9 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	}
 	opened = true;
 	oom_score_adj_set(OOM_ADJ_SESSION);
-	/* Host functions need a second connection of their own, which has no
-	 * TLS yet: over tls:// they are refused rather than sent in clear. */
-	s->ex.host.conn_sock = s->c.tls ? -1 : s->c.fd;
+	s->ex.host.conn_sock = s->c.fd;
+	/* The callback connection of a tls:// session is TLS as well. */
+	s->ex.host.tls = s->c.tls ? cfg->tls_creds : NULL;
 	s->waits = worker_waits_open(s->ex.be);
 	if (!s->waits)
 		pr_warn("session %s: no waiters: a synchronisation holds every thread's requests", s->id);

@@ -30,6 +30,7 @@ struct worker_config {
 	/* A tls:// connection's TLS session, the supervisor's copied by the
 	 * fork: the worker's to use and close. NULL: plaintext. */
 	struct tls_conn *tls;
+	struct tls_creds *tls_creds;    /* with tls: the listener's certificates */
 	bool has_owner_uid;
 	uint32_t owner_uid;
 	const char *state_dir;          /* journals and the snapshot store live here */
