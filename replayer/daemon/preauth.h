@@ -16,7 +16,7 @@
  * loop without blocking and under the same deadline and limits; the
  * challenge and hello are then read through the session (tls.h), and the
  * worker forked for the hello inherits that session with the rest of the
- * supervisor's memory (docs/architecture.md, "TLS").
+ * supervisor's memory (docs/architecture.md, "TLS and the worker").
  *
  * Owned and used by the supervisor's one thread.
  */

@@ -18,7 +18,9 @@ ternd's GnuTLS) and of the guest shim.
 usage: test_tls.py TERND [SHIM_DIR PROGRAM]
   (PROGRAM: a CUDA test program, run through the shim in SHIM_DIR)
 """
+import atexit
 import os
+import shutil
 import socket
 import ssl
 import subprocess
@@ -99,13 +101,14 @@ def expect_refused_handshake(port, ca, host, what):
     fail('%s: the handshake succeeded' % what)
 
 
-def shim_run(shim_dir, prog, server, env_more, tmp, name):
-    """@prog through the shim at @server: (exit status, shim log)."""
+def shim_run(shim_dir, prog, server, env_more, tmp, name, wrap=()):
+    """@prog (under the command @wrap) through the shim at @server: (exit
+    status, its output, the shim's log)."""
     log = os.path.join(tmp, name + '.log')
     env = dict(os.environ, LD_LIBRARY_PATH=shim_dir, TERN_SERVER=server, TERN_LOG_FILE=log,
                TERN_LOG_LEVEL='info', TERN_RECONNECT_TIMEOUT_MS='0')
     env.update(env_more)
-    r = subprocess.run([prog], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    r = subprocess.run(list(wrap) + [prog], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, timeout=60)
     with open(log, errors='replace') if os.path.exists(log) else open(os.devnull) as f:
         return r.returncode, r.stdout.decode(errors='replace'), f.read()
@@ -113,10 +116,25 @@ def shim_run(shim_dir, prog, server, env_more, tmp, name):
 
 def main():
     tmp = tempfile.mkdtemp(prefix='tern-tls-')
+    atexit.register(shutil.rmtree, tmp, True)
     try:
         certs = tls_certs.make(os.path.join(tmp, 'pki'))
     except tls_certs.CertError as e:
         fail(str(e))
+    # Wrong certificate files stop ternd at start-up, with the reason.
+    for args, want in (
+            (['--tls-cert', certs['server_cert'], '--tls-key', certs['client_key']], 'do not match'),
+            (['--tls-cert', certs['server_cert'], '--tls-key', os.path.join(tmp, 'nosuch.pem')], 'reading file'),
+            (['--tls-cert', certs['server_cert']], 'needs --tls-cert and --tls-key'),
+            (['--tls-cert', certs['server_cert'], '--tls-key', certs['server_key'], '--tls-ca', certs['server_key']],
+             'TLS CA')):
+        r = subprocess.run([TERND, '--listen', 'tls://127.0.0.1:1', '--state-dir', os.path.join(tmp, 'st'),
+                            '--control', os.path.join(tmp, 'ctl')] + args, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+        err = r.stderr.decode(errors='replace')
+        if r.returncode != 2 or want not in err:
+            fail('ternd %s: status %d, "%s" not said: %s' % (' '.join(args), r.returncode, want, err))
+        print('ternd refused to start: %s' % err.strip().splitlines()[-1])
     token_file = None
     # On every address: 127.0.0.2 reaches it too, and the certificate names
     # only 127.0.0.1 and localhost.
@@ -216,6 +234,14 @@ def main():
             fail('the per-source limit did not hold for handshakes: %d of %d over it closed at once'
                  % (refused, len(flood) - PER_SOURCE))
 
+        # A handshake done, then a hello with a wrong token: refused, no worker.
+        before = len(t.workers())
+        s = tls_wrap(t.tls_port, certs['ca'])
+        h = hello(t.tls, 'tls-wrong-token', token=b'not-the-token-of-this-ternd', sock=s)
+        if h.status != CUDA_ERROR_NOT_PERMITTED or len(t.workers()) > before:
+            fail('a wrong token over TLS: status %s, %d workers (%d before)' % (h.status, len(t.workers()), before))
+        print('a wrong token inside TLS: refused (CUDA_ERROR_NOT_PERMITTED), no worker')
+
         # A handshake done, then no hello: the deadline still holds.
         s = tls_wrap(t.tls_port, certs['ca'])
         if not closed_within(s, DEADLINE_MS / 1000 + 2):
@@ -248,6 +274,19 @@ def main():
                     fail('the shim, %s: status %d, log lacks "%s":\n%s' % (name, rc, want, log))
                 line = [l for l in log.splitlines() if want in l][0]
                 print('the shim, %s: refused: %s' % (name, line.split('shim: ')[-1]))
+            # Without GnuTLS: an empty file over the library, in a mount
+            # namespace of the program's own (root only).
+            lib = os.path.realpath('/usr/lib/x86_64-linux-gnu/libgnutls.so.30')
+            wrap = ['unshare', '-m', 'sh', '-c', 'mount --bind /dev/null "$0" && exec "$@"', lib]
+            if os.geteuid() == 0 and os.path.exists(lib) and shutil.which('unshare') and subprocess.run(
+                    wrap + ['true'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+                rc, out, log = shim_run(SHIM_DIR, PROG, good, env, tmp, 'no-gnutls', wrap)
+                if rc == 0 or 'TLS needs GnuTLS' not in log:
+                    fail('the shim without GnuTLS: status %d:\n%s' % (rc, log))
+                line = [l for l in log.splitlines() if 'TLS needs GnuTLS' in l][0]
+                print('the shim without GnuTLS: %s' % line.split('shim: ')[-1])
+            else:
+                print('the shim without GnuTLS: skipped (needs root and a mount namespace)')
         if t.proc.poll() is not None:
             fail('ternd died')
     finally:
