@@ -115,6 +115,10 @@ struct tls_conn {
 	bool recv_wait;                 /* set per call: the pull function waits or not */
 	bool server;
 	bool handshaken;
+	/* The socket said end of stream: GnuTLS reports that inside a record
+	 * as GNUTLS_E_AGAIN, which must not be waited on (a poll would say
+	 * readable again at once). */
+	bool eof;
 	uint8_t first[TLS_FIRST_BYTES];
 	unsigned first_len;
 };
@@ -215,6 +219,8 @@ static ssize_t tls_pull(gnutls_transport_ptr_t ptr, void *buf, size_t n)
 		gt.gnutls_transport_set_errno(t->session, errno);
 		return r;
 	}
+	if (r == 0)
+		t->eof = true;
 	if (!t->handshaken && t->first_len < TLS_FIRST_BYTES && r > 0) {
 		size_t take = TLS_FIRST_BYTES - t->first_len < (size_t)r ? TLS_FIRST_BYTES - t->first_len : (size_t)r;
 
@@ -322,6 +328,10 @@ int tls_conn_handshake(struct tls_conn *t, bool nonblock, char *err, size_t cap)
 	if (r == 0) {
 		t->handshaken = true;
 		return 0;
+	}
+	if (r == GNUTLS_E_AGAIN && t->eof) {
+		snprintf(err, cap, "TLS handshake: %s closed the connection in the middle of a record", peer);
+		return -ECONNRESET;
 	}
 	if (r == GNUTLS_E_AGAIN) {
 		/* Waiting to write means the peer reads nothing: not worth waiting for. */
@@ -449,6 +459,8 @@ static ssize_t recv_once(struct tls_conn *t, void *buf, size_t n, bool wait)
 			return r;
 		if (r == GNUTLS_E_INTERRUPTED)
 			continue;
+		if (r == GNUTLS_E_AGAIN && t->eof)
+			return -ECONNRESET; /* the end, in the middle of a record */
 		if (r == GNUTLS_E_AGAIN)
 			return -EAGAIN;     /* nothing yet, or the socket's timeout */
 		if (r == GNUTLS_E_REHANDSHAKE) {

@@ -72,3 +72,16 @@ def make(root, server_names=('127.0.0.1', 'localhost')):
                    '--load-ca-privkey', ca_key, '--outfile', cert], template, tern)
         out[role + '_cert'], out[role + '_key'] = cert, key
     return out
+
+
+if __name__ == '__main__':
+    import sys
+    if len(sys.argv) != 2:
+        print('usage: tls_certs.py DIR (makes the certificates there and prints their paths)', file=sys.stderr)
+        sys.exit(2)
+    try:
+        for k, v in sorted(make(sys.argv[1]).items()):
+            print('%s %s' % (k, v))
+    except CertError as e:
+        print('tls_certs: %s' % e, file=sys.stderr)
+        sys.exit(1)

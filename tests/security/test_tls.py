@@ -67,6 +67,13 @@ def closed_within(s, seconds):
     return False
 
 
+def ternd_cpu_s(pid):
+    """The CPU time ternd's supervisor (not its workers) has used."""
+    with open('/proc/%d/stat' % pid) as f:
+        fields = f.read().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
 def client_hello_bytes():
     """A real ClientHello, as Python's TLS client first sends it."""
     ctx = ssl.create_default_context()
@@ -204,6 +211,27 @@ def main():
                                                                                    len(conns)))
             print('%s: %d connections closed within %.1f s (deadline %d ms), no worker' % (
                 what, closed, took, DEADLINE_MS))
+
+        # Half a ClientHello and then the end of the stream: closed at once,
+        # and no CPU spent on a socket that stays readable (GnuTLS may
+        # report an end inside a record as "try again": unit_tls).
+        cpu = ternd_cpu_s(t.proc.pid)
+        conns = []
+        for i in range(PER_SOURCE):
+            c = socket.create_connection(('127.0.0.1', t.tls_port), timeout=5)
+            c.sendall(hello_bytes[:len(hello_bytes) // 2])
+            c.shutdown(socket.SHUT_WR)
+            conns.append(c)
+        closed = sum(closed_within(c, 0.5) for c in conns)
+        for c in conns:
+            c.close()
+        time.sleep(DEADLINE_MS / 1000)
+        cpu = ternd_cpu_s(t.proc.pid) - cpu
+        if closed != len(conns) or cpu > 0.5:
+            fail('half a ClientHello, then the end: %d of %d closed within 0.5 s, ternd used %.2f s of CPU'
+                 % (closed, len(conns), cpu))
+        print('half a ClientHello, then the end: %d connections closed at once, ternd used %.2f s of CPU'
+              % (closed, cpu))
 
         # A whole ClientHello, then silence after the server's flight: a
         # flood of them from one source (127.0.0.3), while a good guest
