@@ -167,7 +167,9 @@ static int frame_send(struct preauth_conn *c, uint32_t call, uint16_t flags, str
 	 * (and a TLS session's sends would fail rather than wait). */
 	if (n < 0)
 		return n;
-	return c->tls && c->tls_done ? tls_conn_send(c->tls, iov, n) : wire_send(c->fd, iov, n);
+	if (c->tls)     /* nothing in clear once TLS is on (tls_step's refusal aside) */
+		return c->tls_done ? tls_conn_send(c->tls, iov, n) : -ENOTCONN;
+	return wire_send(c->fd, iov, n);
 }
 
 static void status_send(struct preauth_conn *c, uint32_t call, uint32_t status, uint16_t flags)

@@ -506,6 +506,8 @@ CUresult exec_host_func_attach(struct exec *ex, const struct wire_host_func_atta
 		res = CUDA_ERROR_INVALID_VALUE;
 	else if (fd >= 0)
 		hostfn_install_locked(h, fd, NULL);
+	else if (req->mode == HOSTFN_ATTACH_JOIN && ex->host.tls)
+		res = CUDA_ERROR_NOT_SUPPORTED;     /* the supervisor refuses joins over TLS */
 	else if (req->mode == HOSTFN_ATTACH_JOIN)
 		res = attach_join(h, rep);
 	else

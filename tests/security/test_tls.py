@@ -30,8 +30,11 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'cuda'))
 import tls_certs  # noqa: E402
-from hostile import (CALL_CHALLENGE, CUDA_ERROR_NOT_PERMITTED, CUDA_SUCCESS, F_ERROR, HEADER,  # noqa: E402
-                     Ternd, alive, fail, frame, hello, recv_exact)
+from hostile import (CALL_CHALLENGE, CALL_HOST_FUNC_ATTACH, CALL_HOST_FUNC_JOIN,  # noqa: E402
+                     CUDA_ERROR_NOT_PERMITTED, CUDA_ERROR_NOT_SUPPORTED, CUDA_SUCCESS, F_ERROR, HEADER, Ternd,
+                     alive, blob, fail, frame, hello, recv_exact, reply_read)
+
+CALL_SHM_ATTACH = 110
 
 DEADLINE_MS = 1500
 PER_SOURCE = 8
@@ -153,6 +156,23 @@ def main():
         h = good_session(t, certs, 'tls-good')
         h2 = good_session(t, certs, 'tls-by-name', host='localhost')
         print('a TLS guest (OpenSSL) verified ternd and was served, by address and by name')
+        # What cannot cross TLS is refused, and the session goes on.
+        h.sock.sendall(frame(CALL_SHM_ATTACH, (1 << 20).to_bytes(8, 'little'), seq=2))
+        call, status, _ = reply_read(h.sock)
+        if call != CALL_SHM_ATTACH or status != CUDA_ERROR_NOT_SUPPORTED or not alive(h.sock, 3):
+            fail('shm_attach over TLS: call %d status %d' % (call, status))
+        h.sock.sendall(frame(CALL_HOST_FUNC_ATTACH, (3).to_bytes(4, 'little'), seq=4))
+        call, status, _ = reply_read(h.sock)
+        if call != CALL_HOST_FUNC_ATTACH or status != CUDA_ERROR_NOT_SUPPORTED:
+            fail('host_func_attach in join mode over TLS: call %d status %d' % (call, status))
+        j = tls_wrap(t.tls_port, certs['ca'])
+        j.sendall(frame(CALL_HOST_FUNC_JOIN, blob(b'tls-good') + blob(os.urandom(32))))
+        call, status, _ = reply_read(j)
+        j.close()
+        if call != CALL_HOST_FUNC_JOIN or status != CUDA_ERROR_NOT_SUPPORTED or not alive(h.sock, 5):
+            fail('host_func_join over TLS: call %d status %d' % (call, status))
+        print('shm_attach, host_func_attach in join mode and host_func_join over TLS: '
+              'CUDA_ERROR_NOT_SUPPORTED, the session goes on')
         h.sock.close()
         h2.sock.close()
 
