@@ -56,3 +56,25 @@ int hostfn_rec_recv(int fd, struct hostfn_rec *r)
 	hostfn_rec_decode(b, r);
 	return 0;
 }
+
+int hostfn_rec_send_tls(struct tls_conn *t, const struct hostfn_rec *r)
+{
+	uint8_t b[HOSTFN_REC_SIZE];
+	struct iovec iov = { b, sizeof(b) };
+	int ret;
+
+	hostfn_rec_encode(r, b);
+	ret = tls_conn_send(t, &iov, 1);
+	return ret == -ECONNRESET ? -EPIPE : ret;
+}
+
+int hostfn_rec_recv_tls(struct tls_conn *t, struct hostfn_rec *r)
+{
+	uint8_t b[HOSTFN_REC_SIZE];
+	int ret = tls_conn_recv_exact(t, b, sizeof(b));
+
+	if (ret)
+		return ret == -ECONNRESET ? -EPIPE : ret;
+	hostfn_rec_decode(b, r);
+	return 0;
+}

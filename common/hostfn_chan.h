@@ -5,7 +5,8 @@
  * over unix and shm one end of a socketpair the guest made and handed over
  * with host_func_attach (SCM_RIGHTS); over tcp a second connection the
  * guest opens to a port the worker names in the attach reply, proved by the
- * secret of that reply; where neither can be (a VM's channel: its streams
+ * secret of that reply (over tls:// that connection is TLS too, with the
+ * same certificates, and the secret goes inside); where neither can be (a VM's channel: its streams
  * carry no descriptor and reach only ternd), a second connection to ternd
  * whose first message is host_func_join with the session and that secret:
  * the supervisor hands it to the session's worker, which checks the secret
@@ -22,6 +23,8 @@
 #define TERN_HOSTFN_CHAN_H
 
 #include <stdint.h>
+
+#include "tls.h"
 
 #define HOSTFN_REC_SIZE 16
 #define HOSTFN_RUN 1u
@@ -45,5 +48,9 @@ void hostfn_rec_decode(const uint8_t in[HOSTFN_REC_SIZE], struct hostfn_rec *r);
  * MSG_NOSIGNAL). 0, -EPIPE at end of stream, or -errno. */
 int hostfn_rec_send(int fd, const struct hostfn_rec *r);
 int hostfn_rec_recv(int fd, struct hostfn_rec *r);
+/* The same through the channel's TLS session (tls://), with the same
+ * results. */
+int hostfn_rec_send_tls(struct tls_conn *t, const struct hostfn_rec *r);
+int hostfn_rec_recv_tls(struct tls_conn *t, struct hostfn_rec *r);
 
 #endif

@@ -72,12 +72,12 @@ int transport_url_parse(const char *text, struct transport_url *url)
 		strcpy(url->path, rest);
 		return 0;
 	}
-	if (!strncmp(text, "tcp://", 6)) {
+	if (!strncmp(text, "tcp://", 6) || !strncmp(text, "tls://", 6)) {
 		rest = text + 6;
 		colon = strrchr(rest, ':');
 		if (!colon || colon == rest || (size_t)(colon - rest) >= sizeof(url->host))
 			return -EINVAL;
-		url->kind = TRANSPORT_TCP;
+		url->kind = text[1] == 'l' ? TRANSPORT_TLS : TRANSPORT_TCP;
 		memcpy(url->host, rest, (size_t)(colon - rest));
 		/* [::1]:port */
 		if (url->host[0] == '[') {
@@ -88,6 +88,10 @@ int transport_url_parse(const char *text, struct transport_url *url)
 			memmove(url->host, url->host + 1, n - 2);
 			url->host[n - 2] = 0;
 		}
+		/* Brackets only around the whole host: anything else would not
+		 * read back the same once formatted. */
+		if (!url->host[0] || strpbrk(url->host, "[]"))
+			return -EINVAL;
 		return parse_port(colon + 1, &url->port);
 	}
 	if (!strncmp(text, "vsock://", 8)) {
@@ -119,9 +123,13 @@ void transport_url_format(const struct transport_url *url, char *buf, unsigned c
 		snprintf(buf, cap, "virtio:%s", url->path);
 		break;
 	case TRANSPORT_TCP:
-		snprintf(buf, cap, strchr(url->host, ':') ? "tcp://[%s]:%u" : "tcp://%s:%u",
+	case TRANSPORT_TLS: {
+		const char *scheme = url->kind == TRANSPORT_TLS ? "tls" : "tcp";
+
+		snprintf(buf, cap, strchr(url->host, ':') ? "%s://[%s]:%u" : "%s://%s:%u", scheme,
 			 url->host, url->port);
 		break;
+	}
 	case TRANSPORT_VSOCK:
 		snprintf(buf, cap, "vsock://%u:%u", url->cid, url->port);
 		break;
@@ -130,7 +138,12 @@ void transport_url_format(const struct transport_url *url, char *buf, unsigned c
 
 bool transport_url_needs_token(const struct transport_url *url)
 {
-	return url->kind == TRANSPORT_TCP;
+	return transport_url_is_tcp(url);
+}
+
+bool transport_url_is_tcp(const struct transport_url *url)
+{
+	return url->kind == TRANSPORT_TCP || url->kind == TRANSPORT_TLS;
 }
 
 static int unix_addr(const struct transport_url *url, struct sockaddr_un *sa)
@@ -184,7 +197,8 @@ int transport_listen(const struct transport_url *url)
 			goto fail;
 		break;
 	}
-	case TRANSPORT_TCP: {
+	case TRANSPORT_TCP:
+	case TRANSPORT_TLS: {
 		struct addrinfo *res;
 
 		ret = tcp_resolve(url, true, &res);
@@ -274,7 +288,8 @@ int transport_connect(const struct transport_url *url)
 			goto fail;
 		return fd;
 	}
-	case TRANSPORT_TCP: {
+	case TRANSPORT_TCP:
+	case TRANSPORT_TLS: {
 		struct addrinfo *res, *ai;
 
 		ret = tcp_resolve(url, false, &res);

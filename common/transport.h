@@ -4,6 +4,10 @@
  *   shm:/run/tern/ternd.sock    the same socket, upgraded after the hello to
  *                               rings in shared memory (shm_chan.h)
  *   tcp://HOST:PORT             TCP; the guest proves the shared-secret token
+ *   tls://HOST:PORT             TCP under TLS (tls.h): the same token proof,
+ *                               inside a session whose certificate the guest
+ *                               verified; made with transport_connect, then
+ *                               tls_conn_open by the caller
  *   vsock://CID:PORT            AF_VSOCK, for VM guests (host CID is 2)
  *   virtio:/dev/virtio-ports/NAME  through the guest agent that owns that
  *                               virtio-serial port (guest-agent/): its unix
@@ -27,13 +31,14 @@ enum transport_kind {
 	TRANSPORT_VSOCK,
 	TRANSPORT_SHM,
 	TRANSPORT_VIRTIO,
+	TRANSPORT_TLS,
 };
 
 struct transport_url {
 	enum transport_kind kind;
 	char path[108];         /* unix, shm; virtio: the port's device path */
-	char host[256];         /* tcp */
-	unsigned port;          /* tcp, vsock */
+	char host[256];         /* tcp, tls */
+	unsigned port;          /* tcp, tls, vsock */
 	unsigned cid;           /* vsock */
 };
 
@@ -45,6 +50,8 @@ int transport_url_parse(const char *text, struct transport_url *url);
 void transport_url_format(const struct transport_url *url, char *buf, unsigned cap);
 /* True for transports that cross a host boundary and so need the token. */
 bool transport_url_needs_token(const struct transport_url *url);
+/* True for tcp:// and tls://, which are TCP sockets alike. */
+bool transport_url_is_tcp(const struct transport_url *url);
 
 /* The agent's socket for the virtio-serial port at @port_path
  * ("/dev/virtio-ports/org.tern.0" -> "/run/tern/agent-org.tern.0.sock")

@@ -371,19 +371,29 @@ int wire_recv_exact(int fd, void *buf, size_t n)
 	return 0;
 }
 
-int wire_recv_discard(int fd, uint64_t n)
+int wire_discard_through(int (*read_exact)(void *stream, void *buf, size_t n), void *stream, uint64_t n)
 {
 	uint8_t sink[65536];
 
 	while (n) {
 		size_t chunk = n < sizeof(sink) ? (size_t)n : sizeof(sink);
-		int ret = wire_recv_exact(fd, sink, chunk);
+		int ret = read_exact(stream, sink, chunk);
 
 		if (ret)
 			return ret;
 		n -= chunk;
 	}
 	return 0;
+}
+
+static int fd_read_exact(void *stream, void *buf, size_t n)
+{
+	return wire_recv_exact(*(int *)stream, buf, n);
+}
+
+int wire_recv_discard(int fd, uint64_t n)
+{
+	return wire_discard_through(fd_read_exact, &fd, n);
 }
 
 size_t wire_msg_payload_copy(const struct wire_msg *m, void *out, size_t cap)

@@ -142,5 +142,7 @@ int wire_status_send(int fd, uint32_t call, uint64_t seq, uint16_t flags, uint32
 int wire_recv_exact(int fd, void *buf, size_t n);
 /* Read and drop n bytes (to skip an oversized payload and keep framing). */
 int wire_recv_discard(int fd, uint64_t n);
+/* The same through any stream's read-exactly function (TLS: tls.h). */
+int wire_discard_through(int (*read_exact)(void *stream, void *buf, size_t n), void *stream, uint64_t n);
 
 #endif

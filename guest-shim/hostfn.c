@@ -139,13 +139,20 @@ static bool hostfn_lookup(uint64_t token, CUDA_HOST_NODE_PARAMS *out)
 	return found;
 }
 
+/* The callback thread's connection: its socket, and its TLS session over tls://. */
+struct hostfn_conn {
+	int fd;
+	struct tls_conn *tls;
+};
+
 static void *hostfn_thread(void *arg)
 {
-	int fd = (int)(intptr_t)arg;
+	struct hostfn_conn c = *(struct hostfn_conn *)arg;
 	struct hostfn_rec rec;
 
+	free(arg);
 	in_callback = true;
-	while (!hostfn_rec_recv(fd, &rec)) {
+	while (!(c.tls ? hostfn_rec_recv_tls(c.tls, &rec) : hostfn_rec_recv(c.fd, &rec))) {
 		struct hostfn_rec done = { .type = HOSTFN_DONE, .token = rec.token };
 		struct shim_hostfn e;
 
@@ -162,28 +169,35 @@ static void *hostfn_thread(void *arg)
 			pr_debug("host-function channel: token %#llx unknown (ran already, or never ours)",
 				 (unsigned long long)rec.token);
 		}
-		if (hostfn_rec_send(fd, &done))
+		if (c.tls ? hostfn_rec_send_tls(c.tls, &done) : hostfn_rec_send(c.fd, &done))
 			break;
 	}
 	/* The worker is gone (or a restore replaced it): so is this channel. */
 	pthread_mutex_lock(&shim_process()->conn_lock);
-	if (shim_process()->hostfn.fd == fd)
+	if (shim_process()->hostfn.fd == c.fd)
 		shim_process()->hostfn.fd = -1;
 	pthread_mutex_unlock(&shim_process()->conn_lock);
-	close(fd);
+	tls_conn_close(c.tls);
+	close(c.fd);
 	return NULL;
 }
 
-int hostfn_thread_start(int fd)
+int hostfn_thread_start(int fd, struct tls_conn *tls)
 {
+	struct hostfn_conn *c = malloc(sizeof(*c));
 	pthread_attr_t attr;
 	pthread_t t;
 	int ret;
 
+	if (!c)
+		return -ENOMEM;
+	*c = (struct hostfn_conn){ .fd = fd, .tls = tls };
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	ret = pthread_create(&t, &attr, hostfn_thread, (void *)(intptr_t)fd);
+	ret = pthread_create(&t, &attr, hostfn_thread, c);
 	pthread_attr_destroy(&attr);
+	if (ret)
+		free(c);
 	return -ret;
 }
 

@@ -147,7 +147,10 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
 	/* The rings and the socket are the parent's: drop our copies only. The
-	 * parent's other threads and their round trips stayed there. */
+	 * parent's other threads and their round trips stayed there. Its TLS
+	 * session too: its reader may have been inside it at the fork, so our
+	 * copy is left as it is rather than freed. */
+	shim.conn.tls = NULL;
 	conn_close_locked(&shim);
 	shim.pending = NULL;
 	shim.reading = false;
@@ -309,7 +312,10 @@ static int conn_send_locked(struct shim_process *p, struct iovec *iov, int niov)
 
 	if (p->broken)
 		return -EPIPE;
-	ret = p->conn.shm_on ? shm_chan_send(&p->conn.shm, iov, niov) : wire_send(p->conn.fd, iov, niov);
+	if (p->conn.shm_on)
+		ret = shm_chan_send(&p->conn.shm, iov, niov);
+	else
+		ret = p->conn.tls ? tls_conn_send(p->conn.tls, iov, niov) : wire_send(p->conn.fd, iov, niov);
 	if (ret && p->conn.fd >= 0) {
 		p->broken = true;
 		shutdown(p->conn.fd, SHUT_RDWR);
@@ -321,12 +327,16 @@ static int conn_send_locked(struct shim_process *p, struct iovec *iov, int niov)
  * and only the reader closes the connection. */
 static int conn_recv(struct shim_process *p, void *buf, size_t n)
 {
-	return p->conn.shm_on ? shm_chan_recv(&p->conn.shm, buf, n) : wire_recv_exact(p->conn.fd, buf, n);
+	if (p->conn.shm_on)
+		return shm_chan_recv(&p->conn.shm, buf, n);
+	return p->conn.tls ? tls_conn_recv_exact(p->conn.tls, buf, n) : wire_recv_exact(p->conn.fd, buf, n);
 }
 
 static int conn_discard(struct shim_process *p, uint64_t n)
 {
-	return p->conn.shm_on ? shm_chan_discard(&p->conn.shm, n) : wire_recv_discard(p->conn.fd, n);
+	if (p->conn.shm_on)
+		return shm_chan_discard(&p->conn.shm, n);
+	return p->conn.tls ? tls_conn_recv_discard(p->conn.tls, n) : wire_recv_discard(p->conn.fd, n);
 }
 
 static void conn_close_locked(struct shim_process *p)
@@ -335,6 +345,8 @@ static void conn_close_locked(struct shim_process *p)
 		shm_chan_close(&p->conn.shm);
 	p->conn.shm_on = false;
 	p->conn.ivshmem_on = false;
+	tls_conn_close(p->conn.tls);
+	p->conn.tls = NULL;
 	if (p->conn.fd >= 0)
 		close(p->conn.fd);
 	p->conn.fd = -1;
@@ -855,6 +867,58 @@ static int hostfn_ask_locked(struct shim_process *p, uint32_t mode, int pass, ui
 	return ret;
 }
 
+/* How long a TLS handshake may take: a server that never answers must not
+ * hang the application. */
+#define TLS_HANDSHAKE_TIMEOUT_S 10
+
+/* TLS over @fd, a new connection to @url (the session's, or its callback
+ * connection), into *@out: ternd's certificate is checked against
+ * TERN_TLS_CA (else the system's CAs) and @url's host; TERN_TLS_CERT and
+ * TERN_TLS_KEY are ours, for a ternd that asks. A certificate that does not
+ * verify is final, as a refused hello is. conn_lock held. */
+static CUresult tls_start(struct shim_process *p, const struct transport_url *url, int fd,
+			  struct tls_conn **out)
+{
+	struct timeval tv = { .tv_sec = TLS_HANDSHAKE_TIMEOUT_S };
+	char err[512];
+	int ret;
+
+	if (!p->conn.tls_creds) {
+		struct tls_creds_config cfg = { .ca_file = getenv("TERN_TLS_CA"), .cert_file = getenv("TERN_TLS_CERT"),
+						.key_file = getenv("TERN_TLS_KEY") };
+
+		if (cfg.ca_file && !*cfg.ca_file)
+			cfg.ca_file = NULL;
+		ret = tls_creds_open(&cfg, &p->conn.tls_creds, err, sizeof(err));
+		if (ret) {
+			pr_err("TLS to ternd at %s: %s", p->who.server, err);
+			return ret == -ENOTSUP ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_NOT_PERMITTED;
+		}
+	}
+	ret = tls_conn_open(p->conn.tls_creds, fd, url->host, out, err, sizeof(err));
+	if (!ret) {
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		ret = tls_conn_handshake(*out, false, err, sizeof(err));
+		tv.tv_sec = 0;
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		if (ret) {
+			tls_conn_close(*out);
+			*out = NULL;
+		}
+	}
+	if (!ret) {
+		tls_conn_describe(*out, err, sizeof(err));
+		pr_info("ternd at %s (port %u): over TLS, its certificate verified: %s", p->who.server, url->port, err);
+		return CUDA_SUCCESS;
+	}
+	if (ret == -EAGAIN)
+		snprintf(err, sizeof(err), "no TLS handshake within %d s", TLS_HANDSHAKE_TIMEOUT_S);
+	pr_err("TLS to ternd at %s: %s%s", p->who.server, err,
+	       ret == -EPROTONOSUPPORT ? " (a plaintext listener: use tcp://, or give ternd --listen tls://)" : "");
+	/* A wrong certificate or protocol stays wrong: no retrying. */
+	return ret == -EACCES || ret == -EPROTONOSUPPORT ? CUDA_ERROR_NOT_PERMITTED : CUDA_ERROR_NO_DEVICE;
+}
+
 /* A second connection to ternd at @url whose first message is
  * host_func_join (hostfn_chan.h); its socket once the worker answered yes,
  * or -errno (-EACCES: refused). */
@@ -910,18 +974,24 @@ static int hostfn_attach_locked(struct shim_process *p)
 {
 	uint8_t secret[HOSTFN_SECRET_SIZE];
 	struct transport_url url;
+	struct tls_conn *tls = NULL;
 	uint32_t port = 0;
 	int sv[2] = { -1, -1 }, ours = -1, ret;
 
 	if (transport_url_parse(p->who.server, &url))
 		return -EINVAL;
-	if (url.kind == TRANSPORT_TCP) {
+	if (transport_url_is_tcp(&url)) {
 		ret = hostfn_ask_locked(p, HOSTFN_ATTACH_TCP, -1, secret, &port);
 		if (!ret) {
 			url.port = port;
 			ours = transport_connect(&url);
 			ret = ours < 0 ? ours : 0;
-			if (!ret && send(ours, secret, sizeof(secret), MSG_NOSIGNAL) != (ssize_t)sizeof(secret))
+			/* tls://: the callback connection is verified as the session's was. */
+			if (!ret && url.kind == TRANSPORT_TLS)
+				ret = tls_start(p, &url, ours, &tls) == CUDA_SUCCESS ? 0 : -EACCES;
+			if (!ret && tls)
+				ret = tls_conn_send(tls, &(struct iovec){ secret, sizeof(secret) }, 1);
+			else if (!ret && send(ours, secret, sizeof(secret), MSG_NOSIGNAL) != (ssize_t)sizeof(secret))
 				ret = -EIO;
 		}
 	} else {
@@ -950,11 +1020,13 @@ static int hostfn_attach_locked(struct shim_process *p)
 	}
 	explicit_bzero(secret, sizeof(secret));
 	if (!ret)
-		ret = hostfn_thread_start(ours);
-	else if (ours >= 0)
-		close(ours);
-	if (ret)
+		ret = hostfn_thread_start(ours, tls);
+	if (ret) {
+		tls_conn_close(tls);
+		if (ours >= 0)
+			close(ours);
 		return ret;
+	}
 	p->hostfn.fd = ours;
 	p->hostfn.attached = true;
 	return 0;
@@ -1010,6 +1082,11 @@ static CUresult conn_open_locked(struct shim_process *p)
 		return CUDA_ERROR_NO_DEVICE;
 	}
 	p->conn.fd = fd;
+	if (url.kind == TRANSPORT_TLS) {
+		status = tls_start(p, &url, p->conn.fd, &p->conn.tls);
+		if (status != CUDA_SUCCESS)
+			goto out_close;
+	}
 	p->owner = getpid();
 	session_name(p);
 	gethostname(host, sizeof(host) - 1);
@@ -1025,6 +1102,10 @@ static CUresult conn_open_locked(struct shim_process *p)
 		int niov;
 
 		ret = conn_exchange_locked(p, WIRE_CALL_CHALLENGE, 0, &m, iov, &niov, &cur, &status);
+		/* A tls:// listener answers a plaintext challenge so (preauth.c). */
+		if (!ret && status == CUDA_ERROR_NOT_PERMITTED && url.kind == TRANSPORT_TCP)
+			pr_err("ternd at %s refused a plaintext connection: that port wants TLS "
+			       "(TERN_SERVER=tls://..., docs/operations.md)", p->who.server);
 		if (!ret && status == CUDA_SUCCESS &&
 		    (wire_challenge_rep_decode(&cur, &challenge) || challenge.nonce.len != AUTH_NONCE_BYTES))
 			ret = -EPROTO;
@@ -1088,7 +1169,7 @@ static CUresult conn_open_locked(struct shim_process *p)
 			status = CUDA_ERROR_NO_DEVICE;
 			goto out_close;
 		}
-	} else if (url.kind != TRANSPORT_TCP && ivshmem_wanted(p, &url)) {
+	} else if (!transport_url_is_tcp(&url) && ivshmem_wanted(p, &url)) {
 		ret = ivshmem_upgrade_locked(p);
 		if (ret && ret != -EOPNOTSUPP) {
 			pr_err("ivshmem channel to ternd at %s failed: %s", p->who.server, strerror(-ret));

@@ -25,6 +25,7 @@
 #include "le.h"
 #include "ivshmem_bar.h"
 #include "shm_chan.h"
+#include "tls.h"
 #include "wire_client.h"
 
 #define SHIM_API __attribute__((visibility("default")))
@@ -117,6 +118,10 @@ struct shim_conn {
 	int fd;                         /* -1 when not connected */
 	struct shm_chan shm;            /* the rings, when shm_on */
 	bool shm_on;
+	/* tls://: the session over fd (common/tls.h), and the certificates
+	 * it was verified with, loaded at the first connection and kept. */
+	struct tls_conn *tls;
+	struct tls_creds *tls_creds;
 	bool ivshmem_on;                /* the rings are in a slot of the BAR: no fds on the socket */
 };
 
@@ -276,9 +281,10 @@ void shim_unimplemented_report(const char *name);
 CUresult rpc_hostfn_ready(void);
 
 /* hostfn.c */
-/* Run the host-function channel on @fd (taken over) in a thread of its own.
+/* Run the host-function channel on @fd and, over tls://, its session @tls
+ * (both taken over, @tls may be NULL) in a thread of its own.
  * 0 or -errno. */
-int hostfn_thread_start(int fd);
+int hostfn_thread_start(int fd, struct tls_conn *tls);
 /* True on the thread that runs host functions: CUDA calls are refused there,
  * as the driver forbids them in a host function. */
 bool hostfn_in_callback(void);

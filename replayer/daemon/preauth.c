@@ -42,6 +42,7 @@ void preauth_forget(struct preauth *pa, struct preauth_conn *c, bool close_fd)
 		return;
 	if (close_fd)
 		close(c->fd);
+	tls_conn_close(c->tls);
 	free(c->payload);
 	explicit_bzero(c->nonce, sizeof(c->nonce));
 	*c = (struct preauth_conn){ .fd = -1 };
@@ -108,11 +109,13 @@ static void preauth_enter(struct preauth *pa, struct preauth_conn *probe, unsign
 			pr_warn("%s: %u connections of this source and %u in all wait for their hello: "
 				"connection closed (%llu so far)", probe->source, same, pa->used,
 				(unsigned long long)pa->refused);
+		tls_conn_close(probe->tls);
 		close(probe->fd);
 		return;
 	}
 	probe->payload = malloc(PREAUTH_PAYLOAD_MAX);
 	if (!probe->payload) {
+		tls_conn_close(probe->tls);
 		close(probe->fd);
 		return;
 	}
@@ -123,15 +126,25 @@ static void preauth_enter(struct preauth *pa, struct preauth_conn *probe, unsign
 	pa->used++;
 }
 
-void preauth_accept(struct preauth *pa, int listen_fd, unsigned listener)
+void preauth_accept(struct preauth *pa, int listen_fd, unsigned listener, struct tls_creds *tls)
 {
 	struct preauth_conn probe = { .fd = transport_accept(listen_fd) };
+	char err[256];
 
 	if (probe.fd < 0) {
 		pr_warn("accept failed: %s", strerror(-probe.fd));
 		return;
 	}
 	peer_source(&probe);
+	if (tls) {
+		if (tls_conn_open(tls, probe.fd, NULL, &probe.tls, err, sizeof(err))) {
+			pr_warn("%s: %s: connection closed", probe.source, err);
+			close(probe.fd);
+			return;
+		}
+		/* The supervisor never waits on a guest. */
+		tls_conn_set_send_wait(probe.tls, false);
+	}
 	preauth_enter(pa, &probe, listener, -1);
 }
 
@@ -150,14 +163,67 @@ static int frame_send(struct preauth_conn *c, uint32_t call, uint16_t flags, str
 	struct wire_header h = { .flags = (uint16_t)(WIRE_F_REPLY | flags), .call = call, .seq = c->h.seq };
 	int n = wire_msg_finish(m, &h, iov);
 
-	/* A few dozen bytes into an empty socket buffer: this does not block. */
-	return n < 0 ? n : wire_send(c->fd, iov, n);
+	/* A few dozen bytes into an empty socket buffer: this does not block
+	 * (and a TLS session's sends would fail rather than wait). */
+	if (n < 0)
+		return n;
+	if (c->tls)     /* nothing in clear once TLS is on (tls_step's refusal aside) */
+		return c->tls_done ? tls_conn_send(c->tls, iov, n) : -ENOTCONN;
+	return wire_send(c->fd, iov, n);
 }
 
 static void status_send(struct preauth_conn *c, uint32_t call, uint32_t status, uint16_t flags)
 {
-	/* A few dozen bytes into an empty socket buffer: this does not block. */
-	wire_status_send(c->fd, call, c->h.seq, flags, status);
+	struct wire_msg m;
+
+	wire_msg_init(&m);
+	wire_put_u32(&m, status);
+	frame_send(c, call, flags, &m);
+	wire_msg_release(&m);
+}
+
+/* What the connection has now, up to @want bytes: the count, 0 at its end,
+ * -EAGAIN when nothing more came yet, or -errno. */
+static ssize_t conn_recv_some(struct preauth_conn *c, void *dst, size_t want)
+{
+	ssize_t n;
+
+	if (c->tls) {
+		n = tls_conn_recv_some(c->tls, dst, want);
+		return n == -ECONNRESET ? 0 : n;
+	}
+	do
+		n = recv(c->fd, dst, want, MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return n;
+}
+
+/* Drive @c's TLS handshake on: PREAUTH_MORE until it is over (c->tls_done
+ * then), or PREAUTH_DROP. A plaintext guest hears why in its own framing,
+ * as the answer to its challenge. */
+static enum preauth_event tls_step(struct preauth *pa, struct preauth_conn *c)
+{
+	char err[512];
+	int ret = tls_conn_handshake(c->tls, true, err, sizeof(err));
+
+	if (ret == -EAGAIN)
+		return PREAUTH_MORE;
+	if (!ret) {
+		c->tls_done = true;
+		return PREAUTH_MORE;
+	}
+	/* Said once per hundred: garbage in a flood must not flood the log. */
+	if (pa->tls_failed++ % 100 == 0)
+		pr_warn("%s: %s%s: closed (%llu so far)", c->source, err,
+			ret == -EPROTONOSUPPORT ? " (a tcp:// guest on a tls:// listener: it needs "
+						  "TERN_SERVER=tls://...)" : "",
+			(unsigned long long)pa->tls_failed);
+	if (ret == -EPROTONOSUPPORT)
+		wire_status_send(c->fd, WIRE_CALL_CHALLENGE, 0, WIRE_F_ERROR, CUDA_ERROR_NOT_PERMITTED);
+	preauth_forget(pa, c, true);
+	return PREAUTH_DROP;
 }
 
 void preauth_refuse(struct preauth *pa, struct preauth_conn *c, uint32_t status)
@@ -200,15 +266,20 @@ static enum preauth_event challenge_answer(struct preauth *pa, struct preauth_co
 
 enum preauth_event preauth_readable(struct preauth *pa, struct preauth_conn *c)
 {
+	if (c->tls && !c->tls_done) {
+		if (tls_step(pa, c) == PREAUTH_DROP)
+			return PREAUTH_DROP;
+		if (!c->tls_done)
+			return PREAUTH_MORE;
+		/* The challenge may have come with the handshake's end. */
+	}
 	for (;;) {
 		bool in_header = c->have < WIRE_HEADER_SIZE;
 		uint8_t *dst = in_header ? c->raw + c->have : c->payload + (c->have - WIRE_HEADER_SIZE);
 		size_t want = in_header ? WIRE_HEADER_SIZE - c->have : WIRE_HEADER_SIZE + c->h.length - c->have;
-		ssize_t n = want ? recv(c->fd, dst, want, MSG_DONTWAIT) : 0;
+		ssize_t n = want ? conn_recv_some(c, dst, want) : 0;
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		if (n == -EAGAIN)
 			return PREAUTH_MORE;
 		if (want && n <= 0) {
 			preauth_forget(pa, c, true);
@@ -219,7 +290,10 @@ enum preauth_event preauth_readable(struct preauth *pa, struct preauth_conn *c)
 			int ret = wire_header_decode(c->raw, &c->h);
 
 			if (ret || c->h.flags & WIRE_F_REPLY || c->h.length > PREAUTH_PAYLOAD_MAX) {
+				/* 0x16: a TLS handshake record, a ClientHello. */
 				pr_warn("%s: not a hello (header: %s): closed", c->source,
+					!c->tls && c->raw[0] == 0x16 ? "a TLS ClientHello: the guest wants tls://, "
+								       "this listener is plaintext" :
 					ret ? "bad magic or version" : "a reply or too long");
 				status_send(c, c->h.call, CUDA_ERROR_INVALID_VALUE, WIRE_F_ERROR);
 				preauth_forget(pa, c, true);

@@ -11,7 +11,12 @@
  * never a process or a session slot.
  *
  * The exchange it reads (docs/wire-protocol.md, "Session start"): a
- * `challenge`, which it answers with a fresh nonce, then the `hello`.
+ * `challenge`, which it answers with a fresh nonce, then the `hello`. On a
+ * tls:// listener the TLS handshake comes first, driven from the same poll
+ * loop without blocking and under the same deadline and limits; the
+ * challenge and hello are then read through the session (tls.h), and the
+ * worker forked for the hello inherits that session with the rest of the
+ * supervisor's memory (docs/architecture.md, "TLS and the worker").
  *
  * Owned and used by the supervisor's one thread.
  */
@@ -22,6 +27,7 @@
 #include <stdint.h>
 
 #include "auth.h"
+#include "tls.h"
 #include "wire.h"
 
 /* A hello holds two strings and two proofs: nothing larger is read. */
@@ -47,6 +53,8 @@ struct preauth_conn {
 	struct wire_header h;       /* of the frame being read, once raw is whole */
 	uint8_t *payload;           /* PREAUTH_PAYLOAD_MAX bytes */
 	uint32_t have;              /* bytes of the frame read so far, header included */
+	struct tls_conn *tls;       /* a tls:// listener's connection, or NULL */
+	bool tls_done;              /* its handshake is over */
 };
 
 struct preauth {
@@ -55,6 +63,7 @@ struct preauth {
 	unsigned used;
 	uint64_t refused;           /* connections closed at accept by a limit */
 	uint64_t expired;           /* closed at their deadline */
+	uint64_t tls_failed;        /* closed in their TLS handshake */
 };
 
 enum preauth_event {
@@ -70,8 +79,9 @@ int preauth_init(struct preauth *pa, const struct preauth_config *cfg);
 void preauth_release(struct preauth *pa);
 
 /* Accept one connection from @listen_fd (listener number @listener): a new
- * entry, or closed at once when a limit is reached. */
-void preauth_accept(struct preauth *pa, int listen_fd, unsigned listener);
+ * entry, or closed at once when a limit is reached. @tls: the listener's
+ * credentials when it is a tls:// one, else NULL. */
+void preauth_accept(struct preauth *pa, int listen_fd, unsigned listener, struct tls_creds *tls);
 /* Take @fd, a stream of libvirt domain @domain that its relay handed over
  * (docs/libvirt.md): an entry like an accepted one, counted under @source. */
 void preauth_adopt(struct preauth *pa, int fd, int domain, const char *source);
@@ -79,7 +89,9 @@ void preauth_adopt(struct preauth *pa, int fd, int domain, const char *source);
 enum preauth_event preauth_readable(struct preauth *pa, struct preauth_conn *c);
 /* Answer @c's hello (or join) with @status alone, then close it. */
 void preauth_refuse(struct preauth *pa, struct preauth_conn *c, uint32_t status);
-/* Forget @c, closing its fd (@close_fd) or not (a worker has it now). */
+/* Forget @c, closing its fd (@close_fd) or not (a worker has it now), and
+ * dropping this process's copy of its TLS session either way (a worker
+ * has its own). */
 void preauth_forget(struct preauth *pa, struct preauth_conn *c, bool close_fd);
 /* Close the connections past their deadline; the ms until the next one, or -1. */
 int preauth_expire(struct preauth *pa);

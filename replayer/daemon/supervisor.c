@@ -153,8 +153,12 @@ void supervisor_child_close(struct supervisor *sv, const struct preauth_conn *ke
 	/* Other guests' connections are not ours; our own (and its
 	 * hello, which wcfg points at) stays. */
 	for (unsigned i = 0; i < sv->preauth.cfg.max; i++)
-		if (&sv->preauth.conns[i] != keep && sv->preauth.conns[i].fd >= 0)
+		if (&sv->preauth.conns[i] != keep && sv->preauth.conns[i].fd >= 0) {
 			close(sv->preauth.conns[i].fd);
+			/* Nor their TLS sessions' keys. */
+			tls_conn_close(sv->preauth.conns[i].tls);
+			sv->preauth.conns[i].tls = NULL;
+		}
 	for (unsigned i = 0; i < VM_DOMAINS_MAX; i++) {
 		struct vm_domain *d = &sv->domains[i];
 
@@ -218,6 +222,10 @@ static void session_start(struct supervisor *sv, struct preauth_conn *c, const c
 	wcfg.cmd_fd = pair[1];
 	wcfg.hello_header = &c->h;
 	wcfg.hello_payload = c->payload;
+	/* The fork copies the session (keys, sequence numbers, records read
+	 * ahead); the supervisor drops its copy below and never writes. */
+	wcfg.tls = c->tls;
+	wcfg.tls_creds = c->tls ? sv->cfg->tls : NULL;
 	wcfg.credential = mine.secret;
 	wcfg.credential_wire = credential_wire;
 	wcfg.has_owner_uid = mine.has_uid;
@@ -335,6 +343,12 @@ static void session_join(struct supervisor *sv, struct preauth_conn *c)
 	size_t len;
 	int live, ret;
 
+	if (c->tls) {
+		/* A TLS session lives in this process's memory: it cannot follow
+		 * the descriptor to a worker that runs already. */
+		hello_refuse(sv, c, CUDA_ERROR_NOT_SUPPORTED, "?", "host_func_join over tls://");
+		return;
+	}
 	wire_cursor_init(&cur, c->payload, c->h.length);
 	if (wire_host_func_join_req_decode(&cur, &join) < 0 || wire_cursor_end(&cur) ||
 	    join.secret.len != HOSTFN_SECRET_SIZE) {
@@ -1574,7 +1588,8 @@ int supervisor_run(struct supervisor_config *cfg)
 				control_client_readable(&sv, &sv.clients[client_of[i]]);
 		for (i = 0; i < cfg->listen_count; i++)
 			if (pfd[i].revents & POLLIN)
-				preauth_accept(&sv.preauth, sv.listen_fd[i], i);
+				preauth_accept(&sv.preauth, sv.listen_fd[i], i,
+					       cfg->listen[i].kind == TRANSPORT_TLS ? cfg->tls : NULL);
 		if (pfd[cfg->listen_count].revents & POLLIN)
 			control_accept(&sv);
 		for (i = 0; i < links; i++)

@@ -27,6 +27,7 @@ struct supervisor_config {
 	char control_path[108];
 	struct worker_config worker;
 	struct auth_token token;    /* len 0: tcp listeners refuse every guest */
+	struct tls_creds *tls;      /* tls:// listeners' certificate (--tls-cert ...), or NULL */
 	struct preauth_config preauth;
 	bool socket_group_set;      /* --socket-group: sockets and control peers of this group */
 	gid_t socket_group;

@@ -23,6 +23,7 @@
 #include "ivshmem_bar.h"
 #include "log.h"
 #include "supervisor.h"
+#include "tls.h"
 #include "units.h"
 
 #define ARENA_BASE_DEFAULT 0x200000000000ull    /* 32 TiB: clear of the heap, libraries and stacks */
@@ -40,6 +41,9 @@ struct ternd_options {
 	int log_level;
 	bool json;
 	bool device_given;      /* --device: else the first of --devices */
+	char tls_cert[4096];    /* --tls-cert, --tls-key, --tls-ca: "" when not given */
+	char tls_key[4096];
+	char tls_ca[4096];
 };
 
 static void usage(FILE *out)
@@ -48,8 +52,8 @@ static void usage(FILE *out)
 		"usage: ternd [options]\n"
 		"       ternd status [--control PATH] [--json]\n"
 		"\n"
-		"  --listen URL         unix:PATH, tcp://HOST:PORT or vsock://CID:PORT (repeatable;\n"
-		"                       default " TRANSPORT_DEFAULT_URL ")\n"
+		"  --listen URL         unix:PATH, tcp://HOST:PORT, tls://HOST:PORT or vsock://CID:PORT\n"
+		"                       (repeatable; default " TRANSPORT_DEFAULT_URL ")\n"
 		"  --control PATH       control socket (default " CONTROL_DEFAULT_PATH ")\n"
 		"  --backend NAME       cuda, sim or auto (default auto: cuda when a GPU driver loads)\n"
 		"  --driver PATH        libcuda.so.1 for the cuda backend (default: the system's)\n"
@@ -82,6 +86,11 @@ static void usage(FILE *out)
 		"                       restoring, and the latest snapshot of others (default %u)\n"
 		"  --token-file FILE    shared secret tcp guests prove they hold (16-255 bytes, one\n"
 		"                       final newline allowed; not readable by others)\n"
+		"  --tls-cert FILE      tls:// listeners' certificate (PEM; libvirt's layout:\n"
+		"                       /etc/pki/tern/servercert.pem)\n"
+		"  --tls-key FILE       its private key (/etc/pki/tern/private/serverkey.pem)\n"
+		"  --tls-ca FILE        require client certificates signed by this CA\n"
+		"                       (/etc/pki/CA/cacert.pem; default: none asked for)\n"
 		"  --socket-group NAME  guest sockets root:NAME 0660, control socket 0660 and open\n"
 		"                       to NAME's members (default: guest 0660, control 0600)\n"
 		"  --vm-socket-group NAME\n"
@@ -246,6 +255,15 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 		       (int)sizeof(o->sv.state_dir) ? 0 : -ENAMETOOLONG;
 	if (!strcmp(key, "sessions-max") || !strcmp(key, "sessions_max"))
 		return count_parse(value, 1, SUPERVISOR_SESSIONS_LIMIT, &o->sv.sessions_max);
+	if (!strcmp(key, "tls-cert") || !strcmp(key, "tls_cert"))
+		return snprintf(o->tls_cert, sizeof(o->tls_cert), "%s", value) < (int)sizeof(o->tls_cert) ?
+		       0 : -ENAMETOOLONG;
+	if (!strcmp(key, "tls-key") || !strcmp(key, "tls_key"))
+		return snprintf(o->tls_key, sizeof(o->tls_key), "%s", value) < (int)sizeof(o->tls_key) ?
+		       0 : -ENAMETOOLONG;
+	if (!strcmp(key, "tls-ca") || !strcmp(key, "tls_ca"))
+		return snprintf(o->tls_ca, sizeof(o->tls_ca), "%s", value) < (int)sizeof(o->tls_ca) ?
+		       0 : -ENAMETOOLONG;
 	if (!strcmp(key, "token-file") || !strcmp(key, "token_file")) {
 		char err[512];
 
@@ -418,6 +436,36 @@ static int status_print(const char *control, bool json)
 	return 0;
 }
 
+/* The tls:// listeners' certificate, checked now: a wrong file is a
+ * start-up error, not every guest's refusal later. 0 or -1 (said). */
+static int tls_open(struct ternd_options *o)
+{
+	struct tls_creds_config cfg = { .server = true, .cert_file = o->tls_cert, .key_file = o->tls_key,
+					.ca_file = o->tls_ca[0] ? o->tls_ca : NULL };
+	bool wanted = false;
+	char err[512];
+	int ret;
+
+	for (unsigned i = 0; i < o->sv.listen_count; i++)
+		wanted |= o->sv.listen[i].kind == TRANSPORT_TLS;
+	if (!wanted) {
+		if (o->tls_cert[0] || o->tls_key[0] || o->tls_ca[0])
+			fprintf(stderr, "ternd: --tls-cert, --tls-key and --tls-ca serve tls:// listeners, "
+				"and there is none (--listen tls://HOST:PORT)\n");
+		return 0;
+	}
+	if (!o->tls_cert[0] || !o->tls_key[0]) {
+		fprintf(stderr, "ternd: a tls:// listener needs --tls-cert and --tls-key\n");
+		return -1;
+	}
+	ret = tls_creds_open(&cfg, &o->sv.tls, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "ternd: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct ternd_options o = { 0 };
@@ -486,6 +534,8 @@ int main(int argc, char **argv)
 	log_open("ternd", (enum log_level)o.log_level, log_fd);
 	if (!o.sv.listen_count)
 		transport_url_parse(TRANSPORT_DEFAULT_URL, &o.sv.listen[o.sv.listen_count++]);
+	if (tls_open(&o))
+		return 2;
 	if (!o.device_given && o.sv.worker.exec_cfg.device_count)
 		o.sv.worker.exec_cfg.device = o.sv.worker.exec_cfg.devices[0];
 	if (!strcmp(o.backend, "auto"))

@@ -76,6 +76,7 @@ struct worker_conn {
 	struct shm_chan shm;
 	void *shm_at;                   /* where the rings will be mapped: shm_reserve */
 	bool shm_on;                    /* messages go through the rings */
+	struct tls_conn *tls;           /* tls://: the socket's bytes are this session's records */
 	struct ivshmem_host bar;        /* the domain's BAR slot the rings are in; fd -1: none */
 	uint8_t *payload;
 	size_t cap;
@@ -125,19 +126,27 @@ static uint64_t reply_trim_point(const struct worker_conn *c, const struct wire_
 	return req->seq;
 }
 
+/* The one place that picks how bytes travel: rings, TLS records or the
+ * socket itself; the framing above is the same for all. */
 static int conn_send(struct worker_conn *c, struct iovec *iov, int n)
 {
-	return c->shm_on ? shm_chan_send(&c->shm, iov, n) : wire_send(c->fd, iov, n);
+	if (c->shm_on)
+		return shm_chan_send(&c->shm, iov, n);
+	return c->tls ? tls_conn_send(c->tls, iov, n) : wire_send(c->fd, iov, n);
 }
 
 static int conn_recv(struct worker_conn *c, void *buf, size_t n)
 {
-	return c->shm_on ? shm_chan_recv(&c->shm, buf, n) : wire_recv_exact(c->fd, buf, n);
+	if (c->shm_on)
+		return shm_chan_recv(&c->shm, buf, n);
+	return c->tls ? tls_conn_recv_exact(c->tls, buf, n) : wire_recv_exact(c->fd, buf, n);
 }
 
 static int conn_discard(struct worker_conn *c, uint64_t n)
 {
-	return c->shm_on ? shm_chan_discard(&c->shm, n) : wire_recv_discard(c->fd, n);
+	if (c->shm_on)
+		return shm_chan_discard(&c->shm, n);
+	return c->tls ? tls_conn_recv_discard(c->tls, n) : wire_recv_discard(c->fd, n);
 }
 
 static int reply_msg_send(struct worker_conn *c, struct wire_msg *m, const struct wire_header *req,
@@ -177,6 +186,8 @@ static int reply_status(struct worker_conn *c, const struct wire_header *req, CU
  * -EAGAIN when nothing came, -ECONNRESET at end of file, -errno. */
 static ssize_t conn_recv_some(struct worker_conn *c, void *buf, size_t n)
 {
+	if (c->tls)
+		return tls_conn_recv_some(c->tls, buf, n);
 	for (;;) {
 		ssize_t r = recv(c->fd, buf, n, MSG_DONTWAIT);
 
@@ -547,6 +558,10 @@ static int shm_attach(struct worker_session *s, const struct wire_header *h, str
 
 	if (s->c.shm_on || wire_shm_attach_req_decode(cur, &req) < 0)
 		return reply_status(&s->c, h, CUDA_ERROR_INVALID_VALUE, WIRE_F_ERROR);
+	/* Descriptors cannot come over TCP, and raw bytes read here would
+	 * break the TLS records. */
+	if (s->c.tls)
+		return reply_status(&s->c, h, CUDA_ERROR_NOT_SUPPORTED, 0);
 	ret = shm_fds_recv(s->c.fd, fds, SHM_CHAN_FDS, SHM_FDS_TIMEOUT_MS);
 	if (!ret)
 		ret = shm_chan_attach(&s->c.shm, fds, req.ring_bytes, s->c.fd, s->c.shm_at);
@@ -845,6 +860,9 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	oom_score_adj_set(OOM_ADJ_NOTHING_HELD);
 	s->cfg = cfg;
 	s->c.fd = fd;
+	s->c.tls = cfg->tls;
+	if (s->c.tls)
+		tls_conn_set_send_wait(s->c.tls, true);     /* the supervisor's sends did not wait */
 	s->passed_fd = -1;
 	wire_msg_init(&s->c.reply);
 	wire_msg_init(&s->wait_reply);
@@ -872,6 +890,8 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	opened = true;
 	oom_score_adj_set(OOM_ADJ_SESSION);
 	s->ex.host.conn_sock = s->c.fd;
+	/* The callback connection of a tls:// session is TLS as well. */
+	s->ex.host.tls = s->c.tls ? cfg->tls_creds : NULL;
 	s->waits = worker_waits_open(s->ex.be);
 	if (!s->waits)
 		pr_warn("session %s: no waiters: a synchronisation holds every thread's requests", s->id);
@@ -911,7 +931,9 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 				{ .fd = worker_waits_fd(s->waits), .events = POLLIN },
 			};
 			bool slept = false;
-			int timeout = input ? 0 : -1;
+			/* Records GnuTLS read ahead are not on the socket any more. */
+			bool buffered = s->c.tls && !s->held && tls_conn_pending(s->c.tls);
+			int timeout = input || buffered ? 0 : -1;
 
 			unpolled = 0;
 			if (!input && s->c.shm_on && !s->held) {
@@ -971,7 +993,7 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 					break;
 				}
 			} else {
-				input = pfd[0].revents & (POLLIN | POLLHUP | POLLERR);
+				input = buffered || pfd[0].revents & (POLLIN | POLLHUP | POLLERR);
 			}
 			if (!input)
 				continue;
@@ -1095,6 +1117,7 @@ out:
 		wire_msg_release(&s->wait_reply);
 		free(s);
 	}
+	tls_conn_close(cfg->tls);
 	free(hello);
 	close(fd);
 	return status;

@@ -14,6 +14,7 @@
 #include "control_msg.h"
 #include "exec.h"
 #include "session_slot.h"
+#include "tls.h"
 
 struct worker_config {
 	const char *backend;            /* "cuda" or "sim" */
@@ -26,6 +27,10 @@ struct worker_config {
 	const uint8_t *hello_payload;
 	const uint8_t *credential;
 	const uint8_t *credential_wire;
+	/* A tls:// connection's TLS session, the supervisor's copied by the
+	 * fork: the worker's to use and close. NULL: plaintext. */
+	struct tls_conn *tls;
+	struct tls_creds *tls_creds;    /* with tls: the listener's certificates */
 	bool has_owner_uid;
 	uint32_t owner_uid;
 	const char *state_dir;          /* journals and the snapshot store live here */

@@ -211,6 +211,7 @@ struct exec_host {
 	struct exec_host_buf *bufs;
 	uint64_t bytes, bytes_max;
 	int conn_sock;              /* the session's socket (host_func_attach), -1: none */
+	struct tls_creds *tls;      /* tls://: the callback connection is TLS too, with these; NULL: plain */
 	struct exec_hostfn *fn;     /* host-function channel and records */
 	/* The session's slot of its domain's ivshmem BAR (ivshmem_host_share):
 	 * the BAR file (the worker's), the slot's offset in it and size, and

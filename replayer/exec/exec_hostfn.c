@@ -62,6 +62,8 @@ struct exec_hostfn {
 	pthread_mutex_t lock;
 	pthread_cond_t attached;        /* fd set (tcp: the guest connected back) */
 	int fd;                         /* the channel, -1 until attached */
+	struct tls_conn *tls;           /* its TLS session over tls://, else NULL */
+	struct tls_creds *tls_creds;    /* tls://: what the callback connection's handshake uses */
 	bool broken;                    /* the guest broke the protocol, or closed */
 	bool closing;
 	bool waiting_tcp;               /* a tcp guest is expected to connect back */
@@ -138,11 +140,11 @@ static void hostfn_run(struct exec_hostfn *h, uint64_t token, CUresult status)
 				(unsigned long long)token);
 		goto out;
 	}
-	ret = hostfn_rec_send(h->fd, &rec);
+	ret = h->tls ? hostfn_rec_send_tls(h->tls, &rec) : hostfn_rec_send(h->fd, &rec);
 	while (!ret) {
 		struct hostfn_rec done;
 
-		ret = hostfn_rec_recv(h->fd, &done);
+		ret = h->tls ? hostfn_rec_recv_tls(h->tls, &done) : hostfn_rec_recv(h->fd, &done);
 		if (ret)
 			break;
 		if (done.type != HOSTFN_DONE || done.status) {
@@ -237,9 +239,10 @@ bool exec_hostfn_token_of(struct exec *ex, const CUDA_HOST_NODE_PARAMS *p, uint6
 
 /* ---- attaching the channel ---------------------------------------------- */
 
-static void hostfn_install_locked(struct exec_hostfn *h, int fd)
+static void hostfn_install_locked(struct exec_hostfn *h, int fd, struct tls_conn *tls)
 {
 	h->fd = fd;
+	h->tls = tls;
 	h->broken = false;
 	hostfn_signal_fd = fd;
 	pthread_cond_broadcast(&h->attached);
@@ -278,12 +281,43 @@ static int read_timed(int fd, uint8_t *buf, size_t n, int timeout_ms)
 	return 0;
 }
 
+/* The secret on a tls:// callback connection @fd: the handshake first (the
+ * session's certificates), then the secret inside, all within
+ * HOSTFN_FD_TIMEOUT_MS. 0 with *@out, or -errno. */
+static int tls_secret_read(struct exec_hostfn *h, int fd, uint8_t *got, struct tls_conn **out)
+{
+	struct timeval tv = { .tv_sec = HOSTFN_FD_TIMEOUT_MS / 1000, .tv_usec = HOSTFN_FD_TIMEOUT_MS % 1000 * 1000 };
+	struct tls_conn *t;
+	char err[256];
+	int ret;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ret = tls_conn_open(h->tls_creds, fd, NULL, &t, err, sizeof(err));
+	if (!ret) {
+		ret = tls_conn_handshake(t, false, err, sizeof(err));
+		if (ret)
+			pr_warn("host-function channel: %s", err);
+		else
+			ret = tls_conn_recv_exact(t, got, HOSTFN_SECRET_SIZE);
+		if (ret)
+			tls_conn_close(t);
+	} else {
+		pr_warn("host-function channel: %s", err);
+	}
+	tv = (struct timeval){ 0 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (!ret)
+		*out = t;
+	return ret;
+}
+
 /* tcp: wait for the guest's callback connection; the first that proves the
  * secret is the channel. Others are closed. */
 static void *hostfn_acceptor(void *arg)
 {
 	struct exec_hostfn *h = arg;
 	struct timespec start, now;
+	struct tls_conn *tls = NULL;
 	int fd = -1;
 
 	clock_gettime(CLOCK_MONOTONIC, &start);
@@ -306,19 +340,25 @@ static void *hostfn_acceptor(void *arg)
 		fd = accept4(h->listen_fd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;
-		if (!read_timed(fd, got, sizeof(got), HOSTFN_FD_TIMEOUT_MS) && secret_equal(got, h->secret)) {
+		if (!(h->tls_creds ? tls_secret_read(h, fd, got, &tls) : read_timed(fd, got, sizeof(got),
+											HOSTFN_FD_TIMEOUT_MS)) &&
+		    secret_equal(got, h->secret)) {
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 			break;
 		}
 		pr_warn("host-function channel: a connection without the secret: closed");
+		tls_conn_close(tls);
+		tls = NULL;
 		close(fd);
 		fd = -1;
 	}
 	pthread_mutex_lock(&h->lock);
-	if (fd >= 0 && !h->closing && h->fd < 0)
-		hostfn_install_locked(h, fd);
-	else if (fd >= 0)
+	if (fd >= 0 && !h->closing && h->fd < 0) {
+		hostfn_install_locked(h, fd, tls);
+	} else if (fd >= 0) {
+		tls_conn_close(tls);
 		close(fd);
+	}
 	if (h->fd < 0)
 		pr_warn("host-function channel: the guest did not connect back");
 	h->waiting_tcp = false;
@@ -354,6 +394,7 @@ static CUresult attach_tcp(struct exec *ex, struct exec_hostfn *h, struct wire_h
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	}
 	h->listen_fd = fd;
+	h->tls_creds = ex->host.tls;
 	h->waiting_tcp = true;
 	if (pthread_create(&h->acceptor, NULL, hostfn_acceptor, h)) {
 		h->waiting_tcp = false;
@@ -397,7 +438,7 @@ CUresult exec_hostfn_join(struct exec *ex, int fd, const uint8_t *secret, size_t
 											 : CUDA_SUCCESS;
 		h->waiting_join = false;
 		if (res == CUDA_SUCCESS)
-			hostfn_install_locked(h, fd);
+			hostfn_install_locked(h, fd, NULL);
 		else
 			pthread_cond_broadcast(&h->attached);
 	}
@@ -464,7 +505,9 @@ CUresult exec_host_func_attach(struct exec *ex, const struct wire_host_func_atta
 	if (h->fd >= 0 || h->waiting_tcp || h->waiting_join || h->acceptor_started)
 		res = CUDA_ERROR_INVALID_VALUE;
 	else if (fd >= 0)
-		hostfn_install_locked(h, fd);
+		hostfn_install_locked(h, fd, NULL);
+	else if (req->mode == HOSTFN_ATTACH_JOIN && ex->host.tls)
+		res = CUDA_ERROR_NOT_SUPPORTED;     /* the supervisor refuses joins over TLS */
 	else if (req->mode == HOSTFN_ATTACH_JOIN)
 		res = attach_join(h, rep);
 	else
@@ -548,6 +591,7 @@ void exec_hostfn_free(struct exec *ex)
 	exec_hostfn_shutdown(ex);
 	if (h->acceptor_started)
 		pthread_join(h->acceptor, NULL);
+	tls_conn_close(h->tls);
 	if (h->fd >= 0)
 		close(h->fd);
 	if (h->listen_fd >= 0)

@@ -129,7 +129,7 @@ def hello_finish(s, url, session, token, nonce):
         return Hello(status, None)
     worker_pid, base, size, quota, resume_seq, clen = struct.unpack_from('<IQQQQI', rest)
     cred = rest[struct.calcsize('<IQQQQI'):][:clen]
-    if url.startswith('tcp://'):
+    if url.startswith(('tcp://', 'tls://')):
         cred = credential_unmask(token, nonce, session, cred)
     return Hello(status, s, cred, resume_seq, worker_pid)
 
@@ -204,7 +204,10 @@ class Ternd:
     """A ternd of the sim backend, its sockets and state in a fresh directory."""
 
     def __init__(self, ternd, args=(), token=b'a-token-of-the-security-tests', umask=None, state=None,
-                 tcp=True):
+                 tcp=True, tls=None, tls_host='127.0.0.1'):
+        """@tls: certificates (tests/cuda/tls_certs.make) for one more
+        listener, tls://@tls_host:PORT (self.tls), beside the tcp one;
+        with tls['require_client'] ternd asks for client certificates."""
         self.dir = tempfile.mkdtemp(prefix='tern-sec-')
         os.chmod(self.dir, 0o755)
         self.state = state or os.path.join(self.dir, 'state')
@@ -224,6 +227,14 @@ class Ternd:
             with open(os.open(tf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 'wb') as f:
                 f.write(token + b'\n')
             cmd += ['--listen', self.tcp, '--token-file', tf]
+        if tls:
+            with socket.socket() as probe:
+                probe.bind(('127.0.0.1', 0))
+                self.tls_port = probe.getsockname()[1]
+            self.tls = 'tls://%s:%d' % (tls_host, self.tls_port)
+            cmd += ['--listen', self.tls, '--tls-cert', tls['server_cert'], '--tls-key', tls['server_key']]
+            if tls.get('require_client'):
+                cmd += ['--tls-ca', tls['ca']]
         cmd += list(args)
         old = os.umask(umask) if umask is not None else None
         try:

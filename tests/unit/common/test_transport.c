@@ -31,6 +31,24 @@ static void test_url_parse(void **state)
 	assert_string_equal(u.host, "::1");
 	transport_url_format(&u, text, sizeof(text));
 	assert_string_equal(text, "tcp://[::1]:7001");
+	assert_int_equal(transport_url_parse("tls://ternd.example.org:16514", &u), 0);
+	assert_int_equal(u.kind, TRANSPORT_TLS);
+	assert_string_equal(u.host, "ternd.example.org");
+	assert_int_equal(u.port, 16514);
+	assert_true(transport_url_needs_token(&u));
+	assert_true(transport_url_is_tcp(&u));
+	transport_url_format(&u, text, sizeof(text));
+	assert_string_equal(text, "tls://ternd.example.org:16514");
+	assert_int_equal(transport_url_parse("tls://[::1]:7002", &u), 0);
+	transport_url_format(&u, text, sizeof(text));
+	assert_string_equal(text, "tls://[::1]:7002");
+	/* Brackets only around a whole host, which is never empty. */
+	assert_int_equal(transport_url_parse("tls://[[]:1", &u), -EINVAL);
+	assert_int_equal(transport_url_parse("tls://a]:1", &u), -EINVAL);
+	assert_int_equal(transport_url_parse("tls://[]:1", &u), -EINVAL);
+	assert_int_equal(transport_url_parse("tls://:1", &u), -EINVAL);
+	assert_int_equal(transport_url_parse("tls://host", &u), -EINVAL);
+	assert_int_equal(transport_url_parse("tls:/host:1", &u), -EINVAL);
 	assert_int_equal(transport_url_parse("vsock://2:9999", &u), 0);
 	assert_int_equal(u.kind, TRANSPORT_VSOCK);
 	assert_int_equal(u.cid, 2);
