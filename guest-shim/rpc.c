@@ -22,6 +22,7 @@
 #define LOG_PREFIX "shim: "
 
 #include "shim.h"
+#include "rpc_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -481,8 +482,8 @@ static int reply_until_locked(struct shim_process *p, struct shim_pending *want)
 	return ret;
 }
 
-static int reply_read_locked(struct shim_process *p, uint32_t id, uint64_t seq,
-			     struct wire_cursor *rep, CUresult *status)
+int reply_read_locked(struct shim_process *p, uint32_t id, uint64_t seq,
+		      struct wire_cursor *rep, CUresult *status)
 {
 	struct shim_pending me;
 	int ret;
@@ -496,12 +497,8 @@ static int reply_read_locked(struct shim_process *p, uint32_t id, uint64_t seq,
 	return pending_adopt(&me, rep, status);
 }
 
-/* One request/reply exchange under sequence number @seq. The reply payload
- * lands in the thread's buffer; *@status is its CUresult. Returns 0 or
- * -errno for a transport or framing failure, -EMSGSIZE for a request too
- * large to send (the connection stays up). */
-static int conn_exchange_locked(struct shim_process *p, uint32_t id, uint64_t seq, struct wire_msg *req,
-				struct iovec *iov, int *niov, struct wire_cursor *rep, CUresult *status)
+int conn_exchange_locked(struct shim_process *p, uint32_t id, uint64_t seq, struct wire_msg *req,
+			 struct iovec *iov, int *niov, struct wire_cursor *rep, CUresult *status)
 {
 	struct wire_header h = { .call = id, .ctx = header_ctx(), .seq = seq };
 	struct iovec sent[WIRE_MSG_IOV_MAX + 1];
@@ -602,224 +599,6 @@ static void replay_append_locked(struct shim_process *p, uint32_t id, uint64_t s
 	p->replay.tail = e;
 	p->replay.bytes += e->len;
 	replay_trim_locked(p);
-}
-
-/* TERN_SHM_RING: the rings' size (0: @dflt); TERN_SHM_SPIN_US: how long a
- * side spins before it sleeps. For both kinds of rings. */
-static uint64_t shm_ring_env(uint64_t dflt)
-{
-	const char *ring = getenv("TERN_SHM_RING");
-
-	return ring && *ring ? strtoull(ring, NULL, 0) : dflt;
-}
-
-static void shm_spin_env(struct shm_chan *c)
-{
-	const char *spin = getenv("TERN_SHM_SPIN_US");
-
-	if (spin && *spin)
-		c->spin_ns = strtoull(spin, NULL, 0) * 1000;
-}
-
-/* Move the open connection onto shared-memory rings: the memfd and eventfds
- * go first on the socket, then the request that names their layout. */
-static int shm_upgrade_locked(struct shim_process *p)
-{
-	struct wire_shm_attach_req req = { .ring_bytes = shm_ring_env(SHM_RING_DEFAULT) };
-	struct wire_header h = { .call = WIRE_CALL_SHM_ATTACH };
-	struct iovec iov[WIRE_MSG_IOV_MAX];
-	struct wire_cursor cur;
-	struct wire_msg m;
-	CUresult status = CUDA_ERROR_UNKNOWN;
-	int fds[SHM_CHAN_FDS], niov, ret;
-
-	ret = shm_chan_create(&p->conn.shm, req.ring_bytes, p->conn.fd);
-	if (ret)
-		return ret;
-	shm_spin_env(&p->conn.shm);
-	/* The request, then the descriptors: the worker reads exactly the
-	 * request from the stream before it takes them. */
-	wire_msg_init(&m);
-	wire_shm_attach_req_encode(&m, &req);
-	niov = wire_msg_finish(&m, &h, iov);
-	ret = niov < 0 ? niov : wire_send(p->conn.fd, iov, niov);
-	wire_msg_release(&m);
-	shm_chan_fds(&p->conn.shm, fds);
-	if (!ret)
-		ret = shm_fds_send(p->conn.fd, fds, SHM_CHAN_FDS);
-	/* The worker holds the memfd now; our mapping keeps the pages. */
-	close(p->conn.shm.memfd);
-	p->conn.shm.memfd = -1;
-	if (!ret)
-		ret = reply_read_locked(p, WIRE_CALL_SHM_ATTACH, 0, &cur, &status);
-	if (!ret && status != CUDA_SUCCESS)
-		ret = -EPROTO;
-	if (ret)
-		goto fail;
-	p->conn.shm_on = true;
-	return 0;
-fail:
-	shm_chan_close(&p->conn.shm);
-	return ret;
-}
-
-/* Whether a pinned buffer lives in the ivshmem slot. */
-static bool host_bar_buffers_locked(struct shim_process *p)
-{
-	bool any = false;
-
-	pthread_mutex_lock(&p->cache.lock);
-	for (struct shim_host_range *r = p->cache.host_ranges; r && !any; r = r->next)
-		any = r->in_bar;
-	pthread_mutex_unlock(&p->cache.lock);
-	return any;
-}
-
-/* The domain's ivshmem BAR, when this process should use one: TERN_IVSHMEM
- * names the file to map ("off" or "0": none), else a virtio: transport looks
- * for the ivshmem-plain device on the PCI bus. Looked for once. */
-static bool ivshmem_wanted(struct shim_process *p, const struct transport_url *url)
-{
-	const char *env = getenv("TERN_IVSHMEM");
-	int ret;
-
-	if (p->ivshmem.bar_tried)
-		return p->ivshmem.bar.base != NULL;
-	p->ivshmem.bar_tried = true;
-	if (env && (!strcmp(env, "off") || !strcmp(env, "0")))
-		return false;
-	if ((!env || !*env) && url->kind != TRANSPORT_VIRTIO)
-		return false;
-	ret = ivshmem_guest_open(&p->ivshmem.bar, env && *env ? env : NULL);
-	if (ret && (env && *env))
-		pr_warn("TERN_IVSHMEM %s: %s: bulk data goes through the stream", env, strerror(-ret));
-	else if (!ret)
-		pr_info("ivshmem BAR %s: %llu bytes", p->ivshmem.bar.path, (unsigned long long)p->ivshmem.bar.bytes);
-	return !ret;
-}
-
-/* Move the open connection onto rings in the slot of the BAR that the worker
- * assigns. -EOPNOTSUPP when the worker has no BAR for us (not a domain's
- * session, no <shmem> for the domain, every slot taken): the stream goes on
- * carrying everything. Any other error leaves the connection unusable (the
- * worker may be on the rings already) and gives up on the BAR for this
- * process: a BAR that is not the host's (its header does not name the slot)
- * would fail every time. */
-static int ivshmem_upgrade_locked(struct shim_process *p)
-{
-	struct wire_ivshmem_attach_req req = { .ring_bytes = shm_ring_env(0), .want_slot = IVSHMEM_SLOT_ANY };
-	struct wire_ivshmem_attach_rep rep;
-	struct wire_header h = { .call = WIRE_CALL_IVSHMEM_ATTACH };
-	struct iovec iov[WIRE_MSG_IOV_MAX];
-	struct wire_cursor cur;
-	struct wire_msg m;
-	CUresult status = CUDA_ERROR_UNKNOWN;
-	void *area;
-	int niov, ret;
-
-	/* Pinned buffers in the slot: the same slot again, or none. */
-	if (p->ivshmem.slot_base)
-		req.want_slot = p->ivshmem.slot;
-	wire_msg_init(&m);
-	wire_ivshmem_attach_req_encode(&m, &req);
-	niov = wire_msg_finish(&m, &h, iov);
-	ret = niov < 0 ? niov : wire_send(p->conn.fd, iov, niov);
-	wire_msg_release(&m);
-	if (!ret)
-		ret = reply_read_locked(p, WIRE_CALL_IVSHMEM_ATTACH, 0, &cur, &status);
-	if (ret)
-		return ret;
-	if (status != CUDA_SUCCESS) {
-		pr_info("no ivshmem slot from ternd (CUresult %d): bulk data goes through the stream", status);
-		return -EOPNOTSUPP;
-	}
-	if (wire_ivshmem_attach_rep_decode(&cur, &rep) < 0)
-		ret = -EPROTO;
-	area = ret ? NULL : ivshmem_guest_slot(&p->ivshmem.bar, rep.slot, rep.offset, rep.bytes, rep.ring_bytes);
-	if (!ret && !area) {
-		pr_err("ivshmem: slot %u (%#llx+%#llx) is not in %s as ternd describes it: is it the domain's BAR?",
-		       rep.slot, (unsigned long long)rep.offset, (unsigned long long)rep.bytes, p->ivshmem.bar.path);
-		ret = -EPROTO;
-	}
-	if (!ret && p->ivshmem.slot_base && area != p->ivshmem.slot_base && host_bar_buffers_locked(p)) {
-		pr_err("ivshmem: ternd assigned slot %u, the pinned buffers are in slot %u", rep.slot, p->ivshmem.slot);
-		return -EBUSY;
-	}
-	if (!ret)
-		ret = shm_chan_region_guest(&p->conn.shm, area, rep.ring_bytes, p->conn.fd);
-	if (ret) {
-		if (!p->ivshmem.slot_base)
-			ivshmem_guest_close(&p->ivshmem.bar);
-		return ret;
-	}
-	p->ivshmem.slot = rep.slot;
-	p->ivshmem.slot_base = area;
-	p->ivshmem.slot_bytes = rep.bytes;
-	p->ivshmem.slot_carve = SHM_CHAN_BYTES(rep.ring_bytes);
-	shm_spin_env(&p->conn.shm);
-	p->conn.shm_on = true;
-	p->conn.ivshmem_on = true;
-	pr_info("session %s on ivshmem slot %u (rings of %llu bytes)", p->who.session, rep.slot,
-		(unsigned long long)rep.ring_bytes);
-	return 0;
-}
-
-/* A new worker (after a restore) lacks the guest's shared host buffers: hand
- * them over again, outside the request sequence, before anything is replayed. */
-static int host_shared_reshare_locked(struct shim_process *p)
-{
-	struct shim_host_range *r, *shared = NULL;
-	unsigned n = 0, i;
-	int ret = 0;
-
-	/* Copied out first: no round trip under cache_lock. */
-	pthread_mutex_lock(&p->cache.lock);
-	for (r = p->cache.host_ranges; r; r = r->next)
-		n += r->memfd >= 0 || (r->in_bar && p->conn.ivshmem_on);
-	if (n)
-		shared = calloc(n, sizeof(*shared));
-	for (r = p->cache.host_ranges, i = 0; r && shared; r = r->next) {
-		if (r->memfd >= 0 || (r->in_bar && p->conn.ivshmem_on))
-			shared[i++] = *r;
-	}
-	pthread_mutex_unlock(&p->cache.lock);
-	if (n && !shared)
-		return -ENOMEM;
-	for (i = 0; i < n && !ret; i++) {
-		struct wire_mem_host_share_req req = {
-			.address = shared[i].base, .bytes = shared[i].size, .flags = shared[i].flags,
-		};
-		struct iovec iov[WIRE_MSG_IOV_MAX];
-		struct wire_cursor cur;
-		struct wire_msg m;
-		CUresult status = CUDA_ERROR_UNKNOWN;
-		int niov;
-
-		wire_msg_init(&m);
-		if (shared[i].in_bar) {
-			struct wire_ivshmem_host_share_req bar = {
-				.address = shared[i].base, .offset = shared[i].bar_offset, .bytes = shared[i].size,
-				.flags = shared[i].flags,
-			};
-
-			wire_ivshmem_host_share_req_encode(&m, &bar);
-			ret = conn_exchange_locked(p, WIRE_CALL_IVSHMEM_HOST_SHARE, 0, &m, iov, &niov, &cur, &status);
-		} else {
-			ret = shm_fds_send(p->conn.fd, &shared[i].memfd, 1);
-			wire_mem_host_share_req_encode(&m, &req);
-			if (!ret)
-				ret = conn_exchange_locked(p, WIRE_CALL_MEM_HOST_SHARE, 0, &m, iov, &niov, &cur,
-							   &status);
-		}
-		wire_msg_release(&m);
-		if (!ret && status != CUDA_SUCCESS) {
-			pr_err("pinned buffer %#lx (%zu bytes) cannot be shared with the new worker: %d",
-			       (unsigned long)shared[i].base, shared[i].size, status);
-			ret = -EIO;
-		}
-	}
-	free(shared);
-	return ret;
 }
 
 static void batch_flush_locked(struct shim_process *p);

@@ -188,6 +188,21 @@ int socket_listen_group(const struct transport_url *url, mode_t mode, bool group
 /* CLOCK_MONOTONIC in milliseconds. */
 uint64_t monotonic_ms(void);
 
+/* supervisor.c: one whole request line from a control client: answer it
+ * (or hand the client to whoever answers later). */
+void control_dispatch(struct supervisor *sv, int fd, char *line, size_t n);
+
+/* supervisor_control.c: the control socket's clients and read-only answers. */
+void control_accept(struct supervisor *sv);
+void control_client_readable(struct supervisor *sv, struct control_client *cl);
+/* Close control clients that sent no whole line in time; the ms until the
+ * next deadline, or -1. */
+int control_clients_expire(struct supervisor *sv);
+/* The status reply: every session, its state and numbers. 0 or -ENOMEM. */
+int reply_status(struct supervisor *sv, struct control_reply *r);
+/* Answer the snapshots op on @client. */
+void reply_snapshots(struct supervisor *sv, int client);
+
 /* supervisor_vm.c: libvirt domains (docs/libvirt.md, "ternd's side"). */
 void vm_domains_init(struct supervisor *sv);
 /* Listen again for the domains the state directory records. */
