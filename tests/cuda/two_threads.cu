@@ -168,10 +168,17 @@ struct stress_thread {
 static void *stress_main(void *arg)
 {
 	struct stress_thread *t = (struct stress_thread *)arg;
-	std::vector<int> host(t->n);
 	bool waiter = !(t->index & 1);
+	int *host;
 
 	CHECK(cudaSetDevice(0));
+	/* Pinned: the driver runs copies to pageable memory through shared
+	 * staging, one at a time, and waits for each inside the call.  A
+	 * waiter's copy queued behind its value wait would then hold every
+	 * other thread's copy, its partner's among them, before the partner
+	 * has written the value: a deadlock of the native run, not of the
+	 * synchronisation under test. */
+	CHECK(cudaMallocHost((void **)&host, t->n * sizeof(int)));
 	for (int it = 1; it <= t->iterations; it++) {
 		int k = t->index + 2, add = it;
 
@@ -194,7 +201,7 @@ static void *stress_main(void *arg)
 				sleep_ms(1);
 			CHECK_DRV(p_write(t->s, t->flag, (unsigned)it, 0));
 		}
-		CHECK(cudaMemcpyAsync(host.data(), t->y, t->n * sizeof(int), cudaMemcpyDeviceToHost,
+		CHECK(cudaMemcpyAsync(host, t->y, t->n * sizeof(int), cudaMemcpyDeviceToHost,
 				      (cudaStream_t)t->s));
 		CHECK(cudaStreamSynchronize((cudaStream_t)t->s));
 		for (int i = 0; i < t->n; i++) {
@@ -204,6 +211,7 @@ static void *stress_main(void *arg)
 		}
 		progress++;
 	}
+	CHECK(cudaFreeHost(host));
 	return NULL;
 }
 
@@ -262,13 +270,6 @@ int main(int argc, char **argv)
 	int limit = env && atoi(env) > 0 ? atoi(env) : 20;
 	pthread_t dog;
 
-	/* The stress mode's streams wait on values that other streams write.
-	 * The GPU feeds streams through CUDA_DEVICE_MAX_CONNECTIONS hardware
-	 * queues (8 by default): with more streams than queues, a partner's
-	 * write can sit in a queue behind a wait that needs it, and the native
-	 * run hangs.  One queue per stream rules that out (a user's setting
-	 * wins). */
-	setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
 	REQUIRE(!pthread_create(&dog, NULL, watchdog, &limit), "watchdog");
 	CHECK(cudaSetDevice(0));
 	CHECK(cudaFree(0));
