@@ -20,6 +20,8 @@ static int parse_port(const char *text, unsigned *port)
 	char *end;
 	unsigned long v;
 
+	if (*text < '0' || *text > '9')
+		return -EINVAL;         /* strtoul would take spaces and signs */
 	errno = 0;
 	v = strtoul(text, &end, 10);
 	if (errno || end == text || *end || v == 0 || v > 65535)
@@ -80,7 +82,9 @@ int transport_url_parse(const char *text, struct transport_url *url)
 		url->kind = text[1] == 'l' ? TRANSPORT_TLS : TRANSPORT_TCP;
 		memcpy(url->host, rest, (size_t)(colon - rest));
 		/* [::1]:port */
-		if (url->host[0] == '[') {
+		bool bracketed = url->host[0] == '[';
+
+		if (bracketed) {
 			size_t n = strlen(url->host);
 
 			if (n < 3 || url->host[n - 1] != ']')
@@ -88,9 +92,10 @@ int transport_url_parse(const char *text, struct transport_url *url)
 			memmove(url->host, url->host + 1, n - 2);
 			url->host[n - 2] = 0;
 		}
-		/* Brackets only around the whole host: anything else would not
+		/* Brackets only around the whole host, and a host with ':' only
+		 * in them (as URLs write IPv6 addresses): anything else would not
 		 * read back the same once formatted. */
-		if (!url->host[0] || strpbrk(url->host, "[]"))
+		if (!url->host[0] || strpbrk(url->host, "[]") || (!bracketed && strchr(url->host, ':')))
 			return -EINVAL;
 		return parse_port(colon + 1, &url->port);
 	}

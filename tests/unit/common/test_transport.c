@@ -57,6 +57,13 @@ static void test_url_parse(void **state)
 	assert_int_equal(transport_url_parse("tcp://host", &u), -EINVAL);
 	assert_int_equal(transport_url_parse("tcp://host:0", &u), -EINVAL);
 	assert_int_equal(transport_url_parse("tcp://host:70000", &u), -EINVAL);
+	/* Found by fuzz_transport_url: a host with ':' outside brackets, whose
+	 * bracketed form may not fit, and ports strtoul would take. */
+	assert_int_equal(transport_url_parse("tls://h:7h:777tcp:4", &u), -EINVAL);
+	assert_int_equal(transport_url_parse("tcp://::1:8", &u), -EINVAL);
+	assert_int_equal(transport_url_parse("tcp://host:+7", &u), -EINVAL);
+	assert_int_equal(transport_url_parse("tcp://host: 7", &u), -EINVAL);
+	assert_int_equal(transport_url_parse("tcp://[::1]:8", &u), 0);
 	assert_int_equal(transport_url_parse("vsock://x:1", &u), -EINVAL);
 	assert_int_equal(transport_url_parse("http://x", &u), -EINVAL);
 	assert_int_equal(transport_url_parse("unix:", &u), -EINVAL);
