@@ -768,7 +768,7 @@ static int waits_answer(struct worker_session *s, struct session_slot *slot)
 			continue;
 		/* A synchronisation answers the first error of earlier deferred
 		 * calls, as when it was served on the dispatch thread. */
-		if (s->deferred_error != CUDA_SUCCESS) {
+		if (s->deferred_error != CUDA_SUCCESS && wire_call_synchronises(h.call)) {
 			wire_msg_reset(&s->wait_reply);
 			wire_put_u32(&s->wait_reply, (uint32_t)s->deferred_error);
 			s->deferred_error = CUDA_SUCCESS;

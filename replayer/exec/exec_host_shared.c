@@ -183,6 +183,14 @@ CUresult exec_ivshmem_host_share(struct exec *ex, const struct wire_ivshmem_host
 			      &rep->device_address);
 }
 
+bool exec_host_buf_shared(const struct exec *ex, uint64_t guest_addr)
+{
+	for (const struct exec_host_buf *b = ex->host.bufs; b; b = b->next)
+		if (b->guest_addr == guest_addr)
+			return true;
+	return false;
+}
+
 CUresult exec_mem_host_unshare(struct exec *ex, const struct wire_mem_host_unshare_req *req,
 			       struct wire_mem_host_unshare_rep *rep)
 {
@@ -194,8 +202,10 @@ CUresult exec_mem_host_unshare(struct exec *ex, const struct wire_mem_host_unsha
 
 		if (b->guest_addr != req->address)
 			continue;
-		/* Copies in flight may still read it, as cuMemFreeHost waits for. */
-		ex->be->cuCtxSynchronize();
+		/* Copies in flight may still read it, as cuMemFreeHost waits for
+		 * (aside, by a waiter, when the context was busy: exec_wait.c). */
+		if (!ex->host.unshare_synced)
+			ex->be->cuCtxSynchronize();
 		*pp = b->next;
 		host_buf_release(ex, b);
 		return CUDA_SUCCESS;

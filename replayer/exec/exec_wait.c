@@ -10,7 +10,9 @@
  * answers the request back on the dispatch thread. A copy to the host is
  * served there too once its stream caught up: it waits again if other
  * threads queued more on the stream meanwhile, so the dispatch thread never
- * waits for the stream itself.
+ * waits for the stream itself.  A pinned buffer's unshare (cuMemFreeHost)
+ * waits for the context as cuCtxSynchronize does, then is served without
+ * waiting again.
  */
 #define LOG_PREFIX "exec: "
 #include <stdlib.h>
@@ -72,6 +74,8 @@ static int wait_stream_prepare(struct exec *ex, struct wire_cursor *cur, struct 
  * first, worker.c). It may also wait for work other threads queue between
  * this request and the waiter's call: the driver's cuCtxSynchronize has no
  * marker to wait for instead. */
+static int wait_ctx_current(struct exec *ex, struct exec_wait *w);
+
 static int wait_ctx_prepare(struct exec *ex, struct wire_cursor *cur, struct exec_wait *w)
 {
 	struct wire_ctx_synchronize_req req;
@@ -84,10 +88,41 @@ static int wait_ctx_prepare(struct exec *ex, struct wire_cursor *cur, struct exe
 		if (!e || exec_context_switch(ex, req.ctx) != CUDA_SUCCESS)
 			return 0;
 	}
+	return wait_ctx_current(ex, w);
+}
+
+/* The current context's synchronisation, as above: 1, or 0 when it can
+ * be served at once. */
+static int wait_ctx_current(struct exec *ex, struct exec_wait *w)
+{
 	if (ex->be->cuCtxGetCurrent(&w->ctx) != CUDA_SUCCESS || !w->ctx)
 		return 0;
 	if (!ex->streams_nonblocking && ex->be->cuStreamQuery(CU_STREAM_LEGACY) != CUDA_ERROR_NOT_READY &&
 	    ex->be->cuStreamQuery(CU_STREAM_PER_THREAD) != CUDA_ERROR_NOT_READY)
+		return 0;
+	return 1;
+}
+
+/* Keep the request to serve once the wait is over. */
+static int wait_request_keep(const struct wire_cursor *cur, struct exec_wait *w)
+{
+	w->request = malloc(cur->left ? cur->left : 1);
+	if (!w->request)
+		return -1;
+	memcpy(w->request, cur->p, cur->left);
+	w->request_len = cur->left;
+	return 0;
+}
+
+/* An unshare of a buffer the session has, behind the context's work. */
+static int wait_unshare_prepare(struct exec *ex, const struct wire_cursor *cur, struct exec_wait *w)
+{
+	struct wire_cursor c = *cur;
+	struct wire_mem_host_unshare_req req;
+
+	if (wire_mem_host_unshare_req_decode(&c, &req) || wire_cursor_end(&c) || !exec_host_buf_shared(ex, req.address))
+		return 0;
+	if (wait_ctx_current(ex, w) != 1 || wait_request_keep(cur, w))
 		return 0;
 	return 1;
 }
@@ -104,11 +139,8 @@ static int wait_copy_prepare(struct exec *ex, const struct wire_cursor *cur, str
 		return 0;
 	if (req.async && exec_host_copy_stream(ex, req.stream, &s) != CUDA_SUCCESS)
 		return 0;
-	w->request = malloc(cur->left ? cur->left : 1);
-	if (!w->request)
+	if (wait_request_keep(cur, w))
 		return 0;
-	memcpy(w->request, cur->p, cur->left);
-	w->request_len = cur->left;
 	if (wait_marker(ex, s, w))
 		return 1;
 	free(w->request);
@@ -129,6 +161,8 @@ int exec_wait_prepare(struct exec *ex, uint32_t call, const struct wire_cursor *
 		return wait_stream_prepare(ex, &c, w);
 	if (call == WIRE_CALL_MEMCPY_DTOH)
 		return wait_copy_prepare(ex, &c, w);
+	if (call == WIRE_CALL_MEM_HOST_UNSHARE)
+		return wait_unshare_prepare(ex, &c, w);
 	return wait_ctx_prepare(ex, &c, w);
 }
 
@@ -144,12 +178,15 @@ int exec_wait_complete(struct exec *ex, struct exec_wait *w, bool may_wait, stru
 		return 0;
 	}
 	wire_cursor_init(&cur, w->request, w->request_len);
-	if (may_wait && exec_wait_prepare(ex, w->call, &cur, &again) == 1) {
+	if (may_wait && w->call == WIRE_CALL_MEMCPY_DTOH && exec_wait_prepare(ex, w->call, &cur, &again) == 1) {
 		free(w->request);
 		*w = again;
 		return 1;
 	}
+	/* The unshare's context was synchronised by the waiter. */
+	ex->host.unshare_synced = w->call == WIRE_CALL_MEM_HOST_UNSHARE;
 	ret = wire_dispatch(ex, w->call, &cur, reply);
+	ex->host.unshare_synced = false;
 	if (ret < 0) {
 		wire_msg_reset(reply);
 		wire_put_u32(reply, CUDA_ERROR_INVALID_VALUE);
