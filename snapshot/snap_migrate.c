@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -438,6 +440,21 @@ out:
 	return rc;
 }
 
+static int ack_wait(struct snap_migrate_conn *c);
+
+/* The destination answers a round only at its end, unless it refused it:
+ * then its ACK is waiting, and the rest of the round need not be sent. */
+static int refusal_check(struct snap_migrate_conn *c)
+{
+	struct pollfd p = { .fd = c->fd, .events = POLLIN };
+	int rc;
+
+	if (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLIN | POLLHUP | POLLERR)))
+		return 0;
+	rc = ack_wait(c);
+	return rc ? rc : conn_fail(c, -EPROTO, "the destination acknowledged a round it had not received");
+}
+
 static int ack_wait(struct snap_migrate_conn *c)
 {
 	struct snap_migrate_ack ack;
@@ -527,6 +544,8 @@ int snap_migrate_snapshot_send(struct snap_migrate_conn *c, struct snap_store *s
 		goto out;
 	}
 	rc = send_begin(c, m, parent, flags, (uint32_t)cl->region_count, token, nonce);
+	if (!rc)
+		rc = refusal_check(c);
 	for (uint64_t i = 0; !rc && i < cl->region_count; i++) {
 		const struct snap_region *reg = &cl->regions[i];
 		uint8_t head[20];
@@ -562,6 +581,8 @@ int snap_migrate_snapshot_send(struct snap_migrate_conn *c, struct snap_store *s
 				st.data_bytes += len;
 				rc = send_chunk(c, (uint32_t)i, j, SNAP_MIGRATE_CHUNK_DATA, ref, chunk, len);
 			}
+			if (!rc)
+				rc = refusal_check(c);
 		}
 	}
 	if (!rc)
@@ -786,7 +807,9 @@ int snap_migrate_client_auth(struct snap_migrate_conn *c, const struct auth_toke
 	put_str(&p, session);
 	auth_migrate_proof(token, nonce, session, p);
 	p += AUTH_PROOF_BYTES;
-	return snap_migrate_send(c, SNAP_MIGRATE_AUTH, buf, (uint32_t)(p - buf), NULL, 0);
+	rc = snap_migrate_send(c, SNAP_MIGRATE_AUTH, buf, (uint32_t)(p - buf), NULL, 0);
+	/* Known before the source snapshots or suspends anything. */
+	return rc ? rc : ack_wait(c);
 }
 
 int snap_migrate_server_auth(struct snap_migrate_conn *c, const struct auth_token *token,
@@ -815,5 +838,18 @@ int snap_migrate_server_auth(struct snap_migrate_conn *c, const struct auth_toke
 	auth_migrate_proof(token, nonce, session, want);
 	rc = auth_equal(want, a.proof, sizeof(want)) ? 0 : conn_fail(c, -EPERM, "bad token");
 	explicit_bzero(want, sizeof(want));
-	return rc;
+	return rc ? rc : snap_migrate_ack_send(c, 0, "authenticated");
+}
+
+void snap_migrate_refuse(struct snap_migrate_conn *c, int status, const char *message)
+{
+	uint8_t sink[4096];
+
+	snap_migrate_ack_send(c, status, message);
+	/* Closing with the source's frames unread would reset the link and
+	 * could drop the ACK before the source read it: let the source see it
+	 * and hang up first (its receive timeout bounds the wait). */
+	shutdown(c->fd, SHUT_WR);
+	for (int i = 0; i < 100000 && read(c->fd, sink, sizeof(sink)) > 0; i++)
+		;
 }

@@ -3,6 +3,7 @@
  *
  *     dest -> src   CHALLENGE nonce
  *     src  -> dest  AUTH session, auth_migrate_proof (common/auth.h)
+ *     dest -> src   ACK (0, or the refusal)
  *     then per round:
  *     src  -> dest  BEGIN, REGION * n, CHUNK * m, JOURNAL * k, END sha256
  *     dest -> src   ACK status, message
@@ -161,6 +162,9 @@ int snap_migrate_send(struct snap_migrate_conn *c, uint16_t type, const void *he
 int snap_migrate_recv(struct snap_migrate_conn *c, uint16_t *type, uint32_t *len);
 /* Send an ACK. */
 int snap_migrate_ack_send(struct snap_migrate_conn *c, int status, const char *message);
+/* Destination: refuse with an ACK of @status, then wait for the source to
+ * hang up (it stops sending once it sees the ACK). */
+void snap_migrate_refuse(struct snap_migrate_conn *c, int status, const char *message);
 
 /* The handshake.  Source: read the CHALLENGE, send AUTH for @session;
  * *nonce keeps the challenge (it masks the credential in BEGIN).

@@ -91,13 +91,13 @@ static int receive(struct supervisor *sv, int fd, int line)
 	rc = snap_migrate_server_auth(&c, &sv->cfg->token, session, nonce);
 	if (rc) {
 		pr_warn("migration stream refused: %s", c.error);
-		snap_migrate_ack_send(&c, rc, c.error);
+		snap_migrate_refuse(&c, rc, c.error);
 		goto out;
 	}
 	store_path(sv, dir, sizeof(dir));
 	rc = snap_store_open(dir, NULL, SNAP_STORE_CREATE, &store);
 	if (rc) {
-		snap_migrate_ack_send(&c, rc, "this ternd cannot open its snapshot store");
+		snap_migrate_refuse(&c, rc, "this ternd cannot open its snapshot store");
 		goto out;
 	}
 	pr_info("migration of session %s: stream authenticated", session);
@@ -117,7 +117,7 @@ static int receive(struct supervisor *sv, int fd, int line)
 							sv->cfg->worker.exec_cfg.quota, name, &flags);
 		if (rc) {
 			pr_warn("migration of session %s failed: %s", session, c.error);
-			snap_migrate_ack_send(&c, rc, c.error);
+			snap_migrate_refuse(&c, rc, c.error);
 			break;
 		}
 		if (!(flags & SNAP_MIGRATE_FINAL)) {
