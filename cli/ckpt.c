@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ckpt.h"
+#include "units.h"
 #include "control.h"
 
 static int cmd_help(struct ckpt *c);
@@ -47,6 +48,9 @@ static const struct ckpt_command commands[] = {
 	  "remove snapshots and collect the chunks no other snapshot uses (offline; --force: also one a "
 	  "suspended session or another snapshot needs)",
 	  1, UINT_MAX, CKPT_OPT_FORCE, cmd_rm },
+	{ "migrate", "SESSION --to URL [--max-downtime MS] [--max-bandwidth RATE] [--offline] | --cancel SESSION",
+	  "move a running session to another ternd: pre-copy rounds, then stop-and-copy (docs/migration.md)",
+	  1, 1, CKPT_OPT_MIGRATE, cmd_migrate },
 	{ "help", "[SUBCOMMAND]", "show this usage, or one subcommand's",
 	  0, 1, 0, cmd_help },
 };
@@ -97,6 +101,16 @@ static void command_usage_print(const struct ckpt_command *cmd, FILE *f)
 	if (cmd->options & CKPT_OPT_FORCE)
 		fprintf(f, "  --force           also remove a snapshot a suspended session waits in, or the parent\n"
 			"                    of a snapshot that stays\n");
+	if (cmd->options & CKPT_OPT_MIGRATE)
+		fprintf(f, "  --to URL          the destination ternd's --migrate-listen (tcp://HOST:PORT, unix:PATH)\n"
+			"  --token-file FILE the destination's token (default env TERN_TOKEN_FILE)\n"
+			"  --guest-url URL   where the guest is to reconnect (default: the destination's first listener)\n"
+			"  --max-downtime MS stop and copy once a round's dirty bytes take this long at the\n"
+			"                    measured rate (default 100)\n"
+			"  --max-rounds N    pre-copy rounds at most (default 8)\n"
+			"  --max-bandwidth R bytes per second on the stream, e.g. 100M (default: no cap)\n"
+			"  --offline         suspend, transfer, resume on the destination (no pre-copy)\n"
+			"  --cancel          stop the migration of SESSION under way; the session stays here\n");
 	if (cmd->options & CKPT_OPT_PID)
 		fprintf(f, "  --pid PID         the process to dump (a session leader: run it under setsid)\n");
 	if (cmd->options & CKPT_OPT_PROCESS)
@@ -184,7 +198,9 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 			     !strcmp(a, "--store") || !strcmp(a, "--timeout") ||
 			     !strcmp(a, "--name") || !strcmp(a, "--device") || !strcmp(a, "--pid") ||
 			     !strcmp(a, "--images") || !strcmp(a, "--criu") || !strcmp(a, "--criu-plugins") ||
-			     !strcmp(a, "--domain");
+			     !strcmp(a, "--domain") || !strcmp(a, "--to") || !strcmp(a, "--max-downtime") ||
+			     !strcmp(a, "--max-bandwidth") || !strcmp(a, "--max-rounds") || !strcmp(a, "--token-file") ||
+			     !strcmp(a, "--guest-url");
 
 		if (words_only) {
 			takes = false;
@@ -263,6 +279,34 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 		} else if (!strcmp(a, "--criu-plugins")) {
 			c->criu_plugins = val;
 			opts_seen |= CKPT_OPT_CRIU;
+		} else if (!strcmp(a, "--to")) {
+			c->migrate.to = val;
+			opts_seen |= CKPT_OPT_MIGRATE;
+		} else if (!strcmp(a, "--token-file")) {
+			c->migrate.token_file = val;
+			opts_seen |= CKPT_OPT_MIGRATE;
+		} else if (!strcmp(a, "--guest-url")) {
+			c->migrate.guest_url = val;
+			opts_seen |= CKPT_OPT_MIGRATE;
+		} else if (!strcmp(a, "--max-downtime") || !strcmp(a, "--max-rounds")) {
+			char *end;
+			long v = strtol(val, &end, 10);
+
+			if (*end || end == val || v < 1 || v > 3600000)
+				return ckpt_fail(c, CKPT_EXIT_USAGE, "%s takes a positive number: '%s'", a, val);
+			*(a[6] == 'd' ? &c->migrate.max_downtime_ms : &c->migrate.max_rounds) = (uint32_t)v;
+			opts_seen |= CKPT_OPT_MIGRATE;
+		} else if (!strcmp(a, "--max-bandwidth")) {
+			if (units_size_parse(val, &c->migrate.max_bandwidth) || !c->migrate.max_bandwidth)
+				return ckpt_fail(c, CKPT_EXIT_USAGE, "--max-bandwidth takes bytes per second, e.g. 100M: '%s'",
+						 val);
+			opts_seen |= CKPT_OPT_MIGRATE;
+		} else if (!strcmp(a, "--offline")) {
+			c->migrate.offline = true;
+			opts_seen |= CKPT_OPT_MIGRATE;
+		} else if (!strcmp(a, "--cancel")) {
+			c->migrate.cancel = true;
+			opts_seen |= CKPT_OPT_MIGRATE;
 		} else if (a[0] == '-' && a[1]) {
 			return ckpt_fail(c, CKPT_EXIT_USAGE, "unknown option '%s'; see `ckpt %s%s--help` "
 					 "(a name that starts with '-' goes after `--`: ckpt %s%s-- %s)",
@@ -304,7 +348,8 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 				 bad & CKPT_OPT_LEAVE ? "--leave-running" :
 				 bad & CKPT_OPT_PROCESS ? "--process" :
 				 bad & CKPT_OPT_CRIU ? "--criu" :
-				 bad & CKPT_OPT_DOMAIN ? "--domain" : "--force",
+				 bad & CKPT_OPT_DOMAIN ? "--domain" :
+				 bad & CKPT_OPT_MIGRATE ? "--to (and migrate's other options)" : "--force",
 				 c->cmd->name);
 	}
 	if (c->nargs < c->cmd->min_args || c->nargs > c->cmd->max_args) {

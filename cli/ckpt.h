@@ -37,6 +37,7 @@ enum ckpt_exit {
 #define CKPT_OPT_PROCESS     0x80u /* --process */
 #define CKPT_OPT_CRIU        0x100u /* --criu PATH, --criu-plugins DIR */
 #define CKPT_OPT_DOMAIN      0x200u /* --domain NAME|UUID */
+#define CKPT_OPT_MIGRATE     0x400u /* migrate's --to, --max-downtime ... */
 
 struct ckpt;
 
@@ -71,6 +72,16 @@ struct ckpt {
 	bool process;            /* restore --process */
 	const char *criu;        /* --criu, env TERN_CRIU */
 	const char *criu_plugins; /* --criu-plugins, env TERN_CRIU_PLUGINS */
+	struct {
+		const char *to;
+		const char *token_file;
+		const char *guest_url;
+		uint32_t max_downtime_ms;   /* 0: the default */
+		uint32_t max_rounds;        /* 0: the default */
+		uint64_t max_bandwidth;     /* bytes/s, 0: none */
+		bool offline;
+		bool cancel;
+	} migrate;
 	char **args;             /* positional arguments */
 	unsigned nargs;
 	char ternd_store[CONTROL_PATH_MAX + 1]; /* the store a running ternd reported, or "" */
@@ -118,6 +129,7 @@ int cmd_inspect(struct ckpt *c);
 int cmd_verify(struct ckpt *c);
 int cmd_rm(struct ckpt *c);
 int cmd_dump(struct ckpt *c);            /* cmd_criu.c */
+int cmd_migrate(struct ckpt *c);         /* cmd_migrate.c */
 int cmd_restore_process(struct ckpt *c); /* cmd_criu.c: restore --process */
 
 /* The store offline commands use: --store, else --state-dir/store, else

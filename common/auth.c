@@ -149,3 +149,34 @@ void auth_credential_mask(const struct auth_token *t, const uint8_t nonce[AUTH_N
 		credential[i] ^= pad[i];
 	explicit_bzero(pad, sizeof(pad));
 }
+
+void auth_migrate_proof(const struct auth_token *t, const uint8_t nonce[AUTH_NONCE_BYTES], const char *session,
+			uint8_t out[AUTH_PROOF_BYTES])
+{
+	auth_mac(t->bytes, t->len, "tern migrate v1", nonce, session, out);
+}
+
+void auth_migrate_credential_mask(const struct auth_token *t, const uint8_t nonce[AUTH_NONCE_BYTES],
+				  const char *session, uint8_t credential[AUTH_CREDENTIAL_BYTES])
+{
+	uint8_t pad[AUTH_PROOF_BYTES];
+
+	auth_mac(t->bytes, t->len, "tern migrate credential v1", nonce, session, pad);
+	for (unsigned i = 0; i < AUTH_CREDENTIAL_BYTES; i++)
+		credential[i] ^= pad[i];
+	explicit_bzero(pad, sizeof(pad));
+}
+
+void auth_moved_proof(const uint8_t credential[AUTH_CREDENTIAL_BYTES], const uint8_t nonce[AUTH_NONCE_BYTES],
+		      const char *session, const char *url, uint8_t out[AUTH_PROOF_BYTES])
+{
+	static const char label[] = "tern moved v1";
+	struct sha256_part parts[5] = {
+		{ label, sizeof(label) },
+		{ nonce, AUTH_NONCE_BYTES },
+		{ session, strlen(session) + 1 },
+		{ url, strlen(url) },
+	};
+
+	hmac_sha256(credential, AUTH_CREDENTIAL_BYTES, parts, 4, out);
+}

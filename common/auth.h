@@ -55,4 +55,17 @@ void auth_credential_proof(const uint8_t credential[AUTH_CREDENTIAL_BYTES], cons
 void auth_credential_mask(const struct auth_token *t, const uint8_t nonce[AUTH_NONCE_BYTES], const char *session,
 			  uint8_t credential[AUTH_CREDENTIAL_BYTES]);
 
+/* A migration stream's proof (docs/migration.md): HMAC-SHA256(token, "tern migrate v1" NUL nonce session). */
+void auth_migrate_proof(const struct auth_token *t, const uint8_t nonce[AUTH_NONCE_BYTES], const char *session,
+			uint8_t out[AUTH_PROOF_BYTES]);
+/* XOR @credential with HMAC-SHA256(token, "tern migrate credential v1" NUL nonce session):
+ * how the session's credential crosses a migration stream (its own inverse). */
+void auth_migrate_credential_mask(const struct auth_token *t, const uint8_t nonce[AUTH_NONCE_BYTES],
+				  const char *session, uint8_t credential[AUTH_CREDENTIAL_BYTES]);
+/* The proof in a "moved" hello reply, that the ternd which sends the guest
+ * elsewhere holds its session's credential:
+ * HMAC-SHA256(credential, "tern moved v1" NUL nonce session NUL url). */
+void auth_moved_proof(const uint8_t credential[AUTH_CREDENTIAL_BYTES], const uint8_t nonce[AUTH_NONCE_BYTES],
+		      const char *session, const char *url, uint8_t out[AUTH_PROOF_BYTES]);
+
 #endif

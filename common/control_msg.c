@@ -54,6 +54,7 @@ static const struct field rq_vm_restore[] = {
 	FSTR(RQ, uuid, 0), FSTR(RQ, generation, 0), FIELD(RQ, check, F_BOOL, F_OPTIONAL),
 };
 static const struct field rq_vm_snapshot[] = { FSTR(RQ, domain, 0), FSTR(RQ, snapshot, F_OPTIONAL) };
+static const struct field rq_migrated[] = { FSTR(RQ, session, 0), FSTR(RQ, url, 0) };
 
 static const struct {
 	const char *name;
@@ -72,6 +73,7 @@ static const struct {
 	[CONTROL_OP_VM_RESTORE] = { "vm-restore", TABLE(rq_vm_restore), CONTROL_REPLY_VM },
 	[CONTROL_OP_VM_DROP] = { "vm-drop", TABLE(rq_vm_uuid), CONTROL_REPLY_VM },
 	[CONTROL_OP_VM_SNAPSHOT] = { "vm-snapshot", TABLE(rq_vm_snapshot), CONTROL_REPLY_VM },
+	[CONTROL_OP_MIGRATED] = { "migrated", TABLE(rq_migrated), CONTROL_REPLY_MIGRATED },
 };
 #define OPS_COUNT (sizeof(ops) / sizeof(ops[0]))
 
@@ -124,6 +126,8 @@ static const struct field rp_progress[] = {
 static const struct field rp_vm[] = {
 	FSTR(VR, uuid, 0), FSTR(VR, name, F_OPTIONAL), FSTR(VR, path, F_OPTIONAL), FSTR(VR, generation, F_OPTIONAL),
 };
+#define MR struct control_migrated_result
+static const struct field rp_migrated[] = { FSTR(MR, session, 0), FSTR(MR, url, 0) };
 #define VS struct control_vm_snapshot
 static const struct field rp_vm_snapshot[] = { FSTR(VS, session, 0), FSTR(VS, snapshot, 0) };
 
@@ -141,6 +145,7 @@ static const struct {
 	[CONTROL_REPLY_RESTORE] = { TABLE(rp_restore), NULL, { NULL, 0 }, 0 },
 	[CONTROL_REPLY_PROGRESS] = { TABLE(rp_progress), NULL, { NULL, 0 }, 0 },
 	[CONTROL_REPLY_VM] = { TABLE(rp_vm), "snapshots", TABLE(rp_vm_snapshot), sizeof(VS) },
+	[CONTROL_REPLY_MIGRATED] = { TABLE(rp_migrated), NULL, { NULL, 0 }, 0 },
 };
 #define REPLIES_COUNT (sizeof(replies) / sizeof(replies[0]))
 

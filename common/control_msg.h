@@ -59,6 +59,10 @@ enum control_op {
 	CONTROL_OP_VM_RESTORE,
 	CONTROL_OP_VM_DROP,
 	CONTROL_OP_VM_SNAPSHOT,
+	/* A live migration's switch (docs/migration.md): the suspended session
+	 * went to another ternd, whose guest transport is url. */
+	CONTROL_OP_MIGRATED,
+	CONTROL_OP_LAST = CONTROL_OP_MIGRATED,
 };
 
 /* A request on the control socket.  Which members an op takes:
@@ -72,6 +76,7 @@ enum control_op {
  *   vm-save:  uuid, generation
  *   vm-restore: uuid, generation, check
  *   vm-snapshot: domain (a name or a uuid); snapshot (optional: a prefix)
+ *   migrated: session (suspended here), url (where its guest is to say hello)
  * A member an op does not take is refused by the decoder.  device < 0: ternd's
  * default device (and not sent).  The decoder bounds the domain's strings;
  * whether they are well formed (vm_id.h) is ternd's to say. */
@@ -86,6 +91,7 @@ struct control_request {
 	char domain[VM_NAME_MAX + 1];
 	char generation[VM_GENERATION_MAX + 1];
 	bool check;
+	char url[CONTROL_TEXT_MAX + 1];
 };
 
 /* What the final reply to a request holds, besides "ok". */
@@ -97,6 +103,7 @@ enum control_reply_kind {
 	CONTROL_REPLY_RESTORE,          /* to resume and restore; also a worker's ready */
 	CONTROL_REPLY_PROGRESS,         /* a progress line before the final reply */
 	CONTROL_REPLY_VM,               /* to the vm-* ops */
+	CONTROL_REPLY_MIGRATED,         /* to migrated */
 };
 
 struct control_session_info {
@@ -187,6 +194,12 @@ struct control_vm_snapshot {
 	char snapshot[CONTROL_NAME_MAX + 1];
 };
 
+/* migrated: the session whose guest is now sent to url. */
+struct control_migrated_result {
+	char session[CONTROL_NAME_MAX + 1];
+	char url[CONTROL_TEXT_MAX + 1];
+};
+
 /* What a vm-* op did to domain @uuid. */
 struct control_vm_result {
 	char uuid[VM_UUID_LEN + 1];
@@ -209,6 +222,7 @@ struct control_reply {
 		struct control_restore_result restore;
 		struct control_progress progress;
 		struct control_vm_result vm;
+		struct control_migrated_result migrated;
 	};
 };
 

@@ -413,3 +413,20 @@ size_t wire_msg_payload_copy(const struct wire_msg *m, void *out, size_t cap)
 	memcpy(dst + n, m->buf + done, m->len - done);
 	return n + m->len - done;
 }
+
+void wire_moved_encode(struct wire_msg *m, const struct wire_moved *mv)
+{
+	wire_put_str(m, mv->url);
+	wire_put_blob(m, (struct wire_blob){ mv->proof, sizeof(mv->proof) });
+}
+
+int wire_moved_decode(struct wire_cursor *c, struct wire_moved *out)
+{
+	struct wire_blob proof;
+
+	if (wire_get_str(c, out->url, sizeof(out->url)) || !out->url[0] || wire_get_blob(c, &proof) ||
+	    proof.len != sizeof(out->proof) || c->left)
+		return -EPROTO;
+	memcpy(out->proof, proof.ptr, sizeof(out->proof));
+	return 0;
+}

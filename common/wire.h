@@ -138,6 +138,22 @@ size_t wire_msg_payload_copy(const struct wire_msg *m, void *out, size_t cap);
 int wire_send(int fd, struct iovec *iov, int niov);
 /* Send a reply that is its status alone (@flags beside WIRE_F_REPLY). */
 int wire_status_send(int fd, uint32_t call, uint64_t seq, uint16_t flags, uint32_t status);
+/* A hello's status that is no CUresult: the session moved to another ternd
+ * (a live migration, docs/migration.md).  The reply's payload says where,
+ * with a proof that the sender holds the session's credential
+ * (auth_moved_proof); the guest checks it and says hello there. */
+#define WIRE_STATUS_MOVED 0x7e4d0001u
+#define WIRE_MOVED_URL_MAX 300u
+#define WIRE_MOVED_PROOF_BYTES 32u
+struct wire_moved {
+	char url[WIRE_MOVED_URL_MAX + 1];
+	uint8_t proof[WIRE_MOVED_PROOF_BYTES];
+};
+void wire_moved_encode(struct wire_msg *m, const struct wire_moved *mv);
+/* 0, or -EPROTO: a malformed payload, an empty url, a proof of another size,
+ * trailing bytes. */
+int wire_moved_decode(struct wire_cursor *c, struct wire_moved *out);
+
 /* Read exactly n bytes: 0, -ECONNRESET on EOF, or -errno. */
 int wire_recv_exact(int fd, void *buf, size_t n);
 /* Read and drop n bytes (to skip an oversized payload and keep framing). */

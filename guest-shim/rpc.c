@@ -836,6 +836,35 @@ CUresult rpc_hostfn_ready(void)
 	return res;
 }
 
+/* The session moved to another ternd (a live migration): believe where the
+ * reply says only if it proves the session's credential, which only our
+ * ternd and the destination hold (common/auth.h, auth_moved_proof). Then
+ * the next hello goes there: CUDA_ERROR_NO_DEVICE makes the caller retry. */
+static CUresult moved_follow_locked(struct shim_process *p, struct wire_cursor *cur,
+				    const uint8_t nonce[AUTH_NONCE_BYTES], const char *session)
+{
+	uint8_t want[AUTH_PROOF_BYTES];
+	struct wire_moved mv;
+	struct transport_url url;
+	bool good;
+
+	if (wire_moved_decode(cur, &mv) || transport_url_parse(mv.url, &url) || !p->who.has_credential) {
+		pr_err("ternd at %s says session %s moved, but not in a form this shim takes", p->who.server, session);
+		return CUDA_ERROR_NOT_PERMITTED;
+	}
+	auth_moved_proof(p->who.credential, nonce, session, mv.url, want);
+	good = auth_equal(want, mv.proof, sizeof(want));
+	explicit_bzero(want, sizeof(want));
+	if (!good) {
+		pr_err("ternd at %s says session %s moved to %s without proof of its credential: ignored", p->who.server,
+		       session, mv.url);
+		return CUDA_ERROR_NOT_PERMITTED;
+	}
+	pr_info("session %s moved from %s to %s", session, p->who.server, mv.url);
+	snprintf(p->who.server, sizeof(p->who.server), "%s", mv.url);
+	return CUDA_ERROR_NO_DEVICE;
+}
+
 static CUresult conn_open_locked(struct shim_process *p)
 {
 	struct transport_url url;
@@ -906,6 +935,10 @@ static CUresult conn_open_locked(struct shim_process *p)
 		}
 	}
 	wire_msg_release(&m);
+	if (!ret && status == WIRE_STATUS_MOVED) {
+		status = moved_follow_locked(p, &cur, nonce, req.session);
+		goto out_close;
+	}
 	if (!ret && status == CUDA_SUCCESS &&
 	    (wire_hello_rep_decode(&cur, &rep) || rep.credential.len != AUTH_CREDENTIAL_BYTES))
 		ret = -EPROTO;

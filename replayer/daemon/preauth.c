@@ -232,6 +232,18 @@ void preauth_refuse(struct preauth *pa, struct preauth_conn *c, uint32_t status)
 	preauth_forget(pa, c, true);
 }
 
+void preauth_moved(struct preauth *pa, struct preauth_conn *c, const struct wire_moved *mv)
+{
+	struct wire_msg m;
+
+	wire_msg_init(&m);
+	wire_put_u32(&m, WIRE_STATUS_MOVED);
+	wire_moved_encode(&m, mv);
+	frame_send(c, WIRE_CALL_HELLO, 0, &m);
+	wire_msg_release(&m);
+	preauth_forget(pa, c, true);
+}
+
 static enum preauth_event challenge_answer(struct preauth *pa, struct preauth_conn *c)
 {
 	struct wire_challenge_rep rep;

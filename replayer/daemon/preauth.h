@@ -89,6 +89,8 @@ void preauth_adopt(struct preauth *pa, int fd, int domain, const char *source);
 enum preauth_event preauth_readable(struct preauth *pa, struct preauth_conn *c);
 /* Answer @c's hello (or join) with @status alone, then close it. */
 void preauth_refuse(struct preauth *pa, struct preauth_conn *c, uint32_t status);
+/* Answer @c's hello with WIRE_STATUS_MOVED and @mv, then close it. */
+void preauth_moved(struct preauth *pa, struct preauth_conn *c, const struct wire_moved *mv);
 /* Forget @c, closing its fd (@close_fd) or not (a worker has it now), and
  * dropping this process's copy of its TLS session either way (a worker
  * has its own). */

@@ -288,6 +288,36 @@ static struct session_cred *session_cred_of(struct supervisor *sv, const char *i
 }
 
 static void hello_refuse(struct supervisor *sv, struct preauth_conn *c, uint32_t status, const char *id,
+			 const char *why);
+
+/* Session @id moved away (a live migration) and no one holds it here: its
+ * guest, once it proved the credential, hears where it went. True when
+ * @c was answered. */
+static bool moved_answer(struct supervisor *sv, struct preauth_conn *c, const struct wire_hello_req *hello,
+			 const char *id)
+{
+	const struct migrate_moved *mv = migrate_moved_find(sv, id);
+	uint8_t want[AUTH_PROOF_BYTES];
+	struct wire_moved answer;
+
+	if (!mv)
+		return false;
+	auth_credential_proof(mv->cred.secret, c->nonce, hello->session, want);
+	if (!mv->cred.set || hello->credential_proof.len != AUTH_PROOF_BYTES ||
+	    !auth_equal(want, hello->credential_proof.ptr, AUTH_PROOF_BYTES)) {
+		explicit_bzero(want, sizeof(want));
+		hello_refuse(sv, c, CUDA_ERROR_NOT_PERMITTED, id, "moved away; no proof of its credential");
+		return true;
+	}
+	explicit_bzero(want, sizeof(want));
+	snprintf(answer.url, sizeof(answer.url), "%s", mv->url);
+	auth_moved_proof(mv->cred.secret, c->nonce, hello->session, answer.url, answer.proof);
+	pr_info("%s: session %s moved to %s: its guest is sent there", c->source, id, mv->url);
+	preauth_moved(&sv->preauth, c, &answer);
+	return true;
+}
+
+static void hello_refuse(struct supervisor *sv, struct preauth_conn *c, uint32_t status, const char *id,
 			 const char *why)
 {
 	sv->hellos_refused++;
@@ -429,6 +459,8 @@ static void session_hello(struct supervisor *sv, struct preauth_conn *c)
 		}
 	}
 	cred = session_cred_of(sv, id);
+	if (!cred && moved_answer(sv, c, hello, id))
+		goto out;
 	if (cred && cred->set) {
 		auth_credential_proof(cred->secret, c->nonce, hello->session, want);
 		if (hello->credential_proof.len != AUTH_PROOF_BYTES ||
@@ -728,7 +760,7 @@ static void workers_reap(struct supervisor *sv)
 		const char *id = s && s->id[0] ? s->id : "(no hello)";
 		bool check = false;
 
-		if (!s && vm_child_reaped(sv, pid))
+		if (!s && (vm_child_reaped(sv, pid) || migrate_child_reaped(sv, pid, status)))
 			continue;
 		/* A restore check: its answer (or its end) comes on its pipe. */
 		for (unsigned i = 0; i < sv->cfg->sessions_max && !s; i++)
@@ -1126,6 +1158,9 @@ void control_dispatch(struct supervisor *sv, int fd, char *line, size_t n)
 	case CONTROL_OP_VM_SNAPSHOT:
 		vm_request(sv, fd, &req);
 		break;
+	case CONTROL_OP_MIGRATED:
+		migrate_request(sv, fd, &req);
+		break;
 	}
 }
 
@@ -1222,7 +1257,7 @@ int supervisor_run(struct supervisor_config *cfg)
 		sv.clients[i].fd = -1;
 	nofile_raise();
 	pfd = calloc(SUPERVISOR_LISTEN_MAX + 2 + 2 * SESSION_SLOTS + cfg->preauth.max + CONTROL_CLIENTS_MAX +
-		     RESTORE_CHECKS_MAX + VM_POLL_MAX,
+		     RESTORE_CHECKS_MAX + VM_POLL_MAX + MIGRATE_POLL_MAX,
 		     sizeof(*pfd));
 	pre_of = calloc(cfg->preauth.max + 1, sizeof(*pre_of));
 	if (!pfd || !pre_of || preauth_init(&sv.preauth, &cfg->preauth)) {
@@ -1236,6 +1271,7 @@ int supervisor_run(struct supervisor_config *cfg)
 	for (i = 0; i < SESSION_SLOTS; i++)
 		sv.links[i] = (struct worker_link){ .fd = -1, .ipc_fd = -1, .client_fd = -1, .vm_domain = -1 };
 	vm_domains_init(&sv);
+	migrate_init(&sv);
 	if (ipc_broker_create(&sv.ipc)) {
 		pr_err("cannot create the IPC table");
 		return 1;
@@ -1283,6 +1319,8 @@ int supervisor_run(struct supervisor_config *cfg)
 		}
 		pr_info("listening on %s", text);
 	}
+	if (migrate_listen_open(&sv))
+		goto out;
 	snprintf(control_url.path, sizeof(control_url.path), "%s", cfg->control_path);
 	sv.control_fd = socket_listen(cfg, &control_url, cfg->socket_group_set ? 0660 : 0600);
 	if (sv.control_fd < 0) {
@@ -1294,7 +1332,7 @@ int supervisor_run(struct supervisor_config *cfg)
 		cfg->state_dir);
 	while (running) {
 		unsigned n = 0, links = 0, ipcs = 0, ipc_at, pres = 0, pre_at, clients = 0, client_at, checks = 0,
-			 check_at, vm_at, vm_end;
+			 check_at, vm_at, vm_end, mig_at, mig_end;
 		int timeout = preauth_expire(&sv.preauth), t = control_clients_expire(&sv), v = vm_restores_waiting(&sv);
 
 		for (i = 0; i < cfg->listen_count; i++)
@@ -1320,6 +1358,8 @@ int supervisor_run(struct supervisor_config *cfg)
 			}
 		n = vm_poll_fill(&sv, pfd, n, &vm_at);
 		vm_end = n;
+		n = migrate_poll_fill(&sv, pfd, n, &mig_at);
+		mig_end = n;
 		pre_at = n;
 		for (i = 0; i < sv.preauth.cfg.max; i++)
 			if (sv.preauth.conns[i].fd >= 0) {
@@ -1376,6 +1416,7 @@ int supervisor_run(struct supervisor_config *cfg)
 			if (pfd[check_at + i].revents & (POLLIN | POLLHUP | POLLERR))
 				restore_checked(&sv, &sv.known[check_of[i]]);
 		vm_poll_handle(&sv, pfd, vm_at, vm_end);
+		migrate_poll_handle(&sv, pfd, mig_at, mig_end);
 		if (pfd[cfg->listen_count + 1].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
@@ -1407,6 +1448,7 @@ out:
 		unlink(cfg->control_path);
 	}
 	vm_domains_stop(&sv);
+	migrate_stop(&sv);
 	workers_stop(&sv);
 	preauth_release(&sv.preauth);
 	for (i = 0; i < CONTROL_CLIENTS_MAX; i++)

@@ -24,6 +24,8 @@
 struct supervisor_config {
 	struct transport_url listen[SUPERVISOR_LISTEN_MAX];
 	unsigned listen_count;
+	struct transport_url migrate_listen;  /* --migrate-listen: migration streams in */
+	bool migrate_listen_set;
 	char control_path[108];
 	struct worker_config worker;
 	struct auth_token token;    /* len 0: tcp listeners refuse every guest */

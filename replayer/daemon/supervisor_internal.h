@@ -148,6 +148,26 @@ struct vm_domain {
 	} waiting_restore;
 };
 
+/* Migration streams received at once (supervisor_migrate.c): each is a child. */
+#define MIGRATE_RECEIVERS_MAX 4
+/* Sessions that moved away whose guests are told where they went. */
+#define MIGRATE_MOVED_MAX 64
+
+struct migrate_receiver {
+	pid_t pid;                          /* 0: ended (or free) */
+	int line_fd;                        /* its question at the final round, -1: none */
+};
+
+/* A session that moved: its guest's hello here is answered with url, once
+ * it proved the credential (the destination has it too). In memory only:
+ * after a ternd restart the guest finds no session here and retries. */
+struct migrate_moved {
+	bool used;
+	char id[SESSION_ID_MAX];
+	char url[WIRE_MOVED_URL_MAX + 1];
+	struct session_cred cred;
+};
+
 struct supervisor {
 	struct supervisor_config *cfg;
 	int listen_fd[SUPERVISOR_LISTEN_MAX];
@@ -167,6 +187,9 @@ struct supervisor {
 	pid_t vm_check_pids[VM_CHECK_PIDS_MAX];  /* domains' restore checks not reaped yet; 0: free */
 	bool stopping;                      /* --on-stop suspend: suspending the sessions before exit */
 	uint64_t stop_deadline_ms;          /* then exits regardless (CLOCK_MONOTONIC) */
+	int migrate_fd;                     /* --migrate-listen, -1: none */
+	struct migrate_receiver receivers[MIGRATE_RECEIVERS_MAX];
+	struct migrate_moved moved[MIGRATE_MOVED_MAX];
 };
 
 /* How long a stop with --on-stop suspend waits for the sessions' suspends. */
@@ -228,6 +251,21 @@ void vm_worker_gone(struct supervisor *sv, unsigned index);
 bool vm_child_reaped(struct supervisor *sv, pid_t pid);
 /* Domain of a session id, or NULL (not a domain's, or not attached). */
 const struct vm_domain *vm_domain_of_session(struct supervisor *sv, const char *id);
+
+/* supervisor_migrate.c: live migration (docs/migration.md). */
+void migrate_init(struct supervisor *sv);
+/* Listen on --migrate-listen if it is set: 0, or -1 (logged). */
+int migrate_listen_open(struct supervisor *sv);
+void migrate_stop(struct supervisor *sv);
+#define MIGRATE_POLL_MAX (1 + MIGRATE_RECEIVERS_MAX)
+unsigned migrate_poll_fill(struct supervisor *sv, struct pollfd *pfd, unsigned n, unsigned *first);
+void migrate_poll_handle(struct supervisor *sv, const struct pollfd *pfd, unsigned first, unsigned end);
+/* A child was reaped: true when @pid was a receiver. */
+bool migrate_child_reaped(struct supervisor *sv, pid_t pid, int status);
+/* The op migrated; @client is answered. */
+void migrate_request(struct supervisor *sv, int client, const struct control_request *req);
+/* The record of session @id if it moved away, or NULL. */
+const struct migrate_moved *migrate_moved_find(struct supervisor *sv, const char *id);
 
 /* supervisor_sessions.c: the sessions ternd knows (STATE/sessions), the
  * state directory's lock and the store's paths. */

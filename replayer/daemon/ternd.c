@@ -55,6 +55,8 @@ static void usage(FILE *out)
 		"  --listen URL         unix:PATH, tcp://HOST:PORT, tls://HOST:PORT or vsock://CID:PORT\n"
 		"                       (repeatable; default " TRANSPORT_DEFAULT_URL ")\n"
 		"  --control PATH       control socket (default " CONTROL_DEFAULT_PATH ")\n"
+		"  --migrate-listen URL tcp://HOST:PORT or unix:PATH: live migrations in (needs\n"
+		"                       --token-file; docs/migration.md)\n"
 		"  --backend NAME       cuda, sim or auto (default auto: cuda when a GPU driver loads)\n"
 		"  --driver PATH        libcuda.so.1 for the cuda backend (default: the system's)\n"
 		"  --sim-kernels PATH   CPU kernel plugin for the sim backend (repeatable)\n"
@@ -135,6 +137,14 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 		if (o->sv.listen_count == SUPERVISOR_LISTEN_MAX)
 			return -E2BIG;
 		return transport_url_parse(value, &o->sv.listen[o->sv.listen_count++]);
+	}
+	if (!strcmp(key, "migrate-listen") || !strcmp(key, "migrate_listen")) {
+		o->sv.migrate_listen_set = true;
+		ret = transport_url_parse(value, &o->sv.migrate_listen);
+		/* A migration stream is a transport of its own: tcp or a unix path. */
+		if (!ret && o->sv.migrate_listen.kind != TRANSPORT_TCP && o->sv.migrate_listen.kind != TRANSPORT_UNIX)
+			ret = -EINVAL;
+		return ret;
 	}
 	if (!strcmp(key, "control"))
 		return snprintf(o->sv.control_path, sizeof(o->sv.control_path), "%s", value) <

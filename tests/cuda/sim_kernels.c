@@ -720,6 +720,81 @@ static void mg_arr_step(const struct sim_launch *l)
 			v[i] = (int32_t)((uint32_t)v[i] * 3u + (uint32_t)k + (uint32_t)i);
 }
 
+/* bench/ckpt_guest.cu (bench/ckpt, bench/migrate on the sim): the same data
+ * and checksums as its kernels, computed once for the whole grid. */
+#define CG_CHUNK (4ull << 20)
+
+static uint64_t cg_mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	return x ^ (x >> 33);
+}
+
+static void cg_fill(const struct sim_launch *l)
+{
+	uint64_t *d, n, salt;
+	int kind;
+
+	if (!ARGS_OK(l, 8, 8, 4, 8))
+		return;
+	ARG(l, 0, d);
+	ARG(l, 1, n);
+	ARG(l, 2, kind);
+	ARG(l, 3, salt);
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t r = cg_mix(i ^ salt);
+
+		if (kind == 1 && ((i * 8) / CG_CHUNK) % 2)
+			r = 0;
+		else if (kind == 2) {
+			uint64_t v = 0;
+
+			for (int k = 0; k < 4; k++) {
+				uint16_t sign = (uint16_t)((r >> (k * 16)) & 0x8000);
+				uint16_t exp = (uint16_t)((118 + ((r >> (k * 16 + 8)) % 8)) << 7);
+				uint16_t man = (uint16_t)((r >> (k * 16)) & 0x7f);
+
+				v |= (uint64_t)(sign | exp | man) << (k * 16);
+			}
+			r = v;
+		}
+		d[i] = r;
+	}
+}
+
+static void cg_touch(const struct sim_launch *l)
+{
+	uint64_t *d, chunks, every, salt, words = CG_CHUNK / 8;
+
+	if (!ARGS_OK(l, 8, 8, 8, 8))
+		return;
+	ARG(l, 0, d);
+	ARG(l, 1, chunks);
+	ARG(l, 2, every);
+	ARG(l, 3, salt);
+	for (uint64_t c = 0; c < chunks; c++)
+		if (every && c % every == 0)
+			for (uint64_t i = 0; i < words; i++)
+				d[c * words + i] ^= cg_mix(i + salt) | 1;
+}
+
+static void cg_sum(const struct sim_launch *l)
+{
+	uint64_t *d, n, *out, acc = 0;
+
+	if (!ARGS_OK(l, 8, 8, 8))
+		return;
+	ARG(l, 0, d);
+	ARG(l, 1, n);
+	ARG(l, 2, out);
+	for (uint64_t i = 0; i < n; i++)
+		acc ^= cg_mix(d[i] + i);
+	*out ^= acc;
+}
+
 SIM_KERNELS_BEGIN
 	SIM_KERNEL("vec_add", vec_add),
 	SIM_KERNEL("jl_affine", jl_affine),
@@ -731,6 +806,9 @@ SIM_KERNELS_BEGIN
 	SIM_KERNEL("me_set", ma_iota),         /* mod_enum.cu: the same computation */
 	SIM_KERNEL("mp_fill", ma_iota),        /* mem_pools.cu: the same again */
 	SIM_KERNEL("vm_fill", ma_iota),        /* vmm.cu: and again */
+	SIM_KERNEL("fill", cg_fill),           /* bench/ckpt_guest.cu */
+	SIM_KERNEL("touch", cg_touch),
+	SIM_KERNEL("sum", cg_sum),
 	SIM_KERNEL("md_fill", ma_iota),        /* multi_device.cu */
 	SIM_KERNEL("ip_fill", ma_iota),        /* ipc_pair.cu */
 	SIM_KERNEL("mt_square", mt_square),

@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return 0;
-	op = (enum control_op)(CONTROL_OP_STATUS + data[0] % CONTROL_OP_VM_SNAPSHOT);
+	op = (enum control_op)(CONTROL_OP_STATUS + data[0] % CONTROL_OP_LAST);
 	if (control_reply_decode((const char *)data + 1, size - 1, op, &a, err, sizeof(err))) {
 		control_reply_release(&a);
 		return 0;

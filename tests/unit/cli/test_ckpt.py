@@ -205,7 +205,7 @@ def test_usage():
     check(rc == 0 and "usage: ckpt" in out, "--help: usage on stdout", out + err)
     rc, obj, _ = run_json("help")
     cmds = {c["name"]: c for c in obj.get("commands", [])}
-    expected = {"ls", "snapshot", "suspend", "resume", "restore", "dump", "inspect", "verify", "rm", "help"}
+    expected = {"ls", "snapshot", "suspend", "resume", "restore", "dump", "inspect", "verify", "rm", "migrate", "help"}
     check(set(cmds) == expected, "the table has every subcommand", str(cmds.keys()))
     for name, c in cmds.items():
         check(len(c["help"]) > 10, f"{name} has a help line")

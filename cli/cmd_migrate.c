@@ -1,0 +1,440 @@
+/* ckpt migrate: a live migration of one session to another ternd
+ * (docs/migration.md).
+ *
+ * ckpt drives it: each pre-copy round is an incremental snapshot of the
+ * session on the source ternd (the GPU hashes every chunk; the guest is
+ * paused only for the copy), which ckpt streams from the source's store to
+ * the destination's --migrate-listen, changed chunks only.  Once a round's
+ * dirty bytes would take less than --max-downtime at the rate measured, the
+ * session is suspended (the last snapshot, at a call boundary, while the
+ * guest is held), that last delta is sent, and only once the destination
+ * acknowledged that it planned the restore is the source told the session
+ * moved (the op `migrated`): its guest's next hello is sent there.  Any
+ * failure before that leaves the session on the source: running, or resumed
+ * there when it was already suspended.
+ */
+#include "ckpt.h"
+
+#include "auth.h"
+#include "snap_migrate.h"
+#include "snap_store.h"
+#include "transport.h"
+#include "wire.h"
+#include "units.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MIGRATE_DOWNTIME_DEFAULT_MS 100
+#define MIGRATE_ROUNDS_DEFAULT 8
+#define MIGRATE_ROUNDS_MAX 64
+#define MIGRATE_TIMEOUT_S 600
+/* The destination's silence that ends the migration (it stays here). */
+#define MIGRATE_IO_TIMEOUT_S 30
+
+static volatile sig_atomic_t cancelled;
+
+static void on_cancel(int sig)
+{
+	(void)sig;
+	cancelled = 1;
+}
+
+/* Tests of failures at a given point (tests/cuda/migrate-e2e): with
+ * TERN_MIGRATE_TEST_HOLD=POINT:FILE, ckpt creates FILE at POINT ("precopy":
+ * after the first round was acknowledged; "final": after the suspend,
+ * before the last round) and goes on once the test removed it (at most
+ * 30 s), so that the test can kill or cut something there. */
+static void test_hold(const char *point)
+{
+	const char *hold = getenv("TERN_MIGRATE_TEST_HOLD");
+	size_t n = strlen(point);
+	int fd;
+
+	if (!hold || strncmp(hold, point, n) || hold[n] != ':')
+		return;
+	fd = open(hold + n + 1, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	close(fd);
+	for (int i = 0; i < 3000 && !access(hold + n + 1, F_OK); i++)
+		usleep(10000);
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+struct migrate_round {
+	char snapshot[SNAP_NAME_MAX + 1];
+	double pause_ms;          /* the guest's pause for the snapshot */
+	double hash_ms;           /* GPU time hashing */
+	double send_ms;
+	uint64_t dirty_bytes;     /* chunk bytes sent */
+	uint64_t stream_bytes;
+	double rate;              /* bytes/s of the stream */
+	double expected_downtime_ms;
+};
+
+struct migration {
+	struct ckpt *c;
+	const char *session;
+	struct auth_token token;
+	struct snap_migrate_conn conn;
+	bool conn_open;
+	int fd;
+	uint8_t nonce[AUTH_NONCE_BYTES];
+	struct snap_store *store;
+	struct migrate_round rounds[MIGRATE_ROUNDS_MAX + 1];
+	unsigned nrounds;
+	bool suspended;           /* the source holds the session suspended */
+	double start_ms;
+	double suspend_ms;        /* when the stop-and-copy began */
+	double switch_ms;         /* when the source let go */
+	char guest_url[WIRE_MOVED_URL_MAX + 1];
+	char pid_file[4200];
+};
+
+/* STATE/migrate-SESSION.pid: how `--cancel` finds the migration. */
+static void pid_file_path(struct ckpt *c, const char *session, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s/migrate-%s.pid", c->state_dir, session);
+}
+
+static int cancel_migration(struct ckpt *c, const char *session)
+{
+	char path[4200], buf[32] = "";
+	long pid;
+	int fd;
+	ssize_t n;
+
+	pid_file_path(c, session, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return ckpt_fail(c, CKPT_EXIT_FAILED, "no migration of session %s is under way (%s: %s)", session,
+				 path, strerror(errno));
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	pid = n > 0 ? strtol(buf, NULL, 10) : 0;
+	if (pid <= 0 || kill((pid_t)pid, SIGTERM))
+		return ckpt_fail(c, CKPT_EXIT_FAILED, "the migration of session %s (pid %ld) is gone", session, pid);
+	if (!c->json)
+		printf("migration of session %s (ckpt pid %ld) cancelled: the session stays on the source\n",
+		       session, pid);
+	return CKPT_EXIT_OK;
+}
+
+static int token_load(struct migration *m)
+{
+	const char *path = m->c->migrate.token_file ? m->c->migrate.token_file : getenv("TERN_TOKEN_FILE");
+	char err[512];
+
+	if (!path)
+		return ckpt_fail(m->c, CKPT_EXIT_USAGE, "migrate needs the destination's token: --token-file FILE "
+				 "or TERN_TOKEN_FILE");
+	if (auth_token_file_read(path, &m->token, err, sizeof(err)))
+		return ckpt_fail(m->c, CKPT_EXIT_USAGE, "%s", err);
+	return 0;
+}
+
+static int connect_destination(struct migration *m)
+{
+	struct timeval idle = { .tv_sec = MIGRATE_IO_TIMEOUT_S };
+	struct transport_url url;
+	int rc;
+
+	if (transport_url_parse(m->c->migrate.to, &url) ||
+	    (url.kind != TRANSPORT_TCP && url.kind != TRANSPORT_UNIX))
+		return ckpt_fail(m->c, CKPT_EXIT_USAGE, "--to takes tcp://HOST:PORT or unix:PATH: '%s'",
+				 m->c->migrate.to);
+	m->fd = transport_connect(&url);
+	if (m->fd < 0)
+		return ckpt_fail(m->c, CKPT_EXIT_FAILED, "cannot reach the destination %s: %s", m->c->migrate.to,
+				 strerror(-m->fd));
+	setsockopt(m->fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle));
+	setsockopt(m->fd, SOL_SOCKET, SO_SNDTIMEO, &idle, sizeof(idle));
+	if (snap_migrate_conn_init(&m->conn, m->fd))
+		return ckpt_fail(m->c, CKPT_EXIT_FAILED, "out of memory");
+	m->conn_open = true;
+	m->conn.max_bandwidth = m->c->migrate.max_bandwidth;
+	rc = snap_migrate_client_auth(&m->conn, &m->token, m->session, m->nonce);
+	if (rc)
+		return ckpt_fail(m->c, CKPT_EXIT_FAILED, "destination %s: %s", m->c->migrate.to, m->conn.error);
+	return 0;
+}
+
+/* One snapshot on the source: a pre-copy round's, or the suspend's. */
+static int source_snapshot(struct migration *m, bool suspend, const char *name, struct migrate_round *r)
+{
+	struct control_request req = { .op = suspend ? CONTROL_OP_SUSPEND : CONTROL_OP_SNAPSHOT,
+				       .incremental = m->nrounds > 0 || (suspend && !m->c->migrate.offline),
+				       .device = -1 };
+	struct control_reply a;
+	int rc;
+
+	snprintf(req.session, sizeof(req.session), "%s", m->session);
+	if (name)
+		snprintf(req.snapshot, sizeof(req.snapshot), "%s", name);
+	m->c->quiet = true;
+	rc = ckpt_control(m->c, &req, MIGRATE_TIMEOUT_S, NULL, &a);
+	m->c->quiet = false;
+	if (rc < 0 || a.kind != CONTROL_REPLY_SNAPSHOT) {
+		ckpt_control_fail(m->c, rc, &a);
+		return -EIO;
+	}
+	snprintf(r->snapshot, sizeof(r->snapshot), "%s", a.snapshot.snapshot);
+	r->pause_ms = a.snapshot.pause_ms;
+	r->hash_ms = a.snapshot.hash_ms;
+	control_reply_release(&a);
+	if (suspend)
+		m->suspended = true;
+	return 0;
+}
+
+static int round_send(struct migration *m, struct migrate_round *r, uint32_t flags)
+{
+	const char *parent = m->nrounds ? m->rounds[m->nrounds - 1].snapshot : NULL;
+	struct snap_migrate_stats st;
+	char store_dir[4200];
+	double t0 = now_ms();
+	int rc;
+
+	if (cancelled)
+		return ckpt_fail(m->c, CKPT_EXIT_FAILED, "cancelled"), -ECANCELED;
+	/* The source's store exists once it holds a snapshot: opened after the first. */
+	if (!m->store && ckpt_store_open(m->c, &m->store, store_dir, sizeof(store_dir)))
+		return -EIO;
+	rc = snap_migrate_snapshot_send(&m->conn, m->store, r->snapshot, parent, flags, &m->token, m->nonce, &st);
+	if (rc) {
+		ckpt_fail(m->c, CKPT_EXIT_FAILED, "round %u (%s): %s", m->nrounds, r->snapshot,
+			  cancelled ? "cancelled" : m->conn.error);
+		return rc;
+	}
+	r->send_ms = now_ms() - t0;
+	r->dirty_bytes = st.data_bytes;
+	r->stream_bytes = st.stream_bytes;
+	r->rate = r->send_ms > 0 ? (double)st.stream_bytes * 1e3 / r->send_ms : 0;
+	m->nrounds++;
+	return 0;
+}
+
+static void progress_print(struct migration *m, const struct migrate_round *r, bool final)
+{
+	char dirty[32], rate[32];
+
+	if (m->c->json)
+		return;
+	ckpt_size_format(r->dirty_bytes, dirty, sizeof(dirty));
+	ckpt_size_format((uint64_t)r->rate, rate, sizeof(rate));
+	fprintf(stderr, "migrate %s: round %u%s: dirty %s, rate %s/s, expected downtime %.1f ms\n", m->session,
+		m->nrounds - 1, final ? " (stop and copy)" : "", dirty, rate, r->expected_downtime_ms);
+}
+
+/* Leave the session as it was: resumed here when the migration suspended it. */
+static void undo(struct migration *m)
+{
+	struct control_request req = { .op = CONTROL_OP_RESUME, .device = -1 };
+	struct control_reply a;
+	int rc;
+
+	if (!m->suspended)
+		return;
+	snprintf(req.session, sizeof(req.session), "%s", m->session);
+	m->c->quiet = true;
+	rc = ckpt_control(m->c, &req, MIGRATE_TIMEOUT_S, NULL, &a);
+	m->c->quiet = false;
+	if (rc < 0 || a.kind == CONTROL_REPLY_ERROR)
+		fprintf(stderr, "ckpt migrate: the session %s could not be resumed on the source: %s; "
+			"`ckpt resume %s` tries again\n", m->session, rc < 0 ? strerror(-rc) : a.error, m->session);
+	else
+		fprintf(stderr, "ckpt migrate: session %s resumed on the source\n", m->session);
+	if (rc >= 0)
+		control_reply_release(&a);
+}
+
+static int switch_over(struct migration *m)
+{
+	struct control_request req = { .op = CONTROL_OP_MIGRATED, .device = -1 };
+	struct control_reply a;
+	int rc;
+
+	snprintf(req.session, sizeof(req.session), "%s", m->session);
+	snprintf(req.url, sizeof(req.url), "%s", m->guest_url);
+	m->c->quiet = true;
+	rc = ckpt_control(m->c, &req, MIGRATE_TIMEOUT_S, NULL, &a);
+	m->c->quiet = false;
+	if (rc < 0 || a.kind != CONTROL_REPLY_MIGRATED)
+		return ckpt_control_fail(m->c, rc, &a), -EIO;
+	control_reply_release(&a);
+	return 0;
+}
+
+static void report(struct migration *m)
+{
+	double hash_ms = 0;
+	uint64_t bytes = 0;
+
+	for (unsigned i = 0; i < m->nrounds; i++) {
+		hash_ms += m->rounds[i].hash_ms;
+		bytes += m->rounds[i].stream_bytes;
+	}
+	if (m->c->json) {
+		struct json_writer w;
+
+		ckpt_json_begin(m->c, &w);
+		json_bool_put(&w, "ok", true);
+		json_string_put(&w, "session", m->session);
+		json_string_put(&w, "to", m->c->migrate.to);
+		json_string_put(&w, "guest_url", m->guest_url);
+		json_double_put(&w, "downtime_ms", m->switch_ms - m->suspend_ms);
+		json_double_put(&w, "total_ms", m->switch_ms - m->start_ms);
+		json_double_put(&w, "hash_ms", hash_ms);
+		json_u64_put(&w, "bytes", bytes);
+		json_u64_put(&w, "rounds", m->nrounds);
+		json_array_begin(&w, "per_round");
+		for (unsigned i = 0; i < m->nrounds; i++) {
+			json_object_begin(&w, NULL);
+			json_string_put(&w, "snapshot", m->rounds[i].snapshot);
+			json_u64_put(&w, "bytes", m->rounds[i].stream_bytes);
+			json_u64_put(&w, "dirty_bytes", m->rounds[i].dirty_bytes);
+			json_double_put(&w, "rate", m->rounds[i].rate);
+			json_double_put(&w, "pause_ms", m->rounds[i].pause_ms);
+			json_double_put(&w, "hash_ms", m->rounds[i].hash_ms);
+			json_double_put(&w, "send_ms", m->rounds[i].send_ms);
+			json_object_end(&w);
+		}
+		json_array_end(&w);
+		ckpt_json_end(m->c, &w);
+		return;
+	}
+	{
+		char total[32];
+
+		ckpt_size_format(bytes, total, sizeof(total));
+		printf("session %s migrated to %s (guest reconnects to %s)\n", m->session, m->c->migrate.to,
+		       m->guest_url);
+		printf("  downtime %.1f ms (suspend to switch), total %.1f ms, %s in %u rounds, GPU hashing %.1f ms\n",
+		       m->switch_ms - m->suspend_ms, m->switch_ms - m->start_ms, total, m->nrounds, hash_ms);
+		for (unsigned i = 0; i < m->nrounds; i++) {
+			char b[32];
+
+			ckpt_size_format(m->rounds[i].stream_bytes, b, sizeof(b));
+			printf("  round %u: %s, %s\n", i, m->rounds[i].snapshot, b);
+		}
+	}
+}
+
+static int migrate_run(struct migration *m)
+{
+	uint32_t max_rounds = m->c->migrate.max_rounds ? m->c->migrate.max_rounds : MIGRATE_ROUNDS_DEFAULT;
+	double max_downtime = m->c->migrate.max_downtime_ms ? m->c->migrate.max_downtime_ms
+							     : MIGRATE_DOWNTIME_DEFAULT_MS;
+	char name[SNAP_NAME_MAX + 1];
+	struct migrate_round *r;
+	uint64_t stamp = (uint64_t)time(NULL);
+	int rc;
+
+	if (max_rounds > MIGRATE_ROUNDS_MAX)
+		max_rounds = MIGRATE_ROUNDS_MAX;
+	rc = connect_destination(m);
+	if (rc)
+		return rc;
+	/* Pre-copy: while the guest runs. */
+	while (!m->c->migrate.offline && m->nrounds < max_rounds) {
+		r = &m->rounds[m->nrounds];
+		snprintf(name, sizeof(name), "migrate-%llu-%d-%u", (unsigned long long)stamp, (int)getpid(),
+			 m->nrounds);
+		if (source_snapshot(m, false, name, r) || round_send(m, r, 0))
+			return CKPT_EXIT_FAILED;
+		/* This round's changes approximate the next one's. */
+		r->expected_downtime_ms = r->rate > 0 ? (double)r->dirty_bytes * 1e3 / r->rate : 0;
+		progress_print(m, r, false);
+		if (m->nrounds == 1)
+			test_hold("precopy");
+		if (m->nrounds > 1 && r->expected_downtime_ms <= max_downtime)
+			break;
+	}
+	/* Stop and copy: the guest is held from here until it reconnects. */
+	m->suspend_ms = now_ms();
+	r = &m->rounds[m->nrounds];
+	if (source_snapshot(m, true, NULL, r))
+		return CKPT_EXIT_FAILED;
+	test_hold("final");
+	if (round_send(m, r, SNAP_MIGRATE_FINAL))
+		return CKPT_EXIT_FAILED;
+	r->expected_downtime_ms = 0;
+	progress_print(m, r, true);
+	snprintf(m->guest_url, sizeof(m->guest_url), "%s",
+		 m->c->migrate.guest_url ? m->c->migrate.guest_url : m->conn.ack_message);
+	if (!m->guest_url[0])
+		return ckpt_fail(m->c, CKPT_EXIT_FAILED, "the destination names no guest listener: pass --guest-url");
+	if (cancelled)
+		return ckpt_fail(m->c, CKPT_EXIT_FAILED, "cancelled");
+	if (switch_over(m))
+		return CKPT_EXIT_FAILED;
+	m->suspended = false;       /* the destination's now */
+	m->switch_ms = now_ms();
+	report(m);
+	return CKPT_EXIT_OK;
+}
+
+int cmd_migrate(struct ckpt *c)
+{
+	struct sigaction sa = { .sa_handler = on_cancel };
+	struct migration *m;
+	int rc, fd;
+
+	if (c->migrate.cancel)
+		return cancel_migration(c, c->args[0]);
+	if (!c->migrate.to)
+		return ckpt_fail(c, CKPT_EXIT_USAGE, "migrate takes --to URL (the destination's --migrate-listen)");
+	if (strlen(c->args[0]) > SNAP_NAME_MAX || !snap_name_valid(c->args[0]))
+		return ckpt_fail(c, CKPT_EXIT_USAGE, "'%s' is not a session id migrate can move ([A-Za-z0-9._-])",
+				 c->args[0]);
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return ckpt_fail(c, CKPT_EXIT_FAILED, "out of memory");
+	m->c = c;
+	m->session = c->args[0];
+	m->fd = -1;
+	m->start_ms = now_ms();
+	rc = token_load(m);
+	if (rc)
+		goto out;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	pid_file_path(c, m->session, m->pid_file, sizeof(m->pid_file));
+	fd = open(m->pid_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		dprintf(fd, "%d\n", (int)getpid());
+		close(fd);
+	} else {
+		m->pid_file[0] = 0;
+	}
+	rc = migrate_run(m);
+	if (rc != CKPT_EXIT_OK)
+		undo(m);
+out:
+	if (m->pid_file[0])
+		unlink(m->pid_file);
+	if (m->conn_open)
+		snap_migrate_conn_fini(&m->conn);
+	if (m->fd >= 0)
+		close(m->fd);
+	snap_store_close(m->store);
+	explicit_bzero(&m->token, sizeof(m->token));
+	free(m);
+	return rc;
+}

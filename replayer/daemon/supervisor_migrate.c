@@ -1,0 +1,359 @@
+/* Live migration in ternd (docs/migration.md): the destination's listener
+ * for migration streams, whose receivers are children of the supervisor,
+ * and the source's record of sessions that moved, whose guests' hellos are
+ * answered with where to go.
+ *
+ * A receiver child reads hostile bytes: it authenticates the stream, writes
+ * each round into the store (snapshot/snap_migrate.h) and, at the final
+ * round, asks the supervisor on its line to plan the session's restore;
+ * only once that is recorded does it acknowledge, so the source never ends
+ * a session the destination could not take.
+ */
+#include "supervisor_internal.h"
+
+#include "log.h"
+#include "snap_migrate.h"
+#include "snap_store.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* How long a receiver waits for the next frame before giving up. */
+#define MIGRATE_IDLE_S 30
+
+void migrate_init(struct supervisor *sv)
+{
+	sv->migrate_fd = -1;
+	for (unsigned i = 0; i < MIGRATE_RECEIVERS_MAX; i++)
+		sv->receivers[i] = (struct migrate_receiver){ .line_fd = -1 };
+}
+
+int migrate_listen_open(struct supervisor *sv)
+{
+	char text[300];
+
+	if (!sv->cfg->migrate_listen_set)
+		return 0;
+	transport_url_format(&sv->cfg->migrate_listen, text, sizeof(text));
+	if (!sv->cfg->token.len)
+		pr_warn("migrations on %s need a token (--token-file): every stream will be refused", text);
+	sv->migrate_fd = socket_listen(sv->cfg, &sv->cfg->migrate_listen, 0600);
+	if (sv->migrate_fd < 0) {
+		pr_err("cannot listen for migrations on %s: %s", text, strerror(-sv->migrate_fd));
+		return -1;
+	}
+	pr_info("listening for migrations on %s", text);
+	return 0;
+}
+
+void migrate_stop(struct supervisor *sv)
+{
+	if (sv->migrate_fd >= 0) {
+		close(sv->migrate_fd);
+		if (sv->cfg->migrate_listen.kind == TRANSPORT_UNIX)
+			unlink(sv->cfg->migrate_listen.path);
+	}
+	sv->migrate_fd = -1;
+	for (unsigned i = 0; i < MIGRATE_RECEIVERS_MAX; i++) {
+		struct migrate_receiver *r = &sv->receivers[i];
+
+		if (r->pid > 0)
+			kill(r->pid, SIGKILL);
+		if (r->line_fd >= 0)
+			close(r->line_fd);
+		r->line_fd = -1;
+	}
+}
+
+/* The receiver: returns its exit status. */
+static int receive(struct supervisor *sv, int fd, int line)
+{
+	struct timeval idle = { .tv_sec = MIGRATE_IDLE_S };
+	struct snap_migrate_conn c;
+	struct snap_store *store = NULL;
+	char session[SNAP_NAME_MAX + 1], name[SNAP_NAME_MAX + 1], dir[4200];
+	uint8_t nonce[AUTH_NONCE_BYTES];
+	uint16_t type;
+	uint32_t len, flags;
+	int rc;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &idle, sizeof(idle));
+	if (snap_migrate_conn_init(&c, fd))
+		return 1;
+	rc = snap_migrate_server_auth(&c, &sv->cfg->token, session, nonce);
+	if (rc) {
+		pr_warn("migration stream refused: %s", c.error);
+		snap_migrate_refuse(&c, rc, c.error);
+		goto out;
+	}
+	store_path(sv, dir, sizeof(dir));
+	rc = snap_store_open(dir, NULL, SNAP_STORE_CREATE, &store);
+	if (rc) {
+		snap_migrate_refuse(&c, rc, "this ternd cannot open its snapshot store");
+		goto out;
+	}
+	pr_info("migration of session %s: stream authenticated", session);
+	for (;;) {
+		char answer[CONTROL_TEXT_MAX + 1] = "";
+		ssize_t n;
+
+		rc = snap_migrate_recv(&c, &type, &len);
+		if (rc == -EPIPE) {
+			rc = 0;     /* the source is done, or gave up: its rounds stay in the store */
+			break;
+		}
+		if (!rc && type != SNAP_MIGRATE_BEGIN)
+			rc = -EPROTO;
+		if (!rc)
+			rc = snap_migrate_snapshot_recv(&c, len, store, session, &sv->cfg->token, nonce,
+							sv->cfg->worker.exec_cfg.quota, name, &flags);
+		if (rc) {
+			pr_warn("migration of session %s failed: %s", session, c.error);
+			snap_migrate_refuse(&c, rc, c.error);
+			break;
+		}
+		if (!(flags & SNAP_MIGRATE_FINAL)) {
+			rc = snap_migrate_ack_send(&c, 0, name);
+			if (rc)
+				break;
+			continue;
+		}
+		/* The supervisor plans the restore; its answer is one line. */
+		dprintf(line, "%s %s\n", session, name);
+		n = read(line, answer, sizeof(answer) - 1);
+		if (n > 0 && !strncmp(answer, "ok", 2)) {
+			char guest[300] = "";
+
+			/* Where the guest is to say hello: this ternd's first listener. */
+			if (sv->cfg->listen_count)
+				transport_url_format(&sv->cfg->listen[0], guest, sizeof(guest));
+			pr_info("migration of session %s: '%s' stored, its restore planned", session, name);
+			rc = snap_migrate_ack_send(&c, 0, guest);
+		} else {
+			if (n <= 0)
+				snprintf(answer, sizeof(answer), "ternd did not plan the restore");
+			answer[strcspn(answer, "\n")] = 0;
+			rc = -EBUSY;
+			snap_migrate_ack_send(&c, rc, answer);
+		}
+		break;
+	}
+out:
+	snap_store_close(store);
+	snap_migrate_conn_fini(&c);
+	return rc ? 1 : 0;
+}
+
+static void accept_stream(struct supervisor *sv)
+{
+	struct migrate_receiver *r = NULL;
+	int fd = accept4(sv->migrate_fd, NULL, NULL, SOCK_CLOEXEC), pair[2];
+	pid_t pid;
+
+	if (fd < 0)
+		return;
+	for (unsigned i = 0; i < MIGRATE_RECEIVERS_MAX && !r; i++)
+		if (!sv->receivers[i].pid && sv->receivers[i].line_fd < 0)
+			r = &sv->receivers[i];
+	if (!r) {
+		pr_warn("migration stream refused: %u already under way", MIGRATE_RECEIVERS_MAX);
+		close(fd);
+		return;
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair)) {
+		close(fd);
+		return;
+	}
+	pid = fork();
+	if (pid < 0) {
+		pr_err("fork: %s", strerror(errno));
+		close(fd);
+		close(pair[0]);
+		close(pair[1]);
+		return;
+	}
+	if (pid == 0) {
+		supervisor_child_close(sv, NULL);
+		close(sv->migrate_fd);
+		close(pair[0]);
+		sigprocmask(SIG_SETMASK, &(sigset_t){ 0 }, NULL);
+		signal(SIGPIPE, SIG_IGN);
+		_exit(receive(sv, fd, pair[1]));
+	}
+	close(fd);
+	close(pair[1]);
+	*r = (struct migrate_receiver){ .pid = pid, .line_fd = pair[0] };
+}
+
+/* A receiver's final round is stored: plan the restore of @session from
+ * @snapshot for its guest's next hello here. NULL, or why not. */
+static const char *plan_restore(struct supervisor *sv, const char *session, const char *snapshot)
+{
+	struct snap_store *store = NULL;
+	struct snap_manifest m;
+	struct session_known *k;
+	char dir[4200];
+	int rc;
+
+	if (slot_of_session(sv, session, -1) >= 0)
+		return "a session of that id runs here";
+	k = known_get(sv, session, false);
+	if (k && (k->plan != PLAN_NONE || k->check_fd >= 0))
+		return "a session of that id is suspended or restoring here";
+	store_path(sv, dir, sizeof(dir));
+	rc = snap_store_open(dir, NULL, 0, &store);
+	if (!rc)
+		rc = snap_store_manifest_get(store, snapshot, &m);
+	snap_store_close(store);
+	if (rc || strcmp(m.session_id, session))
+		return "the stored snapshot cannot be read";
+	k = known_get(sv, session, true);
+	if (!k)
+		return "ternd keeps --sessions-max sessions already";
+	cred_from_manifest(&k->cred, &m);
+	explicit_bzero(&m, sizeof(m));
+	k->plan = PLAN_RESTORE;
+	k->device = sv->cfg->worker.exec_cfg.device;
+	snprintf(k->snapshot, sizeof(k->snapshot), "%s", snapshot);
+	snprintf(k->latest, sizeof(k->latest), "%s", snapshot);
+	if (known_save(sv)) {
+		k->plan = PLAN_NONE;
+		return "the sessions file cannot be written";
+	}
+	return NULL;
+}
+
+static void receiver_readable(struct supervisor *sv, struct migrate_receiver *r)
+{
+	char line[2 * SNAP_NAME_MAX + 8], *space;
+	const char *why;
+	ssize_t n = read(r->line_fd, line, sizeof(line) - 1);
+
+	if (n <= 0) {
+		close(r->line_fd);
+		r->line_fd = -1;
+		return;
+	}
+	line[n] = 0;
+	line[strcspn(line, "\n")] = 0;
+	space = strchr(line, ' ');
+	if (!space) {
+		why = "malformed";
+	} else {
+		*space = 0;
+		why = plan_restore(sv, line, space + 1);
+	}
+	if (why)
+		pr_warn("migration of session %s refused at the switch: %s", line, why);
+	dprintf(r->line_fd, why ? "err %s\n" : "ok\n", why);
+}
+
+unsigned migrate_poll_fill(struct supervisor *sv, struct pollfd *pfd, unsigned n, unsigned *first)
+{
+	*first = n;
+	if (sv->migrate_fd >= 0)
+		pfd[n++] = (struct pollfd){ .fd = sv->migrate_fd, .events = POLLIN };
+	for (unsigned i = 0; i < MIGRATE_RECEIVERS_MAX; i++)
+		if (sv->receivers[i].line_fd >= 0)
+			pfd[n++] = (struct pollfd){ .fd = sv->receivers[i].line_fd, .events = POLLIN };
+	return n;
+}
+
+void migrate_poll_handle(struct supervisor *sv, const struct pollfd *pfd, unsigned first, unsigned end)
+{
+	unsigned at = first;
+
+	if (sv->migrate_fd >= 0 && at < end) {
+		if (pfd[at].revents & POLLIN)
+			accept_stream(sv);
+		at++;
+	}
+	for (unsigned i = 0; i < MIGRATE_RECEIVERS_MAX && at < end; i++) {
+		struct migrate_receiver *r = &sv->receivers[i];
+
+		if (r->line_fd < 0 || pfd[at].fd != r->line_fd)
+			continue;
+		if (pfd[at].revents & (POLLIN | POLLHUP | POLLERR))
+			receiver_readable(sv, r);
+		at++;
+	}
+}
+
+bool migrate_child_reaped(struct supervisor *sv, pid_t pid, int status)
+{
+	for (unsigned i = 0; i < MIGRATE_RECEIVERS_MAX; i++)
+		if (sv->receivers[i].pid == pid) {
+			sv->receivers[i].pid = 0;
+			if (WIFSIGNALED(status) || WEXITSTATUS(status))
+				pr_info("migration receiver %d ended with %s %d", pid,
+					WIFSIGNALED(status) ? "signal" : "status",
+					WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+			return true;
+		}
+	return false;
+}
+
+/* The source's side. */
+
+const struct migrate_moved *migrate_moved_find(struct supervisor *sv, const char *id)
+{
+	for (unsigned i = 0; i < MIGRATE_MOVED_MAX; i++)
+		if (sv->moved[i].used && !strcmp(sv->moved[i].id, id))
+			return &sv->moved[i];
+	return NULL;
+}
+
+void migrate_request(struct supervisor *sv, int client, const struct control_request *req)
+{
+	struct session_known *k = known_get(sv, req->session, false);
+	struct control_reply reply = { .kind = CONTROL_REPLY_MIGRATED };
+	struct migrate_moved *mv = NULL;
+	struct transport_url url;
+
+	int live = slot_of_session(sv, req->session, -1);
+
+	/* A worker may hold its reconnected guest, waiting for a resume: that one goes. */
+	if (!k || k->plan != PLAN_SUSPENDED || (live >= 0 && live != k->waiting_slot)) {
+		client_fail(&client, "session %s is not suspended here: suspend it before it moves", req->session);
+		return;
+	}
+	if (strlen(req->url) > WIRE_MOVED_URL_MAX || transport_url_parse(req->url, &url)) {
+		client_fail(&client, "'%s' is not a guest transport URL", req->url);
+		return;
+	}
+	for (unsigned i = 0; i < MIGRATE_MOVED_MAX && !mv; i++)
+		if (!sv->moved[i].used || !strcmp(sv->moved[i].id, req->session))
+			mv = &sv->moved[i];
+	if (!mv) {
+		/* The oldest goes: its guest most likely came back long ago. */
+		memmove(&sv->moved[0], &sv->moved[1], (MIGRATE_MOVED_MAX - 1) * sizeof(sv->moved[0]));
+		mv = &sv->moved[MIGRATE_MOVED_MAX - 1];
+	}
+	*mv = (struct migrate_moved){ .used = true, .cred = k->cred };
+	snprintf(mv->id, sizeof(mv->id), "%s", req->session);
+	snprintf(mv->url, sizeof(mv->url), "%s", req->url);
+	/* The session is the destination's now: nothing of it stays here but
+	 * where its guest is to go. */
+	if (k->waiting_slot >= 0) {
+		pid_t pid = atomic_load(&sv->slots[k->waiting_slot].pid);
+
+		if (pid > 0)
+			kill(pid, SIGKILL);
+		k->waiting_slot = -1;
+	}
+	k->plan = PLAN_NONE;
+	explicit_bzero(&k->cred, sizeof(k->cred));
+	known_save(sv);
+	pr_info("session %s moved to %s", req->session, req->url);
+	snprintf(reply.migrated.session, sizeof(reply.migrated.session), "%s", req->session);
+	snprintf(reply.migrated.url, sizeof(reply.migrated.url), "%s", req->url);
+	client_finish(&client, &reply);
+}

@@ -1,0 +1,855 @@
+/* The migration stream (snap_migrate.h, docs/migration.md). */
+#include "snap_migrate.h"
+
+#include "le.h"
+#include "snap_reader.h"
+#include "snap_writer.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+static int conn_fail(struct snap_migrate_conn *c, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int conn_fail(struct snap_migrate_conn *c, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->error, sizeof(c->error), fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+/* A cursor over one payload: every get checks the bytes left. */
+struct cursor {
+	const uint8_t *p;
+	uint32_t left;
+};
+
+static int get_bytes(struct cursor *c, void *out, uint32_t n)
+{
+	if (c->left < n)
+		return -EBADMSG;
+	memcpy(out, c->p, n);
+	c->p += n;
+	c->left -= n;
+	return 0;
+}
+
+static int get_u32(struct cursor *c, uint32_t *v)
+{
+	uint8_t b[4];
+	int rc = get_bytes(c, b, 4);
+
+	if (!rc)
+		*v = le32_get(b);
+	return rc;
+}
+
+static int get_u64(struct cursor *c, uint64_t *v)
+{
+	uint8_t b[8];
+	int rc = get_bytes(c, b, 8);
+
+	if (!rc)
+		*v = le64_get(b);
+	return rc;
+}
+
+/* A string: u32 length (at most SNAP_NAME_MAX), then its bytes. */
+static int get_str(struct cursor *c, struct snap_migrate_str *s, uint32_t max)
+{
+	uint32_t n;
+
+	if (get_u32(c, &n) || n > max || c->left < n)
+		return -EBADMSG;
+	s->ptr = (const char *)c->p;
+	s->len = n;
+	c->p += n;
+	c->left -= n;
+	return 0;
+}
+
+static int cursor_done(const struct cursor *c)
+{
+	return c->left ? -EBADMSG : 0;
+}
+
+int snap_migrate_str_copy(struct snap_migrate_str s, char *out, size_t cap)
+{
+	if (s.len >= cap)
+		return -ENAMETOOLONG;
+	if (memchr(s.ptr, 0, s.len))
+		return -EBADMSG;
+	memcpy(out, s.ptr, s.len);
+	out[s.len] = 0;
+	return 0;
+}
+
+int snap_migrate_header_decode(const uint8_t h[SNAP_MIGRATE_HEADER_BYTES], uint16_t *type, uint32_t *len)
+{
+	if (le32_get(h) != SNAP_MIGRATE_MAGIC || le16_get(h + 4) != SNAP_MIGRATE_VERSION)
+		return -EBADMSG;
+	*type = le16_get(h + 6);
+	*len = le32_get(h + 8);
+	if (*type < SNAP_MIGRATE_CHALLENGE || *type > SNAP_MIGRATE_ACK || *len > SNAP_MIGRATE_PAYLOAD_MAX)
+		return -EBADMSG;
+	return 0;
+}
+
+int snap_migrate_challenge_decode(const uint8_t *p, uint32_t len, struct snap_migrate_challenge *out)
+{
+	struct cursor c = { p, len };
+
+	if (get_bytes(&c, out->nonce, sizeof(out->nonce)))
+		return -EBADMSG;
+	return cursor_done(&c);
+}
+
+int snap_migrate_auth_decode(const uint8_t *p, uint32_t len, struct snap_migrate_auth *out)
+{
+	struct cursor c = { p, len };
+
+	if (get_str(&c, &out->session, SNAP_NAME_MAX) || !out->session.len ||
+	    get_bytes(&c, out->proof, sizeof(out->proof)))
+		return -EBADMSG;
+	return cursor_done(&c);
+}
+
+int snap_migrate_begin_decode(const uint8_t *p, uint32_t len, struct snap_migrate_begin *out)
+{
+	struct cursor c = { p, len };
+
+	if (get_u32(&c, &out->flags) || get_u32(&c, &out->chunk_size) || get_u32(&c, &out->region_count) ||
+	    get_u32(&c, &out->driver_version) || get_u32(&c, &out->auth_flags) || get_u32(&c, &out->owner_uid) ||
+	    get_bytes(&c, out->credential, sizeof(out->credential)) ||
+	    get_bytes(&c, out->device_uuid, sizeof(out->device_uuid)) || get_str(&c, &out->name, SNAP_NAME_MAX) ||
+	    get_str(&c, &out->parent, SNAP_NAME_MAX) || get_str(&c, &out->device_name, SNAP_NAME_MAX))
+		return -EBADMSG;
+	if (out->flags & ~SNAP_MIGRATE_FLAGS_KNOWN || out->auth_flags & ~SNAP_AUTH_KNOWN ||
+	    out->chunk_size < SNAP_CHUNK_SIZE_MIN || out->chunk_size > SNAP_CHUNK_SIZE_MAX ||
+	    out->chunk_size & (out->chunk_size - 1) || out->region_count > SNAP_MIGRATE_REGIONS_MAX ||
+	    !out->name.len)
+		return -EBADMSG;
+	return cursor_done(&c);
+}
+
+int snap_migrate_region_decode(const uint8_t *p, uint32_t len, struct snap_migrate_region *out)
+{
+	struct cursor c = { p, len };
+
+	if (get_u64(&c, &out->addr) || get_u64(&c, &out->size) || get_u32(&c, &out->flags))
+		return -EBADMSG;
+	if (!out->size || out->addr + out->size < out->addr)
+		return -EBADMSG;
+	return cursor_done(&c);
+}
+
+int snap_migrate_chunk_decode(const uint8_t *p, uint32_t len, struct snap_migrate_chunk *out)
+{
+	struct cursor c = { p, len };
+	uint32_t reserved;
+
+	if (get_u32(&c, &out->region) || get_u32(&c, &out->kind) || get_u64(&c, &out->index) ||
+	    get_u64(&c, &out->device_hash) || get_bytes(&c, out->hash, sizeof(out->hash)) ||
+	    get_u32(&c, &reserved) || reserved)
+		return -EBADMSG;
+	_Static_assert(4 + 4 + 8 + 8 + SNAP_HASH_BYTES + 4 == SNAP_MIGRATE_CHUNK_HEAD_BYTES - 4,
+		       "chunk record head");
+	if (out->kind > SNAP_MIGRATE_CHUNK_DATA)
+		return -EBADMSG;
+	out->data = c.p;
+	out->len = c.left;
+	/* Only data carries bytes, and data is never empty. */
+	if ((out->kind == SNAP_MIGRATE_CHUNK_DATA) != (out->len > 0))
+		return -EBADMSG;
+	return 0;
+}
+
+int snap_migrate_end_decode(const uint8_t *p, uint32_t len, struct snap_migrate_end *out)
+{
+	struct cursor c = { p, len };
+
+	if (get_bytes(&c, out->stream_hash, sizeof(out->stream_hash)))
+		return -EBADMSG;
+	return cursor_done(&c);
+}
+
+int snap_migrate_ack_decode(const uint8_t *p, uint32_t len, struct snap_migrate_ack *out)
+{
+	struct cursor c = { p, len };
+	uint32_t status;
+
+	if (get_u32(&c, &status) || get_str(&c, &out->message, SNAP_MIGRATE_MESSAGE_MAX))
+		return -EBADMSG;
+	out->status = (int32_t)status;
+	/* 0 or an errno, never a positive or absurd value. */
+	if (out->status > 0 || out->status < -4095)
+		return -EBADMSG;
+	return cursor_done(&c);
+}
+
+int snap_migrate_conn_init(struct snap_migrate_conn *c, int fd)
+{
+	memset(c, 0, sizeof(*c));
+	c->fd = fd;
+	sha256_init(&c->sent);
+	sha256_init(&c->received);
+	c->buf = malloc(SNAP_MIGRATE_PAYLOAD_MAX);
+	return c->buf ? 0 : -ENOMEM;
+}
+
+void snap_migrate_conn_fini(struct snap_migrate_conn *c)
+{
+	free(c->buf);
+	c->buf = NULL;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* --max-bandwidth: sleep until what was sent fits the rate. */
+static void bandwidth_wait(struct snap_migrate_conn *c, uint64_t bytes)
+{
+	uint64_t due_ns, now;
+
+	if (!c->max_bandwidth)
+		return;
+	if (!c->bw_start_ns)
+		c->bw_start_ns = now_ns();
+	c->bw_bytes += bytes;
+	due_ns = c->bw_start_ns + (uint64_t)((double)c->bw_bytes * 1e9 / (double)c->max_bandwidth);
+	now = now_ns();
+	if (due_ns > now) {
+		struct timespec ts = { (time_t)((due_ns - now) / 1000000000ull), (long)((due_ns - now) % 1000000000ull) };
+
+		nanosleep(&ts, NULL);
+	}
+}
+
+static int write_iov(int fd, struct iovec *iov, int n)
+{
+	while (n > 0) {
+		ssize_t w = writev(fd, iov, n);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		while (n > 0 && (size_t)w >= iov->iov_len) {
+			w -= (ssize_t)iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n > 0) {
+			iov->iov_base = (uint8_t *)iov->iov_base + w;
+			iov->iov_len -= (size_t)w;
+		}
+	}
+	return 0;
+}
+
+int snap_migrate_send(struct snap_migrate_conn *c, uint16_t type, const void *head, uint32_t head_len,
+		      const void *data, uint32_t data_len)
+{
+	uint8_t h[SNAP_MIGRATE_HEADER_BYTES];
+	uint32_t len = head_len + data_len;
+	struct iovec iov[3] = {
+		{ h, sizeof(h) },
+		{ (void *)head, head_len },
+		{ (void *)data, data_len },
+	};
+	int rc;
+
+	if (len > SNAP_MIGRATE_PAYLOAD_MAX)
+		return conn_fail(c, -EMSGSIZE, "frame of %u bytes", len);
+	le32_put(h, SNAP_MIGRATE_MAGIC);
+	le16_put(h + 4, SNAP_MIGRATE_VERSION);
+	le16_put(h + 6, type);
+	le32_put(h + 8, len);
+	sha256_update(&c->sent, h, sizeof(h));
+	sha256_update(&c->sent, head, head_len);
+	sha256_update(&c->sent, data, data_len);
+	bandwidth_wait(c, sizeof(h) + len);
+	rc = write_iov(c->fd, iov, 3);
+	if (rc)
+		return conn_fail(c, rc, "send: %s", strerror(-rc));
+	c->bytes_sent += sizeof(h) + len;
+	return 0;
+}
+
+static int read_full(int fd, void *buf, size_t len)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t r = read(fd, p, len);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (!r)
+			return -EPIPE;
+		p += r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
+int snap_migrate_recv(struct snap_migrate_conn *c, uint16_t *type, uint32_t *len)
+{
+	uint8_t h[SNAP_MIGRATE_HEADER_BYTES];
+	int rc = read_full(c->fd, h, sizeof(h));
+
+	if (rc)
+		return conn_fail(c, rc, rc == -EPIPE ? "the peer closed the stream" : "receive: %s", strerror(-rc));
+	if (snap_migrate_header_decode(h, type, len))
+		return conn_fail(c, -EBADMSG, "malformed frame header");
+	rc = read_full(c->fd, c->buf, *len);
+	if (rc)
+		return conn_fail(c, rc, rc == -EPIPE ? "the peer closed the stream mid-frame" : "receive: %s",
+				 strerror(-rc));
+	sha256_update(&c->received, h, sizeof(h));
+	sha256_update(&c->received, c->buf, *len);
+	c->bytes_received += sizeof(h) + *len;
+	return 0;
+}
+
+static void put_str(uint8_t **p, const char *s)
+{
+	uint32_t n = (uint32_t)strlen(s);
+
+	le32_put(*p, n);
+	memcpy(*p + 4, s, n);
+	*p += 4 + n;
+}
+
+int snap_migrate_ack_send(struct snap_migrate_conn *c, int status, const char *message)
+{
+	uint8_t buf[4 + 4 + SNAP_MIGRATE_MESSAGE_MAX], *p = buf + 4;
+	char msg[SNAP_MIGRATE_MESSAGE_MAX + 1];
+
+	snprintf(msg, sizeof(msg), "%s", message ? message : "");
+	le32_put(buf, (uint32_t)status);
+	put_str(&p, msg);
+	return snap_migrate_send(c, SNAP_MIGRATE_ACK, buf, (uint32_t)(p - buf), NULL, 0);
+}
+
+/* The source's side of one round. */
+
+static int send_begin(struct snap_migrate_conn *c, const struct snap_manifest *m, const char *parent,
+		      uint32_t flags, uint32_t regions, const struct auth_token *token,
+		      const uint8_t nonce[AUTH_NONCE_BYTES])
+{
+	uint8_t buf[24 + SNAP_CREDENTIAL_BYTES + 16 + 3 * (4 + SNAP_NAME_MAX)], *p = buf;
+	uint8_t cred[SNAP_CREDENTIAL_BYTES];
+	int rc;
+
+	le32_put(p, flags);
+	le32_put(p + 4, m->chunk_size);
+	le32_put(p + 8, regions);
+	le32_put(p + 12, m->driver_version);
+	le32_put(p + 16, m->auth_flags);
+	le32_put(p + 20, m->owner_uid);
+	p += 24;
+	memcpy(cred, m->credential, sizeof(cred));
+	auth_migrate_credential_mask(token, nonce, m->session_id, cred);
+	memcpy(p, cred, sizeof(cred));
+	explicit_bzero(cred, sizeof(cred));
+	p += SNAP_CREDENTIAL_BYTES;
+	memcpy(p, m->device_uuid, 16);
+	p += 16;
+	put_str(&p, m->name);
+	put_str(&p, parent ? parent : "");
+	put_str(&p, m->device_name);
+	rc = snap_migrate_send(c, SNAP_MIGRATE_BEGIN, buf, (uint32_t)(p - buf), NULL, 0);
+	explicit_bzero(buf, sizeof(buf));
+	return rc;
+}
+
+static int send_chunk(struct snap_migrate_conn *c, uint32_t region, uint64_t index, uint32_t kind,
+		      const struct snap_chunk_ref *ref, const void *data, uint32_t len)
+{
+	uint8_t head[SNAP_MIGRATE_CHUNK_HEAD_BYTES - 4];
+
+	le32_put(head, region);
+	le32_put(head + 4, kind);
+	le64_put(head + 8, index);
+	le64_put(head + 16, ref->device_hash);
+	memcpy(head + 24, kind == SNAP_MIGRATE_CHUNK_DATA ? ref->hash : (const uint8_t[SNAP_HASH_BYTES]){ 0 },
+	       SNAP_HASH_BYTES);
+	le32_put(head + 24 + SNAP_HASH_BYTES, 0);
+	return snap_migrate_send(c, SNAP_MIGRATE_CHUNK, head, sizeof(head), data, len);
+}
+
+static int send_journal(struct snap_migrate_conn *c, struct snap_reader *r, struct snap_migrate_stats *st)
+{
+	int fd = memfd_create("tern-migrate-journal", MFD_CLOEXEC);
+	uint8_t *piece = NULL;
+	off_t off = 0;
+	int rc;
+
+	if (fd < 0)
+		return conn_fail(c, -errno, "memfd: %s", strerror(errno));
+	rc = snap_reader_journal_write(r, fd);
+	if (rc) {
+		conn_fail(c, rc, "journal: %s", strerror(-rc));
+		goto out;
+	}
+	piece = malloc(SNAP_MIGRATE_JOURNAL_PIECE);
+	if (!piece) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		ssize_t n = pread(fd, piece, SNAP_MIGRATE_JOURNAL_PIECE, off);
+
+		if (n < 0) {
+			rc = conn_fail(c, -errno, "journal: %s", strerror(errno));
+			break;
+		}
+		if (!n)
+			break;
+		rc = snap_migrate_send(c, SNAP_MIGRATE_JOURNAL, piece, (uint32_t)n, NULL, 0);
+		if (rc)
+			break;
+		off += n;
+		st->journal_bytes += (uint64_t)n;
+	}
+out:
+	free(piece);
+	close(fd);
+	return rc;
+}
+
+static int ack_wait(struct snap_migrate_conn *c);
+
+/* The destination answers a round only at its end, unless it refused it:
+ * then its ACK is waiting, and the rest of the round need not be sent. */
+static int refusal_check(struct snap_migrate_conn *c)
+{
+	struct pollfd p = { .fd = c->fd, .events = POLLIN };
+	int rc;
+
+	if (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLIN | POLLHUP | POLLERR)))
+		return 0;
+	rc = ack_wait(c);
+	return rc ? rc : conn_fail(c, -EPROTO, "the destination acknowledged a round it had not received");
+}
+
+static int ack_wait(struct snap_migrate_conn *c)
+{
+	struct snap_migrate_ack ack;
+	uint16_t type;
+	uint32_t len;
+	char msg[SNAP_MIGRATE_MESSAGE_MAX + 1] = "";
+	int rc = snap_migrate_recv(c, &type, &len);
+
+	if (rc)
+		return rc;
+	if (type != SNAP_MIGRATE_ACK || snap_migrate_ack_decode(c->buf, len, &ack))
+		return conn_fail(c, -EPROTO, "the destination sent no acknowledgement");
+	if (snap_migrate_str_copy(ack.message, msg, sizeof(msg)))
+		snprintf(msg, sizeof(msg), "?");
+	memcpy(c->ack_message, msg, sizeof(c->ack_message));
+	if (ack.status)
+		return conn_fail(c, ack.status, "the destination refused: %s", msg);
+	return 0;
+}
+
+/* The previous round's entry for the chunk at @addr holds the same bytes
+ * and device hash: the destination copies it from its copy of that round
+ * (snap_writer_chunk_unchanged).  A snapshot whose capture hashed on the
+ * host stores such chunks as new entries (deduplicated), not from the
+ * parent: this finds them too. */
+static bool same_as_parent(const struct snap_chunk_list *pcl, uint64_t addr, uint32_t len,
+			   const struct snap_chunk_ref *ref)
+{
+	if (!pcl || pcl->chunk_size == 0)
+		return false;
+	for (uint64_t i = 0; i < pcl->region_count; i++) {
+		const struct snap_region *pr = &pcl->regions[i];
+		uint64_t index;
+		const struct snap_chunk_ref *pref;
+		uint32_t plen;
+
+		if (addr < pr->addr || addr >= pr->addr + pr->size || (addr - pr->addr) % pcl->chunk_size)
+			continue;
+		index = (addr - pr->addr) / pcl->chunk_size;
+		plen = (uint32_t)(index + 1 < pr->chunk_count ? pcl->chunk_size : pr->size - index * pcl->chunk_size);
+		pref = &pr->chunks[index];
+		return plen == len && !(pref->flags & SNAP_CHUNK_ZERO) && pref->device_hash == ref->device_hash &&
+		       !memcmp(pref->hash, ref->hash, SNAP_HASH_BYTES);
+	}
+	return false;
+}
+
+int snap_migrate_snapshot_send(struct snap_migrate_conn *c, struct snap_store *store, const char *name,
+			       const char *parent, uint32_t flags, const struct auth_token *token,
+			       const uint8_t nonce[AUTH_NONCE_BYTES], struct snap_migrate_stats *stats)
+{
+	const struct snap_chunk_list *cl;
+	const struct snap_manifest *m;
+	struct snap_migrate_stats st = { 0 };
+	struct snap_reader *r = NULL, *pr = NULL;
+	const struct snap_chunk_list *pcl = NULL;
+	uint64_t start = c->bytes_sent;
+	uint8_t *chunk = NULL;
+	struct sha256 copy;
+	uint8_t end[SHA256_BYTES];
+	int rc;
+
+	rc = snap_reader_open(store, name, &r);
+	if (rc)
+		return conn_fail(c, rc, "snapshot %s: %s", name, snap_store_error(store));
+	m = snap_reader_manifest(r);
+	cl = snap_reader_chunk_list(r);
+	if (parent && parent[0]) {
+		rc = snap_reader_open(store, parent, &pr);
+		if (rc) {
+			conn_fail(c, rc, "snapshot %s: %s", parent, snap_store_error(store));
+			goto out;
+		}
+		pcl = snap_reader_chunk_list(pr);
+		if (pcl->chunk_size != cl->chunk_size)
+			pcl = NULL;
+	}
+	/* Unchanged entries name the previous round: only so may they be sent. */
+	if (strcmp(m->parent, parent ? parent : "")) {
+		rc = conn_fail(c, -EINVAL, "snapshot %s: its parent is '%s', not the previous round's", name,
+			       m->parent);
+		goto out;
+	}
+	chunk = malloc(cl->chunk_size);
+	if (!chunk) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = send_begin(c, m, parent, flags, (uint32_t)cl->region_count, token, nonce);
+	if (!rc)
+		rc = refusal_check(c);
+	for (uint64_t i = 0; !rc && i < cl->region_count; i++) {
+		const struct snap_region *reg = &cl->regions[i];
+		uint8_t head[20];
+
+		le64_put(head, reg->addr);
+		le64_put(head + 8, reg->size);
+		le32_put(head + 16, reg->flags);
+		rc = snap_migrate_send(c, SNAP_MIGRATE_REGION, head, sizeof(head), NULL, 0);
+	}
+	for (uint64_t i = 0; !rc && i < cl->region_count; i++) {
+		const struct snap_region *reg = &cl->regions[i];
+
+		for (uint64_t j = 0; !rc && j < reg->chunk_count; j++) {
+			const struct snap_chunk_ref *ref = &reg->chunks[j];
+			uint32_t len = (uint32_t)(j + 1 < reg->chunk_count ? cl->chunk_size
+							 : reg->size - j * cl->chunk_size);
+
+			st.chunks++;
+			if (ref->flags & SNAP_CHUNK_ZERO) {
+				st.zero_chunks++;
+				rc = send_chunk(c, (uint32_t)i, j, SNAP_MIGRATE_CHUNK_ZERO, ref, NULL, 0);
+			} else if (ref->flags & SNAP_CHUNK_FROM_PARENT ||
+				   same_as_parent(pcl, reg->addr + j * cl->chunk_size, len, ref)) {
+				st.unchanged_chunks++;
+				rc = send_chunk(c, (uint32_t)i, j, SNAP_MIGRATE_CHUNK_UNCHANGED, ref, NULL, 0);
+			} else {
+				rc = snap_reader_chunk_read(r, (uint32_t)i, j, chunk, cl->chunk_size, NULL);
+				if (rc) {
+					conn_fail(c, rc, "snapshot %s: %s", name, snap_store_error(store));
+					break;
+				}
+				st.data_chunks++;
+				st.data_bytes += len;
+				rc = send_chunk(c, (uint32_t)i, j, SNAP_MIGRATE_CHUNK_DATA, ref, chunk, len);
+			}
+			if (!rc)
+				rc = refusal_check(c);
+		}
+	}
+	if (!rc)
+		rc = send_journal(c, r, &st);
+	if (!rc) {
+		copy = c->sent;
+		sha256_final(&copy, end);
+		rc = snap_migrate_send(c, SNAP_MIGRATE_END, end, sizeof(end), NULL, 0);
+	}
+	st.stream_bytes = c->bytes_sent - start;
+	if (!rc)
+		rc = ack_wait(c);
+out:
+	free(chunk);
+	snap_reader_close(pr);
+	snap_reader_close(r);
+	if (stats)
+		*stats = st;
+	return rc;
+}
+
+/* The destination's side of one round. */
+
+struct recv_round {
+	struct snap_migrate_conn *c;
+	struct snap_writer *w;
+	uint32_t chunk_size;
+	uint32_t regions_declared;
+	uint32_t region_count;
+	uint64_t logical_bytes;
+	uint64_t quota_bytes;
+	uint64_t journal_bytes;
+	int journal_fd;
+};
+
+static int journal_append(struct snap_migrate_conn *c, int fd, const uint8_t *p, uint32_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return conn_fail(c, n < 0 ? -errno : -EIO, "journal: %s", strerror(n < 0 ? errno : EIO));
+		p += n;
+		len -= (uint32_t)n;
+	}
+	return 0;
+}
+
+static int recv_region(struct recv_round *rr, uint32_t len)
+{
+	struct snap_migrate_region reg;
+	uint32_t index;
+	int rc;
+
+	if (snap_migrate_region_decode(rr->c->buf, len, &reg))
+		return conn_fail(rr->c, -EBADMSG, "malformed region");
+	if (rr->regions_declared == rr->region_count)
+		return conn_fail(rr->c, -EPROTO, "more regions than BEGIN announced");
+	rr->logical_bytes += reg.size;
+	if (rr->quota_bytes && rr->logical_bytes > rr->quota_bytes)
+		return conn_fail(rr->c, -EDQUOT, "the session's %llu bytes exceed this ternd's quota of %llu",
+				 (unsigned long long)rr->logical_bytes, (unsigned long long)rr->quota_bytes);
+	rc = snap_writer_region_add(rr->w, reg.addr, reg.size, reg.flags, &index);
+	if (rc)
+		return conn_fail(rr->c, rc, "region %#llx+%#llx refused: %s", (unsigned long long)reg.addr,
+				 (unsigned long long)reg.size, strerror(-rc));
+	rr->regions_declared++;
+	return 0;
+}
+
+static int recv_chunk(struct recv_round *rr, uint32_t len)
+{
+	struct snap_migrate_chunk ch;
+	uint8_t hash[SNAP_HASH_BYTES];
+	uint64_t chunks;
+	int rc;
+
+	if (snap_migrate_chunk_decode(rr->c->buf, len, &ch))
+		return conn_fail(rr->c, -EBADMSG, "malformed chunk");
+	if (rr->regions_declared != rr->region_count)
+		return conn_fail(rr->c, -EPROTO, "a chunk before every region was declared");
+	chunks = snap_writer_region_chunks(rr->w, ch.region);
+	if (ch.region >= rr->region_count || ch.index >= chunks)
+		return conn_fail(rr->c, -EBADMSG, "chunk %llu of region %u is outside the snapshot",
+				 (unsigned long long)ch.index, ch.region);
+	switch (ch.kind) {
+	case SNAP_MIGRATE_CHUNK_ZERO:
+		rc = snap_writer_chunk_zero(rr->w, ch.region, ch.index, ch.device_hash);
+		break;
+	case SNAP_MIGRATE_CHUNK_UNCHANGED:
+		rc = snap_writer_chunk_unchanged(rr->w, ch.region, ch.index, ch.device_hash);
+		break;
+	default:
+		snap_hash128(ch.data, ch.len, hash);
+		if (memcmp(hash, ch.hash, sizeof(hash)))
+			return conn_fail(rr->c, -EBADMSG, "chunk %llu of region %u: content hash mismatch",
+					 (unsigned long long)ch.index, ch.region);
+		/* The writer's pipeline reads the bytes later: wait, since the
+		 * next frame overwrites the buffer. */
+		rc = snap_writer_chunk_add(rr->w, ch.region, ch.index, ch.data, ch.len, ch.device_hash, NULL, NULL);
+		if (!rc)
+			rc = snap_writer_flush(rr->w);
+		break;
+	}
+	if (rc)
+		return conn_fail(rr->c, rc, "chunk %llu of region %u refused: %s", (unsigned long long)ch.index,
+				 ch.region, strerror(-rc));
+	return 0;
+}
+
+int snap_migrate_snapshot_recv(struct snap_migrate_conn *c, uint32_t len, struct snap_store *store,
+			       const char *session, const struct auth_token *token,
+			       const uint8_t nonce[AUTH_NONCE_BYTES], uint64_t quota_bytes,
+			       char name[SNAP_NAME_MAX + 1], uint32_t *flags)
+{
+	struct recv_round rr = { .c = c, .quota_bytes = quota_bytes, .journal_fd = -1 };
+	char parent[SNAP_NAME_MAX + 1], device[SNAP_NAME_MAX + 1];
+	struct snap_writer_config cfg = { 0 };
+	struct snap_migrate_begin b;
+	struct snap_migrate_end e;
+	uint8_t want[SHA256_BYTES];
+	struct sha256 copy;
+	uint16_t type;
+	int rc;
+
+	if (snap_migrate_begin_decode(c->buf, len, &b) || snap_migrate_str_copy(b.name, name, SNAP_NAME_MAX + 1) ||
+	    snap_migrate_str_copy(b.parent, parent, sizeof(parent)) ||
+	    snap_migrate_str_copy(b.device_name, device, sizeof(device)) || !snap_name_valid(name) ||
+	    (parent[0] && !snap_name_valid(parent)))
+		return conn_fail(c, -EBADMSG, "malformed BEGIN");
+	*flags = b.flags;
+	auth_migrate_credential_mask(token, nonce, session, b.credential);
+	cfg.name = name;
+	cfg.parent = parent;
+	cfg.session_id = session;
+	cfg.device_name = device;
+	memcpy(cfg.device_uuid, b.device_uuid, 16);
+	cfg.driver_version = b.driver_version;
+	cfg.chunk_size = b.chunk_size;
+	cfg.auth_flags = b.auth_flags;
+	cfg.owner_uid = b.owner_uid;
+	memcpy(cfg.credential, b.credential, sizeof(cfg.credential));
+	explicit_bzero(b.credential, sizeof(b.credential));
+	rr.chunk_size = b.chunk_size;
+	rr.region_count = b.region_count;
+	rc = snap_writer_begin(store, &cfg, &rr.w);
+	explicit_bzero(cfg.credential, sizeof(cfg.credential));
+	if (rc)
+		return conn_fail(c, rc, "snapshot %s: %s", name, snap_store_error(store));
+	rr.journal_fd = memfd_create("tern-migrate-journal", MFD_CLOEXEC);
+	if (rr.journal_fd < 0) {
+		rc = conn_fail(c, -errno, "memfd: %s", strerror(errno));
+		goto out_abort;
+	}
+	for (;;) {
+		copy = c->received;   /* END covers the frames before it */
+		rc = snap_migrate_recv(c, &type, &len);
+		if (rc)
+			goto out_abort;
+		if (type == SNAP_MIGRATE_REGION)
+			rc = recv_region(&rr, len);
+		else if (type == SNAP_MIGRATE_CHUNK)
+			rc = recv_chunk(&rr, len);
+		else if (type == SNAP_MIGRATE_JOURNAL && (rr.journal_bytes += len) > SNAP_MIGRATE_JOURNAL_MAX)
+			rc = conn_fail(c, -EFBIG, "journal over %llu bytes", (unsigned long long)SNAP_MIGRATE_JOURNAL_MAX);
+		else if (type == SNAP_MIGRATE_JOURNAL)
+			rc = journal_append(c, rr.journal_fd, c->buf, len);
+		else if (type == SNAP_MIGRATE_END)
+			break;
+		else
+			rc = conn_fail(c, -EPROTO, "frame type %u inside a round", type);
+		if (rc)
+			goto out_abort;
+	}
+	sha256_final(&copy, want);
+	if (rr.regions_declared != rr.region_count) {
+		rc = conn_fail(c, -EPROTO, "%u of %u regions came", rr.regions_declared, rr.region_count);
+		goto out_abort;
+	}
+	if (snap_migrate_end_decode(c->buf, len, &e) || memcmp(want, e.stream_hash, sizeof(want))) {
+		rc = conn_fail(c, -EBADMSG, "stream checksum mismatch");
+		goto out_abort;
+	}
+	rc = snap_writer_journal_set(rr.w, rr.journal_fd);
+	if (rc) {
+		conn_fail(c, rc, "journal refused: %s", snap_store_error(store));
+		goto out_abort;
+	}
+	rc = snap_writer_commit(rr.w, NULL);
+	rr.w = NULL;
+	if (rc)
+		conn_fail(c, rc, "snapshot %s not stored: %s", name, snap_store_error(store));
+	close(rr.journal_fd);
+	return rc;
+
+out_abort:
+	snap_writer_abort(rr.w);
+	if (rr.journal_fd >= 0)
+		close(rr.journal_fd);
+	return rc;
+}
+
+int snap_migrate_client_auth(struct snap_migrate_conn *c, const struct auth_token *token, const char *session,
+			     uint8_t nonce[AUTH_NONCE_BYTES])
+{
+	struct snap_migrate_challenge ch;
+	uint8_t buf[4 + SNAP_NAME_MAX + AUTH_PROOF_BYTES], *p = buf;
+	uint16_t type;
+	uint32_t len;
+	int rc;
+
+	if (strlen(session) > SNAP_NAME_MAX)
+		return conn_fail(c, -ENAMETOOLONG, "session id too long");
+	rc = snap_migrate_recv(c, &type, &len);
+	if (rc)
+		return rc;
+	if (type != SNAP_MIGRATE_CHALLENGE || snap_migrate_challenge_decode(c->buf, len, &ch))
+		return conn_fail(c, -EPROTO, "the destination sent no challenge: is it a migration listener?");
+	memcpy(nonce, ch.nonce, AUTH_NONCE_BYTES);
+	put_str(&p, session);
+	auth_migrate_proof(token, nonce, session, p);
+	p += AUTH_PROOF_BYTES;
+	rc = snap_migrate_send(c, SNAP_MIGRATE_AUTH, buf, (uint32_t)(p - buf), NULL, 0);
+	/* Known before the source snapshots or suspends anything. */
+	return rc ? rc : ack_wait(c);
+}
+
+int snap_migrate_server_auth(struct snap_migrate_conn *c, const struct auth_token *token,
+			     char session[SNAP_NAME_MAX + 1], uint8_t nonce[AUTH_NONCE_BYTES])
+{
+	struct snap_migrate_auth a;
+	uint8_t want[AUTH_PROOF_BYTES];
+	uint16_t type;
+	uint32_t len;
+	int rc;
+
+	rc = auth_random(nonce, AUTH_NONCE_BYTES);
+	if (rc)
+		return conn_fail(c, rc, "no random bytes");
+	rc = snap_migrate_send(c, SNAP_MIGRATE_CHALLENGE, nonce, AUTH_NONCE_BYTES, NULL, 0);
+	if (rc)
+		return rc;
+	rc = snap_migrate_recv(c, &type, &len);
+	if (rc)
+		return rc;
+	if (type != SNAP_MIGRATE_AUTH || snap_migrate_auth_decode(c->buf, len, &a) ||
+	    snap_migrate_str_copy(a.session, session, SNAP_NAME_MAX + 1) || !snap_name_valid(session))
+		return conn_fail(c, -EBADMSG, "malformed AUTH");
+	if (!token->len)
+		return conn_fail(c, -EPERM, "this ternd has no --token-file: it takes no migration");
+	auth_migrate_proof(token, nonce, session, want);
+	rc = auth_equal(want, a.proof, sizeof(want)) ? 0 : conn_fail(c, -EPERM, "bad token");
+	explicit_bzero(want, sizeof(want));
+	return rc ? rc : snap_migrate_ack_send(c, 0, "authenticated");
+}
+
+void snap_migrate_refuse(struct snap_migrate_conn *c, int status, const char *message)
+{
+	uint8_t sink[4096];
+
+	snap_migrate_ack_send(c, status, message);
+	/* Closing with the source's frames unread would reset the link and
+	 * could drop the ACK before the source read it: let the source see it
+	 * and hang up first (its receive timeout bounds the wait). */
+	shutdown(c->fd, SHUT_WR);
+	for (int i = 0; i < 100000 && read(c->fd, sink, sizeof(sink)) > 0; i++)
+		;
+}

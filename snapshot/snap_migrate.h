@@ -1,0 +1,209 @@
+/* The migration stream: snapshots of one session carried from a source's
+ * store to a destination ternd's store (docs/migration.md).
+ *
+ *     dest -> src   CHALLENGE nonce
+ *     src  -> dest  AUTH session, auth_migrate_proof (common/auth.h)
+ *     dest -> src   ACK (0, or the refusal)
+ *     then per round:
+ *     src  -> dest  BEGIN, REGION * n, CHUNK * m, JOURNAL * k, END sha256
+ *     dest -> src   ACK status, message
+ *
+ * Every frame is a 12-byte header (magic, version, type, payload length,
+ * little endian) and its payload.  The source hashes every frame it sends
+ * (SHA-256, from the first AUTH byte); END carries that running hash and
+ * the destination compares it with its own.  A CHUNK with data carries the
+ * chunk's XXH3-128, which the destination checks before it stores it.
+ *
+ * The decoders take hostile bytes: every length is checked against the
+ * payload and the caps below; they never allocate; strings point into the
+ * payload (not NUL-terminated; copy with snap_migrate_str_copy).
+ *
+ * Errors: 0 or a negative errno; -EBADMSG a malformed or mis-hashed frame,
+ * -EPROTO a frame out of order, -EPERM a bad proof.
+ *
+ * Threading: a struct snap_migrate_conn is used by one thread.
+ */
+#ifndef TERN_SNAP_MIGRATE_H
+#define TERN_SNAP_MIGRATE_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "auth.h"
+#include "sha256.h"
+#include "snap_format.h"
+#include "snap_store.h"
+
+#define SNAP_MIGRATE_MAGIC 0x47494d54u      /* "TMIG" */
+#define SNAP_MIGRATE_VERSION 1u
+#define SNAP_MIGRATE_HEADER_BYTES 12u
+/* The largest payload: a chunk of the largest size and its record. */
+#define SNAP_MIGRATE_CHUNK_HEAD_BYTES 48u
+#define SNAP_MIGRATE_PAYLOAD_MAX (SNAP_CHUNK_SIZE_MAX + SNAP_MIGRATE_CHUNK_HEAD_BYTES)
+#define SNAP_MIGRATE_JOURNAL_PIECE (1u << 20)
+#define SNAP_MIGRATE_REGIONS_MAX (1u << 20)
+#define SNAP_MIGRATE_MESSAGE_MAX 1024u
+/* A journal larger than this is refused (a hostile source's memfd). */
+#define SNAP_MIGRATE_JOURNAL_MAX (1ull << 30)
+
+/* Frame types: ids never reused. */
+enum snap_migrate_type {
+	SNAP_MIGRATE_CHALLENGE = 1,
+	SNAP_MIGRATE_AUTH = 2,
+	SNAP_MIGRATE_BEGIN = 3,
+	SNAP_MIGRATE_REGION = 4,
+	SNAP_MIGRATE_CHUNK = 5,
+	SNAP_MIGRATE_JOURNAL = 6,
+	SNAP_MIGRATE_END = 7,
+	SNAP_MIGRATE_ACK = 8,
+};
+
+/* BEGIN flags. */
+#define SNAP_MIGRATE_FINAL 0x1u   /* the stop-and-copy round: the destination plans the restore */
+#define SNAP_MIGRATE_FLAGS_KNOWN SNAP_MIGRATE_FINAL
+
+/* CHUNK kinds. */
+enum snap_migrate_chunk_kind {
+	SNAP_MIGRATE_CHUNK_ZERO = 0,
+	SNAP_MIGRATE_CHUNK_UNCHANGED = 1,   /* equal to the previous round's at this address */
+	SNAP_MIGRATE_CHUNK_DATA = 2,
+};
+
+struct snap_migrate_str {
+	const char *ptr;
+	uint32_t len;
+};
+
+struct snap_migrate_challenge {
+	uint8_t nonce[AUTH_NONCE_BYTES];
+};
+
+struct snap_migrate_auth {
+	struct snap_migrate_str session;
+	uint8_t proof[AUTH_PROOF_BYTES];
+};
+
+struct snap_migrate_begin {
+	uint32_t flags;
+	uint32_t chunk_size;
+	uint32_t region_count;
+	uint32_t driver_version;
+	uint32_t auth_flags;
+	uint32_t owner_uid;
+	/* masked: auth_migrate_credential_mask */
+	uint8_t credential[SNAP_CREDENTIAL_BYTES];
+	uint8_t device_uuid[16];
+	struct snap_migrate_str name;      /* this round's snapshot */
+	struct snap_migrate_str parent;    /* the previous round's, "" in the first */
+	struct snap_migrate_str device_name;
+};
+
+struct snap_migrate_region {
+	uint64_t addr;
+	uint64_t size;
+	uint32_t flags;
+};
+
+struct snap_migrate_chunk {
+	uint32_t region;
+	uint32_t kind;
+	uint64_t index;
+	uint64_t device_hash;
+	uint8_t hash[SNAP_HASH_BYTES];     /* XXH3-128 of data (DATA only) */
+	const uint8_t *data;
+	uint32_t len;
+};
+
+struct snap_migrate_end {
+	uint8_t stream_hash[SHA256_BYTES];
+};
+
+struct snap_migrate_ack {
+	int32_t status;                    /* 0 or a negative errno */
+	struct snap_migrate_str message;
+};
+
+/* Decoders of one payload each. */
+int snap_migrate_challenge_decode(const uint8_t *p, uint32_t len, struct snap_migrate_challenge *out);
+int snap_migrate_auth_decode(const uint8_t *p, uint32_t len, struct snap_migrate_auth *out);
+int snap_migrate_begin_decode(const uint8_t *p, uint32_t len, struct snap_migrate_begin *out);
+int snap_migrate_region_decode(const uint8_t *p, uint32_t len, struct snap_migrate_region *out);
+int snap_migrate_chunk_decode(const uint8_t *p, uint32_t len, struct snap_migrate_chunk *out);
+int snap_migrate_end_decode(const uint8_t *p, uint32_t len, struct snap_migrate_end *out);
+int snap_migrate_ack_decode(const uint8_t *p, uint32_t len, struct snap_migrate_ack *out);
+/* Check a frame header: 0 and *type, *len, or -EBADMSG. */
+int snap_migrate_header_decode(const uint8_t h[SNAP_MIGRATE_HEADER_BYTES], uint16_t *type, uint32_t *len);
+/* Copy @s to @out (@cap bytes with its NUL); -ENAMETOOLONG or -EBADMSG (a NUL inside). */
+int snap_migrate_str_copy(struct snap_migrate_str s, char *out, size_t cap);
+
+/* One end of a stream over @fd (blocking; the caller sets a timeout on it
+ * with SO_RCVTIMEO/SO_SNDTIMEO).  The fd stays the caller's. */
+struct snap_migrate_conn {
+	int fd;
+	struct sha256 sent;        /* frames this end sent since AUTH */
+	struct sha256 received;    /* frames this end received since AUTH */
+	uint8_t *buf;              /* SNAP_MIGRATE_PAYLOAD_MAX, the last frame received */
+	uint64_t bytes_sent;
+	uint64_t bytes_received;
+	/* Optional cap on what this end sends, bytes per second (0: none). */
+	uint64_t max_bandwidth;
+	uint64_t bw_start_ns;
+	uint64_t bw_bytes;
+	char error[SNAP_MIGRATE_MESSAGE_MAX + 64];
+	char ack_message[SNAP_MIGRATE_MESSAGE_MAX + 1];   /* the last ACK's */
+};
+
+int snap_migrate_conn_init(struct snap_migrate_conn *c, int fd);
+void snap_migrate_conn_fini(struct snap_migrate_conn *c);  /* the fd is not closed */
+/* Send one frame: its header, then @head and @data as one payload. */
+int snap_migrate_send(struct snap_migrate_conn *c, uint16_t type, const void *head, uint32_t head_len,
+		      const void *data, uint32_t data_len);
+/* Receive one frame into c->buf: 0 and *type, *len; -EPIPE at EOF. */
+int snap_migrate_recv(struct snap_migrate_conn *c, uint16_t *type, uint32_t *len);
+/* Send an ACK. */
+int snap_migrate_ack_send(struct snap_migrate_conn *c, int status, const char *message);
+/* Destination: refuse with an ACK of @status, then wait for the source to
+ * hang up (it stops sending once it sees the ACK). */
+void snap_migrate_refuse(struct snap_migrate_conn *c, int status, const char *message);
+
+/* The handshake.  Source: read the CHALLENGE, send AUTH for @session;
+ * *nonce keeps the challenge (it masks the credential in BEGIN).
+ * Destination: send a fresh CHALLENGE, check AUTH (-EPERM: a bad proof, or
+ * no token here); the session it names in @session. */
+int snap_migrate_client_auth(struct snap_migrate_conn *c, const struct auth_token *token, const char *session,
+			     uint8_t nonce[AUTH_NONCE_BYTES]);
+int snap_migrate_server_auth(struct snap_migrate_conn *c, const struct auth_token *token,
+			     char session[SNAP_NAME_MAX + 1], uint8_t nonce[AUTH_NONCE_BYTES]);
+
+/* What one round sent. */
+struct snap_migrate_stats {
+	uint64_t chunks;
+	uint64_t zero_chunks;
+	uint64_t unchanged_chunks;
+	uint64_t data_chunks;
+	uint64_t data_bytes;       /* chunk bytes sent */
+	uint64_t journal_bytes;
+	uint64_t stream_bytes;     /* every byte of the round's frames */
+};
+
+/* Source: send snapshot @name of @store, whose parent in the store is the
+ * previous round's (sent before on this stream, @parent; NULL in the first
+ * round), and wait for the destination's ACK.  @token and @nonce mask the
+ * credential.  0, or the error (c->error says what, with the
+ * destination's message when it refused). */
+int snap_migrate_snapshot_send(struct snap_migrate_conn *c, struct snap_store *store, const char *name,
+			       const char *parent, uint32_t flags, const struct auth_token *token,
+			       const uint8_t nonce[AUTH_NONCE_BYTES], struct snap_migrate_stats *stats);
+
+/* Destination: read one round (BEGIN .. END) whose BEGIN is in c->buf
+ * (@len bytes) into @store as a snapshot of the session @session (the one
+ * AUTH named; a BEGIN for another session is refused).  On success the
+ * committed snapshot's name is in @name and *flags holds BEGIN's flags.
+ * The ACK is the caller's to send.  @quota_bytes: refuse a snapshot whose
+ * regions exceed it (0: no limit). */
+int snap_migrate_snapshot_recv(struct snap_migrate_conn *c, uint32_t len, struct snap_store *store,
+			       const char *session, const struct auth_token *token,
+			       const uint8_t nonce[AUTH_NONCE_BYTES], uint64_t quota_bytes,
+			       char name[SNAP_NAME_MAX + 1], uint32_t *flags);
+
+#endif

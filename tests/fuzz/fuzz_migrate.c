@@ -1,0 +1,147 @@
+/* Fuzz target for the migration stream (snapshot/snap_migrate.h) and the
+ * hello's "moved" reply (common/wire.h): what a hostile source sends a
+ * destination's receiver, and what a hostile ternd sends a guest.
+ *
+ * The first byte picks: 0-6 one frame decoder over the rest (a payload),
+ * 7 wire_moved_decode, 8 the receiver itself: the rest is the byte stream
+ * after the handshake, a round read into a store (a fresh directory, made
+ * once per process) as snap_migrate_snapshot_recv reads it.  Nothing may
+ * crash, and what decodes must lie inside the input.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "snap_migrate.h"
+#include "wire.h"
+
+static void str_inside(struct snap_migrate_str s, const uint8_t *p, size_t n)
+{
+	if ((const uint8_t *)s.ptr < p || (const uint8_t *)s.ptr + s.len > p + n)
+		abort();
+}
+
+static struct snap_store *fuzz_store(void)
+{
+	static struct snap_store *store;
+	static char dir[] = "/tmp/tern-fuzz-migrate-XXXXXX";
+
+	if (!store && mkdtemp(dir))
+		snap_store_open(dir, NULL, SNAP_STORE_CREATE, &store);
+	return store;
+}
+
+static void stream_run(const uint8_t *data, size_t size)
+{
+	static const struct auth_token token = { 16, "fuzz-token-01234" };
+	uint8_t nonce[AUTH_NONCE_BYTES] = { 0 };
+	struct snap_store *store = fuzz_store();
+	/* One connection for the process: its 64 MiB buffer is not made per input. */
+	static struct snap_migrate_conn c;
+	static bool ready;
+	char name[SNAP_NAME_MAX + 1];
+	uint32_t len, flags;
+	uint16_t type;
+	int fd = memfd_create("fuzz-migrate", 0);
+
+	if (fd < 0 || !store)
+		goto out;
+	if (!ready && snap_migrate_conn_init(&c, -1))
+		goto out;
+	ready = true;
+	c.fd = fd;
+	sha256_init(&c.sent);
+	sha256_init(&c.received);
+	if (write(fd, data, size) != (ssize_t)size || lseek(fd, 0, SEEK_SET))
+		goto out;
+	while (!snap_migrate_recv(&c, &type, &len) && type == SNAP_MIGRATE_BEGIN)
+		if (snap_migrate_snapshot_recv(&c, len, store, "fuzz", &token, nonce, 64u << 20, name, &flags))
+			break;
+out:
+	if (fd >= 0)
+		close(fd);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const uint8_t *p = data + 1;
+	uint32_t n = (uint32_t)(size - 1);
+
+	if (size < 1 || size > (1u << 24))
+		return 0;
+	switch (data[0] % 9) {
+	case 0: {
+		struct snap_migrate_challenge v;
+
+		snap_migrate_challenge_decode(p, n, &v);
+		break;
+	}
+	case 1: {
+		struct snap_migrate_auth v;
+
+		if (!snap_migrate_auth_decode(p, n, &v))
+			str_inside(v.session, p, n);
+		break;
+	}
+	case 2: {
+		struct snap_migrate_begin v;
+
+		if (!snap_migrate_begin_decode(p, n, &v)) {
+			str_inside(v.name, p, n);
+			str_inside(v.parent, p, n);
+			str_inside(v.device_name, p, n);
+			if (v.chunk_size < SNAP_CHUNK_SIZE_MIN || v.flags & ~SNAP_MIGRATE_FLAGS_KNOWN)
+				abort();
+		}
+		break;
+	}
+	case 3: {
+		struct snap_migrate_region v;
+
+		if (!snap_migrate_region_decode(p, n, &v) && (!v.size || v.addr + v.size < v.addr))
+			abort();
+		break;
+	}
+	case 4: {
+		struct snap_migrate_chunk v;
+
+		if (!snap_migrate_chunk_decode(p, n, &v) &&
+		    (v.data < p || v.data + v.len > p + n || (v.kind == SNAP_MIGRATE_CHUNK_DATA) != (v.len > 0)))
+			abort();
+		break;
+	}
+	case 5: {
+		struct snap_migrate_end v;
+
+		snap_migrate_end_decode(p, n, &v);
+		break;
+	}
+	case 6: {
+		struct snap_migrate_ack v;
+
+		if (!snap_migrate_ack_decode(p, n, &v)) {
+			str_inside(v.message, p, n);
+			if (v.status > 0)
+				abort();
+		}
+		break;
+	}
+	case 7: {
+		struct wire_cursor cur;
+		struct wire_moved mv;
+
+		wire_cursor_init(&cur, p, n);
+		if (!wire_moved_decode(&cur, &mv) && (!mv.url[0] || strlen(mv.url) > WIRE_MOVED_URL_MAX))
+			abort();
+		break;
+	}
+	default:
+		stream_run(p, n);
+		break;
+	}
+	return 0;
+}

@@ -1,0 +1,399 @@
+/* The migration stream (snapshot/snap_migrate.h): rounds carried from one
+ * store to another over a socketpair, and what a hostile source may send:
+ * a wrong token, a session over the quota, a stream whose hash or a chunk's
+ * content hash is wrong, truncated and malformed frames. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <cmocka.h>
+
+#include "le.h"
+#include "snap_migrate.h"
+#include "snap_test_util.h"
+
+#define ADDR 0x200000000000ull
+#define SIZE (8 * TEST_CHUNK)
+
+struct fixture {
+	char src_dir[256], dst_dir[256];
+	struct snap_store *src, *dst;
+	struct test_region r[1];
+	uint8_t *data0, *data1;
+};
+
+static const struct auth_token token = { 20, "migration-token-0001" };
+static const struct auth_token other = { 20, "migration-token-9999" };
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	int jfd;
+
+	test_tmpdir(f->src_dir, sizeof(f->src_dir), "migsrc");
+	test_tmpdir(f->dst_dir, sizeof(f->dst_dir), "migdst");
+	assert_int_equal(snap_store_open(f->src_dir, NULL, SNAP_STORE_CREATE, &f->src), 0);
+	assert_int_equal(snap_store_open(f->dst_dir, NULL, SNAP_STORE_CREATE, &f->dst), 0);
+	jfd = test_journal_make(f->src_dir, "j", 3000);
+	f->data0 = test_data_make(DATA_HALF_ZERO, SIZE, 1);
+	f->data1 = malloc(SIZE);
+	memcpy(f->data1, f->data0, SIZE);
+	memset(f->data1 + 2 * TEST_CHUNK, 0x5a, TEST_CHUNK);  /* one chunk rewritten */
+	f->r[0] = (struct test_region){ ADDR, SIZE, f->data0 };
+	assert_int_equal(test_snapshot_write(f->src, "r0", NULL, f->r, 1, jfd, NULL), 0);
+	f->r[0].data = f->data1;
+	assert_int_equal(test_snapshot_write(f->src, "r1", "r0", f->r, 1, jfd, NULL), 0);
+	close(jfd);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	snap_store_close(f->src);
+	snap_store_close(f->dst);
+	test_dir_remove(f->src_dir);
+	test_dir_remove(f->dst_dir);
+	free(f->data0);
+	free(f->data1);
+	free(f);
+	return 0;
+}
+
+struct sender {
+	struct fixture *f;
+	int fd;
+	const struct auth_token *token;
+	int rc;
+	struct snap_migrate_stats st[2];
+	char error[2048];
+};
+
+static void *sender_run(void *arg)
+{
+	struct sender *s = arg;
+	struct snap_migrate_conn c;
+	uint8_t nonce[AUTH_NONCE_BYTES];
+
+	snap_migrate_conn_init(&c, s->fd);
+	s->rc = snap_migrate_client_auth(&c, s->token, "session-1", nonce);
+	if (!s->rc)
+		s->rc = snap_migrate_snapshot_send(&c, s->f->src, "r0", NULL, 0, s->token, nonce, &s->st[0]);
+	if (!s->rc)
+		s->rc = snap_migrate_snapshot_send(&c, s->f->src, "r1", "r0", SNAP_MIGRATE_FINAL, s->token, nonce,
+						   &s->st[1]);
+	snprintf(s->error, sizeof(s->error), "%s", c.error);
+	snap_migrate_conn_fini(&c);
+	shutdown(s->fd, SHUT_RDWR);
+	return NULL;
+}
+
+/* The destination's loop (as ternd's receiver runs it): 0 when both rounds came. */
+static int receive(struct fixture *f, int fd, uint64_t quota, char *error, size_t cap)
+{
+	struct snap_migrate_conn c;
+	char session[SNAP_NAME_MAX + 1], name[SNAP_NAME_MAX + 1];
+	uint8_t nonce[AUTH_NONCE_BYTES];
+	uint32_t len, flags = 0;
+	uint16_t type;
+	int rc;
+
+	snap_migrate_conn_init(&c, fd);
+	rc = snap_migrate_server_auth(&c, &token, session, nonce);
+	if (rc)
+		snap_migrate_refuse(&c, rc, c.error);
+	while (!rc && !(flags & SNAP_MIGRATE_FINAL)) {
+		rc = snap_migrate_recv(&c, &type, &len);
+		if (!rc)
+			rc = type == SNAP_MIGRATE_BEGIN ? snap_migrate_snapshot_recv(&c, len, f->dst, session, &token,
+									       nonce, quota, name, &flags)
+							: -EPROTO;
+		if (rc)
+			snap_migrate_refuse(&c, rc, c.error);
+		else
+			rc = snap_migrate_ack_send(&c, 0, name);
+	}
+	snprintf(error, cap, "%s", c.error);
+	snap_migrate_conn_fini(&c);
+	return rc;
+}
+
+static int migrate(struct fixture *f, const struct auth_token *t, uint64_t quota, struct sender *s, char *err,
+		   size_t cap)
+{
+	pthread_t th;
+	int sv[2], rc;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	*s = (struct sender){ .f = f, .fd = sv[0], .token = t };
+	pthread_create(&th, NULL, sender_run, s);
+	rc = receive(f, sv[1], quota, err, cap);
+	shutdown(sv[1], SHUT_RDWR);
+	pthread_join(th, NULL);
+	close(sv[0]);
+	close(sv[1]);
+	return rc;
+}
+
+static void test_rounds_arrive(void **state)
+{
+	struct fixture *f = *state;
+	struct snap_manifest m;
+	struct sender s;
+	char err[2048];
+
+	assert_int_equal(migrate(f, &token, 0, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.rc, 0);
+	/* Zero chunks and the unchanged ones carry no bytes. */
+	assert_int_equal(s.st[0].zero_chunks, 4);
+	assert_int_equal(s.st[0].data_chunks, 4);
+	assert_int_equal(s.st[1].data_chunks, 1);
+	assert_int_equal(s.st[1].data_bytes, TEST_CHUNK);
+	assert_int_equal(snap_store_verify(f->dst, "r1", NULL), 0);
+	assert_int_equal(test_snapshot_check(f->dst, "r1", f->r, 1), 0);
+	assert_int_equal(snap_store_manifest_get(f->dst, "r1", &m), 0);
+	assert_string_equal(m.session_id, "session-1");
+	assert_string_equal(m.parent, "r0");
+}
+
+static void test_wrong_token(void **state)
+{
+	struct fixture *f = *state;
+	struct snap_info *list;
+	unsigned n;
+	struct sender s;
+	char err[2048];
+
+	assert_int_equal(migrate(f, &other, 0, &s, err, sizeof(err)), -EPERM);
+	assert_int_equal(s.rc, -EPERM);
+	assert_non_null(strstr(s.error, "bad token"));
+	assert_int_equal(snap_store_list(f->dst, &list, &n), 0);
+	assert_int_equal(n, 0);
+	free(list);
+}
+
+static void test_quota(void **state)
+{
+	struct fixture *f = *state;
+	struct sender s;
+	char err[2048];
+
+	assert_int_equal(migrate(f, &token, SIZE - 1, &s, err, sizeof(err)), -EDQUOT);
+	assert_int_equal(s.rc, -EDQUOT);
+	assert_non_null(strstr(s.error, "quota"));
+}
+
+/* Raw frames, as a hostile source writes them. */
+static void frame_put(int fd, uint16_t type, const void *p, uint32_t len)
+{
+	uint8_t h[SNAP_MIGRATE_HEADER_BYTES];
+
+	le32_put(h, SNAP_MIGRATE_MAGIC);
+	le16_put(h + 4, SNAP_MIGRATE_VERSION);
+	le16_put(h + 6, type);
+	le32_put(h + 8, len);
+	assert_int_equal(write(fd, h, sizeof(h)), sizeof(h));
+	if (len)
+		assert_int_equal(write(fd, p, len), len);
+}
+
+static uint32_t begin_make(uint8_t *b, uint32_t regions, uint32_t flags)
+{
+	uint8_t *p = b;
+
+	memset(b, 0, 128);
+	le32_put(p, flags);
+	le32_put(p + 4, TEST_CHUNK);
+	le32_put(p + 8, regions);
+	p += 24 + SNAP_CREDENTIAL_BYTES + 16;
+	le32_put(p, 4);
+	memcpy(p + 4, "evil", 4);
+	p += 8;
+	le32_put(p, 0);
+	le32_put(p + 4, 0);
+	return (uint32_t)(p + 8 - b);
+}
+
+static uint32_t chunk_make(uint8_t *b, uint32_t kind, uint64_t index, uint32_t data_len)
+{
+	memset(b, 0, SNAP_MIGRATE_CHUNK_HEAD_BYTES - 4 + data_len);
+	le32_put(b + 4, kind);
+	le64_put(b + 8, index);
+	memset(b + SNAP_MIGRATE_CHUNK_HEAD_BYTES - 4, 0x11, data_len);
+	return SNAP_MIGRATE_CHUNK_HEAD_BYTES - 4 + data_len;
+}
+
+/* Feed @frames (written by @write_fn into a memfd) to the receiver. */
+static int hostile_round(struct fixture *f, void (*write_fn)(int fd))
+{
+	uint8_t nonce[AUTH_NONCE_BYTES] = { 0 };
+	char name[SNAP_NAME_MAX + 1];
+	struct snap_migrate_conn c;
+	uint32_t len, flags;
+	uint16_t type;
+	int fd = memfd_create("hostile", 0), rc;
+
+	write_fn(fd);
+	lseek(fd, 0, SEEK_SET);
+	snap_migrate_conn_init(&c, fd);
+	rc = snap_migrate_recv(&c, &type, &len);
+	if (!rc)
+		rc = snap_migrate_snapshot_recv(&c, len, f->dst, "session-1", &token, nonce, 0, name, &flags);
+	snap_migrate_conn_fini(&c);
+	close(fd);
+	return rc;
+}
+
+static void write_bad_content(int fd)
+{
+	uint8_t b[SNAP_MIGRATE_CHUNK_HEAD_BYTES + TEST_CHUNK], reg[20];
+
+	frame_put(fd, SNAP_MIGRATE_BEGIN, b, begin_make(b, 1, 0));
+	le64_put(reg, ADDR);
+	le64_put(reg + 8, TEST_CHUNK);
+	le32_put(reg + 16, 0);
+	frame_put(fd, SNAP_MIGRATE_REGION, reg, sizeof(reg));
+	frame_put(fd, SNAP_MIGRATE_CHUNK, b, chunk_make(b, SNAP_MIGRATE_CHUNK_DATA, 0, TEST_CHUNK));
+}
+
+static void write_bad_stream_hash(int fd)
+{
+	uint8_t b[256], reg[20], end[SHA256_BYTES] = { 0 };
+
+	frame_put(fd, SNAP_MIGRATE_BEGIN, b, begin_make(b, 1, 0));
+	le64_put(reg, ADDR);
+	le64_put(reg + 8, TEST_CHUNK);
+	le32_put(reg + 16, 0);
+	frame_put(fd, SNAP_MIGRATE_REGION, reg, sizeof(reg));
+	frame_put(fd, SNAP_MIGRATE_CHUNK, b, chunk_make(b, SNAP_MIGRATE_CHUNK_ZERO, 0, 0));
+	frame_put(fd, SNAP_MIGRATE_END, end, sizeof(end));
+}
+
+static void write_chunk_outside(int fd)
+{
+	uint8_t b[256], reg[20];
+
+	frame_put(fd, SNAP_MIGRATE_BEGIN, b, begin_make(b, 1, 0));
+	le64_put(reg, ADDR);
+	le64_put(reg + 8, TEST_CHUNK);
+	le32_put(reg + 16, 0);
+	frame_put(fd, SNAP_MIGRATE_REGION, reg, sizeof(reg));
+	frame_put(fd, SNAP_MIGRATE_CHUNK, b, chunk_make(b, SNAP_MIGRATE_CHUNK_ZERO, 7, 0));
+}
+
+static void write_truncated(int fd)
+{
+	uint8_t b[128];
+
+	frame_put(fd, SNAP_MIGRATE_BEGIN, b, begin_make(b, 2, 0));
+}
+
+static void write_chunk_before_regions(int fd)
+{
+	uint8_t b[256];
+
+	frame_put(fd, SNAP_MIGRATE_BEGIN, b, begin_make(b, 1, 0));
+	frame_put(fd, SNAP_MIGRATE_CHUNK, b, chunk_make(b, SNAP_MIGRATE_CHUNK_ZERO, 0, 0));
+}
+
+static void test_hostile_rounds(void **state)
+{
+	struct fixture *f = *state;
+	struct snap_info *list;
+	unsigned n;
+
+	assert_int_equal(hostile_round(f, write_bad_content), -EBADMSG);
+	assert_int_equal(hostile_round(f, write_bad_stream_hash), -EBADMSG);
+	assert_int_equal(hostile_round(f, write_chunk_outside), -EBADMSG);
+	assert_int_equal(hostile_round(f, write_truncated), -EPIPE);
+	assert_int_equal(hostile_round(f, write_chunk_before_regions), -EPROTO);
+	/* Nothing half written is listed. */
+	assert_int_equal(snap_store_list(f->dst, &list, &n), 0);
+	assert_int_equal(n, 0);
+	free(list);
+}
+
+static void test_decoders_refuse(void **state)
+{
+	uint8_t b[256], h[SNAP_MIGRATE_HEADER_BYTES];
+	struct snap_migrate_begin bg;
+	struct snap_migrate_region rg;
+	struct snap_migrate_chunk ch;
+	struct snap_migrate_ack ack;
+	struct snap_migrate_auth au;
+	uint32_t n, len;
+	uint16_t type;
+
+	(void)state;
+	n = begin_make(b, 1, 0);
+	assert_int_equal(snap_migrate_begin_decode(b, n, &bg), 0);
+	for (uint32_t i = 0; i < n; i++)
+		assert_int_equal(snap_migrate_begin_decode(b, i, &bg), -EBADMSG);
+	assert_int_equal(snap_migrate_begin_decode(b, n + 1, &bg), -EBADMSG);     /* trailing byte */
+	le32_put(b, 0x80);                                                        /* unknown flag */
+	assert_int_equal(snap_migrate_begin_decode(b, n, &bg), -EBADMSG);
+	n = begin_make(b, 1, 0);
+	le32_put(b + 4, TEST_CHUNK + 1);                                          /* not a power of two */
+	assert_int_equal(snap_migrate_begin_decode(b, n, &bg), -EBADMSG);
+	n = begin_make(b, 1, 0);
+	le32_put(b + 24 + SNAP_CREDENTIAL_BYTES + 16, 0x7fffffff);                /* a name past the end */
+	assert_int_equal(snap_migrate_begin_decode(b, n, &bg), -EBADMSG);
+
+	le64_put(b, UINT64_MAX - 10);
+	le64_put(b + 8, 100);
+	le32_put(b + 16, 0);
+	assert_int_equal(snap_migrate_region_decode(b, 20, &rg), -EBADMSG);      /* wraps */
+	le64_put(b + 8, 0);
+	assert_int_equal(snap_migrate_region_decode(b, 20, &rg), -EBADMSG);      /* empty */
+
+	n = chunk_make(b, SNAP_MIGRATE_CHUNK_ZERO, 0, 8);
+	assert_int_equal(snap_migrate_chunk_decode(b, n, &ch), -EBADMSG);        /* a zero chunk with bytes */
+	n = chunk_make(b, SNAP_MIGRATE_CHUNK_DATA, 0, 0);
+	assert_int_equal(snap_migrate_chunk_decode(b, n, &ch), -EBADMSG);        /* data without bytes */
+	n = chunk_make(b, 9, 0, 0);
+	assert_int_equal(snap_migrate_chunk_decode(b, n, &ch), -EBADMSG);        /* unknown kind */
+	for (uint32_t i = 0; i < SNAP_MIGRATE_CHUNK_HEAD_BYTES - 4; i++)
+		assert_int_equal(snap_migrate_chunk_decode(b, i, &ch), -EBADMSG);
+
+	le32_put(b, 5);                                                           /* a positive status */
+	le32_put(b + 4, 0);
+	assert_int_equal(snap_migrate_ack_decode(b, 8, &ack), -EBADMSG);
+	le32_put(b, 0);
+	le32_put(b + 4, SNAP_MIGRATE_MESSAGE_MAX + 1);
+	assert_int_equal(snap_migrate_ack_decode(b, 8, &ack), -EBADMSG);
+	le32_put(b, 0);                                                           /* an empty session */
+	assert_int_equal(snap_migrate_auth_decode(b, 4 + AUTH_PROOF_BYTES, &au), -EBADMSG);
+
+	le32_put(h, SNAP_MIGRATE_MAGIC ^ 1);
+	le16_put(h + 4, SNAP_MIGRATE_VERSION);
+	le16_put(h + 6, SNAP_MIGRATE_CHUNK);
+	le32_put(h + 8, 16);
+	assert_int_equal(snap_migrate_header_decode(h, &type, &len), -EBADMSG);
+	le32_put(h, SNAP_MIGRATE_MAGIC);
+	le16_put(h + 4, 2);
+	assert_int_equal(snap_migrate_header_decode(h, &type, &len), -EBADMSG);
+	le16_put(h + 4, SNAP_MIGRATE_VERSION);
+	le16_put(h + 6, 99);
+	assert_int_equal(snap_migrate_header_decode(h, &type, &len), -EBADMSG);
+	le16_put(h + 6, SNAP_MIGRATE_CHUNK);
+	le32_put(h + 8, SNAP_MIGRATE_PAYLOAD_MAX + 1);
+	assert_int_equal(snap_migrate_header_decode(h, &type, &len), -EBADMSG);
+	le32_put(h + 8, 16);
+	assert_int_equal(snap_migrate_header_decode(h, &type, &len), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_rounds_arrive, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wrong_token, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_quota, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hostile_rounds, setup, teardown),
+		cmocka_unit_test(test_decoders_refuse),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
