@@ -318,10 +318,7 @@ void migrate_request(struct supervisor *sv, int client, const struct control_req
 	struct migrate_moved *mv = NULL;
 	struct transport_url url;
 
-	int live = slot_of_session(sv, req->session, -1);
-
-	/* A worker may hold its reconnected guest, waiting for a resume: that one goes. */
-	if (!k || k->plan != PLAN_SUSPENDED || (live >= 0 && live != k->waiting_slot)) {
+	if (!k || k->plan != PLAN_SUSPENDED) {
 		client_fail(&client, "session %s is not suspended here: suspend it before it moves", req->session);
 		return;
 	}
@@ -342,13 +339,19 @@ void migrate_request(struct supervisor *sv, int client, const struct control_req
 	snprintf(mv->url, sizeof(mv->url), "%s", req->url);
 	/* The session is the destination's now: nothing of it stays here but
 	 * where its guest is to go. */
-	if (k->waiting_slot >= 0) {
-		pid_t pid = atomic_load(&sv->slots[k->waiting_slot].pid);
+	/* Every worker it still has goes: the suspended one winding down, one
+	 * holding its reconnected guest for a resume, and one forked for a
+	 * reconnect whose hello it has not passed on, which would otherwise
+	 * find no plan and start the session afresh. Their guests reconnect
+	 * and hear where it went (moved_answer). */
+	for (int live; (live = slot_of_session(sv, req->session, -1)) >= 0;) {
+		pid_t pid = atomic_load(&sv->slots[live].pid);
 
+		sv->links[live].stopped = true;
 		if (pid > 0)
 			kill(pid, SIGKILL);
-		k->waiting_slot = -1;
 	}
+	k->waiting_slot = -1;
 	k->plan = PLAN_NONE;
 	explicit_bzero(&k->cred, sizeof(k->cred));
 	known_save(sv);
