@@ -50,7 +50,10 @@ static const struct ckpt_command commands[] = {
 	  1, UINT_MAX, CKPT_OPT_FORCE, cmd_rm },
 	{ "migrate", "SESSION --to URL [--max-downtime MS] [--max-bandwidth RATE] [--offline] | --cancel SESSION",
 	  "move a running session to another ternd: pre-copy rounds, then stop-and-copy (docs/migration.md)",
-	  1, 1, CKPT_OPT_MIGRATE, cmd_migrate },
+	  1, 1, CKPT_OPT_MIGRATE | CKPT_OPT_DEST, cmd_migrate },
+	{ "push", "SNAPSHOT --to URL [--token-file FILE]",
+	  "send a stored snapshot to another ternd's store over its --migrate-listen (for a restore there)",
+	  1, 1, CKPT_OPT_DEST, cmd_push },
 	{ "help", "[SUBCOMMAND]", "show this usage, or one subcommand's",
 	  0, 1, 0, cmd_help },
 };
@@ -101,10 +104,11 @@ static void command_usage_print(const struct ckpt_command *cmd, FILE *f)
 	if (cmd->options & CKPT_OPT_FORCE)
 		fprintf(f, "  --force           also remove a snapshot a suspended session waits in, or the parent\n"
 			"                    of a snapshot that stays\n");
-	if (cmd->options & CKPT_OPT_MIGRATE)
+	if (cmd->options & CKPT_OPT_DEST)
 		fprintf(f, "  --to URL          the destination ternd's --migrate-listen (tcp://HOST:PORT, unix:PATH)\n"
-			"  --token-file FILE the destination's token (default env TERN_TOKEN_FILE)\n"
-			"  --guest-url URL   where the guest is to reconnect (default: the destination's first listener)\n"
+			"  --token-file FILE the destination's token (default env TERN_TOKEN_FILE)\n");
+	if (cmd->options & CKPT_OPT_MIGRATE)
+		fprintf(f, "  --guest-url URL   where the guest is to reconnect (default: the destination's first listener)\n"
 			"  --max-downtime MS stop and copy once a round's dirty bytes take this long at the\n"
 			"                    measured rate (default 100)\n"
 			"  --max-rounds N    pre-copy rounds at most (default 8)\n"
@@ -281,10 +285,10 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 			opts_seen |= CKPT_OPT_CRIU;
 		} else if (!strcmp(a, "--to")) {
 			c->migrate.to = val;
-			opts_seen |= CKPT_OPT_MIGRATE;
+			opts_seen |= CKPT_OPT_DEST;
 		} else if (!strcmp(a, "--token-file")) {
 			c->migrate.token_file = val;
-			opts_seen |= CKPT_OPT_MIGRATE;
+			opts_seen |= CKPT_OPT_DEST;
 		} else if (!strcmp(a, "--guest-url")) {
 			c->migrate.guest_url = val;
 			opts_seen |= CKPT_OPT_MIGRATE;
@@ -349,7 +353,8 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 				 bad & CKPT_OPT_PROCESS ? "--process" :
 				 bad & CKPT_OPT_CRIU ? "--criu" :
 				 bad & CKPT_OPT_DOMAIN ? "--domain" :
-				 bad & CKPT_OPT_MIGRATE ? "--to (and migrate's other options)" : "--force",
+				 bad & CKPT_OPT_DEST ? "--to, --token-file" :
+				 bad & CKPT_OPT_MIGRATE ? "migrate's --max-downtime, --offline ..." : "--force",
 				 c->cmd->name);
 	}
 	if (c->nargs < c->cmd->min_args || c->nargs > c->cmd->max_args) {

@@ -37,7 +37,8 @@ enum ckpt_exit {
 #define CKPT_OPT_PROCESS     0x80u /* --process */
 #define CKPT_OPT_CRIU        0x100u /* --criu PATH, --criu-plugins DIR */
 #define CKPT_OPT_DOMAIN      0x200u /* --domain NAME|UUID */
-#define CKPT_OPT_MIGRATE     0x400u /* migrate's --to, --max-downtime ... */
+#define CKPT_OPT_MIGRATE     0x400u /* migrate's --max-downtime, --offline ... */
+#define CKPT_OPT_DEST        0x800u /* --to URL, --token-file FILE (migrate, push) */
 
 struct ckpt;
 
@@ -130,6 +131,7 @@ int cmd_verify(struct ckpt *c);
 int cmd_rm(struct ckpt *c);
 int cmd_dump(struct ckpt *c);            /* cmd_criu.c */
 int cmd_migrate(struct ckpt *c);         /* cmd_migrate.c */
+int cmd_push(struct ckpt *c);            /* cmd_migrate.c */
 int cmd_restore_process(struct ckpt *c); /* cmd_criu.c: restore --process */
 
 /* The store offline commands use: --store, else --state-dir/store, else

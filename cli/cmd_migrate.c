@@ -1,5 +1,6 @@
 /* ckpt migrate: a live migration of one session to another ternd
- * (docs/migration.md).
+ * (docs/migration.md); and ckpt push, which sends one stored snapshot over
+ * the same stream into another ternd's store.
  *
  * ckpt drives it: each pre-copy round is an incremental snapshot of the
  * session on the source ternd (the GPU hashes every chunk; the guest is
@@ -141,9 +142,9 @@ static int token_load(struct migration *m)
 	const char *path = m->c->migrate.token_file ? m->c->migrate.token_file : getenv("TERN_TOKEN_FILE");
 	char err[512];
 
-	if (!path)
-		return ckpt_fail(m->c, CKPT_EXIT_USAGE, "migrate needs the destination's token: --token-file FILE "
-				 "or TERN_TOKEN_FILE");
+	if (!path || !*path)
+		return ckpt_fail(m->c, CKPT_EXIT_USAGE, "%s needs the destination's token: --token-file FILE "
+				 "or TERN_TOKEN_FILE", m->c->cmd->name);
 	if (auth_token_file_read(path, &m->token, err, sizeof(err)))
 		return ckpt_fail(m->c, CKPT_EXIT_USAGE, "%s", err);
 	return 0;
@@ -376,8 +377,14 @@ static int migrate_run(struct migration *m)
 		return CKPT_EXIT_FAILED;
 	r->expected_downtime_ms = 0;
 	progress_print(m, r, true);
-	snprintf(m->guest_url, sizeof(m->guest_url), "%s",
-		 m->c->migrate.guest_url ? m->c->migrate.guest_url : m->conn.ack_message);
+	{
+		const char *url = m->c->migrate.guest_url ? m->c->migrate.guest_url : m->conn.ack_message;
+
+		if (strlen(url) >= sizeof(m->guest_url))
+			return ckpt_fail(m->c, CKPT_EXIT_FAILED, "the guest's URL is over %zu bytes: '%.60s...'",
+					 sizeof(m->guest_url) - 1, url);
+		memcpy(m->guest_url, url, strlen(url) + 1);
+	}
 	if (!m->guest_url[0])
 		return ckpt_fail(m->c, CKPT_EXIT_FAILED, "the destination names no guest listener: pass --guest-url");
 	if (cancelled)
@@ -388,6 +395,17 @@ static int migrate_run(struct migration *m)
 	m->switch_ms = now_ms();
 	report(m);
 	return CKPT_EXIT_OK;
+}
+
+static void migration_free(struct migration *m)
+{
+	if (m->conn_open)
+		snap_migrate_conn_fini(&m->conn);
+	if (m->fd >= 0)
+		close(m->fd);
+	snap_store_close(m->store);
+	explicit_bzero(&m->token, sizeof(m->token));
+	free(m);
 }
 
 int cmd_migrate(struct ckpt *c)
@@ -429,12 +447,80 @@ int cmd_migrate(struct ckpt *c)
 out:
 	if (m->pid_file[0])
 		unlink(m->pid_file);
-	if (m->conn_open)
-		snap_migrate_conn_fini(&m->conn);
-	if (m->fd >= 0)
-		close(m->fd);
-	snap_store_close(m->store);
-	explicit_bzero(&m->token, sizeof(m->token));
-	free(m);
+	migration_free(m);
+	return rc;
+}
+
+/* ckpt push SNAPSHOT --to URL: one round, not final, of the migration
+ * stream, sent whole (no parent): the destination stores it under its name
+ * and plans nothing; `ckpt restore SNAPSHOT` or `ckpt restore --process`
+ * there takes it. */
+int cmd_push(struct ckpt *c)
+{
+	struct migration *m;
+	struct snap_manifest man;
+	struct snap_migrate_stats st;
+	char store_dir[4200], session[SNAP_NAME_MAX + 1];
+	const char *name = c->args[0];
+	double t0 = now_ms();
+	int rc;
+
+	if (!c->migrate.to)
+		return ckpt_fail(c, CKPT_EXIT_USAGE, "push takes --to URL (the destination's --migrate-listen)");
+	if (strlen(name) > SNAP_NAME_MAX || !snap_name_valid(name))
+		return ckpt_fail(c, CKPT_EXIT_USAGE, "'%s' is not a snapshot name (%s)", name, snap_name_problem(name));
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return ckpt_fail(c, CKPT_EXIT_FAILED, "out of memory");
+	m->c = c;
+	m->fd = -1;
+	rc = token_load(m);
+	if (rc)
+		goto out;
+	if (ckpt_store_open(c, &m->store, store_dir, sizeof(store_dir))) {
+		rc = CKPT_EXIT_FAILED;
+		goto out;
+	}
+	if (snap_store_manifest_get(m->store, name, &man)) {
+		rc = ckpt_fail(c, CKPT_EXIT_FAILED, "no complete snapshot '%s' in %s: %s", name, store_dir,
+			       snap_store_error(m->store));
+		goto out;
+	}
+	/* The stream is authenticated for the snapshot's session. */
+	snprintf(session, sizeof(session), "%s", man.session_id);
+	explicit_bzero(&man, sizeof(man));
+	m->session = session;
+	rc = connect_destination(m);
+	if (rc)
+		goto out;
+	if (snap_migrate_snapshot_send(&m->conn, m->store, name, NULL, 0, &m->token, m->nonce, &st)) {
+		rc = ckpt_fail(c, CKPT_EXIT_FAILED, "push of '%s' to %s: %s", name, c->migrate.to, m->conn.error);
+		goto out;
+	}
+	if (c->json) {
+		struct json_writer w;
+
+		ckpt_json_begin(c, &w);
+		json_bool_put(&w, "ok", true);
+		json_string_put(&w, "snapshot", name);
+		json_string_put(&w, "session", session);
+		json_string_put(&w, "to", c->migrate.to);
+		json_u64_put(&w, "bytes", st.stream_bytes);
+		json_u64_put(&w, "data_bytes", st.data_bytes);
+		json_u64_put(&w, "chunks", st.chunks);
+		json_u64_put(&w, "zero_chunks", st.zero_chunks);
+		json_double_put(&w, "ms", now_ms() - t0);
+		ckpt_json_end(c, &w);
+	} else {
+		char b[32];
+
+		ckpt_size_format(st.stream_bytes, b, sizeof(b));
+		printf("snapshot %s (session %s) pushed to %s: %s in %.0f ms, %llu chunks (%llu zero)\n", name,
+		       session, c->migrate.to, b, now_ms() - t0, (unsigned long long)st.chunks,
+		       (unsigned long long)st.zero_chunks);
+	}
+	rc = CKPT_EXIT_OK;
+out:
+	migration_free(m);
 	return rc;
 }

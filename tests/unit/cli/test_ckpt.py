@@ -205,7 +205,8 @@ def test_usage():
     check(rc == 0 and "usage: ckpt" in out, "--help: usage on stdout", out + err)
     rc, obj, _ = run_json("help")
     cmds = {c["name"]: c for c in obj.get("commands", [])}
-    expected = {"ls", "snapshot", "suspend", "resume", "restore", "dump", "inspect", "verify", "rm", "migrate", "help"}
+    expected = {"ls", "snapshot", "suspend", "resume", "restore", "dump", "inspect", "verify", "rm", "migrate", "push",
+                "help"}
     check(set(cmds) == expected, "the table has every subcommand", str(cmds.keys()))
     for name, c in cmds.items():
         check(len(c["help"]) > 10, f"{name} has a help line")
@@ -256,7 +257,16 @@ def test_usage():
                        (("snapshot", "--domain", "d" * 201), "a domain name longer than libvirt's"),
                        (("snapshot", "--domain", "d", "p", "q"), "two prefixes"),
                        (("suspend", "s", "--domain", "d"), "--domain on suspend"),
-                       (("ls", "--domain", "d"), "--domain on ls")):
+                       (("ls", "--domain", "d"), "--domain on ls"),
+                       (("push",), "push without a snapshot"),
+                       (("push", "snap"), "push without --to"),
+                       (("push", "a", "b", "--to", "tcp://h:1"), "push of two snapshots"),
+                       (("push", "snap", "--to", "tcp://h:1", "--offline"), "migrate's --offline on push"),
+                       (("push", "snap", "--to", "tcp://h:1", "--max-downtime", "5"), "--max-downtime on push"),
+                       (("push", "bad/name", "--to", "tcp://h:1", "--token-file", "/dev/null"),
+                        "push of an invalid snapshot name"),
+                       (("push", "snap", "--to", "tcp://h:1", "--device", "1"), "--device on push"),
+                       (("snapshot", "s", "--to", "tcp://h:1"), "--to on snapshot")):
         rc, out, err = run(*args)
         check(rc == 2 and err.strip(), f"usage error ({what}): exit 2 with a message", f"rc={rc} {err}")
     # What cannot run says why, before anything is dumped.
@@ -365,6 +375,43 @@ def test_offline(tmp):
     check(rc == 0 and f"in {os.path.join(tmp, 'store')}" in out, "--state-dir DIR means DIR/store", out + err)
     rc, out, err = run("--control", nowhere[1], "inspect", "snap-a", env={"TERN_STATE_DIR": tmp})
     check(rc == 0 and "snapshot snap-a" in out, "TERN_STATE_DIR names the state dir", err)
+
+    # push: what cannot be sent says why, and nothing is sent before the
+    # token and the snapshot are known good (a listener that is not ternd's
+    # migration listener hangs up, or talks nonsense).
+    token = os.path.join(tmp, "push-token")
+    with open(token, "w") as f:
+        f.write("push-token-0123456789abcdef\n")
+    os.chmod(token, 0o600)
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(4)
+    url = "tcp://127.0.0.1:%d" % lsock.getsockname()[1]
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    dead = "tcp://127.0.0.1:%d" % closed.getsockname()[1]
+    closed.close()
+    rc, out, err = run("--store", store, "push", "snap-a", "--to", url, env={"TERN_TOKEN_FILE": ""})
+    check(rc == 2 and "token" in err, "push without a token: usage error naming it", err)
+    rc, out, err = run("--store", store, "push", "snap-a", "--to", url, "--token-file", os.path.join(tmp, "none"))
+    check(rc == 2 and "none" in err, "push with a missing token file", err)
+    rc, out, err = run("--store", store, "push", "nosuch", "--to", url, "--token-file", token)
+    check(rc == 1 and "nosuch" in err, "push of a snapshot not in the store", err)
+    rc, out, err = run("--store", store, "push", "snap-a", "--to", dead, "--token-file", token)
+    check(rc == 1 and "cannot reach" in err, "push to a port nobody listens on", err)
+    rc, out, err = run("--store", store, "push", "snap-a", "--to", "udp://x:1", "--token-file", token)
+    check(rc == 2 and "--to takes" in err, "push to a URL of no stream kind", err)
+
+    def nonsense():
+        c, _ = lsock.accept()
+        c.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n" + b"\xff" * 64)
+        c.close()
+    th = threading.Thread(target=nonsense)
+    th.start()
+    rc, out, err = run("--store", store, "push", "snap-a", "--to", url, "--token-file", token)
+    th.join()
+    check(rc == 1 and url in err, "push to a listener that talks nonsense: refused, naming it", err)
+    lsock.close()
 
     # verify, intact
     rc, out, err = run(*nowhere, "verify", "snap-a")
