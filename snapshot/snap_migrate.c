@@ -285,7 +285,8 @@ int snap_migrate_send(struct snap_migrate_conn *c, uint16_t type, const void *he
 	le32_put(h + 8, len);
 	sha256_update(&c->sent, h, sizeof(h));
 	sha256_update(&c->sent, head, head_len);
-	sha256_update(&c->sent, data, data_len);
+	if (type != SNAP_MIGRATE_CHUNK)
+		sha256_update(&c->sent, data, data_len);
 	bandwidth_wait(c, sizeof(h) + len);
 	rc = write_iov(c->fd, iov, 3);
 	if (rc)
@@ -314,6 +315,17 @@ static int read_full(int fd, void *buf, size_t len)
 	return 0;
 }
 
+/* What of a frame's payload the stream hash covers: all of it, but of a
+ * CHUNK only its record, whose XXH3-128 covers the data and is checked on
+ * arrival. Hashing the chunk bytes a second time, in SHA-256, held both ends
+ * to about 100 MiB/s. */
+static uint32_t stream_hashed_bytes(uint16_t type, uint32_t len)
+{
+	const uint32_t record = SNAP_MIGRATE_CHUNK_HEAD_BYTES - 4;
+
+	return type == SNAP_MIGRATE_CHUNK && len > record ? record : len;
+}
+
 int snap_migrate_recv(struct snap_migrate_conn *c, uint16_t *type, uint32_t *len)
 {
 	uint8_t h[SNAP_MIGRATE_HEADER_BYTES];
@@ -328,7 +340,7 @@ int snap_migrate_recv(struct snap_migrate_conn *c, uint16_t *type, uint32_t *len
 		return conn_fail(c, rc, rc == -EPIPE ? "the peer closed the stream mid-frame" : "receive: %s",
 				 strerror(-rc));
 	sha256_update(&c->received, h, sizeof(h));
-	sha256_update(&c->received, c->buf, *len);
+	sha256_update(&c->received, c->buf, stream_hashed_bytes(*type, *len));
 	c->bytes_received += sizeof(h) + *len;
 	return 0;
 }

@@ -10,9 +10,10 @@
  *
  * Every frame is a 12-byte header (magic, version, type, payload length,
  * little endian) and its payload.  The source hashes every frame it sends
- * (SHA-256, from the first AUTH byte); END carries that running hash and
- * the destination compares it with its own.  A CHUNK with data carries the
- * chunk's XXH3-128, which the destination checks before it stores it.
+ * (SHA-256, from the first AUTH byte), a CHUNK's record but not its data;
+ * END carries that running hash and the destination compares it with its
+ * own.  A CHUNK with data carries the chunk's XXH3-128 in its record, which
+ * the destination checks before it stores it: so every byte is covered.
  *
  * The decoders take hostile bytes: every length is checked against the
  * payload and the caps below; they never allocate; strings point into the
@@ -35,7 +36,7 @@
 #include "snap_store.h"
 
 #define SNAP_MIGRATE_MAGIC 0x47494d54u      /* "TMIG" */
-#define SNAP_MIGRATE_VERSION 1u
+#define SNAP_MIGRATE_VERSION 2u   /* 2: chunk data out of the stream hash */
 #define SNAP_MIGRATE_HEADER_BYTES 12u
 /* The largest payload: a chunk of the largest size and its record. */
 #define SNAP_MIGRATE_CHUNK_HEAD_BYTES 48u

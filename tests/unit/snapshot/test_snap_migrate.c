@@ -373,7 +373,9 @@ static void test_decoders_refuse(void **state)
 	le32_put(h + 8, 16);
 	assert_int_equal(snap_migrate_header_decode(h, &type, &len), -EBADMSG);
 	le32_put(h, SNAP_MIGRATE_MAGIC);
-	le16_put(h + 4, 2);
+	le16_put(h + 4, SNAP_MIGRATE_VERSION + 1);
+	assert_int_equal(snap_migrate_header_decode(h, &type, &len), -EBADMSG);
+	le16_put(h + 4, 1);                     /* version 1 hashed chunk data into END */
 	assert_int_equal(snap_migrate_header_decode(h, &type, &len), -EBADMSG);
 	le16_put(h + 4, SNAP_MIGRATE_VERSION);
 	le16_put(h + 6, 99);
