@@ -211,7 +211,6 @@ struct exec_host {
 	struct exec_host_buf *bufs;
 	uint64_t bytes, bytes_max;
 	int conn_sock;              /* the session's socket (host_func_attach), -1: none */
-	bool unshare_synced;        /* an unshare served after its waiter synchronised */
 	struct tls_creds *tls;      /* tls://: the callback connection is TLS too, with these; NULL: plain */
 	struct exec_hostfn *fn;     /* host-function channel and records */
 	/* The session's slot of its domain's ivshmem BAR (ivshmem_host_share):
@@ -487,10 +486,15 @@ struct exec_wait {
 	CUresult status;
 	void *request;              /* a copy's request, served when the wait is over */
 	size_t request_len;
+	/* An unshare's buffer, out of the session's list: the waiter
+	 * unregisters and unmaps it (local then NULL); freed on completion. */
+	struct exec_host_buf *host_buf;
 };
 int exec_wait_prepare(struct exec *ex, uint32_t call, const struct wire_cursor *cur, struct exec_wait *w);
-/* Whether the guest's pinned buffer at @guest_addr is shared with the session. */
-bool exec_host_buf_shared(const struct exec *ex, uint64_t guest_addr);
+/* The guest's pinned buffer at @guest_addr, taken out of the session's
+ * list (NULL: none such), and put back. */
+struct exec_host_buf *exec_host_buf_detach(struct exec *ex, uint64_t guest_addr);
+void exec_host_buf_attach(struct exec *ex, struct exec_host_buf *b);
 /* Blocks; touches nothing of the session but @w and the backend. */
 void exec_wait_run(const struct backend *be, struct exec_wait *w);
 void exec_wait_finish(struct exec *ex, struct exec_wait *w);

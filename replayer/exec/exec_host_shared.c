@@ -49,7 +49,6 @@ static void host_buf_release(struct exec *ex, struct exec_host_buf *b)
 {
 	ex->be->cuMemHostUnregister(b->local);
 	munmap(b->local, b->bytes);
-	ex->host.bytes -= b->bytes;
 	free(b);
 }
 
@@ -183,34 +182,43 @@ CUresult exec_ivshmem_host_share(struct exec *ex, const struct wire_ivshmem_host
 			      &rep->device_address);
 }
 
-bool exec_host_buf_shared(const struct exec *ex, uint64_t guest_addr)
+struct exec_host_buf *exec_host_buf_detach(struct exec *ex, uint64_t guest_addr)
 {
-	for (const struct exec_host_buf *b = ex->host.bufs; b; b = b->next)
-		if (b->guest_addr == guest_addr)
-			return true;
-	return false;
+	for (struct exec_host_buf **pp = &ex->host.bufs; *pp; pp = &(*pp)->next) {
+		struct exec_host_buf *b = *pp;
+
+		if (b->guest_addr == guest_addr) {
+			*pp = b->next;
+			ex->host.bytes -= b->bytes;
+			return b;
+		}
+	}
+	return NULL;
 }
 
+void exec_host_buf_attach(struct exec *ex, struct exec_host_buf *b)
+{
+	b->next = ex->host.bufs;
+	ex->host.bufs = b;
+	ex->host.bytes += b->bytes;
+}
+
+/* Served here when the context was idle, or nothing could wait aside; else
+ * a waiter unregisters the buffer (exec_wait.c): cuMemHostUnregister waits
+ * for all the context's work, including what other guest threads queue
+ * meanwhile, which the dispatch thread must go on serving. */
 CUresult exec_mem_host_unshare(struct exec *ex, const struct wire_mem_host_unshare_req *req,
 			       struct wire_mem_host_unshare_rep *rep)
 {
-	struct exec_host_buf **pp;
+	struct exec_host_buf *b = exec_host_buf_detach(ex, req->address);
 
 	(void)rep;
-	for (pp = &ex->host.bufs; *pp; pp = &(*pp)->next) {
-		struct exec_host_buf *b = *pp;
-
-		if (b->guest_addr != req->address)
-			continue;
-		/* Copies in flight may still read it, as cuMemFreeHost waits for
-		 * (aside, by a waiter, when the context was busy: exec_wait.c). */
-		if (!ex->host.unshare_synced)
-			ex->be->cuCtxSynchronize();
-		*pp = b->next;
-		host_buf_release(ex, b);
-		return CUDA_SUCCESS;
-	}
-	return CUDA_ERROR_INVALID_VALUE;
+	if (!b)
+		return CUDA_ERROR_INVALID_VALUE;
+	/* Copies in flight may still read it, as cuMemFreeHost waits for. */
+	ex->be->cuCtxSynchronize();
+	host_buf_release(ex, b);
+	return CUDA_SUCCESS;
 }
 
 void exec_host_shared_close(struct exec *ex)
@@ -221,6 +229,7 @@ void exec_host_shared_close(struct exec *ex)
 		ex->host.bufs = b->next;
 		host_buf_release(ex, b);
 	}
+	ex->host.bytes = 0;
 }
 
 /* The stream, or NULL for a synchronous copy. */

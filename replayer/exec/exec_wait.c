@@ -11,12 +11,15 @@
  * served there too once its stream caught up: it waits again if other
  * threads queued more on the stream meanwhile, so the dispatch thread never
  * waits for the stream itself.  A pinned buffer's unshare (cuMemFreeHost)
- * waits for the context as cuCtxSynchronize does, then is served without
- * waiting again.
+ * is done by the waiter: the driver's cuMemHostUnregister waits for all the
+ * context's work, even what other threads queue after it, so on the
+ * dispatch thread it could wait for a write queued behind it (two_threads
+ * stress over shm hung 2 in 3 on the H200 so).
  */
 #define LOG_PREFIX "exec: "
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "exec.h"
 #include "log.h"
@@ -34,6 +37,9 @@ void exec_wait_finish(struct exec *ex, struct exec_wait *w)
 	wait_marker_drop(ex, w);
 	free(w->request);
 	w->request = NULL;
+	if (w->host_buf)
+		exec_host_buf_attach(ex, w->host_buf);   /* not waited for: the handler serves it */
+	w->host_buf = NULL;
 }
 
 /* A marker behind the work on @s so far; 1, or 0 when @s is idle already. */
@@ -114,17 +120,18 @@ static int wait_request_keep(const struct wire_cursor *cur, struct exec_wait *w)
 	return 0;
 }
 
-/* An unshare of a buffer the session has, behind the context's work. */
+/* An unshare of a buffer the session has: out of the session's list now,
+ * so that no later request uses it, and released by the waiter. Put back
+ * when it is served here after all (exec_wait_finish). */
 static int wait_unshare_prepare(struct exec *ex, const struct wire_cursor *cur, struct exec_wait *w)
 {
 	struct wire_cursor c = *cur;
 	struct wire_mem_host_unshare_req req;
 
-	if (wire_mem_host_unshare_req_decode(&c, &req) || wire_cursor_end(&c) || !exec_host_buf_shared(ex, req.address))
+	if (wire_mem_host_unshare_req_decode(&c, &req) || wire_cursor_end(&c) || wait_ctx_current(ex, w) != 1)
 		return 0;
-	if (wait_ctx_current(ex, w) != 1 || wait_request_keep(cur, w))
-		return 0;
-	return 1;
+	w->host_buf = exec_host_buf_detach(ex, req.address);
+	return w->host_buf != NULL;
 }
 
 /* A copy to the host waits for its stream (the legacy one when it is
@@ -173,6 +180,8 @@ int exec_wait_complete(struct exec *ex, struct exec_wait *w, bool may_wait, stru
 	int ret;
 
 	wait_marker_drop(ex, w);
+	free(w->host_buf);              /* released by the waiter */
+	w->host_buf = NULL;
 	if (!w->request) {
 		wire_put_u32(reply, (uint32_t)w->status);
 		return 0;
@@ -183,10 +192,7 @@ int exec_wait_complete(struct exec *ex, struct exec_wait *w, bool may_wait, stru
 		*w = again;
 		return 1;
 	}
-	/* The unshare's context was synchronised by the waiter. */
-	ex->host.unshare_synced = w->call == WIRE_CALL_MEM_HOST_UNSHARE;
 	ret = wire_dispatch(ex, w->call, &cur, reply);
-	ex->host.unshare_synced = false;
 	if (ret < 0) {
 		wire_msg_reset(reply);
 		wire_put_u32(reply, CUDA_ERROR_INVALID_VALUE);
@@ -203,8 +209,16 @@ void exec_wait_run(const struct backend *be, struct exec_wait *w)
 		return;
 	}
 	w->status = be->cuCtxSetCurrent(w->ctx);
-	if (w->status == CUDA_SUCCESS)
-		w->status = be->cuCtxSynchronize();
+	if (w->status != CUDA_SUCCESS)
+		return;
+	if (w->host_buf) {
+		/* Waits for the context's work, copies from the buffer among it. */
+		w->status = be->cuMemHostUnregister(w->host_buf->local);
+		munmap(w->host_buf->local, w->host_buf->bytes);
+		w->host_buf->local = NULL;
+		return;
+	}
+	w->status = be->cuCtxSynchronize();
 }
 
 
