@@ -8,6 +8,7 @@
 #include "log.h"
 #include "oom.h"
 #include "restore_check.h"
+#include "service_notify.h"
 #include "snap_sessions.h"
 #include "snap_store.h"
 #include "wire_calls.h"
@@ -1330,6 +1331,9 @@ int supervisor_run(struct supervisor_config *cfg)
 	vm_domains_load(&sv);
 	pr_info("ternd ready: backend %s, control %s, state %s", cfg->worker.backend, cfg->control_path,
 		cfg->state_dir);
+	/* Every socket listens: a service manager may start what needs them. */
+	if (service_notify("READY=1") < 0)
+		pr_warn("cannot tell the service manager ternd is ready (NOTIFY_SOCKET=%s)", getenv("NOTIFY_SOCKET"));
 	while (running) {
 		unsigned n = 0, links = 0, ipcs = 0, ipc_at, pres = 0, pre_at, clients = 0, client_at, checks = 0,
 			 check_at, vm_at, vm_end, mig_at, mig_end;
@@ -1435,6 +1439,7 @@ int supervisor_run(struct supervisor_config *cfg)
 		if (sv.stopping && stop_done(&sv))
 			running = false;
 	}
+	service_notify("STOPPING=1");
 	status = 0;
 out:
 	for (i = 0; i < cfg->listen_count; i++) {
