@@ -29,6 +29,8 @@ struct field {
 };
 
 #define FIELD(st, m, t, fl) { #m, t, fl, 0, offsetof(st, m) }
+/* A member of a nested struct, named on the wire by its own name. */
+#define FIELD_IN(st, in, m, t, fl) { #m, t, fl, 0, offsetof(st, in.m) }
 #define FSTR(st, m, fl) { #m, F_STR, fl, sizeof(((st *)0)->m), offsetof(st, m) }
 
 struct table {
@@ -92,6 +94,11 @@ static const struct field rp_session[] = {
 static const struct field rp_status[] = {
 	FIELD(ST, pid, F_I32, 0), FSTR(ST, backend, 0), FSTR(ST, state_dir, 0),
 	FIELD(ST, sessions_started, F_U64, 0),
+	FIELD_IN(ST, counters, quota, F_U64, F_OPTIONAL), FIELD_IN(ST, counters, hellos_refused, F_U64, F_OPTIONAL),
+	FIELD_IN(ST, counters, snapshots_ok, F_U64, F_OPTIONAL), FIELD_IN(ST, counters, snapshots_failed, F_U64, F_OPTIONAL),
+	FIELD_IN(ST, counters, snapshot_ms, F_DOUBLE, F_OPTIONAL), FIELD_IN(ST, counters, restores_ok, F_U64, F_OPTIONAL),
+	FIELD_IN(ST, counters, restores_failed, F_U64, F_OPTIONAL), FIELD_IN(ST, counters, restore_ms, F_DOUBLE, F_OPTIONAL),
+	FIELD_IN(ST, counters, migrations_out, F_U64, F_OPTIONAL), FIELD_IN(ST, counters, migrations_in, F_U64, F_OPTIONAL),
 };
 #define NI struct control_snapshot_info
 static const struct field rp_snapinfo[] = {

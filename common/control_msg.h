@@ -122,11 +122,24 @@ struct control_session_info {
 	char domain_name[VM_NAME_MAX + 1];
 };
 
+/* What ternd counted since it started (ternd metrics; absent from an
+ * older ternd: 0). */
+struct control_counters {
+	uint64_t quota;                         /* --quota, 0: none */
+	uint64_t hellos_refused;
+	uint64_t snapshots_ok, snapshots_failed;
+	double snapshot_ms;                     /* the sum of the successful ones' total_ms */
+	uint64_t restores_ok, restores_failed;
+	double restore_ms;                      /* the sum of the successful ones' restore_ms */
+	uint64_t migrations_out, migrations_in;
+};
+
 struct control_status {
 	int32_t pid;
 	char backend[CONTROL_WORD_MAX + 1];
 	char state_dir[CONTROL_PATH_MAX + 1];
 	uint64_t sessions_started;
+	struct control_counters counters;
 	uint32_t session_count;
 	struct control_session_info *sessions;  /* owned by the reply */
 };

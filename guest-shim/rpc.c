@@ -1063,19 +1063,34 @@ static CUresult conn_reopen_locked(struct shim_process *p, int *waited)
 /* Send logged request @e again after a reconnect. A round trip's reply is
  * read at once (into its waiting thread's round trip, if any), except a
  * `wait` call's: the worker answers that when its wait is over, which may
- * take a request replayed after it. 0 or -errno. */
+ * take a request replayed after it. A `wait` call whose thread had its
+ * answer already goes without asking for one: nobody would read it before
+ * the replay ends, and a large one (a copy to the host) would fill the
+ * socket while this thread still writes, and neither end would go on. 0 or
+ * -errno. */
 static int replay_one_locked(struct shim_process *p, const struct shim_replay *e)
 {
-	struct iovec iov = { (void *)e->bytes, e->len };
-	struct shim_pending *waiting, replayed;
+	struct shim_pending *waiting = pending_find(p, NULL, e->seq, e->call), replayed;
+	uint8_t head[WIRE_HEADER_SIZE];
+	struct iovec iov[2] = { { (void *)e->bytes, e->len } };
 	struct wire_cursor cur;
 	CUresult st = CUDA_SUCCESS;
-	int ret;
+	int ret, n = 1;
 
-	ret = conn_send_locked(p, &iov, 1);
+	if (wire_call_waits(e->call) && !e->no_reply && !waiting && e->len >= WIRE_HEADER_SIZE) {
+		struct wire_header h;
+
+		if (wire_header_decode(e->bytes, &h) == 0) {
+			h.flags |= WIRE_F_NO_REPLY;
+			wire_header_encode(head, &h);
+			iov[0] = (struct iovec){ head, sizeof(head) };
+			iov[1] = (struct iovec){ (void *)(e->bytes + WIRE_HEADER_SIZE), e->len - WIRE_HEADER_SIZE };
+			n = 2;
+		}
+	}
+	ret = conn_send_locked(p, iov, n);
 	if (ret || e->no_reply || wire_call_waits(e->call))
 		return ret;
-	waiting = pending_find(p, NULL, e->seq, e->call);
 	if (waiting)
 		return reply_until_locked(p, waiting);
 	pending_init(&replayed, e->seq, e->call);

@@ -656,10 +656,15 @@ static void worker_line(struct supervisor *sv, unsigned index, char *line, size_
 	} else if (m.type == CONTROL_LINK_READY) {
 		pr_debug("worker %d ready", atomic_load(&slot->pid));
 		l->serving = m.reply.kind != CONTROL_REPLY_ERROR;
-		if (l->restoring[0] && m.reply.kind == CONTROL_REPLY_ERROR)
+		if (l->restoring[0] && m.reply.kind == CONTROL_REPLY_ERROR) {
+			sv->counters.restores_failed++;
 			restore_failed(sv, index, m.reply.error);
-		else if (l->restoring[0])
+		} else if (l->restoring[0]) {
+			sv->counters.restores_ok++;
+			if (m.reply.kind == CONTROL_REPLY_RESTORE)
+				sv->counters.restore_ms += m.reply.restore.restore_ms;
 			restore_done(sv, index);
+		}
 		client_finish(&l->client_fd, &m.reply);
 	} else if (m.type == CONTROL_LINK_HELD) {
 		vm_worker_held(sv, index);
@@ -668,6 +673,13 @@ static void worker_line(struct supervisor *sv, unsigned index, char *line, size_
 	} else if (m.type == CONTROL_LINK_RESULT) {
 		bool ok = m.reply.kind == CONTROL_REPLY_SNAPSHOT;
 		struct session_known *k = known_get(sv, slot->id, ok);
+
+		if (ok) {
+			sv->counters.snapshots_ok++;
+			sv->counters.snapshot_ms += m.reply.snapshot.total_ms;
+		} else {
+			sv->counters.snapshots_failed++;
+		}
 
 		if (ok && k) {
 			snprintf(k->latest, sizeof(k->latest), "%s", l->snapshot);

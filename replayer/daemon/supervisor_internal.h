@@ -182,6 +182,7 @@ struct supervisor {
 	struct preauth preauth;
 	struct control_client clients[CONTROL_CLIENTS_MAX];
 	uint64_t hellos_refused;            /* failed a check before any fork */
+	struct control_counters counters;   /* for ternd metrics (status) */
 	int backend_devices;                /* probed at start; negative: unknown */
 	struct vm_domain domains[VM_DOMAINS_MAX];
 	pid_t vm_check_pids[VM_CHECK_PIDS_MAX];  /* domains' restore checks not reaped yet; 0: free */

@@ -228,6 +228,7 @@ static const char *plan_restore(struct supervisor *sv, const char *session, cons
 		k->plan = PLAN_NONE;
 		return "the sessions file cannot be written";
 	}
+	sv->counters.migrations_in++;
 	return NULL;
 }
 
@@ -355,6 +356,7 @@ void migrate_request(struct supervisor *sv, int client, const struct control_req
 	k->plan = PLAN_NONE;
 	explicit_bzero(&k->cred, sizeof(k->cred));
 	known_save(sv);
+	sv->counters.migrations_out++;
 	pr_info("session %s moved to %s", req->session, req->url);
 	snprintf(reply.migrated.session, sizeof(reply.migrated.session), "%s", req->session);
 	snprintf(reply.migrated.url, sizeof(reply.migrated.url), "%s", req->url);

@@ -2,6 +2,7 @@
  *
  *   ternd [options]            run the supervisor (foreground)
  *   ternd status [--json]      list the sessions of a running ternd
+ *   ternd metrics              its counters, in Prometheus's text format
  *
  * Options come from an optional config file (--config FILE, `key = value`
  * lines, the same keys as the long options without dashes) and then the
@@ -23,6 +24,7 @@
 #include "ivshmem_bar.h"
 #include "log.h"
 #include "supervisor.h"
+#include "ternd_client.h"
 #include "tls.h"
 #include "units.h"
 
@@ -51,6 +53,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: ternd [options]\n"
 		"       ternd status [--control PATH] [--json]\n"
+		"       ternd metrics [--control PATH]   (Prometheus text format)\n"
 		"\n"
 		"  --listen URL         unix:PATH, tcp://HOST:PORT, tls://HOST:PORT or vsock://CID:PORT\n"
 		"                       (repeatable; default " TRANSPORT_DEFAULT_URL ")\n"
@@ -401,51 +404,6 @@ static void socket_dir_make(const char *socket_path)
 	}
 }
 
-static int status_print(const char *control, bool json)
-{
-	struct control_request req = { .op = CONTROL_OP_STATUS, .device = -1 };
-	struct control_reply r;
-	char *line = NULL, *reply = NULL, err[256];
-	size_t len = 0;
-	int ret = control_request_encode(&req, &line, &len);
-
-	if (!ret) {
-		line[len - 1] = 0;      /* control_request() ends the line */
-		ret = control_request(control, line, 5000, &reply);
-	}
-	free(line);
-	if (ret) {
-		fprintf(stderr, "ternd: no ternd answers on %s (%s); is it running? start it with `ternd`\n",
-			control, strerror(-ret));
-		return 1;
-	}
-	ret = control_reply_decode(reply, strlen(reply), CONTROL_OP_STATUS, &r, err, sizeof(err));
-	if (ret || r.kind != CONTROL_REPLY_STATUS) {
-		fprintf(stderr, "ternd: the ternd on %s %s: %s\n", control,
-			ret ? "sent a malformed answer" : "refused", ret ? err : r.error);
-		control_reply_release(&r);
-		free(reply);
-		return 1;
-	}
-	if (json) {
-		fputs(reply, stdout);
-	} else {
-		printf("%-32s %8s %6s %12s %10s %11s %s\n", "SESSION", "PID", "DEVICE", "MEMORY", "CALLS",
-		       "ROUND_TRIPS", "STATE");
-		for (uint32_t i = 0; i < r.status.session_count; i++) {
-			const struct control_session_info *e = &r.status.sessions[i];
-			char mem[32];
-
-			units_size_format(e->memory, mem, sizeof(mem));
-			printf("%-32s %8d %6d %12s %10llu %11llu %s\n", e->id, e->pid, e->device, mem,
-			       (unsigned long long)e->calls, (unsigned long long)e->round_trips, e->state);
-		}
-	}
-	control_reply_release(&r);
-	free(reply);
-	return 0;
-}
-
 /* The tls:// listeners' certificate, checked now: a wrong file is a
  * start-up error, not every guest's refusal later. 0 or -1 (said). */
 static int tls_open(struct ternd_options *o)
@@ -480,7 +438,7 @@ int main(int argc, char **argv)
 {
 	struct ternd_options o = { 0 };
 	const char *config = NULL;
-	bool status = false;
+	bool status = false, metrics = false;
 	int i, ret, log_fd = -1;
 
 	o.log_level = LOG_INFO;
@@ -498,6 +456,8 @@ int main(int argc, char **argv)
 	o.sv.sessions_max = SUPERVISOR_SESSIONS_DEFAULT;
 	if (argc > 1 && !strcmp(argv[1], "status"))
 		status = true;
+	if (argc > 1 && !strcmp(argv[1], "metrics"))
+		status = metrics = true;
 	for (i = 1 + status; i < argc; i++)
 		if (!strcmp(argv[i], "--config") && i + 1 < argc)
 			config = argv[i + 1];
@@ -531,8 +491,10 @@ int main(int argc, char **argv)
 		}
 		i++;
 	}
+	if (metrics)
+		return ternd_metrics_print(o.sv.control_path);
 	if (status)
-		return status_print(o.sv.control_path, o.json);
+		return ternd_status_print(o.sv.control_path, o.json);
 
 	if (o.log_file[0]) {
 		log_fd = open(o.log_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);

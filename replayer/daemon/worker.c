@@ -766,6 +766,15 @@ static int waits_answer(struct worker_session *s, struct session_slot *slot)
 		    (!worker_waits_start(s->waits, &h, &w) ||
 		     exec_wait_complete(&s->ex, &w, false, &s->wait_reply)))
 			continue;
+		/* A replayed one whose guest had its answer (rpc.c's replay)
+		 * asked for none: a failure now is a deferred error's. */
+		if (h.flags & WIRE_F_NO_REPLY) {
+			uint32_t st = reply_status_of(&s->wait_reply);
+
+			if (st != CUDA_SUCCESS && s->deferred_error == CUDA_SUCCESS)
+				s->deferred_error = (CUresult)st;
+			continue;
+		}
 		/* A synchronisation answers the first error of earlier deferred
 		 * calls, as when it was served on the dispatch thread. */
 		if (s->deferred_error != CUDA_SUCCESS && wire_call_synchronises(h.call)) {
@@ -815,7 +824,7 @@ static bool wait_aside(struct worker_session *s, const struct wire_header *h, co
 {
 	struct exec_wait w;
 
-	if (!s->waits || (h->flags & WIRE_F_NO_REPLY) || !exec_wait_prepare(&s->ex, h->call, cur, &w))
+	if (!s->waits || !exec_wait_prepare(&s->ex, h->call, cur, &w))
 		return false;
 	if (wait_quick(s, &w)) {
 		/* Done already: served here as any request, without waiting. */
