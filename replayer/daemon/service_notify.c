@@ -15,7 +15,7 @@ int service_notify(const char *state)
 	size_t n = path ? strlen(path) : 0;
 	socklen_t len;
 	ssize_t sent;
-	int fd;
+	int fd, err;
 
 	if (!n)
 		return 1;
@@ -29,7 +29,7 @@ int service_notify(const char *state)
 	if (fd < 0)
 		return -errno;
 	sent = sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sa, len);
-	n = sent < 0 ? (size_t)errno : 0;
+	err = sent < 0 ? -errno : 0;
 	close(fd);
-	return sent < 0 ? -(int)n : 0;
+	return err;
 }

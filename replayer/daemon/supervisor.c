@@ -321,9 +321,9 @@ static bool moved_answer(struct supervisor *sv, struct preauth_conn *c, const st
 static void hello_refuse(struct supervisor *sv, struct preauth_conn *c, uint32_t status, const char *id,
 			 const char *why)
 {
-	sv->hellos_refused++;
+	sv->counters.hellos_refused++;
 	pr_warn("%s: hello for session %s refused: %s (%llu refused so far)", c->source, id, why,
-		(unsigned long long)sv->hellos_refused);
+		(unsigned long long)sv->counters.hellos_refused);
 	preauth_refuse(&sv->preauth, c, status);
 }
 

@@ -46,7 +46,6 @@ int reply_status(struct supervisor *sv, struct control_reply *r)
 	st->sessions_started = sv->sessions_started;
 	st->counters = sv->counters;
 	st->counters.quota = sv->cfg->worker.exec_cfg.quota;
-	st->counters.hellos_refused = sv->hellos_refused;
 	st->sessions = calloc(SESSION_SLOTS + sv->cfg->sessions_max, sizeof(*st->sessions));
 	if (!st->sessions)
 		return -ENOMEM;

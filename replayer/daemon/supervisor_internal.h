@@ -181,8 +181,9 @@ struct supervisor {
 	struct ipc_broker *ipc;
 	struct preauth preauth;
 	struct control_client clients[CONTROL_CLIENTS_MAX];
-	uint64_t hellos_refused;            /* failed a check before any fork */
-	struct control_counters counters;   /* for ternd metrics (status) */
+	/* For ternd metrics (status); counters.hellos_refused: failed a check
+	 * before any fork. */
+	struct control_counters counters;
 	int backend_devices;                /* probed at start; negative: unknown */
 	struct vm_domain domains[VM_DOMAINS_MAX];
 	pid_t vm_check_pids[VM_CHECK_PIDS_MAX];  /* domains' restore checks not reaped yet; 0: free */
