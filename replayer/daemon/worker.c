@@ -926,6 +926,7 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 			pr_info("session %s: guest gone", s->id);
 			break;
 		}
+		exec_host_retired_reap(&s->ex);
 
 		/* The supervisor's and the snapshot's descriptors still get a look
 		 * every POLL_EVERY requests. */
@@ -942,7 +943,8 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 			bool slept = false;
 			/* Records GnuTLS read ahead are not on the socket any more. */
 			bool buffered = s->c.tls && !s->held && tls_conn_pending(s->c.tls);
-			int timeout = input || buffered ? 0 : -1;
+			/* Buffers the guest freed wait for an idle moment, not for its next request. */
+			int timeout = input || buffered ? 0 : exec_host_retired_pending(&s->ex) ? 2 : -1;
 
 			unpolled = 0;
 			if (!input && s->c.shm_on && !s->held) {

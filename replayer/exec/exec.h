@@ -209,7 +209,9 @@ struct exec_vmm {
 struct exec_host {
 	int sock;                   /* where shared buffers' memfds arrive; -1: not offered */
 	struct exec_host_buf *bufs;
-	uint64_t bytes, bytes_max;
+	struct exec_host_buf *retired; /* freed by the guest, pinned until the session is idle */
+	uint64_t retired_looked_ns; /* when the dispatch loop last looked whether it is */
+	uint64_t bytes, bytes_max;  /* pinned, retired buffers included */
 	int conn_sock;              /* the session's socket (host_func_attach), -1: none */
 	struct tls_creds *tls;      /* tls://: the callback connection is TLS too, with these; NULL: plain */
 	struct exec_hostfn *fn;     /* host-function channel and records */
@@ -486,8 +488,8 @@ struct exec_wait {
 	CUresult status;
 	void *request;              /* a copy's request, served when the wait is over */
 	size_t request_len;
-	/* An unshare's buffer, out of the session's list: the waiter
-	 * unregisters and unmaps it (local then NULL); freed on completion. */
+	/* An unshare's buffer, out of the session's list: retired on
+	 * completion, once the waiter synchronised the context. */
 	struct exec_host_buf *host_buf;
 };
 int exec_wait_prepare(struct exec *ex, uint32_t call, const struct wire_cursor *cur, struct exec_wait *w);
@@ -495,6 +497,11 @@ int exec_wait_prepare(struct exec *ex, uint32_t call, const struct wire_cursor *
  * list (NULL: none such), and put back. */
 struct exec_host_buf *exec_host_buf_detach(struct exec *ex, uint64_t guest_addr);
 void exec_host_buf_attach(struct exec *ex, struct exec_host_buf *b);
+/* Unregister @b, out of the session's list, now or once the session is
+ * idle (exec_host_retired_reap, called by the dispatch loop). */
+void exec_host_buf_retire(struct exec *ex, struct exec_host_buf *b);
+bool exec_host_retired_pending(const struct exec *ex);
+void exec_host_retired_reap(struct exec *ex);
 /* Blocks; touches nothing of the session but @w and the backend. */
 void exec_wait_run(const struct backend *be, struct exec_wait *w);
 void exec_wait_finish(struct exec *ex, struct exec_wait *w);

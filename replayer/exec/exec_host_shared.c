@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 /* How long a share waits for its memfd, which the guest sends just before. */
@@ -49,7 +50,27 @@ static void host_buf_release(struct exec *ex, struct exec_host_buf *b)
 {
 	ex->be->cuMemHostUnregister(b->local);
 	munmap(b->local, b->bytes);
+	ex->host.bytes -= b->bytes;
 	free(b);
+}
+
+static int stream_busy(struct handle_entry *e, void *arg)
+{
+	struct exec *ex = arg;
+
+	return e->kind == HANDLE_STREAM && ex->be->cuStreamQuery((CUstream)e->real) == CUDA_ERROR_NOT_READY;
+}
+
+/* Whether no work the session queued is pending: every stream it made and
+ * the current context's legacy and per-thread streams are idle. Only the
+ * dispatch thread queues work, so it stays so until this thread queues
+ * more. */
+static bool session_idle(struct exec *ex)
+{
+	if (ex->be->cuStreamQuery(CU_STREAM_LEGACY) == CUDA_ERROR_NOT_READY ||
+	    ex->be->cuStreamQuery(CU_STREAM_PER_THREAD) == CUDA_ERROR_NOT_READY)
+		return false;
+	return !handle_table_foreach(ex->handles, stream_busy, ex);
 }
 
 CUresult exec_shm_attach(struct exec *ex, const struct wire_shm_attach_req *req,
@@ -189,7 +210,6 @@ struct exec_host_buf *exec_host_buf_detach(struct exec *ex, uint64_t guest_addr)
 
 		if (b->guest_addr == guest_addr) {
 			*pp = b->next;
-			ex->host.bytes -= b->bytes;
 			return b;
 		}
 	}
@@ -200,13 +220,58 @@ void exec_host_buf_attach(struct exec *ex, struct exec_host_buf *b)
 {
 	b->next = ex->host.bufs;
 	ex->host.bufs = b;
-	ex->host.bytes += b->bytes;
+}
+
+/* A buffer the guest freed is unregistered once nothing the session queued
+ * is pending. The driver's cuMemHostUnregister waits for all the context's
+ * work, and while it waits every other driver call of the process waits too
+ * (measured on the H200: launches, copies, event records, registrations);
+ * on the dispatch thread, or on a waiter, it would hold the write that
+ * another guest thread's value wait needs (two_threads stress over shm hung
+ * 4 runs in 5 so). Until then it stays pinned and counts against the
+ * session's pinned bytes; the guest has unmapped its side already. */
+void exec_host_buf_retire(struct exec *ex, struct exec_host_buf *b)
+{
+	if (session_idle(ex)) {
+		host_buf_release(ex, b);
+		return;
+	}
+	b->next = ex->host.retired;
+	ex->host.retired = b;
+}
+
+bool exec_host_retired_pending(const struct exec *ex)
+{
+	return ex->host.retired != NULL;
+}
+
+void exec_host_retired_reap(struct exec *ex)
+{
+	struct timespec t;
+	uint64_t now;
+
+	if (!ex->host.retired)
+		return;
+	/* A look at every stream, at most once a millisecond. */
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	now = (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+	if (now - ex->host.retired_looked_ns < 1000000u)
+		return;
+	ex->host.retired_looked_ns = now;
+	if (!session_idle(ex))
+		return;
+	while (ex->host.retired) {
+		struct exec_host_buf *b = ex->host.retired;
+
+		ex->host.retired = b->next;
+		host_buf_release(ex, b);
+	}
 }
 
 /* Served here when the context was idle, or nothing could wait aside; else
- * a waiter unregisters the buffer (exec_wait.c): cuMemHostUnregister waits
- * for all the context's work, including what other guest threads queue
- * meanwhile, which the dispatch thread must go on serving. */
+ * a waiter waits for the context first (exec_wait.c): cuMemFreeHost
+ * synchronises, and the dispatch thread must go on serving the other guest
+ * threads meanwhile. */
 CUresult exec_mem_host_unshare(struct exec *ex, const struct wire_mem_host_unshare_req *req,
 			       struct wire_mem_host_unshare_rep *rep)
 {
@@ -215,21 +280,23 @@ CUresult exec_mem_host_unshare(struct exec *ex, const struct wire_mem_host_unsha
 	(void)rep;
 	if (!b)
 		return CUDA_ERROR_INVALID_VALUE;
-	/* Copies in flight may still read it, as cuMemFreeHost waits for. */
 	ex->be->cuCtxSynchronize();
-	host_buf_release(ex, b);
+	exec_host_buf_retire(ex, b);
 	return CUDA_SUCCESS;
 }
 
 void exec_host_shared_close(struct exec *ex)
 {
-	while (ex->host.bufs) {
-		struct exec_host_buf *b = ex->host.bufs;
+	struct exec_host_buf **lists[] = { &ex->host.bufs, &ex->host.retired };
 
-		ex->host.bufs = b->next;
-		host_buf_release(ex, b);
+	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+		while (*lists[i]) {
+			struct exec_host_buf *b = *lists[i];
+
+			*lists[i] = b->next;
+			host_buf_release(ex, b);
+		}
 	}
-	ex->host.bytes = 0;
 }
 
 /* The stream, or NULL for a synchronous copy. */

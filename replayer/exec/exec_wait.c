@@ -11,15 +11,12 @@
  * served there too once its stream caught up: it waits again if other
  * threads queued more on the stream meanwhile, so the dispatch thread never
  * waits for the stream itself.  A pinned buffer's unshare (cuMemFreeHost)
- * is done by the waiter: the driver's cuMemHostUnregister waits for all the
- * context's work, even what other threads queue after it, so on the
- * dispatch thread it could wait for a write queued behind it (two_threads
- * stress over shm hung 2 in 3 on the H200 so).
+ * synchronises the context on the waiter; the buffer is then retired, to be
+ * unregistered when nothing is pending (exec_host_buf_retire says why).
  */
 #define LOG_PREFIX "exec: "
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "exec.h"
 #include "log.h"
@@ -121,7 +118,8 @@ static int wait_request_keep(const struct wire_cursor *cur, struct exec_wait *w)
 }
 
 /* An unshare of a buffer the session has: out of the session's list now,
- * so that no later request uses it, and released by the waiter. Put back
+ * so that no later request uses it, and retired once the waiter
+ * synchronised the context. Put back
  * when it is served here after all (exec_wait_finish). */
 static int wait_unshare_prepare(struct exec *ex, const struct wire_cursor *cur, struct exec_wait *w)
 {
@@ -180,7 +178,8 @@ int exec_wait_complete(struct exec *ex, struct exec_wait *w, bool may_wait, stru
 	int ret;
 
 	wait_marker_drop(ex, w);
-	free(w->host_buf);              /* released by the waiter */
+	if (w->host_buf)
+		exec_host_buf_retire(ex, w->host_buf);
 	w->host_buf = NULL;
 	if (!w->request) {
 		wire_put_u32(reply, (uint32_t)w->status);
@@ -211,13 +210,6 @@ void exec_wait_run(const struct backend *be, struct exec_wait *w)
 	w->status = be->cuCtxSetCurrent(w->ctx);
 	if (w->status != CUDA_SUCCESS)
 		return;
-	if (w->host_buf) {
-		/* Waits for the context's work, copies from the buffer among it. */
-		w->status = be->cuMemHostUnregister(w->host_buf->local);
-		munmap(w->host_buf->local, w->host_buf->bytes);
-		w->host_buf->local = NULL;
-		return;
-	}
 	w->status = be->cuCtxSynchronize();
 }
 
