@@ -2,6 +2,7 @@
 #include "shm_chan.h"
 #include "fdpass.h"
 #include "log.h"
+#include "monotonic.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,13 +38,6 @@ _Static_assert(sizeof(struct shm_area) <= SHM_DATA_OFFSET, "shm header overflows
 _Static_assert(SHM_CHAN_MAP_MAX == SHM_DATA_OFFSET + 2 * (size_t)SHM_RING_MAX, "SHM_CHAN_MAP_MAX is stale");
 _Static_assert(SHM_CHAN_BYTES(0) == SHM_DATA_OFFSET, "SHM_CHAN_BYTES is stale");
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static inline void cpu_relax(void)
 {
@@ -392,10 +386,10 @@ static int64_t chan_wait(struct shm_chan *c, int64_t (*ready)(struct shm_chan *)
 		if (r)
 			return r;
 		if (!start) {
-			start = now_ns();
+			start = monotonic_ns();
 			continue;
 		}
-		if (now_ns() - start < c->spin_ns) {
+		if (monotonic_ns() - start < c->spin_ns) {
 			cpu_relax();
 			continue;
 		}
@@ -493,7 +487,7 @@ bool shm_chan_readable(struct shm_chan *c)
 
 bool shm_chan_spin_until(struct shm_chan *c, bool (*other)(void *), void *arg)
 {
-	uint64_t start = now_ns();
+	uint64_t start = monotonic_ns();
 
 	do {
 		if (shm_chan_readable(c))
@@ -501,7 +495,7 @@ bool shm_chan_spin_until(struct shm_chan *c, bool (*other)(void *), void *arg)
 		if (other && other(arg))
 			return false;
 		cpu_relax();
-	} while (now_ns() - start < c->spin_ns);
+	} while (monotonic_ns() - start < c->spin_ns);
 	return false;
 }
 

@@ -186,9 +186,6 @@ void vmlink_stats_get(const struct vmlink *link, struct vmlink_stats *st);
 
 struct vmlink_mux;
 
-/* CLOCK_MONOTONIC in milliseconds: the clock the mux gives its link. */
-uint64_t vmlink_now_ms(void);
-
 /* @stream_open: host role, a fd connected to where the guest's stream
  * goes, or -errno (the stream is refused with CLOSE). Guest role: NULL. */
 struct vmlink_mux *vmlink_mux_create(enum vmlink_role role, int (*stream_open)(void *opaque),

@@ -3,6 +3,7 @@
 #define LOG_PREFIX "vmlink_mux: "
 #include "vmlink.h"
 #include "log.h"
+#include "monotonic.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -45,13 +46,6 @@ struct vmlink_mux {
 	size_t pfds_cap;
 };
 
-uint64_t vmlink_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static int fd_nonblock(int fd)
 {
@@ -286,7 +280,7 @@ void vmlink_mux_set_channel(struct vmlink_mux *mux, int fd)
 		return;
 	fd_nonblock(fd);
 	mux->channel_is_socket = !fstat(fd, &st) && S_ISSOCK(st.st_mode);
-	vmlink_connected(mux->link, vmlink_now_ms());
+	vmlink_connected(mux->link, monotonic_ms());
 }
 
 int vmlink_mux_channel(const struct vmlink_mux *mux)
@@ -482,7 +476,7 @@ int vmlink_mux_run_once(struct vmlink_mux *mux, struct pollfd *extra, unsigned n
 		mux->rx_blocked = false;
 		vmlink_rx_unblock(mux->link);
 	}
-	vmlink_tick(mux->link, vmlink_now_ms());
+	vmlink_tick(mux->link, monotonic_ms());
 	channel_write(mux);
 	streams_reap(mux);
 	return 0;

@@ -15,6 +15,7 @@
  */
 #define LOG_PREFIX "tern-agent: "
 #include "log.h"
+#include "monotonic.h"
 #include "transport.h"
 #include "vmlink.h"
 
@@ -196,7 +197,7 @@ int main(int argc, char **argv)
 		struct pollfd extra[LISTEN_MAX];
 		int ret;
 
-		if (vmlink_mux_channel(mux) < 0 && vmlink_now_ms() >= retry_at) {
+		if (vmlink_mux_channel(mux) < 0 && monotonic_ms() >= retry_at) {
 			int fd = channel_open(&a);
 
 			if (fd >= 0) {
@@ -211,7 +212,7 @@ int main(int argc, char **argv)
 			}
 			/* Also after a loss: a port with its host side away reads
 			 * end of file at once, and must not spin. */
-			retry_at = vmlink_now_ms() + RETRY_MS;
+			retry_at = monotonic_ms() + RETRY_MS;
 		}
 		for (unsigned i = 0; i < a.nlisten; i++)
 			extra[i] = (struct pollfd){ .fd = a.listen_fd[i], .events = POLLIN };

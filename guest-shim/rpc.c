@@ -22,6 +22,7 @@
 #define LOG_PREFIX "shim: "
 
 #include "shim.h"
+#include "monotonic.h"
 #include "rpc_internal.h"
 
 #include <errno.h>
@@ -1153,13 +1154,6 @@ static int session_recover_locked(struct shim_process *p)
 	}
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* Send what the batch holds. A broken connection is left for the next
  * round trip to notice and recover (the batch is in the replay log). */
@@ -1182,7 +1176,7 @@ static void *batch_flusher(void *arg)
 
 	pthread_mutex_lock(&p->conn_lock);
 	for (;;) {
-		uint64_t now = now_ns();
+		uint64_t now = monotonic_ns();
 
 		if (p->batching.count && now - p->batching.since_ns >= BATCH_DELAY_NS) {
 			batch_flush_locked(p);
@@ -1257,7 +1251,7 @@ static CUresult defer_locked(struct shim_process *p, uint32_t id, struct wire_ms
 		p->batching.len += iov[i].iov_len;
 	}
 	if (!p->batching.count++)
-		p->batching.since_ns = now_ns();
+		p->batching.since_ns = monotonic_ns();
 	if (p->batching.len >= BATCH_BYTES_MAX || p->batching.count >= BATCH_COUNT_MAX) {
 		batch_flush_locked(p);
 	} else if (!p->batching.flusher_running) {

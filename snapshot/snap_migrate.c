@@ -1,5 +1,6 @@
 /* The migration stream (snap_migrate.h, docs/migration.md). */
 #include "snap_migrate.h"
+#include "monotonic.h"
 
 #include "le.h"
 #include "snap_reader.h"
@@ -215,13 +216,6 @@ void snap_migrate_conn_fini(struct snap_migrate_conn *c)
 	c->buf = NULL;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* --max-bandwidth: sleep until what was sent fits the rate. */
 static void bandwidth_wait(struct snap_migrate_conn *c, uint64_t bytes)
@@ -231,10 +225,10 @@ static void bandwidth_wait(struct snap_migrate_conn *c, uint64_t bytes)
 	if (!c->max_bandwidth)
 		return;
 	if (!c->bw_start_ns)
-		c->bw_start_ns = now_ns();
+		c->bw_start_ns = monotonic_ns();
 	c->bw_bytes += bytes;
 	due_ns = c->bw_start_ns + (uint64_t)((double)c->bw_bytes * 1e9 / (double)c->max_bandwidth);
-	now = now_ns();
+	now = monotonic_ns();
 	if (due_ns > now) {
 		struct timespec ts = { (time_t)((due_ns - now) / 1000000000ull), (long)((due_ns - now) % 1000000000ull) };
 

@@ -3,6 +3,7 @@
  * and docs/snapshot-data-path.md. */
 #define LOG_PREFIX "capture: "
 #include "capture_internal.h"
+#include "monotonic.h"
 #include "snap_writer.h"
 #include "log.h"
 
@@ -20,13 +21,6 @@
 /* Device-to-device runs are cut at this size so every stream gets some. */
 #define D2D_PIECE (1ull << 30)
 
-uint64_t capture_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 int capture_cu(struct capture *c, CUresult rc, const char *what)
 {
@@ -406,12 +400,12 @@ static int streams_sync(struct capture *c)
 static void *drain_main(void *arg)
 {
 	struct capture *c = arg;
-	uint64_t t0 = capture_now_ns();
+	uint64_t t0 = monotonic_ns();
 
 	c->drain_rc = capture_cu(c, c->be->cuCtxSetCurrent(c->ctx), "cuCtxSetCurrent (drain)");
 	if (!c->drain_rc)
 		c->drain_rc = d2h_run(c, c->shadow_jobs, c->nshadow);
-	c->st.drain_ns = capture_now_ns() - t0;
+	c->st.drain_ns = monotonic_ns() - t0;
 	return NULL;
 }
 
@@ -461,7 +455,7 @@ static int chunks_classify(struct capture *c, const struct capture_region *regio
 int capture_pause(struct capture *c, struct snap_writer *w, const struct capture_region *regions,
 		  unsigned n, struct capture_stats *st)
 {
-	uint64_t t0 = capture_now_ns(), total = 0, njobs = 0, changed = 0, fit = 0, cap = 0;
+	uint64_t t0 = monotonic_ns(), total = 0, njobs = 0, changed = 0, fit = 0, cap = 0;
 	struct capture_job *jobs = NULL;
 	uint32_t *ids = NULL;
 	int rc;
@@ -489,7 +483,7 @@ int capture_pause(struct capture *c, struct snap_writer *w, const struct capture
 		total += snap_writer_region_chunks(w, ids[i]);
 	}
 	rc = capture_hash_regions(c, regions, n);
-	c->st.hash_ns = capture_now_ns() - t0;
+	c->st.hash_ns = monotonic_ns() - t0;
 	if (rc)
 		goto out;
 	rc = -ENOMEM;
@@ -539,7 +533,7 @@ out:
 	}
 	if (rc || !c->draining)
 		shadow_free(c);
-	c->st.pause_ns = capture_now_ns() - t0;
+	c->st.pause_ns = monotonic_ns() - t0;
 	if (st)
 		*st = c->st;
 	free(jobs);

@@ -4,6 +4,7 @@
  * chunks become device memsets and never touch the host. */
 #define LOG_PREFIX "capture: "
 #include "capture_internal.h"
+#include "monotonic.h"
 #include "snap_reader.h"
 #include "log.h"
 
@@ -165,7 +166,7 @@ int capture_fill(struct capture *c, struct snap_reader *r, struct capture_stats 
 {
 	const struct snap_chunk_list *cl = snap_reader_chunk_list(r);
 	struct fill f = { .c = c, .r = r };
-	uint64_t t0 = capture_now_ns(), issued = 0, copied = 0, i = 0;
+	uint64_t t0 = monotonic_ns(), issued = 0, copied = 0, i = 0;
 	unsigned nthreads = 0;
 	pthread_t *tids;
 	int rc;
@@ -232,7 +233,7 @@ int capture_fill(struct capture *c, struct snap_reader *r, struct capture_stats 
 		c->stg[k].copy_issued = false;
 		c->stg[k].pending = 0;
 	}
-	c->st.fill_ns = capture_now_ns() - t0;
+	c->st.fill_ns = monotonic_ns() - t0;
 	if (c->st.fill_ns)
 		c->st.fill_bytes_per_s = (uint64_t)((double)c->st.fill_bytes * 1e9 /
 						    (double)c->st.fill_ns);

@@ -69,7 +69,6 @@ struct capture {
 
 /* A CUDA status as an error: 0 or -EIO, logged with @what. */
 int capture_cu(struct capture *c, CUresult rc, const char *what);
-uint64_t capture_now_ns(void);
 
 /* Set up the hash engine at open (load and self-test the kernel). */
 int capture_hash_open(struct capture *c);

@@ -1,5 +1,6 @@
 #define LOG_PREFIX "checkpoint: "
 #include "checkpoint.h"
+#include "monotonic.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -66,13 +67,6 @@ struct checkpoint_job {
 	uint64_t bytes;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 void checkpoint_close(struct checkpoint *ck)
 {
@@ -147,7 +141,7 @@ static void *job_drain(void *arg)
 				 snap_store_error(job->store));
 	}
 	job->status = ret;
-	job->end_ns = now_ns();
+	job->end_ns = monotonic_ns();
 	if (write(job->done_fd, &one, sizeof(one)) < 0)
 		pr_warn("cannot signal the end of a snapshot");
 	return NULL;
@@ -189,7 +183,7 @@ int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req
 	snprintf(job->name, sizeof(job->name), "%s", req->name);
 	snprintf(job->parent, sizeof(job->parent), "%s", req->parent ? req->parent : "");
 	snprintf(job->session, sizeof(job->session), "%s", req->session);
-	job->start_ns = now_ns();
+	job->start_ns = monotonic_ns();
 	/* Quiesce: no request is being served; let the devices finish what they have. */
 	res = CUDA_SUCCESS;
 	for (unsigned i = 0; i < ex->dev.count && res == CUDA_SUCCESS; i++) {
@@ -299,7 +293,7 @@ int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req
 		snprintf(err, errlen, "capturing device memory failed: %s", strerror(-ret));
 		goto out_writer;
 	}
-	job->pause_ns = now_ns();
+	job->pause_ns = monotonic_ns();
 	job->ctx = handle_table_get(ex->handles, ex->dev.primary_ctx, HANDLE_CONTEXT)->real;
 	ret = pthread_create(&job->thread, NULL, job_drain, job);
 	if (ret) {
@@ -578,8 +572,6 @@ static int restore_object(void *arg, uint64_t handle, const struct tracker_objec
 		if (restore_switch(rc, o->parent))
 			return -EBADMSG;
 		res = ex->be->cuStreamCreateWithPriority((CUstream *)&real, flags, prio);
-		if (res == CUDA_SUCCESS && (flags & CU_STREAM_NON_BLOCKING))
-			ex->streams_nonblocking++;
 		if (res == CUDA_SUCCESS) {
 			res = checkpoint_state_stream(ex, o, real);
 			if (res != CUDA_SUCCESS)
@@ -686,7 +678,7 @@ int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char 
 	char err[512] = "";
 	const void *r;
 	size_t rlen;
-	uint64_t v, t0 = now_ns(), devices = 1;
+	uint64_t v, t0 = monotonic_ns(), devices = 1;
 	CUresult res;
 	struct capture *capt;
 	int ret;
@@ -795,7 +787,7 @@ int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char 
 			 (int)(sid_len < CONTROL_NAME_MAX ? sid_len : CONTROL_NAME_MAX), sid ? (const char *)sid : "");
 		done->pid = (int32_t)getpid();
 		done->device = ex->cfg.device;
-		done->restore_ms = (now_ns() - t0) / 1e6;
+		done->restore_ms = (monotonic_ns() - t0) / 1e6;
 		done->seq = *seq;
 		done->regions = regions;
 		done->bytes = exec_mem_used(ex);

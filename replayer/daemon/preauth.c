@@ -1,6 +1,7 @@
 #define LOG_PREFIX "preauth: "
 #include "preauth.h"
 #include "log.h"
+#include "monotonic.h"
 #include "transport.h"
 #include "wire_calls.h"
 
@@ -16,13 +17,6 @@
 #include <unistd.h>
 #include <linux/vm_sockets.h>
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 int preauth_init(struct preauth *pa, const struct preauth_config *cfg)
 {
@@ -121,7 +115,7 @@ static void preauth_enter(struct preauth *pa, struct preauth_conn *probe, unsign
 	}
 	probe->listener = listener;
 	probe->domain = domain;
-	probe->deadline_ms = now_ms() + (uint64_t)pa->cfg.timeout_ms;
+	probe->deadline_ms = monotonic_ms() + (uint64_t)pa->cfg.timeout_ms;
 	*slot = *probe;
 	pa->used++;
 }
@@ -332,7 +326,7 @@ enum preauth_event preauth_readable(struct preauth *pa, struct preauth_conn *c)
 
 int preauth_expire(struct preauth *pa)
 {
-	uint64_t now = now_ms(), next = UINT64_MAX;
+	uint64_t now = monotonic_ms(), next = UINT64_MAX;
 
 	for (unsigned i = 0; i < pa->cfg.max; i++) {
 		struct preauth_conn *c = &pa->conns[i];

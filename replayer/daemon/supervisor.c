@@ -6,6 +6,7 @@
 #include "hostfn_chan.h"
 #include "ipc_broker.h"
 #include "log.h"
+#include "monotonic.h"
 #include "oom.h"
 #include "restore_check.h"
 #include "service_notify.h"
@@ -35,13 +36,6 @@ _Static_assert(CONTROL_NAME_MAX == SNAP_NAME_MAX, "a snapshot name fits a contro
 _Static_assert(AUTH_CREDENTIAL_BYTES == SNAP_CREDENTIAL_BYTES, "a manifest keeps the session credential");
 
 
-uint64_t monotonic_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* Send @r to the ckpt client on *fd; a failed write drops the client. */
 void client_send(int *fd, const struct control_reply *r)
@@ -517,13 +511,21 @@ int link_send(struct worker_link *l, const struct control_link *m)
 	return ret;
 }
 
-/* Whether worker @pid has exited and waits to be reaped: looked at, not
- * reaped, so that workers_reap still hears of it. */
-static bool worker_exited(pid_t pid)
+/* Whether the worker of slot @index is on its way out, not yet reaped: it
+ * has exited (looked at, not reaped, so that workers_reap still hears of
+ * it), or its line to us is closed. A killed process closes its files
+ * before it becomes a zombie: its guest can see its connection end,
+ * reconnect and send the new worker's hello in between (measured under CI
+ * load: the new worker refused as if the old one still served). */
+static bool worker_going(struct supervisor *sv, unsigned index)
 {
+	pid_t pid = atomic_load(&sv->slots[index].pid);
+	struct pollfd line = { .fd = sv->links[index].fd, .events = POLLIN | POLLRDHUP };
 	siginfo_t info = { 0 };
 
-	return pid > 0 && !waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) && info.si_pid == pid;
+	if (pid > 0 && !waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) && info.si_pid == pid)
+		return true;
+	return line.fd < 0 || (poll(&line, 1, 0) == 1 && (line.revents & (POLLHUP | POLLRDHUP | POLLERR)));
 }
 
 /* A worker read the hello of @id: tell it whether to start fresh, restore,
@@ -579,7 +581,7 @@ static void worker_hello(struct supervisor *sv, unsigned index, const char *id)
 			return;
 		}
 	}
-	if (other >= 0 && worker_exited(atomic_load(&sv->slots[other].pid))) {
+	if (other >= 0 && worker_going(sv, (unsigned)other)) {
 		/* Its guest saw the old worker die and reconnected before
 		 * ternd reaped it: answer once it is reaped (workers_reap). */
 		l->hello_deferred = true;
@@ -1179,7 +1181,7 @@ void control_dispatch(struct supervisor *sv, int fd, char *line, size_t n)
 
 static void workers_stop(struct supervisor *sv)
 {
-	struct timespec start, now;
+	uint64_t start;
 
 	for (unsigned i = 0; i < SESSION_SLOTS; i++)
 		if (atomic_load(&sv->slots[i].state) != SESSION_FREE && atomic_load(&sv->slots[i].pid) > 0)
@@ -1188,7 +1190,7 @@ static void workers_stop(struct supervisor *sv)
 	for (unsigned i = 0; i < sv->cfg->sessions_max; i++)
 		if (sv->known[i].check_pid > 0)
 			kill(sv->known[i].check_pid, SIGKILL);
-	clock_gettime(CLOCK_MONOTONIC, &start);
+	start = monotonic_ms();
 	for (;;) {
 		bool left = false;
 
@@ -1197,9 +1199,7 @@ static void workers_stop(struct supervisor *sv)
 			left |= atomic_load(&sv->slots[i].state) != SESSION_FREE;
 		if (!left)
 			return;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >
-		    sv->cfg->shutdown_grace_ms)
+		if (monotonic_ms() - start > (uint64_t)sv->cfg->shutdown_grace_ms)
 			break;
 		usleep(10000);
 	}

@@ -8,6 +8,7 @@
 #include "control.h"
 #include "control_msg.h"
 #include "log.h"
+#include "monotonic.h"
 #include "snap_store.h"
 
 #include <errno.h>

@@ -210,9 +210,6 @@ void supervisor_fds_close(void *opaque);
 int socket_listen(const struct supervisor_config *cfg, const struct transport_url *url, mode_t mode);
 int socket_listen_group(const struct transport_url *url, mode_t mode, bool group, gid_t gid);
 
-/* CLOCK_MONOTONIC in milliseconds. */
-uint64_t monotonic_ms(void);
-
 /* supervisor.c: one whole request line from a control client: answer it
  * (or hand the client to whoever answers later). */
 void control_dispatch(struct supervisor *sv, int fd, char *line, size_t n);

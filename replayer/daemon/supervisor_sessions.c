@@ -6,10 +6,13 @@
 #define LOG_PREFIX "supervisor: "
 #include "supervisor_internal.h"
 #include "log.h"
+#include "monotonic.h"
 #include "snap_store.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,13 +201,62 @@ int known_load(struct supervisor *sv)
 	return 0;
 }
 
+/* The processes that have @path open, as " 123 (ternd)" each, for the
+ * message of a lock that stays taken. */
+static void lock_holders(const char *path, char *out, size_t cap)
+{
+	DIR *proc = opendir("/proc");
+	struct dirent *p;
+	size_t len = 0;
+
+	out[0] = 0;
+	while (proc && (p = readdir(proc)) && len + 40 < cap) {
+		char dir[300], link[600], target[4200], comm[32] = "?";
+		struct dirent *f;
+		DIR *fds;
+		FILE *c;
+
+		if (p->d_name[0] < '1' || p->d_name[0] > '9' || atoi(p->d_name) == (int)getpid())
+			continue;
+		snprintf(dir, sizeof(dir), "/proc/%s/fd", p->d_name);
+		if (!(fds = opendir(dir)))
+			continue;
+		while ((f = readdir(fds))) {
+			ssize_t n;
+
+			snprintf(link, sizeof(link), "%s/%s", dir, f->d_name);
+			n = readlink(link, target, sizeof(target) - 1);
+			if (n <= 0)
+				continue;
+			target[n] = 0;
+			if (strcmp(target, path))
+				continue;
+			snprintf(link, sizeof(link), "/proc/%s/comm", p->d_name);
+			if ((c = fopen(link, "r"))) {
+				if (fgets(comm, sizeof(comm), c))
+					comm[strcspn(comm, "\n")] = 0;
+				fclose(c);
+			}
+			len += (size_t)snprintf(out + len, cap - len, " %s (%s)", p->d_name, comm);
+			break;
+		}
+		closedir(fds);
+	}
+	if (proc)
+		closedir(proc);
+}
+
 /* One ternd per state directory: a second one would take over the sockets
  * and replace the first one's journals.  The lock is held for ternd's life
- * (workers close their copy); the file says whose it is. */
+ * (workers close their copy); the file says whose it is.  A ternd killed a
+ * moment ago may still have a child on its way out, which closes its copy
+ * as it goes: a lock still taken is looked at again for STATE_LOCK_WAIT_MS. */
+#define STATE_LOCK_WAIT_MS 2000u
 int state_lock_take(struct supervisor *sv)
 {
-	char path[4200], owner[32] = "";
-	int fd, n;
+	char path[4200], real[PATH_MAX], owner[32] = "", holders[512];
+	uint64_t start = monotonic_ms();
+	int fd, n, err = 0;
 
 	snprintf(path, sizeof(path), "%s/ternd.lock", sv->cfg->state_dir);
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -213,16 +265,24 @@ int state_lock_take(struct supervisor *sv)
 		pr_err("cannot open %s: %s", path, strerror(-n));
 		return n;
 	}
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		int err = errno;
-
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		err = errno;
+		if (err != EWOULDBLOCK || monotonic_ms() - start >= STATE_LOCK_WAIT_MS)
+			break;
+		usleep(20000);
+		err = 0;
+	}
+	if (err) {
 		n = (int)pread(fd, owner, sizeof(owner) - 1, 0);
 		owner[n > 0 ? n : 0] = 0;
 		owner[strcspn(owner, "\n")] = 0;
+		holders[0] = 0;
+		if (err == EWOULDBLOCK && realpath(path, real))
+			lock_holders(real, holders, sizeof(holders));
 		if (err == EWOULDBLOCK)
-			pr_err("another ternd%s%s%s uses the state directory %s: stop it, or give this one "
+			pr_err("another ternd%s%s%s uses the state directory %s%s%s: stop it, or give this one "
 			       "another --state-dir", owner[0] ? " (pid " : "", owner, owner[0] ? ")" : "",
-			       sv->cfg->state_dir);
+			       sv->cfg->state_dir, holders[0] ? "; its lock is open in" : "", holders);
 		else
 			pr_err("cannot lock %s: %s", path, strerror(err));
 		close(fd);

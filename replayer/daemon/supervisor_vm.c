@@ -14,6 +14,7 @@
 #include "control.h"
 #include "fdpass.h"
 #include "log.h"
+#include "monotonic.h"
 #include "relay.h"
 #include "restore_check.h"
 #include "snap_store.h"

@@ -8,6 +8,7 @@
 #include "fdpass.h"
 #include "hostfn_chan.h"
 #include "log.h"
+#include "monotonic.h"
 #include "oom.h"
 #include "shm_chan.h"
 #include "wire_dispatch.h"
@@ -798,11 +799,10 @@ static int waits_answer(struct worker_session *s, struct session_slot *slot)
  * the usual paths to report. */
 static bool wait_quick(struct worker_session *s, const struct exec_wait *w)
 {
-	struct timespec t0, t;
+	uint64_t t0 = monotonic_ns();
 
 	if (!w->marker)
 		return false;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		CUresult r = s->ex.be->cuEventQuery(w->marker);
 
@@ -810,9 +810,7 @@ static bool wait_quick(struct worker_session *s, const struct exec_wait *w)
 			return true;
 		if (r != CUDA_ERROR_NOT_READY || (s->c.shm_on && shm_chan_readable(&s->c.shm)))
 			return false;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)(t.tv_nsec - t0.tv_nsec) >=
-		    WAIT_QUICK_NS)
+		if (monotonic_ns() - t0 >= WAIT_QUICK_NS)
 			return false;
 	}
 }

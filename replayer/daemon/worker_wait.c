@@ -8,6 +8,7 @@
 #define LOG_PREFIX "worker: "
 #include "worker_wait.h"
 #include "log.h"
+#include "monotonic.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -175,22 +176,15 @@ unsigned worker_waits_active(const struct worker_waits *ws)
 	return ws ? ws->active : 0;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 bool worker_waits_spin(struct worker_waits *ws, uint64_t ns)
 {
-	uint64_t until = now_ns() + ns;
+	uint64_t until = monotonic_ns() + ns;
 
 	do {
 		if (atomic_load_explicit(&ws->done_count, memory_order_acquire))
 			return true;
-	} while (now_ns() < until);
+	} while (monotonic_ns() < until);
 	return false;
 }
 

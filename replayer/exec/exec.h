@@ -269,10 +269,6 @@ struct exec_session {
 struct exec {
 	struct backend *be;
 	struct handle_table *handles;
-	/* Live streams made with CU_STREAM_NON_BLOCKING (never fewer): while
-	 * there are none, the legacy and per-thread streams answer for every
-	 * stream of a context (exec_wait.c). */
-	unsigned streams_nonblocking;
 	struct exec_observer observer;
 	struct exec_config cfg;
 	struct exec_devices dev;
@@ -359,6 +355,10 @@ void exec_journal_func_setting(struct exec *ex, uint64_t handle, uint32_t id, in
 
 /* Helpers shared by the handler files. */
 CUresult exec_stream_real(struct exec *ex, uint64_t handle, CUstream *out);
+/* Whether nothing the session queued is pending: the current context's
+ * legacy and per-thread streams and every stream it made are idle. Only the
+ * dispatch thread queues work, so it stays so until that thread queues more. */
+bool exec_streams_idle(struct exec *ex);
 CUresult exec_function_real(struct exec *ex, uint64_t handle, CUfunction *out,
 			    const struct exec_params **params);
 /* Whether the guest's device range [@addr, +@len) lies in one live

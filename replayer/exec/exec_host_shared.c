@@ -15,6 +15,7 @@
 #define LOG_PREFIX "exec: "
 #include "exec.h"
 #include "log.h"
+#include "monotonic.h"
 #include "shm_chan.h"
 #include "wire_dispatch.h"
 
@@ -54,23 +55,14 @@ static void host_buf_release(struct exec *ex, struct exec_host_buf *b)
 	free(b);
 }
 
-static int stream_busy(struct handle_entry *e, void *arg)
+static void host_bufs_release(struct exec *ex, struct exec_host_buf **list)
 {
-	struct exec *ex = arg;
+	while (*list) {
+		struct exec_host_buf *b = *list;
 
-	return e->kind == HANDLE_STREAM && ex->be->cuStreamQuery((CUstream)e->real) == CUDA_ERROR_NOT_READY;
-}
-
-/* Whether no work the session queued is pending: every stream it made and
- * the current context's legacy and per-thread streams are idle. Only the
- * dispatch thread queues work, so it stays so until this thread queues
- * more. */
-static bool session_idle(struct exec *ex)
-{
-	if (ex->be->cuStreamQuery(CU_STREAM_LEGACY) == CUDA_ERROR_NOT_READY ||
-	    ex->be->cuStreamQuery(CU_STREAM_PER_THREAD) == CUDA_ERROR_NOT_READY)
-		return false;
-	return !handle_table_foreach(ex->handles, stream_busy, ex);
+		*list = b->next;
+		host_buf_release(ex, b);
+	}
 }
 
 CUresult exec_shm_attach(struct exec *ex, const struct wire_shm_attach_req *req,
@@ -232,7 +224,7 @@ void exec_host_buf_attach(struct exec *ex, struct exec_host_buf *b)
  * session's pinned bytes; the guest has unmapped its side already. */
 void exec_host_buf_retire(struct exec *ex, struct exec_host_buf *b)
 {
-	if (session_idle(ex)) {
+	if (exec_streams_idle(ex)) {
 		host_buf_release(ex, b);
 		return;
 	}
@@ -247,25 +239,17 @@ bool exec_host_retired_pending(const struct exec *ex)
 
 void exec_host_retired_reap(struct exec *ex)
 {
-	struct timespec t;
 	uint64_t now;
 
 	if (!ex->host.retired)
 		return;
 	/* A look at every stream, at most once a millisecond. */
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	now = (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+	now = monotonic_ns();
 	if (now - ex->host.retired_looked_ns < 1000000u)
 		return;
 	ex->host.retired_looked_ns = now;
-	if (!session_idle(ex))
-		return;
-	while (ex->host.retired) {
-		struct exec_host_buf *b = ex->host.retired;
-
-		ex->host.retired = b->next;
-		host_buf_release(ex, b);
-	}
+	if (exec_streams_idle(ex))
+		host_bufs_release(ex, &ex->host.retired);
 }
 
 /* Served here when the context was idle, or nothing could wait aside; else
@@ -287,16 +271,8 @@ CUresult exec_mem_host_unshare(struct exec *ex, const struct wire_mem_host_unsha
 
 void exec_host_shared_close(struct exec *ex)
 {
-	struct exec_host_buf **lists[] = { &ex->host.bufs, &ex->host.retired };
-
-	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
-		while (*lists[i]) {
-			struct exec_host_buf *b = *lists[i];
-
-			*lists[i] = b->next;
-			host_buf_release(ex, b);
-		}
-	}
+	host_bufs_release(ex, &ex->host.bufs);
+	host_bufs_release(ex, &ex->host.retired);
 }
 
 /* The stream, or NULL for a synchronous copy. */

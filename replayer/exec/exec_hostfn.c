@@ -28,6 +28,7 @@
 #include "exec.h"
 #include "hostfn_chan.h"
 #include "log.h"
+#include "monotonic.h"
 #include "shm_chan.h"
 #include "wire_dispatch.h"
 
@@ -316,20 +317,17 @@ static int tls_secret_read(struct exec_hostfn *h, int fd, uint8_t *got, struct t
 static void *hostfn_acceptor(void *arg)
 {
 	struct exec_hostfn *h = arg;
-	struct timespec start, now;
+	uint64_t start = monotonic_ms();
 	struct tls_conn *tls = NULL;
 	int fd = -1;
 
-	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (;;) {
 		struct pollfd pfd = { .fd = h->listen_fd, .events = POLLIN };
 		uint8_t got[HOSTFN_SECRET_SIZE];
 		long left;
 		int one = 1, ret;
 
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		left = HOSTFN_CONNECT_TIMEOUT_MS - (long)((now.tv_sec - start.tv_sec) * 1000 +
-							  (now.tv_nsec - start.tv_nsec) / 1000000);
+		left = HOSTFN_CONNECT_TIMEOUT_MS - (long)(monotonic_ms() - start);
 		if (left <= 0)
 			break;
 		ret = poll(&pfd, 1, (int)left);

@@ -27,9 +27,23 @@ CUresult exec_stream_create(struct exec *ex, const struct wire_stream_create_req
 	}
 	if (res != CUDA_SUCCESS)
 		ex->be->cuStreamDestroy(s);
-	else if (req->flags & CU_STREAM_NON_BLOCKING)
-		ex->streams_nonblocking++;
 	return res;
+}
+
+static int stream_busy(struct handle_entry *e, void *arg)
+{
+	struct exec *ex = arg;
+
+	return e->kind == HANDLE_STREAM && ex->be->cuStreamQuery((CUstream)e->real) == CUDA_ERROR_NOT_READY;
+}
+
+bool exec_streams_idle(struct exec *ex)
+{
+	if (ex->be->cuStreamQuery(CU_STREAM_LEGACY) == CUDA_ERROR_NOT_READY ||
+	    ex->be->cuStreamQuery(CU_STREAM_PER_THREAD) == CUDA_ERROR_NOT_READY)
+		return false;
+	return !handle_table_count_kind(ex->handles, HANDLE_STREAM) ||
+	       !handle_table_foreach(ex->handles, stream_busy, ex);
 }
 
 CUresult exec_stream_destroy(struct exec *ex, const struct wire_stream_destroy_req *req,
@@ -38,16 +52,10 @@ CUresult exec_stream_destroy(struct exec *ex, const struct wire_stream_destroy_r
 	struct handle_entry *e;
 	CUresult res;
 
-	unsigned flags = 0;
-
 	res = exec_lookup_stream(ex, req->stream, &e);
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (ex->be->cuStreamGetFlags(e->real, &flags) != CUDA_SUCCESS)
-		flags = 0;
 	res = ex->be->cuStreamDestroy(e->real);
-	if (res == CUDA_SUCCESS && (flags & CU_STREAM_NON_BLOCKING) && ex->streams_nonblocking)
-		ex->streams_nonblocking--;
 	if (res == CUDA_SUCCESS) {
 		exec_graph_stream_destroyed(ex, req->stream);
 		exec_object_remove(ex, req->stream);

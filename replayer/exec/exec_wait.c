@@ -70,10 +70,9 @@ static int wait_stream_prepare(struct exec *ex, struct wire_cursor *cur, struct 
 	return wait_marker(ex, s, w);
 }
 
-/* The context's synchronisation, run by the waiter in that context. While
- * the session has no non-blocking stream, the legacy and per-thread streams
- * answer for every stream: when both are idle the handler runs at once.
- * Otherwise it waits aside (the dispatch thread looks for a quick answer
+/* The context's synchronisation, run by the waiter in that context. When
+ * every stream of the session is idle (exec_streams_idle) the handler runs
+ * at once; otherwise it waits aside (the dispatch thread looks for a quick answer
  * first, worker.c). It may also wait for work other threads queue between
  * this request and the waiter's call: the driver's cuCtxSynchronize has no
  * marker to wait for instead. */
@@ -100,10 +99,7 @@ static int wait_ctx_current(struct exec *ex, struct exec_wait *w)
 {
 	if (ex->be->cuCtxGetCurrent(&w->ctx) != CUDA_SUCCESS || !w->ctx)
 		return 0;
-	if (!ex->streams_nonblocking && ex->be->cuStreamQuery(CU_STREAM_LEGACY) != CUDA_ERROR_NOT_READY &&
-	    ex->be->cuStreamQuery(CU_STREAM_PER_THREAD) != CUDA_ERROR_NOT_READY)
-		return 0;
-	return 1;
+	return !exec_streams_idle(ex);
 }
 
 /* Keep the request to serve once the wait is over. */

@@ -11,6 +11,7 @@ struct handle_table {
 	struct handle_entry *slots;
 	unsigned cap;           /* power of two */
 	unsigned live, used;    /* used counts tombstones too */
+	unsigned live_of[HANDLE_KIND_MAX];
 	uint64_t next_serial[HANDLE_KIND_MAX];
 };
 
@@ -110,6 +111,7 @@ int handle_table_add_at(struct handle_table *ht, uint64_t handle, void *real,
 		ht->used++;
 	ht->slots[i] = (struct handle_entry){ handle, kind, real, parent, info };
 	ht->live++;
+	ht->live_of[kind]++;
 	if ((handle & ((1ull << 56) - 1)) >= ht->next_serial[kind])
 		ht->next_serial[kind] = (handle & ((1ull << 56) - 1)) + 1;
 	return 0;
@@ -159,6 +161,7 @@ void handle_table_remove(struct handle_table *ht, uint64_t handle)
 
 	if (!e)
 		return;
+	ht->live_of[e->kind]--;
 	memset(e, 0, sizeof(*e));
 	e->handle = TOMBSTONE;
 	ht->live--;
@@ -183,6 +186,11 @@ int handle_table_foreach(struct handle_table *ht,
 unsigned handle_table_count(const struct handle_table *ht)
 {
 	return ht->live;
+}
+
+unsigned handle_table_count_kind(const struct handle_table *ht, enum handle_kind kind)
+{
+	return kind > 0 && kind < HANDLE_KIND_MAX ? ht->live_of[kind] : 0;
 }
 
 uint64_t handle_table_next_serial(const struct handle_table *ht, enum handle_kind kind)

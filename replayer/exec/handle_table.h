@@ -58,6 +58,8 @@ void handle_table_remove(struct handle_table *ht, uint64_t handle);
 int handle_table_foreach(struct handle_table *ht,
 			 int (*fn)(struct handle_entry *e, void *arg), void *arg);
 unsigned handle_table_count(const struct handle_table *ht);
+/* Live entries of @kind: a look at every stream costs nothing while there is none. */
+unsigned handle_table_count_kind(const struct handle_table *ht, enum handle_kind kind);
 /* The serial the next handle of @kind gets; a restore sets it back so that the
  * guest's handles keep growing from where they were. */
 uint64_t handle_table_next_serial(const struct handle_table *ht, enum handle_kind kind);

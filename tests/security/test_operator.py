@@ -214,8 +214,8 @@ def part_second_ternd(tmp):
             took = time.time() - t0
             log = open(u.log, errors='replace').read() if os.path.exists(u.log) else ''
             check(p.returncode > 0 and 'another ternd (pid %d)' % t.proc.pid in log
-                  and 'uses the state directory' in log,
-                  'a second ternd (%s) exits with a clear error' % tag, log[-800:])
+                  and 'uses the state directory' in log and 'its lock is open in %d (ternd)' % t.proc.pid in log,
+                  'a second ternd (%s) exits with a clear error naming the lock\'s holder' % tag, log[-800:])
             check(took < 5, 'it exits at once (%s: %.2f s)' % (tag, took))
             print('second-ternd (%s): exit %d after %.2f s' % (tag, p.returncode, took))
             if not same:

@@ -12,6 +12,7 @@
 #define LOG_PREFIX "sim: "
 
 #include "sim.h"
+#include "monotonic.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -20,13 +21,6 @@
 
 #include "log.h"
 
-static uint64_t sim_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 struct sim_cmd *sim_cmd_new(enum sim_cmd_kind kind)
 {
@@ -117,7 +111,7 @@ void sim_cmd_run(struct sim *sim, struct sim_cmd *cmd)
 			sim_kernel_run(cmd, ctx);
 		break;
 	case SIM_CMD_EVENT:
-		cmd->event.ev->time_ns = sim_now_ns();
+		cmd->event.ev->time_ns = monotonic_ns();
 		break;
 	case SIM_CMD_WAIT: {
 		/* Picked once the event was reached (sim_cmd_ready), unless the

@@ -20,6 +20,7 @@
 
 #include "arena.h"
 #include "capture.h"
+#include "monotonic.h"
 #include "snap_hash.h"
 #include "snap_reader.h"
 #include "snap_writer.h"
@@ -31,13 +32,6 @@
 
 static const char *expect_engine = "host";
 
-static uint64_t capture_now_ns_for_test(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 static const char *plugin;
 
 /* ---- device hash reference ---------------------------------------------- */
@@ -490,7 +484,7 @@ static void test_throughput(void **state)
 		fill_random((uint8_t *)(uintptr_t)big.addr + off, 1ull << 20);
 	capture_open_checked(e, &cfg, &c);
 	assert_int_equal(snap_writer_begin(e->store, &wcfg, &w), 0);
-	t0 = capture_now_ns_for_test();
+	t0 = monotonic_ns();
 	assert_int_equal(capture_pause(c, w, &big, 1, &st), 0);
 	assert_int_equal(capture_finish(c, &fin), 0);
 	assert_int_equal(snap_writer_journal_set(w, e->journal_fd), 0);
@@ -498,7 +492,7 @@ static void test_throughput(void **state)
 	printf("# sim 256 MiB half zero, engine %s: pause %.1f ms (hash %.1f), drain %.1f ms, "
 	       "durable after %.1f ms\n", st.engine == CAPTURE_ENGINE_KERNEL ? "kernel" : "host",
 	       st.pause_ns / 1e6, st.hash_ns / 1e6, fin.drain_ns / 1e6,
-	       (capture_now_ns_for_test() - t0) / 1e6);
+	       (monotonic_ns() - t0) / 1e6);
 	assert_int_equal(snap_reader_open(e->store, "big", &r), 0);
 	assert_int_equal(capture_fill(c, r, &st), 0);
 	printf("# sim restore 256 MiB: %.1f ms, %.0f MB/s\n", st.fill_ns / 1e6,
