@@ -9,6 +9,7 @@
 
 #include "auth.h"
 #include "preauth.h"
+#include "service_sockets.h"
 #include "transport.h"
 #include "worker.h"
 
@@ -42,6 +43,9 @@ struct supervisor_config {
 	unsigned sessions_max;      /* sessions remembered beyond a worker (suspended ...) */
 	char vm_dir[64];            /* libvirt domains' sockets: VMDIR/UUID.sock fits sun_path */
 	char ivshmem_dir[256];      /* libvirt domains' ivshmem BAR files: DIR/tern-UUID */
+	/* What a service manager passed (socket activation), taken by main
+	 * before it opened anything; supervisor_run claims or closes them. */
+	struct service_sockets passed;
 };
 
 /* Run until SIGTERM or SIGINT. Returns the process exit status. */

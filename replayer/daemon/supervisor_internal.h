@@ -171,7 +171,9 @@ struct migrate_moved {
 struct supervisor {
 	struct supervisor_config *cfg;
 	int listen_fd[SUPERVISOR_LISTEN_MAX];
+	bool listen_passed[SUPERVISOR_LISTEN_MAX];  /* the service manager's socket (socket activation) */
 	int control_fd;
+	bool control_passed;
 	int signal_fd;
 	struct session_slot *slots;
 	struct worker_link links[SESSION_SLOTS];
@@ -209,6 +211,9 @@ void supervisor_child_close(struct supervisor *sv, const struct preauth_conn *ke
 void supervisor_fds_close(void *opaque);
 int socket_listen(const struct supervisor_config *cfg, const struct transport_url *url, mode_t mode);
 int socket_listen_group(const struct transport_url *url, mode_t mode, bool group, gid_t gid);
+/* Give the socket file @path exactly @mode (and the group @gid when
+ * @group): 0 or -errno. */
+int socket_mode_set(const char *path, mode_t mode, bool group, gid_t gid);
 
 /* CLOCK_MONOTONIC in milliseconds. */
 uint64_t monotonic_ms(void);

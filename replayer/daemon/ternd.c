@@ -440,6 +440,7 @@ int main(int argc, char **argv)
 	struct ternd_options o = { 0 };
 	const char *config = NULL;
 	bool status = false, metrics = false;
+	char err[512];
 	int i, ret, log_fd = -1;
 
 	o.log_level = LOG_INFO;
@@ -459,6 +460,12 @@ int main(int argc, char **argv)
 		status = true;
 	if (argc > 1 && !strcmp(argv[1], "metrics"))
 		status = metrics = true;
+	/* Before anything is opened: a descriptor LISTEN_FDS counts that is
+	 * not open would be taken for the first file ternd opens. */
+	if (!status && service_sockets_take(&o.sv.passed, err, sizeof(err))) {
+		fprintf(stderr, "ternd: socket activation: %s: ternd does not start\n", err);
+		return 2;
+	}
 	for (i = 1 + status; i < argc; i++)
 		if (!strcmp(argv[i], "--config") && i + 1 < argc)
 			config = argv[i + 1];
