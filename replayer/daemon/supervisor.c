@@ -175,6 +175,7 @@ void supervisor_child_close(struct supervisor *sv, const struct preauth_conn *ke
 			if (d->op.check_fd[k] >= 0)
 				close(d->op.check_fd[k]);
 	}
+	metrics_http_fds_close(sv->metrics);
 	close(sv->control_fd);
 	close(sv->signal_fd);
 	close(sv->state_lock_fd);
@@ -1297,6 +1298,7 @@ int supervisor_run(struct supervisor_config *cfg)
 		 check_of[RESTORE_CHECKS_MAX];
 	struct transport_url control_url = { .kind = TRANSPORT_UNIX };
 	struct service_sockets *passed = &cfg->passed;
+	char err[512];
 	sigset_t mask;
 	unsigned i;
 	int status = 1;
@@ -1315,7 +1317,7 @@ int supervisor_run(struct supervisor_config *cfg)
 		sv.clients[i].fd = -1;
 	nofile_raise();
 	pfd = calloc(SUPERVISOR_LISTEN_MAX + 2 + 2 * SESSION_SLOTS + cfg->preauth.max + CONTROL_CLIENTS_MAX +
-		     RESTORE_CHECKS_MAX + VM_POLL_MAX + MIGRATE_POLL_MAX,
+		     RESTORE_CHECKS_MAX + VM_POLL_MAX + MIGRATE_POLL_MAX + METRICS_HTTP_POLL_MAX,
 		     sizeof(*pfd));
 	pre_of = calloc(cfg->preauth.max + 1, sizeof(*pre_of));
 	if (!pfd || !pre_of || preauth_init(&sv.preauth, &cfg->preauth)) {
@@ -1409,6 +1411,18 @@ int supervisor_run(struct supervisor_config *cfg)
 		pr_err("cannot listen on the control socket %s: %s", cfg->control_path, strerror(-sv.control_fd));
 		goto out;
 	}
+	if (cfg->metrics_listen_set) {
+		char text[300];
+		int ret = metrics_http_open(&cfg->metrics_listen, cfg->metrics_public, metrics_body, &sv, &sv.metrics,
+					    err, sizeof(err));
+
+		transport_url_format(&cfg->metrics_listen, text, sizeof(text));
+		if (ret) {
+			pr_err("cannot serve the metrics on %s: %s", text, err);
+			goto out;
+		}
+		pr_info("metrics on http://%s/metrics", text + strlen("tcp://"));
+	}
 	vm_domains_load(&sv);
 	pr_info("ternd ready: backend %s, control %s, state %s", cfg->worker.backend, cfg->control_path,
 		cfg->state_dir);
@@ -1417,8 +1431,9 @@ int supervisor_run(struct supervisor_config *cfg)
 		pr_warn("cannot tell the service manager ternd is ready (NOTIFY_SOCKET=%s)", getenv("NOTIFY_SOCKET"));
 	while (running) {
 		unsigned n = 0, links = 0, ipcs = 0, ipc_at, pres = 0, pre_at, clients = 0, client_at, checks = 0,
-			 check_at, vm_at, vm_end, mig_at, mig_end;
-		int timeout = preauth_expire(&sv.preauth), t = control_clients_expire(&sv), v = vm_restores_waiting(&sv);
+			 check_at, vm_at, vm_end, mig_at, mig_end, met_at, met_end;
+		int timeout = preauth_expire(&sv.preauth), t = control_clients_expire(&sv), v = vm_restores_waiting(&sv),
+		    mt = metrics_http_expire(sv.metrics);
 
 		for (i = 0; i < cfg->listen_count; i++)
 			pfd[n++] = (struct pollfd){ .fd = sv.listen_fd[i], .events = POLLIN };
@@ -1445,6 +1460,8 @@ int supervisor_run(struct supervisor_config *cfg)
 		vm_end = n;
 		n = migrate_poll_fill(&sv, pfd, n, &mig_at);
 		mig_end = n;
+		n = metrics_http_poll_fill(sv.metrics, pfd, n, &met_at);
+		met_end = n;
 		pre_at = n;
 		for (i = 0; i < sv.preauth.cfg.max; i++)
 			if (sv.preauth.conns[i].fd >= 0) {
@@ -1461,6 +1478,8 @@ int supervisor_run(struct supervisor_config *cfg)
 			timeout = t;
 		if (v >= 0 && (timeout < 0 || v < timeout))
 			timeout = v;
+		if (mt >= 0 && (timeout < 0 || mt < timeout))
+			timeout = mt;
 		/* A stop that suspends looks at its deadline every second. */
 		if (sv.stopping && (timeout < 0 || timeout > 1000))
 			timeout = 1000;
@@ -1502,6 +1521,7 @@ int supervisor_run(struct supervisor_config *cfg)
 				restore_checked(&sv, &sv.known[check_of[i]]);
 		vm_poll_handle(&sv, pfd, vm_at, vm_end);
 		migrate_poll_handle(&sv, pfd, mig_at, mig_end);
+		metrics_http_poll_handle(sv.metrics, pfd, met_at, met_end);
 		if (pfd[cfg->listen_count + 1].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
@@ -1537,6 +1557,7 @@ out:
 		if (!sv.control_passed)
 			unlink(cfg->control_path);
 	}
+	metrics_http_close(sv.metrics);
 	vm_domains_stop(&sv);
 	migrate_stop(&sv);
 	workers_stop(&sv);

@@ -27,6 +27,9 @@ struct supervisor_config {
 	unsigned listen_count;
 	struct transport_url migrate_listen;  /* --migrate-listen: migration streams in */
 	bool migrate_listen_set;
+	struct transport_url metrics_listen;  /* --metrics-listen: GET /metrics (metrics_http.h) */
+	bool metrics_listen_set;
+	bool metrics_public;                  /* its public: form: an address beyond loopback */
 	char control_path[108];
 	struct worker_config worker;
 	struct auth_token token;    /* len 0: tcp listeners refuse every guest */

@@ -9,6 +9,7 @@
 #include "auth.h"
 #include "control_msg.h"
 #include "ipc_broker.h"
+#include "metrics_http.h"
 #include "preauth.h"
 #include "session_slot.h"
 #include "snap_format.h"
@@ -192,6 +193,7 @@ struct supervisor {
 	bool stopping;                      /* --on-stop suspend: suspending the sessions before exit */
 	uint64_t stop_deadline_ms;          /* then exits regardless (CLOCK_MONOTONIC) */
 	int migrate_fd;                     /* --migrate-listen, -1: none */
+	struct metrics_http *metrics;       /* --metrics-listen, NULL: none */
 	struct migrate_receiver receivers[MIGRATE_RECEIVERS_MAX];
 	struct migrate_moved moved[MIGRATE_MOVED_MAX];
 };
@@ -232,6 +234,9 @@ int control_clients_expire(struct supervisor *sv);
 int reply_status(struct supervisor *sv, struct control_reply *r);
 /* Answer the snapshots op on @client. */
 void reply_snapshots(struct supervisor *sv, int client);
+/* GET /metrics' text (metrics_http_body_fn; @opaque is the supervisor):
+ * the status and snapshots answers through metrics_text_write. */
+int metrics_body(void *opaque, char **text, size_t *len);
 
 /* supervisor_vm.c: libvirt domains (docs/libvirt.md, "ternd's side"). */
 void vm_domains_init(struct supervisor *sv);
