@@ -9,6 +9,7 @@
 
 #include "auth.h"
 #include "preauth.h"
+#include "service_sockets.h"
 #include "transport.h"
 #include "worker.h"
 
@@ -26,6 +27,9 @@ struct supervisor_config {
 	unsigned listen_count;
 	struct transport_url migrate_listen;  /* --migrate-listen: migration streams in */
 	bool migrate_listen_set;
+	struct transport_url metrics_listen;  /* --metrics-listen: GET /metrics (metrics_http.h) */
+	bool metrics_listen_set;
+	bool metrics_public;                  /* its public: form: an address beyond loopback */
 	char control_path[108];
 	struct worker_config worker;
 	struct auth_token token;    /* len 0: tcp listeners refuse every guest */
@@ -42,6 +46,9 @@ struct supervisor_config {
 	unsigned sessions_max;      /* sessions remembered beyond a worker (suspended ...) */
 	char vm_dir[64];            /* libvirt domains' sockets: VMDIR/UUID.sock fits sun_path */
 	char ivshmem_dir[256];      /* libvirt domains' ivshmem BAR files: DIR/tern-UUID */
+	/* What a service manager passed (socket activation), taken by main
+	 * before it opened anything; supervisor_run claims or closes them. */
+	struct service_sockets passed;
 };
 
 /* Run until SIGTERM or SIGINT. Returns the process exit status. */

@@ -8,6 +8,7 @@
 #include "control.h"
 #include "control_msg.h"
 #include "log.h"
+#include "metrics_text.h"
 #include "monotonic.h"
 #include "snap_store.h"
 
@@ -92,16 +93,18 @@ int reply_status(struct supervisor *sv, struct control_reply *r)
 	return 0;
 }
 
-void reply_snapshots(struct supervisor *sv, int client)
+/* The snapshots answer in @r (released by the caller): 0, or -errno with
+ * @r an error that says why. */
+static int snapshots_list(struct supervisor *sv, struct control_reply *r)
 {
 	char dir[4200];
 	struct snap_store *store = NULL;
 	struct snap_info *list = NULL;
-	struct control_reply r = { .kind = CONTROL_REPLY_SNAPSHOTS };
-	struct control_snapshots *ss = &r.snapshots;
+	struct control_snapshots *ss = &r->snapshots;
 	unsigned count = 0;
 	int ret;
 
+	r->kind = CONTROL_REPLY_SNAPSHOTS;
 	store_path(sv, dir, sizeof(dir));
 	ret = snap_store_open(dir, NULL, SNAP_STORE_CREATE, &store);
 	if (!ret)
@@ -113,7 +116,7 @@ void reply_snapshots(struct supervisor *sv, int client)
 		ret = ss->snapshots ? 0 : -ENOMEM;
 	}
 	if (ret) {
-		control_reply_error(&r, "cannot list the snapshot store %s: %s", dir, strerror(-ret));
+		control_reply_error(r, "cannot list the snapshot store %s: %s", dir, strerror(-ret));
 		goto out;
 	}
 	store_path(sv, ss->store, sizeof(ss->store));
@@ -131,10 +134,45 @@ void reply_snapshots(struct supervisor *sv, int client)
 		e->complete = list[i].complete;
 	}
 out:
-	client_finish(&client, &r);
-	control_reply_release(&r);
 	free(list);
 	snap_store_close(store);
+	return ret;
+}
+
+void reply_snapshots(struct supervisor *sv, int client)
+{
+	struct control_reply r = { 0 };
+
+	snapshots_list(sv, &r);
+	client_finish(&client, &r);
+	control_reply_release(&r);
+}
+
+int metrics_body(void *opaque, char **text, size_t *len)
+{
+	struct supervisor *sv = opaque;
+	struct control_reply st = { 0 }, sn = { 0 };
+	FILE *out;
+	int ret = reply_status(sv, &st);
+
+	*text = NULL;
+	*len = 0;
+	if (!ret)
+		ret = snapshots_list(sv, &sn);
+	if (ret)
+		goto out;
+	out = open_memstream(text, len);
+	if (!out) {
+		ret = -errno;
+		goto out;
+	}
+	ret = metrics_text_write(out, &st.status, &sn.snapshots);
+	if (fclose(out) && !ret)
+		ret = -EIO;
+out:
+	control_reply_release(&st);
+	control_reply_release(&sn);
+	return ret;
 }
 
 /* snapshot (session, snapshot, incremental) and suspend (session). */

@@ -9,6 +9,7 @@
 #include "auth.h"
 #include "control_msg.h"
 #include "ipc_broker.h"
+#include "metrics_http.h"
 #include "preauth.h"
 #include "session_slot.h"
 #include "snap_format.h"
@@ -171,7 +172,9 @@ struct migrate_moved {
 struct supervisor {
 	struct supervisor_config *cfg;
 	int listen_fd[SUPERVISOR_LISTEN_MAX];
+	bool listen_passed[SUPERVISOR_LISTEN_MAX];  /* the service manager's socket (socket activation) */
 	int control_fd;
+	bool control_passed;
 	int signal_fd;
 	struct session_slot *slots;
 	struct worker_link links[SESSION_SLOTS];
@@ -190,6 +193,7 @@ struct supervisor {
 	bool stopping;                      /* --on-stop suspend: suspending the sessions before exit */
 	uint64_t stop_deadline_ms;          /* then exits regardless (CLOCK_MONOTONIC) */
 	int migrate_fd;                     /* --migrate-listen, -1: none */
+	struct metrics_http *metrics;       /* --metrics-listen, NULL: none */
 	struct migrate_receiver receivers[MIGRATE_RECEIVERS_MAX];
 	struct migrate_moved moved[MIGRATE_MOVED_MAX];
 };
@@ -209,6 +213,9 @@ void supervisor_child_close(struct supervisor *sv, const struct preauth_conn *ke
 void supervisor_fds_close(void *opaque);
 int socket_listen(const struct supervisor_config *cfg, const struct transport_url *url, mode_t mode);
 int socket_listen_group(const struct transport_url *url, mode_t mode, bool group, gid_t gid);
+/* Give the socket file @path exactly @mode (and the group @gid when
+ * @group): 0 or -errno. */
+int socket_mode_set(const char *path, mode_t mode, bool group, gid_t gid);
 
 /* supervisor.c: one whole request line from a control client: answer it
  * (or hand the client to whoever answers later). */
@@ -224,6 +231,9 @@ int control_clients_expire(struct supervisor *sv);
 int reply_status(struct supervisor *sv, struct control_reply *r);
 /* Answer the snapshots op on @client. */
 void reply_snapshots(struct supervisor *sv, int client);
+/* GET /metrics' text (metrics_http_body_fn; @opaque is the supervisor):
+ * the status and snapshots answers through metrics_text_write. */
+int metrics_body(void *opaque, char **text, size_t *len);
 
 /* supervisor_vm.c: libvirt domains (docs/libvirt.md, "ternd's side"). */
 void vm_domains_init(struct supervisor *sv);

@@ -61,6 +61,10 @@ static void usage(FILE *out)
 		"  --migrate-listen URL\n"
 		"                       tcp://HOST:PORT or unix:PATH: live migrations in (needs\n"
 		"                       --token-file; docs/migration.md)\n"
+		"  --metrics-listen URL\n"
+		"                       tcp://HOST:PORT: serve GET /metrics (ternd metrics' text) over\n"
+		"                       HTTP there; a loopback address only, unless written\n"
+		"                       public:tcp://HOST:PORT (default: none)\n"
 		"  --backend NAME       cuda, sim or auto (default auto: cuda when a GPU driver loads)\n"
 		"  --driver PATH        libcuda.so.1 for the cuda backend (default: the system's)\n"
 		"  --sim-kernels PATH   CPU kernel plugin for the sim backend (repeatable)\n"
@@ -148,6 +152,18 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 		/* A migration stream is a transport of its own: tcp or a unix path. */
 		if (!ret && o->sv.migrate_listen.kind != TRANSPORT_TCP && o->sv.migrate_listen.kind != TRANSPORT_UNIX)
 			ret = -EINVAL;
+		return ret;
+	}
+	if (!strcmp(key, "metrics-listen") || !strcmp(key, "metrics_listen")) {
+		/* "public:" says in so many words that anyone who reaches the
+		 * address may read the metrics. */
+		bool public = !strncmp(value, "public:", 7);
+
+		ret = transport_url_parse(value + (public ? 7 : 0), &o->sv.metrics_listen);
+		if (!ret && o->sv.metrics_listen.kind != TRANSPORT_TCP)
+			ret = -EINVAL;
+		o->sv.metrics_listen_set = !ret;
+		o->sv.metrics_public = public;
 		return ret;
 	}
 	if (!strcmp(key, "control"))
@@ -440,6 +456,7 @@ int main(int argc, char **argv)
 	struct ternd_options o = { 0 };
 	const char *config = NULL;
 	bool status = false, metrics = false;
+	char err[512];
 	int i, ret, log_fd = -1;
 
 	o.log_level = LOG_INFO;
@@ -459,6 +476,12 @@ int main(int argc, char **argv)
 		status = true;
 	if (argc > 1 && !strcmp(argv[1], "metrics"))
 		status = metrics = true;
+	/* Before anything is opened: a descriptor LISTEN_FDS counts that is
+	 * not open would be taken for the first file ternd opens. */
+	if (!status && service_sockets_take(&o.sv.passed, err, sizeof(err))) {
+		fprintf(stderr, "ternd: socket activation: %s: ternd does not start\n", err);
+		return 2;
+	}
 	for (i = 1 + status; i < argc; i++)
 		if (!strcmp(argv[i], "--config") && i + 1 < argc)
 			config = argv[i + 1];
