@@ -170,6 +170,7 @@ void supervisor_child_close(struct supervisor *sv, const struct preauth_conn *ke
 				close(d->op.check_fd[k]);
 	}
 	metrics_http_fds_close(sv->metrics);
+	migrate_fds_close(sv);
 	close(sv->control_fd);
 	close(sv->signal_fd);
 	close(sv->state_lock_fd);

@@ -266,6 +266,7 @@ void migrate_init(struct supervisor *sv);
 /* Listen on --migrate-listen if it is set: 0, or -1 (logged). */
 int migrate_listen_open(struct supervisor *sv);
 void migrate_stop(struct supervisor *sv);
+void migrate_fds_close(struct supervisor *sv);
 #define MIGRATE_POLL_MAX (1 + MIGRATE_RECEIVERS_MAX)
 unsigned migrate_poll_fill(struct supervisor *sv, struct pollfd *pfd, unsigned n, unsigned *first);
 void migrate_poll_handle(struct supervisor *sv, const struct pollfd *pfd, unsigned first, unsigned end);

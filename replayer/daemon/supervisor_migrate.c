@@ -53,6 +53,18 @@ int migrate_listen_open(struct supervisor *sv)
 	return 0;
 }
 
+/* In a child of the supervisor: the listener and the receivers' lines are
+ * not its own (a worker keeping the listener open would keep a restarted
+ * ternd from binding its port). */
+void migrate_fds_close(struct supervisor *sv)
+{
+	if (sv->migrate_fd >= 0)
+		close(sv->migrate_fd);
+	for (unsigned i = 0; i < MIGRATE_RECEIVERS_MAX; i++)
+		if (sv->receivers[i].line_fd >= 0)
+			close(sv->receivers[i].line_fd);
+}
+
 void migrate_stop(struct supervisor *sv)
 {
 	if (sv->migrate_fd >= 0) {
@@ -182,7 +194,6 @@ static void accept_stream(struct supervisor *sv)
 	}
 	if (pid == 0) {
 		supervisor_child_close(sv, NULL);
-		close(sv->migrate_fd);
 		close(pair[0]);
 		sigprocmask(SIG_SETMASK, &(sigset_t){ 0 }, NULL);
 		signal(SIGPIPE, SIG_IGN);
