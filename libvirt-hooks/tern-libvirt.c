@@ -312,7 +312,15 @@ static void on_libvirt_error(void *opaque, virErrorPtr e)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: tern-libvirt [--connect URI] [--control PATH] [--timeout SECONDS] [--log-level L]\n");
+	fprintf(f, "usage: tern-libvirt [--connect URI] [--control PATH] [--timeout SECONDS] [--log-level L]\n\n"
+		   "Follows libvirt's domain lifecycle events and tells ternd of the tern\n"
+		   "domains' saves, restores and ends (docs/libvirt.md). Run it as root,\n"
+		   "beside libvirtd.\n"
+		   "  --connect URI      libvirt's connection (default qemu:///system)\n"
+		   "  --control PATH     ternd's control socket (default " CONTROL_DEFAULT_PATH ")\n"
+		   "  --timeout SECONDS  bound of each request to ternd (default 600; a save\n"
+		   "                     copies GPU memory)\n"
+		   "  --log-level L      error, warn, info (default) or debug\n");
 }
 
 int main(int argc, char **argv)

@@ -127,7 +127,9 @@ static bool serve(int fd)
 			break;
 		case WIRE_CALL_DEVICE_GET_ATTRIBUTES: {
 			struct wire_device_get_attributes_req r;
-			uint8_t vals[4 * 512];
+			/* Static: the reply points at it until reply() sends it,
+			 * after this block. */
+			static uint8_t vals[4 * 512];
 
 			seen.attrs_fetches++;
 			if (wire_device_get_attributes_req_decode(&cur, &r) || r.count > 512) {
@@ -287,7 +289,11 @@ static void test_launch_packs_params(void **state)
 	assert_int_equal(off, 8);
 	assert_int_equal(size, 8);
 	assert_int_equal(info(f, 3, &off, &size), CUDA_ERROR_INVALID_VALUE);
-	assert_int_equal(launch(f, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL), CUDA_SUCCESS);
+	/* The fake device's attributes are their ids times ten: at most 10
+	 * threads a block (MAX_THREADS_PER_BLOCK is 1), 20 in x. The shim checks
+	 * a launch against them before deferring it. */
+	assert_int_equal(launch(f, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(launch(f, 1, 1, 1, 8, 1, 1, 0, NULL, params, NULL), CUDA_SUCCESS);
 	/* The launch is deferred (lazy RPC); the next call that waits for a
 	 * reply carries it along, ahead of itself, in order. */
 	assert_int_equal(seen.launch_len, 0);
