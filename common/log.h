@@ -4,6 +4,9 @@
  * log_msg() may be called from any thread. Messages go to a file descriptor,
  * never to the application's stdout (the shim passes stderr or TERN_LOG_FILE).
  *
+ * Under systemd, when that descriptor is the journal's stream (JOURNAL_STREAM),
+ * lines carry the level as a "<N>" syslog priority and no time of their own.
+ *
  * Each .c file defines LOG_PREFIX before including this header, so that a line
  * says where it came from:  "tern[1234] worker: session s1: cuInit failed".
  */
