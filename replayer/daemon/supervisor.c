@@ -1215,71 +1215,6 @@ static void workers_stop(struct supervisor *sv)
 		;
 }
 
-/* Bind @url's socket with exactly @mode (and the group @gid when @group),
- * whatever the umask: the file is made owner-only by the bind and widened
- * after. */
-int socket_listen_group(const struct transport_url *url, mode_t mode, bool group, gid_t gid)
-{
-	mode_t old = umask(0177);
-	int fd = transport_listen(url), ret;
-
-	umask(old);
-	if (fd < 0 || (url->kind != TRANSPORT_UNIX && url->kind != TRANSPORT_SHM))
-		return fd;
-	ret = socket_mode_set(url->path, mode, group, gid);
-	if (ret) {
-		close(fd);
-		return ret;
-	}
-	return fd;
-}
-
-int socket_mode_set(const char *path, mode_t mode, bool group, gid_t gid)
-{
-	if ((group && chown(path, (uid_t)-1, gid)) || chmod(path, mode))
-		return -errno;
-	return 0;
-}
-
-int socket_listen(const struct supervisor_config *cfg, const struct transport_url *url, mode_t mode)
-{
-	return socket_listen_group(url, mode, cfg->socket_group_set, cfg->socket_group);
-}
-
-/* The sockets the service manager passed (service_sockets.h) to the guest
- * listeners and the control socket they are bound for; one that fits none
- * stops ternd. 0 or -1 (said). */
-static int passed_sockets_claim(struct supervisor *sv, struct service_sockets *passed)
-{
-	const struct supervisor_config *cfg = sv->cfg;
-	char err[512];
-	int fd;
-
-	for (unsigned i = 0; i < cfg->listen_count; i++) {
-		if (cfg->listen[i].kind != TRANSPORT_UNIX && cfg->listen[i].kind != TRANSPORT_SHM)
-			continue;
-		fd = service_sockets_claim(passed, cfg->listen[i].path, SERVICE_SOCKET_LISTEN, err, sizeof(err));
-		if (fd == -ENOENT)
-			continue;
-		if (fd < 0)
-			goto fail;
-		sv->listen_fd[i] = fd;
-		sv->listen_passed[i] = true;
-	}
-	fd = service_sockets_claim(passed, cfg->control_path, SERVICE_SOCKET_CONTROL, err, sizeof(err));
-	if (fd >= 0) {
-		sv->control_fd = fd;
-		sv->control_passed = true;
-	} else if (fd != -ENOENT) {
-		goto fail;
-	}
-	if (!service_sockets_unclaimed(passed, err, sizeof(err)))
-		return 0;
-fail:
-	pr_err("socket activation: %s: ternd does not start", err);
-	return -1;
-}
-
 /* Enough descriptors for every connection the limits allow. */
 static void nofile_raise(void)
 {
@@ -1297,9 +1232,6 @@ int supervisor_run(struct supervisor_config *cfg)
 	struct pollfd *pfd;
 	unsigned link_of[SESSION_SLOTS], ipc_of[SESSION_SLOTS], *pre_of, client_of[CONTROL_CLIENTS_MAX],
 		 check_of[RESTORE_CHECKS_MAX];
-	struct transport_url control_url = { .kind = TRANSPORT_UNIX };
-	struct service_sockets *passed = &cfg->passed;
-	char err[512];
 	sigset_t mask;
 	unsigned i;
 	int status = 1;
@@ -1312,8 +1244,8 @@ int supervisor_run(struct supervisor_config *cfg)
 	sv.state_lock_fd = state_lock_take(&sv);
 	if (sv.state_lock_fd < 0)
 		return 1;
-	if (passed->count)
-		pr_info("socket activation: %u sockets from the service manager", passed->count);
+	if (cfg->passed.count)
+		pr_info("socket activation: %u sockets from the service manager", cfg->passed.count);
 	for (i = 0; i < CONTROL_CLIENTS_MAX; i++)
 		sv.clients[i].fd = -1;
 	nofile_raise();
@@ -1367,63 +1299,8 @@ int supervisor_run(struct supervisor_config *cfg)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	sv.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	snprintf(control_url.path, sizeof(control_url.path), "%s", cfg->control_path);
-	if (passed_sockets_claim(&sv, passed))
+	if (supervisor_sockets_open(&sv))
 		goto out;
-	for (i = 0; i < cfg->listen_count; i++) {
-		char text[300];
-		int ret;
-
-		transport_url_format(&cfg->listen[i], text, sizeof(text));
-		if (transport_url_needs_token(&cfg->listen[i]) && !cfg->token.len)
-			pr_warn("%s needs a token (--token-file): every guest will be refused", text);
-		if (sv.listen_passed[i]) {
-			ret = socket_mode_set(cfg->listen[i].path, 0660, cfg->socket_group_set, cfg->socket_group);
-			if (ret) {
-				pr_err("cannot set the mode of %s, passed by the service manager: %s", text,
-				       strerror(-ret));
-				goto out;
-			}
-			pr_info("listening on %s (the service manager's socket)", text);
-			continue;
-		}
-		sv.listen_fd[i] = socket_listen(cfg, &cfg->listen[i], 0660);
-		if (sv.listen_fd[i] < 0) {
-			pr_err("cannot listen on %s: %s", text, strerror(-sv.listen_fd[i]));
-			goto out;
-		}
-		pr_info("listening on %s", text);
-	}
-	if (migrate_listen_open(&sv))
-		goto out;
-	if (sv.control_passed) {
-		int ret = socket_mode_set(cfg->control_path, cfg->socket_group_set ? 0660 : 0600,
-					  cfg->socket_group_set, cfg->socket_group);
-
-		if (ret) {
-			pr_err("cannot set the mode of the control socket %s, passed by the service manager: %s",
-			       cfg->control_path, strerror(-ret));
-			goto out;
-		}
-	} else {
-		sv.control_fd = socket_listen(cfg, &control_url, cfg->socket_group_set ? 0660 : 0600);
-	}
-	if (sv.control_fd < 0) {
-		pr_err("cannot listen on the control socket %s: %s", cfg->control_path, strerror(-sv.control_fd));
-		goto out;
-	}
-	if (cfg->metrics_listen_set) {
-		char text[300];
-		int ret = metrics_http_open(&cfg->metrics_listen, cfg->metrics_public, metrics_body, &sv, &sv.metrics,
-					    err, sizeof(err));
-
-		transport_url_format(&cfg->metrics_listen, text, sizeof(text));
-		if (ret) {
-			pr_err("cannot serve the metrics on %s: %s", text, err);
-			goto out;
-		}
-		pr_info("metrics on http://%s/metrics", text + strlen("tcp://"));
-	}
 	vm_domains_load(&sv);
 	pr_info("ternd ready: backend %s, control %s, state %s", cfg->worker.backend, cfg->control_path,
 		cfg->state_dir);
@@ -1544,21 +1421,7 @@ int supervisor_run(struct supervisor_config *cfg)
 	service_notify("STOPPING=1");
 	status = 0;
 out:
-	service_sockets_release(passed);
-	/* A socket the service manager made stays its to remove: it listens
-	 * on for the next ternd. */
-	for (i = 0; i < cfg->listen_count; i++) {
-		if (sv.listen_fd[i] >= 0)
-			close(sv.listen_fd[i]);
-		if (cfg->listen[i].kind == TRANSPORT_UNIX && sv.listen_fd[i] >= 0 && !sv.listen_passed[i])
-			unlink(cfg->listen[i].path);
-	}
-	if (sv.control_fd >= 0) {
-		close(sv.control_fd);
-		if (!sv.control_passed)
-			unlink(cfg->control_path);
-	}
-	metrics_http_close(sv.metrics);
+	supervisor_sockets_close(&sv);
 	vm_domains_stop(&sv);
 	migrate_stop(&sv);
 	workers_stop(&sv);

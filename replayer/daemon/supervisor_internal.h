@@ -211,6 +211,13 @@ void client_fail(int *fd, const char *fmt, ...) __attribute__((format(printf, 2,
 int link_send(struct worker_link *l, const struct control_link *m);
 void supervisor_child_close(struct supervisor *sv, const struct preauth_conn *keep);
 void supervisor_fds_close(void *opaque);
+
+/* supervisor_sockets.c: bind (or claim from the service manager) the
+ * guests' listeners, the migration listener, the control socket and the
+ * metrics endpoint: 0, or -1 said; and close them, unlinking only the
+ * socket files ternd made. */
+int supervisor_sockets_open(struct supervisor *sv);
+void supervisor_sockets_close(struct supervisor *sv);
 int socket_listen(const struct supervisor_config *cfg, const struct transport_url *url, mode_t mode);
 int socket_listen_group(const struct transport_url *url, mode_t mode, bool group, gid_t gid);
 /* Give the socket file @path exactly @mode (and the group @gid when
