@@ -49,8 +49,10 @@ static const struct ckpt_command commands[] = {
 	  "suspended session or another snapshot needs)",
 	  1, UINT_MAX, CKPT_OPT_FORCE, cmd_rm },
 	{ "migrate", "SESSION --to URL [--max-downtime MS] [--max-bandwidth RATE] [--offline] | --cancel SESSION",
-	  "move a running session to another ternd: pre-copy rounds, then stop-and-copy (docs/migration.md)",
-	  1, 1, CKPT_OPT_MIGRATE | CKPT_OPT_DEST, cmd_migrate },
+	  "move a running session to another ternd: pre-copy rounds, then stop-and-copy (docs/migration.md); "
+	  "a libvirt domain's sessions move with `virsh migrate`, for which ternd runs "
+	  "`ckpt migrate --domain UUID --to URL --switch-on-stdin`",
+	  0, 1, CKPT_OPT_MIGRATE | CKPT_OPT_DEST | CKPT_OPT_DOMAIN, cmd_migrate },
 	{ "push", "SNAPSHOT --to URL [--token-file FILE]",
 	  "send a stored snapshot to another ternd's store over its --migrate-listen (for a restore there)",
 	  1, 1, CKPT_OPT_DEST, cmd_push },
@@ -310,6 +312,9 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 			opts_seen |= CKPT_OPT_MIGRATE;
 		} else if (!strcmp(a, "--cancel")) {
 			c->migrate.cancel = true;
+			opts_seen |= CKPT_OPT_MIGRATE;
+		} else if (!strcmp(a, "--switch-on-stdin")) {
+			c->migrate.switch_on_stdin = true;
 			opts_seen |= CKPT_OPT_MIGRATE;
 		} else if (a[0] == '-' && a[1]) {
 			return ckpt_fail(c, CKPT_EXIT_USAGE, "unknown option '%s'; see `ckpt %s%s--help` "

@@ -63,7 +63,7 @@ struct ckpt {
 	int last_timeout_s;      /* what the last ckpt_control() waited */
 	/* per-command options */
 	const char *name;
-	const char *domain;      /* snapshot --domain */
+	const char *domain;      /* snapshot --domain, migrate --domain */
 	bool incremental;
 	int device;              /* -1 when not given */
 	bool force;              /* rm: also what a session or another snapshot needs */
@@ -82,6 +82,7 @@ struct ckpt {
 		uint64_t max_bandwidth;     /* bytes/s, 0: none */
 		bool offline;
 		bool cancel;
+		bool switch_on_stdin;       /* --domain: the switchover comes as a line on stdin */
 	} migrate;
 	char **args;             /* positional arguments */
 	unsigned nargs;

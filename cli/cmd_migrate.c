@@ -22,9 +22,11 @@
 #include "transport.h"
 #include "wire.h"
 #include "units.h"
+#include "vm_id.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -397,6 +399,248 @@ static int migrate_run(struct migration *m)
 	return CKPT_EXIT_OK;
 }
 
+static void migration_free(struct migration *m);
+
+/* ---- migrate --domain UUID --switch-on-stdin: a libvirt domain's GPU
+ * state, run by the source ternd when a `virsh migrate` destination asks
+ * for it (docs/migration.md, "virsh migrate").  Every round snapshots all
+ * the domain's sessions at one instant (vm-snapshot); each session has a
+ * stream of its own to the destination.  The stop and copy waits for
+ * libvirt's switchover, a line "switch GENERATION" on stdin: then vm-save
+ * holds and suspends every session at a call boundary under that
+ * generation, and the finals go.  stdin's end cancels. */
+
+#define DOMAIN_STREAMS_MAX 64
+/* Between rounds once the dirty set is small: the guest runs on. */
+#define DOMAIN_IDLE_MS 500
+
+struct domain_migration {
+	struct ckpt *c;
+	const char *uuid;
+	struct migration *streams[DOMAIN_STREAMS_MAX];
+	char ids[DOMAIN_STREAMS_MAX][SNAP_NAME_MAX + 1];
+	unsigned count;
+	unsigned rounds;
+	uint64_t bytes;
+	char generation[VM_GENERATION_MAX + 1];
+	bool saved;                 /* vm-save suspended the sessions here */
+	double start_ms, suspend_ms, end_ms;
+};
+
+static struct migration *domain_stream(struct domain_migration *dm, const char *session)
+{
+	struct migration *m;
+
+	for (unsigned i = 0; i < dm->count; i++)
+		if (!strcmp(dm->ids[i], session))
+			return dm->streams[i];
+	if (dm->count == DOMAIN_STREAMS_MAX || strlen(session) > SNAP_NAME_MAX) {
+		ckpt_fail(dm->c, CKPT_EXIT_FAILED, "domain %s: more than %d sessions, or an id over %d bytes", dm->uuid,
+			  DOMAIN_STREAMS_MAX, SNAP_NAME_MAX);
+		return NULL;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m) {
+		ckpt_fail(dm->c, CKPT_EXIT_FAILED, "out of memory");
+		return NULL;
+	}
+	memcpy(dm->ids[dm->count], session, strlen(session) + 1);
+	m->c = dm->c;
+	m->session = dm->ids[dm->count];
+	m->fd = -1;
+	dm->streams[dm->count++] = m;
+	if (token_load(m) || connect_destination(m))
+		return NULL;
+	return m;
+}
+
+/* One round of every session: @suspend for the final (vm-save). */
+static int domain_round(struct domain_migration *dm, bool suspend, uint64_t stamp)
+{
+	/* After the first round, each session's snapshot is on its previous
+	 * round's, which the destination holds. */
+	struct control_request req = { .op = suspend ? CONTROL_OP_VM_SAVE : CONTROL_OP_VM_SNAPSHOT, .device = -1,
+				       .incremental = dm->rounds > 0 };
+	struct control_reply a;
+	uint64_t dirty = 0;
+	uint32_t sessions;
+	double t0 = now_ms(), sent_ms;
+	int rc;
+
+	if (suspend) {
+		snprintf(req.uuid, sizeof(req.uuid), "%s", dm->uuid);
+		snprintf(req.generation, sizeof(req.generation), "%s", dm->generation);
+	} else {
+		snprintf(req.domain, sizeof(req.domain), "%s", dm->uuid);
+		snprintf(req.snapshot, sizeof(req.snapshot), "migrate-%llu-%d-%u", (unsigned long long)stamp,
+			 (int)getpid(), dm->rounds);
+	}
+	dm->c->quiet = true;
+	rc = ckpt_control(dm->c, &req, MIGRATE_TIMEOUT_S, NULL, &a);
+	dm->c->quiet = false;
+	if (rc < 0 || a.kind != CONTROL_REPLY_VM) {
+		ckpt_control_fail(dm->c, rc, &a);
+		return -EIO;
+	}
+	dm->saved = suspend;
+	if (suspend)
+		test_hold("final");
+	sessions = a.vm.count;
+	for (uint32_t i = 0; i < a.vm.count && !rc; i++) {
+		struct migration *m = domain_stream(dm, a.vm.snapshots[i].session);
+		struct migrate_round *r;
+
+		if (!m) {
+			rc = -EIO;
+			break;
+		}
+		if (!suspend && m->nrounds >= MIGRATE_ROUNDS_MAX)
+			continue;       /* the final's room stays */
+		r = &m->rounds[m->nrounds];
+		snprintf(r->snapshot, sizeof(r->snapshot), "%s", a.vm.snapshots[i].snapshot);
+		rc = round_send(m, r, suspend ? SNAP_MIGRATE_FINAL : 0);
+		if (!rc) {
+			dirty += r->dirty_bytes;
+			dm->bytes += r->stream_bytes;
+		}
+	}
+	control_reply_release(&a);
+	if (rc)
+		return rc;
+	sent_ms = now_ms() - t0;
+	if (!dm->c->json) {
+		char b[32];
+
+		ckpt_size_format(dirty, b, sizeof(b));
+		fprintf(stderr, "migrate domain %s: round %u%s: %u sessions, dirty %s, %.1f ms\n", dm->uuid, dm->rounds,
+			suspend ? " (stop and copy)" : "", (unsigned)sessions, b, sent_ms);
+	}
+	dm->rounds++;
+	return (int)(dirty > 0 ? 1 : 0);
+}
+
+/* Wait up to @ms for the switchover line: 1 and the generation, 0 none
+ * yet, -ECANCELED at stdin's end or a cancel. */
+static int switch_wait(struct domain_migration *dm, int ms)
+{
+	struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
+	char line[VM_GENERATION_MAX + 16];
+	ssize_t n;
+
+	if (cancelled)
+		return -ECANCELED;
+	if (poll(&p, 1, ms) <= 0)
+		return cancelled ? -ECANCELED : 0;
+	n = read(STDIN_FILENO, line, sizeof(line) - 1);
+	if (n <= 0)
+		return -ECANCELED;
+	line[n] = 0;
+	line[strcspn(line, "\n")] = 0;
+	if (strncmp(line, "switch ", 7) || !vm_generation_valid(line + 7))
+		return ckpt_fail(dm->c, CKPT_EXIT_FAILED, "not a switchover line: '%.40s'", line), -EPROTO;
+	memcpy(dm->generation, line + 7, strlen(line + 7) + 1);     /* checked: it fits */
+	return 1;
+}
+
+/* The sessions vm-save suspended here plan their restore again: the guest
+ * goes on here. */
+static void domain_undo(struct domain_migration *dm)
+{
+	struct control_request req;
+	struct control_reply a;
+	int rc;
+
+	if (!dm->saved)
+		return;
+	memset(&req, 0, sizeof(req));
+	req.op = CONTROL_OP_VM_RESTORE;
+	req.device = -1;
+	snprintf(req.uuid, sizeof(req.uuid), "%s", dm->uuid);
+	snprintf(req.generation, sizeof(req.generation), "%s", dm->generation);
+	dm->c->quiet = true;
+	rc = ckpt_control(dm->c, &req, MIGRATE_TIMEOUT_S, NULL, &a);
+	dm->c->quiet = false;
+	if (rc < 0 || a.kind == CONTROL_REPLY_ERROR)
+		fprintf(stderr, "ckpt migrate: domain %s's sessions could not be planned back here: %s\n", dm->uuid,
+			rc < 0 ? strerror(-rc) : a.error);
+	else
+		fprintf(stderr, "ckpt migrate: domain %s's sessions restore here at their next call\n", dm->uuid);
+	if (rc >= 0)
+		control_reply_release(&a);
+}
+
+static int domain_migrate_run(struct domain_migration *dm)
+{
+	uint64_t stamp = (uint64_t)time(NULL);
+	int rc, dirty = 1;
+
+	for (;;) {
+		rc = switch_wait(dm, dirty ? 0 : DOMAIN_IDLE_MS);
+		if (rc < 0)
+			return rc == -ECANCELED ? ckpt_fail(dm->c, CKPT_EXIT_FAILED, "cancelled") : CKPT_EXIT_FAILED;
+		if (rc)
+			break;
+		dirty = domain_round(dm, false, stamp);
+		if (dirty < 0)
+			return CKPT_EXIT_FAILED;
+		if (dm->rounds == 1)
+			test_hold("precopy");
+	}
+	dm->suspend_ms = now_ms();
+	if (domain_round(dm, true, stamp) < 0)
+		return CKPT_EXIT_FAILED;
+	dm->end_ms = now_ms();
+	if (dm->c->json) {
+		struct json_writer w;
+
+		ckpt_json_begin(dm->c, &w);
+		json_bool_put(&w, "ok", true);
+		json_string_put(&w, "domain", dm->uuid);
+		json_string_put(&w, "to", dm->c->migrate.to);
+		json_u64_put(&w, "sessions", dm->count);
+		json_double_put(&w, "downtime_ms", dm->end_ms - dm->suspend_ms);
+		json_double_put(&w, "total_ms", dm->end_ms - dm->start_ms);
+		json_u64_put(&w, "bytes", dm->bytes);
+		json_u64_put(&w, "rounds", dm->rounds);
+		ckpt_json_end(dm->c, &w);
+	} else {
+		printf("domain %s: %u sessions sent to %s: stop and copy %.1f ms, total %.1f ms, %u rounds, %llu bytes\n",
+		       dm->uuid, dm->count, dm->c->migrate.to, dm->end_ms - dm->suspend_ms, dm->end_ms - dm->start_ms,
+		       dm->rounds, (unsigned long long)dm->bytes);
+	}
+	return CKPT_EXIT_OK;
+}
+
+static int migrate_domain(struct ckpt *c)
+{
+	struct sigaction sa = { .sa_handler = on_cancel };
+	struct domain_migration *dm;
+	int rc;
+
+	if (!c->migrate.switch_on_stdin)
+		return ckpt_fail(c, CKPT_EXIT_USAGE, "migrate --domain is what ternd runs for `virsh migrate` "
+				 "(with --switch-on-stdin); migrate the domain with virsh");
+	if (c->nargs || !vm_uuid_valid(c->domain))
+		return ckpt_fail(c, CKPT_EXIT_USAGE, "migrate --domain takes a domain uuid and no SESSION");
+	if (c->migrate.offline || c->migrate.guest_url)
+		return ckpt_fail(c, CKPT_EXIT_USAGE, "--offline and --guest-url are for one session, not --domain");
+	dm = calloc(1, sizeof(*dm));
+	if (!dm)
+		return ckpt_fail(c, CKPT_EXIT_FAILED, "out of memory");
+	dm->c = c;
+	dm->uuid = c->domain;
+	dm->start_ms = now_ms();
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	rc = domain_migrate_run(dm);
+	if (rc != CKPT_EXIT_OK)
+		domain_undo(dm);
+	for (unsigned i = 0; i < dm->count; i++)
+		migration_free(dm->streams[i]);
+	free(dm);
+	return rc;
+}
+
 static void migration_free(struct migration *m)
 {
 	if (m->conn_open)
@@ -414,10 +658,16 @@ int cmd_migrate(struct ckpt *c)
 	struct migration *m;
 	int rc, fd;
 
+	if (!c->migrate.to && !c->migrate.cancel)
+		return ckpt_fail(c, CKPT_EXIT_USAGE, "migrate takes --to URL (the destination's --migrate-listen)");
+	if (c->domain)
+		return migrate_domain(c);
+	if (c->nargs != 1)
+		return ckpt_fail(c, CKPT_EXIT_USAGE, "migrate takes a SESSION, or --domain UUID");
 	if (c->migrate.cancel)
 		return cancel_migration(c, c->args[0]);
-	if (!c->migrate.to)
-		return ckpt_fail(c, CKPT_EXIT_USAGE, "migrate takes --to URL (the destination's --migrate-listen)");
+	if (c->migrate.switch_on_stdin)
+		return ckpt_fail(c, CKPT_EXIT_USAGE, "--switch-on-stdin goes with --domain");
 	if (strlen(c->args[0]) > SNAP_NAME_MAX || !snap_name_valid(c->args[0]))
 		return ckpt_fail(c, CKPT_EXIT_USAGE, "'%s' is not a session id migrate can move ([A-Za-z0-9._-])",
 				 c->args[0]);

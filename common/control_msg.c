@@ -51,12 +51,18 @@ static const struct field rq_resume[] = { FSTR(RQ, session, 0), FIELD(RQ, device
 static const struct field rq_restore[] = { FSTR(RQ, snapshot, 0), FIELD(RQ, device, F_I32, F_OPTIONAL) };
 static const struct field rq_vm_attach[] = { FSTR(RQ, uuid, 0), FSTR(RQ, name, 0) };
 static const struct field rq_vm_uuid[] = { FSTR(RQ, uuid, 0) };
-static const struct field rq_vm_save[] = { FSTR(RQ, uuid, 0), FSTR(RQ, generation, 0) };
+static const struct field rq_vm_save[] = {
+	FSTR(RQ, uuid, 0), FSTR(RQ, generation, 0), FIELD(RQ, incremental, F_BOOL, F_OPTIONAL),
+};
+static const struct field rq_vm_switch[] = { FSTR(RQ, uuid, 0), FSTR(RQ, generation, 0) };
 static const struct field rq_vm_restore[] = {
 	FSTR(RQ, uuid, 0), FSTR(RQ, generation, 0), FIELD(RQ, check, F_BOOL, F_OPTIONAL),
 };
-static const struct field rq_vm_snapshot[] = { FSTR(RQ, domain, 0), FSTR(RQ, snapshot, F_OPTIONAL) };
+static const struct field rq_vm_snapshot[] = {
+	FSTR(RQ, domain, 0), FSTR(RQ, snapshot, F_OPTIONAL), FIELD(RQ, incremental, F_BOOL, F_OPTIONAL),
+};
 static const struct field rq_migrated[] = { FSTR(RQ, session, 0), FSTR(RQ, url, 0) };
+static const struct field rq_vm_incoming[] = { FSTR(RQ, uuid, 0), FSTR(RQ, name, 0), FSTR(RQ, url, 0) };
 
 static const struct {
 	const char *name;
@@ -76,6 +82,8 @@ static const struct {
 	[CONTROL_OP_VM_DROP] = { "vm-drop", TABLE(rq_vm_uuid), CONTROL_REPLY_VM },
 	[CONTROL_OP_VM_SNAPSHOT] = { "vm-snapshot", TABLE(rq_vm_snapshot), CONTROL_REPLY_VM },
 	[CONTROL_OP_MIGRATED] = { "migrated", TABLE(rq_migrated), CONTROL_REPLY_MIGRATED },
+	[CONTROL_OP_VM_INCOMING] = { "vm-incoming", TABLE(rq_vm_incoming), CONTROL_REPLY_VM },
+	[CONTROL_OP_VM_SWITCH] = { "vm-switch", TABLE(rq_vm_switch), CONTROL_REPLY_VM },
 };
 #define OPS_COUNT (sizeof(ops) / sizeof(ops[0]))
 

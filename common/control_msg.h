@@ -62,7 +62,12 @@ enum control_op {
 	/* A live migration's switch (docs/migration.md): the suspended session
 	 * went to another ternd, whose guest transport is url. */
 	CONTROL_OP_MIGRATED,
-	CONTROL_OP_LAST = CONTROL_OP_MIGRATED,
+	/* A libvirt domain's live migration (docs/migration.md, "virsh
+	 * migrate"): on the destination, a domain coming from the ternd at url;
+	 * on the source, libvirt's switchover (the GPU state's stop and copy). */
+	CONTROL_OP_VM_INCOMING,
+	CONTROL_OP_VM_SWITCH,
+	CONTROL_OP_LAST = CONTROL_OP_VM_SWITCH,
 };
 
 /* A request on the control socket.  Which members an op takes:
@@ -73,10 +78,12 @@ enum control_op {
  *   restore:  snapshot; device
  *   vm-attach: uuid, name
  *   vm-detach, vm-drop: uuid
- *   vm-save:  uuid, generation
+ *   vm-save:  uuid, generation; incremental (each session's snapshot on its latest)
  *   vm-restore: uuid, generation, check
- *   vm-snapshot: domain (a name or a uuid); snapshot (optional: a prefix)
+ *   vm-snapshot: domain (a name or a uuid); snapshot (optional: a prefix); incremental
  *   migrated: session (suspended here), url (where its guest is to say hello)
+ *   vm-incoming: uuid, name, url (the source ternd's --migrate-listen)
+ *   vm-switch: uuid, generation (the one the source's state is saved under)
  * A member an op does not take is refused by the decoder.  device < 0: ternd's
  * default device (and not sent).  The decoder bounds the domain's strings;
  * whether they are well formed (vm_id.h) is ternd's to say. */

@@ -16,6 +16,7 @@ struct domain_nodes {
 	xmlNodePtr root;
 	xmlNodePtr metadata;    /* <metadata>, NULL if none */
 	xmlNodePtr gpu;         /* <tern:gpu> inside it, NULL if none */
+	xmlNodePtr source;      /* the tern channel's <source>, NULL if none */
 };
 
 __attribute__((format(printf, 2, 3)))
@@ -130,7 +131,8 @@ static bool attr_copy(xmlNodePtr n, const char *name, char *out, size_t cap)
 	return fits;
 }
 
-static int channel_scan(xmlNodePtr channel, struct domain_info *info, char *err, size_t errlen)
+static int channel_scan(xmlNodePtr channel, struct domain_info *info, struct domain_nodes *nodes,
+			char *err, size_t errlen)
 {
 	char target[64] = "", source_path[sizeof(info->channel_path)] = "", mode[16] = "";
 	bool is_tern = false;
@@ -151,6 +153,7 @@ static int channel_scan(xmlNodePtr channel, struct domain_info *info, char *err,
 	for (xmlNodePtr c = channel->children; c; c = c->next) {
 		if (!node_is(c, "source"))
 			continue;
+		nodes->source = c;
 		if (!attr_copy(c, "path", source_path, sizeof(source_path)))
 			return reason_refuse(err, errlen, "the %s channel's socket path is too long", TERN_CHANNEL_NAME);
 		attr_copy(c, "mode", mode, sizeof(mode));
@@ -179,6 +182,10 @@ static int metadata_scan(xmlNodePtr metadata, struct domain_info *info, struct d
 		    (info->generation[0] && !vm_generation_valid(info->generation)))
 			return reason_refuse(err, errlen, "tern's metadata generation is not 1-%d hex digits",
 				      VM_GENERATION_MAX);
+		if (!attr_copy(c, "migrate", info->migrate_url, sizeof(info->migrate_url)) ||
+		    (info->migrate_url[0] && !domain_migrate_url_valid(info->migrate_url)))
+			return reason_refuse(err, errlen, "tern's metadata migrate address is not tcp://HOST:PORT "
+					     "or unix:PATH of at most %d printable bytes", DOMAIN_MIGRATE_URL_MAX);
 	}
 	return 0;
 }
@@ -220,7 +227,7 @@ static int domain_doc_scan(xmlDocPtr doc, struct domain_info *info, struct domai
 			for (xmlNodePtr d = c->children; d; d = d->next) {
 				if (!node_is(d, "channel"))
 					continue;
-				ret = channel_scan(d, info, err, errlen);
+				ret = channel_scan(d, info, nodes, err, errlen);
 				if (ret)
 					return ret;
 			}
@@ -307,8 +314,20 @@ static int gpu_element_ensure(struct domain_nodes *nodes)
 	return 0;
 }
 
-int domain_xml_generation_set(const char *xml, size_t len, const char *generation, char **out,
-			      char *err, size_t errlen)
+bool domain_migrate_url_valid(const char *url)
+{
+	size_t n = strlen(url), prefix = !strncmp(url, "tcp://", 6) ? 6 : !strncmp(url, "unix:", 5) ? 5 : 0;
+
+	if (!prefix || n == prefix || n > DOMAIN_MIGRATE_URL_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (url[i] <= ' ' || url[i] > '~' || url[i] == '\'' || url[i] == '"')
+			return false;
+	return true;
+}
+
+int domain_xml_edit(const char *xml, size_t len, const struct domain_edit *e, char **out, char *err,
+		    size_t errlen)
 {
 	struct domain_info info;
 	struct domain_nodes nodes;
@@ -317,15 +336,27 @@ int domain_xml_generation_set(const char *xml, size_t len, const char *generatio
 	xmlDocPtr doc;
 	int ret;
 
-	if (!vm_generation_valid(generation))
+	if (e->generation && !vm_generation_valid(e->generation))
 		return reason_refuse(err, errlen, "generation is not 1-%d hex digits", VM_GENERATION_MAX);
+	if (e->migrate_url && !domain_migrate_url_valid(e->migrate_url))
+		return reason_refuse(err, errlen, "'%.60s' is not a migration address tern announces", e->migrate_url);
+	if (e->channel_path && (!*e->channel_path || strlen(e->channel_path) >= sizeof(info.channel_path)))
+		return reason_refuse(err, errlen, "the channel path is empty or too long for a socket");
 	ret = domain_doc_open(xml, len, &doc, err, errlen);
 	if (ret)
 		return ret;
 	ret = domain_doc_scan(doc, &info, &nodes, err, errlen);
-	if (!ret)
+	if (!ret && e->channel_path && !nodes.source)
+		ret = reason_refuse(err, errlen, "the domain has no %s channel with a <source>", TERN_CHANNEL_NAME);
+	if (!ret && e->channel_path &&
+	    (!xmlSetProp(nodes.source, (const xmlChar *)"mode", (const xmlChar *)"connect") ||
+	     !xmlSetProp(nodes.source, (const xmlChar *)"path", (const xmlChar *)e->channel_path)))
+		ret = -ENOMEM;
+	if (!ret && (e->generation || e->migrate_url))
 		ret = gpu_element_ensure(&nodes);
-	if (!ret && !xmlSetProp(nodes.gpu, (const xmlChar *)"generation", (const xmlChar *)generation))
+	if (!ret && e->generation && !xmlSetProp(nodes.gpu, (const xmlChar *)"generation", (const xmlChar *)e->generation))
+		ret = -ENOMEM;
+	if (!ret && e->migrate_url && !xmlSetProp(nodes.gpu, (const xmlChar *)"migrate", (const xmlChar *)e->migrate_url))
 		ret = -ENOMEM;
 	if (!ret) {
 		xmlDocDumpMemory(doc, &mem, &size);
@@ -336,4 +367,12 @@ int domain_xml_generation_set(const char *xml, size_t len, const char *generatio
 	}
 	xmlFreeDoc(doc);
 	return ret;
+}
+
+int domain_xml_generation_set(const char *xml, size_t len, const char *generation, char **out,
+			      char *err, size_t errlen)
+{
+	struct domain_edit e = { .generation = generation };
+
+	return domain_xml_edit(xml, len, &e, out, err, errlen);
 }

@@ -26,8 +26,12 @@
 
 #define DOMAIN_XML_MAX (4u << 20)       /* bytes of domain XML read from a hook's stdin */
 #define DOMAIN_GENERATION_FRESH_LEN 32  /* what domain_generation_fresh() makes */
+#define DOMAIN_MIGRATE_URL_MAX 255      /* the metadata's migrate address, bytes */
 
-/* Where tern's metadata lives: <tern:gpu xmlns:tern=URI generation="G"/>. */
+/* Where tern's metadata lives: <tern:gpu xmlns:tern=URI generation="G"
+ * migrate="URL"/>; migrate is the migration listener of the ternd that
+ * holds the domain's GPU state now (tern-libvirt --migrate-url), which a
+ * destination's hook asks for that state at `migrate begin`. */
 #define TERN_XMLNS_URI "https://tern.dev/xmlns/libvirt/1"
 #define TERN_XMLNS_KEY "tern"
 #define TERN_METADATA_ELEMENT "gpu"
@@ -42,6 +46,7 @@ struct domain_info {
 	 * Bounded by sun_path: a longer one is refused. */
 	char channel_path[108];
 	char generation[VM_GENERATION_MAX + 1];     /* "" when the metadata has none */
+	char migrate_url[DOMAIN_MIGRATE_URL_MAX + 1];  /* "" when the metadata has none */
 };
 
 /* Start libxml2 for this process and silence what it would print on
@@ -60,6 +65,23 @@ int domain_xml_parse(const char *xml, size_t len, struct domain_info *info, char
  * On success *out is a malloc'd NUL-terminated document the caller frees. */
 int domain_xml_generation_set(const char *xml, size_t len, const char *generation, char **out,
 			      char *err, size_t errlen);
+
+/* What domain_xml_edit changes; NULL members are left as they are. */
+struct domain_edit {
+	const char *generation;         /* tern's metadata generation */
+	const char *migrate_url;        /* tern's metadata migrate address */
+	const char *channel_path;       /* the tern channel's socket (made mode='connect') */
+};
+
+/* The same document with @e's members set; *out as for
+ * domain_xml_generation_set.  A channel path needs the tern channel's
+ * <source>. */
+int domain_xml_edit(const char *xml, size_t len, const struct domain_edit *e, char **out, char *err,
+		    size_t errlen);
+
+/* tcp://... or unix:..., 1-DOMAIN_MIGRATE_URL_MAX printable bytes without
+ * spaces or quotes (it goes into an XML attribute and a control request). */
+bool domain_migrate_url_valid(const char *url);
 
 /* Read all of @fd (a hook's stdin) into a malloc'd NUL-terminated buffer of
  * at most DOMAIN_XML_MAX bytes: -EMSGSIZE past that, -errno on a read error. */

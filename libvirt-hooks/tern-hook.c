@@ -6,7 +6,8 @@
  * libvirt runs it with the domain XML on stdin and LC_ALL, PATH and HOME
  * only; a non-zero exit refuses a prepare or a restore, and what it writes
  * on stderr is the message libvirt shows.  On `restore begin` its stdout is
- * the XML libvirt restores with.  It must never call libvirt (libvirtd is
+ * the XML libvirt restores with, and on `migrate begin` (on the
+ * destination) the XML the incoming domain starts with.  It must never call libvirt (libvirtd is
  * waiting for it), so everything it knows comes from stdin.
  */
 #define LOG_PREFIX "hook: "
@@ -121,6 +122,49 @@ static int hook_restore(struct hook *h)
 	return 0;
 }
 
+/* `migrate begin` on the destination: ternd here takes the domain (its
+ * socket, and the GPU state it asks the source's ternd for, whose address
+ * the metadata carries), and the channel points at that socket. Refusing
+ * aborts the migration: the guest stays where it runs. */
+static int hook_migrate(struct hook *h)
+{
+	struct domain_edit edit = { 0 };
+	struct control_request req;
+	struct control_reply answer;
+	char err[512], *out = NULL;
+	int ret;
+
+	if (!h->dom.migrate_url[0])
+		return hook_refuse("domain %s: its metadata names no ternd to take its GPU state from (run tern-libvirt "
+				   "with --migrate-url on the source)", h->dom.name);
+	ret = vm_request_init(&req, CONTROL_OP_VM_INCOMING, h->dom.uuid, h->dom.name, NULL, false);
+	if (ret)
+		return hook_refuse("cannot take domain %s: it has no uuid or name tern can send", h->dom.name);
+	snprintf(req.url, sizeof(req.url), "%s", h->dom.migrate_url);
+	ret = vm_request_send(h->control_path, &req, h->timeout_ms, &answer, err, sizeof(err));
+	if (ret)
+		return hook_refuse("cannot take domain %s: %s", h->dom.name, err);
+	if (answer.kind == CONTROL_REPLY_ERROR) {
+		ret = hook_refuse("cannot take domain %s: ternd: %s", h->dom.name, answer.error);
+		control_reply_release(&answer);
+		return ret;
+	}
+	if (answer.vm.path[0] && strcmp(answer.vm.path, h->dom.channel_path))
+		edit.channel_path = answer.vm.path;
+	ret = domain_xml_edit(h->xml, h->xml_len, &edit, &out, err, sizeof(err));
+	if (ret)
+		ret = hook_refuse("domain %s: cannot point its channel at %s: %s", h->dom.name, answer.vm.path,
+				  ret == -EBADMSG ? err : strerror(-ret));
+	else if (fputs(out, stdout) < 0 || fflush(stdout))
+		ret = hook_refuse("domain %s: cannot write the migrated XML: %s", h->dom.name, strerror(errno));
+	else
+		pr_info("domain %s (%s) comes in at %s; its GPU state from %s", h->dom.name, h->dom.uuid,
+			answer.vm.path, h->dom.migrate_url);
+	free(out);
+	control_reply_release(&answer);
+	return ret;
+}
+
 static int hook_log(struct hook *h)
 {
 	pr_info("domain %s (%s) generation %s", h->dom.name, h->dom.uuid,
@@ -135,6 +179,7 @@ static const struct {
 } hook_actions[] = {
 	{ "prepare", "begin", hook_prepare },
 	{ "restore", "begin", hook_restore },
+	{ "migrate", "begin", hook_migrate },
 	{ "started", "begin", hook_log },
 	/* No vm-detach at `release end`: it comes before the listener's
 	 * vm-save (STOPPED_SAVED), and detaching ends the relay that holds

@@ -1,13 +1,20 @@
 /* tern-libvirt: follows libvirt's lifecycle events for domains with tern's
  * channel and tells ternd what became of their GPU state (docs/libvirt.md).
  *
- *   tern-libvirt [--connect URI] [--control PATH] [--timeout SECONDS] [--log-level L]
+ *   tern-libvirt [--connect URI] [--control PATH] [--migrate-url URL] [--timeout SECONDS] [--log-level L]
  *
  * What the hook cannot do, because nothing runs on a save before the guest
  * pauses and a hook must not call libvirt:
  *   started (booted)        -> a fresh generation in the live metadata
  *   stopped, saved          -> vm-save uuid generation (also managedsave)
  *   stopped, destroyed, shut down, crashed, failed -> vm-drop uuid
+ * and, for `virsh migrate` (docs/migration.md, "virsh migrate"):
+ *   started (booted, restored, migrated in) -> the metadata's migrate
+ *                           address is this host's ternd's (--migrate-url)
+ *   suspended, migrated (the switchover) -> vm-switch uuid generation
+ *   stopped, migrated       -> vm-drop uuid (the destination has it now)
+ *   resumed after a switchover here (the migration failed)
+ *                           -> vm-restore uuid generation
  * Everything else is logged.  It keeps each tern domain's generation in
  * memory, read back from the live metadata when it (re)connects, and
  * reconnects when libvirtd restarts.
@@ -42,11 +49,13 @@ struct tracked_domain {
 	char uuid[VM_UUID_LEN + 1];
 	char name[VM_NAME_MAX + 1];
 	char generation[VM_GENERATION_MAX + 1];
+	bool switched;                  /* vm-switch sent: the GPU state is on its way out */
 };
 
 struct listener {
 	const char *uri;
 	const char *control_path;
+	const char *migrate_url;        /* this ternd's migration listener as peers reach it, or NULL */
 	int timeout_ms;
 	virConnectPtr conn;
 	int lifecycle_id;
@@ -113,25 +122,34 @@ static bool domain_inspect(virDomainPtr dom, struct domain_info *info)
 	return true;
 }
 
-static void generation_assign(struct listener *l, virDomainPtr dom, const struct domain_info *info)
+/* Write the tern metadata: @kept, or a fresh generation when NULL, and
+ * this host's migrate address. */
+static void generation_assign(struct listener *l, virDomainPtr dom, const struct domain_info *info,
+			      const char *kept)
 {
-	char generation[VM_GENERATION_MAX + 1], element[128];
-	int ret = domain_generation_fresh(generation);
+	char generation[VM_GENERATION_MAX + 1], element[128 + DOMAIN_MIGRATE_URL_MAX];
+	int ret = kept ? 0 : domain_generation_fresh(generation);
 
 	if (ret) {
 		pr_err("domain %s: no random generation: %s", info->name, strerror(-ret));
 		return;
 	}
-	snprintf(element, sizeof(element), "<%s generation='%s'/>", TERN_METADATA_ELEMENT, generation);
+	if (kept)
+		snprintf(generation, sizeof(generation), "%s", kept);
+	if (l->migrate_url)
+		snprintf(element, sizeof(element), "<%s generation='%s' migrate='%s'/>", TERN_METADATA_ELEMENT,
+			 generation, l->migrate_url);
+	else
+		snprintf(element, sizeof(element), "<%s generation='%s'/>", TERN_METADATA_ELEMENT, generation);
 	if (virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, element, TERN_XMLNS_KEY, TERN_XMLNS_URI,
 				 VIR_DOMAIN_AFFECT_LIVE) < 0) {
-		pr_err("domain %s: cannot set its tern generation: %s", info->name, virGetLastErrorMessage());
+		pr_err("domain %s: cannot set its tern metadata: %s", info->name, virGetLastErrorMessage());
 		return;
 	}
 	if (tracked_set(l, info, generation))
 		pr_err("domain %s: more than %d tern domains followed; not this one", info->name, LISTENER_DOMAINS_MAX);
 	else
-		pr_info("domain %s (%s): generation %s", info->name, info->uuid, generation);
+		pr_info("domain %s (%s): generation %s%s", info->name, info->uuid, generation, kept ? " kept" : "");
 }
 
 /* A running domain seen: at a boot (@fresh) it gets a new generation; a
@@ -144,7 +162,12 @@ static void domain_follow(struct listener *l, virDomainPtr dom, bool fresh)
 	if (!domain_inspect(dom, &info) || !info.tern_channel)
 		return;
 	if (fresh || !info.generation[0]) {
-		generation_assign(l, dom, &info);
+		generation_assign(l, dom, &info, NULL);
+		return;
+	}
+	/* Come from elsewhere: its next migration takes the state from here. */
+	if (l->migrate_url && strcmp(info.migrate_url, l->migrate_url)) {
+		generation_assign(l, dom, &info, info.generation);
 		return;
 	}
 	if (tracked_set(l, &info, info.generation))
@@ -204,11 +227,12 @@ static void domain_stopped(struct listener *l, virDomainPtr dom, int detail)
 	case VIR_DOMAIN_EVENT_STOPPED_SHUTDOWN:
 	case VIR_DOMAIN_EVENT_STOPPED_CRASHED:
 	case VIR_DOMAIN_EVENT_STOPPED_FAILED:
+	case VIR_DOMAIN_EVENT_STOPPED_MIGRATED:
+		/* Migrated: the destination restores the state it was sent. */
 		op = CONTROL_OP_VM_DROP;
 		break;
 	default:
-		/* Migrated away or reverted to a snapshot: its state is someone
-		 * else's now. */
+		/* Reverted to a snapshot: its state is someone else's now. */
 		pr_info("domain %s stopped (detail %d): GPU state left as it is", t->name, detail);
 		break;
 	}
@@ -219,11 +243,36 @@ static void domain_stopped(struct listener *l, virDomainPtr dom, int detail)
 	tracked_forget(l, uuid);
 }
 
+/* The switchover of a migration away (@event SUSPENDED, detail MIGRATED),
+ * and a resume after it (the migration failed: the guest goes on here). */
+static void domain_migrating(struct listener *l, virDomainPtr dom, int event, int detail)
+{
+	char uuid[VIR_UUID_STRING_BUFLEN];
+	struct tracked_domain *t;
+
+	if (virDomainGetUUIDString(dom, uuid) < 0 || !(t = tracked_find(l, uuid)))
+		return;
+	if (event == VIR_DOMAIN_EVENT_SUSPENDED && detail == VIR_DOMAIN_EVENT_SUSPENDED_MIGRATED) {
+		pr_info("domain %s: migration switchover: vm-switch", t->name);
+		t->switched = true;
+		request_spawn(l, t, CONTROL_OP_VM_SWITCH);
+	} else if (event == VIR_DOMAIN_EVENT_RESUMED && t->switched) {
+		pr_info("domain %s resumed here after a switchover (detail %d): vm-restore", t->name, detail);
+		t->switched = false;
+		request_spawn(l, t, CONTROL_OP_VM_RESTORE);
+	}
+}
+
 static int on_lifecycle(virConnectPtr conn, virDomainPtr dom, int event, int detail, void *opaque)
 {
 	struct listener *l = opaque;
 
 	switch (event) {
+	case VIR_DOMAIN_EVENT_SUSPENDED:
+	case VIR_DOMAIN_EVENT_RESUMED:
+		domain_migrating(l, dom, event, detail);
+		pr_debug("domain %s: event %d detail %d", virDomainGetName(dom), event, detail);
+		break;
 	case VIR_DOMAIN_EVENT_STARTED:
 		domain_follow(l, dom, detail == VIR_DOMAIN_EVENT_STARTED_BOOTED);
 		break;
@@ -312,12 +361,16 @@ static void on_libvirt_error(void *opaque, virErrorPtr e)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: tern-libvirt [--connect URI] [--control PATH] [--timeout SECONDS] [--log-level L]\n\n"
+	fprintf(f, "usage: tern-libvirt [--connect URI] [--control PATH] [--migrate-url URL] [--timeout SECONDS]\n"
+		   "                    [--log-level L]\n\n"
 		   "Follows libvirt's domain lifecycle events and tells ternd of the tern\n"
 		   "domains' saves, restores and ends (docs/libvirt.md). Run it as root,\n"
 		   "beside libvirtd.\n"
 		   "  --connect URI      libvirt's connection (default qemu:///system)\n"
 		   "  --control PATH     ternd's control socket (default " CONTROL_DEFAULT_PATH ")\n"
+		   "  --migrate-url URL  where other hosts' ternd reach this one's --migrate-listen;\n"
+		   "                     written into each tern domain's metadata, so that `virsh\n"
+		   "                     migrate` destinations ask it for the GPU state\n"
 		   "  --timeout SECONDS  bound of each request to ternd (default 600; a save\n"
 		   "                     copies GPU memory)\n"
 		   "  --log-level L      error, warn, info (default) or debug\n");
@@ -329,6 +382,7 @@ int main(int argc, char **argv)
 		{ "connect", required_argument, NULL, 'c' },
 		{ "control", required_argument, NULL, 'C' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "migrate-url", required_argument, NULL, 'm' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -347,6 +401,14 @@ int main(int argc, char **argv)
 			break;
 		case 'C':
 			l.control_path = optarg;
+			break;
+		case 'm':
+			if (!domain_migrate_url_valid(optarg)) {
+				fprintf(stderr, "tern-libvirt: --migrate-url takes tcp://HOST:PORT or unix:PATH, "
+					"at most %d bytes, no spaces or quotes\n", DOMAIN_MIGRATE_URL_MAX);
+				return 2;
+			}
+			l.migrate_url = optarg;
 			break;
 		case 't':
 			if (vm_timeout_parse(optarg, &l.timeout_ms)) {

@@ -21,13 +21,14 @@ static bool member_set(char *dst, size_t cap, const char *s)
 int vm_request_init(struct control_request *req, enum control_op op, const char *uuid, const char *name,
 		    const char *generation, bool check)
 {
-	bool needs_name = op == CONTROL_OP_VM_ATTACH;
-	bool needs_generation = op == CONTROL_OP_VM_SAVE || op == CONTROL_OP_VM_RESTORE;
+	bool needs_name = op == CONTROL_OP_VM_ATTACH || op == CONTROL_OP_VM_INCOMING;
+	bool needs_generation = op == CONTROL_OP_VM_SAVE || op == CONTROL_OP_VM_RESTORE || op == CONTROL_OP_VM_SWITCH;
 
 	memset(req, 0, sizeof(*req));
 	req->device = -1;
 	if (op != CONTROL_OP_VM_ATTACH && op != CONTROL_OP_VM_DETACH && op != CONTROL_OP_VM_SAVE &&
-	    op != CONTROL_OP_VM_RESTORE && op != CONTROL_OP_VM_DROP)
+	    op != CONTROL_OP_VM_RESTORE && op != CONTROL_OP_VM_DROP && op != CONTROL_OP_VM_SWITCH &&
+	    op != CONTROL_OP_VM_INCOMING)
 		return -EINVAL;
 	if (!uuid || !vm_uuid_valid(uuid) || !member_set(req->uuid, sizeof(req->uuid), uuid))
 		return -EINVAL;

@@ -2,7 +2,8 @@
  * (docs/libvirt.md; the ops themselves are ternd's supervisor's):
  *
  *   vm-attach uuid name · vm-detach uuid · vm-save uuid generation ·
- *   vm-restore uuid generation check · vm-drop uuid
+ *   vm-restore uuid generation check · vm-drop uuid ·
+ *   vm-incoming uuid name url · vm-switch uuid generation
  *
  * They are control_msg.h's requests and replies, sent with
  * control_stream.h's reader: this file only builds them from a domain's
@@ -18,8 +19,9 @@
 
 #include "control_msg.h"
 
-/* A vm-* request for domain @uuid into *req; @name (vm-attach) and
- * @generation (vm-save, vm-restore) may be NULL for the other ops.
+/* A vm-* request for domain @uuid into *req; @name (vm-attach,
+ * vm-incoming) and @generation (vm-save, vm-restore, vm-switch) may be NULL
+ * for the other ops; vm-incoming's url is the caller's to set.
  * -EINVAL if @op is not a vm-* op the hooks send, or a member it needs is
  * missing or fails vm_id.h's checks. */
 int vm_request_init(struct control_request *req, enum control_op op, const char *uuid, const char *name,

@@ -4,6 +4,7 @@
 
 #include "le.h"
 #include "snap_reader.h"
+#include "snap_sessions.h"
 #include "snap_writer.h"
 
 #include <errno.h>
@@ -103,7 +104,7 @@ int snap_migrate_header_decode(const uint8_t h[SNAP_MIGRATE_HEADER_BYTES], uint1
 		return -EBADMSG;
 	*type = le16_get(h + 6);
 	*len = le32_get(h + 8);
-	if (*type < SNAP_MIGRATE_CHALLENGE || *type > SNAP_MIGRATE_ACK || *len > SNAP_MIGRATE_PAYLOAD_MAX)
+	if (*type < SNAP_MIGRATE_CHALLENGE || *type > SNAP_MIGRATE_PULL || *len > SNAP_MIGRATE_PAYLOAD_MAX)
 		return -EBADMSG;
 	return 0;
 }
@@ -123,6 +124,16 @@ int snap_migrate_auth_decode(const uint8_t *p, uint32_t len, struct snap_migrate
 
 	if (get_str(&c, &out->session, SNAP_NAME_MAX) || !out->session.len ||
 	    get_bytes(&c, out->proof, sizeof(out->proof)))
+		return -EBADMSG;
+	return cursor_done(&c);
+}
+
+int snap_migrate_pull_decode(const uint8_t *p, uint32_t len, struct snap_migrate_pull *out)
+{
+	struct cursor c = { p, len };
+
+	if (get_str(&c, &out->uuid, SNAP_NAME_MAX) || !out->uuid.len ||
+	    get_str(&c, &out->url, SNAP_MIGRATE_MESSAGE_MAX) || !out->url.len)
 		return -EBADMSG;
 	return cursor_done(&c);
 }
@@ -838,7 +849,7 @@ int snap_migrate_server_auth(struct snap_migrate_conn *c, const struct auth_toke
 	if (rc)
 		return rc;
 	if (type != SNAP_MIGRATE_AUTH || snap_migrate_auth_decode(c->buf, len, &a) ||
-	    snap_migrate_str_copy(a.session, session, SNAP_NAME_MAX + 1) || !snap_name_valid(session))
+	    snap_migrate_str_copy(a.session, session, SNAP_NAME_MAX + 1) || !snap_session_id_valid(session))
 		return conn_fail(c, -EBADMSG, "malformed AUTH");
 	if (!token->len)
 		return conn_fail(c, -EPERM, "this ternd has no --token-file: it takes no migration");
@@ -846,6 +857,19 @@ int snap_migrate_server_auth(struct snap_migrate_conn *c, const struct auth_toke
 	rc = auth_equal(want, a.proof, sizeof(want)) ? 0 : conn_fail(c, -EPERM, "bad token");
 	explicit_bzero(want, sizeof(want));
 	return rc ? rc : snap_migrate_ack_send(c, 0, "authenticated");
+}
+
+int snap_migrate_pull(struct snap_migrate_conn *c, const char *uuid, const char *url)
+{
+	uint8_t buf[8 + SNAP_NAME_MAX + SNAP_MIGRATE_MESSAGE_MAX], *p = buf;
+	int rc;
+
+	if (strlen(uuid) > SNAP_NAME_MAX || strlen(url) > SNAP_MIGRATE_MESSAGE_MAX)
+		return conn_fail(c, -ENAMETOOLONG, "uuid or address too long");
+	put_str(&p, uuid);
+	put_str(&p, url);
+	rc = snap_migrate_send(c, SNAP_MIGRATE_PULL, buf, (uint32_t)(p - buf), NULL, 0);
+	return rc ? rc : ack_wait(c);
 }
 
 void snap_migrate_refuse(struct snap_migrate_conn *c, int status, const char *message)

@@ -4,7 +4,8 @@
  *     dest -> src   CHALLENGE nonce
  *     src  -> dest  AUTH session, auth_migrate_proof (common/auth.h)
  *     dest -> src   ACK (0, or the refusal)
- *     then per round:
+ *     then per round (or, from a destination that asks for a domain's
+ *     state, one PULL answered by one ACK when that migration ends):
  *     src  -> dest  BEGIN, REGION * n, CHUNK * m, JOURNAL * k, END sha256
  *     dest -> src   ACK status, message
  *
@@ -57,6 +58,10 @@ enum snap_migrate_type {
 	SNAP_MIGRATE_JOURNAL = 6,
 	SNAP_MIGRATE_END = 7,
 	SNAP_MIGRATE_ACK = 8,
+	/* dest -> src after AUTH, instead of rounds: send me domain uuid's GPU
+	 * state, to url (a virsh migrate's destination asking; the AUTH named
+	 * the uuid). Answered by one ACK when that migration ends. */
+	SNAP_MIGRATE_PULL = 9,
 };
 
 /* BEGIN flags. */
@@ -119,6 +124,11 @@ struct snap_migrate_end {
 	uint8_t stream_hash[SHA256_BYTES];
 };
 
+struct snap_migrate_pull {
+	struct snap_migrate_str uuid;
+	struct snap_migrate_str url;       /* the asker's --migrate-listen, as the source reaches it */
+};
+
 struct snap_migrate_ack {
 	int32_t status;                    /* 0 or a negative errno */
 	struct snap_migrate_str message;
@@ -132,6 +142,7 @@ int snap_migrate_region_decode(const uint8_t *p, uint32_t len, struct snap_migra
 int snap_migrate_chunk_decode(const uint8_t *p, uint32_t len, struct snap_migrate_chunk *out);
 int snap_migrate_end_decode(const uint8_t *p, uint32_t len, struct snap_migrate_end *out);
 int snap_migrate_ack_decode(const uint8_t *p, uint32_t len, struct snap_migrate_ack *out);
+int snap_migrate_pull_decode(const uint8_t *p, uint32_t len, struct snap_migrate_pull *out);
 /* Check a frame header: 0 and *type, *len, or -EBADMSG. */
 int snap_migrate_header_decode(const uint8_t h[SNAP_MIGRATE_HEADER_BYTES], uint16_t *type, uint32_t *len);
 /* Copy @s to @out (@cap bytes with its NUL); -ENAMETOOLONG or -EBADMSG (a NUL inside). */
@@ -175,6 +186,11 @@ int snap_migrate_client_auth(struct snap_migrate_conn *c, const struct auth_toke
 			     uint8_t nonce[AUTH_NONCE_BYTES]);
 int snap_migrate_server_auth(struct snap_migrate_conn *c, const struct auth_token *token,
 			     char session[SNAP_NAME_MAX + 1], uint8_t nonce[AUTH_NONCE_BYTES]);
+
+/* The asking end of a PULL, after snap_migrate_client_auth for @uuid:
+ * send it, then wait (the socket's receive timeout bounds it) for the ACK
+ * that ends the migration; 0, or its error in c->error. */
+int snap_migrate_pull(struct snap_migrate_conn *c, const char *uuid, const char *url);
 
 /* What one round sent. */
 struct snap_migrate_stats {

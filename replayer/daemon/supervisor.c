@@ -447,6 +447,12 @@ static void session_hello(struct supervisor *sv, struct preauth_conn *c)
 		hello_refuse(sv, c, CUDA_ERROR_NO_DEVICE, id, "ternd is stopping");
 		goto out;
 	}
+	if (vm_incoming_waits(sv, domain, id)) {
+		/* Its domain migrates here and the source has not sent its
+		 * state yet: the guest tries again (its first call waits). */
+		hello_refuse(sv, c, CUDA_ERROR_NO_DEVICE, id, "its GPU state is on its way from the source");
+		goto out;
+	}
 	if (needs_token) {
 		if (sv->cfg->token.len)
 			auth_token_proof(&sv->cfg->token, c->nonce, hello->session, want);
@@ -1174,6 +1180,8 @@ void control_dispatch(struct supervisor *sv, int fd, char *line, size_t n)
 	case CONTROL_OP_VM_RESTORE:
 	case CONTROL_OP_VM_DROP:
 	case CONTROL_OP_VM_SNAPSHOT:
+	case CONTROL_OP_VM_INCOMING:
+	case CONTROL_OP_VM_SWITCH:
 		vm_request(sv, fd, &req);
 		break;
 	case CONTROL_OP_MIGRATED:

@@ -27,6 +27,9 @@ struct supervisor_config {
 	unsigned listen_count;
 	struct transport_url migrate_listen;  /* --migrate-listen: migration streams in */
 	bool migrate_listen_set;
+	char migrate_advertise[256];          /* --migrate-advertise: where sources reach it, "" */
+	char ckpt_path[4096];                 /* --ckpt: what runs a domain's migration out */
+	char token_path[4096];                /* --token-file's path, for that ckpt */
 	struct transport_url metrics_listen;  /* --metrics-listen: GET /metrics (metrics_http.h) */
 	bool metrics_listen_set;
 	bool metrics_public;                  /* its public: form: an address beyond loopback */

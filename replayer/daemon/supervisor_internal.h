@@ -114,6 +114,7 @@ struct vm_op {
 	enum vm_op_kind kind;
 	int client_fd;
 	bool check_only;                    /* vm-restore check=true */
+	bool incremental;                   /* save, snapshot: each on its session's latest */
 	char generation[VM_GENERATION_MAX + 1];
 	unsigned pending;                   /* workers not held yet, results or checks not in */
 	bool copying;                       /* every worker held: snapshots under way */
@@ -147,10 +148,18 @@ struct vm_domain {
 		bool check_only;
 		uint64_t deadline_ms;
 	} waiting_restore;
+	/* Its live migration by libvirt (supervisor_vm_migrate.c). */
+	struct {
+		pid_t puller;               /* destination: asking the source for the state; 0: none */
+		bool incoming;              /* destination: its sessions' hellos wait for their state */
+		int sender;                 /* source: the receiver that serves the pull, -1: none */
+		char switch_generation[VM_GENERATION_MAX + 1];  /* source: a switchover before the pull */
+	} mig;
 };
 
-/* Migration streams received at once (supervisor_migrate.c): each is a child. */
-#define MIGRATE_RECEIVERS_MAX 4
+/* Migration streams received at once (supervisor_migrate.c): each is a
+ * child.  A domain's migration takes one per session and one for its pull. */
+#define MIGRATE_RECEIVERS_MAX 16
 /* Sessions that moved away whose guests are told where they went. */
 #define MIGRATE_MOVED_MAX 64
 
@@ -283,6 +292,32 @@ bool migrate_child_reaped(struct supervisor *sv, pid_t pid, int status);
 void migrate_request(struct supervisor *sv, int client, const struct control_request *req);
 /* The record of session @id if it moved away, or NULL. */
 const struct migrate_moved *migrate_moved_find(struct supervisor *sv, const char *id);
+
+/* supervisor_vm_migrate.c: virsh migrate of a domain's GPU state. */
+/* Destination: ask the source at @url for domain @d's state (vm-incoming,
+ * from control client @client); 0, or -errno with why in @err. */
+int vm_incoming_start(struct supervisor *sv, struct vm_domain *d, int client, const char *url, char *err,
+		      size_t errlen);
+/* Whether the hello of session @id of domain @d must wait for its state. */
+bool vm_incoming_waits(struct supervisor *sv, const struct vm_domain *d, const char *id);
+/* Whether a migration stream of session @id (UUID/ID) is expected here. */
+bool vm_incoming_expects(struct supervisor *sv, const char *id);
+/* Source: libvirt's switchover (vm-switch): 0 or -EIO. */
+int vm_switch(struct supervisor *sv, struct vm_domain *d, const char *generation);
+/* Source: receiver @receiver asks to serve a pull of domain @uuid: NULL
+ * (and in @more a line to send it after "ok", or ""), or why not. */
+const char *vm_pull_accept(struct supervisor *sv, unsigned receiver, const char *uuid, char *more, size_t cap);
+/* Either side: end the domain's migration (vm-drop, vm-detach). */
+void vm_migration_end(struct supervisor *sv, struct vm_domain *d);
+/* A child was reaped: true when @pid was a domain's puller. */
+bool vm_migration_reaped(struct supervisor *sv, pid_t pid, int status);
+/* Receiver @receiver ended. */
+void vm_receiver_gone(struct supervisor *sv, unsigned receiver);
+/* In a receiver child: serve the PULL in c->buf (@len bytes) for the
+ * domain AUTH named (@session); its exit status. */
+struct snap_migrate_conn;
+int migrate_pull_serve(struct supervisor *sv, struct snap_migrate_conn *c, uint32_t len, int line,
+		       const char *session);
 
 /* supervisor_sessions.c: the sessions ternd knows (STATE/sessions), the
  * state directory's lock and the store's paths. */

@@ -94,6 +94,7 @@ static int receive(struct supervisor *sv, int fd, int line)
 	uint8_t nonce[AUTH_NONCE_BYTES];
 	uint16_t type;
 	uint32_t len, flags;
+	bool first = true;
 	int rc;
 
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle));
@@ -122,6 +123,14 @@ static int receive(struct supervisor *sv, int fd, int line)
 			rc = 0;     /* the source is done, or gave up: its rounds stay in the store */
 			break;
 		}
+		if (!rc && type == SNAP_MIGRATE_PULL && first) {
+			/* A destination asks for a domain's state: this end sends. */
+			rc = migrate_pull_serve(sv, &c, len, line, session);
+			snap_store_close(store);
+			snap_migrate_conn_fini(&c);
+			return rc;
+		}
+		first = false;
 		if (!rc && type != SNAP_MIGRATE_BEGIN)
 			rc = -EPROTO;
 		if (!rc)
@@ -139,7 +148,7 @@ static int receive(struct supervisor *sv, int fd, int line)
 			continue;
 		}
 		/* The supervisor plans the restore; its answer is one line. */
-		dprintf(line, "%s %s\n", session, name);
+		dprintf(line, "final %s %s\n", session, name);
 		n = read(line, answer, sizeof(answer) - 1);
 		if (n > 0 && !strncmp(answer, "ok", 2)) {
 			char guest[300] = "";
@@ -214,6 +223,8 @@ static const char *plan_restore(struct supervisor *sv, const char *session, cons
 	char dir[4200];
 	int rc;
 
+	if (strchr(session, '/') && !vm_incoming_expects(sv, session))
+		return "no migration of that session's domain is coming here";
 	if (slot_of_session(sv, session, -1) >= 0)
 		return "a session of that id runs here";
 	k = known_get(sv, session, false);
@@ -245,8 +256,8 @@ static const char *plan_restore(struct supervisor *sv, const char *session, cons
 
 static void receiver_readable(struct supervisor *sv, struct migrate_receiver *r)
 {
-	char line[2 * SNAP_NAME_MAX + 8], *space;
-	const char *why;
+	char line[2 * SNAP_NAME_MAX + 16], more[VM_GENERATION_MAX + 16] = "", *name;
+	const char *why = "malformed", *session = "?";
 	ssize_t n = read(r->line_fd, line, sizeof(line) - 1);
 
 	if (n <= 0) {
@@ -256,16 +267,19 @@ static void receiver_readable(struct supervisor *sv, struct migrate_receiver *r)
 	}
 	line[n] = 0;
 	line[strcspn(line, "\n")] = 0;
-	space = strchr(line, ' ');
-	if (!space) {
-		why = "malformed";
-	} else {
-		*space = 0;
-		why = plan_restore(sv, line, space + 1);
+	if (!strncmp(line, "final ", 6) && (name = strchr(line + 6, ' '))) {
+		*name++ = 0;
+		session = line + 6;
+		why = plan_restore(sv, session, name);
+		if (why)
+			pr_warn("migration of session %s refused at the switch: %s", session, why);
+	} else if (!strncmp(line, "pull ", 5)) {
+		session = line + 5;
+		why = vm_pull_accept(sv, (unsigned)(r - sv->receivers), session, more, sizeof(more));
 	}
-	if (why)
-		pr_warn("migration of session %s refused at the switch: %s", line, why);
 	dprintf(r->line_fd, why ? "err %s\n" : "ok\n", why);
+	if (!why && more[0])
+		dprintf(r->line_fd, "%s", more);
 }
 
 unsigned migrate_poll_fill(struct supervisor *sv, struct pollfd *pfd, unsigned n, unsigned *first)
@@ -301,9 +315,12 @@ void migrate_poll_handle(struct supervisor *sv, const struct pollfd *pfd, unsign
 
 bool migrate_child_reaped(struct supervisor *sv, pid_t pid, int status)
 {
+	if (vm_migration_reaped(sv, pid, status))
+		return true;
 	for (unsigned i = 0; i < MIGRATE_RECEIVERS_MAX; i++)
 		if (sv->receivers[i].pid == pid) {
 			sv->receivers[i].pid = 0;
+			vm_receiver_gone(sv, i);
 			if (WIFSIGNALED(status) || WEXITSTATUS(status))
 				pr_info("migration receiver %d ended with %s %d", pid,
 					WIFSIGNALED(status) ? "signal" : "status",

@@ -262,7 +262,8 @@ void vm_domains_init(struct supervisor *sv)
 	for (unsigned i = 0; i < VM_DOMAINS_MAX; i++)
 		sv->domains[i] = (struct vm_domain){ .listen_fd = -1, .handoff_fd = -1, .relay_ctl = -1,
 						     .op = { .client_fd = -1 },
-						     .waiting_restore = { .client_fd = -1 } };
+						     .waiting_restore = { .client_fd = -1 },
+						     .mig = { .sender = -1 } };
 }
 
 /* Listen for @uuid (idempotent: an attached domain keeps its socket and
@@ -300,6 +301,8 @@ static struct vm_domain *domain_attach(struct supervisor *sv, const char *uuid, 
 			return NULL;
 		}
 		d->used = true;
+		memset(&d->mig, 0, sizeof(d->mig));
+		d->mig.sender = -1;
 		snprintf(d->uuid, sizeof(d->uuid), "%s", uuid);
 		pr_info("domain %s (%s): listening on %s", uuid, name, url.path);
 	}
@@ -336,6 +339,7 @@ static void domain_detach(struct supervisor *sv, struct vm_domain *d)
 	client_fail(&d->op.client_fd, "domain %s was detached", d->uuid);
 	client_fail(&d->waiting_restore.client_fd, "domain %s was detached", d->uuid);
 	op_clear(sv, d);
+	vm_migration_end(sv, d);
 	d->used = false;
 	pr_info("domain %s (%s) detached", d->uuid, d->name);
 }
@@ -562,6 +566,9 @@ static void op_copy(struct supervisor *sv, struct vm_domain *d)
 		}
 		memcpy(m.snapshot, op->entries[k].snapshot, sizeof(m.snapshot));
 		memcpy(l->snapshot, m.snapshot, sizeof(l->snapshot));
+		/* A session with no snapshot yet is copied whole. */
+		if (op->incremental && store_latest(sv, op->entries[k].session, m.parent, sizeof(m.parent)))
+			m.parent[0] = 0;
 		l->suspending = m.suspend;
 		if (link_send(l, &m)) {
 			op_fail(op, "the worker of session %s does not answer", op->entries[k].session);
@@ -649,7 +656,7 @@ void vm_worker_gone(struct supervisor *sv, unsigned index)
 
 /* vm-save and vm-snapshot: hold every worker of @d, then copy each. */
 static void op_snapshot_start(struct supervisor *sv, struct vm_domain *d, int client, enum vm_op_kind kind,
-			      const char *generation, const char *prefix)
+			      const char *generation, const char *prefix, bool incremental)
 {
 	struct vm_op *op = &d->op;
 	char base[SNAP_NAME_MAX + 1];
@@ -671,7 +678,7 @@ static void op_snapshot_start(struct supervisor *sv, struct vm_domain *d, int cl
 		}
 		count++;
 	}
-	*op = (struct vm_op){ .kind = kind, .client_fd = client, .count = 0 };
+	*op = (struct vm_op){ .kind = kind, .client_fd = client, .count = 0, .incremental = incremental };
 	snprintf(op->generation, sizeof(op->generation), "%s", generation);
 	op->entries = calloc(count ? count : 1, sizeof(*op->entries));
 	op->slots = calloc(count ? count : 1, sizeof(*op->slots));
@@ -957,25 +964,41 @@ void vm_request(struct supervisor *sv, int client, const struct control_request 
 			    "as `virsh domuuid` prints it)", uuid);
 		return;
 	}
-	if ((req->op == CONTROL_OP_VM_SAVE || req->op == CONTROL_OP_VM_RESTORE) &&
+	if ((req->op == CONTROL_OP_VM_SAVE || req->op == CONTROL_OP_VM_RESTORE || req->op == CONTROL_OP_VM_SWITCH) &&
 	    !vm_generation_valid(req->generation)) {
 		client_fail(&client, "'%s' is not a generation (1-%d of 0-9 a-f)", req->generation, VM_GENERATION_MAX);
 		return;
 	}
 	switch (req->op) {
 	case CONTROL_OP_VM_ATTACH:
+	case CONTROL_OP_VM_INCOMING:
 		if (!vm_name_valid(req->name)) {
 			client_fail(&client, "'%s' is not a domain name (1-%d printable bytes, no '/')", req->name,
 				    VM_NAME_MAX);
 			return;
 		}
 		d = domain_attach(sv, uuid, req->name, client, err, sizeof(err));
+		/* An incoming migration's domain asks its source for the GPU state. */
+		if (d && !err[0] && req->op == CONTROL_OP_VM_INCOMING)
+			vm_incoming_start(sv, d, client, req->url, err, sizeof(err));
 		if (!d || err[0]) {
-			client_fail(&client, "cannot attach domain %s: %s", uuid, err);
+			client_fail(&client, "cannot %s domain %s: %s", req->op == CONTROL_OP_VM_ATTACH ? "attach" : "take",
+				    uuid, err);
 			return;
 		}
 		socket_path(sv, uuid, path, sizeof(path));
 		op_reply(d, &client, path);
+		return;
+	case CONTROL_OP_VM_SWITCH:
+		d = domain_find(sv, uuid);
+		if (!d) {
+			client_fail(&client, "domain %s is not attached", uuid);
+			return;
+		}
+		if (vm_switch(sv, d, req->generation))
+			client_fail(&client, "domain %s: its migration does not answer", uuid);
+		else
+			op_reply(d, &client, NULL);
 		return;
 	case CONTROL_OP_VM_DETACH:
 		d = domain_find(sv, uuid);
@@ -989,8 +1012,11 @@ void vm_request(struct supervisor *sv, int client, const struct control_request 
 	case CONTROL_OP_VM_DROP:
 		dropped = sessions_drop(sv, uuid, NULL, 0);
 		d = domain_find(sv, uuid);
-		if (d)
+		if (d) {
+			/* A migration of it in either direction ends with it. */
+			vm_migration_end(sv, d);
 			relay_reset(d);
+		}
 		pr_info("domain %s: %u sessions dropped", uuid, dropped);
 		if (d) {
 			op_reply(d, &client, NULL);
@@ -1055,7 +1081,7 @@ void vm_request(struct supervisor *sv, int client, const struct control_request 
 		op_restore_start(sv, d, client, req->generation, req->check);
 	else
 		op_snapshot_start(sv, d, client, req->op == CONTROL_OP_VM_SAVE ? VM_OP_SAVE : VM_OP_SNAPSHOT,
-				  req->op == CONTROL_OP_VM_SAVE ? req->generation : "", req->snapshot);
+				  req->op == CONTROL_OP_VM_SAVE ? req->generation : "", req->snapshot, req->incremental);
 }
 
 int vm_restores_waiting(struct supervisor *sv)

@@ -61,6 +61,12 @@ static void usage(FILE *out)
 		"  --migrate-listen URL\n"
 		"                       tcp://HOST:PORT or unix:PATH: live migrations in (needs\n"
 		"                       --token-file; docs/migration.md)\n"
+		"  --migrate-advertise URL\n"
+		"                       where other ternd reach --migrate-listen, sent to a source\n"
+		"                       when a libvirt domain migrates here (default: --migrate-listen\n"
+		"                       unless it is a wildcard address)\n"
+		"  --ckpt PATH          ckpt, which sends a libvirt domain's GPU state out when its\n"
+		"                       destination asks (default " TERN_CKPT_DEFAULT ")\n"
 		"  --metrics-listen URL\n"
 		"                       tcp://HOST:PORT: serve GET /metrics (ternd metrics' text) over\n"
 		"                       HTTP there; a loopback address only, unless written\n"
@@ -154,6 +160,17 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 			ret = -EINVAL;
 		return ret;
 	}
+	if (!strcmp(key, "migrate-advertise") || !strcmp(key, "migrate_advertise")) {
+		struct transport_url u;
+
+		if (transport_url_parse(value, &u) || (u.kind != TRANSPORT_TCP && u.kind != TRANSPORT_UNIX))
+			return -EINVAL;
+		return snprintf(o->sv.migrate_advertise, sizeof(o->sv.migrate_advertise), "%s", value) <
+		       (int)sizeof(o->sv.migrate_advertise) ? 0 : -ENAMETOOLONG;
+	}
+	if (!strcmp(key, "ckpt"))
+		return snprintf(o->sv.ckpt_path, sizeof(o->sv.ckpt_path), "%s", value) < (int)sizeof(o->sv.ckpt_path) ?
+		       0 : -ENAMETOOLONG;
 	if (!strcmp(key, "metrics-listen") || !strcmp(key, "metrics_listen")) {
 		/* "public:" says in so many words that anyone who reaches the
 		 * address may read the metrics. */
@@ -300,6 +317,8 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 		ret = auth_token_file_read(value, &o->sv.token, err, sizeof(err));
 		if (ret)
 			fprintf(stderr, "ternd: %s\n", err);
+		else if (!realpath(value, o->sv.token_path))
+			o->sv.token_path[0] = 0;
 		return ret;
 	}
 	if (!strcmp(key, "socket-group") || !strcmp(key, "socket_group") || !strcmp(key, "vm-socket-group") ||
@@ -464,6 +483,7 @@ int main(int argc, char **argv)
 	snprintf(o.sv.control_path, sizeof(o.sv.control_path), "%s", CONTROL_DEFAULT_PATH);
 	snprintf(o.sv.state_dir, sizeof(o.sv.state_dir), "/var/lib/tern");
 	snprintf(o.sv.vm_dir, sizeof(o.sv.vm_dir), "%s", SUPERVISOR_VM_DIR_DEFAULT);
+	snprintf(o.sv.ckpt_path, sizeof(o.sv.ckpt_path), "%s", TERN_CKPT_DEFAULT);
 	snprintf(o.sv.ivshmem_dir, sizeof(o.sv.ivshmem_dir), "%s", SUPERVISOR_IVSHMEM_DIR_DEFAULT);
 	o.sv.worker.ivshmem_slot_bytes = IVSHMEM_SLOT_BYTES_DEFAULT;
 	o.sv.worker.exec_cfg.arena_base = ARENA_BASE_DEFAULT;

@@ -3,7 +3,7 @@
  * destination's receiver, and what a hostile ternd sends a guest.
  *
  * The first byte picks: 0-6 one frame decoder over the rest (a payload),
- * 7 wire_moved_decode, 8 the receiver itself: the rest is the byte stream
+ * 7 wire_moved_decode, 8 the PULL decoder, 9 the receiver itself: the rest is the byte stream
  * after the handshake, a round read into a store (a fresh directory, made
  * once per process) as snap_migrate_snapshot_recv reads it.  Nothing may
  * crash, and what decodes must lie inside the input.
@@ -73,7 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1 || size > (1u << 24))
 		return 0;
-	switch (data[0] % 9) {
+	switch (data[0] % 10) {
 	case 0: {
 		struct snap_migrate_challenge v;
 
@@ -126,6 +126,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!snap_migrate_ack_decode(p, n, &v)) {
 			str_inside(v.message, p, n);
 			if (v.status > 0)
+				abort();
+		}
+		break;
+	}
+	case 8: {
+		struct snap_migrate_pull v;
+
+		if (!snap_migrate_pull_decode(p, n, &v)) {
+			str_inside(v.uuid, p, n);
+			str_inside(v.url, p, n);
+			if (!v.uuid.len || !v.url.len)
 				abort();
 		}
 		break;

@@ -8,7 +8,7 @@ Every request is checked strictly (exact members per op, uuid, name and
 generation forms, one line) and appended to LOG as one JSON line:
 {"request": {...}} when it is well formed, {"bad": "reason", "line": "..."}
 when not (the test fails on any). The answer is ternd's vm result, {"ok":true,"uuid":U,"snapshots":[]} (vm-attach adds
-"path": VM_DIR/UUID.sock, where it then listens, as ternd would, so that
+"path": VM_DIR/UUID.sock, where it then listens (vm-incoming too), as ternd would, so that
 libvirt finds the socket and QEMU connects; vm-detach removes it), or {"ok":false,"error":E} when
 the JSON object in the file ANSWERS, read at each request, maps the op to E.
 """
@@ -24,6 +24,7 @@ CONTROL, VM_DIR, LOG, ANSWERS = sys.argv[1:5]
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 GENERATION = re.compile(r"[0-9a-f]{1,64}\Z")
 NAME = re.compile(r"[\x20-\x2e\x30-\x7e]{1,200}\Z")
+MIGRATE_URL = re.compile(r"(tcp://|unix:)[\x21-\x7e]{1,250}\Z")
 
 # op -> the members it takes (besides "op"), each with its check; those in
 # OPTIONAL may be left out (ternd's default: false).
@@ -35,6 +36,8 @@ OPS = {
     "vm-restore": {"uuid": UUID.match, "generation": GENERATION.match,
                    "check": lambda v: v is False or v is True},
     "vm-drop": {"uuid": UUID.match},
+    "vm-incoming": {"uuid": UUID.match, "name": NAME.match, "url": MIGRATE_URL.match},
+    "vm-switch": {"uuid": UUID.match, "generation": GENERATION.match},
 }
 
 log_lock = threading.Lock()
@@ -114,7 +117,7 @@ def answer(req):
         return {"ok": False, "error": errors[req["op"]]}
     # ternd's reply to a vm-* op (common/control_msg.c's vm result).
     reply = {"ok": True, "uuid": req["uuid"], "snapshots": []}
-    if req["op"] == "vm-attach":
+    if req["op"] in ("vm-attach", "vm-incoming"):
         reply["path"] = channel_listen(req["uuid"])
     elif req["op"] == "vm-detach":
         channel_close(req["uuid"])

@@ -410,6 +410,14 @@ static void test_vm_requests(void **state)
 		{ "{\"op\":\"vm-snapshot\",\"domain\":\"d\",\"session\":\"s\"}", "unknown member \"session\"" },
 		{ "{\"op\":\"vm-restore\",\"uuid\":\"u\",\"generation\":\"g", "truncated" },
 		{ "{\"op\":\"vm-\"}", "unknown op" },
+		{ "{\"op\":\"vm-incoming\",\"uuid\":\"u\",\"name\":\"n\"}", "\"url\" is missing" },
+		{ "{\"op\":\"vm-incoming\",\"uuid\":\"u\",\"url\":\"tcp://h:1\"}", "\"name\" is missing" },
+		{ "{\"op\":\"vm-incoming\",\"uuid\":\"u\",\"name\":\"n\",\"url\":\"x\",\"generation\":\"g\"}",
+		  "unknown member \"generation\"" },
+		{ "{\"op\":\"vm-switch\",\"uuid\":\"u\"}", "\"generation\" is missing" },
+		{ "{\"op\":\"vm-switch\",\"uuid\":\"u\",\"generation\":\"g\",\"incremental\":true}",
+		  "unknown member \"incremental\"" },
+		{ "{\"op\":\"vm-save\",\"uuid\":\"u\",\"generation\":\"g\",\"incremental\":1}", "not true or false" },
 	};
 	struct control_request in = { .op = CONTROL_OP_VM_RESTORE, .device = -1, .check = true }, out;
 	char *line = NULL, text[600], gen[VM_GENERATION_MAX + 2];
@@ -430,6 +438,18 @@ static void test_vm_requests(void **state)
 	/* check is optional: false when missing. */
 	assert_int_equal(req_decode("{\"op\":\"vm-restore\",\"uuid\":\"u\",\"generation\":\"g\"}", &out), 0);
 	assert_false(out.check);
+	in = (struct control_request){ .op = CONTROL_OP_VM_INCOMING, .device = -1 };
+	strcpy(in.uuid, "01234567-89ab-cdef-0123-456789abcdef");
+	strcpy(in.name, "guest");
+	strcpy(in.url, "tcp://192.0.2.1:7700");
+	assert_int_equal(control_request_encode(&in, &line, &len), 0);
+	assert_int_equal(control_request_decode(line, len, &out, err, sizeof(err)), 0);
+	assert_int_equal(out.op, CONTROL_OP_VM_INCOMING);
+	assert_string_equal(out.url, in.url);
+	assert_string_equal(out.name, "guest");
+	free(line);
+	assert_int_equal(req_decode("{\"op\":\"vm-snapshot\",\"domain\":\"d\",\"incremental\":true}", &out), 0);
+	assert_true(out.incremental);
 	in = (struct control_request){ .op = CONTROL_OP_VM_SNAPSHOT, .device = -1 };
 	strcpy(in.domain, odd);
 	assert_int_equal(control_request_encode(&in, &line, &len), 0);

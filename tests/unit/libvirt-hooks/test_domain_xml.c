@@ -316,6 +316,58 @@ static void test_generation_set(void **state)
 	free(empty_meta);
 }
 
+/* The migrate address: read, refused when it is not one, and the edit a
+ * migration's destination makes (its own channel path, kept metadata). */
+static void test_migrate(void **state)
+{
+	static const char *bad[] = { "ftp://h:1", "tcp://a b", "unix:", "tcp://\x01", "udp://h:2" };
+	char *with = doc_make("vm", UUID, "<metadata><tern:gpu xmlns:tern='https://tern.dev/xmlns/libvirt/1' "
+			      "generation='0a' migrate='tcp://192.0.2.1:7700'/></metadata>", CHANNEL);
+	char *no_channel = doc_make("vm", UUID, "", "");
+	struct domain_edit e = { .channel_path = "/run/other/vm/x.sock" };
+	struct domain_info info;
+	char err[256], *out, long_path[200];
+
+	(void)state;
+	assert_int_equal(parse(with, &info, err), 0);
+	assert_string_equal(info.migrate_url, "tcp://192.0.2.1:7700");
+	assert_int_equal(domain_xml_edit(with, strlen(with), &e, &out, err, sizeof(err)), 0);
+	assert_int_equal(parse(out, &info, err), 0);
+	assert_string_equal(info.channel_path, "/run/other/vm/x.sock");
+	assert_string_equal(info.generation, "0a");
+	assert_string_equal(info.migrate_url, "tcp://192.0.2.1:7700");
+	free(out);
+	e = (struct domain_edit){ .generation = "0b", .migrate_url = "unix:/run/tern/migrate.sock" };
+	assert_int_equal(domain_xml_edit(with, strlen(with), &e, &out, err, sizeof(err)), 0);
+	assert_int_equal(parse(out, &info, err), 0);
+	assert_string_equal(info.migrate_url, "unix:/run/tern/migrate.sock");
+	assert_string_equal(info.channel_path, SOCK);
+	free(out);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *doc = NULL;
+
+		assert_false(domain_migrate_url_valid(bad[i]));
+		assert_true(asprintf(&doc, "<domain><name>vm</name><uuid>" UUID "</uuid><metadata><tern:gpu "
+				     "xmlns:tern='https://tern.dev/xmlns/libvirt/1' migrate='%s'/></metadata><devices>"
+				     CHANNEL "</devices></domain>", bad[i]) > 0);
+		/* A control byte is no XML at all: refused by the parser itself. */
+		refused(doc, strchr(bad[i], '\x01') ? "malformed" : "migrate address");
+		free(doc);
+		e = (struct domain_edit){ .migrate_url = bad[i] };
+		assert_int_equal(domain_xml_edit(with, strlen(with), &e, &out, err, sizeof(err)), -EBADMSG);
+	}
+	e = (struct domain_edit){ .channel_path = "/x.sock" };
+	assert_int_equal(domain_xml_edit(no_channel, strlen(no_channel), &e, &out, err, sizeof(err)), -EBADMSG);
+	memset(long_path, 'a', sizeof(long_path) - 1);
+	long_path[sizeof(long_path) - 1] = 0;
+	e = (struct domain_edit){ .channel_path = long_path };
+	assert_int_equal(domain_xml_edit(with, strlen(with), &e, &out, err, sizeof(err)), -EBADMSG);
+	e = (struct domain_edit){ .channel_path = "" };
+	assert_int_equal(domain_xml_edit(with, strlen(with), &e, &out, err, sizeof(err)), -EBADMSG);
+	free(with);
+	free(no_channel);
+}
+
 static void test_fresh(void **state)
 {
 	char a[VM_GENERATION_MAX + 1], b[VM_GENERATION_MAX + 1];
@@ -367,6 +419,7 @@ int main(void)
 		cmocka_unit_test(test_entities),
 		cmocka_unit_test(test_huge),
 		cmocka_unit_test(test_generation_set),
+		cmocka_unit_test(test_migrate),
 		cmocka_unit_test(test_fresh),
 		cmocka_unit_test(test_read_fd),
 	};

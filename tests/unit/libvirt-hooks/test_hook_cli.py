@@ -11,6 +11,9 @@ XML on stdin, the fake ternd of tests/libvirt on the control socket.
 - restore: vm-restore with the image's generation (check left to ternd's false); stdout is
   the same domain with a fresh generation; no generation, or ternd
   refusing: exit 1 and nothing on stdout;
+- migrate begin (the destination): vm-incoming with the metadata's
+  migrate address; stdout is the domain with its channel at the path
+  ternd answered; no address, ternd refusing: exit 1, nothing on stdout;
 - release: nothing asked (a vm-detach there would end the sessions that
   the listener's vm-save, after it, suspends), exit 0;
 - hostile stdin (over 4 MiB, a DTD, not XML): refused, nothing asked;
@@ -35,9 +38,10 @@ def check(ok, what):
         failures.append(what)
 
 
-def domain(vm_dir, generation=None, channel=True, path=None):
-    meta = ("<metadata><tern:gpu xmlns:tern='https://tern.dev/xmlns/libvirt/1' generation='%s'/></metadata>"
-            % generation) if generation else ""
+def domain(vm_dir, generation=None, channel=True, path=None, migrate=None):
+    extra = " migrate='%s'" % migrate if migrate else ""
+    meta = ("<metadata><tern:gpu xmlns:tern='https://tern.dev/xmlns/libvirt/1' generation='%s'%s/></metadata>"
+            % (generation, extra)) if generation else ""
     chan = ("<channel type='unix'><source mode='connect' path='%s'/><target type='virtio' name='org.tern.0'/>"
             "</channel>" % (path or os.path.join(vm_dir, UUID + ".sock"))) if channel else ""
     return "<domain type='qemu'><name>vm-1</name><uuid>%s</uuid>%s<devices>%s</devices></domain>" % (
@@ -71,7 +75,7 @@ def main():
 
     try:
         # Not tern's business.
-        for op, subop in (("migrate", "begin"), ("prepare", "end"), ("reconnect", "begin"), ("attach", "begin")):
+        for op, subop in (("migrate", "end"), ("prepare", "end"), ("reconnect", "begin"), ("attach", "begin")):
             p = hook(op, subop, "not even XML")
             check(p.returncode == 0 and not p.stdout and not requests(), "%s %s: exit 0, nothing done" % (op, subop))
         p = hook("prepare", "begin", domain(vm_dir, channel=False))
@@ -108,6 +112,31 @@ def main():
         answer({"vm-restore": "snapshot x is corrupt"})
         p = hook("restore", "begin", domain(vm_dir, generation="00ff"))
         check(p.returncode == 1 and not p.stdout and b"snapshot x is corrupt" in p.stderr, "restore: ternd refuses")
+        answer({})
+
+        # migrate begin, on the destination
+        n = len(requests())
+        src = "tcp://192.0.2.7:7700"
+        p = hook("migrate", "begin", domain(vm_dir, generation="00ff", path="/run/elsewhere/x.sock", migrate=src))
+        out = p.stdout.decode()
+        check(p.returncode == 0 and requests()[n:] == [{"request": {"op": "vm-incoming", "uuid": UUID,
+                                                                    "name": "vm-1", "url": src}}],
+              "migrate: vm-incoming with the metadata's address")
+        check("path=\"%s/%s.sock\"" % (vm_dir, UUID) in out and "elsewhere" not in out and 'mode="connect"' in out
+              and 'generation="00ff"' in out, "migrate: stdout is the domain with its channel where ternd listens")
+        n = len(requests())
+        p = hook("migrate", "begin", domain(vm_dir, generation="00ff"))
+        check(p.returncode == 1 and not p.stdout and b"names no ternd" in p.stderr and len(requests()) == n,
+              "migrate: no migrate address in the metadata is refused, nothing asked")
+        for bad in ("ftp://x", "tcp://a b", "tcp://a'b"):
+            p = hook("migrate", "begin", domain(vm_dir, generation="00ff", migrate=bad).replace("'" + bad + "'",
+                                                                                                '"%s"' % bad))
+            check(p.returncode == 1 and not p.stdout and b"migrate address" in p.stderr,
+                  "migrate: a migrate address %r is refused" % bad)
+        answer({"vm-incoming": "the GPU is full"})
+        p = hook("migrate", "begin", domain(vm_dir, generation="00ff", migrate=src))
+        check(p.returncode == 1 and not p.stdout and p.stderr.decode().strip().endswith("ternd: the GPU is full"),
+              "migrate: ternd's refusal aborts it")
         answer({})
 
         # release

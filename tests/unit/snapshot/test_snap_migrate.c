@@ -324,6 +324,7 @@ static void test_decoders_refuse(void **state)
 	struct snap_migrate_chunk ch;
 	struct snap_migrate_ack ack;
 	struct snap_migrate_auth au;
+	struct snap_migrate_pull pl;
 	uint32_t n, len;
 	uint16_t type;
 
@@ -366,6 +367,24 @@ static void test_decoders_refuse(void **state)
 	assert_int_equal(snap_migrate_ack_decode(b, 8, &ack), -EBADMSG);
 	le32_put(b, 0);                                                           /* an empty session */
 	assert_int_equal(snap_migrate_auth_decode(b, 4 + AUTH_PROOF_BYTES, &au), -EBADMSG);
+
+	/* PULL: two strings, neither empty, nothing after them. */
+	le32_put(b, 3);
+	memcpy(b + 4, "abc", 3);
+	le32_put(b + 7, 5);
+	memcpy(b + 11, "tcp:x", 5);
+	assert_int_equal(snap_migrate_pull_decode(b, 16, &pl), 0);
+	assert_int_equal(pl.uuid.len, 3);
+	assert_int_equal(pl.url.len, 5);
+	for (uint32_t i = 0; i < 16; i++)
+		assert_int_equal(snap_migrate_pull_decode(b, i, &pl), -EBADMSG);         /* truncated */
+	assert_int_equal(snap_migrate_pull_decode(b, 17, &pl), -EBADMSG);             /* a byte after */
+	le32_put(b + 7, 0);
+	assert_int_equal(snap_migrate_pull_decode(b, 11, &pl), -EBADMSG);             /* no address */
+	le32_put(b + 7, SNAP_MIGRATE_MESSAGE_MAX + 1);
+	assert_int_equal(snap_migrate_pull_decode(b, 16, &pl), -EBADMSG);             /* over its cap */
+	le32_put(b, 0);
+	assert_int_equal(snap_migrate_pull_decode(b, 16, &pl), -EBADMSG);             /* no uuid */
 
 	le32_put(h, SNAP_MIGRATE_MAGIC ^ 1);
 	le16_put(h + 4, SNAP_MIGRATE_VERSION);
