@@ -234,7 +234,11 @@
 	BACKEND_ENTRY(cuTexObjectGetResourceViewDesc, 5000)             \
 	BACKEND_ENTRY(cuSurfObjectCreate, 5000)                         \
 	BACKEND_ENTRY(cuSurfObjectDestroy, 5000)                        \
-	BACKEND_ENTRY(cuSurfObjectGetResourceDesc, 5000)
+	BACKEND_ENTRY(cuSurfObjectGetResourceDesc, 5000)                \
+	BACKEND_ENTRY(cuTensorMapEncodeTiled, 12000)                    \
+	BACKEND_ENTRY(cuTensorMapEncodeIm2col, 12000)                   \
+	BACKEND_ENTRY(cuTensorMapEncodeIm2colWide, 12080)               \
+	BACKEND_ENTRY(cuTensorMapReplaceAddress, 12000)
 
 #define BACKEND_MEMBER(name, version) PFN_##name##_v##version name;
 

@@ -1300,6 +1300,21 @@ static void test_managed_hostile(void **state)
 }
 
 /* A node added to @graph without dependencies; its index. */
+/* A session whose requests carry device 0's primary context (sock_ctx). */
+int session_open_ctx(uint64_t *seq, struct wire_msg *m)
+{
+	struct reply r;
+	uint32_t status;
+	int fd = session_open(sock_url, "", &status);
+
+	assert_int_equal(status, CUDA_SUCCESS);
+	wire_msg_init(m);
+	wire_put_i32(m, 0);
+	assert_int_equal(call_reply(fd, WIRE_CALL_PRIMARY_CTX_RETAIN, ++*seq, m, &r), CUDA_SUCCESS);
+	memcpy(&sock_ctx, r.payload + 4, 8);
+	return fd;
+}
+
 uint32_t graph_node_add(int fd, uint64_t *seq, uint32_t call, struct wire_msg *m)
 {
 	struct reply r;
@@ -1406,6 +1421,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_managed_hostile),
 		cmocka_unit_test(test_graph_nodes_hostile),
 		cmocka_unit_test(test_device_query_hostile),
+		cmocka_unit_test(test_tensor_map_hostile),
 		cmocka_unit_test(test_conditional_hostile),
 		cmocka_unit_test(test_shm_hostile),
 	};

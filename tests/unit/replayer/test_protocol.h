@@ -33,6 +33,8 @@ struct reply {
 };
 
 int session_open(const char *url_text, const char *token, uint32_t *status);
+/* A session with device 0's primary context current (sock_ctx set); @m initialised. */
+int session_open_ctx(uint64_t *seq, struct wire_msg *m);
 void assert_alive(int fd, uint64_t seq);
 uint32_t call_status(int fd, uint32_t call, uint64_t seq, struct wire_msg *m, uint32_t fake_len,
 			    uint16_t *flags);
@@ -45,5 +47,6 @@ void put_cond_node(struct wire_msg *m, uint64_t graph, const uint32_t *dep, uint
 void test_conditional_hostile(void **state);
 void test_graph_nodes_hostile(void **state);
 void test_device_query_hostile(void **state);
+void test_tensor_map_hostile(void **state);
 
 #endif

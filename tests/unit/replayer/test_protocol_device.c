@@ -185,3 +185,173 @@ void test_device_query_hostile(void **state)
 	assert_alive(fd, ++seq);
 	close(fd);
 }
+
+/* A tiled map's request: fp32, rank @rank, arrays of @dims, @strides,
+ * @box and @es records (their lengths as given, whatever the rank). */
+static void put_tiled(struct wire_msg *m, uint32_t rank, uint64_t addr, uint32_t dims, uint32_t strides, uint32_t box,
+		      uint32_t es)
+{
+	uint8_t d[8 * 8], b[8 * 4];
+
+	for (uint32_t i = 0; i < 8; i++) {
+		struct wire_rec_tensor_dim dv = { .value = i ? 64 : 256 };
+		struct wire_rec_tensor_box bv = { .value = i ? 1 : 32 };
+
+		wire_rec_tensor_dim_put(d, i, &dv);
+		wire_rec_tensor_box_put(b, i, &bv);
+	}
+	wire_msg_reset(m);
+	wire_put_u32(m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
+	wire_put_u32(m, rank);
+	wire_put_u64(m, addr);
+	wire_put_blob(m, (struct wire_blob){ d, dims * 8 });
+	/* strides: 1024 bytes each, 16 byte multiples as the driver wants */
+	for (uint32_t i = 0; i < 8; i++) {
+		struct wire_rec_tensor_dim sv = { .value = 1024u << i };
+
+		wire_rec_tensor_dim_put(d, i, &sv);
+	}
+	wire_put_blob(m, (struct wire_blob){ d, strides * 8 });
+	wire_put_blob(m, (struct wire_blob){ b, box * 4 });
+	for (uint32_t i = 0; i < 8; i++) {
+		struct wire_rec_tensor_box ev = { .value = 1 };
+
+		wire_rec_tensor_box_put(b, i, &ev);
+	}
+	wire_put_blob(m, (struct wire_blob){ b, es * 4 });
+	wire_put_u32(m, CU_TENSOR_MAP_INTERLEAVE_NONE);
+	wire_put_u32(m, CU_TENSOR_MAP_SWIZZLE_128B);
+	wire_put_u32(m, CU_TENSOR_MAP_L2_PROMOTION_NONE);
+	wire_put_u32(m, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+/* Tensor maps: ranks the driver refuses, arrays whose lengths are not the
+ * rank's, records cut short, addresses of no allocation, maps that are not
+ * 128 bytes; then a map encoded and its address replaced. */
+void test_tensor_map_hostile(void **state)
+{
+	static const struct {
+		uint32_t rank, dims, strides, box, es;
+	} bad[] = {
+		{ 0, 0, 0, 0, 0 }, { 6, 6, 5, 6, 6 }, { 0xffffffffu, 5, 4, 5, 5 },
+		{ 2, 1, 1, 2, 2 }, { 2, 2, 0, 2, 2 }, { 2, 2, 2, 2, 2 }, { 2, 2, 1, 1, 2 },
+		{ 2, 2, 1, 2, 3 }, { 5, 6, 4, 5, 5 }, { 1, 1, 1, 1, 1 },
+	};
+	uint8_t map[128], other[128];
+	uint64_t seq = 1, addr;
+	struct wire_msg m;
+	struct reply r;
+	int fd = session_open_ctx(&seq, &m);
+
+	(void)state;
+	wire_msg_reset(&m);
+	wire_put_u64(&m, 1 << 20);
+	assert_int_equal(call_u64(fd, WIRE_CALL_MEM_ALLOC, ++seq, &m, &addr), CUDA_SUCCESS);
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		put_tiled(&m, bad[i].rank, addr, bad[i].dims, bad[i].strides, bad[i].box, bad[i].es);
+		assert_int_equal(call_status(fd, WIRE_CALL_TENSOR_MAP_ENCODE_TILED, ++seq, &m, UINT32_MAX, NULL),
+				 CUDA_ERROR_INVALID_VALUE);
+	}
+	/* Addresses of no allocation: none, past the arena's, one byte past the end. */
+	{
+		const uint64_t stray[] = { 0, 16, addr + (1 << 20) + (2 << 20), UINT64_MAX - 15 };
+
+		for (size_t i = 0; i < sizeof(stray) / sizeof(stray[0]); i++) {
+			put_tiled(&m, 2, stray[i], 2, 1, 2, 2);
+			assert_int_equal(call_status(fd, WIRE_CALL_TENSOR_MAP_ENCODE_TILED, ++seq, &m, UINT32_MAX,
+						     NULL), CUDA_ERROR_INVALID_VALUE);
+		}
+	}
+	/* A payload with bytes past its last field does not decode. */
+	put_tiled(&m, 2, addr, 2, 1, 2, 2);
+	wire_put_u32(&m, 0);
+	assert_int_equal(call_status(fd, WIRE_CALL_TENSOR_MAP_ENCODE_TILED, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_alive(fd, ++seq);
+
+	put_tiled(&m, 2, addr, 2, 1, 2, 2);
+	assert_int_equal(call_reply(fd, WIRE_CALL_TENSOR_MAP_ENCODE_TILED, ++seq, &m, &r), CUDA_SUCCESS);
+	assert_int_equal(r.len, 4 + 4 + 128);
+	memcpy(map, r.payload + 8, 128);
+
+	/* im2col: rank 2, corners of the wrong count. */
+	{
+		static const struct {
+			uint32_t rank, corners;
+		} ic[] = { { 2, 0 }, { 4, 1 }, { 4, 3 }, { 3, 0 }, { 6, 4 } };
+		uint8_t c[4 * 4] = { 0 };
+		uint8_t d[5 * 8], e[5 * 4];
+
+		for (uint32_t i = 0; i < 5; i++) {
+			struct wire_rec_tensor_dim dv = { .value = 64 };
+			struct wire_rec_tensor_box ev = { .value = 1 };
+
+			wire_rec_tensor_dim_put(d, i, &dv);
+			wire_rec_tensor_box_put(e, i, &ev);
+		}
+		for (size_t i = 0; i < sizeof(ic) / sizeof(ic[0]); i++) {
+			uint32_t rank = ic[i].rank;
+
+			wire_msg_reset(&m);
+			wire_put_u32(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
+			wire_put_u32(&m, rank);
+			wire_put_u64(&m, addr);
+			wire_put_blob(&m, (struct wire_blob){ d, (rank > 5 ? 5 : rank) * 8 });
+			wire_put_blob(&m, (struct wire_blob){ d, (rank > 5 ? 4 : rank - 1) * 8 });
+			wire_put_blob(&m, (struct wire_blob){ c, ic[i].corners * 4 });
+			wire_put_blob(&m, (struct wire_blob){ c, ic[i].corners * 4 });
+			wire_put_u32(&m, 64);
+			wire_put_u32(&m, 128);
+			wire_put_blob(&m, (struct wire_blob){ e, (rank > 5 ? 5 : rank) * 4 });
+			wire_put_u32(&m, CU_TENSOR_MAP_INTERLEAVE_NONE);
+			wire_put_u32(&m, CU_TENSOR_MAP_SWIZZLE_128B);
+			wire_put_u32(&m, CU_TENSOR_MAP_L2_PROMOTION_NONE);
+			wire_put_u32(&m, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+			assert_int_equal(call_status(fd, WIRE_CALL_TENSOR_MAP_ENCODE_IM2COL, ++seq, &m, UINT32_MAX,
+						     NULL), CUDA_ERROR_INVALID_VALUE);
+		}
+	}
+
+	/* Replace: maps of 0, 127 and 129 bytes, junk (not a map the sim
+	 * made), an address of no allocation; then a new address and back. */
+	{
+		static uint8_t junk[129];
+		const uint32_t lens[] = { 0, 127, 129 };
+
+		memset(junk, 0xa5, sizeof(junk));
+		for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+			wire_msg_reset(&m);
+			wire_put_blob(&m, (struct wire_blob){ junk, lens[i] });
+			wire_put_u64(&m, addr);
+			assert_int_equal(call_status(fd, WIRE_CALL_TENSOR_MAP_REPLACE_ADDRESS, ++seq, &m, UINT32_MAX,
+						     NULL), CUDA_ERROR_INVALID_VALUE);
+		}
+		wire_msg_reset(&m);
+		wire_put_blob(&m, (struct wire_blob){ junk, 128 });
+		wire_put_u64(&m, addr);
+		assert_int_equal(call_status(fd, WIRE_CALL_TENSOR_MAP_REPLACE_ADDRESS, ++seq, &m, UINT32_MAX, NULL),
+				 CUDA_ERROR_INVALID_VALUE);
+		wire_msg_reset(&m);
+		wire_put_blob(&m, (struct wire_blob){ map, 128 });
+		wire_put_u64(&m, 0x1000);
+		assert_int_equal(call_status(fd, WIRE_CALL_TENSOR_MAP_REPLACE_ADDRESS, ++seq, &m, UINT32_MAX, NULL),
+				 CUDA_ERROR_INVALID_VALUE);
+		wire_msg_reset(&m);
+		wire_put_blob(&m, (struct wire_blob){ map, 128 });
+		wire_put_u64(&m, addr + 4096);
+		assert_int_equal(call_reply(fd, WIRE_CALL_TENSOR_MAP_REPLACE_ADDRESS, ++seq, &m, &r), CUDA_SUCCESS);
+		assert_int_equal(r.len, 4 + 4 + 128);
+		memcpy(other, r.payload + 8, 128);
+		assert_memory_not_equal(other, map, 128);
+		wire_msg_reset(&m);
+		wire_put_blob(&m, (struct wire_blob){ other, 128 });
+		wire_put_u64(&m, addr);
+		assert_int_equal(call_reply(fd, WIRE_CALL_TENSOR_MAP_REPLACE_ADDRESS, ++seq, &m, &r), CUDA_SUCCESS);
+		assert_memory_equal(r.payload + 8, map, 128);
+	}
+	wire_msg_release(&m);
+	sock_ctx = 0;
+	assert_alive(fd, ++seq);
+	close(fd);
+}
