@@ -22,12 +22,13 @@ struct tmap_pack {
 	struct wire_blob dims_blob, strides_blob, element_strides_blob;
 };
 
-/* The map's pointer must be 64-byte aligned (cuda.h); @min_rank is the
+/* The map's pointer only must not be NULL: the driver encodes into one
+ * that is not 64-byte aligned too, whatever cuda.h says; @min_rank is the
  * encoder's least rank. */
 static CUresult tmap_pack(struct tmap_pack *p, const CUtensorMap *map, cuuint32_t rank, cuuint32_t min_rank,
 			  const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *element_strides)
 {
-	if (!map || (uintptr_t)map % 64 || rank < min_rank || rank > TMAP_RANK_MAX || !dims || !element_strides ||
+	if (!map || rank < min_rank || rank > TMAP_RANK_MAX || !dims || !element_strides ||
 	    (rank > 1 && !strides))
 		return CUDA_ERROR_INVALID_VALUE;
 	for (cuuint32_t i = 0; i < rank; i++) {
@@ -173,7 +174,7 @@ SHIM_API CUresult cuTensorMapReplaceAddress(CUtensorMap *tensorMap, void *global
 	struct wire_tensor_map_replace_address_rep rep;
 	CUresult res;
 
-	if (!tensorMap || (uintptr_t)tensorMap % 64)
+	if (!tensorMap)
 		return CUDA_ERROR_INVALID_VALUE;
 	req.map = (struct wire_blob){ (const uint8_t *)tensorMap, sizeof(*tensorMap) };
 	res = rpc_tensor_map_replace_address(&req, &rep);

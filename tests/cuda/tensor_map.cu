@@ -124,13 +124,25 @@ static tiled_args tiled_interleaved(void)
 	return t;
 }
 
+/* Results that are not the expected one: each is reported, and the
+ * program fails at its end, so one run lists them all. */
+static unsigned mismatches;
+
+static void expect_result(const char *kind, const char *name, CUresult res, CUresult want)
+{
+	if (res == want)
+		return;
+	fprintf(stderr, "MISMATCH %s %s: %d %s, expected %d %s\n", kind, name, (int)res, test_drv_name(res),
+		(int)want, test_drv_name(want));
+	mismatches++;
+}
+
 static void tiled_case(const api &a, const char *name, const tiled_args &t, CUresult want)
 {
 	CUtensorMap m, again;
 	CUresult res = tiled_run(a, t, &m);
 
-	REQUIRE(res == want, "tiled %s: %d %s, expected %d %s", name, (int)res, test_drv_name(res), (int)want,
-		test_drv_name(want));
+	expect_result("tiled", name, res, want);
 	if (res == CUDA_SUCCESS) {
 		REQUIRE(tiled_run(a, t, &again) == CUDA_SUCCESS && !memcmp(&m, &again, sizeof(m)),
 			"tiled %s: the same arguments gave another map", name);
@@ -163,8 +175,7 @@ static void im2col_case(const api &a, const char *name, const im2col_args &t, CU
 	CUresult res = a.im2col(&m, t.type, t.rank, t.addr, t.dims, t.strides, t.lower, t.upper, t.channels,
 				t.pixels, t.es, t.il, t.sw, t.l2, t.oob);
 
-	REQUIRE(res == want, "im2col %s: %d %s, expected %d %s", name, (int)res, test_drv_name(res), (int)want,
-		test_drv_name(want));
+	expect_result("im2col", name, res, want);
 	record(name, res, &m);
 }
 
@@ -289,7 +300,10 @@ static void cases(const api &a, std::vector<outcome> *into, int cc_major)
 	{
 		tiled_args t = tiled_interleaved();
 		t.sw = SW_128B;
-		tiled_case(a, "interleave 32B, swizzle 128B", t, CUDA_ERROR_INVALID_VALUE);
+		/* cuda.h pairs it with swizzle 32B; the H200's driver takes these too. */
+		tiled_case(a, "interleave 32B, swizzle 128B", t, CUDA_SUCCESS);
+		t.sw = SW_64B;
+		tiled_case(a, "interleave 32B, swizzle 64B", t, CUDA_SUCCESS);
 		t.sw = SW_32B;
 		t.addr = base + 16;
 		tiled_case(a, "interleave 32B, address 16-byte aligned", t, CUDA_ERROR_INVALID_VALUE);
@@ -312,9 +326,9 @@ static void cases(const api &a, std::vector<outcome> *into, int cc_major)
 		tiled_args t;
 		CUresult res = tiled_run(a, t, (CUtensorMap *)(misaligned + 32));
 
-		REQUIRE(res == CUDA_ERROR_INVALID_VALUE, "tiled into a map 32-byte aligned: %d %s", (int)res,
-			test_drv_name(res));
-		record("map 32-byte aligned", res, NULL);
+		/* cuda.h asks for 64-byte alignment; the driver encodes it anyway. */
+		expect_result("tiled", "into a map 32-byte aligned", res, CUDA_SUCCESS);
+		record("map 32-byte aligned", res, (const CUtensorMap *)(misaligned + 32));
 	}
 
 	/* 1 and 2 for im2col */
@@ -380,7 +394,6 @@ static void cases(const api &a, std::vector<outcome> *into, int cc_major)
 			} bad[] = {
 				{ "im2col wide mode 2", [](wide_args *w) { w->mode = (CUtensorMapIm2ColWideMode)2; } },
 				{ "im2col wide swizzle 32B", [](wide_args *w) { w->sw = SW_32B; } },
-				{ "im2col wide swizzle none", [](wide_args *w) { w->sw = SW_NONE; } },
 				{ "im2col wide pixels 1025", [](wide_args *w) { w->pixels = 1025; } },
 				{ "im2col wide corner 32768", [](wide_args *w) { w->upper = 32768; } },
 				{ "im2col wide rank 2", [](wide_args *w) { w->rank = 2; } },
@@ -390,8 +403,7 @@ static void cases(const api &a, std::vector<outcome> *into, int cc_major)
 
 				b.change(&w);
 				res = wide_run(a, w, &m);
-				REQUIRE(res == CUDA_ERROR_INVALID_VALUE, "%s: %d %s", b.name, (int)res,
-					test_drv_name(res));
+				expect_result("im2col wide", b.name, res, CUDA_ERROR_INVALID_VALUE);
 				record(b.name, res, &m);
 			}
 		}
@@ -411,13 +423,11 @@ static void cases(const api &a, std::vector<outcome> *into, int cc_major)
 		CHECK_DRV(a.replace(&m, base));
 		REQUIRE(!memcmp(&m, &first, sizeof(m)), "the first address again gave another map");
 		res = a.replace(&m, base + 8);
-		REQUIRE(res == CUDA_ERROR_INVALID_VALUE, "replace by an 8-byte aligned address: %d %s", (int)res,
-			test_drv_name(res));
+		expect_result("replace", "by an 8-byte aligned address", res, CUDA_ERROR_INVALID_VALUE);
 		record("replace by base + 8", res, NULL);
 		res = a.replace((CUtensorMap *)(misaligned + 32), base);
-		REQUIRE(res == CUDA_ERROR_INVALID_VALUE, "replace in a map 32-byte aligned: %d %s", (int)res,
-			test_drv_name(res));
-		record("replace in a map 32-byte aligned", res, NULL);
+		expect_result("replace", "in a map 32-byte aligned", res, CUDA_SUCCESS);
+		record("replace in a map 32-byte aligned", res, (const CUtensorMap *)(misaligned + 32));
 	}
 }
 
@@ -497,6 +507,7 @@ int main(void)
 		printf("tensor_map: not compared with a driver: TERN_TEST_REAL_DRIVER unset\n");
 	}
 	CHECK(cudaFree(base));
+	REQUIRE(!mismatches, "%u results not the expected ones (MISMATCH lines above)", mismatches);
 	test_pass("tensor_map");
 	return 0;
 }
