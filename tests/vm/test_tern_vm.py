@@ -229,11 +229,7 @@ class Ternd:
         return {e['id']: e for e in st['sessions'] if e.get('domain_uuid') == uuid}
 
     def log_tail(self, lines=25):
-        try:
-            with open(self.log, errors='replace') as f:
-                return ''.join(f.readlines()[-lines:])
-        except FileNotFoundError:
-            return ''
+        return vmlib.file_tail(self.log, lines)
 
 
 class Listener:

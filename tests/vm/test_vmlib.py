@@ -2,7 +2,8 @@
 """vmlib's parts that need no libvirt: the kernel command line the guest's
 init decodes (also decoded here by the image's own init, run by busybox on
 the host), the domain XML with hostile names and paths, and the /dev/kvm
-lease on a stand-in file (several holders, a holder that died).
+lease on a stand-in file (several holders, a holder that died), and
+free_port.
 
 usage: test_vmlib.py
 """
@@ -133,8 +134,33 @@ def test_init_reads_cmdline():
           % r.stdout.strip())
 
 
+def test_free_port():
+    """A port someone listens on is skipped; one that a daemon's
+    connection left in TIME_WAIT is not (libvirtd and QEMU bind with
+    SO_REUSEADDR, and so may bind it again)."""
+    import socket
+    held = socket.socket()
+    held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as libvirtd's and QEMU's
+    held.bind(('127.0.0.1', 0))
+    held.listen(1)
+    port = held.getsockname()[1]
+    check(vmlib.free_port(port, port + 1) == port + 1, 'free_port skips a port in use')
+    client = socket.create_connection(('127.0.0.1', port))
+    conn, _ = held.accept()
+    conn.close()  # the server's side closes first: its port is left in TIME_WAIT
+    client.close()
+    held.close()
+    check(vmlib.free_port(port, port) == port, 'free_port takes a port left in TIME_WAIT')
+    try:
+        vmlib.free_port(port, port - 1)
+        check(False, 'free_port fails on an empty range')
+    except vmlib.VmError:
+        check(True, 'free_port fails on an empty range')
+
+
 def main():
     test_cmdline()
+    test_free_port()
     test_domain_xml()
     test_kvm_lease()
     if os.path.exists('/bin/busybox'):

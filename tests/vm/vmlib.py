@@ -13,6 +13,8 @@ which libvirt logs to a file the test reads, and powers off or idles.
         boot_s = dom.start()              # seconds until "tern-init: ready"
         dom.wait_console(r'PASS', 60)
         dom.save(lab.path('a.save')); dom.restore(lab.path('a.save'))
+        with vmlib.SecondLibvirtd(lab.path('lv2')) as dest:   # migrations
+            dom.migrate(dest); dom.on(dest).migrate(vmlib.SYSTEM)
 
 What a test needs of the host, and what this library does about it:
 - root, qemu-system-x86_64, libvirtd, virtlogd, virsh: without one of
@@ -24,7 +26,10 @@ What a test needs of the host, and what this library does about it:
   call (40 s per define): set while a Lab is open (KvmLease: other
   processes using this library share it), restored by the last one;
 - domains named tern-vmtest-PID-N: a Lab removes its own at exit (also
-  after an exception or SIGTERM, meson's timeout) and those of dead PIDs.
+  after an exception or SIGTERM, meson's timeout) and those of dead PIDs;
+- a SecondLibvirtd (a migration's other end, in a mount namespace of its
+  own) is stopped with its domains likewise, and one of a dead PID by the
+  next one made.
 
 Debugging: each Lab prints its folder (console logs DIR/NAME.console, the
 domain XML beside it); TERN_VM_KEEP=1 keeps the folder and the domains;
@@ -38,6 +43,7 @@ import base64
 import itertools
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -96,8 +102,46 @@ def run(argv, timeout, check=True):
     return r
 
 
+class Daemon:
+    """A libvirtd that domains run on and migrate to: its URI, and the TCP
+    ports its QEMUs may listen on for an incoming migration (qemu.conf's
+    migration_port_min and _max)."""
+
+    def __init__(self, uri, migration_ports):
+        self.uri = uri
+        self.migration_ports = migration_ports
+
+    def virsh(self, *args, timeout=60, check=True):
+        return run(['virsh', '-q', '-c', self.uri] + list(args), timeout, check)
+
+    def domains(self):
+        """The names of every domain it knows, running or not."""
+        return self.virsh('list', '--all', '--name', timeout=30).stdout.split()
+
+
+# The system libvirtd, with qemu.conf's default migration ports.
+SYSTEM = Daemon(CONNECT, (49152, 49215))
+
+
 def virsh(*args, timeout=60, check=True):
-    return run(['virsh', '-q', '-c', CONNECT] + list(args), timeout, check)
+    return SYSTEM.virsh(*args, timeout=timeout, check=check)
+
+
+def free_port(first, last):
+    """The first TCP port of @first..@last that nothing holds on 127.0.0.1.
+    Bound with SO_REUSEADDR as libvirtd and QEMU bind theirs, so that a port
+    left in TIME_WAIT by the last run's connections counts as free."""
+    for port in range(first, last + 1):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(('127.0.0.1', port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise VmError('no free TCP port on 127.0.0.1 in %d-%d' % (first, last))
 
 
 def socket_answers(path):
@@ -111,6 +155,15 @@ def socket_answers(path):
         return False
     finally:
         s.close()
+
+
+def file_tail(path, lines):
+    """The last @lines lines of the log file @path ('' when there is none)."""
+    try:
+        with open(path, errors='replace') as f:
+            return ''.join(f.readlines()[-lines:])
+    except FileNotFoundError:
+        return ''
 
 
 def wait_for(predicate, timeout, what):
@@ -207,22 +260,31 @@ def domain_xml(name, uuid, kernel, initrd, cmdline, console_log, channels, memor
 
 
 class Domain:
-    """One defined domain of a Lab. Each action waits for its end (virsh has a
+    """One defined domain of a Lab, as one Daemon (@daemon, default the
+    system libvirtd) sees it. Each action waits for its end (virsh has a
     timeout) and returns the seconds it took."""
 
-    def __init__(self, name, uuid, console_log):
+    def __init__(self, name, uuid, console_log, daemon=SYSTEM):
         self.name = name
         self.uuid = uuid
         self.console_log = console_log
+        self.daemon = daemon
 
     def _timed(self, timeout, *args):
         t0 = time.monotonic()
-        virsh(*args, timeout=timeout)
+        self.daemon.virsh(*args, timeout=timeout)
         return time.monotonic() - t0
+
+    def on(self, daemon):
+        """The same domain as @daemon sees it (where a migration took it):
+        state, console, destroy ... go to @daemon. The console log is the
+        same file: the XML travels with the migration, and the destination's
+        QEMU appends to the path it names."""
+        return Domain(self.name, self.uuid, self.console_log, daemon)
 
     def state(self):
         """'running', 'paused', 'shut off' ... as virsh domstate says it."""
-        return virsh('domstate', self.name, timeout=30).stdout.strip()
+        return self.daemon.virsh('domstate', self.name, timeout=30).stdout.strip()
 
     def console(self, since=0):
         """The console log from byte @since on."""
@@ -271,7 +333,7 @@ class Domain:
         from `virsh start` to the guest's "tern-init: ready"."""
         since = self.console_size()
         t0 = time.monotonic()
-        virsh('start', self.name, timeout=timeout)
+        self.daemon.virsh('start', self.name, timeout=timeout)
         m = self.wait_console(READY, timeout, since)
         boot_s = time.monotonic() - t0
         print('%s: booted in %.1f s (guest uptime %s s at ready)' % (self.name, boot_s, m.group(1)))
@@ -299,6 +361,28 @@ class Domain:
 
     def destroy(self, timeout=30):
         return self._timed(timeout, 'destroy', self.name)
+
+    def migrate(self, dest, live=True, extra=(), timeout=120):
+        """`virsh migrate [--live] EXTRA NAME DEST_URI --migrateuri
+        tcp://127.0.0.1:PORT` to the Daemon @dest, PORT a free one of its
+        migration ports; @extra: more options (['--suspend'], ['--bandwidth',
+        '1'] in MiB/s ...). The seconds it took; afterwards the domain is
+        self.on(dest). VmError with virsh's message when it fails (also when
+        domjobabort cancelled it)."""
+        port = free_port(*dest.migration_ports)
+        return self._timed(timeout, 'migrate', *(['--live'] if live else []), *extra, self.name,
+                           dest.uri, '--migrateuri', 'tcp://127.0.0.1:%d' % port)
+
+    def domjobabort(self, timeout=30):
+        """Cancel the domain's job (a migration, run from the source's side)."""
+        return self._timed(timeout, 'domjobabort', self.name)
+
+    def jobinfo(self):
+        """`virsh domjobinfo` as a dict: {'Job type': 'Unbounded' (one runs) or
+        'None', 'Data processed': '12.005 MiB', ...}."""
+        out = self.daemon.virsh('domjobinfo', self.name, timeout=30).stdout
+        return dict((k.strip(), v.strip()) for k, _, v in
+                    (line.partition(':') for line in out.splitlines() if ':' in line))
 
     def wait_state(self, state, timeout):
         wait_for(lambda: self.state() == state, timeout, '%s in state %r' % (self.name, state))
@@ -358,11 +442,11 @@ class Checks:
         print('PASS %s' % name)
 
 
-def remove_domain(name):
-    """Destroy and undefine @name with its managed save image; quiet when it
-    is already gone."""
-    virsh('destroy', name, timeout=30, check=False)
-    virsh('undefine', '--managed-save', name, timeout=30, check=False)
+def remove_domain(name, daemon=SYSTEM):
+    """Destroy and undefine @name on @daemon with its managed save image;
+    quiet when it is already gone (or transient: gone once destroyed)."""
+    daemon.virsh('destroy', name, timeout=30, check=False)
+    daemon.virsh('undefine', '--managed-save', name, timeout=30, check=False)
 
 
 def process_stop(proc, timeout=20):
@@ -505,8 +589,7 @@ class Lab:
 
     def _remove_stale(self):
         """Domains an earlier run of this suite left behind (its pid is gone)."""
-        names = virsh('list', '--all', '--name', timeout=30).stdout.split()
-        for name in names:
+        for name in SYSTEM.domains():
             m = re.fullmatch(re.escape(NAME_PREFIX) + r'(\d+)-\d+', name)
             if m and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1))):
                 print('vmlib: removing %s, left by an earlier run' % name)
@@ -556,6 +639,193 @@ class Lab:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
+# Where each SecondLibvirtd notes its folder while it runs (libvirtd2.PID.PORT),
+# for the next one to stop it when its owner died without doing so.
+DAEMONS_NOTED = '/run/tern-vmtest'
+
+
+class SecondLibvirtd(Daemon):
+    """A second libvirtd on this machine, the other end of a migration
+    (../shared/VM.md, "Two libvirtd on one machine").
+
+        with vmlib.Lab(build) as lab, vmlib.SecondLibvirtd(lab.path('lv2')) as dest:
+            dom = lab.domain(script, after='idle'); dom.start()
+            dom.migrate(dest)               # seconds; now dom.on(dest) runs
+            dom.on(dest).migrate(vmlib.SYSTEM)
+
+    It runs in a mount namespace of its own (unshare -m) where fresh
+    folders of @folder are bind-mounted over /etc/libvirt (etc/: a copy of
+    the system's without its domains, networks' autostart or hooks),
+    /run/libvirt (run/), /var/lib/libvirt (lib/), /var/cache/libvirt
+    (cache/: a copy of the system's, so it skips the 8 s QEMU probe: make
+    it after a Lab, which holds /dev/kvm's mode the cache was made with)
+    and /var/log/libvirt (log/); everything else, /tmp (a Lab's folder,
+    console logs, sockets) included, is the host's. It listens on
+    qemu+tcp://127.0.0.1:PORT/system without authentication (@port:
+    default the first free from 16510), has a host_uuid of its own (else
+    libvirt refuses a migration "to the same host"), and its QEMUs listen
+    for a migration on @migration_ports (default the first free of
+    49300-49363 is picked per migration). QEMU's stdio goes to files
+    (stdio_handler="file"), so it needs no virtlogd; no cgroups.
+
+    @hooks: {name: script} put in its hooks/qemu.d/ (mode 0755) before it
+    starts, which is when libvirt 9.0 looks for them. Attributes: uri,
+    port, etc (its /etc/libvirt as seen from outside), log (its
+    libvirtd.log, with its stderr), folder. virsh(*args) and domains()
+    talk to it.
+
+    stop() (also at exit, on SIGTERM through the Lab's handler, and at the
+    end of a with-statement) destroys its domains, ends it and any QEMU it
+    left, and removes @folder (TERN_VM_KEEP=1 keeps the folder); the
+    system libvirtd and its domains are not touched. One whose owner was
+    killed (SIGKILL) is stopped by the next SecondLibvirtd made."""
+
+    PRIVATE = (('/etc/libvirt', 'etc'), ('/run/libvirt', 'run'), ('/var/lib/libvirt', 'lib'),
+               ('/var/cache/libvirt', 'cache'), ('/var/log/libvirt', 'log'))
+
+    def __init__(self, folder, hooks=None, port=None, migration_ports=(49300, 49363), timeout=60):
+        if shutil.which('unshare') is None:
+            skip('no unshare (util-linux) for a second libvirtd')
+        self.port = port or free_port(16510, 16599)
+        super().__init__('qemu+tcp://127.0.0.1:%d/system' % self.port, migration_ports)
+        self.folder = os.path.abspath(folder)
+        self.etc = os.path.join(self.folder, 'etc')
+        self.log = os.path.join(self.folder, 'log', 'libvirtd.log')
+        self.keep = os.environ.get('TERN_VM_KEEP') == '1'
+        self.proc = None
+        self.note = os.path.join(DAEMONS_NOTED, 'libvirtd2.%d.%d' % (os.getpid(), self.port))
+        _stop_orphaned_daemons()
+        os.makedirs(self.folder)
+        os.chmod(self.folder, 0o755)
+        self._configure(hooks or {})
+        os.makedirs(DAEMONS_NOTED, exist_ok=True)
+        with open(self.note, 'w') as f:
+            f.write(self.folder + '\n')
+        atexit.register(self.stop)
+        self._start(timeout)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.stop()
+        return False
+
+    def _configure(self, hooks):
+        shutil.copytree('/etc/libvirt', self.etc, symlinks=True)
+        shutil.copytree('/var/cache/libvirt', os.path.join(self.folder, 'cache'), symlinks=True)
+        for _, sub in self.PRIVATE[1:]:
+            os.makedirs(os.path.join(self.folder, sub), mode=0o755, exist_ok=True)
+        qemu = os.path.join(self.etc, 'qemu')
+        for f in os.listdir(qemu):
+            if f.endswith('.xml'):
+                os.unlink(os.path.join(qemu, f))  # the system daemon's domains
+        for d in (os.path.join(qemu, 'networks', 'autostart'), os.path.join(self.etc, 'hooks')):
+            shutil.rmtree(d, ignore_errors=True)
+        qemu_d = os.path.join(self.etc, 'hooks', 'qemu.d')
+        os.makedirs(qemu_d)
+        for name, script in hooks.items():
+            if not name or '/' in name or name.startswith('.'):
+                raise ValueError('a hook name must be a plain file name, not %r' % name)
+            path = os.path.join(qemu_d, name)
+            with open(path, 'w') as f:
+                f.write(script)
+            os.chmod(path, 0o755)
+        with open(os.path.join(self.etc, 'libvirtd.conf'), 'a') as f:
+            f.write('\n# vmlib.SecondLibvirtd\nlisten_tcp = 1\nlisten_tls = 0\ntcp_port = "%d"\n'
+                    'listen_addr = "127.0.0.1"\nauth_tcp = "none"\nhost_uuid = "%s"\n'
+                    'log_outputs = "3:file:/var/log/libvirt/libvirtd.log"\n'
+                    % (self.port, uuidlib.uuid4()))
+        with open(os.path.join(self.etc, 'qemu.conf'), 'a') as f:
+            f.write('\n# vmlib.SecondLibvirtd\nstdio_handler = "file"\ncgroup_controllers = [ ]\n'
+                    'migration_port_min = %d\nmigration_port_max = %d\n' % self.migration_ports)
+
+    def _start(self, timeout):
+        binds = ' && '.join('mount --bind %s %s' % (shlex.quote(os.path.join(self.folder, sub)), target)
+                            for target, sub in self.PRIVATE)
+        # Its own pid file: the default, /run/libvirtd.pid, is the system daemon's.
+        script = '%s && exec libvirtd --listen --pid-file %s' % (
+            binds, shlex.quote(os.path.join(self.folder, 'libvirtd.pid')))
+        t0 = time.monotonic()
+        with open(self.log, 'a') as log:
+            self.proc = subprocess.Popen(['unshare', '--mount', '--propagation', 'private',
+                                          'sh', '-c', script], stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+        def answers():
+            if self.proc.poll() is not None:
+                raise VmError('the second libvirtd exited %d; its log %s ends:\n%s'
+                              % (self.proc.returncode, self.log, self.log_tail()))
+            return self.virsh('version', timeout=30, check=False).returncode == 0
+        try:
+            wait_for(answers, timeout, 'the second libvirtd answering on ' + self.uri)
+        except VmError:
+            self.stop()
+            raise
+        print('vmlib: second libvirtd at %s in %.1f s (folder %s, log %s)'
+              % (self.uri, time.monotonic() - t0, self.folder, self.log))
+
+    def log_tail(self, lines=20):
+        return file_tail(self.log, lines)
+
+    def stop(self):
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            try:
+                for name in self.domains():
+                    remove_domain(name, self)
+            except VmError as e:
+                print('vmlib: the second libvirtd: %s' % e)
+        process_stop(proc)
+        _kill_daemon_left(self.folder)
+        os.unlink(self.note)
+        if self.keep:
+            print('vmlib: TERN_VM_KEEP=1: kept %s' % self.folder)
+        else:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _kill_daemon_left(folder):
+    """SIGKILL what a SecondLibvirtd in @folder left running: the daemon,
+    and its QEMUs (they leave libvirtd's process group), by their pid files
+    (checked against /proc, in case the pid was reused)."""
+    pid_files = [os.path.join(folder, 'libvirtd.pid')]
+    qemu_run = os.path.join(folder, 'run', 'qemu')
+    if os.path.isdir(qemu_run):
+        pid_files += [os.path.join(qemu_run, f) for f in os.listdir(qemu_run) if f.endswith('.pid')]
+    for path in pid_files:
+        try:
+            with open(path) as f:
+                pid = int(f.read().split()[0])
+            with open('/proc/%d/cmdline' % pid, 'rb') as f:
+                argv0 = os.path.basename(f.read().split(b'\0')[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        if argv0 == b'libvirtd' or argv0.startswith(b'qemu-system'):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _stop_orphaned_daemons():
+    """Stop the second libvirtds noted in DAEMONS_NOTED whose owner is gone."""
+    try:
+        notes = os.listdir(DAEMONS_NOTED)
+    except FileNotFoundError:
+        return
+    for note in notes:
+        m = re.fullmatch(r'libvirtd2\.(\d+)\.\d+', note)
+        if not m or pid_alive(int(m.group(1))):
+            continue
+        path = os.path.join(DAEMONS_NOTED, note)
+        with open(path) as f:
+            folder = f.read().strip()
+        print('vmlib: stopping the second libvirtd of %s, left by an earlier run' % folder)
+        _kill_daemon_left(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+        os.unlink(path)
+
+
 def _group_id(name):
     import grp
     try:
@@ -574,7 +844,7 @@ if __name__ == '__main__':
         sys.exit(reason)
     ensure_daemons()
     if sys.argv[1] == 'cleanup':
-        for n in virsh('list', '--all', '--name', timeout=30).stdout.split():
+        for n in SYSTEM.domains():
             if n.startswith(NAME_PREFIX):
                 print('removing %s' % n)
                 remove_domain(n)
