@@ -95,6 +95,7 @@ static int tracked_set(struct listener *l, const struct domain_info *info, const
 		if (l->count == LISTENER_DOMAINS_MAX)
 			return -ENOSPC;
 		t = &l->doms[l->count++];
+		memset(t, 0, sizeof(*t));       /* a slot left by another domain */
 	}
 	strcpy(t->uuid, info->uuid);
 	strcpy(t->name, info->name);
@@ -122,8 +123,10 @@ static bool domain_inspect(virDomainPtr dom, struct domain_info *info)
 	return true;
 }
 
-/* Write the tern metadata: @kept, or a fresh generation when NULL, and
- * this host's migrate address. */
+/* Follow @info's domain with @kept, or a fresh generation when NULL, and
+ * write the tern metadata: the generation and this host's migrate address.
+ * A migration's incoming domain does not take live metadata until it runs
+ * (libvirt: "domain is not running"): it is written again at its resume. */
 static void generation_assign(struct listener *l, virDomainPtr dom, const struct domain_info *info,
 			      const char *kept)
 {
@@ -136,6 +139,10 @@ static void generation_assign(struct listener *l, virDomainPtr dom, const struct
 	}
 	if (kept)
 		snprintf(generation, sizeof(generation), "%s", kept);
+	if (tracked_set(l, info, generation)) {
+		pr_err("domain %s: more than %d tern domains followed; not this one", info->name, LISTENER_DOMAINS_MAX);
+		return;
+	}
 	if (l->migrate_url)
 		snprintf(element, sizeof(element), "<%s generation='%s' migrate='%s'/>", TERN_METADATA_ELEMENT,
 			 generation, l->migrate_url);
@@ -143,13 +150,14 @@ static void generation_assign(struct listener *l, virDomainPtr dom, const struct
 		snprintf(element, sizeof(element), "<%s generation='%s'/>", TERN_METADATA_ELEMENT, generation);
 	if (virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, element, TERN_XMLNS_KEY, TERN_XMLNS_URI,
 				 VIR_DOMAIN_AFFECT_LIVE) < 0) {
-		pr_err("domain %s: cannot set its tern metadata: %s", info->name, virGetLastErrorMessage());
+		if (kept)
+			pr_info("domain %s: its tern metadata is written once it runs (%s)", info->name,
+				virGetLastErrorMessage());
+		else
+			pr_err("domain %s: cannot set its tern generation: %s", info->name, virGetLastErrorMessage());
 		return;
 	}
-	if (tracked_set(l, info, generation))
-		pr_err("domain %s: more than %d tern domains followed; not this one", info->name, LISTENER_DOMAINS_MAX);
-	else
-		pr_info("domain %s (%s): generation %s%s", info->name, info->uuid, generation, kept ? " kept" : "");
+	pr_info("domain %s (%s): generation %s%s", info->name, info->uuid, generation, kept ? " kept" : "");
 }
 
 /* A running domain seen: at a boot (@fresh) it gets a new generation; a
@@ -260,6 +268,9 @@ static void domain_migrating(struct listener *l, virDomainPtr dom, int event, in
 		pr_info("domain %s resumed here after a switchover (detail %d): vm-restore", t->name, detail);
 		t->switched = false;
 		request_spawn(l, t, CONTROL_OP_VM_RESTORE);
+	} else if (event == VIR_DOMAIN_EVENT_RESUMED) {
+		/* Migrated in: its metadata can be written now. */
+		domain_follow(l, dom, false);
 	}
 }
 

@@ -97,13 +97,16 @@ def log(msg):
 
 class CommandPort:
     """The host end of a guest's command port: QEMU connects (again after
-    each restore or start); lines go to the latest connection. Host-to-guest bytes written while the guest is not
-    running are lost (VM.md): send only to a running guest."""
+    each restore or start; a migration's destination while the source's
+    connection still stands); lines go to the latest connection that is
+    still open, so that after a cancelled migration they reach the source's
+    QEMU again. Host-to-guest bytes written while the guest is not running
+    are lost (VM.md): send only to a running guest."""
 
     def __init__(self, path):
         self.path = path
         self.listener = vmlib.channel_listener(path)
-        self.conn = None
+        self.conns = []
         self.lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -114,9 +117,7 @@ class CommandPort:
             except OSError:
                 return
             with self.lock:
-                if self.conn:
-                    self.conn.close()
-                self.conn = conn
+                self.conns.append(conn)
             # Nothing comes from the guest on this port; read to see it end.
             threading.Thread(target=self._drain, args=(conn,), daemon=True).start()
 
@@ -126,16 +127,18 @@ class CommandPort:
                 pass
         except OSError:
             pass
-        # QEMU stopped (save, destroy): the next line waits for its successor.
+        # QEMU stopped (save, destroy, migrated): the next line goes to
+        # another connection, or waits for QEMU's next one.
         with self.lock:
-            if self.conn is conn:
-                self.conn = None
+            if conn in self.conns:
+                self.conns.remove(conn)
+        conn.close()
 
     def send(self, line, timeout=60):
         """Write @line once QEMU is connected."""
-        vmlib.wait_for(lambda: self.conn is not None, timeout, 'the command port of %s connected' % self.path)
+        vmlib.wait_for(lambda: self.conns, timeout, 'the command port of %s connected' % self.path)
         with self.lock:
-            self.conn.sendall((line + '\n').encode())
+            self.conns[-1].sendall((line + '\n').encode())
 
 
 class Guest:
@@ -182,8 +185,9 @@ class Ternd:
     Lab's folder; QEMU (libvirt-qemu) reaches the domain sockets through
     --vm-socket-group, and nothing else of ternd's."""
 
-    def __init__(self, build, folder):
+    def __init__(self, build, folder, extra=()):
         self.build = build
+        self.extra = list(extra)
         self.dir = folder
         self.control = os.path.join(self.dir, 'control.sock')
         self.sock = os.path.join(self.dir, 'ternd.sock')
@@ -204,7 +208,7 @@ class Ternd:
                '--sim-memory', '4G', '--listen', 'unix:' + self.sock, '--control', self.control,
                '--state-dir', self.state, '--vm-dir', self.vm_dir, '--vm-socket-group', 'libvirt-qemu',
                '--on-stop', 'suspend',
-               '--log-file', self.log, '--log-level', 'info']
+               '--log-file', self.log, '--log-level', 'info'] + self.extra
         self.proc = subprocess.Popen(cmd, start_new_session=True)
         vmlib.wait_for(lambda: os.path.exists(self.control) or self.proc.poll() is not None, 20,
                        'ternd\'s control socket')
@@ -233,11 +237,12 @@ class Ternd:
 
 
 class Listener:
-    def __init__(self, build, control, folder):
+    def __init__(self, build, control, folder, extra=()):
         self.log = os.path.join(folder, 'tern-libvirt.log')
         self.out = open(self.log, 'a')
         self.proc = subprocess.Popen([os.path.join(build, 'libvirt-hooks', 'tern-libvirt'), '--control', control,
-                                      '--log-level', 'debug'], stderr=self.out, start_new_session=True)
+                                      '--log-level', 'debug'] + list(extra), stderr=self.out,
+                                     start_new_session=True)
         vmlib.wait_for(lambda: 'connected to' in self.text() or self.proc.poll() is not None, 30,
                        'tern-libvirt connected to libvirtd')
         if self.proc.poll() is not None:
@@ -266,13 +271,17 @@ class Hook:
                 os.unlink(old)      # a run killed by SIGKILL
         self.path = os.path.join(HOOKS_DIR, 'tern-vmtest-%d' % os.getpid())
         with open(self.path + '.tmp', 'w') as f:
-            f.write('#!/bin/sh\n# tests/vm/test_tern_vm.py, pid %d: removed when it ends\n'
-                    'case "$1" in %s%d-*) ;; *) exit 0 ;; esac\n'
-                    'exec %s --control %s --timeout 120 "$@"\n'
-                    % (os.getpid(), vmlib.NAME_PREFIX, os.getpid(),
-                       os.path.join(build, 'libvirt-hooks', 'tern-hook'), control))
+            f.write(self.script(build, control))
         os.chmod(self.path + '.tmp', 0o755)
         os.rename(self.path + '.tmp', self.path)
+
+    @staticmethod
+    def script(build, control):
+        return ('#!/bin/sh\n# tests/vm, pid %d: removed when it ends\n'
+                'case "$1" in %s%d-*) ;; *) exit 0 ;; esac\n'
+                'exec %s --control %s --timeout 120 "$@"\n'
+                % (os.getpid(), vmlib.NAME_PREFIX, os.getpid(),
+                   os.path.join(build, 'libvirt-hooks', 'tern-hook'), control))
 
     def close(self):
         try:
@@ -551,15 +560,33 @@ def refused_restore(guest, image, snapshot, how):
     check(guest.dom.state() == 'shut off', 'GPU state %s: the domain stays shut off' % how)
 
 
-def main():
+def finish(folder, t0, checks, name):
+    """A test's end: its folder removed (kept with TERN_VM_KEEP=1), its
+    time and its checks' verdict."""
+    if os.environ.get('TERN_VM_KEEP') == '1':
+        log('TERN_VM_KEEP=1: kept %s' % folder)
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+    log('%.0f s in all' % (time.monotonic() - t0))
+    checks.finish(name)
+
+
+def begin(prefix):
+    """A test's start: (build folder, a folder of its own, mode 0755 for
+    QEMU); skipped when this host cannot run guests."""
     build = os.path.abspath(sys.argv[1])
     reason = vmlib.host_unfit()
     if reason:
         vmlib.skip(reason)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    # ternd's folder is known before libvirtd starts: the hook names its control socket.
-    folder = tempfile.mkdtemp(prefix='tern-vm-e2e.')
+    folder = tempfile.mkdtemp(prefix=prefix)
     os.chmod(folder, 0o755)
+    return build, folder
+
+
+def main():
+    # ternd's folder is known before libvirtd starts: the hook names its control socket.
+    build, folder = begin('tern-vm-e2e.')
     ternd = listener = None
     hook = Hook(build, os.path.join(folder, 'control.sock'))
     t0 = time.monotonic()
@@ -585,12 +612,7 @@ def main():
             listener.stop()
         if ternd:
             ternd.stop()
-        if os.environ.get('TERN_VM_KEEP') == '1':
-            log('TERN_VM_KEEP=1: kept %s' % folder)
-        else:
-            shutil.rmtree(folder, ignore_errors=True)
-    log('%.0f s in all' % (time.monotonic() - t0))
-    check.finish('vm_tern')
+    finish(folder, t0, check, 'vm_tern')
 
 
 if __name__ == '__main__':
