@@ -709,6 +709,8 @@ int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char 
 					     restore_object, &rc);
 	rc.code_pass = false;
 	if (!ret)
+		ret = checkpoint_state_globals_place(ex, saved, err, sizeof(err));
+	if (!ret)
 		ret = capture_get(ck, &capt);
 	if (!ret) {
 		ret = capture_fill(capt, reader, &stats);

@@ -127,5 +127,10 @@ int checkpoint_state_restore_ctx(struct exec *ex, struct tracker *saved, char *e
 CUresult checkpoint_state_func(struct exec *ex, const struct tracker_object *o, void *real);
 CUresult checkpoint_state_stream(struct exec *ex, const struct tracker_object *o, CUstream s);
 int checkpoint_state_restore_late(struct exec *ex, struct tracker *saved, char *err, size_t errlen);
+/* After the modules are loaded and before the restore allocates host
+ * memory of its own: look up each __managed__ variable of the snapshot, so
+ * that the driver places it while its old address is still free. 0, or a
+ * damaged record (-EBADMSG, as restore_late would say). */
+int checkpoint_state_globals_place(struct exec *ex, struct tracker *saved, char *err, size_t errlen);
 
 #endif

@@ -467,7 +467,13 @@ static int old_reserve(uint64_t addr, uint64_t size)
 	return 0;
 }
 
-static int globals_restore(struct exec *ex, struct tracker *saved, char *err, size_t errlen)
+/* The module globals record written back (@place_only false), or, before
+ * the restore allocates anything of its own, only each __managed__
+ * variable looked up: under lazy module loading the driver places one at
+ * its first lookup, and a pinned staging buffer allocated first took its
+ * old address on the H200 (the restore then refused: "moved ... lies
+ * there"). */
+static int globals_walk(struct exec *ex, struct tracker *saved, bool place_only, char *err, size_t errlen)
 {
 	const uint8_t *b;
 	const void *bytes;
@@ -504,15 +510,29 @@ static int globals_restore(struct exec *ex, struct tracker *saved, char *err, si
 		memcpy(name, b + at + GLOBAL_HEADER, name_len);
 		name[name_len] = 0;
 		e = handle_table_get(ex->handles, owner, handle_kind_of(owner));
+		if (place_only && (!e || (e->kind != HANDLE_MODULE && e->kind != HANDLE_LIBRARY))) {
+			at += GLOBAL_HEADER + name_len + size;
+			continue;       /* restore_late says what is wrong with it */
+		}
 		if (!e || (e->kind != HANDLE_MODULE && e->kind != HANDLE_LIBRARY))
 			goto damaged;
 		device = (flags & GLOBAL_DEVICE_MASK) >> GLOBAL_DEVICE_SHIFT;
+		if (place_only && device >= ex->dev.count) {
+			at += GLOBAL_HEADER + name_len + size;
+			continue;
+		}
 		if (device >= ex->dev.count) {
 			snprintf(err, errlen, "global %s was read on device %u, which the session lacks", name,
 				 device);
 			return -ENODEV;
 		}
 		res = exec_context_switch(ex, ex->dev.list[device].ctx);
+		if (place_only) {
+			if (res == CUDA_SUCCESS && (flags & GLOBAL_MANAGED))
+				global_lookup(ex, e, name, true, &addr, &now_size);
+			at += GLOBAL_HEADER + name_len + size;
+			continue;
+		}
 		if (res == CUDA_SUCCESS)
 			res = global_lookup(ex, e, name, flags & GLOBAL_MANAGED, &addr, &now_size);
 		if (res == CUDA_SUCCESS && now_size != size)
@@ -559,5 +579,10 @@ int checkpoint_state_restore_late(struct exec *ex, struct tracker *saved, char *
 {
 	int ret = builtin_streams_restore(ex, saved, err, errlen);
 
-	return ret ? ret : globals_restore(ex, saved, err, errlen);
+	return ret ? ret : globals_walk(ex, saved, false, err, errlen);
+}
+
+int checkpoint_state_globals_place(struct exec *ex, struct tracker *saved, char *err, size_t errlen)
+{
+	return globals_walk(ex, saved, true, err, errlen);
 }
