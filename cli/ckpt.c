@@ -107,8 +107,12 @@ static void command_usage_print(const struct ckpt_command *cmd, FILE *f)
 		fprintf(f, "  --force           also remove a snapshot a suspended session waits in, or the parent\n"
 			"                    of a snapshot that stays\n");
 	if (cmd->options & CKPT_OPT_DEST)
-		fprintf(f, "  --to URL          the destination ternd's --migrate-listen (tcp://HOST:PORT, unix:PATH)\n"
-			"  --token-file FILE the destination's token (default env TERN_TOKEN_FILE)\n");
+		fprintf(f, "  --to URL          the destination ternd's --migrate-listen (tcp://HOST:PORT,\n"
+			"                    tls://HOST:PORT, unix:PATH)\n"
+			"  --token-file FILE the destination's token (default env TERN_TOKEN_FILE)\n"
+			"  --tls-ca FILE     tls://: the CA the destination's certificate must chain to (default\n"
+			"                    env TERN_TLS_CA, else the system's; TERN_TLS_CERT and TERN_TLS_KEY:\n"
+			"                    a client certificate for a destination that asks for one)\n");
 	if (cmd->options & CKPT_OPT_MIGRATE)
 		fprintf(f, "  --guest-url URL   where the guest is to reconnect (default: the destination's first listener)\n"
 			"  --max-downtime MS stop and copy once a round's dirty bytes take this long at the\n"
@@ -206,7 +210,7 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 			     !strcmp(a, "--images") || !strcmp(a, "--criu") || !strcmp(a, "--criu-plugins") ||
 			     !strcmp(a, "--domain") || !strcmp(a, "--to") || !strcmp(a, "--max-downtime") ||
 			     !strcmp(a, "--max-bandwidth") || !strcmp(a, "--max-rounds") || !strcmp(a, "--token-file") ||
-			     !strcmp(a, "--guest-url");
+			     !strcmp(a, "--guest-url") || !strcmp(a, "--tls-ca");
 
 		if (words_only) {
 			takes = false;
@@ -291,6 +295,9 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 		} else if (!strcmp(a, "--token-file")) {
 			c->migrate.token_file = val;
 			opts_seen |= CKPT_OPT_DEST;
+		} else if (!strcmp(a, "--tls-ca")) {
+			c->migrate.tls_ca = val;
+			opts_seen |= CKPT_OPT_DEST;
 		} else if (!strcmp(a, "--guest-url")) {
 			c->migrate.guest_url = val;
 			opts_seen |= CKPT_OPT_MIGRATE;
@@ -358,7 +365,7 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 				 bad & CKPT_OPT_PROCESS ? "--process" :
 				 bad & CKPT_OPT_CRIU ? "--criu" :
 				 bad & CKPT_OPT_DOMAIN ? "--domain" :
-				 bad & CKPT_OPT_DEST ? "--to, --token-file" :
+				 bad & CKPT_OPT_DEST ? "--to, --token-file, --tls-ca" :
 				 bad & CKPT_OPT_MIGRATE ? "migrate's --max-downtime, --offline ..." : "--force",
 				 c->cmd->name);
 	}

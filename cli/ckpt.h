@@ -76,6 +76,7 @@ struct ckpt {
 	struct {
 		const char *to;
 		const char *token_file;
+		const char *tls_ca;         /* --tls-ca; NULL: TERN_TLS_CA */
 		const char *guest_url;
 		uint32_t max_downtime_ms;   /* 0: the default */
 		uint32_t max_rounds;        /* 0: the default */

@@ -19,6 +19,7 @@
 #include "auth.h"
 #include "snap_migrate.h"
 #include "snap_store.h"
+#include "tls.h"
 #include "transport.h"
 #include "wire.h"
 #include "units.h"
@@ -42,6 +43,7 @@
 #define MIGRATE_TIMEOUT_S 600
 /* The destination's silence that ends the migration (it stays here). */
 #define MIGRATE_IO_TIMEOUT_S 30
+#define MIGRATE_TLS_HANDSHAKE_S 10
 
 static volatile sig_atomic_t cancelled;
 
@@ -85,7 +87,8 @@ struct migrate_round {
 	double pause_ms;          /* the guest's pause for the snapshot */
 	double hash_ms;           /* GPU time hashing */
 	double send_ms;
-	uint64_t dirty_bytes;     /* chunk bytes sent */
+	uint64_t dirty_bytes;     /* bytes of the chunks sent */
+	uint64_t dirty_sent_bytes; /* what the stream carried of them (compressed) */
 	uint64_t stream_bytes;
 	double rate;              /* bytes/s of the stream */
 	double expected_downtime_ms;
@@ -98,6 +101,8 @@ struct migration {
 	struct snap_migrate_conn conn;
 	bool conn_open;
 	int fd;
+	struct tls_creds *tls_creds;  /* --to tls:// */
+	struct tls_conn *tls;
 	uint8_t nonce[AUTH_NONCE_BYTES];
 	struct snap_store *store;
 	struct migrate_round rounds[MIGRATE_ROUNDS_MAX + 1];
@@ -156,21 +161,35 @@ static int connect_destination(struct migration *m)
 {
 	struct timeval idle = { .tv_sec = MIGRATE_IO_TIMEOUT_S };
 	struct transport_url url;
+	char err[512];
 	int rc;
 
 	if (transport_url_parse(m->c->migrate.to, &url) ||
-	    (url.kind != TRANSPORT_TCP && url.kind != TRANSPORT_UNIX))
-		return ckpt_fail(m->c, CKPT_EXIT_USAGE, "--to takes tcp://HOST:PORT or unix:PATH: '%s'",
-				 m->c->migrate.to);
+	    (url.kind != TRANSPORT_TCP && url.kind != TRANSPORT_TLS && url.kind != TRANSPORT_UNIX))
+		return ckpt_fail(m->c, CKPT_EXIT_USAGE, "--to takes tcp://HOST:PORT, tls://HOST:PORT or unix:PATH: "
+				 "'%s'", m->c->migrate.to);
+	if (m->c->migrate.tls_ca && url.kind != TRANSPORT_TLS)
+		return ckpt_fail(m->c, CKPT_EXIT_USAGE, "--tls-ca goes with --to tls://HOST:PORT");
+	if (url.kind == TRANSPORT_TLS &&
+	    tls_client_creds_open(m->c->migrate.tls_ca, &m->tls_creds, err, sizeof(err)))
+		return ckpt_fail(m->c, CKPT_EXIT_USAGE, "%s", err);
 	m->fd = transport_connect(&url);
 	if (m->fd < 0)
 		return ckpt_fail(m->c, CKPT_EXIT_FAILED, "cannot reach the destination %s: %s", m->c->migrate.to,
 				 strerror(-m->fd));
 	setsockopt(m->fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle));
 	setsockopt(m->fd, SOL_SOCKET, SO_SNDTIMEO, &idle, sizeof(idle));
+	/* The certificate is checked before the token's proof is sent. */
+	if (m->tls_creds) {
+		rc = tls_conn_start(m->tls_creds, m->fd, url.host, MIGRATE_TLS_HANDSHAKE_S, &m->tls, err, sizeof(err));
+		if (rc)
+			return ckpt_fail(m->c, CKPT_EXIT_FAILED, "destination %s: %s%s", m->c->migrate.to, err,
+					 rc == -EPROTO ? " (is its --migrate-listen tls://?)" : "");
+	}
 	if (snap_migrate_conn_init(&m->conn, m->fd))
 		return ckpt_fail(m->c, CKPT_EXIT_FAILED, "out of memory");
 	m->conn_open = true;
+	m->conn.tls = m->tls;
 	m->conn.max_bandwidth = m->c->migrate.max_bandwidth;
 	rc = snap_migrate_client_auth(&m->conn, &m->token, m->session, m->nonce);
 	if (rc)
@@ -227,6 +246,7 @@ static int round_send(struct migration *m, struct migrate_round *r, uint32_t fla
 	}
 	r->send_ms = now_ms() - t0;
 	r->dirty_bytes = st.data_bytes;
+	r->dirty_sent_bytes = st.data_sent_bytes;
 	r->stream_bytes = st.stream_bytes;
 	r->rate = r->send_ms > 0 ? (double)st.stream_bytes * 1e3 / r->send_ms : 0;
 	m->nrounds++;
@@ -312,6 +332,7 @@ static void report(struct migration *m)
 			json_string_put(&w, "snapshot", m->rounds[i].snapshot);
 			json_u64_put(&w, "bytes", m->rounds[i].stream_bytes);
 			json_u64_put(&w, "dirty_bytes", m->rounds[i].dirty_bytes);
+			json_u64_put(&w, "dirty_sent_bytes", m->rounds[i].dirty_sent_bytes);
 			json_double_put(&w, "rate", m->rounds[i].rate);
 			json_double_put(&w, "pause_ms", m->rounds[i].pause_ms);
 			json_double_put(&w, "hash_ms", m->rounds[i].hash_ms);
@@ -361,8 +382,8 @@ static int migrate_run(struct migration *m)
 			 m->nrounds);
 		if (source_snapshot(m, false, name, r) || round_send(m, r, 0))
 			return CKPT_EXIT_FAILED;
-		/* This round's changes approximate the next one's. */
-		r->expected_downtime_ms = r->rate > 0 ? (double)r->dirty_bytes * 1e3 / r->rate : 0;
+		/* This round's changes approximate the next one's, as the stream carries them. */
+		r->expected_downtime_ms = r->rate > 0 ? (double)r->dirty_sent_bytes * 1e3 / r->rate : 0;
 		progress_print(m, r, false);
 		if (m->nrounds == 1)
 			test_hold("precopy");
@@ -645,6 +666,8 @@ static void migration_free(struct migration *m)
 {
 	if (m->conn_open)
 		snap_migrate_conn_fini(&m->conn);
+	tls_conn_close(m->tls);
+	tls_creds_close(m->tls_creds);
 	if (m->fd >= 0)
 		close(m->fd);
 	snap_store_close(m->store);
@@ -757,6 +780,8 @@ int cmd_push(struct ckpt *c)
 		json_string_put(&w, "to", c->migrate.to);
 		json_u64_put(&w, "bytes", st.stream_bytes);
 		json_u64_put(&w, "data_bytes", st.data_bytes);
+		json_u64_put(&w, "data_sent_bytes", st.data_sent_bytes);
+		json_u64_put(&w, "compressed_chunks", st.compressed_chunks);
 		json_u64_put(&w, "chunks", st.chunks);
 		json_u64_put(&w, "zero_chunks", st.zero_chunks);
 		json_double_put(&w, "ms", now_ms() - t0);

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 
 #ifdef TERN_HAVE_GNUTLS
 
@@ -599,3 +601,46 @@ void tls_conn_describe(const struct tls_conn *t, char *buf, size_t cap)
 }
 
 #endif
+
+/* Built on the functions above, with or without GnuTLS. */
+
+int tls_client_creds_open(const char *ca_file, struct tls_creds **out, char *err, size_t cap)
+{
+	struct tls_creds_config cfg = { .ca_file = ca_file, .cert_file = getenv("TERN_TLS_CERT"),
+					.key_file = getenv("TERN_TLS_KEY") };
+
+	if (!cfg.ca_file || !*cfg.ca_file)
+		cfg.ca_file = getenv("TERN_TLS_CA");
+	if (cfg.ca_file && !*cfg.ca_file)
+		cfg.ca_file = NULL;
+	if (cfg.cert_file && !*cfg.cert_file)
+		cfg.cert_file = NULL;
+	if (cfg.key_file && !*cfg.key_file)
+		cfg.key_file = NULL;
+	return tls_creds_open(&cfg, out, err, cap);
+}
+
+int tls_conn_start(struct tls_creds *creds, int fd, const char *host, int timeout_s, struct tls_conn **out,
+		   char *err, size_t cap)
+{
+	struct timeval before = { 0 }, tv = { .tv_sec = timeout_s };
+	socklen_t n = sizeof(before);
+	int ret;
+
+	*out = NULL;
+	ret = tls_conn_open(creds, fd, host, out, err, cap);
+	if (ret)
+		return ret;
+	if (getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &before, &n))
+		before = (struct timeval){ 0 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ret = tls_conn_handshake(*out, false, err, cap);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &before, sizeof(before));
+	if (ret == -EAGAIN)
+		snprintf(err, cap, "no TLS handshake within %d s", timeout_s);
+	if (ret) {
+		tls_conn_close(*out);
+		*out = NULL;
+	}
+	return ret;
+}

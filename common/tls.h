@@ -89,6 +89,19 @@ int tls_conn_recv_discard(struct tls_conn *t, uint64_t n);
 /* What has come, up to @n bytes, without waiting: the count, -EAGAIN when
  * nothing yet, -ECONNRESET at the end, or -errno. */
 ssize_t tls_conn_recv_some(struct tls_conn *t, void *buf, size_t n);
+/* A client's credentials as tern's clients take them (the guest shim,
+ * ckpt migrate): the CA @ca_file, else TERN_TLS_CA, else the system's trust
+ * store; TERN_TLS_CERT and TERN_TLS_KEY, when set, a client certificate for
+ * a server that asks for one. As tls_creds_open. */
+int tls_client_creds_open(const char *ca_file, struct tls_creds **out, char *err, size_t cap);
+
+/* tls_conn_open and a blocking tls_conn_handshake on @fd, which must end
+ * within @timeout_s (the socket's receive timeout is as before after it):
+ * 0 and *@out, or -errno with @err (-EAGAIN: no handshake in time), as
+ * they return. @host: as tls_conn_open's. */
+int tls_conn_start(struct tls_creds *creds, int fd, const char *host, int timeout_s, struct tls_conn **out,
+		   char *err, size_t cap);
+
 /* The protocol and ciphers agreed, in words, into @buf (after the
  * handshake): "(TLS1.3)-(ECDHE-SECP256R1)-...". */
 void tls_conn_describe(const struct tls_conn *t, char *buf, size_t cap);

@@ -659,40 +659,22 @@ static int hostfn_ask_locked(struct shim_process *p, uint32_t mode, int pass, ui
 static CUresult tls_start(struct shim_process *p, const struct transport_url *url, int fd,
 			  struct tls_conn **out)
 {
-	struct timeval tv = { .tv_sec = TLS_HANDSHAKE_TIMEOUT_S };
 	char err[512];
 	int ret;
 
 	if (!p->conn.tls_creds) {
-		struct tls_creds_config cfg = { .ca_file = getenv("TERN_TLS_CA"), .cert_file = getenv("TERN_TLS_CERT"),
-						.key_file = getenv("TERN_TLS_KEY") };
-
-		if (cfg.ca_file && !*cfg.ca_file)
-			cfg.ca_file = NULL;
-		ret = tls_creds_open(&cfg, &p->conn.tls_creds, err, sizeof(err));
+		ret = tls_client_creds_open(NULL, &p->conn.tls_creds, err, sizeof(err));
 		if (ret) {
 			pr_err("TLS to ternd at %s: %s", p->who.server, err);
 			return ret == -ENOTSUP ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_NOT_PERMITTED;
 		}
 	}
-	ret = tls_conn_open(p->conn.tls_creds, fd, url->host, out, err, sizeof(err));
-	if (!ret) {
-		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		ret = tls_conn_handshake(*out, false, err, sizeof(err));
-		tv.tv_sec = 0;
-		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		if (ret) {
-			tls_conn_close(*out);
-			*out = NULL;
-		}
-	}
+	ret = tls_conn_start(p->conn.tls_creds, fd, url->host, TLS_HANDSHAKE_TIMEOUT_S, out, err, sizeof(err));
 	if (!ret) {
 		tls_conn_describe(*out, err, sizeof(err));
 		pr_info("ternd at %s (port %u): over TLS, its certificate verified: %s", p->who.server, url->port, err);
 		return CUDA_SUCCESS;
 	}
-	if (ret == -EAGAIN)
-		snprintf(err, sizeof(err), "no TLS handshake within %d s", TLS_HANDSHAKE_TIMEOUT_S);
 	pr_err("TLS to ternd at %s: %s%s", p->who.server, err,
 	       ret == -EPROTONOSUPPORT ? " (a plaintext listener: use tcp://, or give ternd --listen tls://)" : "");
 	/* A wrong certificate or protocol stays wrong: no retrying. */

@@ -6,6 +6,7 @@
 #include "snap_reader.h"
 #include "snap_sessions.h"
 #include "snap_writer.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -19,6 +20,7 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+#include <zstd.h>
 
 static int conn_fail(struct snap_migrate_conn *c, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -178,12 +180,12 @@ int snap_migrate_chunk_decode(const uint8_t *p, uint32_t len, struct snap_migrat
 		return -EBADMSG;
 	_Static_assert(4 + 4 + 8 + 8 + SNAP_HASH_BYTES + 4 == SNAP_MIGRATE_CHUNK_HEAD_BYTES - 4,
 		       "chunk record head");
-	if (out->kind > SNAP_MIGRATE_CHUNK_DATA)
+	if (out->kind > SNAP_MIGRATE_CHUNK_ZSTD)
 		return -EBADMSG;
 	out->data = c.p;
 	out->len = c.left;
 	/* Only data carries bytes, and data is never empty. */
-	if ((out->kind == SNAP_MIGRATE_CHUNK_DATA) != (out->len > 0))
+	if (snap_migrate_chunk_has_data(out->kind) != (out->len > 0))
 		return -EBADMSG;
 	return 0;
 }
@@ -305,7 +307,7 @@ int snap_migrate_send(struct snap_migrate_conn *c, uint16_t type, const void *he
 	if (hashed > head_len)
 		sha256_update(&c->sent, data, hashed - head_len);
 	bandwidth_wait(c, sizeof(h) + len);
-	rc = write_iov(c->fd, iov, 3);
+	rc = c->tls ? tls_conn_send(c->tls, iov, 3) : write_iov(c->fd, iov, 3);
 	if (rc)
 		return conn_fail(c, rc, "send: %s", strerror(-rc));
 	c->bytes_sent += sizeof(h) + len;
@@ -332,16 +334,27 @@ static int read_full(int fd, void *buf, size_t len)
 	return 0;
 }
 
+/* The end of the stream is -EPIPE over TLS too (where it reads -ECONNRESET). */
+static int conn_read(struct snap_migrate_conn *c, void *buf, size_t len)
+{
+	int rc;
+
+	if (!c->tls)
+		return read_full(c->fd, buf, len);
+	rc = tls_conn_recv_exact(c->tls, buf, len);
+	return rc == -ECONNRESET ? -EPIPE : rc;
+}
+
 int snap_migrate_recv(struct snap_migrate_conn *c, uint16_t *type, uint32_t *len)
 {
 	uint8_t h[SNAP_MIGRATE_HEADER_BYTES];
-	int rc = read_full(c->fd, h, sizeof(h));
+	int rc = conn_read(c, h, sizeof(h));
 
 	if (rc)
 		return conn_fail(c, rc, rc == -EPIPE ? "the peer closed the stream" : "receive: %s", strerror(-rc));
 	if (snap_migrate_header_decode(h, type, len))
 		return conn_fail(c, -EBADMSG, "malformed frame header");
-	rc = read_full(c->fd, c->buf, *len);
+	rc = conn_read(c, c->buf, *len);
 	if (rc)
 		return conn_fail(c, rc, rc == -EPIPE ? "the peer closed the stream mid-frame" : "receive: %s",
 				 strerror(-rc));
@@ -412,7 +425,7 @@ static int send_chunk(struct snap_migrate_conn *c, uint32_t region, uint64_t ind
 	le32_put(head + 4, kind);
 	le64_put(head + 8, index);
 	le64_put(head + 16, ref->device_hash);
-	memcpy(head + 24, kind == SNAP_MIGRATE_CHUNK_DATA ? ref->hash : (const uint8_t[SNAP_HASH_BYTES]){ 0 },
+	memcpy(head + 24, snap_migrate_chunk_has_data(kind) ? ref->hash : (const uint8_t[SNAP_HASH_BYTES]){ 0 },
 	       SNAP_HASH_BYTES);
 	le32_put(head + 24 + SNAP_HASH_BYTES, 0);
 	return snap_migrate_send(c, SNAP_MIGRATE_CHUNK, head, sizeof(head), data, len);
@@ -467,7 +480,8 @@ static int refusal_check(struct snap_migrate_conn *c)
 	struct pollfd p = { .fd = c->fd, .events = POLLIN };
 	int rc;
 
-	if (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLIN | POLLHUP | POLLERR)))
+	/* A TLS record already read holds what poll would not see. */
+	if (!(c->tls && tls_conn_pending(c->tls)) && (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLIN | POLLHUP | POLLERR))))
 		return 0;
 	rc = ack_wait(c);
 	return rc ? rc : conn_fail(c, -EPROTO, "the destination acknowledged a round it had not received");
@@ -590,14 +604,21 @@ int snap_migrate_snapshot_send(struct snap_migrate_conn *c, struct snap_store *s
 				st.unchanged_chunks++;
 				rc = send_chunk(c, (uint32_t)i, j, SNAP_MIGRATE_CHUNK_UNCHANGED, ref, NULL, 0);
 			} else {
-				rc = snap_reader_chunk_read(r, (uint32_t)i, j, chunk, cl->chunk_size, NULL);
+				uint32_t codec, stored;
+
+				/* As stored: compressed where zstd paid when it was written. */
+				rc = snap_reader_chunk_stored(r, (uint32_t)i, j, chunk, cl->chunk_size, &codec, &stored);
 				if (rc) {
 					conn_fail(c, rc, "snapshot %s: %s", name, snap_store_error(store));
 					break;
 				}
 				st.data_chunks++;
 				st.data_bytes += len;
-				rc = send_chunk(c, (uint32_t)i, j, SNAP_MIGRATE_CHUNK_DATA, ref, chunk, len);
+				st.data_sent_bytes += stored;
+				st.compressed_chunks += codec == SNAP_CODEC_ZSTD;
+				rc = send_chunk(c, (uint32_t)i, j,
+						codec == SNAP_CODEC_ZSTD ? SNAP_MIGRATE_CHUNK_ZSTD : SNAP_MIGRATE_CHUNK_DATA,
+						ref, chunk, stored);
 			}
 			if (!rc)
 				rc = refusal_check(c);
@@ -627,6 +648,8 @@ out:
 struct recv_round {
 	struct snap_migrate_conn *c;
 	struct snap_writer *w;
+	ZSTD_DCtx *zctx;
+	uint8_t *raw;              /* a compressed chunk decompressed, chunk_size bytes */
 	uint32_t chunk_size;
 	uint32_t regions_declared;
 	uint32_t region_count;
@@ -673,14 +696,35 @@ static int recv_region(struct recv_round *rr, uint32_t len)
 	return 0;
 }
 
-static int recv_chunk(struct recv_round *rr, uint32_t len)
+/* A compressed chunk into rr->raw: smaller than the chunk it stands for,
+ * and decompressing to exactly its @len bytes, no more (zstd writes no
+ * further than the buffer it is given), no fewer. */
+static int chunk_decompress(struct recv_round *rr, const struct snap_migrate_chunk *ch, uint32_t len)
+{
+	size_t n;
+
+	if (ch->len >= len)
+		return conn_fail(rr->c, -EBADMSG, "chunk %llu of region %u: %u compressed bytes for a chunk of %u",
+				 (unsigned long long)ch->index, ch->region, ch->len, len);
+	n = ZSTD_decompressDCtx(rr->zctx, rr->raw, len, ch->data, ch->len);
+	if (ZSTD_isError(n))
+		return conn_fail(rr->c, -EBADMSG, "chunk %llu of region %u does not decompress: %s",
+				 (unsigned long long)ch->index, ch->region, ZSTD_getErrorName(n));
+	if (n != len)
+		return conn_fail(rr->c, -EBADMSG, "chunk %llu of region %u decompresses to %zu bytes, not %u",
+				 (unsigned long long)ch->index, ch->region, n, len);
+	return 0;
+}
+
+static int recv_chunk(struct recv_round *rr, uint32_t frame_len)
 {
 	struct snap_migrate_chunk ch;
 	uint8_t hash[SNAP_HASH_BYTES];
 	uint64_t chunks;
+	uint32_t len;
 	int rc;
 
-	if (snap_migrate_chunk_decode(rr->c->buf, len, &ch))
+	if (snap_migrate_chunk_decode(rr->c->buf, frame_len, &ch))
 		return conn_fail(rr->c, -EBADMSG, "malformed chunk");
 	if (rr->regions_declared != rr->region_count)
 		return conn_fail(rr->c, -EPROTO, "a chunk before every region was declared");
@@ -688,12 +732,27 @@ static int recv_chunk(struct recv_round *rr, uint32_t len)
 	if (ch.region >= rr->region_count || ch.index >= chunks)
 		return conn_fail(rr->c, -EBADMSG, "chunk %llu of region %u is outside the snapshot",
 				 (unsigned long long)ch.index, ch.region);
+	len = snap_writer_region_chunk_bytes(rr->w, ch.region, ch.index);
 	switch (ch.kind) {
 	case SNAP_MIGRATE_CHUNK_ZERO:
 		rc = snap_writer_chunk_zero(rr->w, ch.region, ch.index, ch.device_hash);
 		break;
 	case SNAP_MIGRATE_CHUNK_UNCHANGED:
 		rc = snap_writer_chunk_unchanged(rr->w, ch.region, ch.index, ch.device_hash);
+		break;
+	case SNAP_MIGRATE_CHUNK_ZSTD:
+		rc = chunk_decompress(rr, &ch, len);
+		if (rc)
+			return rc;
+		snap_hash128(rr->raw, len, hash);
+		if (memcmp(hash, ch.hash, sizeof(hash)))
+			return conn_fail(rr->c, -EBADMSG, "chunk %llu of region %u: content hash mismatch",
+					 (unsigned long long)ch.index, ch.region);
+		/* Stored compressed as it came; both buffers are read later. */
+		rc = snap_writer_chunk_add_zstd(rr->w, ch.region, ch.index, rr->raw, len, ch.data, ch.len,
+						ch.device_hash, NULL, NULL);
+		if (!rc)
+			rc = snap_writer_flush(rr->w);
 		break;
 	default:
 		snap_hash128(ch.data, ch.len, hash);
@@ -752,6 +811,12 @@ int snap_migrate_snapshot_recv(struct snap_migrate_conn *c, uint32_t len, struct
 	explicit_bzero(cfg.credential, sizeof(cfg.credential));
 	if (rc)
 		return conn_fail(c, rc, "snapshot %s: %s", name, snap_store_error(store));
+	rr.zctx = ZSTD_createDCtx();
+	rr.raw = malloc(b.chunk_size);
+	if (!rr.zctx || !rr.raw) {
+		rc = conn_fail(c, -ENOMEM, "out of memory");
+		goto out_abort;
+	}
 	rr.journal_fd = memfd_create("tern-migrate-journal", MFD_CLOEXEC);
 	if (rr.journal_fd < 0) {
 		rc = conn_fail(c, -errno, "memfd: %s", strerror(errno));
@@ -796,12 +861,16 @@ int snap_migrate_snapshot_recv(struct snap_migrate_conn *c, uint32_t len, struct
 	if (rc)
 		conn_fail(c, rc, "snapshot %s not stored: %s", name, snap_store_error(store));
 	close(rr.journal_fd);
+	ZSTD_freeDCtx(rr.zctx);
+	free(rr.raw);
 	return rc;
 
 out_abort:
 	snap_writer_abort(rr.w);
 	if (rr.journal_fd >= 0)
 		close(rr.journal_fd);
+	ZSTD_freeDCtx(rr.zctx);
+	free(rr.raw);
 	return rc;
 }
 

@@ -14,7 +14,16 @@
  * (SHA-256, from the first AUTH byte), a CHUNK's record but not its data;
  * END carries that running hash and the destination compares it with its
  * own.  A CHUNK with data carries the chunk's XXH3-128 in its record, which
- * the destination checks before it stores it: so every byte is covered.
+ * the destination checks before it stores it (of the decompressed bytes for
+ * a compressed chunk): so every byte is covered.
+ *
+ * Chunk data goes as the source's store holds it: a chunk stored
+ * compressed (zstd) is sent compressed, its stored bytes as they are, and
+ * stored so at the destination; one stored raw was incompressible and goes
+ * raw.  Nothing is compressed on the way.
+ *
+ * The stream runs over a plain socket or a TLS session (tls:// listeners:
+ * set conn.tls after snap_migrate_conn_init); the frames are the same.
  *
  * The decoders take hostile bytes: every length is checked against the
  * payload and the caps below; they never allocate; strings point into the
@@ -37,7 +46,8 @@
 #include "snap_store.h"
 
 #define SNAP_MIGRATE_MAGIC 0x47494d54u      /* "TMIG" */
-#define SNAP_MIGRATE_VERSION 2u   /* 2: chunk data out of the stream hash */
+/* 2: chunk data out of the stream hash; 3: compressed chunks (ZSTD) */
+#define SNAP_MIGRATE_VERSION 3u
 #define SNAP_MIGRATE_HEADER_BYTES 12u
 /* The largest payload: a chunk of the largest size and its record. */
 #define SNAP_MIGRATE_CHUNK_HEAD_BYTES 48u
@@ -73,7 +83,16 @@ enum snap_migrate_chunk_kind {
 	SNAP_MIGRATE_CHUNK_ZERO = 0,
 	SNAP_MIGRATE_CHUNK_UNCHANGED = 1,   /* equal to the previous round's at this address */
 	SNAP_MIGRATE_CHUNK_DATA = 2,
+	/* A zstd frame shorter than the chunk that decompresses to exactly
+	 * the chunk's bytes (its record's hash is theirs). */
+	SNAP_MIGRATE_CHUNK_ZSTD = 3,
 };
+
+/* Whether a CHUNK of @kind carries bytes (it must, and no other may). */
+static inline int snap_migrate_chunk_has_data(uint32_t kind)
+{
+	return kind == SNAP_MIGRATE_CHUNK_DATA || kind == SNAP_MIGRATE_CHUNK_ZSTD;
+}
 
 struct snap_migrate_str {
 	const char *ptr;
@@ -115,7 +134,7 @@ struct snap_migrate_chunk {
 	uint32_t kind;
 	uint64_t index;
 	uint64_t device_hash;
-	uint8_t hash[SNAP_HASH_BYTES];     /* XXH3-128 of data (DATA only) */
+	uint8_t hash[SNAP_HASH_BYTES];     /* XXH3-128 of the chunk's bytes (DATA, ZSTD) */
 	const uint8_t *data;
 	uint32_t len;
 };
@@ -150,8 +169,13 @@ int snap_migrate_str_copy(struct snap_migrate_str s, char *out, size_t cap);
 
 /* One end of a stream over @fd (blocking; the caller sets a timeout on it
  * with SO_RCVTIMEO/SO_SNDTIMEO).  The fd stays the caller's. */
+struct tls_conn;
+
 struct snap_migrate_conn {
 	int fd;
+	/* When set, every frame goes through this TLS session on fd, which
+	 * stays the caller's (as the fd does). */
+	struct tls_conn *tls;
 	struct sha256 sent;        /* frames this end sent since AUTH */
 	struct sha256 received;    /* frames this end received since AUTH */
 	uint8_t *buf;              /* SNAP_MIGRATE_PAYLOAD_MAX, the last frame received */
@@ -197,8 +221,10 @@ struct snap_migrate_stats {
 	uint64_t chunks;
 	uint64_t zero_chunks;
 	uint64_t unchanged_chunks;
-	uint64_t data_chunks;
-	uint64_t data_bytes;       /* chunk bytes sent */
+	uint64_t data_chunks;      /* with bytes, raw or compressed */
+	uint64_t compressed_chunks;
+	uint64_t data_bytes;       /* bytes of the chunks sent with data, as the chunks hold them */
+	uint64_t data_sent_bytes;  /* what of them the stream carried (compressed ones smaller) */
 	uint64_t journal_bytes;
 	uint64_t stream_bytes;     /* every byte of the round's frames */
 };

@@ -133,76 +133,111 @@ out_unlock:
 	return fd;
 }
 
-/* Read and check one chunk.  @scratch holds at least stored_size bytes. */
-static int chunk_read(struct snap_reader *r, uint32_t region, uint64_t index, void *dst,
-		      size_t cap, ZSTD_DCtx *zctx, uint8_t *scratch, size_t scratch_cap)
+static int chunk_fail(struct snap_reader *r, uint32_t region, uint64_t index, int rc, const char *what)
 {
-	const struct snap_region *reg;
-	const struct snap_chunk_ref *ref;
-	const struct snap_chunk_loc *loc;
-	struct snap_frame f;
-	const char *what;
-	char hex[33], pack[64], missing[128];
-	uint32_t len;
-	int fd, rc;
+	const struct snap_region *reg = &r->cl.regions[region];
+	char hex[33];
 
-	if (region >= r->cl.region_count || index >= r->cl.regions[region].chunk_count)
-		return snap_store_fail(r->s, -EINVAL, "snapshot %s: no region %u chunk %llu",
-				       r->m.name, region, (unsigned long long)index);
-	reg = &r->cl.regions[region];
-	ref = &reg->chunks[index];
-	len = snap_region_chunk_bytes(reg, r->cl.chunk_size, index);
-	if (cap < len)
-		return -EINVAL;
-	if (ref->flags & SNAP_CHUNK_ZERO) {
-		memset(dst, 0, len);
-		return 0;
-	}
-	snap_hash_hex(ref->hash, hex);
-	loc = snap_chunk_map_find(&r->map, ref->hash);
-	if (!loc) {
-		what = "is in no pack of the store (lost or its index is damaged)";
-		rc = -EBADMSG;
-		goto out_fail;
-	}
-	if (loc->raw_size != len || loc->stored_size != ref->stored_size ||
-	    loc->stored_size > scratch_cap) {
-		what = "has a size in the pack index that disagrees with the snapshot";
-		rc = -EBADMSG;
-		goto out_fail;
-	}
-	fd = pack_fd_get(r, loc->pack_id);
-	if (fd == -ENOENT) {
-		/* Its index is there and the pack is not: someone deleted it. */
-		snap_pack_name(pack, sizeof(pack), loc->pack_id, "pack");
-		snprintf(missing, sizeof(missing), "cannot be read: pack missing: packs/%s", pack);
-		what = missing;
-		rc = -EBADMSG;
-		goto out_fail;
-	}
-	if (fd < 0) {
-		what = "cannot be read: its pack file cannot be opened";
-		rc = fd;
-		goto out_fail;
-	}
-	rc = snap_pack_frame_read(fd, loc, &f, scratch);
-	if (rc) {
-		what = rc == -EBADMSG ? "is damaged: frame header or stored-bytes checksum "
-			"mismatch" : "cannot be read from its pack";
-		goto out_fail;
-	}
-	rc = snap_frame_decode_into(&f, scratch, dst, cap, zctx);
-	if (rc) {
-		what = "is damaged: it does not decompress to bytes of its content hash";
-		goto out_fail;
-	}
-	return 0;
-out_fail:
+	snap_hash_hex(reg->chunks[index].hash, hex);
 	return snap_store_fail(r->s, rc, "snapshot %s: region %u (addr 0x%llx) chunk %llu "
 			       "(offset 0x%llx): chunk %s %s%s%s", r->m.name, region,
 			       (unsigned long long)reg->addr, (unsigned long long)index,
 			       (unsigned long long)index * r->cl.chunk_size, hex, what,
 			       rc == -EBADMSG ? "" : ": ", rc == -EBADMSG ? "" : strerror(-rc));
+}
+
+/* Find a non-zero chunk's frame and read its stored bytes into @stored
+ * (at least @stored_cap bytes), their checksum checked. */
+static int chunk_frame_read(struct snap_reader *r, uint32_t region, uint64_t index, struct snap_frame *f,
+			    uint8_t *stored, size_t stored_cap)
+{
+	const struct snap_chunk_ref *ref = &r->cl.regions[region].chunks[index];
+	uint32_t len = snap_region_chunk_bytes(&r->cl.regions[region], r->cl.chunk_size, index);
+	const struct snap_chunk_loc *loc;
+	char pack[64], missing[128];
+	int fd, rc;
+
+	loc = snap_chunk_map_find(&r->map, ref->hash);
+	if (!loc)
+		return chunk_fail(r, region, index, -EBADMSG,
+				  "is in no pack of the store (lost or its index is damaged)");
+	if (loc->raw_size != len || loc->stored_size != ref->stored_size || loc->stored_size > stored_cap)
+		return chunk_fail(r, region, index, -EBADMSG,
+				  "has a size in the pack index that disagrees with the snapshot");
+	fd = pack_fd_get(r, loc->pack_id);
+	if (fd == -ENOENT) {
+		/* Its index is there and the pack is not: someone deleted it. */
+		snap_pack_name(pack, sizeof(pack), loc->pack_id, "pack");
+		snprintf(missing, sizeof(missing), "cannot be read: pack missing: packs/%s", pack);
+		return chunk_fail(r, region, index, -EBADMSG, missing);
+	}
+	if (fd < 0)
+		return chunk_fail(r, region, index, fd, "cannot be read: its pack file cannot be opened");
+	rc = snap_pack_frame_read(fd, loc, f, stored);
+	if (rc)
+		return chunk_fail(r, region, index, rc, rc == -EBADMSG ? "is damaged: frame header or "
+				  "stored-bytes checksum mismatch" : "cannot be read from its pack");
+	return 0;
+}
+
+static int chunk_check(struct snap_reader *r, uint32_t region, uint64_t index, size_t cap, uint32_t *len)
+{
+	if (region >= r->cl.region_count || index >= r->cl.regions[region].chunk_count)
+		return snap_store_fail(r->s, -EINVAL, "snapshot %s: no region %u chunk %llu",
+				       r->m.name, region, (unsigned long long)index);
+	*len = snap_region_chunk_bytes(&r->cl.regions[region], r->cl.chunk_size, index);
+	return cap < *len ? -EINVAL : 0;
+}
+
+/* Read and check one chunk.  @scratch holds at least stored_size bytes. */
+static int chunk_read(struct snap_reader *r, uint32_t region, uint64_t index, void *dst,
+		      size_t cap, ZSTD_DCtx *zctx, uint8_t *scratch, size_t scratch_cap)
+{
+	struct snap_frame f;
+	uint32_t len;
+	int rc = chunk_check(r, region, index, cap, &len);
+
+	if (rc)
+		return rc;
+	if (r->cl.regions[region].chunks[index].flags & SNAP_CHUNK_ZERO) {
+		memset(dst, 0, len);
+		return 0;
+	}
+	rc = chunk_frame_read(r, region, index, &f, scratch, scratch_cap);
+	if (rc)
+		return rc;
+	rc = snap_frame_decode_into(&f, scratch, dst, cap, zctx);
+	if (rc)
+		return chunk_fail(r, region, index, rc, "is damaged: it does not decompress to bytes of its "
+				  "content hash");
+	return 0;
+}
+
+int snap_reader_chunk_stored(struct snap_reader *r, uint32_t region, uint64_t index, void *dst, size_t cap,
+			     uint32_t *codec, uint32_t *stored_len)
+{
+	struct snap_frame f;
+	uint32_t len;
+	int rc = chunk_check(r, region, index, cap, &len);
+
+	if (rc)
+		return rc;
+	if (r->cl.regions[region].chunks[index].flags & SNAP_CHUNK_ZERO)
+		return snap_store_fail(r->s, -EINVAL, "snapshot %s: region %u chunk %llu is a zero chunk",
+				       r->m.name, region, (unsigned long long)index);
+	/* A compressed frame no smaller than its chunk (this writer stores
+	 * none) is given decoded, as raw: a stored form is never larger. */
+	if (r->cl.regions[region].chunks[index].stored_size <= len) {
+		rc = chunk_frame_read(r, region, index, &f, dst, len);
+		if (rc || f.codec == SNAP_CODEC_RAW || f.stored_size < len) {
+			*codec = f.codec;
+			*stored_len = f.stored_size;
+			return rc;
+		}
+	}
+	*codec = SNAP_CODEC_RAW;
+	*stored_len = len;
+	return snap_reader_chunk_read(r, region, index, dst, cap, NULL);
 }
 
 static size_t scratch_bytes(const struct snap_reader *r)

@@ -34,6 +34,15 @@ const struct snap_chunk_list *snap_reader_chunk_list(const struct snap_reader *r
 int snap_reader_chunk_read(struct snap_reader *r, uint32_t region, uint64_t index,
 			   void *dst, size_t cap, void *zctx);
 
+/* Chunk @index of @region as its pack stores it, for a reader that sends
+ * it on (the migration stream): the stored bytes into @dst (@cap >= the
+ * chunk's raw size: no stored form is larger), their codec (SNAP_CODEC_RAW
+ * or SNAP_CODEC_ZSTD, a zstd frame of the raw bytes) in *@codec and their
+ * length in *@stored_len.  The frame's checksum is checked, its content
+ * hash is not: whoever decodes it checks that.  -EINVAL for a zero chunk. */
+int snap_reader_chunk_stored(struct snap_reader *r, uint32_t region, uint64_t index, void *dst, size_t cap,
+			     uint32_t *codec, uint32_t *stored_len);
+
 /* Called from a worker thread when chunk @index of the region sits in
  * dst + offset (@len bytes).  A non-zero return stops the read and is
  * returned by snap_reader_region_read. */

@@ -34,6 +34,8 @@ struct wslot {
 	uint64_t index;
 	const void *buf;
 	uint32_t len;
+	const void *zstd;              /* the caller's zstd frame of buf, or NULL */
+	uint32_t zstd_len;
 	uint64_t device_hash;
 	snap_chunk_done_fn done;
 	void *arg;
@@ -137,8 +139,14 @@ static void slot_process(struct snap_writer *w, struct wslot *sl, ZSTD_CCtx *cct
 		return;
 	}
 	sl->kind = KIND_NEW;
-	n = ZSTD_compressCCtx(cctx, sl->out, ZSTD_compressBound(w->chunk_size), sl->buf, sl->len,
-			      w->s->cfg.zstd_level);
+	if (sl->zstd) {
+		/* Compressed already, and checked to decompress to buf. */
+		memcpy(sl->out, sl->zstd, sl->zstd_len);
+		n = sl->zstd_len;
+	} else {
+		n = ZSTD_compressCCtx(cctx, sl->out, ZSTD_compressBound(w->chunk_size), sl->buf, sl->len,
+				      w->s->cfg.zstd_level);
+	}
 	if (ZSTD_isError(n) || n >= sl->len) {
 		/* Incompressible: store raw rather than grow it. */
 		memcpy(sl->out, sl->buf, sl->len);
@@ -566,6 +574,13 @@ uint64_t snap_writer_region_chunks(const struct snap_writer *w, uint32_t region)
 	return region < w->nregions ? w->regions[region].r.chunk_count : 0;
 }
 
+uint32_t snap_writer_region_chunk_bytes(const struct snap_writer *w, uint32_t region, uint64_t index)
+{
+	if (region >= w->nregions || index >= w->regions[region].r.chunk_count)
+		return 0;
+	return snap_region_chunk_bytes(&w->regions[region].r, w->chunk_size, index);
+}
+
 /* Check and mark chunk (@region, @index) as given; caller holds w->mu. */
 static int chunk_claim_locked(struct snap_writer *w, uint32_t region, uint64_t index, uint32_t *len)
 {
@@ -584,9 +599,8 @@ static int chunk_claim_locked(struct snap_writer *w, uint32_t region, uint64_t i
 	return 0;
 }
 
-int snap_writer_chunk_add(struct snap_writer *w, uint32_t region, uint64_t index,
-			  const void *buf, uint32_t len, uint64_t device_hash,
-			  snap_chunk_done_fn done, void *arg)
+static int chunk_queue(struct snap_writer *w, uint32_t region, uint64_t index, const void *buf, uint32_t len,
+		       const void *zstd, uint32_t zstd_len, uint64_t device_hash, snap_chunk_done_fn done, void *arg)
 {
 	struct wslot *sl;
 	uint32_t want;
@@ -614,6 +628,8 @@ int snap_writer_chunk_add(struct snap_writer *w, uint32_t region, uint64_t index
 	sl->index = index;
 	sl->buf = buf;
 	sl->len = len;
+	sl->zstd = zstd;
+	sl->zstd_len = zstd_len;
 	sl->device_hash = device_hash;
 	sl->done = done;
 	sl->arg = arg;
@@ -622,6 +638,23 @@ int snap_writer_chunk_add(struct snap_writer *w, uint32_t region, uint64_t index
 	pthread_cond_signal(&w->cv_work);
 	pthread_mutex_unlock(&w->mu);
 	return 0;
+}
+
+int snap_writer_chunk_add(struct snap_writer *w, uint32_t region, uint64_t index,
+			  const void *buf, uint32_t len, uint64_t device_hash,
+			  snap_chunk_done_fn done, void *arg)
+{
+	return chunk_queue(w, region, index, buf, len, NULL, 0, device_hash, done, arg);
+}
+
+int snap_writer_chunk_add_zstd(struct snap_writer *w, uint32_t region, uint64_t index, const void *buf,
+			       uint32_t len, const void *zstd, uint32_t zstd_len, uint64_t device_hash,
+			       snap_chunk_done_fn done, void *arg)
+{
+	if (!zstd || !zstd_len || zstd_len >= len)
+		return snap_store_fail(w->s, -EINVAL, "region %u chunk %llu: a compressed form of %u bytes for "
+				       "%u", region, (unsigned long long)index, zstd_len, len);
+	return chunk_queue(w, region, index, buf, len, zstd, zstd_len, device_hash, done, arg);
 }
 
 /* The parent's entry for the chunk at @addr of @len bytes, or NULL. */

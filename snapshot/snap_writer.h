@@ -3,6 +3,7 @@
  *     snap_writer_begin(store, &cfg, &w);
  *     snap_writer_region_add(w, addr, size, flags, &region);   for each region
  *     snap_writer_chunk_add(w, region, index, buf, len, devhash, done, arg);
+ *       or snap_writer_chunk_add_zstd(...) with its zstd frame too
  *       or snap_writer_chunk_unchanged(w, region, index, devhash)
  *       or snap_writer_chunk_zero(w, region, index, devhash)
  *     snap_writer_journal_set(w, journal_fd);
@@ -62,6 +63,8 @@ uint32_t snap_writer_chunk_size(const struct snap_writer *w);
 
 /* Number of chunks of @region (0 if no such region). */
 uint64_t snap_writer_region_chunks(const struct snap_writer *w, uint32_t region);
+/* Bytes of chunk @index of @region (0 if no such chunk). */
+uint32_t snap_writer_region_chunk_bytes(const struct snap_writer *w, uint32_t region, uint64_t index);
 
 /* Queue chunk @index of @region: @len bytes at @buf (the exact chunk size).
  * The bytes must stay unchanged until done(arg, buf, status) is called,
@@ -71,6 +74,16 @@ uint64_t snap_writer_region_chunks(const struct snap_writer *w, uint32_t region)
 int snap_writer_chunk_add(struct snap_writer *w, uint32_t region, uint64_t index,
 			  const void *buf, uint32_t len, uint64_t device_hash,
 			  snap_chunk_done_fn done, void *arg);
+
+/* As snap_writer_chunk_add, for a chunk the caller also holds compressed:
+ * @zstd, a zstd frame of @zstd_len bytes (fewer than @len) that the caller
+ * checked decompresses to exactly @buf, is stored as it is instead of
+ * compressing @buf again (a migration's destination stores what the source
+ * sent).  Both buffers stay the caller's until done. -EINVAL for a
+ * compressed form no smaller than the chunk. */
+int snap_writer_chunk_add_zstd(struct snap_writer *w, uint32_t region, uint64_t index, const void *buf,
+			       uint32_t len, const void *zstd, uint32_t zstd_len, uint64_t device_hash,
+			       snap_chunk_done_fn done, void *arg);
 
 /* The caller saw that this chunk's device hash equals the parent's: copy
  * the parent's entry for the same address without reading any bytes.

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "snap_migrate.h"
 #include "snap_store.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -27,6 +28,7 @@
 
 /* How long a receiver waits for the next frame before giving up. */
 #define MIGRATE_IDLE_S 30
+#define MIGRATE_TLS_HANDSHAKE_S 10
 
 void migrate_init(struct supervisor *sv)
 {
@@ -84,8 +86,9 @@ void migrate_stop(struct supervisor *sv)
 	}
 }
 
-/* The receiver: returns its exit status. */
-static int receive(struct supervisor *sv, int fd, int line)
+/* The receiver: returns its exit status. @tls: the stream's TLS session on
+ * @fd, or NULL. */
+static int receive(struct supervisor *sv, int fd, struct tls_conn *tls, int line)
 {
 	struct timeval idle = { .tv_sec = MIGRATE_IDLE_S };
 	struct snap_migrate_conn c;
@@ -101,6 +104,7 @@ static int receive(struct supervisor *sv, int fd, int line)
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &idle, sizeof(idle));
 	if (snap_migrate_conn_init(&c, fd))
 		return 1;
+	c.tls = tls;
 	rc = snap_migrate_server_auth(&c, &sv->cfg->token, session, nonce);
 	if (rc) {
 		pr_warn("migration stream refused: %s", c.error);
@@ -173,6 +177,28 @@ out:
 	return rc ? 1 : 0;
 }
 
+/* On a tls:// listener the handshake comes first: the source checks this
+ * ternd's certificate before it sends its token's proof. */
+static int receive_stream(struct supervisor *sv, int fd, int line)
+{
+	struct tls_conn *tls = NULL;
+	char err[512];
+	int rc;
+
+	if (sv->cfg->migrate_listen.kind == TRANSPORT_TLS) {
+		rc = tls_conn_start(sv->cfg->tls, fd, NULL, MIGRATE_TLS_HANDSHAKE_S, &tls, err, sizeof(err));
+		if (rc) {
+			pr_warn("migration stream refused: %s", err);
+			return 1;
+		}
+		tls_conn_describe(tls, err, sizeof(err));
+		pr_info("migration stream over TLS: %s", err);
+	}
+	rc = receive(sv, fd, tls, line);
+	tls_conn_close(tls);
+	return rc;
+}
+
 static void accept_stream(struct supervisor *sv)
 {
 	struct migrate_receiver *r = NULL;
@@ -206,7 +232,7 @@ static void accept_stream(struct supervisor *sv)
 		close(pair[0]);
 		sigprocmask(SIG_SETMASK, &(sigset_t){ 0 }, NULL);
 		signal(SIGPIPE, SIG_IGN);
-		_exit(receive(sv, fd, pair[1]));
+		_exit(receive_stream(sv, fd, pair[1]));
 	}
 	close(fd);
 	close(pair[1]);

@@ -59,8 +59,9 @@ static void usage(FILE *out)
 		"                       (repeatable; default " TRANSPORT_DEFAULT_URL ")\n"
 		"  --control PATH       control socket (default " CONTROL_DEFAULT_PATH ")\n"
 		"  --migrate-listen URL\n"
-		"                       tcp://HOST:PORT or unix:PATH: live migrations in (needs\n"
-		"                       --token-file; docs/migration.md)\n"
+		"                       tcp://HOST:PORT, tls://HOST:PORT (with --tls-cert, --tls-key)\n"
+		"                       or unix:PATH: live migrations in (needs --token-file;\n"
+		"                       docs/migration.md)\n"
 		"  --migrate-advertise URL\n"
 		"                       where other ternd reach --migrate-listen, sent to a source\n"
 		"                       when a libvirt domain migrates here (default: --migrate-listen\n"
@@ -155,8 +156,9 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 	if (!strcmp(key, "migrate-listen") || !strcmp(key, "migrate_listen")) {
 		o->sv.migrate_listen_set = true;
 		ret = transport_url_parse(value, &o->sv.migrate_listen);
-		/* A migration stream is a transport of its own: tcp or a unix path. */
-		if (!ret && o->sv.migrate_listen.kind != TRANSPORT_TCP && o->sv.migrate_listen.kind != TRANSPORT_UNIX)
+		/* A migration stream is a transport of its own: tcp, tls or a unix path. */
+		if (!ret && o->sv.migrate_listen.kind != TRANSPORT_TCP && o->sv.migrate_listen.kind != TRANSPORT_TLS &&
+		    o->sv.migrate_listen.kind != TRANSPORT_UNIX)
 			ret = -EINVAL;
 		return ret;
 	}
@@ -440,8 +442,9 @@ static void socket_dir_make(const char *socket_path)
 	}
 }
 
-/* The tls:// listeners' certificate, checked now: a wrong file is a
- * start-up error, not every guest's refusal later. 0 or -1 (said). */
+/* The tls:// listeners' certificate (guests', and --migrate-listen's),
+ * checked now: a wrong file is a start-up error, not every guest's refusal
+ * later. 0 or -1 (said). */
 static int tls_open(struct ternd_options *o)
 {
 	struct tls_creds_config cfg = { .server = true, .cert_file = o->tls_cert, .key_file = o->tls_key,
@@ -452,10 +455,11 @@ static int tls_open(struct ternd_options *o)
 
 	for (unsigned i = 0; i < o->sv.listen_count; i++)
 		wanted |= o->sv.listen[i].kind == TRANSPORT_TLS;
+	wanted |= o->sv.migrate_listen_set && o->sv.migrate_listen.kind == TRANSPORT_TLS;
 	if (!wanted) {
 		if (o->tls_cert[0] || o->tls_key[0] || o->tls_ca[0])
 			fprintf(stderr, "ternd: --tls-cert, --tls-key and --tls-ca serve tls:// listeners, "
-				"and there is none (--listen tls://HOST:PORT)\n");
+				"and there is none (--listen or --migrate-listen tls://HOST:PORT)\n");
 		return 0;
 	}
 	if (!o->tls_cert[0] || !o->tls_key[0]) {

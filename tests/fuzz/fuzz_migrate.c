@@ -5,7 +5,8 @@
  * The first byte picks: 0-6 one frame decoder over the rest (a payload),
  * 7 wire_moved_decode, 8 the PULL decoder, 9 the receiver itself: the rest is the byte stream
  * after the handshake, a round read into a store (a fresh directory, made
- * once per process) as snap_migrate_snapshot_recv reads it.  Nothing may
+ * once per process) as snap_migrate_snapshot_recv reads it, compressed
+ * chunks decompressed into the chunk's bytes and no further.  Nothing may
  * crash, and what decodes must lie inside the input.
  */
 #include <stdbool.h>
@@ -110,7 +111,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct snap_migrate_chunk v;
 
 		if (!snap_migrate_chunk_decode(p, n, &v) &&
-		    (v.data < p || v.data + v.len > p + n || (v.kind == SNAP_MIGRATE_CHUNK_DATA) != (v.len > 0)))
+		    (v.data < p || v.data + v.len > p + n || snap_migrate_chunk_has_data(v.kind) != (v.len > 0) ||
+		     v.kind > SNAP_MIGRATE_CHUNK_ZSTD))
 			abort();
 		break;
 	}

@@ -1,13 +1,16 @@
 /* The migration stream (snapshot/snap_migrate.h): rounds carried from one
- * store to another over a socketpair, and what a hostile source may send:
- * a wrong token, a session over the quota, a stream whose hash or a chunk's
- * content hash is wrong, truncated and malformed frames. */
+ * store to another over a socketpair, compressed chunks as the source
+ * stored them, and what a hostile source may send: a wrong token, a session
+ * over the quota, a stream whose hash or a chunk's content hash is wrong,
+ * compressed chunks that do not decompress, decompress to more or fewer
+ * bytes than the chunk or to other bytes, truncated and malformed frames. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <cmocka.h>
+#include <zstd.h>
 
 #include "le.h"
 #include "snap_migrate.h"
@@ -150,8 +153,20 @@ static void test_rounds_arrive(void **state)
 	/* Zero chunks and the unchanged ones carry no bytes. */
 	assert_int_equal(s.st[0].zero_chunks, 4);
 	assert_int_equal(s.st[0].data_chunks, 4);
+	/* Random chunks, stored raw, go raw: no byte more than they hold. */
+	assert_int_equal(s.st[0].compressed_chunks, 0);
+	assert_int_equal(s.st[0].data_sent_bytes, s.st[0].data_bytes);
+	assert_true(s.st[0].stream_bytes - s.st[0].journal_bytes - s.st[0].data_bytes < 1024);
+	/* The rewritten chunk (one byte repeated) goes as its store holds it: compressed. */
 	assert_int_equal(s.st[1].data_chunks, 1);
+	assert_int_equal(s.st[1].compressed_chunks, 1);
 	assert_int_equal(s.st[1].data_bytes, TEST_CHUNK);
+	assert_true(s.st[1].data_sent_bytes < TEST_CHUNK / 100);
+	assert_true(s.st[1].stream_bytes < TEST_CHUNK / 10 + s.st[1].journal_bytes);
+	/* ... and is stored compressed as it came, then read back whole. */
+	assert_int_equal(snap_store_manifest_get(f->dst, "r1", &m), 0);
+	assert_int_equal(m.new_chunks, 1);
+	assert_true(m.new_stored_bytes < TEST_CHUNK / 100);
 	assert_int_equal(snap_store_verify(f->dst, "r1", NULL), 0);
 	assert_int_equal(test_snapshot_check(f->dst, "r1", f->r, 1), 0);
 	assert_int_equal(snap_store_manifest_get(f->dst, "r1", &m), 0);
@@ -226,7 +241,10 @@ static uint32_t chunk_make(uint8_t *b, uint32_t kind, uint64_t index, uint32_t d
 	return SNAP_MIGRATE_CHUNK_HEAD_BYTES - 4 + data_len;
 }
 
-/* Feed @frames (written by @write_fn into a memfd) to the receiver. */
+static char hostile_error[2048];
+
+/* Feed @frames (written by @write_fn into a memfd) to the receiver; its
+ * error in hostile_error. */
 static int hostile_round(struct fixture *f, void (*write_fn)(int fd))
 {
 	uint8_t nonce[AUTH_NONCE_BYTES] = { 0 };
@@ -242,6 +260,7 @@ static int hostile_round(struct fixture *f, void (*write_fn)(int fd))
 	rc = snap_migrate_recv(&c, &type, &len);
 	if (!rc)
 		rc = snap_migrate_snapshot_recv(&c, len, f->dst, "session-1", &token, nonce, 0, name, &flags);
+	snprintf(hostile_error, sizeof(hostile_error), "%s", c.error);
 	snap_migrate_conn_fini(&c);
 	close(fd);
 	return rc;
@@ -316,6 +335,91 @@ static void test_hostile_rounds(void **state)
 	free(list);
 }
 
+/* What write_zstd_chunk sends: a compressed chunk's payload, and the
+ * bytes whose XXH3-128 its record names. */
+static struct {
+	uint8_t z[2 * TEST_CHUNK];
+	uint32_t zlen;
+	uint8_t hash[SNAP_HASH_BYTES];
+} zc;
+
+/* zc as a compressed chunk of @raw_len bytes of @byte, its record naming
+ * @hash_byte repeated TEST_CHUNK times; @cut: send only so many bytes. */
+static void zc_make(uint8_t byte, uint32_t raw_len, uint8_t hash_byte, uint32_t cut)
+{
+	uint8_t *raw = malloc(2 * TEST_CHUNK);
+	size_t n;
+
+	memset(raw, byte, raw_len);
+	n = ZSTD_compress(zc.z, sizeof(zc.z), raw, raw_len, 1);
+	assert_false(ZSTD_isError(n));
+	zc.zlen = cut && cut < n ? cut : (uint32_t)n;
+	memset(raw, hash_byte, TEST_CHUNK);
+	snap_hash128(raw, TEST_CHUNK, zc.hash);
+	free(raw);
+}
+
+/* A round of one chunk, compressed (zc), and nothing after it. */
+static void write_zstd_chunk(int fd)
+{
+	static uint8_t b[SNAP_MIGRATE_CHUNK_HEAD_BYTES + sizeof(zc.z)];
+	uint8_t reg[20];
+	uint32_t n;
+
+	frame_put(fd, SNAP_MIGRATE_BEGIN, b, begin_make(b, 1, 0));
+	le64_put(reg, ADDR);
+	le64_put(reg + 8, TEST_CHUNK);
+	le32_put(reg + 16, 0);
+	frame_put(fd, SNAP_MIGRATE_REGION, reg, sizeof(reg));
+	n = chunk_make(b, SNAP_MIGRATE_CHUNK_ZSTD, 0, 0);
+	memcpy(b + 24, zc.hash, SNAP_HASH_BYTES);
+	memcpy(b + n, zc.z, zc.zlen);
+	frame_put(fd, SNAP_MIGRATE_CHUNK, b, n + zc.zlen);
+}
+
+static void test_hostile_compressed(void **state)
+{
+	struct fixture *f = *state;
+	struct snap_info *list;
+	unsigned n;
+
+	/* Well formed: taken, and then the stream ends before END. */
+	zc_make(0x5a, TEST_CHUNK, 0x5a, 0);
+	assert_int_equal(hostile_round(f, write_zstd_chunk), -EPIPE);
+	/* Decompresses to the chunk's length, but to other bytes than its record's hash. */
+	zc_make(0x5a, TEST_CHUNK, 0x5b, 0);
+	assert_int_equal(hostile_round(f, write_zstd_chunk), -EBADMSG);
+	assert_non_null(strstr(hostile_error, "content hash mismatch"));
+	/* Larger than the chunk once decompressed. */
+	zc_make(0x5a, 2 * TEST_CHUNK, 0x5a, 0);
+	assert_int_equal(hostile_round(f, write_zstd_chunk), -EBADMSG);
+	assert_non_null(strstr(hostile_error, "does not decompress"));
+	/* Smaller. */
+	zc_make(0x5a, TEST_CHUNK / 2, 0x5a, 0);
+	assert_int_equal(hostile_round(f, write_zstd_chunk), -EBADMSG);
+	assert_non_null(strstr(hostile_error, "decompresses to 32768 bytes, not 65536"));
+	/* A frame cut short. */
+	zc_make(0x5a, TEST_CHUNK, 0x5a, 0);
+	zc_make(0x5a, TEST_CHUNK, 0x5a, zc.zlen - 3);
+	assert_int_equal(hostile_round(f, write_zstd_chunk), -EBADMSG);
+	assert_non_null(strstr(hostile_error, "does not decompress"));
+	/* Not zstd at all. */
+	memset(zc.z, 0x11, 100);
+	zc.zlen = 100;
+	assert_int_equal(hostile_round(f, write_zstd_chunk), -EBADMSG);
+	assert_non_null(strstr(hostile_error, "does not decompress"));
+	/* "Compressed" into as many bytes as the chunk holds: it would go raw. */
+	memset(zc.z, 0x5a, TEST_CHUNK);
+	zc.zlen = TEST_CHUNK;
+	snap_hash128(zc.z, TEST_CHUNK, zc.hash);
+	assert_int_equal(hostile_round(f, write_zstd_chunk), -EBADMSG);
+	assert_non_null(strstr(hostile_error, "65536 compressed bytes for a chunk of 65536"));
+	/* Nothing half written is listed. */
+	assert_int_equal(snap_store_list(f->dst, &list, &n), 0);
+	assert_int_equal(n, 0);
+	free(list);
+}
+
 static void test_decoders_refuse(void **state)
 {
 	uint8_t b[256], h[SNAP_MIGRATE_HEADER_BYTES];
@@ -354,6 +458,11 @@ static void test_decoders_refuse(void **state)
 	assert_int_equal(snap_migrate_chunk_decode(b, n, &ch), -EBADMSG);        /* a zero chunk with bytes */
 	n = chunk_make(b, SNAP_MIGRATE_CHUNK_DATA, 0, 0);
 	assert_int_equal(snap_migrate_chunk_decode(b, n, &ch), -EBADMSG);        /* data without bytes */
+	n = chunk_make(b, SNAP_MIGRATE_CHUNK_ZSTD, 0, 0);
+	assert_int_equal(snap_migrate_chunk_decode(b, n, &ch), -EBADMSG);        /* compressed without bytes */
+	n = chunk_make(b, SNAP_MIGRATE_CHUNK_ZSTD, 0, 8);
+	assert_int_equal(snap_migrate_chunk_decode(b, n, &ch), 0);
+	assert_int_equal(ch.len, 8);
 	n = chunk_make(b, 9, 0, 0);
 	assert_int_equal(snap_migrate_chunk_decode(b, n, &ch), -EBADMSG);        /* unknown kind */
 	for (uint32_t i = 0; i < SNAP_MIGRATE_CHUNK_HEAD_BYTES - 4; i++)
@@ -396,6 +505,8 @@ static void test_decoders_refuse(void **state)
 	assert_int_equal(snap_migrate_header_decode(h, &type, &len), -EBADMSG);
 	le16_put(h + 4, 1);                     /* version 1 hashed chunk data into END */
 	assert_int_equal(snap_migrate_header_decode(h, &type, &len), -EBADMSG);
+	le16_put(h + 4, 2);                     /* version 2 had no compressed chunks */
+	assert_int_equal(snap_migrate_header_decode(h, &type, &len), -EBADMSG);
 	le16_put(h + 4, SNAP_MIGRATE_VERSION);
 	le16_put(h + 6, 99);
 	assert_int_equal(snap_migrate_header_decode(h, &type, &len), -EBADMSG);
@@ -413,6 +524,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_wrong_token, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_quota, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_rounds, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hostile_compressed, setup, teardown),
 		cmocka_unit_test(test_decoders_refuse),
 	};
 
