@@ -9,6 +9,7 @@
 #include "tls.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -645,11 +646,27 @@ out:
 
 /* The destination's side of one round. */
 
+/* Chunks in flight to the writer, each in a buffer of its own until the
+ * writer is done with it, so that its workers hash and store several at
+ * once while the next frames come in (one chunk at a time held a 16 GiB
+ * round to 0.8 GB/s on the H200's host). */
+#define RECV_BUFFERS 16
+
+struct recv_round;
+struct recv_buffer {
+	struct recv_round *rr;
+	uint8_t *raw;              /* the chunk's bytes, chunk_size */
+	uint8_t *zstd;             /* and as they came compressed, chunk_size; NULL until one does */
+	bool busy;                 /* the writer holds it */
+};
+
 struct recv_round {
 	struct snap_migrate_conn *c;
 	struct snap_writer *w;
 	ZSTD_DCtx *zctx;
-	uint8_t *raw;              /* a compressed chunk decompressed, chunk_size bytes */
+	struct recv_buffer bufs[RECV_BUFFERS];
+	pthread_mutex_t mu;        /* guards bufs[].busy; the writer's threads give them back */
+	pthread_cond_t freed;
 	uint32_t chunk_size;
 	uint32_t regions_declared;
 	uint32_t region_count;
@@ -696,17 +713,68 @@ static int recv_region(struct recv_round *rr, uint32_t len)
 	return 0;
 }
 
-/* A compressed chunk into rr->raw: smaller than the chunk it stands for,
+static void recv_buffer_done(void *arg, const void *buf, int status)
+{
+	struct recv_buffer *b = arg;
+
+	(void)buf;
+	(void)status;
+	pthread_mutex_lock(&b->rr->mu);
+	b->busy = false;
+	pthread_cond_signal(&b->rr->freed);
+	pthread_mutex_unlock(&b->rr->mu);
+}
+
+/* A buffer the writer does not hold, with room for a compressed chunk if
+ * @zstd; NULL without memory. */
+static struct recv_buffer *recv_buffer_take(struct recv_round *rr, bool zstd)
+{
+	struct recv_buffer *b = NULL;
+
+	pthread_mutex_lock(&rr->mu);
+	while (!b) {
+		for (unsigned i = 0; i < RECV_BUFFERS && !b; i++)
+			if (!rr->bufs[i].busy)
+				b = &rr->bufs[i];
+		if (!b)
+			pthread_cond_wait(&rr->freed, &rr->mu);
+	}
+	b->busy = true;
+	pthread_mutex_unlock(&rr->mu);
+	b->rr = rr;
+	if (!b->raw)
+		b->raw = malloc(rr->chunk_size);
+	if (zstd && !b->zstd)
+		b->zstd = malloc(rr->chunk_size);
+	if (!b->raw || (zstd && !b->zstd)) {
+		recv_buffer_done(b, NULL, 0);
+		return NULL;
+	}
+	return b;
+}
+
+/* Once the writer is committed or aborted, nothing holds the buffers. */
+static void recv_buffers_free(struct recv_round *rr)
+{
+	for (unsigned i = 0; i < RECV_BUFFERS; i++) {
+		free(rr->bufs[i].raw);
+		free(rr->bufs[i].zstd);
+	}
+	pthread_cond_destroy(&rr->freed);
+	pthread_mutex_destroy(&rr->mu);
+}
+
+/* A compressed chunk into @raw: smaller than the chunk it stands for,
  * and decompressing to exactly its @len bytes, no more (zstd writes no
  * further than the buffer it is given), no fewer. */
-static int chunk_decompress(struct recv_round *rr, const struct snap_migrate_chunk *ch, uint32_t len)
+static int chunk_decompress(struct recv_round *rr, const struct snap_migrate_chunk *ch, uint32_t len, uint8_t *raw)
 {
 	size_t n;
 
 	if (ch->len >= len)
 		return conn_fail(rr->c, -EBADMSG, "chunk %llu of region %u: %u compressed bytes for a chunk of %u",
 				 (unsigned long long)ch->index, ch->region, ch->len, len);
-	n = ZSTD_decompressDCtx(rr->zctx, rr->raw, len, ch->data, ch->len);
+	n = ZSTD_decompressDCtx(rr->zctx, raw, len, ch->data, ch->len);
 	if (ZSTD_isError(n))
 		return conn_fail(rr->c, -EBADMSG, "chunk %llu of region %u does not decompress: %s",
 				 (unsigned long long)ch->index, ch->region, ZSTD_getErrorName(n));
@@ -719,6 +787,7 @@ static int chunk_decompress(struct recv_round *rr, const struct snap_migrate_chu
 static int recv_chunk(struct recv_round *rr, uint32_t frame_len)
 {
 	struct snap_migrate_chunk ch;
+	struct recv_buffer *b = NULL;
 	uint8_t hash[SNAP_HASH_BYTES];
 	uint64_t chunks;
 	uint32_t len;
@@ -741,31 +810,40 @@ static int recv_chunk(struct recv_round *rr, uint32_t frame_len)
 		rc = snap_writer_chunk_unchanged(rr->w, ch.region, ch.index, ch.device_hash);
 		break;
 	case SNAP_MIGRATE_CHUNK_ZSTD:
-		rc = chunk_decompress(rr, &ch, len);
-		if (rc)
+		if (!(b = recv_buffer_take(rr, true)))
+			return conn_fail(rr->c, -ENOMEM, "out of memory");
+		rc = chunk_decompress(rr, &ch, len, b->raw);
+		if (!rc) {
+			snap_hash128(b->raw, len, hash);
+			if (memcmp(hash, ch.hash, sizeof(hash)))
+				rc = conn_fail(rr->c, -EBADMSG, "chunk %llu of region %u: content hash mismatch",
+					       (unsigned long long)ch.index, ch.region);
+		}
+		if (rc) {
+			recv_buffer_done(b, NULL, 0);
 			return rc;
-		snap_hash128(rr->raw, len, hash);
-		if (memcmp(hash, ch.hash, sizeof(hash)))
-			return conn_fail(rr->c, -EBADMSG, "chunk %llu of region %u: content hash mismatch",
-					 (unsigned long long)ch.index, ch.region);
-		/* Stored compressed as it came; both buffers are read later. */
-		rc = snap_writer_chunk_add_zstd(rr->w, ch.region, ch.index, rr->raw, len, ch.data, ch.len,
-						ch.device_hash, NULL, NULL);
-		if (!rc)
-			rc = snap_writer_flush(rr->w);
+		}
+		/* Stored compressed as it came; the next frame overwrites the
+		 * connection's buffer, not these. */
+		memcpy(b->zstd, ch.data, ch.len);
+		rc = snap_writer_chunk_add_zstd(rr->w, ch.region, ch.index, b->raw, len, b->zstd, ch.len,
+						ch.device_hash, recv_buffer_done, b);
 		break;
 	default:
 		snap_hash128(ch.data, ch.len, hash);
 		if (memcmp(hash, ch.hash, sizeof(hash)))
 			return conn_fail(rr->c, -EBADMSG, "chunk %llu of region %u: content hash mismatch",
 					 (unsigned long long)ch.index, ch.region);
-		/* The writer's pipeline reads the bytes later: wait, since the
-		 * next frame overwrites the buffer. */
-		rc = snap_writer_chunk_add(rr->w, ch.region, ch.index, ch.data, ch.len, ch.device_hash, NULL, NULL);
-		if (!rc)
-			rc = snap_writer_flush(rr->w);
+		if (!(b = recv_buffer_take(rr, false)))
+			return conn_fail(rr->c, -ENOMEM, "out of memory");
+		memcpy(b->raw, ch.data, ch.len);
+		rc = snap_writer_chunk_add(rr->w, ch.region, ch.index, b->raw, ch.len, ch.device_hash,
+					   recv_buffer_done, b);
 		break;
 	}
+	/* A chunk the writer refused is not its: the buffer is free again. */
+	if (rc && b)
+		recv_buffer_done(b, NULL, 0);
 	if (rc)
 		return conn_fail(rr->c, rc, "chunk %llu of region %u refused: %s", (unsigned long long)ch.index,
 				 ch.region, strerror(-rc));
@@ -811,9 +889,10 @@ int snap_migrate_snapshot_recv(struct snap_migrate_conn *c, uint32_t len, struct
 	explicit_bzero(cfg.credential, sizeof(cfg.credential));
 	if (rc)
 		return conn_fail(c, rc, "snapshot %s: %s", name, snap_store_error(store));
+	pthread_mutex_init(&rr.mu, NULL);
+	pthread_cond_init(&rr.freed, NULL);
 	rr.zctx = ZSTD_createDCtx();
-	rr.raw = malloc(b.chunk_size);
-	if (!rr.zctx || !rr.raw) {
+	if (!rr.zctx) {
 		rc = conn_fail(c, -ENOMEM, "out of memory");
 		goto out_abort;
 	}
@@ -862,7 +941,7 @@ int snap_migrate_snapshot_recv(struct snap_migrate_conn *c, uint32_t len, struct
 		conn_fail(c, rc, "snapshot %s not stored: %s", name, snap_store_error(store));
 	close(rr.journal_fd);
 	ZSTD_freeDCtx(rr.zctx);
-	free(rr.raw);
+	recv_buffers_free(&rr);
 	return rc;
 
 out_abort:
@@ -870,7 +949,7 @@ out_abort:
 	if (rr.journal_fd >= 0)
 		close(rr.journal_fd);
 	ZSTD_freeDCtx(rr.zctx);
-	free(rr.raw);
+	recv_buffers_free(&rr);
 	return rc;
 }
 

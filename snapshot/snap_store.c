@@ -128,6 +128,13 @@ static int subdir_open(struct snap_store *s, const char *name, int create)
 	return fd < 0 ? -errno : fd;
 }
 
+unsigned snap_store_workers_all(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 2 ? (unsigned)(n < 256 ? n : 256) : 2;
+}
+
 int snap_store_open(const char *dir, const struct snap_store_config *cfg,
 		    unsigned flags, struct snap_store **out)
 {

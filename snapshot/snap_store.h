@@ -47,6 +47,10 @@ struct snap_store_config {
 
 #define SNAP_DEFAULT_CHUNK_SIZE (4u << 20)
 
+/* Workers for a writer that should use every core (a snapshot's drain, a
+ * migration's receiver): the online CPUs, at least 2. */
+unsigned snap_store_workers_all(void);
+
 #define SNAP_STORE_CREATE 0x1u /* create the directory layout if missing */
 
 /* Open the store at @dir.  When no other process uses the store, leftovers of

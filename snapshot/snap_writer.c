@@ -15,6 +15,7 @@
 #include "le.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,6 +111,29 @@ static int bytes_all_zero(const void *p, size_t n)
 	return n <= 16 || memcmp(b, b + 16, n - 16) == 0;
 }
 
+/* zstd only where it pays: four samples from across a chunk, compressed
+ * together, say whether the whole is worth compressing. Incompressible
+ * data (random bytes, most of a trained model's floats) is then stored raw
+ * at the cost of a copy, not of a compression that saves nothing. */
+#define SAMPLE_BYTES (16u << 10)
+#define SAMPLES 4u
+#define SAMPLE_WORTH 0.97           /* compressed / raw below which it pays */
+
+static bool worth_compressing(ZSTD_CCtx *cctx, const uint8_t *buf, size_t len, uint8_t *scratch,
+			      size_t scratch_len, int level)
+{
+	size_t gathered = SAMPLES * SAMPLE_BYTES, n;
+
+	/* Small chunks are compressed whole; the scratch holds the samples and
+	 * their compressed form. */
+	if (len < 16 * gathered || scratch_len < gathered + ZSTD_compressBound(gathered))
+		return true;
+	for (unsigned i = 0; i < SAMPLES; i++)
+		memcpy(scratch + i * SAMPLE_BYTES, buf + (len - SAMPLE_BYTES) / (SAMPLES - 1) * i, SAMPLE_BYTES);
+	n = ZSTD_compressCCtx(cctx, scratch + gathered, scratch_len - gathered, scratch, gathered, level);
+	return !ZSTD_isError(n) && (double)n < SAMPLE_WORTH * (double)gathered;
+}
+
 static void slot_process(struct snap_writer *w, struct wslot *sl, ZSTD_CCtx *cctx)
 {
 	struct snap_frame *f = &sl->frame;
@@ -143,9 +167,12 @@ static void slot_process(struct snap_writer *w, struct wslot *sl, ZSTD_CCtx *cct
 		/* Compressed already, and checked to decompress to buf. */
 		memcpy(sl->out, sl->zstd, sl->zstd_len);
 		n = sl->zstd_len;
-	} else {
+	} else if (worth_compressing(cctx, sl->buf, sl->len, sl->out, ZSTD_compressBound(w->chunk_size),
+				     w->s->cfg.zstd_level)) {
 		n = ZSTD_compressCCtx(cctx, sl->out, ZSTD_compressBound(w->chunk_size), sl->buf, sl->len,
 				      w->s->cfg.zstd_level);
+	} else {
+		n = sl->len;
 	}
 	if (ZSTD_isError(n) || n >= sl->len) {
 		/* Incompressible: store raw rather than grow it. */
