@@ -169,6 +169,11 @@ static const struct {
 static const struct field lk_hello[] = { FSTR(LK, session, 0), FIELD(LK, last_seq, F_U64, 0) };
 static const struct field lk_refuse[] = { FSTR(LK, reason, 0) };
 static const struct field lk_hostfn[] = { FSTR(LK, secret, 0) };
+static const struct field lk_prefill[] = { FSTR(LK, snapshot, 0) };
+static const struct field lk_adopt[] = {
+	FSTR(LK, session, 0), FSTR(LK, secret, 0), FSTR(LK, wire_secret, 0), FIELD(LK, has_owner_uid, F_BOOL, 0),
+	FIELD(LK, owner_uid, F_U32, 0), FIELD(LK, vm, F_BOOL, 0), FIELD(LK, length, F_U32, 0),
+};
 static const struct field lk_restore[] = { FSTR(LK, snapshot, 0), FIELD(LK, device, F_I32, 0) };
 static const struct field lk_snapshot[] = {
 	FSTR(LK, snapshot, 0), FSTR(LK, parent, F_OPTIONAL), FIELD(LK, suspend, F_BOOL, 0),
@@ -192,12 +197,45 @@ static const struct {
 	[CONTROL_LINK_HELD] = { "held", { NULL, 0 }, 0 },
 	[CONTROL_LINK_RELEASE] = { "release", { NULL, 0 }, 0 },
 	[CONTROL_LINK_HOSTFN] = { "host-function", TABLE(lk_hostfn), 0 },
+	[CONTROL_LINK_PREFILL] = { "prefill", TABLE(lk_prefill), 0 },
+	[CONTROL_LINK_ADOPT] = { "adopt", TABLE(lk_adopt), 0 },
 };
 #define LINKS_COUNT (sizeof(links) / sizeof(links[0]))
 
 const char *control_op_name(enum control_op op)
 {
 	return (unsigned)op < OPS_COUNT ? ops[op].name : NULL;
+}
+
+void control_hex_put(char *out, const uint8_t *bytes, size_t n)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[bytes[i] >> 4];
+		out[2 * i + 1] = digits[bytes[i] & 15];
+	}
+	out[2 * n] = 0;
+}
+
+static int hex_digit(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 :
+	       c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+int control_hex_get(const char *hex, uint8_t *out, size_t n)
+{
+	if (strlen(hex) != 2 * n)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return -EINVAL;
+		out[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return 0;
 }
 
 const char *control_link_type_name(enum control_link_type type)

@@ -269,6 +269,15 @@ enum control_link_type {
 	 * host-function connection that came through host_func_join, and the
 	 * secret it presented (hex), for the worker to check */
 	CONTROL_LINK_HOSTFN,
+	/* A migration's prepared worker (docs/migration.md, "The destination's
+	 * prepared worker"), forked before its guest comes: */
+	CONTROL_LINK_PREFILL,           /* supervisor -> worker: snapshot, a round to bring the device memory to */
+	/* supervisor -> worker, with the guest's connection (SCM_RIGHTS) and
+	 * followed on the line by @length raw bytes, the hello's wire header
+	 * and payload: serve it. session, secret (the session credential) and
+	 * wire_secret (as the hello's reply carries it) in hex, owner_uid if
+	 * has_owner_uid, vm (it came through a domain's channel) */
+	CONTROL_LINK_ADOPT,
 };
 
 struct control_link {
@@ -281,8 +290,18 @@ struct control_link {
 	bool suspend;
 	char reason[CONTROL_TEXT_MAX + 1];
 	char secret[CONTROL_SECRET_HEX + 1];
+	char wire_secret[CONTROL_SECRET_HEX + 1];
+	uint32_t owner_uid;
+	bool has_owner_uid;
+	bool vm;
+	uint32_t length;
 	struct control_reply reply;     /* ready, progress, result; released with the message */
 };
+
+/* A secret as the line channel carries it: @n bytes as 2n hex digits and a
+ * NUL into @out; and back, 0 or -EINVAL unless @hex is exactly 2n digits. */
+void control_hex_put(char *out, const uint8_t *bytes, size_t n);
+int control_hex_get(const char *hex, uint8_t *out, size_t n);
 
 /* Names of ops and kinds ("snapshot"), or NULL for a value out of range. */
 const char *control_op_name(enum control_op op);

@@ -845,6 +845,7 @@ static CUresult moved_follow_locked(struct shim_process *p, struct wire_cursor *
 	}
 	pr_info("session %s moved from %s to %s", session, p->who.server, mv.url);
 	snprintf(p->who.server, sizeof(p->who.server), "%s", mv.url);
+	p->conn.moved = true;
 	return CUDA_ERROR_NO_DEVICE;
 }
 
@@ -1021,25 +1022,37 @@ static void sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
+/* Hops to where the session moved that are taken without a pause: a live
+ * migration needs one; more are ternds that send each other's guests back
+ * and forth, and get the backoff. */
+#define MOVED_HOPS_AT_ONCE 4
+
 /* Open the connection again, retrying while ternd restarts or a restore is
  * under way: a connection refused, a hello the worker could not serve
  * (CUDA_ERROR_NO_DEVICE: a restore that failed leaves the session suspended,
  * and the next hello waits for it) and a hello whose worker died before it
- * answered (CUDA_ERROR_UNKNOWN: killed during the restore) are tried again,
- * backing off from 50 ms to 1 s, for up to reconnect_ms in all (*@waited
- * counts it). A refusal (bad credentials, another protocol) is final. */
+ * answered (CUDA_ERROR_UNKNOWN: killed during the restore, or when the
+ * session moved away) are tried again, at once the first time (the
+ * downtime of a live migration counts each pause), then backing off from
+ * 50 ms to 1 s, for up to reconnect_ms in all (*@waited counts it); a hello
+ * that heard where the session went goes there at once. A refusal (bad
+ * credentials, another protocol) is final. */
 static CUresult conn_reopen_locked(struct shim_process *p, int *waited)
 {
-	int backoff = 50;
+	int backoff = 0, hops = 0;
 
 	for (;;) {
-		CUresult res = conn_open_locked(p);
+		CUresult res;
 
+		p->conn.moved = false;
+		res = conn_open_locked(p);
 		if ((res != CUDA_ERROR_NO_DEVICE && res != CUDA_ERROR_UNKNOWN) || *waited >= p->reconnect_ms)
 			return res;
+		if (p->conn.moved && ++hops <= MOVED_HOPS_AT_ONCE)
+			continue;
 		sleep_ms(backoff);
 		*waited += backoff;
-		backoff = backoff * 2 < 1000 ? backoff * 2 : 1000;
+		backoff = backoff ? (backoff * 2 < 1000 ? backoff * 2 : 1000) : 50;
 	}
 }
 

@@ -123,6 +123,7 @@ struct shim_conn {
 	struct tls_conn *tls;
 	struct tls_creds *tls_creds;
 	bool ivshmem_on;                /* the rings are in a slot of the BAR: no fds on the socket */
+	bool moved;                     /* the last hello heard where the session went */
 };
 
 /* A libvirt domain's ivshmem BAR (TERN_IVSHMEM or found on the PCI bus),

@@ -9,7 +9,7 @@
  *                capture_finish(c, &st);                 shadow drained
  *                snap_writer_journal_set(w, fd); snap_writer_commit(w, ...);
  *     restore:   map every region at its address, then
- *                capture_fill(c, reader, &st);
+ *                capture_fill(c, reader, NULL, &st);
  *     capture_close(c);
  *
  * Chunk hashes: every chunk of every region is hashed where it lives (the
@@ -43,6 +43,7 @@
 #ifndef TERN_CAPTURE_H
 #define TERN_CAPTURE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "backend.h"
@@ -92,6 +93,7 @@ struct capture_stats {
 	uint64_t shadow_bytes;    /* size of the shadow buffer used */
 	uint64_t fill_ns;
 	uint64_t fill_bytes;      /* logical bytes restored, zero chunks included */
+	uint64_t fill_bytes_held; /* of which the device held already (a fill's base) */
 	uint64_t fill_bytes_per_s;
 };
 
@@ -120,10 +122,23 @@ int capture_pause(struct capture *c, struct snap_writer *w, const struct capture
  * Adds drain_ns and the copy figures to @st (may be NULL). */
 int capture_finish(struct capture *c, struct capture_stats *st);
 
+/* What the device memory holds before a fill, so that only the difference
+ * is written (a migration's prepared worker fills each round over the one
+ * before, checkpoint.c): a chunk of @r whose region has the address, size
+ * and chunk size of a region of @held, and whose content hash (or zero
+ * flag) equals that region's chunk there, is left as it is. Regions of @r
+ * whose @skip is set are not written at all (not mapped by the caller). */
+struct snap_chunk_list;
+struct capture_fill_base {
+	const struct snap_chunk_list *held;     /* NULL: nothing known */
+	const bool *skip;                       /* per region of @r, or NULL */
+};
+
 /* Restore: write every chunk of every region of @r to the device at the
  * region's address (the caller mapped them all); zero chunks are memset.
- * Returns once the device holds the bytes.  @st (may be NULL) is reset and
- * filled. */
-int capture_fill(struct capture *c, struct snap_reader *r, struct capture_stats *st);
+ * @base (may be NULL) says what the device holds already. Returns once the
+ * device holds the bytes.  @st (may be NULL) is reset and filled. */
+int capture_fill(struct capture *c, struct snap_reader *r, const struct capture_fill_base *base,
+		 struct capture_stats *st);
 
 #endif

@@ -121,8 +121,41 @@ static int fill_copy(struct fill *f, struct capture_staging *s, CUstream stream)
 	return rc;
 }
 
-/* Zero chunks as device memsets (runs coalesced); the others become jobs. */
-static int fill_plan(struct fill *f, const struct snap_chunk_list *cl)
+/* The region of @held at @reg's address, of its size and chunking, or NULL
+ * (regions are listed in address order). */
+static const struct snap_region *held_region(const struct snap_chunk_list *held, uint32_t chunk_size,
+					     const struct snap_region *reg)
+{
+	uint64_t lo = 0, hi = held ? held->region_count : 0;
+
+	if (!held || held->chunk_size != chunk_size)
+		return NULL;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (held->regions[mid].addr < reg->addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == held->region_count || held->regions[lo].addr != reg->addr ||
+	    held->regions[lo].size != reg->size || held->regions[lo].chunk_count != reg->chunk_count)
+		return NULL;
+	return &held->regions[lo];
+}
+
+static bool chunk_held(const struct snap_region *had, const struct snap_chunk_ref *now, uint64_t k)
+{
+	const struct snap_chunk_ref *was = had ? &had->chunks[k] : NULL;
+
+	if (!was || (was->flags & SNAP_CHUNK_ZERO) != (now->flags & SNAP_CHUNK_ZERO))
+		return false;
+	return (now->flags & SNAP_CHUNK_ZERO) || !memcmp(was->hash, now->hash, sizeof(now->hash));
+}
+
+/* Zero chunks as device memsets (runs coalesced); the others become jobs;
+ * what @base says the device holds, neither. */
+static int fill_plan(struct fill *f, const struct snap_chunk_list *cl, const struct capture_fill_base *base)
 {
 	struct capture *c = f->c;
 	uint64_t total = 0;
@@ -135,14 +168,20 @@ static int fill_plan(struct fill *f, const struct snap_chunk_list *cl)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < cl->region_count && !rc; i++) {
 		const struct snap_region *reg = &cl->regions[i];
+		const struct snap_region *had = base ? held_region(base->held, cl->chunk_size, reg) : NULL;
 		uint64_t zrun = 0, zlen = 0;
 
+		if (base && base->skip && base->skip[i])
+			continue;
 		c->st.fill_bytes += reg->size;
 		for (uint64_t k = 0; k <= reg->chunk_count && !rc; k++) {
-			bool zero = k < reg->chunk_count && reg->chunks[k].flags & SNAP_CHUNK_ZERO;
+			bool held = k < reg->chunk_count && chunk_held(had, &reg->chunks[k], k);
+			bool zero = k < reg->chunk_count && !held && reg->chunks[k].flags & SNAP_CHUNK_ZERO;
 			uint32_t len = k < reg->chunk_count ?
 				       snap_region_chunk_bytes(reg, cl->chunk_size, k) : 0;
 
+			if (held)
+				c->st.fill_bytes_held += len;
 			if (zero) {
 				if (!zlen)
 					zrun = reg->addr + k * cl->chunk_size;
@@ -155,6 +194,8 @@ static int fill_plan(struct fill *f, const struct snap_chunk_list *cl)
 			zlen = 0;
 			if (k == reg->chunk_count)
 				break;
+			if (held)
+				continue;
 			f->jobs[f->njobs++] = (struct fill_job){ .region = (uint32_t)i, .index = k,
 				.len = len, .dst = reg->addr + k * cl->chunk_size };
 		}
@@ -162,7 +203,8 @@ static int fill_plan(struct fill *f, const struct snap_chunk_list *cl)
 	return rc;
 }
 
-int capture_fill(struct capture *c, struct snap_reader *r, struct capture_stats *st)
+int capture_fill(struct capture *c, struct snap_reader *r, const struct capture_fill_base *base,
+		 struct capture_stats *st)
 {
 	const struct snap_chunk_list *cl = snap_reader_chunk_list(r);
 	struct fill f = { .c = c, .r = r };
@@ -189,7 +231,7 @@ int capture_fill(struct capture *c, struct snap_reader *r, struct capture_stats 
 		c->stg[k].pending = 0;
 		c->stg[k].copy_issued = false;
 	}
-	rc = fill_plan(&f, cl);
+	rc = fill_plan(&f, cl, base);
 	for (; !rc && nthreads < c->cfg.threads; nthreads++)
 		if (pthread_create(&tids[nthreads], NULL, fill_reader_main, &f)) {
 			rc = nthreads ? 0 : -EAGAIN;

@@ -1,5 +1,6 @@
 #define LOG_PREFIX "checkpoint: "
 #include "checkpoint.h"
+#include "checkpoint_internal.h"
 #include "monotonic.h"
 
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "arena.h"
 #include "capture.h"
 #include "log.h"
 #include "snap_reader.h"
@@ -72,10 +74,11 @@ void checkpoint_close(struct checkpoint *ck)
 {
 	capture_close(ck->capture);
 	ck->capture = NULL;
+	checkpoint_held_free(ck);
 	checkpoint_image_globals_free(ck);
 }
 
-static int capture_get(struct checkpoint *ck, struct capture **out)
+int checkpoint_capture_get(struct checkpoint *ck, struct capture **out)
 {
 	struct exec *ex = ck->ex;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -203,7 +206,7 @@ int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req
 	if (ret)
 		goto out_job;
 	/* Hashing and compression of the drain use every core. */
-	scfg.workers = sysconf(_SC_NPROCESSORS_ONLN) > 2 ? (unsigned)sysconf(_SC_NPROCESSORS_ONLN) : 2;
+	scfg.workers = snap_store_workers_all();
 	ret = snap_store_open(req->store_dir, &scfg, SNAP_STORE_CREATE, &job->store);
 	if (ret) {
 		snprintf(err, errlen, "cannot open the snapshot store %s: %s", req->store_dir, strerror(-ret));
@@ -285,7 +288,7 @@ int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req
 		regions[job->regions++] = (struct capture_region){ m->addr, m->size, 0 };
 		job->bytes += m->size;
 	}
-	ret = capture_get(ck, &cap);
+	ret = checkpoint_capture_get(ck, &cap);
 	if (!ret)
 		ret = capture_pause(cap, job->writer, regions, job->regions, &job->stats);
 	free(regions);
@@ -361,6 +364,7 @@ int checkpoint_end(struct checkpoint_job *job, struct control_reply *result)
 
 struct restore_ctx {
 	struct exec *ex;
+	const struct checkpoint *ck;        /* ck->held: regions a prefill mapped */
 	struct tracker *saved;
 	char *err;
 	size_t errlen;
@@ -647,7 +651,10 @@ static int restore_region(void *arg, uint64_t addr, const struct tracker_region 
 		return exec_vmm_restore_map(rc->ex, addr, r->size, r->owner, r->flags, rc->err, rc->errlen);
 	struct arena *a = exec_arena_of(rc->ex, addr, NULL);
 
-	res = a ? arena_alloc_at(a, addr, r->size) : CUDA_ERROR_INVALID_VALUE;
+	if (checkpoint_held_find(rc->ck, addr, r->size))
+		res = a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;    /* mapped by a prefill */
+	else
+		res = a ? arena_alloc_at(a, addr, r->size) : CUDA_ERROR_INVALID_VALUE;
 	if (res != CUDA_SUCCESS) {
 		snprintf(rc->err, rc->errlen, "cannot map 0x%llx+%llu again (CUDA error %d)",
 			 (unsigned long long)addr, (unsigned long long)r->size, res);
@@ -674,7 +681,7 @@ int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char 
 	struct snap_reader *reader;
 	struct tracker *saved;
 	struct capture_stats stats = { 0 };
-	struct restore_ctx rc = { .ex = ex };
+	struct restore_ctx rc = { .ex = ex, .ck = ck };
 	char err[512] = "";
 	const void *r;
 	size_t rlen;
@@ -699,7 +706,17 @@ int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char 
 		goto out;
 	if (tracker_meta_u64_get(saved, EXEC_META_DEVICE_COUNT, &devices))
 		devices = 1;
-	ret = exec_vmm_restore_begin(ex, saved, err, sizeof(err));
+	/* A prefill mapped and filled what the snapshot before held: what
+	 * this one lacks goes, and the staging buffers the prefill allocated
+	 * go before the modules load, as in a fresh worker, where the driver
+	 * can place their __managed__ variables where they were. */
+	ret = checkpoint_held_trim(ck, saved, snap_reader_chunk_list(reader));
+	if (!ret && ck->held && checkpoint_state_has_managed_globals(saved)) {
+		capture_close(ck->capture);
+		ck->capture = NULL;
+	}
+	if (!ret)
+		ret = exec_vmm_restore_begin(ex, saved, err, sizeof(err));
 	if (!ret)
 		ret = tracker_region_foreach(saved, restore_region, &rc);
 	rc.code_pass = true;
@@ -711,9 +728,9 @@ int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char 
 	if (!ret)
 		ret = checkpoint_state_globals_place(ex, saved, err, sizeof(err));
 	if (!ret)
-		ret = capture_get(ck, &capt);
+		ret = checkpoint_capture_get(ck, &capt);
 	if (!ret) {
-		ret = capture_fill(capt, reader, &stats);
+		ret = capture_fill(capt, reader, &(struct capture_fill_base){ .held = ck->held }, &stats);
 		if (ret && !err[0])
 			snprintf(err, sizeof(err), "filling device memory failed: %s (%s); run `ckpt verify %s`",
 				 strerror(-ret), snap_store_error(store), name);
@@ -795,6 +812,11 @@ int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char 
 		done->bytes = exec_mem_used(ex);
 	}
 out:
+	if (ck->held && !ret)
+		pr_info("restore of '%s': %.2f GiB of %.2f GiB were prefilled", name,
+			stats.fill_bytes_held / 1073741824.0, stats.fill_bytes / 1073741824.0);
+	/* The memory is the session's now, whatever a prefill left there. */
+	checkpoint_held_free(ck);
 	if (ret) {
 		pr_err("restore of '%s' failed: %s", name, err[0] ? err : strerror(-ret));
 		control_reply_error(result, "restore of '%s' failed: %s", name, err[0] ? err : strerror(-ret));

@@ -32,10 +32,12 @@ struct checkpoint_image_globals;
  * data path, opened at the first snapshot or restore, and the globals each
  * module image lists (parsed once; a snapshot's pause must not parse). The
  * worker owns it beside its exec and closes it first. */
+struct snap_chunk_list;
 struct checkpoint {
 	struct exec *ex;
 	struct capture *capture;
 	struct checkpoint_image_globals *image_globals;
+	struct snap_chunk_list *held;   /* what checkpoint_prefill left mapped and filled; NULL: nothing */
 };
 
 static inline void checkpoint_init(struct checkpoint *ck, struct exec *ex)
@@ -77,6 +79,14 @@ int checkpoint_end(struct checkpoint_job *job, struct control_reply *result);
 int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char *name,
 		       uint64_t *seq, void **reply, size_t *reply_len,
 		       struct control_reply *result);
+
+/* checkpoint_prefill.c: a migration's prepared worker, which has no guest
+ * yet, brings its device memory to snapshot @name (a pre-copy round):
+ * maps its arena regions and fills what differs from the round before.
+ * A checkpoint_restore after it fills only what differs again. 0, or
+ * -errno with @err saying why (the restore then fills what it cannot
+ * trust). */
+int checkpoint_prefill(struct checkpoint *ck, const char *store_dir, const char *name, char *err, size_t errlen);
 
 /* checkpoint_check.c: what a restore can check before a live worker stops.
  * The worker that would take the snapshot: its arenas, the devices a session
@@ -132,5 +142,7 @@ int checkpoint_state_restore_late(struct exec *ex, struct tracker *saved, char *
  * that the driver places it while its old address is still free. 0, or a
  * damaged record (-EBADMSG, as restore_late would say). */
 int checkpoint_state_globals_place(struct exec *ex, struct tracker *saved, char *err, size_t errlen);
+/* Whether @saved records a __managed__ module variable. */
+bool checkpoint_state_has_managed_globals(struct tracker *saved);
 
 #endif

@@ -586,3 +586,27 @@ int checkpoint_state_globals_place(struct exec *ex, struct tracker *saved, char 
 {
 	return globals_walk(ex, saved, true, err, errlen);
 }
+
+bool checkpoint_state_has_managed_globals(struct tracker *saved)
+{
+	const uint8_t *b;
+	const void *bytes;
+	size_t len, at = 8;
+
+	if (tracker_meta_bytes_get(saved, EXEC_META_MODULE_GLOBALS, &bytes, &len))
+		return false;
+	b = bytes;
+	if (len < 8 || le32_get(b) != GLOBALS_MAGIC)
+		return true;    /* damaged: the restore says so; take the careful order */
+	for (uint32_t i = 0, count = le32_get(b + 4); i < count && len - at >= GLOBAL_HEADER; i++) {
+		uint64_t size = le64_get(b + at + 16);
+		uint32_t name_len = le32_get(b + at + 28);
+
+		if (le32_get(b + at + 24) & GLOBAL_MANAGED)
+			return true;
+		if (len - at - GLOBAL_HEADER < name_len || len - at - GLOBAL_HEADER - name_len < size)
+			return true;    /* damaged: the restore says so; take the careful order */
+		at += GLOBAL_HEADER + name_len + size;
+	}
+	return false;
+}

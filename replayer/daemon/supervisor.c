@@ -78,7 +78,7 @@ void client_fail(int *fd, const char *fmt, ...)
 }
 
 
-static struct session_slot *slot_claim(struct supervisor *sv, unsigned *index)
+struct session_slot *slot_claim(struct supervisor *sv, unsigned *index)
 {
 	for (unsigned i = 0; i < SESSION_SLOTS; i++) {
 		uint32_t expect = SESSION_FREE;
@@ -182,40 +182,96 @@ void supervisor_fds_close(void *opaque)
 	supervisor_child_close(opaque, NULL);
 }
 
+/* What `ternd status` shows as where the session's guest is. */
+void slot_peer_name(struct supervisor *sv, struct session_slot *slot, const struct preauth_conn *c)
+{
+	if (c->domain >= 0)
+		snprintf(slot->peer, sizeof(slot->peer), "vm:%s", sv->domains[c->domain].uuid);
+	else
+		transport_url_format(&sv->cfg->listen[c->listener], slot->peer, sizeof(slot->peer));
+}
+
+/* Fork a worker into slot @index (claimed) with @wcfg: the one of a hello
+ * on @c, or a migration's prepared worker when @c is NULL. Its line and IPC
+ * channel are made here, its link set; @cred (may be NULL) is the
+ * session's. 0, or -1 with the slot freed. */
+int worker_spawn(struct supervisor *sv, unsigned index, struct worker_config *wcfg, struct preauth_conn *c,
+		 const struct session_cred *cred)
+{
+	struct session_slot *slot = &sv->slots[index];
+	int pair[2], ipc[2] = { -1, -1 };
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair)) {
+		pr_err("socketpair: %s", strerror(errno));
+		atomic_store(&slot->state, SESSION_FREE);
+		return -1;
+	}
+	/* IPC asks and answers in packets, an fd beside some. */
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ipc))
+		pr_warn("no IPC channel for this session: %s", strerror(errno));
+	wcfg->ipc_fd = ipc[1];
+	wcfg->state_dir = sv->cfg->state_dir;
+	wcfg->cmd_fd = pair[1];
+	pid = fork();
+	if (pid < 0) {
+		pr_err("fork failed: %s", strerror(errno));
+		atomic_store(&slot->state, SESSION_FREE);
+		close(pair[0]);
+		close(pair[1]);
+		if (ipc[0] >= 0) {
+			close(ipc[0]);
+			close(ipc[1]);
+		}
+		return -1;
+	}
+	if (pid == 0) {
+		int fd = c ? c->fd : -1;
+
+		/* The worker keeps only its connection and its line to us. */
+		supervisor_child_close(sv, c);
+		close(pair[0]);
+		if (ipc[0] >= 0)
+			close(ipc[0]);
+		sigprocmask(SIG_SETMASK, &(sigset_t){ 0 }, NULL);
+		worker_signals_install();
+		_exit(c ? worker_run(wcfg, fd, slot) : worker_standby_run(wcfg, slot));
+	}
+	close(pair[1]);
+	if (ipc[1] >= 0)
+		close(ipc[1]);
+	sv->links[index] = (struct worker_link){ .fd = pair[0], .ipc_fd = ipc[0], .client_fd = -1,
+						 .vm_domain = -1 };
+	if (cred)
+		sv->links[index].cred = *cred;
+	atomic_store(&slot->pid, pid);
+	return 0;
+}
+
 /* Fork the worker of a hello that passed every check: @c's connection and
- * its hello go to it, and the supervisor keeps @cred for the session. */
+ * its hello go to it (or to the session's prepared worker, if one waits),
+ * and the supervisor keeps @cred for the session. */
 static void session_start(struct supervisor *sv, struct preauth_conn *c, const char *id,
 			  const struct session_cred *cred, const uint8_t credential_wire[AUTH_CREDENTIAL_BYTES])
 {
-	const struct transport_url *url = &sv->cfg->listen[c->listener];
 	const struct vm_domain *domain = c->domain >= 0 ? &sv->domains[c->domain] : NULL;
 	struct worker_config wcfg = sv->cfg->worker;
 	/* The worker's own copy: the child wipes the supervisor's tables. */
 	struct session_cred mine = *cred;
 	struct session_slot *slot;
 	unsigned index;
-	int pair[2], ipc[2] = { -1, -1 };
-	pid_t pid;
 
+	if (standby_adopt(sv, c, id, &mine, credential_wire)) {
+		explicit_bzero(&mine, sizeof(mine));
+		return;
+	}
 	slot = slot_claim(sv, &index);
 	if (!slot) {
 		pr_warn("%d sessions already: session %s refused", SESSION_SLOTS, id);
 		preauth_refuse(&sv->preauth, c, CUDA_ERROR_OUT_OF_MEMORY);
 		return;
 	}
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair)) {
-		pr_err("socketpair: %s", strerror(errno));
-		atomic_store(&slot->state, SESSION_FREE);
-		preauth_refuse(&sv->preauth, c, CUDA_ERROR_OPERATING_SYSTEM);
-		return;
-	}
-	/* IPC asks and answers in packets, an fd beside some. */
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ipc))
-		pr_warn("no IPC channel for this session: %s", strerror(errno));
-	wcfg.ipc_fd = ipc[1];
-	wcfg.state_dir = sv->cfg->state_dir;
 	wcfg.ivshmem_dir = domain && sv->cfg->ivshmem_dir[0] ? sv->cfg->ivshmem_dir : NULL;
-	wcfg.cmd_fd = pair[1];
 	wcfg.hello_header = &c->h;
 	wcfg.hello_payload = c->payload;
 	/* The fork copies the session (keys, sequence numbers, records read
@@ -227,44 +283,15 @@ static void session_start(struct supervisor *sv, struct preauth_conn *c, const c
 	wcfg.has_owner_uid = mine.has_uid;
 	wcfg.owner_uid = mine.uid;
 	wcfg.session_id = id;
-	if (domain)
-		snprintf(slot->peer, sizeof(slot->peer), "vm:%s", domain->uuid);
-	else
-		transport_url_format(url, slot->peer, sizeof(slot->peer));
+	slot_peer_name(sv, slot, c);
 	/* Named before the fork: a second hello for the id finds this one. */
 	snprintf(slot->id, sizeof(slot->id), "%s", id);
-	pid = fork();
-	if (pid < 0) {
-		pr_err("fork failed: %s", strerror(errno));
-		atomic_store(&slot->state, SESSION_FREE);
+	if (worker_spawn(sv, index, &wcfg, c, &mine)) {
 		preauth_refuse(&sv->preauth, c, CUDA_ERROR_OPERATING_SYSTEM);
-		close(pair[0]);
-		close(pair[1]);
-		if (ipc[0] >= 0) {
-			close(ipc[0]);
-			close(ipc[1]);
-		}
+		explicit_bzero(&mine, sizeof(mine));
 		return;
 	}
-	if (pid == 0) {
-		int fd = c->fd;
-
-		/* The worker keeps only its connection and its line to us. */
-		supervisor_child_close(sv, c);
-		close(pair[0]);
-		if (ipc[0] >= 0)
-			close(ipc[0]);
-		sigprocmask(SIG_SETMASK, &(sigset_t){ 0 }, NULL);
-		worker_signals_install();
-		_exit(worker_run(&wcfg, fd, slot));
-	}
-	close(pair[1]);
-	if (ipc[1] >= 0)
-		close(ipc[1]);
-	sv->links[index] = (struct worker_link){ .fd = pair[0], .ipc_fd = ipc[0], .client_fd = -1, .cred = mine,
-						 .vm_domain = -1 };
 	explicit_bzero(&mine, sizeof(mine));
-	atomic_store(&slot->pid, pid);
 	sv->sessions_started++;
 	preauth_forget(&sv->preauth, c, true);
 }
@@ -389,8 +416,7 @@ static void session_join(struct supervisor *sv, struct preauth_conn *c)
 		hello_refuse(sv, c, CUDA_ERROR_NOT_FOUND, id, "host_func_join: no worker serves the session");
 		return;
 	}
-	for (size_t i = 0; i < HOSTFN_SECRET_SIZE; i++)
-		snprintf(m.secret + 2 * i, 3, "%02x", join.secret.ptr[i]);
+	control_hex_put(m.secret, join.secret.ptr, HOSTFN_SECRET_SIZE);
 	ret = control_link_encode(&m, &line, &len);
 	if (!ret)
 		ret = fdpass_send(l->fd, line, len, &c->fd, 1);
@@ -1407,6 +1433,9 @@ int supervisor_run(struct supervisor_config *cfg)
 				restore_checked(&sv, &sv.known[check_of[i]]);
 		vm_poll_handle(&sv, pfd, vm_at, vm_end);
 		migrate_poll_handle(&sv, pfd, mig_at, mig_end);
+		/* After whatever changed the plans: prepared workers no
+		 * migration will use hold GPU memory for nothing. */
+		standby_gc(&sv);
 		metrics_http_poll_handle(sv.metrics, pfd, met_at, met_end);
 		if (pfd[cfg->listen_count + 1].revents & POLLIN) {
 			struct signalfd_siginfo si;

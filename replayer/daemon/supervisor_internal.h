@@ -65,6 +65,12 @@ struct worker_link {
 	int vm_domain;                      /* in a domain's save or snapshot (struct vm_op), or -1 */
 	bool vm_held;                       /* it said held */
 	bool vm_done;                       /* its snapshot's result came */
+	/* A migration's prepared worker (supervisor_standby.c): no guest yet,
+	 * its slot's id empty until it adopts one; the session it is for, and
+	 * the receiver whose rounds it fills (-1: that receiver ended). */
+	bool standby;
+	char standby_for[SESSION_ID_MAX];
+	int standby_receiver;
 };
 
 /* What the supervisor remembers of a session beyond its worker's life; the
@@ -212,6 +218,31 @@ struct supervisor {
 
 /* The slot of the live worker serving @id, other than @except; -1 if none. */
 int slot_of_session(struct supervisor *sv, const char *id, int except);
+
+/* supervisor.c: claim a free slot (its index in *@index), or NULL; fork a
+ * worker into it (docs: worker_spawn in supervisor.c); name its guest's
+ * end for status. */
+struct session_slot *slot_claim(struct supervisor *sv, unsigned *index);
+int worker_spawn(struct supervisor *sv, unsigned index, struct worker_config *wcfg, struct preauth_conn *c,
+		 const struct session_cred *cred);
+void slot_peer_name(struct supervisor *sv, struct session_slot *slot, const struct preauth_conn *c);
+
+/* supervisor_standby.c: the destination's prepared workers of incoming
+ * migrations (docs/migration.md, "The prepared worker"). A round of
+ * @session stored by receiver @receiver (@final: its restore is planned):
+ * fill it into the session's prepared worker, forked at the first (or
+ * when @snapshot is NULL, as the first round begins). */
+void standby_round(struct supervisor *sv, const char *session, const char *snapshot, int receiver, bool final);
+/* The hello on @c for @id, checked: hand it to @id's prepared worker.
+ * True when it took @c; false when there is none (or it cannot take it,
+ * and is ended): fork a worker as for any hello. */
+bool standby_adopt(struct supervisor *sv, struct preauth_conn *c, const char *id, const struct session_cred *cred,
+		   const uint8_t credential_wire[AUTH_CREDENTIAL_BYTES]);
+/* End the prepared workers no migration will use: their receiver ended
+ * without a restore planned from its final round. */
+void standby_gc(struct supervisor *sv);
+/* Receiver @receiver ended. */
+void standby_receiver_gone(struct supervisor *sv, int receiver);
 
 /* supervisor.c, for supervisor_vm.c. */
 void client_send(int *fd, const struct control_reply *r);

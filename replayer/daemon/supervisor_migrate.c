@@ -112,7 +112,8 @@ static int receive(struct supervisor *sv, int fd, struct tls_conn *tls, int line
 		goto out;
 	}
 	store_path(sv, dir, sizeof(dir));
-	rc = snap_store_open(dir, NULL, SNAP_STORE_CREATE, &store);
+	rc = snap_store_open(dir, &(struct snap_store_config){ .workers = snap_store_workers_all() },
+			     SNAP_STORE_CREATE, &store);
 	if (rc) {
 		snap_migrate_refuse(&c, rc, "this ternd cannot open its snapshot store");
 		goto out;
@@ -134,6 +135,10 @@ static int receive(struct supervisor *sv, int fd, struct tls_conn *tls, int line
 			snap_migrate_conn_fini(&c);
 			return rc;
 		}
+		if (!rc && type == SNAP_MIGRATE_BEGIN && first)
+			/* The prepared worker starts its backend while the first
+			 * round comes; the supervisor answers nothing. */
+			dprintf(line, "prepare %s\n", session);
 		first = false;
 		if (!rc && type != SNAP_MIGRATE_BEGIN)
 			rc = -EPROTO;
@@ -149,6 +154,8 @@ static int receive(struct supervisor *sv, int fd, struct tls_conn *tls, int line
 			rc = snap_migrate_ack_send(&c, 0, name);
 			if (rc)
 				break;
+			/* For the prepared worker; the supervisor answers nothing. */
+			dprintf(line, "round %s %s\n", session, name);
 			continue;
 		}
 		/* The supervisor plans the restore; its answer is one line. */
@@ -299,6 +306,15 @@ static void receiver_readable(struct supervisor *sv, struct migrate_receiver *r)
 		why = plan_restore(sv, session, name);
 		if (why)
 			pr_warn("migration of session %s refused at the switch: %s", session, why);
+		else
+			standby_round(sv, session, name, (int)(r - sv->receivers), true);
+	} else if (!strncmp(line, "round ", 6) && (name = strchr(line + 6, ' '))) {
+		*name++ = 0;
+		standby_round(sv, line + 6, name, (int)(r - sv->receivers), false);
+		return;
+	} else if (!strncmp(line, "prepare ", 8)) {
+		standby_round(sv, line + 8, NULL, (int)(r - sv->receivers), false);
+		return;
 	} else if (!strncmp(line, "pull ", 5)) {
 		session = line + 5;
 		why = vm_pull_accept(sv, (unsigned)(r - sv->receivers), session, more, sizeof(more));
@@ -347,6 +363,7 @@ bool migrate_child_reaped(struct supervisor *sv, pid_t pid, int status)
 		if (sv->receivers[i].pid == pid) {
 			sv->receivers[i].pid = 0;
 			vm_receiver_gone(sv, i);
+			standby_receiver_gone(sv, (int)i);
 			if (WIFSIGNALED(status) || WEXITSTATUS(status))
 				pr_info("migration receiver %d ended with %s %d", pid,
 					WIFSIGNALED(status) ? "signal" : "status",

@@ -469,7 +469,6 @@ static bool snapshot_end(struct worker_session *s)
 static void hostfn_join(struct worker_session *s, const char *hex)
 {
 	uint8_t secret[HOSTFN_SECRET_SIZE];
-	size_t n = strlen(hex) / 2;
 	int fd = s->passed_fd;
 
 	s->passed_fd = -1;
@@ -477,19 +476,8 @@ static void hostfn_join(struct worker_session *s, const char *hex)
 		pr_warn("session %s: a host-function connection without its descriptor", s->id);
 		return;
 	}
-	if (strlen(hex) != 2 * HOSTFN_SECRET_SIZE)
-		n = 0;
-	for (size_t i = 0; i < n; i++) {
-		unsigned v;
-
-		if (sscanf(hex + 2 * i, "%2x", &v) != 1) {
-			n = 0;
-			break;
-		}
-		secret[i] = (uint8_t)v;
-	}
 	/* Any length but the secret's is refused by the check itself. */
-	exec_hostfn_join(&s->ex, fd, secret, n);
+	exec_hostfn_join(&s->ex, fd, secret, control_hex_get(hex, secret, sizeof(secret)) ? 0 : sizeof(secret));
 	explicit_bzero(secret, sizeof(secret));
 }
 
@@ -669,6 +657,42 @@ static void shm_reserve(struct worker_conn *c)
 	c->shm_at = at == MAP_FAILED ? NULL : at;
 }
 
+/* The backend on @ecfg's device, the session's exec and checkpoint state
+ * on it. 0, or -errno with nothing left open. */
+static int session_backend_open(struct worker_session *s, const struct exec_config *ecfg,
+				struct session_slot *slot)
+{
+	struct backend *be = NULL;
+	int ret;
+
+	if (!s->c.shm_at)
+		shm_reserve(&s->c);
+	ret = backend_open(s->cfg->backend, &s->cfg->backend_cfg, &be);
+	if (!ret)
+		ret = exec_open(&s->ex, be, ecfg, &(struct exec_observer){ slot ? slot_memory_changed : NULL, slot });
+	if (ret) {
+		pr_err("session %s: cannot open the %s backend on device %d (%d)", s->id, s->cfg->backend,
+		       ecfg->device, ret);
+		backend_close(be);
+		memset(&s->ex, 0, sizeof(s->ex));
+		return ret;
+	}
+	checkpoint_init(&s->ck, &s->ex);
+	if (slot)
+		atomic_store_explicit(&slot->device, s->ex.dev.list[0].ordinal, memory_order_relaxed);
+	return 0;
+}
+
+static void session_backend_close(struct worker_session *s)
+{
+	struct backend *be = s->ex.be;
+
+	checkpoint_close(&s->ck);
+	exec_close(&s->ex);
+	backend_close(be);
+	memset(&s->ex, 0, sizeof(s->ex));
+}
+
 static int session_open(struct worker_session *s, const struct wire_hello_req *hello,
 			struct session_slot *slot, struct control_reply *ready)
 {
@@ -676,7 +700,6 @@ static int session_open(struct worker_session *s, const struct wire_hello_req *h
 	struct worker_config local = *cfg;
 	struct control_link m;
 	char answer[WORKER_LINE_MAX], snap[CONTROL_NAME_MAX + 1] = "", err[256];
-	struct backend *be = NULL;
 	int device = cfg->exec_cfg.device, ret;
 
 	if (cfg->cmd_fd >= 0) {
@@ -713,30 +736,44 @@ static int session_open(struct worker_session *s, const struct wire_hello_req *h
 		}
 	}
 	local.exec_cfg.device = device;
-	shm_reserve(&s->c);
-	ret = backend_open(cfg->backend, &cfg->backend_cfg, &be);
-	if (!ret)
-		ret = exec_open(&s->ex, be, &local.exec_cfg,
-				&(struct exec_observer){ slot ? slot_memory_changed : NULL, slot });
-	if (ret) {
-		pr_err("session %s: cannot open the %s backend on device %d (%d)", s->id, cfg->backend, device, ret);
-		backend_close(be);
-		control_reply_error(ready, "session %s: no device %d on the %s backend", s->id, device, cfg->backend);
-		return ret;
+	/* A prepared worker's device is the plan's; were it another, the
+	 * prepared memory is of no use. */
+	if (s->ex.be && s->ex.cfg.device != device)
+		session_backend_close(s);
+	if (!s->ex.be) {
+		ret = session_backend_open(s, &local.exec_cfg, slot);
+		if (ret) {
+			control_reply_error(ready, "session %s: no device %d on the %s backend", s->id, device,
+					    cfg->backend);
+			return ret;
+		}
 	}
-	checkpoint_init(&s->ck, &s->ex);
-	if (slot)
-		atomic_store_explicit(&slot->device, s->ex.dev.list[0].ordinal, memory_order_relaxed);
 	s->ex.ipc.fd = cfg->ipc_fd;
 	if (cfg->state_dir &&
 	    journal_dir_reset(cfg->state_dir, s->id, s->journal_dir, sizeof(s->journal_dir)) == 0)
 		exec_journal_open(&s->ex, s->journal_dir, s->id);
 	if (snap[0]) {
 		char sdir[4200];
+		bool prefilled = s->ck.held != NULL;
 
 		store_dir(cfg, sdir, sizeof(sdir));
 		ret = checkpoint_restore(&s->ck, sdir, snap, &s->resume_seq, &s->resume_reply,
 					 &s->resume_reply_len, ready);
+		if (ret && prefilled) {
+			/* Over what a prefill left, the restore failed: once more
+			 * in a worker as fresh as any. */
+			pr_warn("session %s: restore over the prepared memory failed: restoring afresh", s->id);
+			session_backend_close(s);
+			control_reply_release(ready);
+			memset(ready, 0, sizeof(*ready));
+			ret = session_backend_open(s, &local.exec_cfg, slot);
+			if (!ret && cfg->state_dir &&
+			    journal_dir_reset(cfg->state_dir, s->id, s->journal_dir, sizeof(s->journal_dir)) == 0)
+				exec_journal_open(&s->ex, s->journal_dir, s->id);
+			if (!ret)
+				ret = checkpoint_restore(&s->ck, sdir, snap, &s->resume_seq, &s->resume_reply,
+							 &s->resume_reply_len, ready);
+		}
 		if (ret)
 			return ret;
 		s->seq = s->resume_seq;
@@ -845,9 +882,26 @@ static bool wait_done(void *waits)
 	return worker_waits_spin(waits, 0);
 }
 
-int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slot)
+static struct worker_session *session_alloc(const struct worker_config *cfg, int fd)
 {
 	struct worker_session *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->c.bar.fd = -1;
+	s->cfg = cfg;
+	s->c.fd = fd;
+	s->passed_fd = -1;
+	wire_msg_init(&s->c.reply);
+	wire_msg_init(&s->wait_reply);
+	return s;
+}
+
+/* From the hello on: open the session and serve it until it ends; frees @s
+ * and closes its connection. Returns the process exit status. */
+static int session_serve(struct worker_session *s, struct session_slot *slot)
+{
+	const struct worker_config *cfg = s ? s->cfg : NULL;
 	struct wire_hello_req *hello = calloc(1, sizeof(*hello));
 	struct wire_header h;
 	struct wire_cursor cur;
@@ -855,24 +909,14 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	char line[WORKER_LINE_MAX];
 	size_t line_len = 0;
 	unsigned unpolled = 0;
-	int ret, status = 1;
+	int ret, status = 1, fd = s ? s->c.fd : -1;
 	bool opened = false, end = false;
 
-	if (s)
-		s->c.bar.fd = -1;
 	if (!s || !hello)
 		goto out;
-	/* Forked from the supervisor, last in the OOM killer's order: not
-	 * before there is a session to lose (oom.h). */
-	oom_score_adj_set(OOM_ADJ_NOTHING_HELD);
-	s->cfg = cfg;
-	s->c.fd = fd;
 	s->c.tls = cfg->tls;
 	if (s->c.tls)
 		tls_conn_set_send_wait(s->c.tls, true);     /* the supervisor's sends did not wait */
-	s->passed_fd = -1;
-	wire_msg_init(&s->c.reply);
-	wire_msg_init(&s->wait_reply);
 	ret = hello_take(&s->c, cfg, &h, hello);
 	if (ret)
 		goto out;
@@ -1102,13 +1146,8 @@ int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slo
 	status = 0;
 out_exec:
 	worker_waits_close(s->waits);
-	if (opened || s->ex.be) {
-		struct backend *be = s->ex.be;
-
-		checkpoint_close(&s->ck);
-		exec_close(&s->ex);
-		backend_close(be);
-	}
+	if (opened || s->ex.be)
+		session_backend_close(s);
 	if (s && s->journal_dir[0] && !journal_dir_empty(s->journal_dir))
 		rmdir(s->journal_dir);
 out:
@@ -1126,8 +1165,181 @@ out:
 		wire_msg_release(&s->wait_reply);
 		free(s);
 	}
-	tls_conn_close(cfg->tls);
+	if (cfg)
+		tls_conn_close(cfg->tls);
 	free(hello);
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	return status;
+}
+
+int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slot)
+{
+	struct worker_session *s;
+
+	/* Forked from the supervisor, last in the OOM killer's order: not
+	 * before there is a session to lose (oom.h). */
+	oom_score_adj_set(OOM_ADJ_NOTHING_HELD);
+	s = session_alloc(cfg, fd);
+	if (!s) {
+		close(fd);
+		return 1;
+	}
+	return session_serve(s, slot);
+}
+
+/* What came with an adopt message: the guest's connection and hello, and
+ * the session's credentials (the adopted worker's configuration points at
+ * them until it exits). */
+struct adoption {
+	struct worker_config cfg;
+	struct wire_header hello_header;
+	uint8_t *hello_payload;
+	uint8_t credential[AUTH_CREDENTIAL_BYTES];
+	uint8_t credential_wire[AUTH_CREDENTIAL_BYTES];
+	char session_id[SESSION_ID_MAX];
+	int fd;
+};
+
+/* Read the @m.length bytes of hello that follow an adopt message: @have of
+ * them came with it at @rest. 0, or -errno. */
+static int adoption_take(struct adoption *a, const struct control_link *m, const char *rest, size_t have,
+			 int fd, int cmd_fd)
+{
+	size_t want = m->length, got = have < want ? have : want;
+	uint8_t *blob;
+
+	a->fd = fd;
+	if (fd < 0 || want < sizeof(a->hello_header) || want > sizeof(a->hello_header) + (1u << 20) ||
+	    have > want || control_hex_get(m->secret, a->credential, sizeof(a->credential)) ||
+	    control_hex_get(m->wire_secret, a->credential_wire, sizeof(a->credential_wire)))
+		return -EPROTO;
+	blob = malloc(want);
+	if (!blob)
+		return -ENOMEM;
+	memcpy(blob, rest, got);
+	while (got < want) {
+		ssize_t n = read(cmd_fd, blob + got, want - got);
+
+		if (n <= 0) {
+			free(blob);
+			return n ? -errno : -EPIPE;
+		}
+		got += (size_t)n;
+	}
+	memcpy(&a->hello_header, blob, sizeof(a->hello_header));
+	if (a->hello_header.length != want - sizeof(a->hello_header)) {
+		free(blob);
+		return -EPROTO;
+	}
+	a->hello_payload = blob;
+	memmove(blob, blob + sizeof(a->hello_header), a->hello_header.length);
+	snprintf(a->session_id, sizeof(a->session_id), "%s", m->session);
+	a->cfg.hello_header = &a->hello_header;
+	a->cfg.hello_payload = a->hello_payload;
+	a->cfg.credential = a->credential;
+	a->cfg.credential_wire = a->credential_wire;
+	a->cfg.has_owner_uid = m->has_owner_uid;
+	a->cfg.owner_uid = m->owner_uid;
+	a->cfg.session_id = a->session_id;
+	a->cfg.tls = NULL;
+	a->cfg.tls_creds = NULL;
+	if (!m->vm)
+		a->cfg.ivshmem_dir = NULL;
+	return 0;
+}
+
+int worker_standby_run(const struct worker_config *cfg, struct session_slot *slot)
+{
+	static struct adoption a;
+	struct worker_session *s;
+	char line[WORKER_LINE_MAX], prefill[CONTROL_NAME_MAX + 1] = "", sdir[4200], err[512];
+	size_t line_len = 0;
+	int status;
+
+	oom_score_adj_set(OOM_ADJ_NOTHING_HELD);
+	a.cfg = *cfg;
+	a.fd = -1;
+	s = session_alloc(&a.cfg, -1);
+	if (!s)
+		return 1;
+	snprintf(s->id, sizeof(s->id), "%s", cfg->session_id ? cfg->session_id : "prepared");
+	if (session_backend_open(s, &cfg->exec_cfg, slot)) {
+		free(s);
+		return 1;
+	}
+	store_dir(cfg, sdir, sizeof(sdir));
+	pr_info("prepared worker of session %s on device %d", s->id, cfg->exec_cfg.device);
+	while (!worker_stopping) {
+		struct pollfd pfd = { .fd = cfg->cmd_fd, .events = POLLIN };
+		int passed = -1, got = 0;
+		ssize_t n;
+		char *nl;
+
+		/* Only the latest round named is worth filling: rounds that came
+		 * while one was filled are passed over. */
+		if (prefill[0] && poll(&pfd, 1, 0) == 0) {
+			if (checkpoint_prefill(&s->ck, sdir, prefill, err, sizeof(err)))
+				pr_warn("session %s: prefill of '%s' failed: %s", s->id, prefill, err);
+			prefill[0] = 0;
+			continue;
+		}
+		n = fdpass_recv(cfg->cmd_fd, line + line_len, sizeof(line) - 1 - line_len, &passed, 1, &got, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;  /* the supervisor gave the session up */
+		if (got > 0) {
+			if (a.fd >= 0)
+				close(a.fd);
+			a.fd = passed;
+		}
+		line_len += (size_t)n;
+		line[line_len] = 0;
+		while ((nl = memchr(line, '\n', line_len))) {
+			struct control_link m;
+			size_t used = (size_t)(nl - line) + 1;
+
+			*nl = 0;
+			if (control_link_decode(line, used - 1, &m, err, sizeof(err))) {
+				pr_warn("bad message from the supervisor: %s", err);
+			} else if (m.type == CONTROL_LINK_PREFILL) {
+				snprintf(prefill, sizeof(prefill), "%s", m.snapshot);
+			} else if (m.type == CONTROL_LINK_ADOPT) {
+				int fd = a.fd, ret;
+
+				a.fd = -1;
+				ret = adoption_take(&a, &m, nl + 1, line_len - used, fd, cfg->cmd_fd);
+				control_link_release(&m);
+				if (ret) {
+					pr_err("session %s: cannot take its guest: %s", s->id, strerror(-ret));
+					if (fd >= 0)
+						close(fd);
+					break;
+				}
+				s->c.fd = a.fd;
+				status = session_serve(s, slot);
+				free(a.hello_payload);
+				explicit_bzero(&a, sizeof(a));
+				return status;
+			} else {
+				pr_warn("unexpected %s message to a prepared worker", control_link_type_name(m.type));
+			}
+			control_link_release(&m);
+			memmove(line, line + used, line_len - used + 1);
+			line_len -= used;
+		}
+		if (line_len == sizeof(line) - 1)
+			line_len = 0;
+	}
+	pr_info("prepared worker of session %s: no guest came", s->id);
+	if (a.fd >= 0)
+		close(a.fd);
+	session_backend_close(s);
+	wire_msg_release(&s->c.reply);
+	wire_msg_release(&s->wait_reply);
+	if (s->c.shm_at)
+		munmap(s->c.shm_at, SHM_CHAN_MAP_MAX);
+	free(s);
+	return 0;
 }

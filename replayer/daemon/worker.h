@@ -57,4 +57,13 @@ void worker_session_id_clean(char *out, const char *id);
 /* Serve the session on @fd; returns the process exit status. */
 int worker_run(const struct worker_config *cfg, int fd, struct session_slot *slot);
 
+/* A live migration's prepared worker (docs/migration.md), forked before
+ * its guest comes: the backend opens on @cfg's device at once, each round
+ * the supervisor names (CONTROL_LINK_PREFILL) is filled into device memory,
+ * and the guest's connection and hello come with CONTROL_LINK_ADOPT, after
+ * which it is a worker as worker_run's. @cfg->session_id names the session;
+ * its hello and credentials come with the adoption. Returns the process
+ * exit status. */
+int worker_standby_run(const struct worker_config *cfg, struct session_slot *slot);
+
 #endif

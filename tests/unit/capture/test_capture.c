@@ -225,7 +225,7 @@ static void restore_check(struct env *e, struct capture *c, const char *name)
 		memset((void *)(uintptr_t)e->reg[i].addr, 0xee, e->reg[i].size);
 	}
 	assert_int_equal(snap_reader_open(e->store, name, &r), 0);
-	assert_int_equal(capture_fill(c, r, &st), 0);
+	assert_int_equal(capture_fill(c, r, NULL, &st), 0);
 	snap_reader_close(r);
 	for (int i = 0; i < NREG; i++)
 		assert_memory_equal((void *)(uintptr_t)e->reg[i].addr, e->copy[i], e->reg[i].size);
@@ -459,7 +459,7 @@ static void test_errors(void **state)
 	assert_int_equal(snap_reader_open(e->store, "after-error", &r), 0);
 	arena_close(e->arena);
 	assert_int_equal(arena_open(e->be, 0, BASE, ARENA, &e->arena), 0);
-	assert_int_equal(capture_fill(c, r, NULL), -EIO);
+	assert_int_equal(capture_fill(c, r, NULL, NULL), -EIO);
 	snap_reader_close(r);
 	capture_close(c);
 }
@@ -494,7 +494,7 @@ static void test_throughput(void **state)
 	       st.pause_ns / 1e6, st.hash_ns / 1e6, fin.drain_ns / 1e6,
 	       (monotonic_ns() - t0) / 1e6);
 	assert_int_equal(snap_reader_open(e->store, "big", &r), 0);
-	assert_int_equal(capture_fill(c, r, &st), 0);
+	assert_int_equal(capture_fill(c, r, NULL, &st), 0);
 	printf("# sim restore 256 MiB: %.1f ms, %.0f MB/s\n", st.fill_ns / 1e6,
 	       st.fill_bytes_per_s / 1e6);
 	snap_reader_close(r);
