@@ -361,6 +361,13 @@ SHIM_API CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id)
 	return CUDA_SUCCESS;
 }
 
+/* All of the context's work ended: the device's writes to registered
+ * mapped memory reach the host. */
+static CUresult ctx_synchronized(CUresult res)
+{
+	return res == CUDA_SUCCESS ? registered_synchronized(true) : res;
+}
+
 SHIM_API CUresult cuCtxSynchronize(void)
 {
 	struct wire_ctx_synchronize_req req = { .ctx = ctx_current() };
@@ -368,7 +375,7 @@ SHIM_API CUresult cuCtxSynchronize(void)
 
 	if (!req.ctx)
 		return CUDA_ERROR_INVALID_CONTEXT;
-	return rpc_ctx_synchronize(&req, &rep);
+	return ctx_synchronized(rpc_ctx_synchronize(&req, &rep));
 }
 
 SHIM_API CUresult cuCtxSynchronize_v2(CUcontext ctx)
@@ -380,7 +387,7 @@ SHIM_API CUresult cuCtxSynchronize_v2(CUcontext ctx)
 
 	if (!req.ctx)
 		return CUDA_ERROR_INVALID_CONTEXT;
-	return rpc_ctx_synchronize(&req, &rep);
+	return ctx_synchronized(rpc_ctx_synchronize(&req, &rep));
 }
 
 SHIM_API CUresult cuCtxSetLimit(CUlimit limit, size_t value)

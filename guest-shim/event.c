@@ -56,16 +56,19 @@ SHIM_API CUresult cuEventSynchronize(CUevent hEvent)
 {
 	struct wire_event_synchronize_req req = { .event = (uint64_t)(uintptr_t)hEvent };
 	struct wire_event_synchronize_rep rep;
+	CUresult res = rpc_event_synchronize(&req, &rep);
 
-	return rpc_event_synchronize(&req, &rep);
+	return res == CUDA_SUCCESS ? registered_synchronized(false) : res;
 }
 
 SHIM_API CUresult cuEventQuery(CUevent hEvent)
 {
 	struct wire_event_query_req req = { .event = (uint64_t)(uintptr_t)hEvent };
 	struct wire_event_query_rep rep;
+	CUresult res = rpc_event_query(&req, &rep);
 
-	return rpc_event_query(&req, &rep);
+	/* Completion is a synchronisation too. */
+	return res == CUDA_SUCCESS ? registered_synchronized(false) : res;
 }
 
 static CUresult event_elapsed(float *ms, CUevent start, CUevent end)

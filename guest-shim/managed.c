@@ -79,6 +79,10 @@ struct managed_range {
 	uint64_t base, len;             /* page aligned: the application's view */
 	uint64_t alloc_bytes;           /* what cuMemAllocManaged asked; 0 for variables */
 	unsigned flags;                 /* CU_MEM_ATTACH_* */
+	/* Mapped pinned memory (cuMemHostAlloc with DEVICEMAP over a transport
+	 * that cannot share memory): mirrored as an allocation is, but host
+	 * memory to the application, never managed memory. */
+	bool pinned;
 	int memfd;
 	uint8_t *shadow;                /* the shim's read-write view */
 	uint8_t *state;                 /* enum managed_page, one a page */
@@ -254,10 +258,11 @@ static void stale_check_locked(void)
 
 CUresult managed_device_access(bool writes, uint64_t stream)
 {
-	CUresult res = CUDA_SUCCESS;
+	/* Registered mapped memory shares managed memory's coherence points. */
+	CUresult res = registered_device_access(writes, stream);
 
-	if (!__atomic_load_n(&managed_ranges, __ATOMIC_ACQUIRE))
-		return CUDA_SUCCESS;
+	if (res != CUDA_SUCCESS || !__atomic_load_n(&managed_ranges, __ATOMIC_ACQUIRE))
+		return res;
 	if (capture_active() && capture_tracked(stream))
 		return CUDA_SUCCESS;
 	pthread_mutex_lock(&managed_lock);
@@ -300,6 +305,8 @@ bool managed_info(uint64_t addr, uint64_t *base, uint64_t *bytes)
 		return false;
 	pthread_mutex_lock(&managed_lock);
 	r = range_find_locked(addr);
+	if (r && r->pinned)
+		r = NULL;       /* host memory to the application */
 	for (unsigned i = 0; r && i < r->nseg && !found; i++) {
 		if (addr >= r->seg[i].addr && addr - r->seg[i].addr < r->seg[i].size) {
 			*base = r->alloc_bytes ? r->base : r->seg[i].addr;
@@ -482,7 +489,7 @@ static void range_link_locked(struct managed_range *r)
 	__atomic_store_n(&managed_ranges, r, __ATOMIC_RELEASE);
 }
 
-CUresult managed_alloc_mirror(uint64_t addr, uint64_t bytes, unsigned flags)
+static CUresult alloc_mirror(uint64_t addr, uint64_t bytes, unsigned flags, bool pinned)
 {
 	uint64_t len = (bytes + page_size() - 1) & ~(uint64_t)(page_size() - 1);
 	struct managed_range *r;
@@ -495,6 +502,7 @@ CUresult managed_alloc_mirror(uint64_t addr, uint64_t bytes, unsigned flags)
 	if (!ret) {
 		r->alloc_bytes = bytes;
 		r->flags = flags;
+		r->pinned = pinned;
 		/* The device range is what was asked: the worker checks copies
 		 * against it, not against the page-rounded mirror. */
 		r->seg[0] = (struct managed_segment){ addr, bytes, 0 };
@@ -503,6 +511,16 @@ CUresult managed_alloc_mirror(uint64_t addr, uint64_t bytes, unsigned flags)
 	}
 	pthread_mutex_unlock(&managed_lock);
 	return ret ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+CUresult managed_alloc_mirror(uint64_t addr, uint64_t bytes, unsigned flags)
+{
+	return alloc_mirror(addr, bytes, flags, false);
+}
+
+CUresult managed_pinned_mirror(uint64_t addr, uint64_t bytes)
+{
+	return alloc_mirror(addr, bytes, CU_MEM_ATTACH_GLOBAL, true);
 }
 
 /* A __managed__ variable at [addr, addr+bytes): its pages get a mirror,
@@ -670,7 +688,9 @@ static struct managed_range *range_span_locked(uint64_t addr, uint64_t count)
 {
 	struct managed_range *r = range_find_locked(addr);
 
-	if (!r || !count || count > r->len - (addr - r->base))
+	/* Pinned memory is no managed memory: prefetch, advice and range
+	 * attributes refuse it as the driver does. */
+	if (!r || r->pinned || !count || count > r->len - (addr - r->base))
 		return NULL;
 	return r;
 }
@@ -946,7 +966,7 @@ CUresult managed_attach(uint64_t stream, uint64_t addr, uint64_t length, unsigne
 	pthread_mutex_lock(&managed_lock);
 	r = range_find_locked(addr);
 	/* The whole allocation (length 0) or, as the driver allows, a part. */
-	if (r && length && length > r->len - (addr - r->base))
+	if (r && (r->pinned || (length && length > r->len - (addr - r->base))))
 		r = NULL;
 	if (r)
 		r->flags = flags;

@@ -34,11 +34,20 @@ SHIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 	return res;
 }
 
+static bool host_range_find(uintptr_t addr, struct shim_host_range *out);
+
 SHIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
 	struct wire_mem_free_req req = { .address = dptr };
 	struct wire_mem_free_rep rep;
-	CUresult res = rpc_mem_free(&req, &rep);
+	struct shim_host_range host;
+	CUresult res;
+
+	/* Mirrored pinned memory is device memory to the worker, host memory
+	 * to the application: cuMemFreeHost frees it. */
+	if (host_range_find((uintptr_t)dptr, &host) || registered_contains(dptr))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_mem_free(&req, &rep);
 
 	/* The mirror goes with the device memory (the host's unpushed writes
 	 * with it: the memory is gone). */
@@ -122,24 +131,20 @@ static bool host_range_find(uintptr_t addr, struct shim_host_range *out)
 	return found;
 }
 
-static int host_range_add(uintptr_t base, size_t size, unsigned flags, bool owned, int memfd,
-			  uint64_t device_addr)
+/* Remembers a copy of @range (its next pointer unused); -EEXIST when it
+ * overlaps one already known. */
+static int host_range_add(const struct shim_host_range *range)
 {
 	struct shim_process *p = shim_process();
 	struct shim_host_range *r, *it;
 
-	r = calloc(1, sizeof(*r));
+	r = malloc(sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	r->base = base;
-	r->size = size;
-	r->flags = flags;
-	r->owned = owned;
-	r->memfd = memfd;
-	r->device_addr = device_addr;
+	*r = *range;
 	pthread_mutex_lock(&p->cache.lock);
 	for (it = p->cache.host_ranges; it; it = it->next) {
-		if (base < it->base + it->size && it->base < base + size) {
+		if (r->base < it->base + it->size && it->base < r->base + r->size) {
 			pthread_mutex_unlock(&p->cache.lock);
 			free(r);
 			return -EEXIST;
@@ -149,6 +154,22 @@ static int host_range_add(uintptr_t base, size_t size, unsigned flags, bool owne
 	p->cache.host_ranges = r;
 	pthread_mutex_unlock(&p->cache.lock);
 	return 0;
+}
+
+/* Kernels reach the range starting at @base at @device_addr: the worker's
+ * mapping of shared pages, or a device copy (the range becomes mirrored). */
+static void host_range_set_device(uintptr_t base, uint64_t device_addr)
+{
+	struct shim_process *p = shim_process();
+
+	pthread_mutex_lock(&p->cache.lock);
+	for (struct shim_host_range *r = p->cache.host_ranges; r; r = r->next) {
+		if (r->base == base) {
+			r->device_addr = device_addr;
+			r->mirrored = r->memfd < 0 && !r->in_bar;
+		}
+	}
+	pthread_mutex_unlock(&p->cache.lock);
 }
 
 /* Removes the range starting exactly at @base and owned as asked; *@out
@@ -227,7 +248,9 @@ static CUresult host_alloc_shared(void **pp, size_t size, unsigned flags)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	/* Known before the worker answers: a reconnect in between shares it again. */
-	if (host_range_add((uintptr_t)mem, size, flags, true, fd, (uintptr_t)mem)) {
+	if (host_range_add(&(struct shim_host_range){ .base = (uintptr_t)mem, .size = size, .flags = flags,
+						      .owned = true, .memfd = fd,
+						      .device_addr = (uintptr_t)mem })) {
 		munmap(mem, size);
 		close(fd);
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -247,16 +270,8 @@ static CUresult host_alloc_shared(void **pp, size_t size, unsigned flags)
 		close(fd);
 		return res;
 	}
-	if (rep.device_address != (uintptr_t)mem) {
-		struct shim_process *p = shim_process();
-
-		pthread_mutex_lock(&p->cache.lock);
-		for (struct shim_host_range *r = p->cache.host_ranges; r; r = r->next) {
-			if (r->base == (uintptr_t)mem)
-				r->device_addr = rep.device_address;
-		}
-		pthread_mutex_unlock(&p->cache.lock);
-	}
+	if (rep.device_address != (uintptr_t)mem)
+		host_range_set_device((uintptr_t)mem, rep.device_address);
 	*pp = mem;
 	return CUDA_SUCCESS;
 }
@@ -326,18 +341,45 @@ static CUresult host_alloc_bar(void **pp, size_t size, unsigned flags)
 		return res == CUDA_ERROR_OUT_OF_MEMORY || res == CUDA_ERROR_INVALID_VALUE ? CUDA_ERROR_NOT_SUPPORTED
 											 : res;
 	}
-	if (rep.device_address != req.address) {
-		pthread_mutex_lock(&p->cache.lock);
-		for (struct shim_host_range *r = p->cache.host_ranges; r; r = r->next) {
-			if (r->base == req.address)
-				r->device_addr = rep.device_address;
-		}
-		pthread_mutex_unlock(&p->cache.lock);
-	}
+	if (rep.device_address != req.address)
+		host_range_set_device(req.address, rep.device_address);
 	/* Fresh pinned memory reads as zero, as the driver's does. */
 	memset(p->ivshmem.slot_base + offset, 0, size);
 	*pp = p->ivshmem.slot_base + offset;
 	return CUDA_SUCCESS;
+}
+
+/* Mapped pinned memory where no memory is shared with the worker (unix,
+ * tcp): device memory of the arena with the managed mirror's host side at
+ * the same address (managed.c), so the host pointer is the device pointer
+ * as under unified addressing, and coherent at the same points as managed
+ * memory (docs/wire-protocol.md, "Mapped pinned memory"). */
+static CUresult host_alloc_mirrored(void **pp, size_t size, unsigned flags)
+{
+	struct wire_mem_alloc_managed_req req = { .bytes = size, .flags = CU_MEM_ATTACH_GLOBAL };
+	struct wire_mem_alloc_managed_rep rep;
+	struct wire_mem_free_req freq;
+	struct wire_mem_free_rep frep;
+	CUresult res = rpc_mem_alloc_managed(&req, &rep);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = managed_pinned_mirror(rep.address, size);
+	if (res != CUDA_SUCCESS)
+		goto out_free;
+	if (host_range_add(&(struct shim_host_range){ .base = (uintptr_t)rep.address, .size = size,
+						      .flags = flags, .owned = true, .memfd = -1,
+						      .device_addr = rep.address, .mirrored = true })) {
+		managed_free(rep.address);
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out_free;
+	}
+	*pp = (void *)(uintptr_t)rep.address;
+	return CUDA_SUCCESS;
+out_free:
+	freq.address = rep.address;
+	rpc_mem_free(&freq, &frep);
+	return res;
 }
 
 static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
@@ -360,9 +402,12 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
 		if (res != CUDA_ERROR_NOT_SUPPORTED)
 			return res;
 	}
+	if (flags & CU_MEMHOSTALLOC_DEVICEMAP)
+		return host_alloc_mirrored(pp, size, flags);
 	if (posix_memalign(&mem, (size_t)page, size))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (host_range_add((uintptr_t)mem, size, flags, true, -1, 0)) {
+	if (host_range_add(&(struct shim_host_range){ .base = (uintptr_t)mem, .size = size, .flags = flags,
+						      .owned = true, .memfd = -1 })) {
 		free(mem);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -401,6 +446,14 @@ SHIM_API CUresult cuMemFreeHost(void *p)
 		}
 		return res;
 	}
+	if (r.mirrored) {
+		struct wire_mem_free_req req = { .address = r.base };
+		struct wire_mem_free_rep rep;
+
+		/* The host's unpushed writes go with the memory. */
+		managed_free(r.base);
+		return rpc_mem_free(&req, &rep);
+	}
 	free(p);
 	return CUDA_SUCCESS;
 }
@@ -421,8 +474,9 @@ SHIM_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsi
 
 	if (!pdptr || Flags || !host_range_find((uintptr_t)p, &r))
 		return CUDA_ERROR_INVALID_VALUE;
-	/* Only memory the worker maps is reachable from a kernel. */
-	if (r.memfd < 0 && !r.in_bar)
+	/* Only memory the worker maps, or mirrors in device memory, is
+	 * reachable from a kernel. */
+	if (r.memfd < 0 && !r.in_bar && !r.mirrored)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	*pdptr = r.device_addr + ((uintptr_t)p - r.base);
 	return CUDA_SUCCESS;
@@ -430,14 +484,31 @@ SHIM_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsi
 
 SHIM_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
+	struct shim_host_range range = { .base = (uintptr_t)p, .size = bytesize, .flags = Flags, .memfd = -1 };
+	struct shim_host_range gone;
+	uint64_t dev;
+	CUresult res;
 	int ret;
 
 	if (!p || !bytesize)
 		return CUDA_ERROR_INVALID_VALUE;
-	ret = host_range_add((uintptr_t)p, bytesize, Flags, false, -1, 0);
+	/* Known first: a second registration is refused before any copy. */
+	ret = host_range_add(&range);
 	if (ret == -EEXIST)
 		return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-	return ret ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+	if (ret)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (!(Flags & CU_MEMHOSTREGISTER_DEVICEMAP))
+		return CUDA_SUCCESS;
+	/* The application's pages cannot be shared with the worker on any
+	 * transport: kernels reach a device copy (registered.c). */
+	res = registered_map((uintptr_t)p, bytesize, &dev);
+	if (res != CUDA_SUCCESS) {
+		host_range_remove((uintptr_t)p, false, &gone);
+		return res;
+	}
+	host_range_set_device(range.base, dev);
+	return CUDA_SUCCESS;
 }
 
 SHIM_API CUresult cuMemHostUnregister(void *p)
@@ -446,8 +517,9 @@ SHIM_API CUresult cuMemHostUnregister(void *p)
 
 	if (!p)
 		return CUDA_ERROR_INVALID_VALUE;
-	return host_range_remove((uintptr_t)p, false, &r) ? CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
-							   : CUDA_SUCCESS;
+	if (host_range_remove((uintptr_t)p, false, &r))
+		return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+	return r.mirrored ? registered_unmap(r.base) : CUDA_SUCCESS;
 }
 
 /* Pointer attributes */
@@ -458,6 +530,7 @@ struct ptr_info {
 	uint64_t ctx;
 	int device;
 	uint64_t base, bytes, buffer_id;
+	uint64_t device_ptr;            /* where a kernel reaches the pointer */
 	unsigned host_flags;
 };
 
@@ -466,6 +539,24 @@ static CUresult ptr_info_get(CUdeviceptr ptr, struct ptr_info *info)
 	struct shim_host_range r;
 
 	memset(info, 0, sizeof(*info));
+	info->device_ptr = ptr;
+	/* First: mirrored pinned memory lies in the arena. */
+	if (host_range_find((uintptr_t)ptr, &r)) {
+		CUdevice dev = 0;
+
+		info->type = CU_MEMORYTYPE_HOST;
+		info->ctx = ctx_current();
+		if (cuCtxGetDevice(&dev) == CUDA_SUCCESS)
+			info->device = dev;
+		info->base = r.base;
+		info->bytes = r.size;
+		/* Distinct from device buffer ids, which the worker numbers from 1. */
+		info->buffer_id = (1ull << 63) | r.base;
+		info->host_flags = r.flags;
+		if (r.device_addr)
+			info->device_ptr = r.device_addr + (ptr - r.base);
+		return CUDA_SUCCESS;
+	}
 	if (managed_info(ptr, &info->base, &info->bytes)) {
 		/* Managed memory answers as device memory the host may also
 		 * dereference; a variable is its own buffer. */
@@ -491,20 +582,6 @@ static CUresult ptr_info_get(CUdeviceptr ptr, struct ptr_info *info)
 			info->bytes = rep.bytes;
 		}
 		info->buffer_id = rep.buffer_id;
-		return CUDA_SUCCESS;
-	}
-	if (host_range_find((uintptr_t)ptr, &r)) {
-		CUdevice dev = 0;
-
-		info->type = CU_MEMORYTYPE_HOST;
-		info->ctx = ctx_current();
-		if (cuCtxGetDevice(&dev) == CUDA_SUCCESS)
-			info->device = dev;
-		info->base = r.base;
-		info->bytes = r.size;
-		/* Distinct from device buffer ids, which the worker numbers from 1. */
-		info->buffer_id = (1ull << 63) | r.base;
-		info->host_flags = r.flags;
 	}
 	return CUDA_SUCCESS;
 }
@@ -527,7 +604,7 @@ static CUresult ptr_attribute(const struct ptr_info *in, CUdeviceptr ptr,
 		*(unsigned *)data = in->type;
 		return CUDA_SUCCESS;
 	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-		*(CUdeviceptr *)data = known ? ptr : 0;
+		*(CUdeviceptr *)data = known ? in->device_ptr : 0;
 		return CUDA_SUCCESS;
 	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
 		if (in->type == CU_MEMORYTYPE_DEVICE && !in->managed && !lenient)
@@ -633,9 +710,9 @@ static bool host_shared(const void *p, size_t n)
  * coherence point of managed memory (guest-shim/managed.c). */
 static CUresult memory_managed_point(uint64_t dst, uint64_t src, uint64_t stream)
 {
-	if (dst && managed_contains(dst))
+	if (dst && (managed_contains(dst) || registered_contains(dst)))
 		return managed_device_access(true, stream);
-	if (src && managed_contains(src))
+	if (src && (managed_contains(src) || registered_contains(src)))
 		return managed_device_access(false, stream);
 	return CUDA_SUCCESS;
 }
@@ -724,7 +801,8 @@ CUresult memory_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, bo
 		d += piece;
 		n -= piece;
 	}
-	return CUDA_SUCCESS;
+	/* A synchronous copy to the host waited for the work before it. */
+	return async ? CUDA_SUCCESS : registered_synchronized(false);
 }
 
 CUresult memory_copy_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t stream, bool async)

@@ -114,10 +114,12 @@ static void token_load(struct shim_process *p)
 static void conn_close_locked(struct shim_process *p);
 
 /* Every lock of the shim, in the order its code nests them (shim.h): a
- * managed mirror's coherence makes round trips under managed_lock; the
+ * managed mirror's coherence makes round trips under managed_lock, a
+ * registered mirror's under registered_lock; the
  * last three are leaves, held by code that takes no other lock. */
 static void atfork_prepare(void)
 {
+	registered_fork_lock();
 	managed_fork_lock();
 	pthread_mutex_lock(&shim.conn_lock);
 	pthread_mutex_lock(&shim.cache.lock);
@@ -136,6 +138,7 @@ static void atfork_unlock(void)
 	pthread_mutex_unlock(&shim.cache.lock);
 	pthread_mutex_unlock(&shim.conn_lock);
 	managed_fork_unlock();
+	registered_fork_unlock();
 }
 
 static void atfork_parent(void)
@@ -193,6 +196,7 @@ static void atfork_child(void)
 	uobj_reset(&shim);
 	capture_reset();
 	managed_reset();
+	registered_reset();
 	atfork_unlock();
 }
 
@@ -1135,6 +1139,7 @@ static int session_recover_locked(struct shim_process *p)
 			(unsigned long long)resume, (unsigned long long)(p->seq - resume));
 		p->replay.durable_seq = resume;
 		managed_session_restored();
+		registered_session_restored();
 		for (e = p->replay.head; e && !ret; e = e->next) {
 			if (e->seq <= resume && !pending_has(p, e->seq))
 				continue;

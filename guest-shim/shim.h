@@ -74,7 +74,8 @@ struct shim_host_range {
 	int memfd;                      /* >= 0: shared with the worker (shm transport) */
 	bool in_bar;                    /* shared: carved from the ivshmem slot, at bar_offset in it */
 	uint64_t bar_offset;
-	uint64_t device_addr;           /* shared: where kernels reach it */
+	uint64_t device_addr;           /* shared or mirrored: where kernels reach it */
+	bool mirrored;                  /* mapped memory mirrored in arena memory (managed.c) */
 	struct shim_host_range *next;
 };
 
@@ -342,6 +343,26 @@ void rpc_reply_unstash(struct rpc_reply_stash *s);
  * returns the previous stand-in, to put back. */
 uint64_t rpc_ctx_stand_in(uint64_t ctx);
 
+/* registered.c: host memory registered as mapped, a device copy kept
+ * coherent by comparison (the file's comment has the rules). */
+/* A device copy of [@host, @host+@len) at *@dev, with the host's bytes. */
+CUresult registered_map(uintptr_t host, uint64_t len, uint64_t *dev);
+/* The device's writes brought to the host, the device copy freed. */
+CUresult registered_unmap(uintptr_t host);
+/* Does device address @dev lie in a device copy? */
+bool registered_contains(uint64_t dev);
+/* Device work on @stream that may read the device copies is about to be
+ * sent (@writes: and may write them): the host's writes are pushed. */
+CUresult registered_device_access(bool writes, uint64_t stream);
+/* A synchronisation returned (@all_work: all of the context's work ended):
+ * the device's writes are brought to the host. */
+CUresult registered_synchronized(bool all_work);
+void registered_session_restored(void);
+void registered_fork_lock(void);
+void registered_fork_unlock(void);
+/* Forget the parent's copies (the child after fork, registered_lock held). */
+void registered_reset(void);
+
 /* managed.c: managed memory's host mirror (the file's comment has the rules). */
 /* Device work on @stream that may read managed memory is about to be sent:
  * push the host's writes; @writes: it may also write, so host copies become
@@ -353,6 +374,11 @@ bool managed_contains(uint64_t addr);
 /* The allocation (or variable) holding @addr, for pointer attributes. */
 bool managed_info(uint64_t addr, uint64_t *base, uint64_t *bytes);
 CUresult managed_alloc_mirror(uint64_t addr, uint64_t bytes, unsigned flags);
+/* Mapped pinned memory at @addr, device memory of the arena: mirrored and
+ * kept coherent as an allocation is, but not managed memory to the
+ * application (managed_info, prefetches and advice do not see it); freed
+ * with managed_free. */
+CUresult managed_pinned_mirror(uint64_t addr, uint64_t bytes);
 CUresult managed_variable_mirror(uint64_t addr, uint64_t bytes, uint64_t library);
 /* 0, or -ENOENT when @addr starts no managed allocation. */
 int managed_free(uint64_t addr);

@@ -43,8 +43,9 @@ static CUresult stream_synchronize(uint64_t s)
 {
 	struct wire_stream_synchronize_req req = { .stream = s };
 	struct wire_stream_synchronize_rep rep;
+	CUresult res = rpc_stream_synchronize(&req, &rep);
 
-	return rpc_stream_synchronize(&req, &rep);
+	return res == CUDA_SUCCESS ? registered_synchronized(false) : res;
 }
 
 SHIM_API CUresult cuStreamSynchronize(CUstream hStream)
@@ -61,8 +62,10 @@ static CUresult stream_query(uint64_t s)
 {
 	struct wire_stream_query_req req = { .stream = s };
 	struct wire_stream_query_rep rep;
+	CUresult res = rpc_stream_query(&req, &rep);
 
-	return rpc_stream_query(&req, &rep);
+	/* Completion is a synchronisation too. */
+	return res == CUDA_SUCCESS ? registered_synchronized(false) : res;
 }
 
 SHIM_API CUresult cuStreamQuery(CUstream hStream)

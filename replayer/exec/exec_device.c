@@ -125,7 +125,9 @@ CUresult exec_device_total_mem(struct exec *ex, const struct wire_device_total_m
  * host may not touch it while the device works, nor reach pageable memory
  * from a kernel, whatever the GPU itself could do. A unified function
  * pointer would be an address in the worker's process, which the guest
- * cannot call: the device has none (cuLibraryGetUnifiedFunction). */
+ * cannot call: the device has none (cuLibraryGetUnifiedFunction). Host
+ * memory the guest registers is the guest's: kernels reach its device copy
+ * at the address cuMemHostGetDevicePointer gives, never the host pointer. */
 static int attribute_as_seen(const struct exec *ex, CUdevice_attribute attrib, int v)
 {
 	switch (attrib) {
@@ -140,6 +142,7 @@ static int attribute_as_seen(const struct exec *ex, CUdevice_attribute attrib, i
 	case CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST:
 	case CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED:
 	case CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS:
+	case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
 		return 0;
 	case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:
 		return CU_MEM_HANDLE_TYPE_NONE;
