@@ -671,7 +671,8 @@ static void out_u64(struct out *o, uint64_t v)
 static uint32_t node_flags(const struct graph_node *n)
 {
 	return (n->disabled ? 1u : 0u) | (n->nattrs ? 2u : 0u) |
-	       (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->child_handle ? 4u : 0u);
+	       (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->child_handle ? 4u : 0u) |
+	       (n->type == CU_GRAPH_NODE_TYPE_MEMCPY && n->copy.host_end ? 8u : 0u);
 }
 
 static bool desc_has_flags(const struct graph_desc *d)
@@ -754,6 +755,8 @@ static void desc_encode(const struct graph_desc *d, struct out *o)
 			out_u64(o, n->copy.width);
 			out_u64(o, n->copy.height);
 			out_u64(o, n->copy.depth);
+			if (n->copy.host_end)
+				out_u32(o, n->copy.host_end);
 			break;
 		case CU_GRAPH_NODE_TYPE_MEMSET:
 			out_u64(o, n->set.dst);
@@ -905,7 +908,8 @@ static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned dep
 
 		if (wire_get_u32(c, &n.type))
 			return -EBADMSG;
-		if (version >= 2 && (wire_get_u32(c, &flags) || flags > 7 ||
+		if (version >= 2 && (wire_get_u32(c, &flags) || flags > 15 ||
+				     ((flags & 8) && n.type != CU_GRAPH_NODE_TYPE_MEMCPY) ||
 				     ((flags & 2) && n.type != CU_GRAPH_NODE_TYPE_KERNEL) ||
 				     ((flags & 4) && n.type != CU_GRAPH_NODE_TYPE_GRAPH)))
 			return -EBADMSG;
@@ -966,6 +970,11 @@ static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned dep
 			    wire_get_u64(c, &n.copy.src_pitch) || wire_get_u64(c, &n.copy.src_height) ||
 			    wire_get_u64(c, &n.copy.width) || wire_get_u64(c, &n.copy.height) ||
 			    wire_get_u64(c, &n.copy.depth))
+				ret = -EBADMSG;
+			/* One form only: a host copy names its one host end. */
+			if (!ret && (flags & 8) &&
+			    (wire_get_u32(c, &n.copy.host_end) ||
+			     (n.copy.host_end != GRAPH_COPY_HOST_SRC && n.copy.host_end != GRAPH_COPY_HOST_DST)))
 				ret = -EBADMSG;
 			break;
 		case CU_GRAPH_NODE_TYPE_MEMSET:

@@ -26,7 +26,8 @@
 /* Version 2 adds a u32 of flags after each node's type (bit 0: disabled in
  * its executable, bit 1: kernel attributes follow the kernel's fields, bit
  * 2: a child graph node's embedded graph has a guest handle, which follows
- * the nested description);
+ * the nested description; bit 3: a memcpy node is a host copy, its u32
+ * host end follows the copy's fields);
  * descriptions with no flag set are still written as 1. Version 3 adds the
  * graph's conditional handles after the header and conditional nodes; a
  * description (each level on its own) is written as 3 exactly when it has
@@ -62,21 +63,36 @@ struct graph_node_kernel {
 	uint8_t *args;                  /* packed by the function's layout; owned */
 };
 
-/* A copy between device ranges, offsets folded into the addresses. */
+/* Which end of a memcpy node is the guest's host memory (a host copy,
+ * docs/wire-protocol.md "Host copies in graphs"): none, the source (host
+ * to device) or the destination (device to host). */
+#define GRAPH_COPY_HOST_NONE 0u
+#define GRAPH_COPY_HOST_SRC 1u
+#define GRAPH_COPY_HOST_DST 2u
+
+/* A copy between device ranges, offsets folded into the addresses. In a
+ * host copy (@host_end set) that end's address is the guest's token for
+ * its host range, its pitch the width and its height the rows: the rows
+ * travel packed (version 2, flag bit 3). */
 struct graph_node_memcpy {
 	uint64_t dst, dst_pitch, dst_height;
 	uint64_t src, src_pitch, src_height;
 	uint64_t width, height, depth;  /* width in bytes */
+	uint32_t host_end;              /* GRAPH_COPY_HOST_* */
 };
 
-/* A CUDA_MEMCPY3D of device (or unified) endpoints as a memcpy node holds
- * it, offsets folded into the addresses: CUDA_ERROR_NOT_SUPPORTED for host
- * or array endpoints and levels of detail, which a description cannot
- * carry (the worker cannot reach the guest's memory). The same mapping for
- * the shim's requests and the worker's reads of a backend's node. */
+/* A CUDA_MEMCPY3D as a memcpy node holds it, offsets folded into the
+ * addresses. A device or unified end keeps its address; one host end
+ * (CU_MEMORYTYPE_HOST) is the source's or destination's host pointer, with
+ * @host_end saying which. CUDA_ERROR_NOT_SUPPORTED for array endpoints,
+ * levels of detail and two host ends. The same mapping for the shim's
+ * requests and the worker's reads of a backend's node. */
 CUresult graph_node_memcpy_from_3d(const CUDA_MEMCPY3D *p, struct graph_node_memcpy *c);
-/* And back, for the backend. */
+/* And back, for the backend: both ends device memory. */
 void graph_node_memcpy_to_3d(const struct graph_node_memcpy *c, CUDA_MEMCPY3D *p);
+/* Bytes a host copy's rows take packed (width x height x depth); false on
+ * overflow or a zero extent. */
+int graph_node_memcpy_packed(const struct graph_node_memcpy *c, uint64_t *bytes);
 
 struct graph_node_memset {
 	uint64_t dst, pitch, width, height;     /* width in elements */

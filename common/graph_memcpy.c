@@ -13,10 +13,16 @@ static bool copy_end_ok(CUmemorytype type)
 
 CUresult graph_node_memcpy_from_3d(const CUDA_MEMCPY3D *p, struct graph_node_memcpy *c)
 {
-	if (!copy_end_ok(p->srcMemoryType) || !copy_end_ok(p->dstMemoryType) || p->srcLOD || p->dstLOD)
+	bool src_host = p->srcMemoryType == CU_MEMORYTYPE_HOST;
+	bool dst_host = p->dstMemoryType == CU_MEMORYTYPE_HOST;
+	uint64_t src = src_host ? (uint64_t)(uintptr_t)p->srcHost : p->srcDevice;
+	uint64_t dst = dst_host ? (uint64_t)(uintptr_t)p->dstHost : p->dstDevice;
+
+	if ((!src_host && !copy_end_ok(p->srcMemoryType)) || (!dst_host && !copy_end_ok(p->dstMemoryType)) ||
+	    (src_host && dst_host) || p->srcLOD || p->dstLOD)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	c->src = p->srcDevice + p->srcXInBytes + (p->srcY + p->srcZ * p->srcHeight) * p->srcPitch;
-	c->dst = p->dstDevice + p->dstXInBytes + (p->dstY + p->dstZ * p->dstHeight) * p->dstPitch;
+	c->src = src + p->srcXInBytes + (p->srcY + p->srcZ * p->srcHeight) * p->srcPitch;
+	c->dst = dst + p->dstXInBytes + (p->dstY + p->dstZ * p->dstHeight) * p->dstPitch;
 	c->src_pitch = p->srcPitch;
 	c->src_height = p->srcHeight;
 	c->dst_pitch = p->dstPitch;
@@ -24,7 +30,14 @@ CUresult graph_node_memcpy_from_3d(const CUDA_MEMCPY3D *p, struct graph_node_mem
 	c->width = p->WidthInBytes;
 	c->height = p->Height;
 	c->depth = p->Depth;
+	c->host_end = src_host ? GRAPH_COPY_HOST_SRC : dst_host ? GRAPH_COPY_HOST_DST : GRAPH_COPY_HOST_NONE;
 	return CUDA_SUCCESS;
+}
+
+int graph_node_memcpy_packed(const struct graph_node_memcpy *c, uint64_t *bytes)
+{
+	return c->width && c->height && c->depth && !__builtin_mul_overflow(c->width, c->height, bytes) &&
+	       !__builtin_mul_overflow(*bytes, c->depth, bytes);
 }
 
 void graph_node_memcpy_to_3d(const struct graph_node_memcpy *c, CUDA_MEMCPY3D *p)

@@ -78,3 +78,68 @@ int hostfn_rec_recv_tls(struct tls_conn *t, struct hostfn_rec *r)
 	hostfn_rec_decode(b, r);
 	return 0;
 }
+
+int hostfn_bytes_send(int fd, struct tls_conn *tls, const void *buf, size_t n)
+{
+	const uint8_t *b = buf;
+
+	if (tls) {
+		struct iovec iov = { (void *)buf, n };
+		int ret = n ? tls_conn_send(tls, &iov, 1) : 0;
+
+		return ret == -ECONNRESET ? -EPIPE : ret;
+	}
+	while (n) {
+		ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? (errno == ECONNRESET ? -EPIPE : -errno) : -EPIPE;
+		b += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int hostfn_bytes_recv(int fd, struct tls_conn *tls, void *buf, size_t n)
+{
+	uint8_t drop[4096], *b = buf;
+
+	if (tls) {
+		int ret = !n ? 0 : buf ? tls_conn_recv_exact(tls, buf, n) : tls_conn_recv_discard(tls, n);
+
+		return ret == -ECONNRESET ? -EPIPE : ret;
+	}
+	while (n) {
+		size_t want = buf ? n : (n < sizeof(drop) ? n : sizeof(drop));
+		ssize_t r = read(fd, buf ? b : drop, want);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? (errno == ECONNRESET ? -EPIPE : -errno) : -EPIPE;
+		if (buf)
+			b += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+int hostfn_count_send(int fd, struct tls_conn *tls, uint64_t count)
+{
+	uint8_t b[8];
+
+	le64_put(b, count);
+	return hostfn_bytes_send(fd, tls, b, sizeof(b));
+}
+
+int hostfn_count_recv(int fd, struct tls_conn *tls, uint64_t *count)
+{
+	uint8_t b[8];
+	int ret = hostfn_bytes_recv(fd, tls, b, sizeof(b));
+
+	if (!ret)
+		*count = le64_get(b);
+	return ret;
+}

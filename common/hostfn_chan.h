@@ -18,10 +18,21 @@
  *
  * Records are 16 bytes, little endian: u32 type, u32 status (RUN: the
  * CUresult a stream callback receives; DONE: 0), u64 token.
+ *
+ * Graph memcpy nodes with a host end (docs/wire-protocol.md, "Host copies
+ * in graphs") use the same channel, since the guest's memory must be read
+ * or written when the graph reaches the copy: COPY_IN (the worker wants
+ * the bytes of the host end @token names) and COPY_OUT (the bytes for it
+ * follow) are a record followed by a u64 byte count, COPY_OUT's bytes
+ * after that. The guest answers DONE: status HOSTFN_COPY_OK when the token
+ * names a copy of exactly that many bytes (COPY_IN: the bytes follow the
+ * DONE), else HOSTFN_COPY_UNKNOWN and nothing more (COPY_OUT's bytes were
+ * read and dropped).
  */
 #ifndef TERN_HOSTFN_CHAN_H
 #define TERN_HOSTFN_CHAN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tls.h"
@@ -29,6 +40,11 @@
 #define HOSTFN_REC_SIZE 16
 #define HOSTFN_RUN 1u
 #define HOSTFN_DONE 2u
+#define HOSTFN_COPY_IN 3u
+#define HOSTFN_COPY_OUT 4u
+/* DONE's status for the copies. */
+#define HOSTFN_COPY_OK 0u
+#define HOSTFN_COPY_UNKNOWN 1u
 /* The secret a tcp guest proves its callback connection with. */
 #define HOSTFN_SECRET_SIZE 32
 /* host_func_attach modes. */
@@ -52,5 +68,12 @@ int hostfn_rec_recv(int fd, struct hostfn_rec *r);
  * results. */
 int hostfn_rec_send_tls(struct tls_conn *t, const struct hostfn_rec *r);
 int hostfn_rec_recv_tls(struct tls_conn *t, struct hostfn_rec *r);
+/* A copy's bytes (and its u64 count) on the channel: through @tls when it
+ * is not NULL, else on @fd. _recv with @buf NULL reads and drops them.
+ * 0, -EPIPE at end of stream, or -errno. */
+int hostfn_bytes_send(int fd, struct tls_conn *tls, const void *buf, size_t n);
+int hostfn_bytes_recv(int fd, struct tls_conn *tls, void *buf, size_t n);
+int hostfn_count_send(int fd, struct tls_conn *tls, uint64_t count);
+int hostfn_count_recv(int fd, struct tls_conn *tls, uint64_t *count);
 
 #endif

@@ -18,6 +18,8 @@
 
 static pthread_mutex_t capture_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t capture_streams[CAPTURES_TRACKED];
+/* Whether each capture adds to the application's graph (cuStreamBeginCaptureToGraph). */
+static bool capture_to_graph[CAPTURES_TRACKED];
 static unsigned capture_count;
 /* Beyond the table: counted, so that deferral stays off until all end. */
 static unsigned capture_untracked;
@@ -51,12 +53,15 @@ void capture_fork_unlock(void)
 	pthread_mutex_unlock(&capture_lock);
 }
 
-void capture_track(uint64_t stream)
+void capture_track(uint64_t stream, bool to_graph)
 {
 	pthread_mutex_lock(&capture_lock);
-	if (capture_count < CAPTURES_TRACKED)
-		capture_streams[__atomic_add_fetch(&capture_count, 1, __ATOMIC_RELAXED) - 1] = stream;
-	else
+	if (capture_count < CAPTURES_TRACKED) {
+		unsigned i = __atomic_add_fetch(&capture_count, 1, __ATOMIC_RELAXED) - 1;
+
+		capture_streams[i] = stream;
+		capture_to_graph[i] = to_graph;
+	} else
 		__atomic_add_fetch(&capture_untracked, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&capture_lock);
 }
@@ -67,6 +72,7 @@ static void capture_untrack(uint64_t stream)
 	for (unsigned i = 0; i < capture_count; i++)
 		if (capture_streams[i] == stream) {
 			capture_streams[i] = capture_streams[capture_count - 1];
+			capture_to_graph[i] = capture_to_graph[capture_count - 1];
 			__atomic_sub_fetch(&capture_count, 1, __ATOMIC_RELAXED);
 			goto out;
 		}
@@ -74,6 +80,18 @@ static void capture_untrack(uint64_t stream)
 		__atomic_sub_fetch(&capture_untracked, 1, __ATOMIC_RELAXED);
 out:
 	pthread_mutex_unlock(&capture_lock);
+}
+
+/* Whether @stream's capture adds to the application's own graph. */
+static bool capture_into_graph(uint64_t stream)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&capture_lock);
+	for (unsigned i = 0; i < capture_count; i++)
+		found |= capture_streams[i] == stream && capture_to_graph[i];
+	pthread_mutex_unlock(&capture_lock);
+	return found;
 }
 
 bool capture_tracked(uint64_t stream)
@@ -97,7 +115,7 @@ static CUresult begin_capture(uint64_t stream, CUstreamCaptureMode mode)
 		return CUDA_ERROR_INVALID_VALUE;
 	res = rpc_stream_begin_capture(&req, &rep);
 	if (res == CUDA_SUCCESS)
-		capture_track(stream);
+		capture_track(stream, false);
 	return res;
 }
 
@@ -128,13 +146,16 @@ static CUresult end_capture(uint64_t stream, CUgraph *phGraph)
 	struct wire_stream_end_capture_rep rep;
 	CUresult res;
 
-	if (!phGraph)
+	/* A capture into the application's graph may end without asking for
+	 * it back (NVIDIA's graphConditionalNodes sample does). */
+	if (!phGraph && !capture_into_graph(stream))
 		return CUDA_ERROR_INVALID_VALUE;
 	res = rpc_stream_end_capture(&req, &rep);
 	/* Ended (or ended in failure) unless it was the wrong stream. */
 	if (res != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED && capture_tracked(stream))
 		capture_untrack(stream);
-	*phGraph = res == CUDA_SUCCESS ? (CUgraph)(uintptr_t)rep.graph : NULL;
+	if (phGraph)
+		*phGraph = res == CUDA_SUCCESS ? (CUgraph)(uintptr_t)rep.graph : NULL;
 	return res;
 }
 

@@ -6,8 +6,9 @@
  *
  * Host nodes name the guest's function by a token (hostfn.c): the worker
  * calls us back over the host-function channel when the graph reaches one.
- * Memcpy nodes reach device memory only: the worker cannot reach the
- * guest's memory when a graph runs. Executable graphs and the node
+ * A memcpy node with a host end names that end by a token too, and the
+ * worker reads or writes the range over the same channel when the graph
+ * reaches the copy. Executable graphs and the node
  * parameters read back and changed are in graph_exec.c. */
 #define LOG_PREFIX "shim: "
 
@@ -254,44 +255,95 @@ SHIM_API CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGra
 /* A unified end the worker can reach: the arena or a __managed__ variable
  * (managed memory runs on its device copy; a graph's launch is a coherence
  * point), not host memory under unified addressing. */
-static bool copy_end_reachable(CUmemorytype type, CUdeviceptr dev)
+static bool copy_end_reachable(CUdeviceptr dev)
 {
-	return type != CU_MEMORYTYPE_UNIFIED || rpc_arena_contains(dev, 1) || managed_contains(dev);
+	return rpc_arena_contains(dev, 1) || managed_contains(dev);
+}
+
+/* The host end of @p that @end names, as the channel reads or writes it. */
+static void host_end_of(const struct graph_node_memcpy *c, struct shim_host_copy *h)
+{
+	bool src = c->host_end == GRAPH_COPY_HOST_SRC;
+
+	*h = (struct shim_host_copy){
+		.end = c->host_end, .base = (uintptr_t)(src ? c->src : c->dst),
+		.pitch = src ? c->src_pitch : c->dst_pitch, .layer_rows = src ? c->src_height : c->dst_height,
+		.width = c->width, .height = c->height, .depth = c->depth,
+	};
 }
 
 CUresult memcpy_node_of(const CUDA_MEMCPY3D *p, struct graph_node_memcpy *c)
 {
 	CUresult res = p ? graph_node_memcpy_from_3d(p, c) : CUDA_ERROR_INVALID_VALUE;
+	struct shim_host_copy h;
+	uint64_t token;
 
-	if (res == CUDA_SUCCESS && (!copy_end_reachable(p->srcMemoryType, p->srcDevice) ||
-				    !copy_end_reachable(p->dstMemoryType, p->dstDevice)))
-		res = CUDA_ERROR_NOT_SUPPORTED;
 	if (res == CUDA_ERROR_NOT_SUPPORTED)
-		pr_warn("graph memcpy nodes with host memory or arrays are not supported by tern");
-	return res;
+		pr_warn("graph memcpy nodes with arrays, or between two host ranges, are not supported by tern");
+	if (res != CUDA_SUCCESS)
+		return res;
+	/* Unified addresses outside device memory are the guest's host memory. */
+	if (p->srcMemoryType == CU_MEMORYTYPE_UNIFIED && !copy_end_reachable(c->src))
+		c->host_end = GRAPH_COPY_HOST_SRC;
+	if (p->dstMemoryType == CU_MEMORYTYPE_UNIFIED && !copy_end_reachable(c->dst)) {
+		if (c->host_end) {
+			pr_warn("graph memcpy nodes between two host ranges are not supported by tern");
+			return CUDA_ERROR_NOT_SUPPORTED;
+		}
+		c->host_end = GRAPH_COPY_HOST_DST;
+	}
+	/* Managed memory as a host end: its device copy, as for any copy. */
+	if ((c->host_end == GRAPH_COPY_HOST_SRC && managed_contains(c->src)) ||
+	    (c->host_end == GRAPH_COPY_HOST_DST && managed_contains(c->dst)))
+		c->host_end = GRAPH_COPY_HOST_NONE;
+	if (!c->host_end)
+		return CUDA_SUCCESS;
+	host_end_of(c, &h);
+	if (!h.base || !h.width || !h.height || !h.depth)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = hostfn_copy_token(&h, &token);
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (c->host_end == GRAPH_COPY_HOST_SRC)
+		c->src = token;
+	else
+		c->dst = token;
+	return CUDA_SUCCESS;
 }
 
 SHIM_API CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 				       size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
 {
-	struct wire_graph_add_memcpy_node_req req = { .graph = (uint64_t)(uintptr_t)hGraph };
-	struct wire_graph_add_memcpy_node_rep rep;
 	struct graph_node_memcpy c;
 	uint8_t *buf = NULL;
+	struct wire_blob deps;
+	uint64_t graph = (uint64_t)(uintptr_t)hGraph;
+	uint32_t node = 0;
 	CUresult res;
 
 	(void)ctx;      /* the session's one context */
 	if (!phGraphNode || !graph_handle_ok(hGraph))
 		return CUDA_ERROR_INVALID_VALUE;
 	res = memcpy_node_of(copyParams, &c);
-	if (res == CUDA_SUCCESS) {
-		MEMCPY_NODE_REQ(&req, &c);
-		res = deps_blob(req.graph, dependencies, numDependencies, &buf, &req.deps);
-	}
 	if (res == CUDA_SUCCESS)
+		res = deps_blob(graph, dependencies, numDependencies, &buf, &deps);
+	if (res == CUDA_SUCCESS && c.host_end) {
+		struct wire_graph_add_host_copy_node_req req = { .graph = graph, .deps = deps };
+		struct wire_graph_add_host_copy_node_rep rep;
+
+		HOST_COPY_REQ(&req, &c);
+		res = rpc_graph_add_host_copy_node(&req, &rep);
+		node = rep.node;
+	} else if (res == CUDA_SUCCESS) {
+		struct wire_graph_add_memcpy_node_req req = { .graph = graph, .deps = deps };
+		struct wire_graph_add_memcpy_node_rep rep;
+
+		MEMCPY_NODE_REQ(&req, &c);
 		res = rpc_graph_add_memcpy_node(&req, &rep);
+		node = rep.node;
+	}
 	free(buf);
-	return res == CUDA_SUCCESS ? node_out(req.graph, rep.node, phGraphNode) : res;
+	return res == CUDA_SUCCESS ? node_out(graph, node, phGraphNode) : res;
 }
 
 static CUresult memset_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode *deps, size_t n, CUdeviceptr dst,
@@ -1042,7 +1094,7 @@ static CUresult begin_capture_to_graph(uint64_t stream, CUgraph hGraph, const CU
 		res = rpc_stream_begin_capture_to_graph(&req, &rep);
 	free(buf);
 	if (res == CUDA_SUCCESS)
-		capture_track(stream);
+		capture_track(stream, true);
 	return res;
 }
 

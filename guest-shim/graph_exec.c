@@ -439,6 +439,27 @@ SHIM_API CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *n
 	nodeParams->WidthInBytes = rep.width;
 	nodeParams->Height = rep.height;
 	nodeParams->Depth = rep.depth;
+	/* A host copy: the host end's address is our token for its range. */
+	if (rep.object == GRAPH_COPY_HOST_SRC || rep.object == GRAPH_COPY_HOST_DST) {
+		bool src = rep.object == GRAPH_COPY_HOST_SRC;
+		struct shim_host_copy h;
+
+		if (!hostfn_copy_lookup(src ? rep.src : rep.dst, &h))
+			return CUDA_ERROR_INVALID_VALUE;
+		if (src) {
+			nodeParams->srcMemoryType = CU_MEMORYTYPE_HOST;
+			nodeParams->srcDevice = 0;
+			nodeParams->srcHost = (const void *)h.base;
+			nodeParams->srcPitch = h.pitch;
+			nodeParams->srcHeight = h.layer_rows;
+		} else {
+			nodeParams->dstMemoryType = CU_MEMORYTYPE_HOST;
+			nodeParams->dstDevice = 0;
+			nodeParams->dstHost = (void *)h.base;
+			nodeParams->dstPitch = h.pitch;
+			nodeParams->dstHeight = h.layer_rows;
+		}
+	}
 	return CUDA_SUCCESS;
 }
 
@@ -539,6 +560,14 @@ static CUresult memcpy_set(CUgraphExec x, CUgraphNode hNode, const CUDA_MEMCPY3D
 		res = memcpy_node_of(p, &c);
 	if (res != CUDA_SUCCESS)
 		return res;
+	if (c.host_end) {
+		struct wire_graph_host_copy_node_set_params_req h = {
+			.exec = req.exec, .graph = req.graph, .node = req.node,
+		};
+
+		HOST_COPY_REQ(&h, &c);
+		return NODE_SET_RPC(graph_host_copy_node_set_params, x, &h);
+	}
 	MEMCPY_NODE_REQ(&req, &c);
 	return NODE_SET_RPC(graph_memcpy_node_set_params, x, &req);
 }

@@ -51,8 +51,26 @@ CUresult node_out(uint64_t graph, uint32_t index, CUgraphNode *out);
 /* A kernel node's function and packed arguments (*@k, args malloc'ed) from any parameter version. */
 CUresult kernel_node_get(CUfunction func, CUkernel kern, const unsigned grid[3], const unsigned block[3],
 			 unsigned shared, void **kernelParams, void **extra, struct kernel_node *k);
-/* A memcpy node's request fields from the guest's CUDA_MEMCPY3D, device memory only. */
+/* A memcpy node's request fields from the guest's CUDA_MEMCPY3D. A host
+ * end (host memory, or a unified address outside device memory) makes it
+ * a host copy: c->host_end says which end, *@h is its range, and that
+ * end's address in @c is its token (the channel made ready). Arrays:
+ * CUDA_ERROR_NOT_SUPPORTED. */
 CUresult memcpy_node_of(const CUDA_MEMCPY3D *p, struct graph_node_memcpy *c);
+/* A host copy's fields into a request that has them by the same names
+ * (graph_add_host_copy_node, graph_host_copy_node_set_params). */
+#define HOST_COPY_REQ(req, c)                                                          \
+	do {                                                                           \
+		bool from_host_ = (c)->host_end == GRAPH_COPY_HOST_SRC;               \
+		(req)->host_end = (c)->host_end;                                       \
+		(req)->token = from_host_ ? (c)->src : (c)->dst;                       \
+		(req)->device = from_host_ ? (c)->dst : (c)->src;                      \
+		(req)->dev_pitch = from_host_ ? (c)->dst_pitch : (c)->src_pitch;       \
+		(req)->dev_height = from_host_ ? (c)->dst_height : (c)->src_height;    \
+		(req)->width = (c)->width;                                             \
+		(req)->height = (c)->height;                                           \
+		(req)->depth = (c)->depth;                                             \
+	} while (0)
 /* A memcpy node's fields into a request that has them by the same names
  * (graph_add_memcpy_node, graph_memcpy_node_set_params). */
 #define MEMCPY_NODE_REQ(req, c)                                                        \

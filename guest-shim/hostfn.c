@@ -22,6 +22,12 @@
  *
  * A host function must not call CUDA (as with the driver): calls from the
  * callback thread answer CUDA_ERROR_NOT_PERMITTED (rpc.c).
+ *
+ * Graph memcpy nodes with a host end are tokens of the same table (a
+ * shim_host_copy instead of a function): when the graph reaches the copy
+ * the worker asks for the range's bytes (COPY_IN) or sends them
+ * (COPY_OUT), and this thread reads or writes the application's memory
+ * then, in stream order, as the driver's copy would.
  */
 #define LOG_PREFIX "shim: "
 
@@ -30,8 +36,10 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
+#include "graph_desc.h"
 #include "hostfn_chan.h"
 #include "log.h"
 
@@ -90,6 +98,68 @@ out:
 	return token;
 }
 
+static unsigned copy_bucket(const struct shim_host_copy *c)
+{
+	uint64_t v = (uint64_t)c->base * 31 ^ c->width ^ c->end;
+
+	return (unsigned)((v ^ v >> 17) % SHIM_HOSTFN_BUCKETS);
+}
+
+static bool copy_same(const struct shim_host_copy *a, const struct shim_host_copy *b)
+{
+	return a->end == b->end && a->base == b->base && a->pitch == b->pitch && a->layer_rows == b->layer_rows &&
+	       a->width == b->width && a->height == b->height && a->depth == b->depth;
+}
+
+CUresult hostfn_copy_token(const struct shim_host_copy *c, uint64_t *token)
+{
+	struct shim_process *p = shim_process();
+	struct shim_hostfn *e;
+	CUresult res = rpc_hostfn_ready();
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	*token = 0;
+	pthread_mutex_lock(&p->hostfn.lock);
+	for (e = p->hostfn.by_fn[copy_bucket(c)]; e; e = e->next_fn)
+		if (e->copy && copy_same(e->copy, c)) {
+			*token = e->token;
+			goto out;
+		}
+	e = calloc(1, sizeof(*e));
+	if (e)
+		e->copy = malloc(sizeof(*e->copy));
+	if (!e || !e->copy) {
+		free(e);
+		goto out;
+	}
+	*e->copy = *c;
+	e->token = *token = ++p->hostfn.next;
+	e->next_token = p->hostfn.by_token[token_bucket(e->token)];
+	p->hostfn.by_token[token_bucket(e->token)] = e;
+	e->next_fn = p->hostfn.by_fn[copy_bucket(c)];
+	p->hostfn.by_fn[copy_bucket(c)] = e;
+out:
+	pthread_mutex_unlock(&p->hostfn.lock);
+	return *token ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+bool hostfn_copy_lookup(uint64_t token, struct shim_host_copy *out)
+{
+	struct shim_process *p = shim_process();
+	struct shim_hostfn *e;
+	bool found = false;
+
+	pthread_mutex_lock(&p->hostfn.lock);
+	for (e = p->hostfn.by_token[token_bucket(token)]; e && !found; e = e->next_token)
+		if (e->token == token && e->copy) {
+			*out = *e->copy;
+			found = true;
+		}
+	pthread_mutex_unlock(&p->hostfn.lock);
+	return found;
+}
+
 /* Copy out what @token names; a one-off entry is removed (and freed). */
 static bool hostfn_take(uint64_t token, struct shim_hostfn *out)
 {
@@ -145,6 +215,66 @@ struct hostfn_conn {
 	struct tls_conn *tls;
 };
 
+/* The host end's rows as one span when they lie end to end. */
+static bool copy_contiguous(const struct shim_host_copy *c)
+{
+	return (c->height == 1 || c->pitch == c->width) &&
+	       (c->depth == 1 || (c->pitch == c->width && c->layer_rows == c->height));
+}
+
+/* Serve a COPY_IN or COPY_OUT record: the application's memory read or
+ * written now, while the worker's stream waits for the answer. 0, or
+ * -errno when the channel broke. */
+static int copy_serve(const struct hostfn_conn *c, const struct hostfn_rec *rec)
+{
+	bool in = rec->type == HOSTFN_COPY_IN;
+	struct hostfn_rec done = { .type = HOSTFN_DONE, .status = HOSTFN_COPY_UNKNOWN, .token = rec->token };
+	struct shim_host_copy h;
+	struct graph_node_memcpy shape;
+	uint64_t count, bytes = 0;
+	bool ok;
+	int ret = hostfn_count_recv(c->fd, c->tls, &count);
+
+	if (ret)
+		return ret;
+	ok = hostfn_copy_lookup(rec->token, &h) && h.end == (in ? GRAPH_COPY_HOST_SRC : GRAPH_COPY_HOST_DST);
+	if (ok) {
+		shape = (struct graph_node_memcpy){ .width = h.width, .height = h.height, .depth = h.depth };
+		ok = graph_node_memcpy_packed(&shape, &bytes) && bytes == count;
+	}
+	if (!ok)
+		pr_warn("host-function channel: copy %#llx of %llu bytes unknown: not copied",
+			(unsigned long long)rec->token, (unsigned long long)count);
+	if (!in) {
+		/* The bytes come first; unknown ones are read and dropped. */
+		if (!ok) {
+			ret = hostfn_bytes_recv(c->fd, c->tls, NULL, count);
+		} else if (copy_contiguous(&h)) {
+			ret = hostfn_bytes_recv(c->fd, c->tls, (void *)h.base, count);
+		} else {
+			for (uint64_t z = 0; z < h.depth && !ret; z++)
+				for (uint64_t y = 0; y < h.height && !ret; y++)
+					ret = hostfn_bytes_recv(c->fd, c->tls,
+								(void *)(h.base + (z * h.layer_rows + y) * h.pitch),
+								h.width);
+		}
+		if (ret)
+			return ret;
+	}
+	if (ok)
+		done.status = HOSTFN_COPY_OK;
+	ret = c->tls ? hostfn_rec_send_tls(c->tls, &done) : hostfn_rec_send(c->fd, &done);
+	if (ret || !in || !ok)
+		return ret;
+	if (copy_contiguous(&h))
+		return hostfn_bytes_send(c->fd, c->tls, (const void *)h.base, count);
+	for (uint64_t z = 0; z < h.depth && !ret; z++)
+		for (uint64_t y = 0; y < h.height && !ret; y++)
+			ret = hostfn_bytes_send(c->fd, c->tls, (const void *)(h.base + (z * h.layer_rows + y) * h.pitch),
+						h.width);
+	return ret;
+}
+
 static void *hostfn_thread(void *arg)
 {
 	struct hostfn_conn c = *(struct hostfn_conn *)arg;
@@ -156,11 +286,16 @@ static void *hostfn_thread(void *arg)
 		struct hostfn_rec done = { .type = HOSTFN_DONE, .token = rec.token };
 		struct shim_hostfn e;
 
+		if (rec.type == HOSTFN_COPY_IN || rec.type == HOSTFN_COPY_OUT) {
+			if (copy_serve(&c, &rec))
+				break;
+			continue;
+		}
 		if (rec.type != HOSTFN_RUN) {
 			pr_warn("host-function channel: record of type %u ignored", rec.type);
 			continue;
 		}
-		if (hostfn_take(rec.token, &e)) {
+		if (hostfn_take(rec.token, &e) && (e.fn || e.cb)) {
 			if (e.fn)
 				e.fn(e.data);
 			else

@@ -9,6 +9,7 @@
 #define LOG_PREFIX "shim: "
 
 #include "shim.h"
+#include "graph_desc.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -717,6 +718,32 @@ static CUresult memory_managed_point(uint64_t dst, uint64_t src, uint64_t stream
 	return CUDA_SUCCESS;
 }
 
+/* An async copy between the device and host memory on a stream that
+ * captures becomes a host copy node of the capture (*@captured): the
+ * graph reads or writes the host range when it runs, as natively. */
+static CUresult copy_capture(uint32_t end, const void *host, uint64_t dev, size_t n, uint64_t stream,
+			     bool *captured)
+{
+	struct shim_host_copy h = {
+		.end = end, .base = (uintptr_t)host, .pitch = n, .layer_rows = 1, .width = n, .height = 1, .depth = 1,
+	};
+	struct wire_memcpy_host_capture_req req = {
+		.stream = stream, .host_end = end, .device = dev, .bytes = n,
+	};
+	struct wire_memcpy_host_capture_rep rep;
+	CUresult res;
+
+	*captured = false;
+	if (!n || !capture_active())
+		return CUDA_SUCCESS;
+	res = hostfn_copy_token(&h, &req.token);
+	if (res == CUDA_SUCCESS)
+		res = rpc_memcpy_host_capture(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		*captured = rep.captured != 0;
+	return res;
+}
+
 CUresult memory_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stream, bool async)
 {
 	const uint8_t *s = src;
@@ -731,6 +758,13 @@ CUresult memory_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stre
 	res = memory_managed_point(dst, 0, stream);
 	if (res != CUDA_SUCCESS)
 		return res;
+	if (async) {
+		bool captured;
+
+		res = copy_capture(GRAPH_COPY_HOST_SRC, src, dst, n, stream, &captured);
+		if (res != CUDA_SUCCESS || captured)
+			return res;
+	}
 	if (host_shared(src, n)) {
 		/* The worker's driver reads the guest's pages itself. */
 		struct wire_memcpy_htod_shared_req req = {
@@ -772,6 +806,13 @@ CUresult memory_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, bo
 	res = memory_managed_point(0, src, stream);
 	if (res != CUDA_SUCCESS)
 		return res;
+	if (async) {
+		bool captured;
+
+		res = copy_capture(GRAPH_COPY_HOST_DST, dst, src, n, stream, &captured);
+		if (res != CUDA_SUCCESS || captured)
+			return res;
+	}
 	if (host_shared(dst, n)) {
 		/* DMA into the guest's pages; an async one completes in stream
 		 * order, like the driver's, with no reply to wait for. */

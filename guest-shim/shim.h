@@ -109,7 +109,18 @@ struct shim_hostfn {
 	CUstream stream;                /* the callback's stream, as the app named it */
 	void *data;
 	bool oneshot;                   /* forgotten when run; else kept for the process */
+	struct shim_host_copy *copy;    /* a graph's host copy (fn, cb NULL); owned */
 	struct shim_hostfn *next_token, *next_fn;
+};
+
+/* The host end of a graph memcpy node (graph.c, hostfn.c): rows of @width
+ * bytes, @pitch apart, @layer_rows rows a layer, from @base (the
+ * application's pointer, offsets folded in). */
+struct shim_host_copy {
+	uint32_t end;                   /* GRAPH_COPY_HOST_SRC or _DST */
+	uintptr_t base;
+	uint64_t pitch, layer_rows;
+	uint64_t width, height, depth;
 };
 
 struct shim_pending;
@@ -293,6 +304,13 @@ bool hostfn_in_callback(void);
 /* The token a host node's parameters run under (kept for the process; the
  * same for the same function and argument), the channel made ready. */
 CUresult hostfn_node_token(const CUDA_HOST_NODE_PARAMS *p, uint64_t *token);
+/* The token of a graph memcpy node's host end @c (kept for the process;
+ * the same for the same range, shape and direction), the channel made
+ * ready: the worker reads or writes the range over the channel when the
+ * graph reaches the copy. */
+CUresult hostfn_copy_token(const struct shim_host_copy *c, uint64_t *token);
+/* The host end a token names; false when none. */
+bool hostfn_copy_lookup(uint64_t token, struct shim_host_copy *out);
 
 /* guest_table.c: tern's own export table; true (and *table set) for its UUID. */
 bool guest_table_get(const void **table, const CUuuid *id);
@@ -440,8 +458,9 @@ CUresult launch_args(uint64_t fn, void **kernelParams, void **extra, uint8_t **b
 bool capture_active(void);
 /* Is @stream capturing (or may it be: more captures than the table holds)? */
 bool capture_tracked(uint64_t stream);
-/* A capture begun on @stream (capture.c). */
-void capture_track(uint64_t stream);
+/* A capture begun on @stream (capture.c); @to_graph: into the
+ * application's own graph (cuStreamBeginCaptureToGraph). */
+void capture_track(uint64_t stream, bool to_graph);
 /* The calling thread's capture mode (cuThreadExchangeStreamCaptureMode). */
 uint32_t capture_mode_current(void);
 /* Forget the parent's captures (the child after fork, capture_lock held). */

@@ -185,6 +185,7 @@ void exec_close(struct exec *ex)
 	free(ex->copy.buf);
 	free(ex->graphs.captures);
 	free(ex->graphs.allocs);
+	free(ex->graphs.standins);
 	exec_hostfn_free(ex);
 	memset(ex, 0, sizeof(*ex));
 }

@@ -133,6 +133,16 @@ struct exec_graph_alloc {
 	bool freed;
 };
 
+/* A backend node a capture holds for what the backend cannot hold as such
+ * (exec_graph_host.c): an empty node that is the guest's graph allocation
+ * or free node, until the capture's description reads it back. */
+struct exec_graph_standin {
+	const void *graph;          /* the backend's graph being captured into */
+	const void *node;           /* the backend's node */
+	uint32_t type;              /* CU_GRAPH_NODE_TYPE_MEM_ALLOC or _MEM_FREE */
+	uint64_t addr, bytes;
+};
+
 /* Journal meta keys of the executor (the tracker reserves those below
  * TRACKER_META_USER; checkpoint.c uses USER + kind and USER + 0x100..). */
 #define EXEC_META_DEVICE_COUNT (TRACKER_META_USER + 0x110)
@@ -236,6 +246,8 @@ struct exec_graphs {
 	uint32_t capture_mode;      /* the worker thread's capture mode, as the guest set it */
 	struct exec_graph_alloc *allocs;
 	unsigned alloc_count, alloc_cap;
+	struct exec_graph_standin *standins;
+	unsigned standin_count, standin_cap;
 	/* High watermarks of graph allocations per guest device since the
 	 * guest last reset them (exec_device_query.c): used and mapped bytes. */
 	uint64_t mem_high_used[EXEC_DEVICES_MAX], mem_high_reserved[EXEC_DEVICES_MAX];
@@ -454,6 +466,19 @@ CUresult exec_hostfn_params(struct exec *ex, uint64_t token, CUDA_HOST_NODE_PARA
 /* The token of host node parameters the backend handed back; false when
  * they are not a host node of this session's. */
 bool exec_hostfn_token_of(struct exec *ex, const CUDA_HOST_NODE_PARAMS *p, uint64_t *token);
+/* A host copy's host node (docs/wire-protocol.md, "Host copies in
+ * graphs"): parameters of a trampoline that, when the graph reaches it,
+ * fills the staging buffer *@staging from the guest's range @token names
+ * (@host_end GRAPH_COPY_HOST_SRC) or writes the buffer there
+ * (GRAPH_COPY_HOST_DST). One pinned buffer of @bytes per token, end and
+ * size, kept for the session and counted in its pinned bytes.
+ * CUDA_SUCCESS, OUT_OF_MEMORY (no room), or the backend's error. */
+CUresult exec_hostfn_copy_params(struct exec *ex, uint64_t token, uint32_t host_end, uint64_t bytes,
+				 CUDA_HOST_NODE_PARAMS *p, void **staging);
+/* What a host node the backend handed back copies; false when it is no
+ * host copy of this session's. */
+bool exec_hostfn_copy_of(struct exec *ex, const CUDA_HOST_NODE_PARAMS *p, uint64_t *token, uint32_t *host_end,
+			 uint64_t *bytes);
 /* Session end: shut the channel down so that waiting runs return (before
  * the last synchronisation), then free everything (after it). */
 /* The guest's host-function connection @fd, handed over by the supervisor
@@ -526,6 +551,15 @@ void exec_graph_stream_destroyed(struct exec *ex, uint64_t stream);
 /* cuMemFree of a graph allocation: marks it freed (true), or false when
  * @addr is no graph allocation. */
 bool exec_graph_alloc_free(struct exec *ex, uint64_t addr);
+/* Whether @addr is a graph allocation. */
+bool exec_graph_alloc_is(struct exec *ex, uint64_t addr);
+/* exec_graph_host.c: cuMemAllocAsync / cuMemFreeAsync on stream @s while
+ * it captures: a graph allocation of @bytes at *@addr (or a free of
+ * @addr's), made an allocation (free) node of the capture. *@captured
+ * false, and nothing done, when @s does not capture (a free: or @addr is
+ * no graph allocation). */
+CUresult exec_graph_capture_alloc(struct exec *ex, CUstream s, uint64_t bytes, bool *captured, uint64_t *addr);
+CUresult exec_graph_capture_free(struct exec *ex, CUstream s, uint64_t addr, bool *captured);
 /* exec_device_query.c: a graph allocation was added; raise the high watermarks. */
 void exec_graph_mem_note(struct exec *ex);
 /* Restore: a graph allocation's region came back mapped. */

@@ -145,12 +145,15 @@ CUresult graph_entry_add(struct exec *ex, CUgraph real, struct exec_graph *g, ui
 	return CUDA_SUCCESS;
 }
 
+static CUresult capture_end_graph(struct exec *ex, uint64_t named, CUresult res, CUgraph real,
+				  struct wire_stream_end_capture_rep *rep);
+
 CUresult exec_stream_end_capture(struct exec *ex, const struct wire_stream_end_capture_req *req,
 				 struct wire_stream_end_capture_rep *rep)
 {
 	struct exec_capture *c = capture_find(ex, req->stream);
 	uint64_t named = c ? c->graph : 0;
-	struct exec_graph *g = NULL;
+	const void *captured = c ? c->graph_real : NULL;
 	CUgraph real = NULL;
 	CUstream s;
 	CUresult res = exec_stream_real(ex, req->stream, &s);
@@ -160,10 +163,28 @@ CUresult exec_stream_end_capture(struct exec *ex, const struct wire_stream_end_c
 	res = ex->be->cuStreamEndCapture(s, &real);
 	if (c && c->user && res != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED) {
 		capture_drop(ex, c);
-		return capture_to_graph_end(ex, named, res, &rep->graph);
+		res = capture_to_graph_end(ex, named, res, &rep->graph);
+		graph_standins_drop(ex, captured);
+		return res;
 	}
-	if (c && res != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED)
+	if (res == CUDA_ERROR_STREAM_CAPTURE_UNMATCHED)
+		c = NULL;       /* still capturing */
+	if (c)
 		capture_drop(ex, c);
+	res = capture_end_graph(ex, named, res, real, rep);
+	/* Stand-ins the description did not take (it failed) go with it. */
+	if (c)
+		graph_standins_drop(ex, captured);
+	return res;
+}
+
+/* The graph a capture ended in (@res: how; @real: the backend's graph) and
+ * its guest handle in @rep, its description read back. */
+static CUresult capture_end_graph(struct exec *ex, uint64_t named, CUresult res, CUgraph real,
+				  struct wire_stream_end_capture_rep *rep)
+{
+	struct exec_graph *g = NULL;
+
 	if (res != CUDA_SUCCESS || !real) {
 		/* The driver dropped the graph with the capture. */
 		if (named) {
@@ -225,14 +246,17 @@ CUresult exec_host_copy_stream(struct exec *ex, uint64_t handle, CUstream *s)
 void exec_graph_stream_destroyed(struct exec *ex, uint64_t stream)
 {
 	struct exec_capture *c = capture_find(ex, stream);
+	const void *captured;
 
 	if (!c)
 		return;
+	captured = c->graph_real;
 	if (c->user) {
 		uint64_t handle = c->graph, unused;
 
 		capture_drop(ex, c);
 		capture_to_graph_end(ex, handle, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, &unused);
+		graph_standins_drop(ex, captured);
 		return;
 	}
 	if (c->graph) {
@@ -243,6 +267,7 @@ void exec_graph_stream_destroyed(struct exec *ex, uint64_t stream)
 		handle_table_remove(ex->handles, c->graph);
 	}
 	capture_drop(ex, c);
+	graph_standins_drop(ex, captured);
 }
 
 CUresult exec_stream_is_capturing(struct exec *ex, const struct wire_stream_is_capturing_req *req,

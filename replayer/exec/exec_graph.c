@@ -167,13 +167,15 @@ static void galloc_journal(struct exec *ex, struct exec_graph_alloc *ga)
 				 ga->freed ? EXEC_REGION_GRAPH_FREED : EXEC_REGION_GRAPH);
 }
 
-/* Take (+1) or drop (-1) the references of a description's alloc nodes. */
+/* Take (+1) or drop (-1) the references of a description's alloc and free nodes. */
 void desc_gallocs(struct exec *ex, const struct graph_desc *d, int delta)
 {
 	for (uint32_t i = 0; i < d->count; i++) {
 		struct exec_graph_alloc *ga;
 
-		if (d->nodes[i].type != CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+		/* Free nodes hold the allocation too: a capture's free of
+		 * memory no graph holds any more must not unmap it mid-capture. */
+		if (d->nodes[i].type != CU_GRAPH_NODE_TYPE_MEM_ALLOC && d->nodes[i].type != CU_GRAPH_NODE_TYPE_MEM_FREE)
 			continue;
 		ga = galloc_find(ex, d->nodes[i].mem.address);
 		if (!ga)
@@ -236,6 +238,58 @@ bool exec_graph_alloc_free(struct exec *ex, uint64_t addr)
 int exec_graph_alloc_restore(struct exec *ex, uint64_t addr, uint64_t bytes, bool freed)
 {
 	return galloc_add(ex, addr, bytes, freed);
+}
+
+CUresult exec_graph_alloc_new(struct exec *ex, uint64_t bytes, uint64_t *addr)
+{
+	/* The quota counts what is mapped, as for cuMemAlloc. */
+	CUresult res = bytes ? exec_mem_map(ex, bytes, addr) : CUDA_ERROR_INVALID_VALUE;
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (galloc_add(ex, *addr, bytes, false)) {
+		exec_mem_unmap(ex, *addr);
+		*addr = 0;
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	ex->graphs.allocs[ex->graphs.alloc_count - 1].refs = 1;
+	galloc_journal(ex, &ex->graphs.allocs[ex->graphs.alloc_count - 1]);
+	return CUDA_SUCCESS;
+}
+
+bool exec_graph_alloc_is(struct exec *ex, uint64_t addr)
+{
+	return galloc_find(ex, addr) != NULL;
+}
+
+void exec_graph_alloc_free_node(struct exec *ex, uint64_t addr)
+{
+	struct exec_graph_alloc *ga = galloc_find(ex, addr);
+
+	if (!ga)
+		return;
+	/* Freed for good once the graphs holding its nodes go. */
+	ga->refs++;
+	if (!ga->freed) {
+		ga->freed = true;
+		galloc_journal(ex, ga);
+	}
+}
+
+void exec_graph_alloc_drop(struct exec *ex, uint64_t addr, bool gone)
+{
+	struct exec_graph_alloc *ga = galloc_find(ex, addr);
+
+	if (!ga)
+		return;
+	if (gone && !ga->freed) {
+		ga->freed = true;
+		galloc_journal(ex, ga);
+	}
+	if (ga->refs) {
+		ga->refs--;
+		galloc_settle(ex, ga);
+	}
 }
 
 /* ---- journal ------------------------------------------------------------ */
@@ -891,7 +945,6 @@ CUresult exec_graph_add_mem_alloc_node(struct exec *ex, const struct wire_graph_
 				       struct wire_graph_add_mem_alloc_node_rep *rep)
 {
 	struct graph_node n = { .type = CU_GRAPH_NODE_TYPE_MEM_ALLOC };
-	struct exec_graph_alloc *ga;
 	CUgraphNode real = NULL;
 	uint64_t addr = 0;
 	struct node_add a;
@@ -901,54 +954,50 @@ CUresult exec_graph_add_mem_alloc_node(struct exec *ex, const struct wire_graph_
 		res = CUDA_ERROR_INVALID_VALUE;
 	if (res == CUDA_SUCCESS && a.g->execs)  /* one executable at a time, as in the driver */
 		res = CUDA_ERROR_INVALID_VALUE;
-	/* The quota counts what is mapped, as for cuMemAlloc. */
 	if (res == CUDA_SUCCESS)
-		res = exec_mem_map(ex, req->bytes, &addr);
-	if (res == CUDA_SUCCESS && galloc_add(ex, addr, req->bytes, false)) {
-		exec_mem_unmap(ex, addr);
-		addr = 0;
-		res = CUDA_ERROR_OUT_OF_MEMORY;
-	}
+		res = exec_graph_alloc_new(ex, req->bytes, &addr);
 	if (res == CUDA_SUCCESS)
 		res = ex->be->cuGraphAddEmptyNode(&real, a.real, a.deps, a.ndeps);
 	n.mem.address = addr;
 	n.mem.bytes = req->bytes;
 	res = node_add_end(ex, req->graph, &a, res, real, &n, &rep->node);
-	ga = addr ? galloc_find(ex, addr) : NULL;
 	if (res != CUDA_SUCCESS) {
-		if (ga) {
-			*ga = ex->graphs.allocs[--ex->graphs.alloc_count];
-			exec_mem_unmap(ex, addr);
-		}
+		if (addr)
+			exec_graph_alloc_drop(ex, addr, true);
 		return res;
 	}
-	ga->refs = 1;
-	galloc_journal(ex, ga);
 	rep->address = addr;
 	return CUDA_SUCCESS;
+}
+
+/* Whether @d already frees @addr (a graph frees an allocation once). */
+static bool desc_frees(const struct graph_desc *d, uint64_t addr)
+{
+	for (uint32_t i = 0; i < d->count; i++)
+		if (d->nodes[i].type == CU_GRAPH_NODE_TYPE_MEM_FREE && d->nodes[i].mem.address == addr)
+			return true;
+	return false;
 }
 
 CUresult exec_graph_add_mem_free_node(struct exec *ex, const struct wire_graph_add_mem_free_node_req *req,
 				      struct wire_graph_add_mem_free_node_rep *rep)
 {
 	struct graph_node n = { .type = CU_GRAPH_NODE_TYPE_MEM_FREE, .mem = { req->address, 0 } };
-	struct exec_graph_alloc *ga = galloc_find(ex, req->address);
 	CUgraphNode real = NULL;
 	struct node_add a;
 	CUresult res = node_add_begin(ex, req->graph, req->deps, &a);
 
-	if (res == CUDA_SUCCESS && (!ga || ga->freed))
+	/* Any graph allocation: one freed before (by a launch, cuMemFree,
+	 * another graph) is allocated again by the next launch of its graph. */
+	if (res == CUDA_SUCCESS && (!galloc_find(ex, req->address) || desc_frees(a.g->d, req->address)))
 		res = CUDA_ERROR_INVALID_VALUE;
 	if (res == CUDA_SUCCESS && a.g->execs)
 		res = CUDA_ERROR_INVALID_VALUE;
 	if (res == CUDA_SUCCESS)
 		res = ex->be->cuGraphAddEmptyNode(&real, a.real, a.deps, a.ndeps);
 	res = node_add_end(ex, req->graph, &a, res, real, &n, &rep->node);
-	if (res == CUDA_SUCCESS) {
-		/* Freed for good once the graphs holding its alloc node go. */
-		ga->freed = true;
-		galloc_journal(ex, ga);
-	}
+	if (res == CUDA_SUCCESS)
+		exec_graph_alloc_free_node(ex, req->address);
 	return res;
 }
 
@@ -1085,6 +1134,7 @@ CUresult exec_graph_destroy_node(struct exec *ex, const struct wire_graph_destro
 	struct exec_graph *g = graph_get(ex, req->graph, &real);
 	struct graph_node *n;
 	uint64_t alloc = 0;
+	bool gone = false;
 	uint32_t before;
 	CUresult res;
 
@@ -1104,8 +1154,9 @@ CUresult exec_graph_destroy_node(struct exec *ex, const struct wire_graph_destro
 	res = ex->be->cuGraphDestroyNode(n->real);
 	if (res != CUDA_SUCCESS)
 		return res;
-	if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+	if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || n->type == CU_GRAPH_NODE_TYPE_MEM_FREE)
 		alloc = n->mem.address;
+	gone = n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC;
 	{
 		struct graph_desc one = { .count = 1, .nodes = n };
 
@@ -1115,16 +1166,9 @@ CUresult exec_graph_destroy_node(struct exec *ex, const struct wire_graph_destro
 	before = g->d->weight;
 	graph_desc_node_remove(g->d, req->node);
 	weight_propagate(g, before);
-	if (alloc) {
-		struct exec_graph_alloc *ga = galloc_find(ex, alloc);
-
-		if (ga && ga->refs) {
-			/* Nothing can use memory whose alloc node is gone. */
-			ga->refs--;
-			ga->freed = true;
-			galloc_settle(ex, ga);
-		}
-	}
+	/* Nothing can use memory whose alloc node is gone. */
+	if (alloc)
+		exec_graph_alloc_drop(ex, alloc, gone);
 	journal_graph(ex, req->graph, g);
 	return CUDA_SUCCESS;
 }

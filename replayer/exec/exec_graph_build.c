@@ -95,6 +95,9 @@ static CUresult copy_from_3d(struct exec *ex, const CUDA_MEMCPY3D *p, struct gra
 {
 	CUresult res = graph_node_memcpy_from_3d(p, c);
 
+	/* Host memory no guest token names (a host copy is a child graph). */
+	if (res == CUDA_SUCCESS && c->host_end)
+		res = CUDA_ERROR_NOT_SUPPORTED;
 	if (res == CUDA_SUCCESS) {
 		c->src = exec_guest_addr(ex, c->src);
 		c->dst = exec_guest_addr(ex, c->dst);
@@ -176,6 +179,8 @@ static CUresult node_read(struct exec *ex, CUgraphNode real, struct graph_node *
 		return CUDA_SUCCESS;
 	}
 	case CU_GRAPH_NODE_TYPE_EMPTY:
+		/* Or a captured allocation or free node (exec_graph_host.c). */
+		graph_standin_take(ex, real, n);
 		return CUDA_SUCCESS;
 	case CU_GRAPH_NODE_TYPE_HOST: {
 		CUDA_HOST_NODE_PARAMS p = { 0 };
@@ -209,6 +214,16 @@ static CUresult node_read(struct exec *ex, CUgraphNode real, struct graph_node *
 		res = ex->be->cuGraphChildGraphNodeGetGraph(real, &child);
 		if (res != CUDA_SUCCESS)
 			return res;
+		{
+			/* A captured host copy stands in a child graph of ours. */
+			bool is_copy;
+
+			res = host_copy_read(ex, child, &n->copy, &is_copy);
+			if (res != CUDA_SUCCESS || is_copy) {
+				n->type = CU_GRAPH_NODE_TYPE_MEMCPY;
+				return res;
+			}
+		}
 		n->child = calloc(1, sizeof(*n->child));
 		if (!n->child)
 			return CUDA_ERROR_OUT_OF_MEMORY;
@@ -489,6 +504,16 @@ static CUresult node_build(struct exec *ex, CUgraph g, const struct graph_desc *
 	case CU_GRAPH_NODE_TYPE_MEMCPY: {
 		CUDA_MEMCPY3D p;
 
+		if (n->copy.host_end) {
+			CUgraph child;
+
+			res = host_copy_child(ex, &n->copy, &child);
+			if (res != CUDA_SUCCESS)
+				return res;
+			res = ex->be->cuGraphAddChildGraphNode(real, g, NULL, 0, child);
+			ex->be->cuGraphDestroy(child);
+			return res;
+		}
 		/* A node whose memory was freed after it was made is rebuilt as
 		 * it was (the driver takes it until it runs); one in memory
 		 * that is still there reaches it where it is now. */

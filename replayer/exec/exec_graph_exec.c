@@ -343,6 +343,7 @@ CUresult exec_graph_node_get_params(struct exec *ex, const struct wire_graph_nod
 		rep->args = (struct wire_blob){ n->kernel.args, n->kernel.args_len };
 		break;
 	case CU_GRAPH_NODE_TYPE_MEMCPY:
+		rep->object = n->copy.host_end;         /* a host end's address is its token */
 		rep->dst = n->copy.dst;
 		rep->dst_pitch = n->copy.dst_pitch;
 		rep->dst_height = n->copy.dst_height;
@@ -425,13 +426,21 @@ CUresult exec_graph_memcpy_node_set_params(struct exec *ex, const struct wire_gr
 					   struct wire_graph_memcpy_node_set_params_rep *rep)
 {
 	struct graph_node_memcpy c = { req->dst, req->dst_pitch, req->dst_height, req->src, req->src_pitch,
-				       req->src_height, req->width, req->height, req->depth };
+				       req->src_height, req->width, req->height, req->depth,
+				       GRAPH_COPY_HOST_NONE };
 	struct node_target t;
 	CUDA_MEMCPY3D p;
 	CUcontext ctx;
 	CUresult res = node_target(ex, req->exec, req->graph, req->node, CU_GRAPH_NODE_TYPE_MEMCPY, &t);
 
 	(void)rep;
+	/* A host copy keeps its host end (cuda.h: an executable's copy keeps
+	 * its memory types; a graph's would change type in the backend). */
+	if (res == CUDA_SUCCESS && t.n->copy.host_end) {
+		if (!t.x)
+			pr_warn("a graph memcpy node cannot change between host and device ends through tern");
+		res = t.x ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
+	}
 	if (res == CUDA_SUCCESS && !memcpy_check(ex, &c, &p))
 		res = CUDA_ERROR_INVALID_VALUE;
 	if (res == CUDA_SUCCESS)

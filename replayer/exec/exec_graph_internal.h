@@ -182,6 +182,28 @@ CUresult graph_entry_add(struct exec *ex, CUgraph real, struct exec_graph *g, ui
 CUresult deps_parse(const struct graph_desc *d, struct wire_blob blob, uint32_t **idx,
 		    CUgraphNode **reals, uint32_t *n);
 
+/* exec_graph_host.c: host copies and captured graph memory */
+/* The backend's graph standing for host copy @c: its host node and its
+ * copy through the staging buffer, in the copy's order (caller destroys). */
+CUresult host_copy_child(struct exec *ex, const struct graph_node_memcpy *c, CUgraph *out);
+/* Whether the embedded graph @child of a backend's child graph node is a
+ * host copy's (*@is_copy), and then the copy it makes in *@c. */
+CUresult host_copy_read(struct exec *ex, CUgraph child, struct graph_node_memcpy *c, bool *is_copy);
+/* The backend's empty node @node is a captured allocation or free node:
+ * its type and memory into @n (true), the record gone. */
+bool graph_standin_take(struct exec *ex, const void *node, struct graph_node *n);
+/* The capture into @graph ended: its stand-ins not read back go. */
+void graph_standins_drop(struct exec *ex, const void *graph);
+
+/* exec_graph.c's graph allocations for them */
+/* A new graph allocation held by one node. */
+CUresult exec_graph_alloc_new(struct exec *ex, uint64_t bytes, uint64_t *addr);
+/* A free node of @addr's was made: it holds the allocation too. */
+void exec_graph_alloc_free_node(struct exec *ex, uint64_t addr);
+/* A node that held @addr's allocation went without a description (a
+ * capture that ended in failure); @gone: it was the allocation node. */
+void exec_graph_alloc_drop(struct exec *ex, uint64_t addr, bool gone);
+
 /* exec_graph_exec.c: executable graphs */
 /* Instantiate @source (whose nodes @d describes): the executable and its info. */
 CUresult exec_make(struct exec *ex, CUgraph source, struct graph_desc *d, uint64_t flags,

@@ -26,6 +26,7 @@
  */
 #define LOG_PREFIX "exec: "
 #include "exec.h"
+#include "graph_desc.h"
 #include "hostfn_chan.h"
 #include "log.h"
 #include "monotonic.h"
@@ -59,6 +60,15 @@ struct exec_hostfn_call {
 	struct exec_hostfn_call *next;  /* persistent ones, by token bucket */
 };
 
+/* A host copy's staging buffer and what it copies (exec_hostfn_copy_params). */
+struct exec_hostfn_copy {
+	struct exec_hostfn *chan;
+	uint64_t token, bytes;
+	uint32_t host_end;
+	void *staging;              /* pinned, from the backend */
+	struct exec_hostfn_copy *next;
+};
+
 struct exec_hostfn {
 	pthread_mutex_t lock;
 	pthread_cond_t attached;        /* fd set (tcp: the guest connected back) */
@@ -76,6 +86,8 @@ struct exec_hostfn {
 	uint64_t unexpected;            /* DONE records for tokens not run */
 	uint64_t not_run;               /* runs asked for with no channel */
 	struct exec_hostfn_call *calls[HOSTFN_BUCKETS];
+	struct exec_hostfn_copy *copies[HOSTFN_BUCKETS];
+	uint64_t copies_unknown;        /* copies the guest did not know */
 };
 
 /* The channel a SIGTERM shuts down: a signal handler can only reach a global. */
@@ -116,13 +128,11 @@ static void hostfn_break_locked(struct exec_hostfn *h, const char *why)
 	h->broken = true;
 }
 
-/* Ask the guest to run @token and wait until it did. */
-static void hostfn_run(struct exec_hostfn *h, uint64_t token, CUresult status)
+/* With the lock held: whether the channel can take a run of @token,
+ * after waiting (at most HOSTFN_CONNECT_TIMEOUT_MS) for a guest that is
+ * to connect back or join. */
+static bool hostfn_ready_locked(struct exec_hostfn *h, uint64_t token)
 {
-	struct hostfn_rec rec = { .type = HOSTFN_RUN, .status = (uint32_t)status, .token = token };
-	int ret;
-
-	pthread_mutex_lock(&h->lock);
 	if (h->fd < 0 && (h->waiting_tcp || h->waiting_join) && !h->closing) {
 		struct timespec ts;
 
@@ -139,27 +149,99 @@ static void hostfn_run(struct exec_hostfn *h, uint64_t token, CUresult status)
 		if (!h->closing && !h->not_run++)
 			pr_warn("host function %#llx not run: the guest has no host-function channel",
 				(unsigned long long)token);
-		goto out;
+		return false;
 	}
-	ret = h->tls ? hostfn_rec_send_tls(h->tls, &rec) : hostfn_rec_send(h->fd, &rec);
-	while (!ret) {
-		struct hostfn_rec done;
+	return true;
+}
 
-		ret = h->tls ? hostfn_rec_recv_tls(h->tls, &done) : hostfn_rec_recv(h->fd, &done);
-		if (ret)
-			break;
-		if (done.type != HOSTFN_DONE || done.status) {
-			hostfn_break_locked(h, "a record that is no answer");
-			goto out;
+/* With the lock held: read records until the DONE for @token, which goes
+ * in *@done. 0, or -errno with the channel broken. */
+static int hostfn_done_locked(struct exec_hostfn *h, uint64_t token, struct hostfn_rec *done)
+{
+	for (;;) {
+		int ret = h->tls ? hostfn_rec_recv_tls(h->tls, done) : hostfn_rec_recv(h->fd, done);
+
+		if (ret) {
+			hostfn_break_locked(h, strerror(-ret));
+			return ret;
 		}
-		if (done.token == token)
-			goto out;
+		if (done->type != HOSTFN_DONE) {
+			hostfn_break_locked(h, "a record that is no answer");
+			return -EPROTO;
+		}
+		if (done->token == token)
+			return 0;
 		/* An answer for a token not asked for: the guest's own confusion. */
 		if (!h->unexpected++)
 			pr_warn("host-function channel: DONE for %#llx, which was not run: ignored",
-				(unsigned long long)done.token);
+				(unsigned long long)done->token);
 	}
-	hostfn_break_locked(h, strerror(-ret));
+}
+
+/* Ask the guest to run @token and wait until it did. */
+static void hostfn_run(struct exec_hostfn *h, uint64_t token, CUresult status)
+{
+	struct hostfn_rec rec = { .type = HOSTFN_RUN, .status = (uint32_t)status, .token = token };
+	struct hostfn_rec done;
+	int ret;
+
+	pthread_mutex_lock(&h->lock);
+	if (!hostfn_ready_locked(h, token))
+		goto out;
+	ret = h->tls ? hostfn_rec_send_tls(h->tls, &rec) : hostfn_rec_send(h->fd, &rec);
+	if (ret) {
+		hostfn_break_locked(h, strerror(-ret));
+		goto out;
+	}
+	if (!hostfn_done_locked(h, token, &done) && done.status)
+		hostfn_break_locked(h, "a record that is no answer");
+out:
+	pthread_mutex_unlock(&h->lock);
+}
+
+/* A host copy's run: the staging buffer filled from the guest's range, or
+ * written to it, while the stream waits (the graph's copy node of the
+ * staging buffer is ordered after, or before, this host node). */
+static void CUDA_CB hostfn_copy_trampoline(void *data)
+{
+	struct exec_hostfn_copy *c = data;
+	struct exec_hostfn *h = c->chan;
+	bool in = c->host_end == GRAPH_COPY_HOST_SRC;
+	struct hostfn_rec rec = { .type = in ? HOSTFN_COPY_IN : HOSTFN_COPY_OUT, .token = c->token };
+	struct hostfn_rec done;
+	int ret;
+
+	pthread_mutex_lock(&h->lock);
+	if (!hostfn_ready_locked(h, c->token))
+		goto out;
+	ret = h->tls ? hostfn_rec_send_tls(h->tls, &rec) : hostfn_rec_send(h->fd, &rec);
+	if (!ret)
+		ret = hostfn_count_send(h->fd, h->tls, c->bytes);
+	if (!ret && !in)
+		ret = hostfn_bytes_send(h->fd, h->tls, c->staging, c->bytes);
+	if (ret) {
+		hostfn_break_locked(h, strerror(-ret));
+		goto out;
+	}
+	if (hostfn_done_locked(h, c->token, &done))
+		goto out;
+	if (done.status == HOSTFN_COPY_UNKNOWN) {
+		/* The guest forgot the range (a hostile or confused worker's
+		 * token, as the guest sees it): nothing is copied. */
+		if (!h->copies_unknown++)
+			pr_warn("host copy %#llx: the guest knows no range of %llu bytes for it: not copied",
+				(unsigned long long)c->token, (unsigned long long)c->bytes);
+		goto out;
+	}
+	if (done.status != HOSTFN_COPY_OK) {
+		hostfn_break_locked(h, "a copy's answer of an unknown status");
+		goto out;
+	}
+	if (in) {
+		ret = hostfn_bytes_recv(h->fd, h->tls, c->staging, c->bytes);
+		if (ret)
+			hostfn_break_locked(h, strerror(-ret));
+	}
 out:
 	pthread_mutex_unlock(&h->lock);
 }
@@ -235,6 +317,69 @@ bool exec_hostfn_token_of(struct exec *ex, const CUDA_HOST_NODE_PARAMS *p, uint6
 	if (p->fn != hostfn_trampoline || !c || !ex->host.fn || c->chan != ex->host.fn || c->oneshot)
 		return false;
 	*token = c->token;
+	return true;
+}
+
+CUresult exec_hostfn_copy_params(struct exec *ex, uint64_t token, uint32_t host_end, uint64_t bytes,
+				 CUDA_HOST_NODE_PARAMS *p, void **staging)
+{
+	struct exec_hostfn *h = hostfn_get(ex);
+	struct exec_hostfn_copy **b, *c;
+	CUresult res;
+
+	if (!h)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if ((host_end != GRAPH_COPY_HOST_SRC && host_end != GRAPH_COPY_HOST_DST) || !bytes)
+		return CUDA_ERROR_INVALID_VALUE;
+	b = &h->copies[(token ^ token >> 17) % HOSTFN_BUCKETS];
+	for (c = *b; c; c = c->next)
+		if (c->token == token && c->host_end == host_end && c->bytes == bytes)
+			goto found;
+	/* Pinned memory the guest sized: within the session's pinned limit. */
+	if (bytes > ex->host.bytes_max - ex->host.bytes || bytes > SIZE_MAX)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	{
+		/* Made while a capture may be in progress (a captured copy),
+		 * where the driver refuses pinned allocations in the stricter
+		 * modes and invalidates the capture: the buffer is ours, not a
+		 * call of the guest's. */
+		CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+
+		ex->be->cuThreadExchangeStreamCaptureMode(&mode);
+		res = ex->be->cuMemHostAlloc(&c->staging, (size_t)bytes, 0);
+		ex->be->cuThreadExchangeStreamCaptureMode(&mode);
+	}
+	if (res != CUDA_SUCCESS) {
+		free(c);
+		return res;
+	}
+	ex->host.bytes += bytes;
+	c->chan = h;
+	c->token = token;
+	c->host_end = host_end;
+	c->bytes = bytes;
+	c->next = *b;
+	*b = c;
+found:
+	p->fn = hostfn_copy_trampoline;
+	p->userData = c;
+	*staging = c->staging;
+	return CUDA_SUCCESS;
+}
+
+bool exec_hostfn_copy_of(struct exec *ex, const CUDA_HOST_NODE_PARAMS *p, uint64_t *token, uint32_t *host_end,
+			 uint64_t *bytes)
+{
+	const struct exec_hostfn_copy *c = p->userData;
+
+	if (p->fn != hostfn_copy_trampoline || !c || !ex->host.fn || c->chan != ex->host.fn)
+		return false;
+	*token = c->token;
+	*host_end = c->host_end;
+	*bytes = c->bytes;
 	return true;
 }
 
@@ -599,6 +744,15 @@ void exec_hostfn_free(struct exec *ex)
 			struct exec_hostfn_call *c = h->calls[i];
 
 			h->calls[i] = c->next;
+			free(c);
+		}
+	for (unsigned i = 0; i < HOSTFN_BUCKETS; i++)
+		while (h->copies[i]) {
+			struct exec_hostfn_copy *c = h->copies[i];
+
+			h->copies[i] = c->next;
+			ex->be->cuMemFreeHost(c->staging);
+			ex->host.bytes -= c->bytes;
 			free(c);
 		}
 	pthread_cond_destroy(&h->attached);

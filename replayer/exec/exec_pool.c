@@ -333,10 +333,16 @@ CUresult exec_mem_alloc_async(struct exec *ex, const struct wire_mem_alloc_async
 	CUstream s;
 	CUresult res;
 
+	bool captured;
+
 	if (req->bytes == 0)
 		return CUDA_ERROR_INVALID_VALUE;
 	res = exec_stream_real(ex, req->stream, &s);
 	if (res != CUDA_SUCCESS)
+		return res;
+	/* While the stream captures, an allocation node of the graph. */
+	res = exec_graph_capture_alloc(ex, s, req->bytes, &captured, &rep->address);
+	if (res != CUDA_SUCCESS || captured)
 		return res;
 	if (!pool) {
 		res = pool_current(ex, &pool);
@@ -377,14 +383,23 @@ bool exec_pool_alloc_forget(struct exec *ex, uint64_t addr)
 CUresult exec_mem_free_async(struct exec *ex, const struct wire_mem_free_async_req *req,
 			     struct wire_mem_free_async_rep *rep)
 {
+	bool captured;
 	CUstream s;
 	CUresult res;
 
-	if (!pool_alloc_find(ex, req->address))
+	if (!pool_alloc_find(ex, req->address) && !exec_graph_alloc_is(ex, req->address))
 		return CUDA_ERROR_INVALID_VALUE;
 	res = exec_stream_real(ex, req->stream, &s);
 	if (res != CUDA_SUCCESS)
 		return res;
+	/* A graph allocation: a free node while the stream captures, else
+	 * freed in stream order like cuMemFree's (its memory stays while a
+	 * graph holds its node). */
+	res = exec_graph_capture_free(ex, s, req->address, &captured);
+	if (res != CUDA_SUCCESS || captured)
+		return res;
+	if (exec_graph_alloc_free(ex, req->address))
+		return CUDA_SUCCESS;
 	/* The block may be unmapped only once the stream's earlier work is done. */
 	res = ex->be->cuStreamSynchronize(s);
 	if (res != CUDA_SUCCESS)

@@ -6,6 +6,7 @@
  * Every kernel first checks the argument count and sizes the sim took from
  * the image. On a mismatch it logs and writes nothing, so the program's own
  * check fails instead of the kernel reading past an argument. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -616,6 +617,131 @@ static void cg_step(const struct sim_launch *l)
 	SIM_SET_CONDITIONAL(l, h, *counter > 0 ? 1u : 0u);
 }
 
+/* graph_host_copies.cu */
+static void hc_scale(const struct sim_launch *l)
+{
+	const float *in;
+	float *out, k;
+	int32_t n;
+
+	if (!ARGS_OK(l, 8, 8, 4, 4))
+		return;
+	ARG(l, 0, in);
+	ARG(l, 1, out);
+	ARG(l, 2, k);
+	ARG(l, 3, n);
+	for (uint64_t i = 0; i < thread_count(l) && i < (uint64_t)(n < 0 ? 0 : n); i++)
+		out[i] = in[i] * k;
+}
+
+/* graph_memory_nodes.cu */
+static void gm_unary(const struct sim_launch *l, float sign, bool square)
+{
+	const float *in;
+	float *out;
+	int32_t n;
+
+	if (!ARGS_OK(l, 8, 8, 4))
+		return;
+	ARG(l, 0, in);
+	ARG(l, 1, out);
+	ARG(l, 2, n);
+	for (uint64_t i = 0; i < thread_count(l) && i < (uint64_t)(n < 0 ? 0 : n); i++)
+		out[i] = square ? in[i] * in[i] : sign * in[i];
+}
+
+static void gm_square(const struct sim_launch *l)
+{
+	gm_unary(l, 1.0f, true);
+}
+
+static void gm_negate(const struct sim_launch *l)
+{
+	gm_unary(l, -1.0f, false);
+}
+
+static void gm_validate(const struct sim_launch *l)
+{
+	const float *got, *ref;
+	int32_t n, *bad;
+
+	if (!ARGS_OK(l, 8, 8, 4, 8))
+		return;
+	ARG(l, 0, got);
+	ARG(l, 1, ref);
+	ARG(l, 2, n);
+	ARG(l, 3, bad);
+	for (uint64_t i = 0; i < thread_count(l) && i < (uint64_t)(n < 0 ? 0 : n); i++)
+		if (got[i] != ref[i])
+			(*bad)++;
+}
+
+/* graph_conditional_samples.cu: one thread each, as the samples launch them. */
+static void cs_set_odd(const struct sim_launch *l)
+{
+	const char *d;
+	uint64_t h;
+
+	if (!ARGS_OK(l, 8, 8))
+		return;
+	ARG(l, 0, d);
+	ARG(l, 1, h);
+	SIM_SET_CONDITIONAL(l, h, (unsigned)(*d & 0x01));
+}
+
+static void cs_count(const struct sim_launch *l)
+{
+	int32_t *counts, which;
+
+	if (!ARGS_OK(l, 8, 4))
+		return;
+	ARG(l, 0, counts);
+	ARG(l, 1, which);
+	counts[which]++;
+}
+
+static void cs_do_while(const struct sim_launch *l)
+{
+	char *d;
+	uint64_t h;
+
+	if (!ARGS_OK(l, 8, 8))
+		return;
+	ARG(l, 0, d);
+	ARG(l, 1, h);
+	if (--(*d) == 0)
+		SIM_SET_CONDITIONAL(l, h, 0);
+}
+
+static void cs_captured_while(const struct sim_launch *l)
+{
+	char *d;
+	uint64_t h;
+	int32_t *steps;
+
+	if (!ARGS_OK(l, 8, 8, 8))
+		return;
+	ARG(l, 0, d);
+	ARG(l, 1, h);
+	ARG(l, 2, steps);
+	(*steps)++;
+	if (*d)
+		(*d)--;
+	SIM_SET_CONDITIONAL(l, h, (unsigned)(int)*d);
+}
+
+static void cs_set_value(const struct sim_launch *l)
+{
+	const char *d;
+	uint64_t h;
+
+	if (!ARGS_OK(l, 8, 8))
+		return;
+	ARG(l, 0, d);
+	ARG(l, 1, h);
+	SIM_SET_CONDITIONAL(l, h, (unsigned)(unsigned char)*d);
+}
+
 /* graphs.cu: each thread i < n of the grid touches element i. */
 static uint64_t graph_span(const struct sim_launch *l, int n)
 {
@@ -838,6 +964,15 @@ SIM_KERNELS_BEGIN
 	SIM_KERNEL("ck_cplain", ck_cplain),
 	SIM_KERNEL("ck_cbody", ck_cbody),
 	SIM_KERNEL("cg_set", cg_set),
+	SIM_KERNEL("hc_scale", hc_scale),
+	SIM_KERNEL("gm_square", gm_square),
+	SIM_KERNEL("gm_negate", gm_negate),
+	SIM_KERNEL("gm_validate", gm_validate),
+	SIM_KERNEL("cs_set_odd", cs_set_odd),
+	SIM_KERNEL("cs_count", cs_count),
+	SIM_KERNEL("cs_do_while", cs_do_while),
+	SIM_KERNEL("cs_captured_while", cs_captured_while),
+	SIM_KERNEL("cs_set_value", cs_set_value),
 	SIM_KERNEL("cg_step", cg_step),
 	SIM_KERNEL("cg_add", cg_add),
 	SIM_KERNEL("g_iota", g_iota),

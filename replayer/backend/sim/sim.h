@@ -280,6 +280,9 @@ struct sim_capture {
 	struct sim_stream *origin;
 	bool invalidated;
 	bool user_graph;                /* cuStreamBeginCaptureToGraph: the graph stays */
+	/* The last work of streams destroyed while they took part: it must
+	 * lead into the origin's at the end, as a live stream's must. */
+	struct sim_node_set departed;
 };
 
 /* The guest's graph @hg a capture may add to, after @deps (its nodes). */

@@ -46,6 +46,7 @@ static void capture_end(struct sim *sim, struct sim_capture *cap, bool keep_grap
 	cap->graph->capture = NULL;
 	if (!keep_graph && !cap->user_graph)
 		sim_graph_free(sim, cap->graph);
+	sim_node_set_clear(&cap->departed);
 	free(cap);
 }
 
@@ -517,6 +518,9 @@ CUresult sim_cuStreamEndCapture(CUstream h, CUgraph *ph)
 			for (unsigned i = 0; i < t->cdeps.count; i++)
 				if (t->cdeps.nodes[i]->mark != sim->walk_mark)
 					rc = CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+	for (unsigned i = 0; i < cap->departed.count && !rc; i++)
+		if (cap->departed.nodes[i]->mark != sim->walk_mark)
+			rc = CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
 	if (rc) {
 		capture_end(sim, cap, false);
 		goto out;

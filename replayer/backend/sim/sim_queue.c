@@ -485,14 +485,18 @@ CUresult sim_cuStreamDestroy(CUstream h)
 		rc = CUDA_ERROR_INVALID_HANDLE;
 		goto out;
 	}
-	/* A capture cannot go on without its stream. */
+	/* A capture cannot go on without its origin stream. Another stream
+	 * of it leaves the capture (NVIDIA's graphMemoryNodes destroys one
+	 * it joined back); its last work must still be joined by the end. */
 	if (s->capture) {
 		struct sim_capture *cap = s->capture;
 
 		if (cap->origin == s) {
 			sim_captures_drop_one(sim, cap);
 		} else {
-			cap->invalidated = true;
+			for (unsigned i = 0; i < s->cdeps.count; i++)
+				if (sim_node_set_add(&cap->departed, s->cdeps.nodes[i]))
+					cap->invalidated = true;        /* out of memory: cannot tell */
 			s->capture = NULL;
 			sim_node_set_clear(&s->cdeps);
 		}

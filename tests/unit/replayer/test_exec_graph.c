@@ -483,6 +483,142 @@ static void test_changes_restore(void **state)
 	assert_false(fx.ex.journal_broken);
 }
 
+static CUresult host_copy_add(uint64_t graph, uint32_t end, uint64_t token, uint64_t dev, uint64_t width,
+			      uint64_t height, uint64_t depth, uint32_t *node)
+{
+	struct wire_graph_add_host_copy_node_req req = {
+		.graph = graph, .host_end = end, .token = token, .device = dev, .dev_pitch = width,
+		.dev_height = height, .width = width, .height = height, .depth = depth,
+	};
+	struct wire_graph_add_host_copy_node_rep rep = { 0 };
+	CUresult res = exec_graph_add_host_copy_node(&fx.ex, &req, &rep);
+
+	*node = rep.node;
+	return res;
+}
+
+/* Host copies (a guest's token at one end): hostile shapes refused alone,
+ * a good one a memcpy node with its host end, kept in its description;
+ * its end cannot change; captured copies only on a capturing stream. */
+static void test_host_copies(void **state)
+{
+	uint64_t g = graph_new();
+	uint32_t n, count = node_count(g);
+	struct wire_graph_node_get_params_req gp = { .graph = g };
+	struct wire_graph_node_get_params_rep gpr;
+	struct wire_graph_memcpy_node_set_params_req ms = { .graph = g };
+	struct wire_graph_memcpy_node_set_params_rep msr;
+	struct wire_graph_host_copy_node_set_params_req hs = { .graph = g, .host_end = GRAPH_COPY_HOST_DST,
+							       .token = 9, .device = 0, .dev_pitch = 4096,
+							       .dev_height = 1, .width = 4096, .height = 1, .depth = 1 };
+	struct wire_graph_host_copy_node_set_params_rep hsr;
+	struct wire_memcpy_host_capture_req mc = { .stream = fx.stream, .host_end = GRAPH_COPY_HOST_SRC,
+						   .token = 5, .device = 0, .bytes = 64 };
+	struct wire_memcpy_host_capture_rep mcr;
+
+	(void)state;
+	assert_int_equal(host_copy_add(g, 0, 7, fx.mem, 4096, 1, 1, &n), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(host_copy_add(g, 3, 7, fx.mem, 4096, 1, 1, &n), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(host_copy_add(g, GRAPH_COPY_HOST_SRC, 7, fx.mem, 0, 1, 1, &n), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(host_copy_add(g, GRAPH_COPY_HOST_SRC, 7, fx.mem, 1ull << 40, 1ull << 40, 1ull << 40, &n),
+			 CUDA_ERROR_INVALID_VALUE);
+	/* A device end outside the session's memory. */
+	assert_int_equal(host_copy_add(g, GRAPH_COPY_HOST_SRC, 7, 0x1000, 4096, 1, 1, &n), CUDA_ERROR_INVALID_VALUE);
+	/* More pinned staging than the session may have. */
+	assert_int_equal(host_copy_add(g, GRAPH_COPY_HOST_SRC, 7, fx.mem, 1ull << 62, 1, 1, &n),
+			 CUDA_ERROR_OUT_OF_MEMORY);
+	assert_int_equal(node_count(g), count);
+	assert_int_equal(host_copy_add(g, GRAPH_COPY_HOST_SRC, 7, fx.mem, 4096, 2, 1, &n), CUDA_SUCCESS);
+	assert_int_equal(node_count(g), count + 1);
+	gp.node = n;
+	assert_int_equal(exec_graph_node_get_params(&fx.ex, &gp, &gpr), CUDA_SUCCESS);
+	assert_int_equal(gpr.type, CU_GRAPH_NODE_TYPE_MEMCPY);
+	assert_int_equal(gpr.object, GRAPH_COPY_HOST_SRC);
+	assert_int_equal(gpr.src, 7);
+	assert_int_equal(gpr.dst, fx.mem);
+	/* Its end stays: neither a device copy nor the other direction. */
+	ms.node = n;
+	ms.dst = fx.mem;
+	ms.src = fx.mem + 8192;
+	ms.dst_pitch = ms.src_pitch = ms.width = 4096;
+	ms.dst_height = ms.src_height = ms.height = ms.depth = 1;
+	assert_int_equal(exec_graph_memcpy_node_set_params(&fx.ex, &ms, &msr), CUDA_ERROR_NOT_SUPPORTED);
+	hs.node = n;
+	assert_int_equal(exec_graph_host_copy_node_set_params(&fx.ex, &hs, &hsr), CUDA_ERROR_NOT_SUPPORTED);
+	hs.host_end = GRAPH_COPY_HOST_SRC;
+	hs.device = fx.mem + 4096;
+	assert_int_equal(exec_graph_host_copy_node_set_params(&fx.ex, &hs, &hsr), CUDA_SUCCESS);
+	assert_int_equal(exec_graph_node_get_params(&fx.ex, &gp, &gpr), CUDA_SUCCESS);
+	assert_int_equal(gpr.src, 9);
+	assert_int_equal(gpr.dst, fx.mem + 4096);
+	hs.node = n + 100;
+	assert_int_equal(exec_graph_host_copy_node_set_params(&fx.ex, &hs, &hsr), CUDA_ERROR_INVALID_VALUE);
+	/* A stream that does not capture adds nothing anywhere. */
+	mcr.captured = 7;
+	assert_int_equal(exec_memcpy_host_capture(&fx.ex, &mc, &mcr), CUDA_SUCCESS);
+	assert_int_equal(mcr.captured, 0);
+	mc.stream = 0x77;
+	assert_int_equal(exec_memcpy_host_capture(&fx.ex, &mc, &mcr), CUDA_ERROR_INVALID_HANDLE);
+	assert_false(fx.ex.journal_broken);
+	{
+		struct wire_graph_destroy_req gd = { .graph = g };
+		struct wire_graph_destroy_rep gr;
+
+		assert_int_equal(exec_graph_destroy(&fx.ex, &gd, &gr), CUDA_SUCCESS);
+	}
+}
+
+/* cudaMallocAsync / cudaFreeAsync while the stream captures: allocation
+ * and free nodes of the captured graph; a bad host end there refused. */
+static void test_captured_mem_nodes(void **state)
+{
+	struct wire_stream_begin_capture_req b = { .stream = fx.stream, .mode = CU_STREAM_CAPTURE_MODE_GLOBAL };
+	struct wire_stream_begin_capture_rep br;
+	struct wire_mem_alloc_async_req a = { .bytes = 1 << 20, .stream = fx.stream };
+	struct wire_mem_alloc_async_rep ar;
+	struct wire_mem_free_async_req f = { .stream = fx.stream };
+	struct wire_mem_free_async_rep fr;
+	struct wire_memcpy_host_capture_req mc = { .stream = fx.stream, .host_end = 5, .token = 3, .bytes = 64 };
+	struct wire_memcpy_host_capture_rep mcr;
+	struct wire_stream_end_capture_req e = { .stream = fx.stream };
+	struct wire_stream_end_capture_rep er;
+	struct wire_graph_get_nodes_req gn;
+	struct wire_graph_get_nodes_rep gnr;
+	unsigned allocs = 0, frees = 0;
+
+	(void)state;
+	assert_int_equal(exec_stream_begin_capture(&fx.ex, &b, &br), CUDA_SUCCESS);
+	assert_int_equal(exec_mem_alloc_async(&fx.ex, &a, &ar), CUDA_SUCCESS);
+	assert_true(arena_range_valid(fx.ex.dev.arena, ar.address, 1 << 20));
+	mc.device = ar.address;
+	assert_int_equal(exec_memcpy_host_capture(&fx.ex, &mc, &mcr), CUDA_ERROR_INVALID_VALUE);
+	f.address = ar.address;
+	assert_int_equal(exec_mem_free_async(&fx.ex, &f, &fr), CUDA_SUCCESS);
+	f.address = ar.address + 64;    /* no allocation */
+	assert_int_equal(exec_mem_free_async(&fx.ex, &f, &fr), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(exec_stream_end_capture(&fx.ex, &e, &er), CUDA_SUCCESS);
+	gn.graph = er.graph;
+	assert_int_equal(exec_graph_get_nodes(&fx.ex, &gn, &gnr), CUDA_SUCCESS);
+	for (uint32_t i = 0; i < gnr.nodes.len / 8; i++) {
+		uint32_t t = le32_of(gnr.nodes.ptr, i * 8 + 4);
+
+		allocs += t == CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+		frees += t == CU_GRAPH_NODE_TYPE_MEM_FREE;
+	}
+	assert_int_equal(allocs, 1);
+	assert_int_equal(frees, 1);
+	assert_int_equal(fx.ex.graphs.standin_count, 0);
+	/* The memory stays while the graph holds its nodes, goes with it. */
+	assert_true(arena_range_valid(fx.ex.dev.arena, ar.address, 1 << 20));
+	{
+		struct wire_graph_destroy_req gd = { .graph = er.graph };
+		struct wire_graph_destroy_rep gr;
+
+		assert_int_equal(exec_graph_destroy(&fx.ex, &gd, &gr), CUDA_SUCCESS);
+	}
+	assert_false(arena_range_valid(fx.ex.dev.arena, ar.address, 1 << 20));
+}
+
 static void test_mem_nodes(void **state)
 {
 	uint64_t g = graph_new();
@@ -946,6 +1082,8 @@ int main(void)
 		cmocka_unit_test(test_large_graph),
 		cmocka_unit_test(test_conditional),
 		cmocka_unit_test(test_embedded),
+		cmocka_unit_test(test_host_copies),
+		cmocka_unit_test(test_captured_mem_nodes),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -28,6 +28,7 @@ enum guest_mode {
 	GUEST_STRAY_FIRST,      /* DONE for a token never run, then the right one */
 	GUEST_GARBAGE,          /* a record that is no DONE */
 	GUEST_SILENT,           /* never answers */
+	GUEST_COPY_UNKNOWN,     /* answers copies: no such range */
 };
 
 struct fixture {
@@ -42,6 +43,8 @@ struct fixture {
 	uint32_t status[64];
 	unsigned runs;
 	uint64_t stream;
+	uint8_t copied[4096];   /* what the last COPY_OUT brought */
+	uint64_t copied_len;
 };
 
 static struct fixture fx = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -64,6 +67,29 @@ static void *guest_main(void *arg)
 		pthread_mutex_unlock(&fx.lock);
 		if (mode == GUEST_SILENT)
 			continue;
+		if (rec.type == HOSTFN_COPY_IN || rec.type == HOSTFN_COPY_OUT) {
+			/* A host copy: bytes 0, 1, 2 ... in; the bytes out kept. */
+			uint8_t buf[4096];
+			uint64_t count;
+
+			if (hostfn_count_recv(fx.chan, NULL, &count) || count > sizeof(buf))
+				break;
+			if (rec.type == HOSTFN_COPY_OUT) {
+				if (hostfn_bytes_recv(fx.chan, NULL, buf, count))
+					break;
+				memcpy(fx.copied, buf, count);
+				fx.copied_len = count;
+			}
+			done.status = mode == GUEST_COPY_UNKNOWN ? HOSTFN_COPY_UNKNOWN : HOSTFN_COPY_OK;
+			if (hostfn_rec_send(fx.chan, &done))
+				break;
+			for (uint64_t i = 0; i < count; i++)
+				buf[i] = (uint8_t)i;
+			if (rec.type == HOSTFN_COPY_IN && mode != GUEST_COPY_UNKNOWN &&
+			    hostfn_bytes_send(fx.chan, NULL, buf, count))
+				break;
+			continue;
+		}
 		if (mode == GUEST_GARBAGE)
 			done.type = 99;
 		if (mode == GUEST_STRAY_FIRST) {
@@ -280,6 +306,62 @@ static void test_host_node_restore(void **state)
 	assert_int_equal(fx.ran[base + 2], 0x99);
 }
 
+/* A graph's host copies (docs/wire-protocol.md, "Host copies in graphs"):
+ * in, through device memory, and out again, over the channel at launch;
+ * a range the guest does not know copies nothing. */
+static void test_host_copies(void **state)
+{
+	struct wire_mem_alloc_req ma = { .bytes = 1 << 20 };
+	struct wire_mem_alloc_rep mar;
+	struct wire_graph_create_req gc = { 0 };
+	struct wire_graph_create_rep gcr;
+	struct wire_graph_add_host_copy_node_req in = { .host_end = GRAPH_COPY_HOST_SRC, .token = 901,
+							.dev_pitch = 1000, .dev_height = 1, .width = 1000,
+							.height = 1, .depth = 1 };
+	struct wire_graph_add_host_copy_node_req out = { .host_end = GRAPH_COPY_HOST_DST, .token = 902,
+							 .dev_pitch = 1000, .dev_height = 1, .width = 1000,
+							 .height = 1, .depth = 1 };
+	struct wire_graph_add_host_copy_node_rep inr, outr;
+	struct wire_graph_instantiate_req gi = { 0 };
+	struct wire_graph_instantiate_rep gir;
+	struct wire_graph_launch_req gl = { .stream = fx.stream };
+
+	(void)state;
+	__atomic_store_n(&fx.mode, GUEST_ANSWER, __ATOMIC_RELEASE);
+	assert_int_equal(exec_mem_alloc(&fx.ex, &ma, &mar), CUDA_SUCCESS);
+	assert_int_equal(exec_graph_create(&fx.ex, &gc, &gcr), CUDA_SUCCESS);
+	in.graph = out.graph = gcr.graph;
+	in.device = out.device = mar.address;
+	assert_int_equal(exec_graph_add_host_copy_node(&fx.ex, &in, &inr), CUDA_SUCCESS);
+	out.deps = (struct wire_blob){ (const uint8_t *)&inr.node, 4 };
+	assert_int_equal(exec_graph_add_host_copy_node(&fx.ex, &out, &outr), CUDA_SUCCESS);
+	gi.graph = gcr.graph;
+	assert_int_equal(exec_graph_instantiate(&fx.ex, &gi, &gir), CUDA_SUCCESS);
+	assert_int_equal(gir.status, CUDA_SUCCESS);
+	gl.exec = gir.exec;
+	fx.copied_len = 0;
+	assert_int_equal(exec_graph_launch(&fx.ex, &gl, NULL), CUDA_SUCCESS);
+	assert_int_equal(sync_stream(), CUDA_SUCCESS);
+	assert_int_equal(fx.copied_len, 1000);
+	for (unsigned i = 0; i < 1000; i++)
+		assert_int_equal(fx.copied[i], (uint8_t)i);
+	/* Unknown to the guest: the device keeps what it had, the channel
+	 * stays usable. */
+	__atomic_store_n(&fx.mode, GUEST_COPY_UNKNOWN, __ATOMIC_RELEASE);
+	memset(fx.copied, 0, sizeof(fx.copied));
+	assert_int_equal(exec_graph_launch(&fx.ex, &gl, NULL), CUDA_SUCCESS);
+	assert_int_equal(sync_stream(), CUDA_SUCCESS);
+	assert_int_equal(fx.copied[999], (uint8_t)999);   /* sent again, dropped by the guest */
+	__atomic_store_n(&fx.mode, GUEST_ANSWER, __ATOMIC_RELEASE);
+	{
+		unsigned base = runs();
+
+		assert_int_equal(launch(77), CUDA_SUCCESS);
+		assert_int_equal(sync_stream(), CUDA_SUCCESS);
+		assert_int_equal(runs(), base + 1);
+	}
+}
+
 static void test_garbage_breaks_channel(void **state)
 {
 	unsigned base = runs();
@@ -341,6 +423,7 @@ int main(void)
 		cmocka_unit_test(test_attach_hostile),
 		cmocka_unit_test(test_order_and_stray_answers),
 		cmocka_unit_test(test_host_node_restore),
+		cmocka_unit_test(test_host_copies),
 		cmocka_unit_test(test_garbage_breaks_channel),
 		cmocka_unit_test(test_silent_guest_cannot_hold_close),
 	};
