@@ -328,6 +328,58 @@ static void link_round_trip(const struct control_link *in, struct control_link *
 	free(line);
 }
 
+/* A migration's prepared worker: prefill and adopt, and the secrets' hex. */
+static void test_link_prepared(void **state)
+{
+	static struct control_link in, out;
+	uint8_t secret[32], back[32];
+	char hex[65];
+	const char *text;
+
+	(void)state;
+	for (unsigned i = 0; i < sizeof(secret); i++)
+		secret[i] = (uint8_t)(i * 37 + 1);
+	control_hex_put(hex, secret, sizeof(secret));
+	assert_int_equal(strlen(hex), 64);
+	assert_int_equal(control_hex_get(hex, back, sizeof(back)), 0);
+	assert_memory_equal(secret, back, sizeof(secret));
+	hex[5] = 'g';
+	assert_int_equal(control_hex_get(hex, back, sizeof(back)), -EINVAL);
+	hex[5] = 'A';   /* either case */
+	assert_int_equal(control_hex_get(hex, back, sizeof(back)), 0);
+	hex[63] = 0;
+	assert_int_equal(control_hex_get(hex, back, sizeof(back)), -EINVAL);
+	assert_int_equal(control_hex_get("", back, sizeof(back)), -EINVAL);
+
+	in.type = CONTROL_LINK_PREFILL;
+	strcpy(in.snapshot, "migrate-1-2-0");
+	link_round_trip(&in, &out);
+	assert_string_equal(out.snapshot, "migrate-1-2-0");
+	memset(&in, 0, sizeof(in));
+	in.type = CONTROL_LINK_ADOPT;
+	strcpy(in.session, "uuid/s1");
+	control_hex_put(in.secret, secret, sizeof(secret));
+	control_hex_put(in.wire_secret, back, sizeof(back));
+	in.has_owner_uid = true;
+	in.owner_uid = UINT32_MAX;
+	in.vm = true;
+	in.length = 4200;
+	link_round_trip(&in, &out);
+	assert_string_equal(out.session, "uuid/s1");
+	assert_string_equal(out.secret, in.secret);
+	assert_string_equal(out.wire_secret, in.wire_secret);
+	assert_true(out.has_owner_uid && out.vm);
+	assert_true(out.owner_uid == UINT32_MAX && out.length == 4200);
+	/* Every field is required; a length out of range is refused. */
+	text = "{\"type\":\"adopt\",\"session\":\"s\",\"secret\":\"00\",\"wire_secret\":\"00\"}";
+	assert_int_equal(control_link_decode(text, strlen(text), &out, err, sizeof(err)), -EBADMSG);
+	text = "{\"type\":\"adopt\",\"session\":\"s\",\"secret\":\"00\",\"wire_secret\":\"00\","
+	       "\"has_owner_uid\":false,\"owner_uid\":0,\"vm\":false,\"length\":-1}";
+	assert_int_equal(control_link_decode(text, strlen(text), &out, err, sizeof(err)), -EBADMSG);
+	text = "{\"type\":\"prefill\"}";
+	assert_int_equal(control_link_decode(text, strlen(text), &out, err, sizeof(err)), -EBADMSG);
+}
+
 static void test_link(void **state)
 {
 	static struct control_link in, out;
@@ -579,6 +631,7 @@ int main(void)
 		cmocka_unit_test(test_reply_round_trip),
 		cmocka_unit_test(test_reply_refused),
 		cmocka_unit_test(test_link),
+		cmocka_unit_test(test_link_prepared),
 		cmocka_unit_test(test_vm_requests),
 		cmocka_unit_test(test_vm_replies),
 		cmocka_unit_test(test_link_hold),
