@@ -4,7 +4,8 @@
  * cuCheckpointProcess* (run natively).
  *
  *   ckpt_guest GIB random|halfzero|bf16
- *   stdin: "touch PERCENT" (rewrite that share of 4 MiB chunks), "ping"
+ *   stdin: "touch PERCENT" (rewrite that share of 4 MiB chunks, other chunks
+ *          each time: the share of memory dirtied per touch), "ping"
  *          (a synchronous call), "sum" (checksum of all data), "quit"
  */
 #include <cuda_runtime.h>
@@ -64,7 +65,7 @@ extern "C" __global__ void touch(uint64_t *d, uint64_t chunks, uint64_t every, u
 	uint64_t words = CHUNK / 8;
 
 	for (uint64_t c = blockIdx.x; c < chunks; c += gridDim.x)
-		if (c % every == 0)
+		if ((c + salt) % every == 0)
 			for (uint64_t i = threadIdx.x; i < words; i += blockDim.x)
 				d[c * words + i] ^= mix(i + salt) | 1;
 }

@@ -198,6 +198,7 @@ static const struct {
 	[CONTROL_LINK_RELEASE] = { "release", { NULL, 0 }, 0 },
 	[CONTROL_LINK_HOSTFN] = { "host-function", TABLE(lk_hostfn), 0 },
 	[CONTROL_LINK_PREFILL] = { "prefill", TABLE(lk_prefill), 0 },
+	[CONTROL_LINK_PREFILLED] = { "prefilled", TABLE(lk_prefill), 0 },
 	[CONTROL_LINK_ADOPT] = { "adopt", TABLE(lk_adopt), 0 },
 };
 #define LINKS_COUNT (sizeof(links) / sizeof(links[0]))

@@ -272,6 +272,7 @@ enum control_link_type {
 	/* A migration's prepared worker (docs/migration.md, "The destination's
 	 * prepared worker"), forked before its guest comes: */
 	CONTROL_LINK_PREFILL,           /* supervisor -> worker: snapshot, a round to bring the device memory to */
+	CONTROL_LINK_PREFILLED,         /* worker -> supervisor: snapshot, the round it filled (or tried to) */
 	/* supervisor -> worker, with the guest's connection (SCM_RIGHTS) and
 	 * followed on the line by @length raw bytes, the hello's wire header
 	 * and payload: serve it. session, secret (the session credential) and

@@ -705,6 +705,8 @@ static void worker_line(struct supervisor *sv, unsigned index, char *line, size_
 		client_finish(&l->client_fd, &m.reply);
 	} else if (m.type == CONTROL_LINK_HELD) {
 		vm_worker_held(sv, index);
+	} else if (m.type == CONTROL_LINK_PREFILLED) {
+		standby_filled(sv, index);
 	} else if (m.type == CONTROL_LINK_PROGRESS) {
 		client_send(&l->client_fd, &m.reply);
 	} else if (m.type == CONTROL_LINK_RESULT) {
@@ -844,6 +846,7 @@ static void workers_reap(struct supervisor *sv)
 		}
 		client_fail(&sv->links[index].client_fd,
 			    "the session's worker exited before answering; see ternd's log");
+		standby_filled(sv, index);      /* a prepared worker's receiver waits no more */
 		vm_worker_gone(sv, index);
 		for (unsigned i = 0; i < sv->cfg->sessions_max; i++)
 			if (sv->known[i].waiting_slot == (int)index)

@@ -71,6 +71,7 @@ struct worker_link {
 	bool standby;
 	char standby_for[SESSION_ID_MAX];
 	int standby_receiver;
+	bool standby_answer;                /* that receiver waits to hear the round is filled */
 };
 
 /* What the supervisor remembers of a session beyond its worker's life; the
@@ -231,8 +232,13 @@ void slot_peer_name(struct supervisor *sv, struct session_slot *slot, const stru
  * migrations (docs/migration.md, "The prepared worker"). A round of
  * @session stored by receiver @receiver (@final: its restore is planned):
  * fill it into the session's prepared worker, forked at the first (or
- * when @snapshot is NULL, as the first round begins). */
-void standby_round(struct supervisor *sv, const char *session, const char *snapshot, int receiver, bool final);
+ * when @snapshot is NULL, as the first round begins). True when a round
+ * of no final is being filled: its receiver hears "filled" once it is
+ * (standby_filled), and should be told now otherwise. */
+bool standby_round(struct supervisor *sv, const char *session, const char *snapshot, int receiver, bool final);
+/* The prepared worker of slot @index filled a round, or is gone: the
+ * receiver waiting for it hears "filled". */
+void standby_filled(struct supervisor *sv, unsigned index);
 /* The hello on @c for @id, checked: hand it to @id's prepared worker.
  * True when it took @c; false when there is none (or it cannot take it,
  * and is ended): fork a worker as for any hello. */

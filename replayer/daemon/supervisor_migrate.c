@@ -86,6 +86,27 @@ void migrate_stop(struct supervisor *sv)
 	}
 }
 
+/* How long a receiver waits for the prepared worker to fill a round before
+ * it acknowledges the round all the same (well within the source's 30 s). */
+#define PREFILL_WAIT_MS 20000
+
+/* One answer line from the supervisor into @answer, waiting at most
+ * @timeout_ms: its length, or 0 (none came). */
+static ssize_t line_answer(int line, char *answer, size_t cap, int timeout_ms)
+{
+	struct pollfd p = { .fd = line, .events = POLLIN };
+	ssize_t n;
+
+	answer[0] = 0;
+	if (poll(&p, 1, timeout_ms) != 1)
+		return 0;
+	n = read(line, answer, cap - 1);
+	if (n <= 0)
+		return 0;
+	answer[n] = 0;
+	return n;
+}
+
 /* The receiver: returns its exit status. @tls: the stream's TLS session on
  * @fd, or NULL. */
 static int receive(struct supervisor *sv, int fd, struct tls_conn *tls, int line)
@@ -151,16 +172,22 @@ static int receive(struct supervisor *sv, int fd, struct tls_conn *tls, int line
 			break;
 		}
 		if (!(flags & SNAP_MIGRATE_FINAL)) {
+			/* The prepared worker fills the round before the source
+			 * hears it came: the next, its difference, is then all
+			 * that is left to fill at the switch. */
+			dprintf(line, "round %s %s\n", session, name);
+			line_answer(line, answer, sizeof(answer), PREFILL_WAIT_MS);
 			rc = snap_migrate_ack_send(&c, 0, name);
 			if (rc)
 				break;
-			/* For the prepared worker; the supervisor answers nothing. */
-			dprintf(line, "round %s %s\n", session, name);
 			continue;
 		}
-		/* The supervisor plans the restore; its answer is one line. */
+		/* The supervisor plans the restore; its answer is one line (a
+		 * round's "filled" that came after its wait is passed over). */
 		dprintf(line, "final %s %s\n", session, name);
-		n = read(line, answer, sizeof(answer) - 1);
+		do
+			n = read(line, answer, sizeof(answer) - 1);
+		while (n > 0 && !strncmp(answer, "filled", 6));
 		if (n > 0 && !strncmp(answer, "ok", 2)) {
 			char guest[300] = "";
 
@@ -310,7 +337,9 @@ static void receiver_readable(struct supervisor *sv, struct migrate_receiver *r)
 			standby_round(sv, session, name, (int)(r - sv->receivers), true);
 	} else if (!strncmp(line, "round ", 6) && (name = strchr(line + 6, ' '))) {
 		*name++ = 0;
-		standby_round(sv, line + 6, name, (int)(r - sv->receivers), false);
+		/* Answered once the prepared worker holds the round. */
+		if (!standby_round(sv, line + 6, name, (int)(r - sv->receivers), false))
+			dprintf(r->line_fd, "filled\n");
 		return;
 	} else if (!strncmp(line, "prepare ", 8)) {
 		standby_round(sv, line + 8, NULL, (int)(r - sv->receivers), false);

@@ -37,12 +37,25 @@ static int standby_of(struct supervisor *sv, const char *session)
 	return -1;
 }
 
+void standby_filled(struct supervisor *sv, unsigned index)
+{
+	struct worker_link *l = &sv->links[index];
+	int r = l->standby_receiver;
+
+	if (!l->standby_answer)
+		return;
+	l->standby_answer = false;
+	if (r >= 0 && sv->receivers[r].line_fd >= 0)
+		dprintf(sv->receivers[r].line_fd, "filled\n");
+}
+
 static void standby_end(struct supervisor *sv, unsigned index, const char *why)
 {
 	struct worker_link *l = &sv->links[index];
 	pid_t pid = atomic_load(&sv->slots[index].pid);
 
 	pr_info("session %s: prepared worker %d ended: %s", l->standby_for, pid, why);
+	standby_filled(sv, index);
 	l->standby = false;
 	l->stopped = true;
 	if (pid > 0)
@@ -72,7 +85,7 @@ static int standby_fork(struct supervisor *sv, const char *session, int receiver
 	return (int)index;
 }
 
-void standby_round(struct supervisor *sv, const char *session, const char *snapshot, int receiver, bool final)
+bool standby_round(struct supervisor *sv, const char *session, const char *snapshot, int receiver, bool final)
 {
 	struct control_link m = { .type = CONTROL_LINK_PREFILL };
 	struct session_known *k = known_get(sv, session, false);
@@ -82,18 +95,22 @@ void standby_round(struct supervisor *sv, const char *session, const char *snaps
 	 * prepare (the final round's plan is the migration's own). */
 	if (at < 0 && (slot_of_session(sv, session, -1) >= 0 ||
 		       (k && ((k->plan != PLAN_NONE && !final) || k->check_fd >= 0))))
-		return;
+		return false;
 	if (at < 0)
 		at = standby_fork(sv, session, receiver);
 	if (at < 0)
-		return;
+		return false;
 	if (receiver >= 0)
 		sv->links[at].standby_receiver = receiver;
 	if (!snapshot)
-		return;     /* forked ahead of the first round */
+		return false;   /* forked ahead of the first round */
 	snprintf(m.snapshot, sizeof(m.snapshot), "%s", snapshot);
-	if (link_send(&sv->links[at], &m))
+	if (link_send(&sv->links[at], &m)) {
 		standby_end(sv, (unsigned)at, "its line is closed");
+		return false;
+	}
+	sv->links[at].standby_answer = !final && receiver >= 0;
+	return sv->links[at].standby_answer;
 }
 
 bool standby_adopt(struct supervisor *sv, struct preauth_conn *c, const char *id, const struct session_cred *cred,

@@ -1279,8 +1279,14 @@ int worker_standby_run(const struct worker_config *cfg, struct session_slot *slo
 		/* Only the latest round named is worth filling: rounds that came
 		 * while one was filled are passed over. */
 		if (prefill[0] && poll(&pfd, 1, 0) == 0) {
+			struct control_link done = { .type = CONTROL_LINK_PREFILLED };
+
 			if (checkpoint_prefill(&s->ck, sdir, prefill, err, sizeof(err)))
 				pr_warn("session %s: prefill of '%s' failed: %s", s->id, prefill, err);
+			/* The receiver acknowledges the round to the source once
+			 * it is here: the next round's delta comes over it. */
+			snprintf(done.snapshot, sizeof(done.snapshot), "%s", prefill);
+			cmd_send(cfg, &done);
 			prefill[0] = 0;
 			continue;
 		}

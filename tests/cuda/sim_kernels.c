@@ -902,7 +902,7 @@ static void cg_touch(const struct sim_launch *l)
 	ARG(l, 2, every);
 	ARG(l, 3, salt);
 	for (uint64_t c = 0; c < chunks; c++)
-		if (every && c % every == 0)
+		if (every && (c + salt) % every == 0)
 			for (uint64_t i = 0; i < words; i++)
 				d[c * words + i] ^= cg_mix(i + salt) | 1;
 }
