@@ -161,6 +161,7 @@ static void atfork_child(void)
 	shim.broken = false;
 	pthread_cond_init(&shim.reply_cond, NULL);
 	shim.forked = true;
+	shim.connected_before = false;
 	shim.lost = false;
 	shim.seq = 0;
 	shim.granted.arena_base = shim.granted.arena_size = 0;
@@ -991,7 +992,9 @@ static CUresult conn_open_locked(struct shim_process *p)
 	}
 	/* Another worker, perhaps on another GPU (a migration, a restore
 	 * elsewhere): what the last one answered about devices is not kept. */
-	device_cache_reconnected(p);
+	if (p->connected_before)
+		device_cache_reconnected(p);
+	p->connected_before = true;
 	/* A new worker (a restore) runs the graphs' host nodes: it needs the
 	 * channel before anything is replayed. */
 	if (p->hostfn.wanted) {

@@ -293,6 +293,7 @@ struct shim_process {
 	bool lost;                      /* the session died: calls fail at once */
 	pid_t owner;                    /* process that made conn.fd */
 	bool forked;                    /* this process is a fork of a shim user */
+	bool connected_before;          /* a connection was made: the next is another worker */
 	uint64_t seq;
 	int reconnect_ms;
 	struct shim_identity who;
