@@ -299,54 +299,60 @@ static CUresult copy_1d(CUmemorytype st, const void *sh, CUdeviceptr sd, CUarray
 #define DEV CU_MEMORYTYPE_DEVICE
 #define ARR CU_MEMORYTYPE_ARRAY
 
-SHIM_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *p) { return copy_2d(p, 0, false); }
-SHIM_API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *p) { return copy_2d(p, S(NULL, true), false); }
-SHIM_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *p) { return copy_2d(p, 0, false); }
-SHIM_API CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *p) { return copy_2d(p, S(NULL, true), false); }
-SHIM_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *p, CUstream s) { return copy_2d(p, S(s, false), true); }
-SHIM_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *p, CUstream s) { return copy_2d(p, S(s, true), true); }
-SHIM_API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *p) { return copy_3d(p, 0, false); }
-SHIM_API CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *p) { return copy_3d(p, S(NULL, true), false); }
-SHIM_API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *p, CUstream s) { return copy_3d(p, S(s, false), true); }
-SHIM_API CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *p, CUstream s) { return copy_3d(p, S(s, true), true); }
-SHIM_API CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *p) { return copy_3d_peer(p, 0, false); }
-SHIM_API CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *p) { return copy_3d_peer(p, S(NULL, true), false); }
-SHIM_API CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *p, CUstream s) { return copy_3d_peer(p, S(s, false), true); }
-SHIM_API CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *p, CUstream s) { return copy_3d_peer(p, S(s, true), true); }
+SHIM_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *p) { SHIM_ENTRY(); return copy_2d(p, 0, false); }
+SHIM_API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *p) { SHIM_ENTRY(); return copy_2d(p, S(NULL, true), false); }
+SHIM_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *p) { SHIM_ENTRY(); return copy_2d(p, 0, false); }
+SHIM_API CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *p) { SHIM_ENTRY(); return copy_2d(p, S(NULL, true), false); }
+SHIM_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *p, CUstream s) { SHIM_ENTRY(); return copy_2d(p, S(s, false), true); }
+SHIM_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *p, CUstream s) { SHIM_ENTRY(); return copy_2d(p, S(s, true), true); }
+SHIM_API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *p) { SHIM_ENTRY(); return copy_3d(p, 0, false); }
+SHIM_API CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *p) { SHIM_ENTRY(); return copy_3d(p, S(NULL, true), false); }
+SHIM_API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *p, CUstream s) { SHIM_ENTRY(); return copy_3d(p, S(s, false), true); }
+SHIM_API CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *p, CUstream s) { SHIM_ENTRY(); return copy_3d(p, S(s, true), true); }
+SHIM_API CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *p) { SHIM_ENTRY(); return copy_3d_peer(p, 0, false); }
+SHIM_API CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *p) { SHIM_ENTRY(); return copy_3d_peer(p, S(NULL, true), false); }
+SHIM_API CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *p, CUstream s) { SHIM_ENTRY(); return copy_3d_peer(p, S(s, false), true); }
+SHIM_API CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *p, CUstream s) { SHIM_ENTRY(); return copy_3d_peer(p, S(s, true), true); }
 
 #define ATOH(h, a, off, n, st, as) copy_1d(ARR, NULL, 0, a, off, HOST, h, 0, NULL, 0, n, st, as)
 #define HTOA(a, off, h, n, st, as) copy_1d(HOST, h, 0, NULL, 0, ARR, NULL, 0, a, off, n, st, as)
 
-SHIM_API CUresult cuMemcpyAtoH_v2(void *h, CUarray a, size_t off, size_t n) { return ATOH(h, a, off, n, 0, false); }
-SHIM_API CUresult cuMemcpyAtoH_v2_ptds(void *h, CUarray a, size_t off, size_t n) { return ATOH(h, a, off, n, S(NULL, true), false); }
-SHIM_API CUresult cuMemcpyAtoHAsync_v2(void *h, CUarray a, size_t off, size_t n, CUstream s) { return ATOH(h, a, off, n, S(s, false), true); }
-SHIM_API CUresult cuMemcpyAtoHAsync_v2_ptsz(void *h, CUarray a, size_t off, size_t n, CUstream s) { return ATOH(h, a, off, n, S(s, true), true); }
-SHIM_API CUresult cuMemcpyHtoA_v2(CUarray a, size_t off, const void *h, size_t n) { return HTOA(a, off, h, n, 0, false); }
-SHIM_API CUresult cuMemcpyHtoA_v2_ptds(CUarray a, size_t off, const void *h, size_t n) { return HTOA(a, off, h, n, S(NULL, true), false); }
-SHIM_API CUresult cuMemcpyHtoAAsync_v2(CUarray a, size_t off, const void *h, size_t n, CUstream s) { return HTOA(a, off, h, n, S(s, false), true); }
-SHIM_API CUresult cuMemcpyHtoAAsync_v2_ptsz(CUarray a, size_t off, const void *h, size_t n, CUstream s) { return HTOA(a, off, h, n, S(s, true), true); }
+SHIM_API CUresult cuMemcpyAtoH_v2(void *h, CUarray a, size_t off, size_t n) { SHIM_ENTRY(); return ATOH(h, a, off, n, 0, false); }
+SHIM_API CUresult cuMemcpyAtoH_v2_ptds(void *h, CUarray a, size_t off, size_t n) { SHIM_ENTRY(); return ATOH(h, a, off, n, S(NULL, true), false); }
+SHIM_API CUresult cuMemcpyAtoHAsync_v2(void *h, CUarray a, size_t off, size_t n, CUstream s) { SHIM_ENTRY(); return ATOH(h, a, off, n, S(s, false), true); }
+SHIM_API CUresult cuMemcpyAtoHAsync_v2_ptsz(void *h, CUarray a, size_t off, size_t n, CUstream s) { SHIM_ENTRY(); return ATOH(h, a, off, n, S(s, true), true); }
+SHIM_API CUresult cuMemcpyHtoA_v2(CUarray a, size_t off, const void *h, size_t n) { SHIM_ENTRY(); return HTOA(a, off, h, n, 0, false); }
+SHIM_API CUresult cuMemcpyHtoA_v2_ptds(CUarray a, size_t off, const void *h, size_t n) { SHIM_ENTRY(); return HTOA(a, off, h, n, S(NULL, true), false); }
+SHIM_API CUresult cuMemcpyHtoAAsync_v2(CUarray a, size_t off, const void *h, size_t n, CUstream s) { SHIM_ENTRY(); return HTOA(a, off, h, n, S(s, false), true); }
+SHIM_API CUresult cuMemcpyHtoAAsync_v2_ptsz(CUarray a, size_t off, const void *h, size_t n, CUstream s) { SHIM_ENTRY(); return HTOA(a, off, h, n, S(s, true), true); }
 SHIM_API CUresult cuMemcpyAtoD_v2(CUdeviceptr d, CUarray a, size_t off, size_t n)
 {
+	SHIM_ENTRY();
 	return copy_1d(ARR, NULL, 0, a, off, DEV, NULL, d, NULL, 0, n, 0, false);
 }
 SHIM_API CUresult cuMemcpyAtoD_v2_ptds(CUdeviceptr d, CUarray a, size_t off, size_t n)
 {
+	SHIM_ENTRY();
 	return copy_1d(ARR, NULL, 0, a, off, DEV, NULL, d, NULL, 0, n, S(NULL, true), false);
 }
 SHIM_API CUresult cuMemcpyDtoA_v2(CUarray a, size_t off, CUdeviceptr d, size_t n)
 {
+	SHIM_ENTRY();
 	return copy_1d(DEV, NULL, d, NULL, 0, ARR, NULL, 0, a, off, n, 0, false);
 }
 SHIM_API CUresult cuMemcpyDtoA_v2_ptds(CUarray a, size_t off, CUdeviceptr d, size_t n)
 {
+	SHIM_ENTRY();
 	return copy_1d(DEV, NULL, d, NULL, 0, ARR, NULL, 0, a, off, n, S(NULL, true), false);
 }
 SHIM_API CUresult cuMemcpyAtoA_v2(CUarray da, size_t doff, CUarray sa, size_t soff, size_t n)
 {
+	SHIM_ENTRY();
 	return copy_1d(ARR, NULL, 0, sa, soff, ARR, NULL, 0, da, doff, n, 0, false);
 }
 SHIM_API CUresult cuMemcpyAtoA_v2_ptds(CUarray da, size_t doff, CUarray sa, size_t soff, size_t n)
 {
+	SHIM_ENTRY();
 	return copy_1d(ARR, NULL, 0, sa, soff, ARR, NULL, 0, da, doff, n, S(NULL, true), false);
 }
 
@@ -384,24 +390,28 @@ static CUresult batch_copy(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, 
 SHIM_API CUresult cuMemcpyBatchAsync(CUdeviceptr *d, CUdeviceptr *s, size_t *n, size_t count, CUmemcpyAttributes *a,
 				     size_t *idx, size_t na, size_t *fail, CUstream st)
 {
+	SHIM_ENTRY();
 	return batch_copy(d, s, n, count, a, idx, na, fail, S(st, false));
 }
 
 SHIM_API CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr *d, CUdeviceptr *s, size_t *n, size_t count,
 					  CUmemcpyAttributes *a, size_t *idx, size_t na, size_t *fail, CUstream st)
 {
+	SHIM_ENTRY();
 	return batch_copy(d, s, n, count, a, idx, na, fail, S(st, true));
 }
 
 SHIM_API CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *d, CUdeviceptr *s, size_t *n, size_t count, CUmemcpyAttributes *a,
 					size_t *idx, size_t na, CUstream st)
 {
+	SHIM_ENTRY();
 	return batch_copy(d, s, n, count, a, idx, na, NULL, S(st, false));
 }
 
 SHIM_API CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *d, CUdeviceptr *s, size_t *n, size_t count,
 					     CUmemcpyAttributes *a, size_t *idx, size_t na, CUstream st)
 {
+	SHIM_ENTRY();
 	return batch_copy(d, s, n, count, a, idx, na, NULL, S(st, true));
 }
 
@@ -465,23 +475,27 @@ static CUresult batch_3d(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, unsigned long lo
 SHIM_API CUresult cuMemcpy3DBatchAsync(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail, unsigned long long flags,
 				       CUstream s)
 {
+	SHIM_ENTRY();
 	return batch_3d(n, ops, flags, fail, S(s, false));
 }
 
 SHIM_API CUresult cuMemcpy3DBatchAsync_ptsz(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail,
 					    unsigned long long flags, CUstream s)
 {
+	SHIM_ENTRY();
 	return batch_3d(n, ops, flags, fail, S(s, true));
 }
 
 SHIM_API CUresult cuMemcpy3DBatchAsync_v2(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, unsigned long long flags, CUstream s)
 {
+	SHIM_ENTRY();
 	return batch_3d(n, ops, flags, NULL, S(s, false));
 }
 
 SHIM_API CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, unsigned long long flags,
 					       CUstream s)
 {
+	SHIM_ENTRY();
 	return batch_3d(n, ops, flags, NULL, S(s, true));
 }
 
@@ -489,6 +503,7 @@ SHIM_API CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t n, CUDA_MEMCPY3D_BATCH_OP 
 
 SHIM_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned elem)
 {
+	SHIM_ENTRY();
 	struct wire_mem_alloc_pitch_req req = { .width = width, .height = height, .element_size = elem };
 	struct wire_mem_alloc_pitch_rep rep;
 	CUresult res;
@@ -515,18 +530,18 @@ static CUresult memset_2d(CUdeviceptr d, size_t pitch, uint32_t v, uint32_t widt
 	return async && shim_process()->batching.lazy ? rpc_memset_2d_defer(&req) : rpc_memset_2d(&req, &rep);
 }
 
-SHIM_API CUresult cuMemsetD2D8_v2(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h) { return memset_2d(d, p, v, 1, w, h, 0, false); }
-SHIM_API CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h) { return memset_2d(d, p, v, 1, w, h, S(NULL, true), false); }
-SHIM_API CUresult cuMemsetD2D16_v2(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h) { return memset_2d(d, p, v, 2, w, h, 0, false); }
-SHIM_API CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h) { return memset_2d(d, p, v, 2, w, h, S(NULL, true), false); }
-SHIM_API CUresult cuMemsetD2D32_v2(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h) { return memset_2d(d, p, v, 4, w, h, 0, false); }
-SHIM_API CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h) { return memset_2d(d, p, v, 4, w, h, S(NULL, true), false); }
-SHIM_API CUresult cuMemsetD2D8Async(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream s) { return memset_2d(d, p, v, 1, w, h, S(s, false), true); }
-SHIM_API CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream s) { return memset_2d(d, p, v, 1, w, h, S(s, true), true); }
-SHIM_API CUresult cuMemsetD2D16Async(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream s) { return memset_2d(d, p, v, 2, w, h, S(s, false), true); }
-SHIM_API CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream s) { return memset_2d(d, p, v, 2, w, h, S(s, true), true); }
-SHIM_API CUresult cuMemsetD2D32Async(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h, CUstream s) { return memset_2d(d, p, v, 4, w, h, S(s, false), true); }
-SHIM_API CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h, CUstream s) { return memset_2d(d, p, v, 4, w, h, S(s, true), true); }
+SHIM_API CUresult cuMemsetD2D8_v2(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h) { SHIM_ENTRY(); return memset_2d(d, p, v, 1, w, h, 0, false); }
+SHIM_API CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h) { SHIM_ENTRY(); return memset_2d(d, p, v, 1, w, h, S(NULL, true), false); }
+SHIM_API CUresult cuMemsetD2D16_v2(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h) { SHIM_ENTRY(); return memset_2d(d, p, v, 2, w, h, 0, false); }
+SHIM_API CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h) { SHIM_ENTRY(); return memset_2d(d, p, v, 2, w, h, S(NULL, true), false); }
+SHIM_API CUresult cuMemsetD2D32_v2(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h) { SHIM_ENTRY(); return memset_2d(d, p, v, 4, w, h, 0, false); }
+SHIM_API CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h) { SHIM_ENTRY(); return memset_2d(d, p, v, 4, w, h, S(NULL, true), false); }
+SHIM_API CUresult cuMemsetD2D8Async(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream s) { SHIM_ENTRY(); return memset_2d(d, p, v, 1, w, h, S(s, false), true); }
+SHIM_API CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream s) { SHIM_ENTRY(); return memset_2d(d, p, v, 1, w, h, S(s, true), true); }
+SHIM_API CUresult cuMemsetD2D16Async(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream s) { SHIM_ENTRY(); return memset_2d(d, p, v, 2, w, h, S(s, false), true); }
+SHIM_API CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream s) { SHIM_ENTRY(); return memset_2d(d, p, v, 2, w, h, S(s, true), true); }
+SHIM_API CUresult cuMemsetD2D32Async(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h, CUstream s) { SHIM_ENTRY(); return memset_2d(d, p, v, 4, w, h, S(s, false), true); }
+SHIM_API CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h, CUstream s) { SHIM_ENTRY(); return memset_2d(d, p, v, 4, w, h, S(s, true), true); }
 
 /* Arrays */
 
@@ -548,18 +563,21 @@ static CUresult array_create(CUarray *out, uint32_t format, uint32_t channels, s
 
 SHIM_API CUresult cuArrayCreate_v2(CUarray *out, const CUDA_ARRAY_DESCRIPTOR *d)
 {
+	SHIM_ENTRY();
 	return d ? array_create(out, (uint32_t)d->Format, d->NumChannels, d->Width, d->Height, 0, 0)
 		 : CUDA_ERROR_INVALID_VALUE;
 }
 
 SHIM_API CUresult cuArray3DCreate_v2(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
+	SHIM_ENTRY();
 	return d ? array_create(out, (uint32_t)d->Format, d->NumChannels, d->Width, d->Height, d->Depth, d->Flags)
 		 : CUDA_ERROR_INVALID_VALUE;
 }
 
 SHIM_API CUresult cuArrayDestroy(CUarray a)
 {
+	SHIM_ENTRY();
 	struct wire_array_destroy_req req = { .array = (uint64_t)(uintptr_t)a };
 	struct wire_array_destroy_rep rep;
 
@@ -568,6 +586,7 @@ SHIM_API CUresult cuArrayDestroy(CUarray a)
 
 SHIM_API CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *d, CUarray a)
 {
+	SHIM_ENTRY();
 	struct wire_array_get_descriptor_req req = { .array = (uint64_t)(uintptr_t)a };
 	struct wire_array_get_descriptor_rep rep;
 	CUresult res;
@@ -589,6 +608,7 @@ SHIM_API CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *d, CUarray 
 
 SHIM_API CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *d, CUarray a)
 {
+	SHIM_ENTRY();
 	CUDA_ARRAY3D_DESCRIPTOR d3;
 	CUresult res;
 
@@ -609,6 +629,7 @@ SHIM_API CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *d, CUarray a)
 
 SHIM_API CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *r, CUarray a, CUdevice dev)
 {
+	SHIM_ENTRY();
 	struct wire_array_get_memory_requirements_req req = { .array = (uint64_t)(uintptr_t)a };
 	struct wire_array_get_memory_requirements_rep rep;
 	CUresult res;
@@ -628,6 +649,7 @@ SHIM_API CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *r
 
 SHIM_API CUresult cuMipmappedArrayCreate(CUmipmappedArray *out, const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned int levels)
 {
+	SHIM_ENTRY();
 	struct wire_mipmapped_array_create_req req;
 	struct wire_mipmapped_array_create_rep rep;
 	CUresult res;
@@ -645,6 +667,7 @@ SHIM_API CUresult cuMipmappedArrayCreate(CUmipmappedArray *out, const CUDA_ARRAY
 
 SHIM_API CUresult cuMipmappedArrayDestroy(CUmipmappedArray m)
 {
+	SHIM_ENTRY();
 	struct wire_mipmapped_array_destroy_req req = { .mipmap = (uint64_t)(uintptr_t)m };
 	struct wire_mipmapped_array_destroy_rep rep;
 
@@ -653,6 +676,7 @@ SHIM_API CUresult cuMipmappedArrayDestroy(CUmipmappedArray m)
 
 SHIM_API CUresult cuMipmappedArrayGetLevel(CUarray *out, CUmipmappedArray m, unsigned int level)
 {
+	SHIM_ENTRY();
 	struct wire_mipmapped_array_get_level_req req = { .mipmap = (uint64_t)(uintptr_t)m, .level = level };
 	struct wire_mipmapped_array_get_level_rep rep;
 	CUresult res;
@@ -668,6 +692,7 @@ SHIM_API CUresult cuMipmappedArrayGetLevel(CUarray *out, CUmipmappedArray m, uns
 SHIM_API CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *r, CUmipmappedArray m,
 							CUdevice dev)
 {
+	SHIM_ENTRY();
 	struct wire_mipmapped_array_get_memory_requirements_req req = { .mipmap = (uint64_t)(uintptr_t)m };
 	struct wire_mipmapped_array_get_memory_requirements_rep rep;
 	CUresult res;
@@ -690,6 +715,7 @@ SHIM_API CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIR
 SHIM_API CUresult cuTexObjectCreate(CUtexObject *out, const CUDA_RESOURCE_DESC *res, const CUDA_TEXTURE_DESC *tex,
 				    const CUDA_RESOURCE_VIEW_DESC *view)
 {
+	SHIM_ENTRY();
 	uint8_t rb[ARRAY_RES_BYTES], tb[ARRAY_TEX_BYTES], vb[ARRAY_VIEW_BYTES];
 	struct wire_tex_object_create_req req = { { rb, sizeof(rb) }, { tb, sizeof(tb) }, { vb, 0 } };
 	struct wire_tex_object_create_rep rep;
@@ -713,6 +739,7 @@ SHIM_API CUresult cuTexObjectCreate(CUtexObject *out, const CUDA_RESOURCE_DESC *
 
 SHIM_API CUresult cuTexObjectDestroy(CUtexObject t)
 {
+	SHIM_ENTRY();
 	struct wire_tex_object_destroy_req req = { .object = t };
 	struct wire_tex_object_destroy_rep rep;
 
@@ -746,21 +773,25 @@ static CUresult tex_desc(CUtexObject t, CUDA_RESOURCE_DESC *res, CUDA_TEXTURE_DE
 
 SHIM_API CUresult cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *out, CUtexObject t)
 {
+	SHIM_ENTRY();
 	return out ? tex_desc(t, out, NULL, NULL) : CUDA_ERROR_INVALID_VALUE;
 }
 
 SHIM_API CUresult cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *out, CUtexObject t)
 {
+	SHIM_ENTRY();
 	return out ? tex_desc(t, NULL, out, NULL) : CUDA_ERROR_INVALID_VALUE;
 }
 
 SHIM_API CUresult cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *out, CUtexObject t)
 {
+	SHIM_ENTRY();
 	return out ? tex_desc(t, NULL, NULL, out) : CUDA_ERROR_INVALID_VALUE;
 }
 
 SHIM_API CUresult cuSurfObjectCreate(CUsurfObject *out, const CUDA_RESOURCE_DESC *res)
 {
+	SHIM_ENTRY();
 	uint8_t rb[ARRAY_RES_BYTES];
 	struct wire_surf_object_create_req req = { { rb, sizeof(rb) } };
 	struct wire_surf_object_create_rep rep;
@@ -779,6 +810,7 @@ SHIM_API CUresult cuSurfObjectCreate(CUsurfObject *out, const CUDA_RESOURCE_DESC
 
 SHIM_API CUresult cuSurfObjectDestroy(CUsurfObject s)
 {
+	SHIM_ENTRY();
 	struct wire_surf_object_destroy_req req = { .object = s };
 	struct wire_surf_object_destroy_rep rep;
 
@@ -787,6 +819,7 @@ SHIM_API CUresult cuSurfObjectDestroy(CUsurfObject s)
 
 SHIM_API CUresult cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *out, CUsurfObject s)
 {
+	SHIM_ENTRY();
 	struct wire_surf_object_get_desc_req req = { .object = s };
 	struct wire_surf_object_get_desc_rep rep;
 	struct array_res r;

@@ -122,21 +122,25 @@ static CUresult begin_capture(uint64_t stream, CUstreamCaptureMode mode)
 /* CUDA 10.0's entry point had no mode: global, the default. */
 SHIM_API CUresult cuStreamBeginCapture(CUstream hStream)
 {
+	SHIM_ENTRY();
 	return begin_capture(shim_stream(hStream, false), CU_STREAM_CAPTURE_MODE_GLOBAL);
 }
 
 SHIM_API CUresult cuStreamBeginCapture_ptsz(CUstream hStream)
 {
+	SHIM_ENTRY();
 	return begin_capture(shim_stream(hStream, true), CU_STREAM_CAPTURE_MODE_GLOBAL);
 }
 
 SHIM_API CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
 {
+	SHIM_ENTRY();
 	return begin_capture(shim_stream(hStream, false), mode);
 }
 
 SHIM_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
 {
+	SHIM_ENTRY();
 	return begin_capture(shim_stream(hStream, true), mode);
 }
 
@@ -161,11 +165,13 @@ static CUresult end_capture(uint64_t stream, CUgraph *phGraph)
 
 SHIM_API CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
 {
+	SHIM_ENTRY();
 	return end_capture(shim_stream(hStream, false), phGraph);
 }
 
 SHIM_API CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
 {
+	SHIM_ENTRY();
 	return end_capture(shim_stream(hStream, true), phGraph);
 }
 
@@ -191,11 +197,13 @@ static CUresult is_capturing(uint64_t stream, CUstreamCaptureStatus *status)
 
 SHIM_API CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
 {
+	SHIM_ENTRY();
 	return is_capturing(shim_stream(hStream, false), captureStatus);
 }
 
 SHIM_API CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
 {
+	SHIM_ENTRY();
 	return is_capturing(shim_stream(hStream, true), captureStatus);
 }
 
@@ -278,12 +286,14 @@ static CUresult capture_info(uint64_t stream, CUstreamCaptureStatus *status, cuu
 SHIM_API CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
 					 cuuint64_t *id_out)
 {
+	SHIM_ENTRY();
 	return capture_info(shim_stream(hStream, false), captureStatus_out, id_out, NULL, NULL, NULL, NULL);
 }
 
 SHIM_API CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
 					      cuuint64_t *id_out)
 {
+	SHIM_ENTRY();
 	return capture_info(shim_stream(hStream, true), captureStatus_out, id_out, NULL, NULL, NULL, NULL);
 }
 
@@ -291,6 +301,7 @@ SHIM_API CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureSta
 					    cuuint64_t *id_out, CUgraph *graph_out,
 					    const CUgraphNode **dependencies_out, size_t *numDependencies_out)
 {
+	SHIM_ENTRY();
 	return capture_info(shim_stream(hStream, false), captureStatus_out, id_out, graph_out,
 			    dependencies_out, NULL, numDependencies_out);
 }
@@ -300,6 +311,7 @@ SHIM_API CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptu
 						 const CUgraphNode **dependencies_out,
 						 size_t *numDependencies_out)
 {
+	SHIM_ENTRY();
 	return capture_info(shim_stream(hStream, true), captureStatus_out, id_out, graph_out,
 			    dependencies_out, NULL, numDependencies_out);
 }
@@ -309,6 +321,7 @@ SHIM_API CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureSta
 					    const CUgraphNode **dependencies_out,
 					    const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
 {
+	SHIM_ENTRY();
 	return capture_info(shim_stream(hStream, false), captureStatus_out, id_out, graph_out,
 			    dependencies_out, edgeData_out, numDependencies_out);
 }
@@ -319,6 +332,7 @@ SHIM_API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptu
 						 const CUgraphEdgeData **edgeData_out,
 						 size_t *numDependencies_out)
 {
+	SHIM_ENTRY();
 	return capture_info(shim_stream(hStream, true), captureStatus_out, id_out, graph_out,
 			    dependencies_out, edgeData_out, numDependencies_out);
 }
@@ -376,12 +390,14 @@ static CUresult update_deps(uint64_t stream, CUgraphNode *deps, const CUgraphEdg
 SHIM_API CUresult cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies,
 						    size_t numDependencies, unsigned int flags)
 {
+	SHIM_ENTRY();
 	return update_deps(shim_stream(hStream, false), dependencies, NULL, numDependencies, flags);
 }
 
 SHIM_API CUresult cuStreamUpdateCaptureDependencies_ptsz(CUstream hStream, CUgraphNode *dependencies,
 							 size_t numDependencies, unsigned int flags)
 {
+	SHIM_ENTRY();
 	return update_deps(shim_stream(hStream, true), dependencies, NULL, numDependencies, flags);
 }
 
@@ -389,6 +405,7 @@ SHIM_API CUresult cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraph
 						       const CUgraphEdgeData *dependencyData,
 						       size_t numDependencies, unsigned int flags)
 {
+	SHIM_ENTRY();
 	return update_deps(shim_stream(hStream, false), dependencies, dependencyData, numDependencies, flags);
 }
 
@@ -396,11 +413,13 @@ SHIM_API CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream hStream, CU
 							    const CUgraphEdgeData *dependencyData,
 							    size_t numDependencies, unsigned int flags)
 {
+	SHIM_ENTRY();
 	return update_deps(shim_stream(hStream, true), dependencies, dependencyData, numDependencies, flags);
 }
 
 SHIM_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 {
+	SHIM_ENTRY();
 	uint32_t old = capture_mode_tls;
 
 	if (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)

@@ -14,6 +14,7 @@
 
 SHIM_API CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
 {
+	SHIM_ENTRY();
 	struct wire_device_get_by_pci_bus_id_req req;
 	struct wire_device_get_by_pci_bus_id_rep rep;
 	size_t len;
@@ -35,6 +36,7 @@ SHIM_API CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
 SHIM_API CUresult cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements, CUarray_format format,
 						     unsigned numChannels, CUdevice dev)
 {
+	SHIM_ENTRY();
 	struct wire_device_get_texture_1d_linear_max_width_req req = {
 		.format = (uint32_t)format, .channels = numChannels, .device = dev,
 	};
@@ -89,12 +91,14 @@ static CUresult atomic_capabilities(unsigned *caps, const CUatomicOperation *ops
 SHIM_API CUresult cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations,
 						    unsigned int count, CUdevice dev)
 {
+	SHIM_ENTRY();
 	return atomic_capabilities(capabilities, operations, count, dev, -1);
 }
 
 SHIM_API CUresult cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations,
 						   unsigned int count, CUdevice srcDevice, CUdevice dstDevice)
 {
+	SHIM_ENTRY();
 	/* -1 names the host on the wire: no device is -1. */
 	if (dstDevice == -1)
 		return CUDA_ERROR_INVALID_DEVICE;
@@ -104,6 +108,7 @@ SHIM_API CUresult cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, c
 SHIM_API CUresult cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target,
 					     CUflushGPUDirectRDMAWritesScope scope)
 {
+	SHIM_ENTRY();
 	struct wire_flush_gpu_direct_rdma_writes_req req = { .target = (uint32_t)target, .scope = (uint32_t)scope };
 	struct wire_flush_gpu_direct_rdma_writes_rep rep;
 
@@ -129,16 +134,19 @@ static CUresult graph_mem_attribute(CUdevice device, CUgraphMem_attribute attr, 
 
 SHIM_API CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
 {
+	SHIM_ENTRY();
 	return graph_mem_attribute(device, attr, value, 0);
 }
 
 SHIM_API CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
 {
+	SHIM_ENTRY();
 	return graph_mem_attribute(device, attr, value, 1);
 }
 
 SHIM_API CUresult cuDeviceGraphMemTrim(CUdevice device)
 {
+	SHIM_ENTRY();
 	struct wire_device_graph_mem_trim_req req = { .device = device };
 	struct wire_device_graph_mem_trim_rep rep;
 
@@ -153,6 +161,7 @@ SHIM_API CUresult cuDeviceGraphMemTrim(CUdevice device)
  * the driver checks its handle. */
 SHIM_API CUresult cuLibraryGetUnifiedFunction(void **fptr, CUlibrary library, const char *symbol)
 {
+	SHIM_ENTRY();
 	struct wire_library_get_kernel_count_req req = { .library = (uint64_t)(uintptr_t)library };
 	struct wire_library_get_kernel_count_rep rep;
 	CUresult res;

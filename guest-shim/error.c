@@ -21,6 +21,7 @@ static const struct error_entry *error_find(CUresult error)
 
 SHIM_API CUresult cuGetErrorName(CUresult error, const char **pStr)
 {
+	SHIM_ENTRY();
 	const struct error_entry *e = error_find(error);
 
 	if (!pStr)
@@ -31,6 +32,7 @@ SHIM_API CUresult cuGetErrorName(CUresult error, const char **pStr)
 
 SHIM_API CUresult cuGetErrorString(CUresult error, const char **pStr)
 {
+	SHIM_ENTRY();
 	const struct error_entry *e = error_find(error);
 
 	if (!pStr)

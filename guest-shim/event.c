@@ -3,6 +3,7 @@
 
 SHIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
+	SHIM_ENTRY();
 	struct wire_event_create_req req = { .flags = Flags };
 	struct wire_event_create_rep rep;
 	CUresult res;
@@ -33,27 +34,32 @@ static CUresult event_record(CUevent ev, uint64_t stream, unsigned flags)
 
 SHIM_API CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
 {
+	SHIM_ENTRY();
 	return event_record(hEvent, shim_stream(hStream, false), 0);
 }
 
 SHIM_API CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
 {
+	SHIM_ENTRY();
 	return event_record(hEvent, shim_stream(hStream, true), 0);
 }
 
 SHIM_API CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
 {
+	SHIM_ENTRY();
 	return event_record(hEvent, shim_stream(hStream, false), flags);
 }
 
 SHIM_API CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream,
 					      unsigned int flags)
 {
+	SHIM_ENTRY();
 	return event_record(hEvent, shim_stream(hStream, true), flags);
 }
 
 SHIM_API CUresult cuEventSynchronize(CUevent hEvent)
 {
+	SHIM_ENTRY();
 	struct wire_event_synchronize_req req = { .event = (uint64_t)(uintptr_t)hEvent };
 	struct wire_event_synchronize_rep rep;
 	CUresult res = rpc_event_synchronize(&req, &rep);
@@ -63,6 +69,7 @@ SHIM_API CUresult cuEventSynchronize(CUevent hEvent)
 
 SHIM_API CUresult cuEventQuery(CUevent hEvent)
 {
+	SHIM_ENTRY();
 	struct wire_event_query_req req = { .event = (uint64_t)(uintptr_t)hEvent };
 	struct wire_event_query_rep rep;
 	CUresult res = rpc_event_query(&req, &rep);
@@ -89,16 +96,19 @@ static CUresult event_elapsed(float *ms, CUevent start, CUevent end)
 
 SHIM_API CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
+	SHIM_ENTRY();
 	return event_elapsed(pMilliseconds, hStart, hEnd);
 }
 
 SHIM_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
+	SHIM_ENTRY();
 	return event_elapsed(pMilliseconds, hStart, hEnd);
 }
 
 SHIM_API CUresult cuEventDestroy_v2(CUevent hEvent)
 {
+	SHIM_ENTRY();
 	struct wire_event_destroy_req req = { .event = (uint64_t)(uintptr_t)hEvent };
 	struct wire_event_destroy_rep rep;
 
@@ -107,5 +117,6 @@ SHIM_API CUresult cuEventDestroy_v2(CUevent hEvent)
 
 SHIM_API CUresult cuEventDestroy(CUevent hEvent)
 {
+	SHIM_ENTRY();
 	return cuEventDestroy_v2(hEvent);
 }

@@ -119,6 +119,7 @@ static void cond_bodies_drop(uint64_t graph)
 
 SHIM_API CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 {
+	SHIM_ENTRY();
 	struct wire_graph_create_req req = { .flags = flags };
 	struct wire_graph_create_rep rep;
 	CUresult res;
@@ -133,6 +134,7 @@ SHIM_API CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 
 SHIM_API CUresult cuGraphDestroy(CUgraph hGraph)
 {
+	SHIM_ENTRY();
 	struct wire_graph_destroy_req req = { .graph = (uint64_t)(uintptr_t)hGraph };
 	struct wire_graph_destroy_rep rep;
 
@@ -150,6 +152,7 @@ SHIM_API CUresult cuGraphDestroy(CUgraph hGraph)
 
 SHIM_API CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
 {
+	SHIM_ENTRY();
 	struct wire_graph_clone_req req = { .graph = (uint64_t)(uintptr_t)originalGraph };
 	struct wire_graph_clone_rep rep;
 	CUresult res;
@@ -167,6 +170,7 @@ SHIM_API CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
 
 SHIM_API CUresult cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph)
 {
+	SHIM_ENTRY();
 	struct wire_graph_node_find_in_clone_req req = { .clone = (uint64_t)(uintptr_t)hClonedGraph };
 	struct wire_graph_node_find_in_clone_rep rep;
 	CUresult res;
@@ -236,6 +240,7 @@ SHIM_API CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 				       const CUgraphNode *dependencies, size_t numDependencies,
 				       const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
 {
+	SHIM_ENTRY();
 	if (!nodeParams)
 		return CUDA_ERROR_INVALID_VALUE;
 	return kernel_node_add(phGraphNode, hGraph, dependencies, numDependencies, nodeParams->func, NULL,
@@ -246,6 +251,7 @@ SHIM_API CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGra
 					  const CUgraphNode *dependencies, size_t numDependencies,
 					  const CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
+	SHIM_ENTRY();
 	if (!nodeParams)
 		return CUDA_ERROR_INVALID_VALUE;
 	return kernel_node_add(phGraphNode, hGraph, dependencies, numDependencies, nodeParams->func,
@@ -314,6 +320,7 @@ CUresult memcpy_node_of(const CUDA_MEMCPY3D *p, struct graph_node_memcpy *c)
 SHIM_API CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 				       size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
 {
+	SHIM_ENTRY();
 	struct graph_node_memcpy c;
 	uint8_t *buf = NULL;
 	struct wire_blob deps;
@@ -370,6 +377,7 @@ SHIM_API CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 				       size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams,
 				       CUcontext ctx)
 {
+	SHIM_ENTRY();
 	(void)ctx;
 	if (!memsetParams)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -381,6 +389,7 @@ SHIM_API CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 SHIM_API CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 				      size_t numDependencies)
 {
+	SHIM_ENTRY();
 	struct wire_graph_add_empty_node_req req = { .graph = (uint64_t)(uintptr_t)hGraph };
 	struct wire_graph_add_empty_node_rep rep;
 	uint8_t *buf = NULL;
@@ -398,6 +407,7 @@ SHIM_API CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, 
 SHIM_API CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 				     size_t numDependencies, const CUDA_HOST_NODE_PARAMS *nodeParams)
 {
+	SHIM_ENTRY();
 	struct wire_graph_add_host_node_req req = { .graph = (uint64_t)(uintptr_t)hGraph };
 	struct wire_graph_add_host_node_rep rep;
 	uint8_t *buf = NULL;
@@ -418,6 +428,7 @@ SHIM_API CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGr
 					   const CUgraphNode *dependencies, size_t numDependencies,
 					   CUgraph childGraph)
 {
+	SHIM_ENTRY();
 	struct wire_graph_add_child_node_req req = {
 		.graph = (uint64_t)(uintptr_t)hGraph, .child = (uint64_t)(uintptr_t)childGraph,
 	};
@@ -462,12 +473,14 @@ static CUresult event_node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNod
 SHIM_API CUresult cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 					    const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
 {
+	SHIM_ENTRY();
 	return event_node_add(phGraphNode, hGraph, dependencies, numDependencies, event, 0);
 }
 
 SHIM_API CUresult cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 					  const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
 {
+	SHIM_ENTRY();
 	return event_node_add(phGraphNode, hGraph, dependencies, numDependencies, event, 1);
 }
 
@@ -512,6 +525,7 @@ static CUresult mem_alloc_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode
 SHIM_API CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 					 size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
 {
+	SHIM_ENTRY();
 	if (!nodeParams)
 		return CUDA_ERROR_INVALID_VALUE;
 	return mem_alloc_add(phGraphNode, hGraph, dependencies, numDependencies, &nodeParams->poolProps,
@@ -522,6 +536,7 @@ SHIM_API CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGrap
 SHIM_API CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 					size_t numDependencies, CUdeviceptr dptr)
 {
+	SHIM_ENTRY();
 	struct wire_graph_add_mem_free_node_req req = { .graph = (uint64_t)(uintptr_t)hGraph, .address = dptr };
 	struct wire_graph_add_mem_free_node_rep rep;
 	uint8_t *buf = NULL;
@@ -540,6 +555,7 @@ SHIM_API CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph
  * the node owns (changes to it are the node's). */
 SHIM_API CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
 {
+	SHIM_ENTRY();
 	struct wire_graph_child_node_get_graph_req req;
 	struct wire_graph_child_node_get_graph_rep rep;
 	CUresult res;
@@ -560,6 +576,7 @@ static bool ctx_handle_ok(CUcontext ctx)
 SHIM_API CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph,
 						 CUcontext ctx, unsigned int defaultLaunchValue, unsigned int flags)
 {
+	SHIM_ENTRY();
 	struct wire_graph_conditional_handle_create_req req = {
 		.graph = (uint64_t)(uintptr_t)hGraph, .ctx = (uint64_t)(uintptr_t)ctx,
 		.default_value = defaultLaunchValue, .flags = flags,
@@ -676,6 +693,7 @@ static CUresult node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode *dep
 SHIM_API CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 				 size_t numDependencies, CUgraphNodeParams *nodeParams)
 {
+	SHIM_ENTRY();
 	return node_add(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
 }
 
@@ -683,6 +701,7 @@ SHIM_API CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, co
 				    const CUgraphEdgeData *dependencyData, size_t numDependencies,
 				    CUgraphNodeParams *nodeParams)
 {
+	SHIM_ENTRY();
 	if (!graph_edges_default(dependencyData, numDependencies))
 		return CUDA_ERROR_NOT_SUPPORTED;
 	return node_add(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
@@ -773,6 +792,7 @@ static CUresult nodes_give(uint64_t graph, const uint32_t *idx, size_t count, CU
 
 SHIM_API CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
 {
+	SHIM_ENTRY();
 	uint64_t graph = (uint64_t)(uintptr_t)hGraph;
 	uint32_t *pairs;
 	uint32_t *idx;
@@ -799,6 +819,7 @@ SHIM_API CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *nu
 
 SHIM_API CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes)
 {
+	SHIM_ENTRY();
 	uint64_t graph = (uint64_t)(uintptr_t)hGraph;
 	uint32_t *nodes, *edges = NULL;
 	size_t n, e, roots = 0;
@@ -876,12 +897,14 @@ static CUresult edges_get(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, CU
 
 SHIM_API CUresult cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, size_t *numEdges)
 {
+	SHIM_ENTRY();
 	return edges_get(hGraph, from, to, NULL, numEdges);
 }
 
 SHIM_API CUresult cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *edgeData,
 				     size_t *numEdges)
 {
+	SHIM_ENTRY();
 	if (edgeData && !from)
 		return CUDA_ERROR_INVALID_VALUE;
 	return edges_get(hGraph, from, to, edgeData, numEdges);
@@ -889,6 +912,7 @@ SHIM_API CUresult cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphN
 
 SHIM_API CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
 {
+	SHIM_ENTRY();
 	uint64_t graph;
 	uint32_t index;
 	uint32_t *pairs;
@@ -945,24 +969,28 @@ static CUresult neighbours(CUgraphNode hNode, bool incoming, CUgraphNode *out, C
 
 SHIM_API CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *dependencies, size_t *numDependencies)
 {
+	SHIM_ENTRY();
 	return neighbours(hNode, true, dependencies, NULL, numDependencies);
 }
 
 SHIM_API CUresult cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *dependencies,
 						CUgraphEdgeData *edgeData, size_t *numDependencies)
 {
+	SHIM_ENTRY();
 	return neighbours(hNode, true, dependencies, edgeData, numDependencies);
 }
 
 SHIM_API CUresult cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *dependentNodes,
 					       size_t *numDependentNodes)
 {
+	SHIM_ENTRY();
 	return neighbours(hNode, false, dependentNodes, NULL, numDependentNodes);
 }
 
 SHIM_API CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *dependentNodes,
 						  CUgraphEdgeData *edgeData, size_t *numDependentNodes)
 {
+	SHIM_ENTRY();
 	return neighbours(hNode, false, dependentNodes, edgeData, numDependentNodes);
 }
 
@@ -1001,29 +1029,34 @@ static CUresult edges_edit(CUgraph hGraph, const CUgraphNode *from, const CUgrap
 SHIM_API CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
 					 size_t numDependencies)
 {
+	SHIM_ENTRY();
 	return edges_edit(hGraph, from, to, NULL, numDependencies, false);
 }
 
 SHIM_API CUresult cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
 					    const CUgraphEdgeData *edgeData, size_t numDependencies)
 {
+	SHIM_ENTRY();
 	return edges_edit(hGraph, from, to, edgeData, numDependencies, false);
 }
 
 SHIM_API CUresult cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
 					    size_t numDependencies)
 {
+	SHIM_ENTRY();
 	return edges_edit(hGraph, from, to, NULL, numDependencies, true);
 }
 
 SHIM_API CUresult cuGraphRemoveDependencies_v2(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
 					       const CUgraphEdgeData *edgeData, size_t numDependencies)
 {
+	SHIM_ENTRY();
 	return edges_edit(hGraph, from, to, edgeData, numDependencies, true);
 }
 
 SHIM_API CUresult cuGraphDestroyNode(CUgraphNode hNode)
 {
+	SHIM_ENTRY();
 	struct wire_graph_destroy_node_req req;
 	struct wire_graph_destroy_node_rep rep;
 
@@ -1058,6 +1091,7 @@ CUresult kernel_node_set(CUgraphNode hNode, CUfunction func, CUkernel kern, cons
 
 SHIM_API CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
 {
+	SHIM_ENTRY();
 	if (!nodeParams)
 		return CUDA_ERROR_INVALID_VALUE;
 	return kernel_node_set(hNode, nodeParams->func, NULL, KERNEL_FIELDS(nodeParams));
@@ -1065,6 +1099,7 @@ SHIM_API CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNE
 
 SHIM_API CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
+	SHIM_ENTRY();
 	if (!nodeParams)
 		return CUDA_ERROR_INVALID_VALUE;
 	return kernel_node_set(hNode, nodeParams->func, nodeParams->kern, KERNEL_FIELDS(nodeParams));
@@ -1102,6 +1137,7 @@ SHIM_API CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, 
 					      const CUgraphEdgeData *dependencyData, size_t numDependencies,
 					      CUstreamCaptureMode mode)
 {
+	SHIM_ENTRY();
 	return begin_capture_to_graph(shim_stream(hStream, false), hGraph, dependencies, dependencyData,
 				      numDependencies, mode);
 }
@@ -1111,6 +1147,7 @@ SHIM_API CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGr
 						   const CUgraphEdgeData *dependencyData, size_t numDependencies,
 						   CUstreamCaptureMode mode)
 {
+	SHIM_ENTRY();
 	return begin_capture_to_graph(shim_stream(hStream, true), hGraph, dependencies, dependencyData,
 				      numDependencies, mode);
 }

@@ -59,17 +59,20 @@ static CUresult instantiate_logged(CUgraphExec *ph, CUgraph hGraph, CUgraphNode 
 SHIM_API CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
 				     char *logBuffer, size_t bufferSize)
 {
+	SHIM_ENTRY();
 	return instantiate_logged(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
 }
 
 SHIM_API CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
 					char *logBuffer, size_t bufferSize)
 {
+	SHIM_ENTRY();
 	return instantiate_logged(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
 }
 
 SHIM_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
 {
+	SHIM_ENTRY();
 	/* The upload flag needs a stream: WithParams only, as in the driver. */
 	if (flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -91,17 +94,20 @@ static CUresult instantiate_params(CUgraphExec *ph, CUgraph hGraph, CUDA_GRAPH_I
 SHIM_API CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
 					       CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
 {
+	SHIM_ENTRY();
 	return instantiate_params(phGraphExec, hGraph, instantiateParams, false);
 }
 
 SHIM_API CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
 						    CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
 {
+	SHIM_ENTRY();
 	return instantiate_params(phGraphExec, hGraph, instantiateParams, true);
 }
 
 SHIM_API CUresult cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)
 {
+	SHIM_ENTRY();
 	struct wire_graph_exec_get_flags_req req = { .exec = (uint64_t)(uintptr_t)hGraphExec };
 	struct wire_graph_exec_get_flags_rep rep;
 	CUresult res;
@@ -116,6 +122,7 @@ SHIM_API CUresult cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)
 
 SHIM_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
+	SHIM_ENTRY();
 	struct wire_graph_exec_destroy_req req = { .exec = (uint64_t)(uintptr_t)hGraphExec };
 	struct wire_graph_exec_destroy_rep rep;
 
@@ -153,11 +160,13 @@ static CUresult graph_launch(CUgraphExec x, uint64_t stream)
 
 SHIM_API CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
+	SHIM_ENTRY();
 	return graph_launch(hGraphExec, shim_stream(hStream, false));
 }
 
 SHIM_API CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
+	SHIM_ENTRY();
 	return graph_launch(hGraphExec, shim_stream(hStream, true));
 }
 
@@ -175,11 +184,13 @@ static CUresult graph_upload(CUgraphExec x, uint64_t stream)
 
 SHIM_API CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
 {
+	SHIM_ENTRY();
 	return graph_upload(hGraphExec, shim_stream(hStream, false));
 }
 
 SHIM_API CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
+	SHIM_ENTRY();
 	return graph_upload(hGraphExec, shim_stream(hStream, true));
 }
 
@@ -213,6 +224,7 @@ static CUresult exec_update(CUgraphExec x, CUgraph hGraph, CUgraphExecUpdateResu
 SHIM_API CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode *hErrorNode_out,
 				    CUgraphExecUpdateResult *updateResult_out)
 {
+	SHIM_ENTRY();
 	CUgraphExecUpdateResultInfo info;
 	CUresult res;
 
@@ -226,6 +238,7 @@ SHIM_API CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgr
 
 SHIM_API CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
 {
+	SHIM_ENTRY();
 	if (!resultInfo)
 		return CUDA_ERROR_INVALID_VALUE;
 	return exec_update(hGraphExec, hGraph, resultInfo);
@@ -259,6 +272,7 @@ static CUresult exec_kernel_node_set(CUgraphExec x, CUgraphNode hNode, CUfunctio
 SHIM_API CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
 						 const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
 {
+	SHIM_ENTRY();
 	if (!nodeParams)
 		return CUDA_ERROR_INVALID_VALUE;
 	return exec_kernel_node_set(hGraphExec, hNode, nodeParams->func, NULL, KERNEL_FIELDS(nodeParams));
@@ -267,6 +281,7 @@ SHIM_API CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraph
 SHIM_API CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
 						    const CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
+	SHIM_ENTRY();
 	if (!nodeParams)
 		return CUDA_ERROR_INVALID_VALUE;
 	return exec_kernel_node_set(hGraphExec, hNode, nodeParams->func, nodeParams->kern,
@@ -402,6 +417,7 @@ _Static_assert(offsetof(CUDA_KERNEL_NODE_PARAMS_v1, extra) == offsetof(CUDA_KERN
 
 SHIM_API CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
 {
+	SHIM_ENTRY();
 	CUDA_KERNEL_NODE_PARAMS p;
 	CUresult res;
 
@@ -415,11 +431,13 @@ SHIM_API CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE
 
 SHIM_API CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
+	SHIM_ENTRY();
 	return nodeParams ? kernel_node_read(hNode, nodeParams) : CUDA_ERROR_INVALID_VALUE;
 }
 
 SHIM_API CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
 {
+	SHIM_ENTRY();
 	struct wire_graph_node_get_params_rep rep;
 	CUresult res;
 
@@ -465,6 +483,7 @@ SHIM_API CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *n
 
 SHIM_API CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
 {
+	SHIM_ENTRY();
 	struct wire_graph_node_get_params_rep rep;
 	CUresult res;
 
@@ -493,11 +512,13 @@ static CUresult event_node_read(CUgraphNode hNode, CUgraphNodeType type, CUevent
 
 SHIM_API CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
 {
+	SHIM_ENTRY();
 	return event_node_read(hNode, CU_GRAPH_NODE_TYPE_EVENT_RECORD, event_out);
 }
 
 SHIM_API CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
 {
+	SHIM_ENTRY();
 	return event_node_read(hNode, CU_GRAPH_NODE_TYPE_WAIT_EVENT, event_out);
 }
 
@@ -505,6 +526,7 @@ SHIM_API CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event
  * session's device, readable and writable there. */
 SHIM_API CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out)
 {
+	SHIM_ENTRY();
 	struct wire_graph_node_get_params_rep rep;
 	CUresult res;
 
@@ -523,6 +545,7 @@ SHIM_API CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC
 
 SHIM_API CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
 {
+	SHIM_ENTRY();
 	struct wire_graph_node_get_params_rep rep;
 	CUresult res;
 
@@ -574,12 +597,14 @@ static CUresult memcpy_set(CUgraphExec x, CUgraphNode hNode, const CUDA_MEMCPY3D
 
 SHIM_API CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams)
 {
+	SHIM_ENTRY();
 	return memcpy_set(NULL, hNode, nodeParams);
 }
 
 SHIM_API CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
 						 const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
 {
+	SHIM_ENTRY();
 	(void)ctx;      /* the session's one context */
 	if (!hGraphExec)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -606,12 +631,14 @@ static CUresult memset_set(CUgraphExec x, CUgraphNode hNode, const CUDA_MEMSET_N
 
 SHIM_API CUresult cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams)
 {
+	SHIM_ENTRY();
 	return memset_set(NULL, hNode, nodeParams);
 }
 
 SHIM_API CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
 						 const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
 {
+	SHIM_ENTRY();
 	(void)ctx;
 	if (!hGraphExec)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -632,21 +659,25 @@ static CUresult event_set(CUgraphExec x, CUgraphNode hNode, CUevent ev, uint32_t
 
 SHIM_API CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event)
 {
+	SHIM_ENTRY();
 	return event_set(NULL, hNode, event, 0);
 }
 
 SHIM_API CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
 {
+	SHIM_ENTRY();
 	return event_set(NULL, hNode, event, 1);
 }
 
 SHIM_API CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
 {
+	SHIM_ENTRY();
 	return hGraphExec ? event_set(hGraphExec, hNode, event, 0) : CUDA_ERROR_INVALID_VALUE;
 }
 
 SHIM_API CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
 {
+	SHIM_ENTRY();
 	return hGraphExec ? event_set(hGraphExec, hNode, event, 1) : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -696,12 +727,14 @@ static CUresult node_set(CUgraphExec x, CUgraphNode hNode, CUgraphNodeParams *p)
 
 SHIM_API CUresult cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeParams)
 {
+	SHIM_ENTRY();
 	return node_set(NULL, hNode, nodeParams);
 }
 
 SHIM_API CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
 					   CUgraphNodeParams *nodeParams)
 {
+	SHIM_ENTRY();
 	return hGraphExec ? node_set(hGraphExec, hNode, nodeParams) : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -709,6 +742,7 @@ SHIM_API CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode h
 
 SHIM_API CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
 {
+	SHIM_ENTRY();
 	struct wire_graph_exec_node_set_enabled_req req = { .enabled = isEnabled ? 1 : 0 };
 	CUresult res;
 
@@ -720,6 +754,7 @@ SHIM_API CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNod
 
 SHIM_API CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
 {
+	SHIM_ENTRY();
 	struct wire_graph_exec_node_get_enabled_req req;
 	struct wire_graph_exec_node_get_enabled_rep rep;
 	CUresult res;
@@ -740,6 +775,7 @@ SHIM_API CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNod
  * the guest's path here. */
 SHIM_API CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)
 {
+	SHIM_ENTRY();
 	struct wire_graph_debug_dot_print_req req = { .graph = (uint64_t)(uintptr_t)hGraph, .flags = flags };
 	struct wire_graph_debug_dot_print_rep rep;
 	CUresult res;
@@ -764,6 +800,7 @@ SHIM_API CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigne
 
 SHIM_API CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
 {
+	SHIM_ENTRY();
 	struct wire_graph_exec_child_node_set_params_req req = { .child = (uint64_t)(uintptr_t)childGraph };
 	struct wire_graph_exec_child_node_set_params_rep rep;
 	CUresult res;
@@ -779,6 +816,7 @@ SHIM_API CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUg
 SHIM_API CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
 						CUkernelNodeAttrValue *value_out)
 {
+	SHIM_ENTRY();
 	struct wire_graph_kernel_node_get_attribute_req req = { .attr = (uint32_t)attr };
 	struct wire_graph_kernel_node_get_attribute_rep rep;
 	CUresult res;
@@ -796,6 +834,7 @@ SHIM_API CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeA
 SHIM_API CUresult cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
 						const CUkernelNodeAttrValue *value)
 {
+	SHIM_ENTRY();
 	struct wire_graph_kernel_node_set_attribute_req req = {
 		.attr = (uint32_t)attr, .value = { (const uint8_t *)value, sizeof(*value) },
 	};
@@ -808,6 +847,7 @@ SHIM_API CUresult cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeA
 
 SHIM_API CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
 {
+	SHIM_ENTRY();
 	struct wire_graph_kernel_node_copy_attributes_req req;
 	struct wire_graph_kernel_node_copy_attributes_rep rep;
 

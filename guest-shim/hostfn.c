@@ -361,11 +361,13 @@ static CUresult launch_host_func(uint64_t stream, CUhostFn fn, void *data)
 
 SHIM_API CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
 {
+	SHIM_ENTRY();
 	return launch_host_func(shim_stream(hStream, false), fn, userData);
 }
 
 SHIM_API CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
 {
+	SHIM_ENTRY();
 	return launch_host_func(shim_stream(hStream, true), fn, userData);
 }
 
@@ -392,12 +394,14 @@ static CUresult stream_add_callback(CUstream app_stream, uint64_t stream, CUstre
 SHIM_API CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData,
 				      unsigned int flags)
 {
+	SHIM_ENTRY();
 	return stream_add_callback(hStream, shim_stream(hStream, false), callback, userData, flags);
 }
 
 SHIM_API CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, void *userData,
 					   unsigned int flags)
 {
+	SHIM_ENTRY();
 	return stream_add_callback(hStream, shim_stream(hStream, true), callback, userData, flags);
 }
 
@@ -419,6 +423,7 @@ CUresult hostfn_node_token(const CUDA_HOST_NODE_PARAMS *p, uint64_t *token)
 
 SHIM_API CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams)
 {
+	SHIM_ENTRY();
 	struct wire_graph_host_node_get_params_req req;
 	struct wire_graph_host_node_get_params_rep rep;
 	CUresult res;
@@ -434,6 +439,7 @@ SHIM_API CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PAR
 
 SHIM_API CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams)
 {
+	SHIM_ENTRY();
 	struct wire_graph_host_node_set_params_req req;
 	struct wire_graph_host_node_set_params_rep rep;
 	CUresult res;
@@ -447,6 +453,7 @@ SHIM_API CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NO
 SHIM_API CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
 					       const CUDA_HOST_NODE_PARAMS *nodeParams)
 {
+	SHIM_ENTRY();
 	struct wire_graph_exec_host_node_set_params_req req = { .exec = (uint64_t)(uintptr_t)hGraphExec };
 	struct wire_graph_exec_host_node_set_params_rep rep;
 	CUresult res;

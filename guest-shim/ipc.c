@@ -19,6 +19,7 @@ static CUresult handle_out(char reserved[64], struct wire_blob got)
 
 SHIM_API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
+	SHIM_ENTRY();
 	struct wire_ipc_get_mem_handle_req req = { .address = dptr };
 	struct wire_ipc_get_mem_handle_rep rep;
 	CUresult res;
@@ -31,6 +32,7 @@ SHIM_API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 
 SHIM_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
 {
+	SHIM_ENTRY();
 	struct wire_ipc_open_mem_handle_req req = {
 		.handle = { (const uint8_t *)handle.reserved, sizeof(handle.reserved) },
 		.flags = Flags,
@@ -49,11 +51,13 @@ SHIM_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handl
 /* The version 4010 ABI: same arguments. */
 SHIM_API CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
 {
+	SHIM_ENTRY();
 	return cuIpcOpenMemHandle_v2(pdptr, handle, Flags);
 }
 
 SHIM_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 {
+	SHIM_ENTRY();
 	struct wire_ipc_close_mem_handle_req req = { .address = dptr };
 	struct wire_ipc_close_mem_handle_rep rep;
 
@@ -62,6 +66,7 @@ SHIM_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 
 SHIM_API CUresult cuIpcGetEventHandle(CUipcEventHandle *pHandle, CUevent event)
 {
+	SHIM_ENTRY();
 	struct wire_ipc_get_event_handle_req req = { .event = (uint64_t)(uintptr_t)event };
 	struct wire_ipc_get_event_handle_rep rep;
 	CUresult res;
@@ -76,6 +81,7 @@ SHIM_API CUresult cuIpcGetEventHandle(CUipcEventHandle *pHandle, CUevent event)
 
 SHIM_API CUresult cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle)
 {
+	SHIM_ENTRY();
 	struct wire_ipc_open_event_handle_req req = {
 		.handle = { (const uint8_t *)handle.reserved, sizeof(handle.reserved) },
 	};

@@ -103,13 +103,21 @@ static CUresult launch_geometry_check(unsigned gx, unsigned gy, unsigned gz, uns
 	};
 	const uint64_t want[] = { bx, by, bz, gx, gy, gz, (uint64_t)bx * by * bz, shmem };
 
+	CUdevice dev;
+
 	if (!gx || !gy || !gz || !bx || !by || !bz)
 		return CUDA_ERROR_INVALID_VALUE;
+	/* The current context's device sets the limits; for a context the
+	 * shim does not know the worker checks them. */
+	if (!ctx_current())
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!ctx_device_known(ctx_current(), &dev))
+		return CUDA_SUCCESS;
 	for (unsigned i = 0; i < sizeof(attr) / sizeof(attr[0]); i++) {
 		int limit = 0;
 
 		/* An attribute the device does not report is no limit of ours. */
-		if (device_attribute(0, attr[i], &limit) == CUDA_SUCCESS && limit > 0 &&
+		if (device_attribute(dev, attr[i], &limit) == CUDA_SUCCESS && limit > 0 &&
 		    want[i] > (uint64_t)limit)
 			return CUDA_ERROR_INVALID_VALUE;
 	}
@@ -160,6 +168,7 @@ SHIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned i
 				 unsigned int sharedMemBytes, CUstream hStream,
 				 void **kernelParams, void **extra)
 {
+	SHIM_ENTRY();
 	return launch_kernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
 			     sharedMemBytes, shim_stream(hStream, false), kernelParams, extra);
 }
@@ -170,6 +179,7 @@ SHIM_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsig
 				      unsigned int sharedMemBytes, CUstream hStream,
 				      void **kernelParams, void **extra)
 {
+	SHIM_ENTRY();
 	return launch_kernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
 			     sharedMemBytes, shim_stream(hStream, true), kernelParams, extra);
 }
@@ -229,12 +239,14 @@ static CUresult launch_kernel_ex(const CUlaunchConfig *config, CUfunction f,
 SHIM_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
 				   void **kernelParams, void **extra)
 {
+	SHIM_ENTRY();
 	return launch_kernel_ex(config, f, kernelParams, extra, false);
 }
 
 SHIM_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
 					void **kernelParams, void **extra)
 {
+	SHIM_ENTRY();
 	return launch_kernel_ex(config, f, kernelParams, extra, true);
 }
 
@@ -260,6 +272,7 @@ SHIM_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
 					    unsigned int blockDimY, unsigned int blockDimZ,
 					    unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)
 {
+	SHIM_ENTRY();
 	return launch_cooperative(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
 				  sharedMemBytes, hStream, kernelParams, false);
 }
@@ -270,6 +283,7 @@ SHIM_API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int grid
 						 unsigned int sharedMemBytes, CUstream hStream,
 						 void **kernelParams)
 {
+	SHIM_ENTRY();
 	return launch_cooperative(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
 				  sharedMemBytes, hStream, kernelParams, true);
 }

@@ -129,12 +129,14 @@ static CUresult link_create(unsigned count, CUjit_option *options, void **values
 SHIM_API CUresult cuLinkCreate_v2(unsigned int numOptions, CUjit_option *options, void **optionValues,
 				  CUlinkState *stateOut)
 {
+	SHIM_ENTRY();
 	return link_create(numOptions, options, optionValues, stateOut);
 }
 
 SHIM_API CUresult cuLinkCreate(unsigned int numOptions, CUjit_option *options, void **optionValues,
 			       CUlinkState *stateOut)
 {
+	SHIM_ENTRY();
 	return link_create(numOptions, options, optionValues, stateOut);
 }
 
@@ -192,6 +194,7 @@ SHIM_API CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void 
 				   const char *name, unsigned int numOptions, CUjit_option *options,
 				   void **optionValues)
 {
+	SHIM_ENTRY();
 	/* Per-input options tune the same compilation; they are not forwarded. */
 	return link_add(state, type, data, size, name);
 }
@@ -200,6 +203,7 @@ SHIM_API CUresult cuLinkAddData(CUlinkState state, CUjitInputType type, void *da
 				const char *name, unsigned int numOptions, CUjit_option *options,
 				void **optionValues)
 {
+	SHIM_ENTRY();
 	return link_add(state, type, data, size, name);
 }
 
@@ -220,17 +224,20 @@ static CUresult link_add_file(CUlinkState state, CUjitInputType type, const char
 SHIM_API CUresult cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char *path,
 				   unsigned int numOptions, CUjit_option *options, void **optionValues)
 {
+	SHIM_ENTRY();
 	return link_add_file(state, type, path);
 }
 
 SHIM_API CUresult cuLinkAddFile(CUlinkState state, CUjitInputType type, const char *path,
 				unsigned int numOptions, CUjit_option *options, void **optionValues)
 {
+	SHIM_ENTRY();
 	return link_add_file(state, type, path);
 }
 
 SHIM_API CUresult cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut)
 {
+	SHIM_ENTRY();
 	struct shim_link *l = (struct shim_link *)state;
 	struct wire_link_req req;
 	struct wire_link_rep rep;
@@ -260,6 +267,7 @@ SHIM_API CUresult cuLinkComplete(CUlinkState state, void **cubinOut, size_t *siz
 
 SHIM_API CUresult cuLinkDestroy(CUlinkState state)
 {
+	SHIM_ENTRY();
 	struct shim_link *l = (struct shim_link *)state;
 
 	if (!l)

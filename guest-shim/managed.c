@@ -993,18 +993,21 @@ static CUmemLocation location_of_device(CUdevice dev)
 SHIM_API CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice,
 				     CUstream hStream)
 {
+	SHIM_ENTRY();
 	return managed_prefetch(devPtr, count, location_of_device(dstDevice), shim_stream(hStream, false));
 }
 
 SHIM_API CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count, CUdevice dstDevice,
 					  CUstream hStream)
 {
+	SHIM_ENTRY();
 	return managed_prefetch(devPtr, count, location_of_device(dstDevice), shim_stream(hStream, true));
 }
 
 SHIM_API CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location,
 					unsigned int flags, CUstream hStream)
 {
+	SHIM_ENTRY();
 	if (flags)
 		return CUDA_ERROR_INVALID_VALUE;
 	return managed_prefetch(devPtr, count, location, shim_stream(hStream, false));
@@ -1015,6 +1018,7 @@ CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count, CUmemLocat
 SHIM_API CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count, CUmemLocation location,
 					     unsigned int flags, CUstream hStream)
 {
+	SHIM_ENTRY();
 	if (flags)
 		return CUDA_ERROR_INVALID_VALUE;
 	return managed_prefetch(devPtr, count, location, shim_stream(hStream, true));
@@ -1037,6 +1041,7 @@ SHIM_API CUresult cuMemPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, siz
 					  CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs,
 					  size_t numPrefetchLocs, unsigned long long flags, CUstream hStream)
 {
+	SHIM_ENTRY();
 	return batch_call(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags,
 			  hStream, false, false, true);
 }
@@ -1049,6 +1054,7 @@ SHIM_API CUresult cuMemPrefetchBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes
 					       size_t numPrefetchLocs, unsigned long long flags,
 					       CUstream hStream)
 {
+	SHIM_ENTRY();
 	return batch_call(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags,
 			  hStream, true, false, true);
 }
@@ -1056,6 +1062,7 @@ SHIM_API CUresult cuMemPrefetchBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes
 SHIM_API CUresult cuMemDiscardBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count,
 					 unsigned long long flags, CUstream hStream)
 {
+	SHIM_ENTRY();
 	return batch_call(dptrs, sizes, count, NULL, NULL, 0, flags, hStream, false, true, false);
 }
 
@@ -1064,6 +1071,7 @@ CUresult cuMemDiscardBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, size_t c
 SHIM_API CUresult cuMemDiscardBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, size_t count,
 					      unsigned long long flags, CUstream hStream)
 {
+	SHIM_ENTRY();
 	return batch_call(dptrs, sizes, count, NULL, NULL, 0, flags, hStream, true, true, false);
 }
 
@@ -1072,6 +1080,7 @@ SHIM_API CUresult cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *
 						    size_t numPrefetchLocs, unsigned long long flags,
 						    CUstream hStream)
 {
+	SHIM_ENTRY();
 	return batch_call(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags,
 			  hStream, false, true, true);
 }
@@ -1085,24 +1094,28 @@ SHIM_API CUresult cuMemDiscardAndPrefetchBatchAsync_ptsz(CUdeviceptr *dptrs, siz
 							 size_t *prefetchLocIdxs, size_t numPrefetchLocs,
 							 unsigned long long flags, CUstream hStream)
 {
+	SHIM_ENTRY();
 	return batch_call(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags,
 			  hStream, true, true, true);
 }
 
 SHIM_API CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device)
 {
+	SHIM_ENTRY();
 	return managed_advise(devPtr, count, advice, location_of_device(device));
 }
 
 SHIM_API CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice,
 				 CUmemLocation location)
 {
+	SHIM_ENTRY();
 	return managed_advise(devPtr, count, advice, location);
 }
 
 SHIM_API CUresult cuMemRangeGetAttribute(void *data, size_t dataSize, CUmem_range_attribute attribute,
 					 CUdeviceptr devPtr, size_t count)
 {
+	SHIM_ENTRY();
 	return managed_range_attributes(&data, &dataSize, &attribute, 1, devPtr, count);
 }
 
@@ -1110,12 +1123,14 @@ SHIM_API CUresult cuMemRangeGetAttributes(void **data, size_t *dataSizes,
 					  CUmem_range_attribute *attributes, size_t numAttributes,
 					  CUdeviceptr devPtr, size_t count)
 {
+	SHIM_ENTRY();
 	return managed_range_attributes(data, dataSizes, attributes, numAttributes, devPtr, count);
 }
 
 SHIM_API CUresult cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t length,
 					 unsigned int flags)
 {
+	SHIM_ENTRY();
 	return managed_attach(shim_stream(hStream, false), dptr, length, flags);
 }
 
@@ -1124,5 +1139,6 @@ CUresult cuStreamAttachMemAsync_ptsz(CUstream hStream, CUdeviceptr dptr, size_t 
 SHIM_API CUresult cuStreamAttachMemAsync_ptsz(CUstream hStream, CUdeviceptr dptr, size_t length,
 					      unsigned int flags)
 {
+	SHIM_ENTRY();
 	return managed_attach(shim_stream(hStream, true), dptr, length, flags);
 }

@@ -23,6 +23,7 @@
 
 SHIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
+	SHIM_ENTRY();
 	struct wire_mem_alloc_req req = { .bytes = bytesize };
 	struct wire_mem_alloc_rep rep;
 	CUresult res;
@@ -39,6 +40,7 @@ static bool host_range_find(uintptr_t addr, struct shim_host_range *out);
 
 SHIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
+	SHIM_ENTRY();
 	struct wire_mem_free_req req = { .address = dptr };
 	struct wire_mem_free_rep rep;
 	struct shim_host_range host;
@@ -59,6 +61,7 @@ SHIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 
 SHIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
+	SHIM_ENTRY();
 	struct wire_mem_alloc_managed_req req = { .bytes = bytesize, .flags = flags };
 	struct wire_mem_alloc_managed_rep rep;
 	struct wire_mem_free_req freq;
@@ -82,6 +85,7 @@ SHIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned
 
 SHIM_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
+	SHIM_ENTRY();
 	struct wire_mem_get_info_req req = { 0 };
 	struct wire_mem_get_info_rep rep;
 	CUresult res;
@@ -98,6 +102,7 @@ SHIM_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 
 SHIM_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
+	SHIM_ENTRY();
 	struct wire_mem_get_address_range_req req = { .address = dptr };
 	struct wire_mem_get_address_range_rep rep;
 	CUresult res;
@@ -418,11 +423,13 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
 
 SHIM_API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
+	SHIM_ENTRY();
 	return host_alloc(pp, bytesize, 0);
 }
 
 SHIM_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
+	SHIM_ENTRY();
 	if (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
 				CU_MEMHOSTALLOC_WRITECOMBINED))
 		return CUDA_ERROR_INVALID_VALUE;
@@ -431,6 +438,7 @@ SHIM_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 
 SHIM_API CUresult cuMemFreeHost(void *p)
 {
+	SHIM_ENTRY();
 	struct shim_host_range r;
 
 	if (!p || host_range_remove((uintptr_t)p, true, &r))
@@ -461,6 +469,7 @@ SHIM_API CUresult cuMemFreeHost(void *p)
 
 SHIM_API CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
 {
+	SHIM_ENTRY();
 	struct shim_host_range r;
 
 	if (!pFlags || !host_range_find((uintptr_t)p, &r))
@@ -471,6 +480,7 @@ SHIM_API CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
 
 SHIM_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
+	SHIM_ENTRY();
 	struct shim_host_range r;
 
 	if (!pdptr || Flags || !host_range_find((uintptr_t)p, &r))
@@ -485,6 +495,7 @@ SHIM_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsi
 
 SHIM_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
+	SHIM_ENTRY();
 	struct shim_host_range range = { .base = (uintptr_t)p, .size = bytesize, .flags = Flags, .memfd = -1 };
 	struct shim_host_range gone;
 	uint64_t dev;
@@ -514,6 +525,7 @@ SHIM_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Fl
 
 SHIM_API CUresult cuMemHostUnregister(void *p)
 {
+	SHIM_ENTRY();
 	struct shim_host_range r;
 
 	if (!p)
@@ -659,6 +671,7 @@ static CUresult ptr_attribute(const struct ptr_info *in, CUdeviceptr ptr,
 
 SHIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
+	SHIM_ENTRY();
 	struct ptr_info info;
 	CUresult res;
 
@@ -676,6 +689,7 @@ SHIM_API CUresult cuPointerGetAttributes(unsigned int numAttributes,
 					 CUpointer_attribute *attributes, void **data,
 					 CUdeviceptr ptr)
 {
+	SHIM_ENTRY();
 	struct ptr_info info;
 	CUresult res;
 
@@ -890,81 +904,97 @@ CUresult memory_copy(uint64_t dst, uint64_t src, size_t n, uint64_t stream, bool
 
 SHIM_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
 {
+	SHIM_ENTRY();
 	return n ? memory_copy_htod(dst, src, n, 0, false) : CUDA_SUCCESS;
 }
 
 SHIM_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n)
 {
+	SHIM_ENTRY();
 	return n ? memory_copy_htod(dst, src, n, S(NULL, true), false) : CUDA_SUCCESS;
 }
 
 SHIM_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
+	SHIM_ENTRY();
 	return n ? memory_copy_htod(dst, src, n, S(s, false), true) : CUDA_SUCCESS;
 }
 
 SHIM_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
+	SHIM_ENTRY();
 	return n ? memory_copy_htod(dst, src, n, S(s, true), true) : CUDA_SUCCESS;
 }
 
 SHIM_API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
 {
+	SHIM_ENTRY();
 	return n ? memory_copy_dtoh(dst, src, n, 0, false) : CUDA_SUCCESS;
 }
 
 SHIM_API CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n)
 {
+	SHIM_ENTRY();
 	return n ? memory_copy_dtoh(dst, src, n, S(NULL, true), false) : CUDA_SUCCESS;
 }
 
 SHIM_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
+	SHIM_ENTRY();
 	return n ? memory_copy_dtoh(dst, src, n, S(s, false), true) : CUDA_SUCCESS;
 }
 
 SHIM_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
+	SHIM_ENTRY();
 	return n ? memory_copy_dtoh(dst, src, n, S(s, true), true) : CUDA_SUCCESS;
 }
 
 SHIM_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
+	SHIM_ENTRY();
 	return memory_copy_dtod(dst, src, n, 0, false);
 }
 
 SHIM_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
+	SHIM_ENTRY();
 	return memory_copy_dtod(dst, src, n, S(NULL, true), false);
 }
 
 SHIM_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
+	SHIM_ENTRY();
 	return memory_copy_dtod(dst, src, n, S(s, false), true);
 }
 
 SHIM_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
+	SHIM_ENTRY();
 	return memory_copy_dtod(dst, src, n, S(s, true), true);
 }
 
 SHIM_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
+	SHIM_ENTRY();
 	return memory_copy(dst, src, n, 0, false);
 }
 
 SHIM_API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
+	SHIM_ENTRY();
 	return memory_copy(dst, src, n, S(NULL, true), false);
 }
 
 SHIM_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
+	SHIM_ENTRY();
 	return memory_copy(dst, src, n, S(s, false), true);
 }
 
 SHIM_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
+	SHIM_ENTRY();
 	return memory_copy(dst, src, n, S(s, true), true);
 }
 
@@ -992,60 +1022,72 @@ static CUresult memory_set(uint64_t dst, uint32_t value, uint32_t width, size_t 
 
 SHIM_API CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
 {
+	SHIM_ENTRY();
 	return memory_set(d, v, 1, n, 0, false);
 }
 
 SHIM_API CUresult cuMemsetD8_v2_ptds(CUdeviceptr d, unsigned char v, size_t n)
 {
+	SHIM_ENTRY();
 	return memory_set(d, v, 1, n, S(NULL, true), false);
 }
 
 SHIM_API CUresult cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n)
 {
+	SHIM_ENTRY();
 	return memory_set(d, v, 2, n, 0, false);
 }
 
 SHIM_API CUresult cuMemsetD16_v2_ptds(CUdeviceptr d, unsigned short v, size_t n)
 {
+	SHIM_ENTRY();
 	return memory_set(d, v, 2, n, S(NULL, true), false);
 }
 
 SHIM_API CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned int v, size_t n)
 {
+	SHIM_ENTRY();
 	return memory_set(d, v, 4, n, 0, false);
 }
 
 SHIM_API CUresult cuMemsetD32_v2_ptds(CUdeviceptr d, unsigned int v, size_t n)
 {
+	SHIM_ENTRY();
 	return memory_set(d, v, 4, n, S(NULL, true), false);
 }
 
 SHIM_API CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s)
 {
+	SHIM_ENTRY();
 	return memory_set(d, v, 1, n, S(s, false), true);
 }
 
 SHIM_API CUresult cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char v, size_t n, CUstream s)
 {
+	SHIM_ENTRY();
 	return memory_set(d, v, 1, n, S(s, true), true);
 }
 
 SHIM_API CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s)
 {
+	SHIM_ENTRY();
 	return memory_set(d, v, 2, n, S(s, false), true);
 }
 
 SHIM_API CUresult cuMemsetD16Async_ptsz(CUdeviceptr d, unsigned short v, size_t n, CUstream s)
 {
+	SHIM_ENTRY();
 	return memory_set(d, v, 2, n, S(s, true), true);
 }
 
 SHIM_API CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream s)
 {
+	SHIM_ENTRY();
 	return memory_set(d, v, 4, n, S(s, false), true);
 }
 
 SHIM_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int v, size_t n, CUstream s)
 {
+	SHIM_ENTRY();
 	return memory_set(d, v, 4, n, S(s, true), true);
 }

@@ -116,12 +116,14 @@ static CUresult module_load(CUmodule *module, const void *image)
 
 SHIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image)
 {
+	SHIM_ENTRY();
 	return module_load(module, image);
 }
 
 SHIM_API CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
 				     CUjit_option *options, void **optionValues)
 {
+	SHIM_ENTRY();
 	struct jit_options jo;
 	CUresult res;
 
@@ -138,11 +140,13 @@ SHIM_API CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsign
 
 SHIM_API CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
 {
+	SHIM_ENTRY();
 	return module_load(module, fatCubin);
 }
 
 SHIM_API CUresult cuModuleLoad(CUmodule *module, const char *fname)
 {
+	SHIM_ENTRY();
 	void *buf = NULL;
 	CUresult res;
 
@@ -158,6 +162,7 @@ SHIM_API CUresult cuModuleLoad(CUmodule *module, const char *fname)
 
 SHIM_API CUresult cuModuleUnload(CUmodule hmod)
 {
+	SHIM_ENTRY();
 	struct wire_module_unload_req req = { .module = (uint64_t)(uintptr_t)hmod };
 	struct wire_module_unload_rep rep;
 	CUresult res = rpc_module_unload(&req, &rep);
@@ -182,6 +187,7 @@ static CUresult name_copy(char *dst, size_t cap, const char *name)
 
 SHIM_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
+	SHIM_ENTRY();
 	struct wire_module_get_function_req req = { .module = (uint64_t)(uintptr_t)hmod };
 	struct wire_module_get_function_rep rep;
 	CUresult res;
@@ -218,6 +224,7 @@ static CUresult variable_answer(CUdeviceptr *dptr, size_t *bytes, uint64_t addre
 SHIM_API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
 				       const char *name)
 {
+	SHIM_ENTRY();
 	struct wire_module_get_variable_req req = { .module = (uint64_t)(uintptr_t)hmod };
 	struct wire_module_get_variable_rep rep;
 	CUresult res;
@@ -232,6 +239,7 @@ SHIM_API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodul
 
 SHIM_API CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
 {
+	SHIM_ENTRY();
 	const char *env = getenv("CUDA_MODULE_LOADING");
 
 	if (!mode)
@@ -265,6 +273,7 @@ SHIM_API CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_
 				    CUlibraryOption *libraryOptions, void **libraryOptionValues,
 				    unsigned int numLibraryOptions)
 {
+	SHIM_ENTRY();
 	/* The image is copied at once, so BINARY_IS_PRESERVED needs nothing;
 	 * JIT options are not forwarded (see cuModuleLoadDataEx). */
 	return library_load(library, code);
@@ -275,6 +284,7 @@ SHIM_API CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName
 					unsigned int numJitOptions, CUlibraryOption *libraryOptions,
 					void **libraryOptionValues, unsigned int numLibraryOptions)
 {
+	SHIM_ENTRY();
 	void *buf = NULL;
 	CUresult res;
 
@@ -290,6 +300,7 @@ SHIM_API CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName
 
 SHIM_API CUresult cuLibraryUnload(CUlibrary library)
 {
+	SHIM_ENTRY();
 	struct wire_library_unload_req req = { .library = (uint64_t)(uintptr_t)library };
 	struct wire_library_unload_rep rep;
 	CUresult res = rpc_library_unload(&req, &rep);
@@ -301,6 +312,7 @@ SHIM_API CUresult cuLibraryUnload(CUlibrary library)
 
 SHIM_API CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
 {
+	SHIM_ENTRY();
 	struct wire_library_get_kernel_req req = { .library = (uint64_t)(uintptr_t)library };
 	struct wire_library_get_kernel_rep rep;
 	CUresult res;
@@ -317,6 +329,7 @@ SHIM_API CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const
 
 SHIM_API CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
 {
+	SHIM_ENTRY();
 	struct wire_library_get_module_req req = { .library = (uint64_t)(uintptr_t)library };
 	struct wire_library_get_module_rep rep;
 	CUresult res;
@@ -332,6 +345,7 @@ SHIM_API CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
 SHIM_API CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
 				     const char *name)
 {
+	SHIM_ENTRY();
 	struct wire_library_get_global_req req = { .library = (uint64_t)(uintptr_t)library };
 	struct wire_library_get_global_rep rep;
 	CUresult res;
@@ -350,6 +364,7 @@ SHIM_API CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary
 SHIM_API CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
 				      const char *name)
 {
+	SHIM_ENTRY();
 	struct wire_library_get_managed_req req = { .library = (uint64_t)(uintptr_t)library };
 	struct wire_library_get_managed_rep rep;
 	CUresult res;
@@ -385,6 +400,7 @@ static CUresult handles_copy(struct wire_blob blob, unsigned max, void **out)
 
 SHIM_API CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule mod)
 {
+	SHIM_ENTRY();
 	struct wire_module_get_function_count_req req = { .module = (uint64_t)(uintptr_t)mod };
 	struct wire_module_get_function_count_rep rep;
 	CUresult res;
@@ -400,6 +416,7 @@ SHIM_API CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule mod)
 SHIM_API CUresult cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions,
 					     CUmodule mod)
 {
+	SHIM_ENTRY();
 	struct wire_module_enumerate_functions_req req = {
 		.module = (uint64_t)(uintptr_t)mod, .max = numFunctions,
 	};
@@ -416,6 +433,7 @@ SHIM_API CUresult cuModuleEnumerateFunctions(CUfunction *functions, unsigned int
 
 SHIM_API CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
 {
+	SHIM_ENTRY();
 	struct wire_library_get_kernel_count_req req = { .library = (uint64_t)(uintptr_t)lib };
 	struct wire_library_get_kernel_count_rep rep;
 	CUresult res;
@@ -431,6 +449,7 @@ SHIM_API CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
 SHIM_API CUresult cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels,
 					    CUlibrary lib)
 {
+	SHIM_ENTRY();
 	struct wire_library_enumerate_kernels_req req = {
 		.library = (uint64_t)(uintptr_t)lib, .max = numKernels,
 	};
@@ -447,6 +466,7 @@ SHIM_API CUresult cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numK
 
 SHIM_API CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
 {
+	SHIM_ENTRY();
 	struct wire_func_get_module_req req = { .function = (uint64_t)(uintptr_t)hfunc };
 	struct wire_func_get_module_rep rep;
 	CUresult res;
@@ -461,6 +481,7 @@ SHIM_API CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
 
 SHIM_API CUresult cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
 {
+	SHIM_ENTRY();
 	struct wire_kernel_get_library_req req = { .kernel = (uint64_t)(uintptr_t)kernel };
 	struct wire_kernel_get_library_rep rep;
 	CUresult res;
@@ -475,6 +496,7 @@ SHIM_API CUresult cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
 
 SHIM_API CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
 {
+	SHIM_ENTRY();
 	struct wire_kernel_get_function_req req = { .kernel = (uint64_t)(uintptr_t)kernel };
 	struct wire_kernel_get_function_rep rep;
 	CUresult res;
@@ -511,6 +533,7 @@ static CUresult kernel_attribute_ask(uint64_t kernel, unsigned attr, int *value)
 SHIM_API CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel,
 				       CUdevice dev)
 {
+	SHIM_ENTRY();
 	struct wire_kernel_get_attribute_req req = {
 		.attrib = (uint32_t)attrib, .kernel = (uint64_t)(uintptr_t)kernel, .device = dev,
 	};
@@ -530,6 +553,7 @@ SHIM_API CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUk
 SHIM_API CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel,
 				       CUdevice dev)
 {
+	SHIM_ENTRY();
 	struct wire_kernel_set_attribute_req req = {
 		.attrib = (uint32_t)attrib, .value = val,
 		.kernel = (uint64_t)(uintptr_t)kernel, .device = dev,
@@ -541,6 +565,7 @@ SHIM_API CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUk
 
 SHIM_API CUresult cuKernelGetName(const char **name, CUkernel hfunc)
 {
+	SHIM_ENTRY();
 	return func_table_name((uint64_t)(uintptr_t)hfunc, true, name);
 }
 
@@ -568,6 +593,7 @@ static CUresult param_info(uint64_t handle, size_t index, size_t *offset, size_t
 SHIM_API CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset,
 				       size_t *paramSize)
 {
+	SHIM_ENTRY();
 	return param_info((uint64_t)(uintptr_t)kernel, paramIndex, paramOffset, paramSize);
 }
 
@@ -576,6 +602,7 @@ SHIM_API CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_
 SHIM_API CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset,
 				     size_t *paramSize)
 {
+	SHIM_ENTRY();
 	return param_info((uint64_t)(uintptr_t)func, paramIndex, paramOffset, paramSize);
 }
 
@@ -592,6 +619,7 @@ static CUresult func_attribute_ask(uint64_t function, unsigned attr, int *value)
 
 SHIM_API CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
 {
+	SHIM_ENTRY();
 	if (!pi)
 		return CUDA_ERROR_INVALID_VALUE;
 	return func_table_attribute((uint64_t)(uintptr_t)hfunc, (unsigned)attrib, pi, func_attribute_ask);
@@ -599,6 +627,7 @@ SHIM_API CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfun
 
 SHIM_API CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
 {
+	SHIM_ENTRY();
 	struct wire_func_set_attribute_req req = {
 		.attrib = (uint32_t)attrib, .function = (uint64_t)(uintptr_t)hfunc, .value = value,
 	};
@@ -609,6 +638,7 @@ SHIM_API CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attr
 
 SHIM_API CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
 {
+	SHIM_ENTRY();
 	struct wire_func_set_cache_config_req req = {
 		.function = (uint64_t)(uintptr_t)hfunc, .config = (uint32_t)config,
 	};
@@ -619,11 +649,13 @@ SHIM_API CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
 
 SHIM_API CUresult cuFuncGetName(const char **name, CUfunction hfunc)
 {
+	SHIM_ENTRY();
 	return func_table_name((uint64_t)(uintptr_t)hfunc, false, name);
 }
 
 SHIM_API CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config)
 {
+	SHIM_ENTRY();
 	struct wire_func_set_shared_mem_config_req req = {
 		.function = (uint64_t)(uintptr_t)hfunc, .config = (uint32_t)config,
 	};
@@ -634,6 +666,7 @@ SHIM_API CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig conf
 
 SHIM_API CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev)
 {
+	SHIM_ENTRY();
 	struct wire_kernel_set_cache_config_req req = {
 		.kernel = (uint64_t)(uintptr_t)kernel, .config = (uint32_t)config, .device = dev,
 	};

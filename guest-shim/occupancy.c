@@ -55,6 +55,7 @@ static CUresult occ_one(int *numBlocks, CUfunction func, int blockSize, size_t s
 SHIM_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func,
 							      int blockSize, size_t dynamicSMemSize)
 {
+	SHIM_ENTRY();
 	return occ_one(numBlocks, func, blockSize, dynamicSMemSize, 0);
 }
 
@@ -64,6 +65,7 @@ SHIM_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numB
 								       size_t dynamicSMemSize,
 								       unsigned int flags)
 {
+	SHIM_ENTRY();
 	return occ_one(numBlocks, func, blockSize, dynamicSMemSize, flags);
 }
 
@@ -130,6 +132,7 @@ SHIM_API CUresult cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockS
 						   CUoccupancyB2DSize blockSizeToDynamicSMemSize,
 						   size_t dynamicSMemSize, int blockSizeLimit)
 {
+	SHIM_ENTRY();
 	return occ_potential(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
 			     dynamicSMemSize, blockSizeLimit, 0);
 }
@@ -140,6 +143,7 @@ SHIM_API CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, in
 							    size_t dynamicSMemSize,
 							    int blockSizeLimit, unsigned int flags)
 {
+	SHIM_ENTRY();
 	return occ_potential(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
 			     dynamicSMemSize, blockSizeLimit, flags);
 }
@@ -147,6 +151,7 @@ SHIM_API CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, in
 SHIM_API CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func,
 							  int numBlocks, int blockSize)
 {
+	SHIM_ENTRY();
 	struct wire_occupancy_available_dynamic_smem_req req = {
 		.function = (uint64_t)(uintptr_t)func, .blocks = numBlocks, .block_size = blockSize,
 	};
@@ -194,11 +199,13 @@ static CUresult occ_cluster(int *value, enum occ_cluster_query query, CUfunction
 SHIM_API CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func,
 					       const CUlaunchConfig *config)
 {
+	SHIM_ENTRY();
 	return occ_cluster(numClusters, OCC_MAX_ACTIVE_CLUSTERS, func, config);
 }
 
 SHIM_API CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func,
 						     const CUlaunchConfig *config)
 {
+	SHIM_ENTRY();
 	return occ_cluster(clusterSize, OCC_MAX_POTENTIAL_CLUSTER_SIZE, func, config);
 }

@@ -21,6 +21,7 @@ static uint64_t pool_handle(CUmemoryPool pool)
 
 SHIM_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
 {
+	SHIM_ENTRY();
 	struct wire_device_get_default_mem_pool_req req = { .device = dev };
 	struct wire_device_get_default_mem_pool_rep rep;
 	CUresult res;
@@ -35,6 +36,7 @@ SHIM_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev
 
 SHIM_API CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
+	SHIM_ENTRY();
 	struct wire_device_get_mem_pool_req req = { .device = dev };
 	struct wire_device_get_mem_pool_rep rep;
 	CUresult res;
@@ -49,6 +51,7 @@ SHIM_API CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 
 SHIM_API CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 {
+	SHIM_ENTRY();
 	struct wire_device_set_mem_pool_req req = { .device = dev, .pool = pool_handle(pool) };
 	struct wire_device_set_mem_pool_rep rep;
 
@@ -74,6 +77,7 @@ static CUresult pool_location(const CUmemLocation *location, CUmemAllocationType
 SHIM_API CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location,
 					 CUmemAllocationType type)
 {
+	SHIM_ENTRY();
 	CUdevice dev;
 	CUresult res = pool_location(location, type, &dev);
 
@@ -82,6 +86,7 @@ SHIM_API CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *
 
 SHIM_API CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type)
 {
+	SHIM_ENTRY();
 	CUdevice dev;
 	CUresult res = pool_location(location, type, &dev);
 
@@ -90,6 +95,7 @@ SHIM_API CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, C
 
 SHIM_API CUresult cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool)
 {
+	SHIM_ENTRY();
 	CUdevice dev;
 	CUresult res = pool_location(location, type, &dev);
 
@@ -98,6 +104,7 @@ SHIM_API CUresult cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType t
 
 SHIM_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 {
+	SHIM_ENTRY();
 	struct wire_mem_pool_create_req req;
 	struct wire_mem_pool_create_rep rep;
 	CUresult res;
@@ -123,6 +130,7 @@ SHIM_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *pool
 
 SHIM_API CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
+	SHIM_ENTRY();
 	struct wire_mem_pool_destroy_req req = { .pool = pool_handle(pool) };
 	struct wire_mem_pool_destroy_rep rep;
 
@@ -139,6 +147,7 @@ static bool attr_is_int(CUmemPool_attribute attr)
 
 SHIM_API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
+	SHIM_ENTRY();
 	struct wire_mem_pool_set_attribute_req req = { .pool = pool_handle(pool), .attrib = attr };
 	struct wire_mem_pool_set_attribute_rep rep;
 
@@ -151,6 +160,7 @@ SHIM_API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute a
 
 SHIM_API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
+	SHIM_ENTRY();
 	struct wire_mem_pool_get_attribute_req req = { .pool = pool_handle(pool), .attrib = attr };
 	struct wire_mem_pool_get_attribute_rep rep;
 	CUresult res;
@@ -169,6 +179,7 @@ SHIM_API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute a
 
 SHIM_API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
+	SHIM_ENTRY();
 	struct wire_mem_pool_trim_to_req req = { .pool = pool_handle(pool), .keep = minBytesToKeep };
 	struct wire_mem_pool_trim_to_rep rep;
 
@@ -178,6 +189,7 @@ SHIM_API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 SHIM_API CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool,
 				     CUmemLocation *location)
 {
+	SHIM_ENTRY();
 	struct wire_mem_pool_get_access_req req = { .pool = pool_handle(memPool) };
 	struct wire_mem_pool_get_access_rep rep;
 	CUresult res;
@@ -196,6 +208,7 @@ SHIM_API CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memP
  * access; there is no other device to grant it to. */
 SHIM_API CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
 {
+	SHIM_ENTRY();
 	if (!map && count)
 		return CUDA_ERROR_INVALID_VALUE;
 	for (size_t i = 0; i < count; i++) {
@@ -227,17 +240,20 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, uint64_t pool, uint
 
 SHIM_API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
+	SHIM_ENTRY();
 	return alloc_async(dptr, bytesize, 0, shim_stream(hStream, false));
 }
 
 SHIM_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
+	SHIM_ENTRY();
 	return alloc_async(dptr, bytesize, 0, shim_stream(hStream, true));
 }
 
 SHIM_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
 					  CUstream hStream)
 {
+	SHIM_ENTRY();
 	if (!pool)
 		return CUDA_ERROR_INVALID_VALUE;
 	return alloc_async(dptr, bytesize, pool_handle(pool), shim_stream(hStream, false));
@@ -246,6 +262,7 @@ SHIM_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CU
 SHIM_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
 					       CUstream hStream)
 {
+	SHIM_ENTRY();
 	if (!pool)
 		return CUDA_ERROR_INVALID_VALUE;
 	return alloc_async(dptr, bytesize, pool_handle(pool), shim_stream(hStream, true));
@@ -261,10 +278,12 @@ static CUresult free_async(CUdeviceptr dptr, uint64_t stream)
 
 SHIM_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
+	SHIM_ENTRY();
 	return free_async(dptr, shim_stream(hStream, false));
 }
 
 SHIM_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
+	SHIM_ENTRY();
 	return free_async(dptr, shim_stream(hStream, true));
 }

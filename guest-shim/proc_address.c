@@ -52,11 +52,13 @@ static CUresult proc_resolve(const char *symbol, void **pfn, int version, cuuint
 SHIM_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
 				   cuuint64_t flags)
 {
+	SHIM_ENTRY();
 	return proc_resolve(symbol, pfn, cudaVersion, flags, NULL);
 }
 
 SHIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
 				      cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus)
 {
+	SHIM_ENTRY();
 	return proc_resolve(symbol, pfn, cudaVersion, flags, symbolStatus);
 }

@@ -120,6 +120,7 @@ static void conn_close_locked(struct shim_process *p);
 static void atfork_prepare(void)
 {
 	registered_fork_lock();
+	context_fork_lock();
 	managed_fork_lock();
 	pthread_mutex_lock(&shim.conn_lock);
 	pthread_mutex_lock(&shim.cache.lock);
@@ -138,6 +139,7 @@ static void atfork_unlock(void)
 	pthread_mutex_unlock(&shim.cache.lock);
 	pthread_mutex_unlock(&shim.conn_lock);
 	managed_fork_unlock();
+	context_fork_unlock();
 	registered_fork_unlock();
 }
 
@@ -162,6 +164,7 @@ static void atfork_child(void)
 	shim.broken = false;
 	pthread_cond_init(&shim.reply_cond, NULL);
 	shim.forked = true;
+	shim.connected_before = false;
 	shim.lost = false;
 	shim.seq = 0;
 	shim.granted.arena_base = shim.granted.arena_size = 0;
@@ -200,13 +203,6 @@ static void atfork_child(void)
 	atfork_unlock();
 }
 
-static void stats_report(void)
-{
-	pr_warn("session %s: %llu calls, %llu round trips, %llu batches of deferred calls", shim.who.session,
-		(unsigned long long)shim.stats.calls, (unsigned long long)shim.stats.round_trips,
-		(unsigned long long)shim.stats.batches);
-}
-
 static void shim_init_once(void)
 {
 	const char *level_text = getenv("TERN_LOG_LEVEL");
@@ -235,8 +231,7 @@ static void shim_init_once(void)
 	shim.reconnect_ms = getenv("TERN_RECONNECT_TIMEOUT_MS") ? atoi(getenv("TERN_RECONNECT_TIMEOUT_MS"))
 								 : RECONNECT_MS_DEFAULT;
 	shim.batching.lazy = !getenv("TERN_LAZY") || strcmp(getenv("TERN_LAZY"), "0");
-	if (getenv("TERN_STATS") && !strcmp(getenv("TERN_STATS"), "1"))
-		atexit(stats_report);
+	stats_configure(getenv("TERN_STATS"));
 	pthread_key_create(&reply_key, reply_buf_free);
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
@@ -982,6 +977,11 @@ static CUresult conn_open_locked(struct shim_process *p)
 			goto out_close;
 		}
 	}
+	/* Another worker, perhaps on another GPU (a migration, a restore
+	 * elsewhere): what the last one answered about devices is not kept. */
+	if (p->connected_before)
+		device_cache_reconnected(p);
+	p->connected_before = true;
 	/* A new worker (a restore) runs the graphs' host nodes: it needs the
 	 * channel before anything is replayed. */
 	if (p->hostfn.wanted) {
@@ -1234,6 +1234,7 @@ static CUresult defer_locked(struct shim_process *p, uint32_t id, struct wire_ms
 		goto out;
 	}
 	p->stats.calls++;
+	stats_deferred();
 	replay_append_locked(p, id, h.seq, true, iov, niov);
 	for (int i = 0; i < niov; i++)
 		len += iov[i].iov_len;
@@ -1423,6 +1424,7 @@ CUresult rpc_call_fd(uint32_t id, struct wire_msg *req, struct wire_cursor *rep,
 		status = CUDA_ERROR_UNKNOWN;
 	} else {
 		p->stats.round_trips++;
+		stats_round_trip();
 	}
 out_unlock:
 	pthread_mutex_unlock(&p->conn_lock);
@@ -1440,4 +1442,9 @@ bool rpc_arena_contains(uint64_t addr, uint64_t len)
 	if (!size || addr < base)
 		return false;
 	return addr - base < size && len <= size - (addr - base);
+}
+
+bool rpc_session_lost(void)
+{
+	return __atomic_load_n(&shim_process()->lost, __ATOMIC_RELAXED);
 }

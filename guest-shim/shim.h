@@ -30,6 +30,52 @@
 
 #define SHIM_API __attribute__((visibility("default")))
 
+/* stats.c: TERN_STATS. Every SHIM_API function's body begins with
+ * SHIM_ENTRY() (the shim_entry_marks test checks it), which counts the call
+ * for TERN_STATS=2 and charges the requests it makes to it; with the table
+ * off it costs a predicted branch. */
+struct shim_entry_count {
+	const char *name;
+	uint64_t calls, round_trips, deferred, local;
+	struct shim_entry_count *next;
+	int listed;
+};
+
+struct shim_entry_scope {
+	struct shim_entry_count *entry;         /* NULL: not counted */
+	bool nested;                            /* inside another entry point */
+	uint64_t sends_before;
+};
+
+/* Set once while the library loads (TERN_STATS=2); read-only after. */
+extern bool shim_stats_by_entry;
+struct shim_entry_scope stats_entry_enter_counted(struct shim_entry_count *e);
+void stats_entry_leave_counted(struct shim_entry_scope *s);
+
+static inline struct shim_entry_scope stats_entry_enter(struct shim_entry_count *e)
+{
+	if (__builtin_expect(!shim_stats_by_entry, 1))
+		return (struct shim_entry_scope){ 0 };
+	return stats_entry_enter_counted(e);
+}
+
+static inline void stats_entry_leave(struct shim_entry_scope *s)
+{
+	if (__builtin_expect(s->entry || s->nested, 0))
+		stats_entry_leave_counted(s);
+}
+
+#define SHIM_ENTRY()                                                                              \
+	static struct shim_entry_count shim_entry_count_ = { .name = __func__ };                  \
+	__attribute__((cleanup(stats_entry_leave))) struct shim_entry_scope shim_entry_scope_ =   \
+		stats_entry_enter(&shim_entry_count_)
+
+/* The RPC layer's requests, charged to the thread's entry point. */
+void stats_round_trip(void);
+void stats_deferred(void);
+/* TERN_STATS's value (NULL: unset): 1 or 2 report at exit. */
+void stats_configure(const char *level);
+
 /* Devices whose attributes are cached; a larger ordinal asks every time. */
 #define SHIM_DEVICE_CACHE 64
 
@@ -202,10 +248,42 @@ struct shim_hostfn_table {
 	uint64_t next;
 };
 
+/* What the shim knows of one device (device.c): each answer is kept from
+ * the first time the worker gave it, and forgotten when the connection is
+ * made again (the session may be on another GPU then: a migration or a
+ * restore elsewhere), except what the guest did itself: its primary
+ * context's retains, which no worker may answer for (a restored worker
+ * starts with none). */
+#define SHIM_BUS_ID_MAX 64
+#define SHIM_NAME_MAX 256
+struct shim_device_info {
+	int32_t *attrs;                 /* CU_DEVICE_ATTRIBUTE_MAX values, or NULL */
+	bool have_handle, have_name, have_uuid, have_total, have_bus_id, have_priorities;
+	int32_t handle;                 /* cuDeviceGet of this ordinal */
+	char name[SHIM_NAME_MAX];
+	uint8_t uuid[16];
+	uint64_t total_mem;
+	char bus_id[SHIM_BUS_ID_MAX];
+	int32_t least_priority, greatest_priority;
+	uint8_t peer[SHIM_DEVICE_CACHE]; /* cuDeviceCanAccessPeer + 1: 0 not asked */
+	/* The primary context: its handle, the guest's retains less its
+	 * releases (a reset ends them), its flags as the worker last said.
+	 * @primary_gen counts changes: an answer asked before a change that
+	 * came back after it is not kept. */
+	uint64_t primary_ctx;
+	int primary_refs;
+	bool primary_flags_known;
+	unsigned primary_flags;
+	uint64_t primary_gen;
+};
+
 /* What the shim knows of the session's objects; guarded by lock. */
 struct shim_cache {
 	pthread_mutex_t lock;
-	int32_t *attrs[SHIM_DEVICE_CACHE];  /* device attributes, CU_DEVICE_ATTRIBUTE_MAX values */
+	struct shim_device_info devices[SHIM_DEVICE_CACHE];
+	bool have_count, have_driver_version;
+	int32_t device_count, driver_version;
+	uint64_t epoch;                     /* connections made: an answer of an older one is not kept */
 	struct shim_func *funcs[SHIM_FUNC_BUCKETS];
 	struct shim_host_range *host_ranges;
 	struct shim_ctx *ctxs;
@@ -228,6 +306,7 @@ struct shim_process {
 	bool lost;                      /* the session died: calls fail at once */
 	pid_t owner;                    /* process that made conn.fd */
 	bool forked;                    /* this process is a fork of a shim user */
+	bool connected_before;          /* a connection was made: the next is another worker */
 	uint64_t seq;
 	int reconnect_ms;
 	struct shim_identity who;
@@ -285,6 +364,9 @@ CUresult rpc_connect(void);
 /* True when [addr, addr+len) lies in the session's device arena. Answers
  * false before the first successful connection. */
 bool rpc_arena_contains(uint64_t addr, uint64_t len);
+/* The session is gone (every call fails with CUDA_ERROR_DEVICE_UNAVAILABLE):
+ * calls answered from caches fail so too. */
+bool rpc_session_lost(void);
 /* Logged once by each unimplemented entry point (generated defaults). */
 void shim_unimplemented_report(const char *name);
 
@@ -318,6 +400,9 @@ bool guest_table_get(const void **table, const CUuuid *id);
 /* context.c */
 /* The calling thread's current context handle, 0 if none. */
 uint64_t ctx_current(void);
+/* The device of context @ctx as the shim knows it, without asking: false
+ * for 0 or a context it has not seen made. */
+bool ctx_device_known(uint64_t ctx, CUdevice *dev);
 /* A primary context the process retained, 0 if none. */
 uint64_t ctx_primary_any(void);
 /* Forget everything about contexts (the child after fork). */
@@ -409,7 +494,11 @@ void managed_reset(void);
  * handlers take them in one order: managed, connection, cache, host
  * functions, then the leaf locks: capture, graph kernel arguments, export
  * table storage) and given back in the parent and in the child, so the
- * child never finds one held by a thread it does not have. */
+ * child never finds one held by a thread it does not have. The primary
+ * context's lock (context.c) comes before them all: its holder makes
+ * round trips. */
+void context_fork_lock(void);
+void context_fork_unlock(void);
 void managed_fork_lock(void);
 void managed_fork_unlock(void);
 void capture_fork_lock(void);
@@ -469,7 +558,14 @@ void capture_reset(void);
 bool graph_edges_default(const CUgraphEdgeData *edges, size_t n);
 
 /* device.c */
+/* Forget every device answer and the guest's primary retains (the child after fork). */
 void device_cache_reset(struct shim_process *p);
+/* A new connection was made (a reconnect, perhaps to another GPU): forget
+ * what a worker answered, keep what the guest did. cache.lock not held. */
+void device_cache_reconnected(struct shim_process *p);
+/* The cached device info of ordinal @dev, or NULL when out of the cache's
+ * range; cache.lock held by the caller. */
+struct shim_device_info *device_info_locked(struct shim_process *p, CUdevice dev);
 /* One attribute, from the per-device cache. */
 CUresult device_attribute(CUdevice dev, int attrib, int *value);
 

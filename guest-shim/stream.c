@@ -18,16 +18,19 @@ static CUresult stream_create(CUstream *ph, unsigned flags, int priority)
 
 SHIM_API CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
 {
+	SHIM_ENTRY();
 	return stream_create(phStream, Flags, 0);
 }
 
 SHIM_API CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
 {
+	SHIM_ENTRY();
 	return stream_create(phStream, flags, priority);
 }
 
 SHIM_API CUresult cuStreamDestroy_v2(CUstream hStream)
 {
+	SHIM_ENTRY();
 	struct wire_stream_destroy_req req = { .stream = (uint64_t)(uintptr_t)hStream };
 	struct wire_stream_destroy_rep rep;
 
@@ -36,6 +39,7 @@ SHIM_API CUresult cuStreamDestroy_v2(CUstream hStream)
 
 SHIM_API CUresult cuStreamDestroy(CUstream hStream)
 {
+	SHIM_ENTRY();
 	return cuStreamDestroy_v2(hStream);
 }
 
@@ -50,11 +54,13 @@ static CUresult stream_synchronize(uint64_t s)
 
 SHIM_API CUresult cuStreamSynchronize(CUstream hStream)
 {
+	SHIM_ENTRY();
 	return stream_synchronize(shim_stream(hStream, false));
 }
 
 SHIM_API CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 {
+	SHIM_ENTRY();
 	return stream_synchronize(shim_stream(hStream, true));
 }
 
@@ -70,11 +76,13 @@ static CUresult stream_query(uint64_t s)
 
 SHIM_API CUresult cuStreamQuery(CUstream hStream)
 {
+	SHIM_ENTRY();
 	return stream_query(shim_stream(hStream, false));
 }
 
 SHIM_API CUresult cuStreamQuery_ptsz(CUstream hStream)
 {
+	SHIM_ENTRY();
 	return stream_query(shim_stream(hStream, true));
 }
 
@@ -94,11 +102,13 @@ static CUresult stream_wait_event(uint64_t s, CUevent ev, unsigned flags)
 
 SHIM_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
+	SHIM_ENTRY();
 	return stream_wait_event(shim_stream(hStream, false), hEvent, Flags);
 }
 
 SHIM_API CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
+	SHIM_ENTRY();
 	return stream_wait_event(shim_stream(hStream, true), hEvent, Flags);
 }
 
@@ -118,11 +128,13 @@ static CUresult stream_get_flags(uint64_t s, unsigned int *flags)
 
 SHIM_API CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)
 {
+	SHIM_ENTRY();
 	return stream_get_flags(shim_stream(hStream, false), flags);
 }
 
 SHIM_API CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
 {
+	SHIM_ENTRY();
 	return stream_get_flags(shim_stream(hStream, true), flags);
 }
 
@@ -142,11 +154,13 @@ static CUresult stream_get_priority(uint64_t s, int *priority)
 
 SHIM_API CUresult cuStreamGetPriority(CUstream hStream, int *priority)
 {
+	SHIM_ENTRY();
 	return stream_get_priority(shim_stream(hStream, false), priority);
 }
 
 SHIM_API CUresult cuStreamGetPriority_ptsz(CUstream hStream, int *priority)
 {
+	SHIM_ENTRY();
 	return stream_get_priority(shim_stream(hStream, true), priority);
 }
 /* Owner, device and id, in one round trip (the worker answers from its
@@ -176,16 +190,19 @@ static CUresult stream_get_ctx(uint64_t s, CUcontext *pctx, CUgreenCtx *green)
 
 SHIM_API CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
 {
+	SHIM_ENTRY();
 	return stream_get_ctx(shim_stream(hStream, false), pctx, NULL);
 }
 
 SHIM_API CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
 {
+	SHIM_ENTRY();
 	return stream_get_ctx(shim_stream(hStream, true), pctx, NULL);
 }
 
 SHIM_API CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
 {
+	SHIM_ENTRY();
 	if (!pGreenCtx)
 		return CUDA_ERROR_INVALID_VALUE;
 	return stream_get_ctx(shim_stream(hStream, false), pCtx, pGreenCtx);
@@ -193,6 +210,7 @@ SHIM_API CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCt
 
 SHIM_API CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
 {
+	SHIM_ENTRY();
 	if (!pGreenCtx)
 		return CUDA_ERROR_INVALID_VALUE;
 	return stream_get_ctx(shim_stream(hStream, true), pCtx, pGreenCtx);
@@ -213,11 +231,13 @@ static CUresult stream_get_device(uint64_t s, CUdevice *device)
 
 SHIM_API CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)
 {
+	SHIM_ENTRY();
 	return stream_get_device(shim_stream(hStream, false), device);
 }
 
 SHIM_API CUresult cuStreamGetDevice_ptsz(CUstream hStream, CUdevice *device)
 {
+	SHIM_ENTRY();
 	return stream_get_device(shim_stream(hStream, true), device);
 }
 
@@ -236,10 +256,12 @@ static CUresult stream_get_id(uint64_t s, unsigned long long *id)
 
 SHIM_API CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
 {
+	SHIM_ENTRY();
 	return stream_get_id(shim_stream(hStream, false), streamId);
 }
 
 SHIM_API CUresult cuStreamGetId_ptsz(CUstream hStream, unsigned long long *streamId)
 {
+	SHIM_ENTRY();
 	return stream_get_id(shim_stream(hStream, true), streamId);
 }

@@ -131,24 +131,28 @@ static CUresult batch_mem_op(CUstream stream, bool per_thread, unsigned count,
 SHIM_API CUresult cuStreamBatchMemOp(CUstream stream, unsigned int count,
 				     CUstreamBatchMemOpParams *paramArray, unsigned int flags)
 {
+	SHIM_ENTRY();
 	return batch_mem_op(stream, false, count, paramArray, flags);
 }
 
 SHIM_API CUresult cuStreamBatchMemOp_ptsz(CUstream stream, unsigned int count,
 					  CUstreamBatchMemOpParams *paramArray, unsigned int flags)
 {
+	SHIM_ENTRY();
 	return batch_mem_op(stream, true, count, paramArray, flags);
 }
 
 SHIM_API CUresult cuStreamBatchMemOp_v2(CUstream stream, unsigned int count,
 					CUstreamBatchMemOpParams *paramArray, unsigned int flags)
 {
+	SHIM_ENTRY();
 	return batch_mem_op(stream, false, count, paramArray, flags);
 }
 
 SHIM_API CUresult cuStreamBatchMemOp_v2_ptsz(CUstream stream, unsigned int count,
 					     CUstreamBatchMemOpParams *paramArray, unsigned int flags)
 {
+	SHIM_ENTRY();
 	return batch_mem_op(stream, true, count, paramArray, flags);
 }
 
@@ -189,21 +193,25 @@ static CUresult stream_get_attribute(CUstream h, bool per_thread, CUstreamAttrID
 
 SHIM_API CUresult cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *value)
 {
+	SHIM_ENTRY();
 	return stream_set_attribute(hStream, false, attr, value);
 }
 
 SHIM_API CUresult cuStreamSetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *value)
 {
+	SHIM_ENTRY();
 	return stream_set_attribute(hStream, true, attr, value);
 }
 
 SHIM_API CUresult cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value)
 {
+	SHIM_ENTRY();
 	return stream_get_attribute(hStream, false, attr, value);
 }
 
 SHIM_API CUresult cuStreamGetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value)
 {
+	SHIM_ENTRY();
 	return stream_get_attribute(hStream, true, attr, value);
 }
 
@@ -230,10 +238,12 @@ static CUresult stream_copy_attributes(CUstream dst, CUstream src, bool per_thre
 
 SHIM_API CUresult cuStreamCopyAttributes(CUstream dst, CUstream src)
 {
+	SHIM_ENTRY();
 	return stream_copy_attributes(dst, src, false);
 }
 
 SHIM_API CUresult cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src)
 {
+	SHIM_ENTRY();
 	return stream_copy_attributes(dst, src, true);
 }

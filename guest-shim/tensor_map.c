@@ -72,6 +72,7 @@ SHIM_API CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapData
 					 CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion,
 					 CUtensorMapFloatOOBfill oobFill)
 {
+	SHIM_ENTRY();
 	uint8_t box[TMAP_RANK_MAX * WIRE_REC_TENSOR_BOX_BYTES];
 	struct wire_tensor_map_encode_tiled_req req = {
 		.data_type = (uint32_t)tensorDataType, .rank = tensorRank,
@@ -106,6 +107,7 @@ SHIM_API CUresult cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensorMapDat
 					  CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
 					  CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
 {
+	SHIM_ENTRY();
 	uint8_t lower[(TMAP_RANK_MAX - 2) * WIRE_REC_TENSOR_CORNER_BYTES];
 	uint8_t upper[(TMAP_RANK_MAX - 2) * WIRE_REC_TENSOR_CORNER_BYTES];
 	struct wire_tensor_map_encode_im2col_req req = {
@@ -147,6 +149,7 @@ SHIM_API CUresult cuTensorMapEncodeIm2colWide(CUtensorMap *tensorMap, CUtensorMa
 					      CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion,
 					      CUtensorMapFloatOOBfill oobFill)
 {
+	SHIM_ENTRY();
 	struct wire_tensor_map_encode_im2col_wide_req req = {
 		.data_type = (uint32_t)tensorDataType, .rank = tensorRank,
 		.address = (uint64_t)(uintptr_t)globalAddress, .lower = pixelBoxLowerCornerWidth,
@@ -170,6 +173,7 @@ SHIM_API CUresult cuTensorMapEncodeIm2colWide(CUtensorMap *tensorMap, CUtensorMa
 
 SHIM_API CUresult cuTensorMapReplaceAddress(CUtensorMap *tensorMap, void *globalAddress)
 {
+	SHIM_ENTRY();
 	struct wire_tensor_map_replace_address_req req = { .address = (uint64_t)(uintptr_t)globalAddress };
 	struct wire_tensor_map_replace_address_rep rep;
 	CUresult res;

@@ -99,6 +99,7 @@ static void uobj_finish(struct shim_uobj *o)
 SHIM_API CUresult cuUserObjectCreate(CUuserObject *object_out, void *ptr, CUhostFn destroy,
 				     unsigned int initialRefcount, unsigned int flags)
 {
+	SHIM_ENTRY();
 	struct shim_process *p = shim_process();
 	struct shim_uobj *o;
 
@@ -121,6 +122,7 @@ SHIM_API CUresult cuUserObjectCreate(CUuserObject *object_out, void *ptr, CUhost
 
 SHIM_API CUresult cuUserObjectRetain(CUuserObject object, unsigned int count)
 {
+	SHIM_ENTRY();
 	struct shim_process *p = shim_process();
 	struct shim_uobj *o;
 
@@ -136,6 +138,7 @@ SHIM_API CUresult cuUserObjectRetain(CUuserObject object, unsigned int count)
 
 SHIM_API CUresult cuUserObjectRelease(CUuserObject object, unsigned int count)
 {
+	SHIM_ENTRY();
 	struct shim_process *p = shim_process();
 	struct shim_uobj *o, *dead = NULL;
 	CUresult res = CUDA_SUCCESS;
@@ -191,6 +194,7 @@ static int ref_add_locked(struct shim_process *p, uint64_t owner, uint32_t node,
 SHIM_API CUresult cuGraphRetainUserObject(CUgraph graph, CUuserObject object, unsigned int count,
 					  unsigned int flags)
 {
+	SHIM_ENTRY();
 	struct shim_process *p = shim_process();
 	struct shim_uobj *o;
 	CUresult res = CUDA_SUCCESS;
@@ -226,6 +230,7 @@ static struct shim_uobj *ref_drop_locked(struct shim_process *p, struct shim_uob
 
 SHIM_API CUresult cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, unsigned int count)
 {
+	SHIM_ENTRY();
 	struct shim_process *p = shim_process();
 	struct shim_uobj *o, *dead = NULL;
 	CUresult res = CUDA_ERROR_INVALID_VALUE;

@@ -27,6 +27,7 @@ static bool prop_reserved_clear(const CUmemAllocationProp *prop)
 SHIM_API CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
 						CUmemAllocationGranularity_flags option)
 {
+	SHIM_ENTRY();
 	struct wire_mem_get_allocation_granularity_req req;
 	struct wire_mem_get_allocation_granularity_rep rep;
 	CUresult res;
@@ -49,6 +50,7 @@ SHIM_API CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmem
 SHIM_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
 				      CUdeviceptr addr, unsigned long long flags)
 {
+	SHIM_ENTRY();
 	struct wire_mem_address_reserve_req req = { .size = size, .alignment = alignment,
 						    .hint = addr, .flags = flags };
 	struct wire_mem_address_reserve_rep rep;
@@ -64,6 +66,7 @@ SHIM_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alig
 
 SHIM_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
+	SHIM_ENTRY();
 	struct wire_mem_address_free_req req = { .address = ptr, .size = size };
 	struct wire_mem_address_free_rep rep;
 
@@ -73,6 +76,7 @@ SHIM_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 SHIM_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 			      const CUmemAllocationProp *prop, unsigned long long flags)
 {
+	SHIM_ENTRY();
 	struct wire_mem_create_req req;
 	struct wire_mem_create_rep rep;
 	CUresult res;
@@ -98,6 +102,7 @@ SHIM_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 
 SHIM_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
+	SHIM_ENTRY();
 	struct wire_mem_release_req req = { .mem = handle };
 	struct wire_mem_release_rep rep;
 
@@ -107,6 +112,7 @@ SHIM_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 SHIM_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 			   CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
+	SHIM_ENTRY();
 	struct wire_vmm_map_req req = { .address = ptr, .size = size, .offset = offset,
 					.mem = handle, .flags = flags };
 	struct wire_vmm_map_rep rep;
@@ -116,6 +122,7 @@ SHIM_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 
 SHIM_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
+	SHIM_ENTRY();
 	struct wire_vmm_unmap_req req = { .address = ptr, .size = size };
 	struct wire_vmm_unmap_rep rep;
 
@@ -125,6 +132,7 @@ SHIM_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 SHIM_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
 				 size_t count)
 {
+	SHIM_ENTRY();
 	uint8_t buf[WIRE_REC_ACCESS_DESC_MAX * WIRE_REC_ACCESS_DESC_BYTES];
 	struct wire_mem_set_access_req req = { .address = ptr, .size = size };
 	struct wire_mem_set_access_rep rep;
@@ -145,6 +153,7 @@ SHIM_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccess
 SHIM_API CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location,
 				 CUdeviceptr ptr)
 {
+	SHIM_ENTRY();
 	struct wire_mem_get_access_req req;
 	struct wire_mem_get_access_rep rep;
 	CUresult res;
@@ -162,6 +171,7 @@ SHIM_API CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation 
 SHIM_API CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
 							 CUmemGenericAllocationHandle handle)
 {
+	SHIM_ENTRY();
 	struct wire_mem_get_allocation_properties_req req = { .mem = handle };
 	struct wire_mem_get_allocation_properties_rep rep;
 	CUresult res;
@@ -184,6 +194,7 @@ SHIM_API CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *pr
 
 SHIM_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
 {
+	SHIM_ENTRY();
 	struct wire_mem_retain_allocation_handle_req req = { .address = (uint64_t)(uintptr_t)addr };
 	struct wire_mem_retain_allocation_handle_rep rep;
 	CUresult res;

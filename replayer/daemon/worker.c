@@ -6,6 +6,7 @@
 #include "checkpoint.h"
 #include "control.h"
 #include "fdpass.h"
+#include "recv_ahead.h"
 #include "hostfn_chan.h"
 #include "log.h"
 #include "monotonic.h"
@@ -93,7 +94,13 @@ struct worker_conn {
 	struct wire_header pending;     /* decoded once head_got is the whole header */
 	uint64_t body_got;              /* of pending.length, into payload */
 	uint64_t skip_left;             /* an oversized request's payload still to drop */
+	/* The socket's bytes (or TLS records) read ahead: many requests a read,
+	 * passed descriptors kept with their byte (common/recv_ahead.h). */
+	struct recv_ahead ahead;
 };
+
+/* How much a read of the session's socket takes at most. */
+#define WORKER_READ_AHEAD (256u << 10)
 
 struct worker_session {
 	const struct worker_config *cfg;
@@ -183,22 +190,12 @@ static int reply_status(struct worker_conn *c, const struct wire_header *req, CU
 
 /* Read one request. 0 with the payload in c->payload, 1 if the request was
  * answered already (oversized), or -errno when the connection is unusable. */
-/* What the socket has now, up to @n bytes, without waiting: the count, or
- * -EAGAIN when nothing came, -ECONNRESET at end of file, -errno. */
+/* What was read ahead or the socket has now, up to @n bytes, without
+ * waiting: the count, or -EAGAIN when nothing came, -ECONNRESET at end of
+ * file, -errno. */
 static ssize_t conn_recv_some(struct worker_conn *c, void *buf, size_t n)
 {
-	if (c->tls)
-		return tls_conn_recv_some(c->tls, buf, n);
-	for (;;) {
-		ssize_t r = recv(c->fd, buf, n, MSG_DONTWAIT);
-
-		if (r > 0)
-			return r;
-		if (r == 0)
-			return -ECONNRESET;
-		if (errno != EINTR)
-			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-	}
+	return recv_ahead_take(&c->ahead, buf, n);
 }
 
 /* The header is whole: check it and make room for the payload. 1 when the
@@ -536,6 +533,13 @@ static int request_resend(struct worker_session *s, const struct wire_header *h,
 	return reply_status(&s->c, h, CUDA_ERROR_ILLEGAL_STATE, WIRE_F_ERROR);
 }
 
+/* The descriptors that follow a request on the session's socket (exec's
+ * host_func_attach and mem_host_share): read ahead perhaps, with their byte. */
+static int conn_fds_take(void *arg, int *fds, int nfds, int timeout_ms)
+{
+	return recv_ahead_fds_take(arg, fds, nfds, timeout_ms);
+}
+
 /* The guest moves the session onto shared-memory rings: its memfd and
  * eventfds come on the socket, the answer goes back on the socket, and from
  * then on every message uses the rings. */
@@ -551,7 +555,14 @@ static int shm_attach(struct worker_session *s, const struct wire_header *h, str
 	 * break the TLS records. */
 	if (s->c.tls)
 		return reply_status(&s->c, h, CUDA_ERROR_NOT_SUPPORTED, 0);
-	ret = shm_fds_recv(s->c.fd, fds, SHM_CHAN_FDS, SHM_FDS_TIMEOUT_MS);
+	ret = recv_ahead_fds_take(&s->c.ahead, fds, SHM_CHAN_FDS, SHM_FDS_TIMEOUT_MS);
+	/* From now on requests come on the rings: bytes sent after this one,
+	 * before its answer, would be lost. */
+	if (!ret && recv_ahead_buffered(&s->c.ahead)) {
+		for (int i = 0; i < SHM_CHAN_FDS; i++)
+			close(fds[i]);
+		ret = -EPROTO;
+	}
 	if (!ret)
 		ret = shm_chan_attach(&s->c.shm, fds, req.ring_bytes, s->c.fd, s->c.shm_at);
 	if (ret) {
@@ -917,6 +928,8 @@ static int session_serve(struct worker_session *s, struct session_slot *slot)
 	s->c.tls = cfg->tls;
 	if (s->c.tls)
 		tls_conn_set_send_wait(s->c.tls, true);     /* the supervisor's sends did not wait */
+	if (recv_ahead_open(&s->c.ahead, fd, s->c.tls, WORKER_READ_AHEAD))
+		goto out;
 	ret = hello_take(&s->c, cfg, &h, hello);
 	if (ret)
 		goto out;
@@ -941,6 +954,8 @@ static int session_serve(struct worker_session *s, struct session_slot *slot)
 	opened = true;
 	oom_score_adj_set(OOM_ADJ_SESSION);
 	s->ex.host.conn_sock = s->c.fd;
+	s->ex.host.fds_take = conn_fds_take;
+	s->ex.host.fds_arg = &s->c.ahead;
 	/* The callback connection of a tls:// session is TLS as well. */
 	s->ex.host.tls = s->c.tls ? cfg->tls_creds : NULL;
 	s->waits = worker_waits_open(s->ex.be);
@@ -962,6 +977,8 @@ static int session_serve(struct worker_session *s, struct session_slot *slot)
 		 * requests keep coming. */
 		bool input = !s->held && s->c.shm_on &&
 			     shm_chan_spin_until(&s->c.shm, worker_waits_active(s->waits) ? wait_done : NULL, s->waits);
+		/* Requests read ahead are taken without a poll each, too. */
+		input = input || (!s->held && !s->c.shm_on && recv_ahead_ready(&s->c.ahead));
 		uint16_t flags = 0;
 
 		if (waits_answer(s, slot)) {
@@ -983,8 +1000,9 @@ static int session_serve(struct worker_session *s, struct session_slot *slot)
 				{ .fd = worker_waits_fd(s->waits), .events = POLLIN },
 			};
 			bool slept = false;
-			/* Records GnuTLS read ahead are not on the socket any more. */
-			bool buffered = s->c.tls && !s->held && tls_conn_pending(s->c.tls);
+			/* Bytes read ahead (ours, or records GnuTLS decrypted) are
+			 * not on the socket any more. */
+			bool buffered = !s->held && !s->c.shm_on && recv_ahead_ready(&s->c.ahead);
 			/* Buffers the guest freed wait for an idle moment, not for its next request. */
 			int timeout = input || buffered ? 0 : exec_host_retired_pending(&s->ex) ? 2 : -1;
 
@@ -1156,6 +1174,7 @@ out:
 			close(s->passed_fd);
 		free(s->resume_reply);
 		free(s->c.payload);
+		recv_ahead_close(&s->c.ahead);
 		if (s->c.shm_on)
 			shm_chan_close(&s->c.shm);
 		ivshmem_host_release(&s->c.bar);

@@ -223,6 +223,12 @@ struct exec_host {
 	uint64_t retired_looked_ns; /* when the dispatch loop last looked whether it is */
 	uint64_t bytes, bytes_max;  /* pinned, retired buffers included */
 	int conn_sock;              /* the session's socket (host_func_attach), -1: none */
+	/* Takes the @nfds descriptors that follow a request on the session's
+	 * socket, which the worker may have read ahead with their byte
+	 * (common/recv_ahead.h): 0 or -errno as shm_fds_recv. NULL: read the
+	 * socket itself. */
+	int (*fds_take)(void *arg, int *fds, int nfds, int timeout_ms);
+	void *fds_arg;
 	struct tls_creds *tls;      /* tls://: the callback connection is TLS too, with these; NULL: plain */
 	struct exec_hostfn *fn;     /* host-function channel and records */
 	/* The session's slot of its domain's ivshmem BAR (ivshmem_host_share):
@@ -527,6 +533,9 @@ void exec_host_buf_attach(struct exec *ex, struct exec_host_buf *b);
 void exec_host_buf_retire(struct exec *ex, struct exec_host_buf *b);
 bool exec_host_retired_pending(const struct exec *ex);
 void exec_host_retired_reap(struct exec *ex);
+/* The descriptors that follow a request on @sock, the session's socket:
+ * through host.fds_take when the worker set it, else from @sock. */
+int exec_host_fds_take(struct exec *ex, int sock, int *fds, int nfds, int timeout_ms);
 /* Blocks; touches nothing of the session but @w and the backend. */
 void exec_wait_run(const struct backend *be, struct exec_wait *w);
 void exec_wait_finish(struct exec *ex, struct exec_wait *w);

@@ -146,6 +146,13 @@ static CUresult host_share_map(struct exec *ex, uint64_t address, uint64_t bytes
 	return CUDA_SUCCESS;
 }
 
+int exec_host_fds_take(struct exec *ex, int sock, int *fds, int nfds, int timeout_ms)
+{
+	if (ex->host.fds_take)
+		return ex->host.fds_take(ex->host.fds_arg, fds, nfds, timeout_ms);
+	return shm_fds_recv(sock, fds, nfds, timeout_ms);
+}
+
 CUresult exec_mem_host_share(struct exec *ex, const struct wire_mem_host_share_req *req,
 			     struct wire_mem_host_share_rep *rep)
 {
@@ -158,7 +165,7 @@ CUresult exec_mem_host_share(struct exec *ex, const struct wire_mem_host_share_r
 	res = host_share_check(ex, req->address, req->bytes, &rep->device_address, &again);
 	if (res != CUDA_SUCCESS || again)
 		return res;             /* again: no second memfd comes */
-	ret = shm_fds_recv(ex->host.sock, &fd, 1, HOST_FD_TIMEOUT_MS);
+	ret = exec_host_fds_take(ex, ex->host.sock, &fd, 1, HOST_FD_TIMEOUT_MS);
 	if (ret) {
 		pr_warn("mem_host_share: no memfd from the guest (%d)", ret);
 		return CUDA_ERROR_INVALID_VALUE;

@@ -618,7 +618,7 @@ CUresult exec_host_func_attach(struct exec *ex, const struct wire_host_func_atta
 			return CUDA_ERROR_NOT_SUPPORTED;
 		/* Taken first, whatever the answer: on the unix transport an
 		 * unread descriptor would sit in the request stream. */
-		ret = shm_fds_recv(ex->host.conn_sock, &fd, 1, HOSTFN_FD_TIMEOUT_MS);
+		ret = exec_host_fds_take(ex, ex->host.conn_sock, &fd, 1, HOSTFN_FD_TIMEOUT_MS);
 		if (ret == -EPROTO) {
 			/* Its byte came without the descriptor: a connection that
 			 * carries none (a VM's, through its agent). The guest joins

@@ -26,6 +26,7 @@
 #define ARENA_BASE 0x7e0000000000ull
 #define ARENA_SIZE (1ull << 34)
 #define FAKE_FUNCTION 0x0500000000000007ull
+#define FAKE_CONTEXT 0x0100000000000001ull
 #define MANAGED_ADDR (ARENA_BASE + (1ull << 30))
 /* __managed__ variables as the H200's driver packs them: "a" of module A
  * and "b" of module B in one page, "b" running into the next. */
@@ -222,6 +223,10 @@ static bool serve(int fd)
 			wire_put_u32(&m, CUDA_SUCCESS);
 			break;
 		}
+		case WIRE_CALL_PRIMARY_CTX_RETAIN:
+			wire_put_u32(&m, CUDA_SUCCESS);
+			wire_put_u64(&m, FAKE_CONTEXT);
+			break;
 		case WIRE_CALL_DEVICE_GET:
 			/* The worker dies in the middle of a call. */
 			close(fd);
@@ -275,6 +280,10 @@ static void test_launch_packs_params(void **state)
 		FN("cuLaunchKernel_ptsz", CUresult (*)(CUfunction, unsigned, unsigned, unsigned,
 						       unsigned, unsigned, unsigned, unsigned,
 						       CUstream, void **, void **));
+	CUresult (*retain)(CUcontext *, CUdevice) =
+		FN("cuDevicePrimaryCtxRetain", CUresult (*)(CUcontext *, CUdevice));
+	CUresult (*set_current)(CUcontext) = FN("cuCtxSetCurrent", CUresult (*)(CUcontext));
+	CUcontext ctx = NULL;
 	CUfunction f;
 	size_t off = 0, size = 0;
 	int a = 0x01020304;
@@ -291,17 +300,23 @@ static void test_launch_packs_params(void **state)
 	assert_int_equal(info(f, 3, &off, &size), CUDA_ERROR_INVALID_VALUE);
 	/* The fake device's attributes are their ids times ten: at most 10
 	 * threads a block (MAX_THREADS_PER_BLOCK is 1), 20 in x. The shim checks
-	 * a launch against them before deferring it. */
+	 * a launch against them, those of the current context's device,
+	 * before deferring it; without a current context it fails. */
+	assert_int_equal(launch(f, 1, 1, 1, 8, 1, 1, 0, NULL, params, NULL), CUDA_ERROR_INVALID_CONTEXT);
+	assert_int_equal(retain(&ctx, 0), CUDA_SUCCESS);
+	assert_int_equal((uint64_t)(uintptr_t)ctx, FAKE_CONTEXT);
+	assert_int_equal(set_current(ctx), CUDA_SUCCESS);
 	assert_int_equal(launch(f, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL), CUDA_ERROR_INVALID_VALUE);
 	assert_int_equal(launch(f, 1, 1, 1, 8, 1, 1, 0, NULL, params, NULL), CUDA_SUCCESS);
 	/* The launch is deferred (lazy RPC); the next call that waits for a
 	 * reply carries it along, ahead of itself, in order. */
 	assert_int_equal(seen.launch_len, 0);
 	{
-		CUresult (*count)(int *) = FN("cuDeviceGetCount", CUresult (*)(int *));
-		int n = 0;
+		/* Not cuDeviceGetCount: its answer is kept and makes no round trip. */
+		CUresult (*limit)(size_t *, CUlimit) = FN("cuCtxGetLimit", CUresult (*)(size_t *, CUlimit));
+		size_t v = 0;
 
-		assert_int_equal(count(&n), CUDA_SUCCESS);
+		assert_int_equal(limit(&v, CU_LIMIT_STACK_SIZE), CUDA_ERROR_NOT_SUPPORTED);
 	}
 	memcpy(want, &a, 4);
 	memcpy(want + 8, &b, 8);

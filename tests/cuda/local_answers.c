@@ -1,0 +1,253 @@
+/* local_answers: the calls tern's shim answers without a round trip give
+ * the driver's answers (run natively and through tern by tools/gpu-check):
+ * the primary context's state across retain, release, set-flags and reset,
+ * a device's fixed answers, peer access, stream priorities, errors for a
+ * bad device; and many small deferred calls in a row, checked by content.
+ *
+ * With --stats, through tern: the same run again in a child with
+ * TERN_STATS=2, whose table (guest-shim/stats.c) must count the sequence
+ * exactly: which calls were round trips, deferred or answered locally.
+ * Loads libcuda.so.1 like any application (LD_LIBRARY_PATH). */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int failures;
+
+#define EXPECT(call, want)                                                                     \
+	do {                                                                                   \
+		CUresult got_ = (call);                                                        \
+		if (got_ != (want)) {                                                          \
+			fprintf(stderr, "FAIL: %s returned %d, expected %d\n", #call, got_, (want)); \
+			failures++;                                                            \
+		}                                                                              \
+	} while (0)
+#define CHECK(cond)                                                                            \
+	do {                                                                                   \
+		if (!(cond)) {                                                                 \
+			fprintf(stderr, "FAIL: %s (line %d)\n", #cond, __LINE__);              \
+			failures++;                                                            \
+		}                                                                              \
+	} while (0)
+
+#define DEFERRED_COUNT 3000
+#define STATE_ASKS 50
+
+static void *lib;
+#define FN(name, type) ((type)dlsym(lib, name))
+
+/* The sequence the --stats check counts: keep the two in step. */
+static void run(void)
+{
+	CUresult (*init)(unsigned) = FN("cuInit", CUresult (*)(unsigned));
+	CUresult (*count)(int *) = FN("cuDeviceGetCount", CUresult (*)(int *));
+	CUresult (*get)(CUdevice *, int) = FN("cuDeviceGet", CUresult (*)(CUdevice *, int));
+	CUresult (*name)(char *, int, CUdevice) = FN("cuDeviceGetName", CUresult (*)(char *, int, CUdevice));
+	CUresult (*total)(size_t *, CUdevice) = FN("cuDeviceTotalMem_v2", CUresult (*)(size_t *, CUdevice));
+	CUresult (*uuid)(CUuuid *, CUdevice) = FN("cuDeviceGetUuid_v2", CUresult (*)(CUuuid *, CUdevice));
+	CUresult (*state)(CUdevice, unsigned *, int *) =
+		FN("cuDevicePrimaryCtxGetState", CUresult (*)(CUdevice, unsigned *, int *));
+	CUresult (*retain)(CUcontext *, CUdevice) = FN("cuDevicePrimaryCtxRetain", CUresult (*)(CUcontext *, CUdevice));
+	CUresult (*release)(CUdevice) = FN("cuDevicePrimaryCtxRelease_v2", CUresult (*)(CUdevice));
+	CUresult (*set_flags)(CUdevice, unsigned) = FN("cuDevicePrimaryCtxSetFlags_v2", CUresult (*)(CUdevice, unsigned));
+	CUresult (*reset)(CUdevice) = FN("cuDevicePrimaryCtxReset_v2", CUresult (*)(CUdevice));
+	CUresult (*set_current)(CUcontext) = FN("cuCtxSetCurrent", CUresult (*)(CUcontext));
+	CUresult (*ctx_flags)(unsigned *) = FN("cuCtxGetFlags", CUresult (*)(unsigned *));
+	CUresult (*prio)(int *, int *) = FN("cuCtxGetStreamPriorityRange", CUresult (*)(int *, int *));
+	CUresult (*peer)(int *, CUdevice, CUdevice) = FN("cuDeviceCanAccessPeer", CUresult (*)(int *, CUdevice, CUdevice));
+	CUresult (*alloc)(CUdeviceptr *, size_t) = FN("cuMemAlloc_v2", CUresult (*)(CUdeviceptr *, size_t));
+	CUresult (*memset_async)(CUdeviceptr, unsigned char, size_t, CUstream) =
+		FN("cuMemsetD8Async", CUresult (*)(CUdeviceptr, unsigned char, size_t, CUstream));
+	CUresult (*sync)(void) = FN("cuCtxSynchronize", CUresult (*)(void));
+	CUresult (*dtoh)(void *, CUdeviceptr, size_t) = FN("cuMemcpyDtoH_v2", CUresult (*)(void *, CUdeviceptr, size_t));
+	CUresult (*mem_free)(CUdeviceptr) = FN("cuMemFree_v2", CUresult (*)(CUdeviceptr));
+	char name1[256], name2[256], shortname[4];
+	unsigned flags = 99, f2 = 99;
+	int n = 0, n2 = 0, active = -1, least = 1, greatest = 1, least2 = 2, greatest2 = 2, can = -1;
+	CUdevice dev = -1, dev2 = -2;
+	size_t mem1 = 0, mem2 = 1;
+	CUuuid u1, u2;
+	CUcontext ctx = NULL, ctx2 = NULL;
+	CUdeviceptr d = 0;
+	unsigned char *host = malloc(DEFERRED_COUNT);
+
+	EXPECT(init(0), CUDA_SUCCESS);
+	EXPECT(count(&n), CUDA_SUCCESS);
+	EXPECT(count(&n2), CUDA_SUCCESS);
+	CHECK(n >= 1 && n == n2);
+	EXPECT(get(&dev, 0), CUDA_SUCCESS);
+	EXPECT(get(&dev2, 0), CUDA_SUCCESS);
+	CHECK(dev == dev2);
+	EXPECT(get(&dev2, n), CUDA_ERROR_INVALID_DEVICE);
+	EXPECT(name(name1, sizeof(name1), dev), CUDA_SUCCESS);
+	EXPECT(name(name2, sizeof(name2), dev), CUDA_SUCCESS);
+	CHECK(!strcmp(name1, name2));
+	EXPECT(name(shortname, sizeof(shortname), dev), CUDA_SUCCESS);
+	CHECK(strlen(shortname) == 3 && !strncmp(shortname, name1, 3));
+	EXPECT(total(&mem1, dev), CUDA_SUCCESS);
+	EXPECT(total(&mem2, dev), CUDA_SUCCESS);
+	CHECK(mem1 && mem1 == mem2);
+	EXPECT(uuid(&u1, dev), CUDA_SUCCESS);
+	EXPECT(uuid(&u2, dev), CUDA_SUCCESS);
+	CHECK(!memcmp(&u1, &u2, sizeof(u1)));
+	EXPECT(state(n, &flags, &active), CUDA_ERROR_INVALID_DEVICE);
+	EXPECT(state(dev, NULL, &active), CUDA_ERROR_INVALID_VALUE);
+
+	/* Before any retain: inactive. */
+	for (int i = 0; i < STATE_ASKS; i++)
+		EXPECT(state(dev, &flags, &active), CUDA_SUCCESS);
+	CHECK(active == 0);
+	EXPECT(retain(&ctx, dev), CUDA_SUCCESS);
+	EXPECT(retain(&ctx2, dev), CUDA_SUCCESS);
+	CHECK(ctx && ctx == ctx2);
+	EXPECT(state(dev, &flags, &active), CUDA_SUCCESS);
+	CHECK(active == 1);
+	EXPECT(release(dev), CUDA_SUCCESS);
+	EXPECT(state(dev, &flags, &active), CUDA_SUCCESS);
+	CHECK(active == 1);
+	/* New flags are the worker's to tell once; then kept. */
+	EXPECT(set_flags(dev, CU_CTX_SCHED_BLOCKING_SYNC), CUDA_SUCCESS);
+	EXPECT(state(dev, &flags, &active), CUDA_SUCCESS);
+	CHECK((flags & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC && active == 1);
+	EXPECT(state(dev, &f2, &active), CUDA_SUCCESS);
+	CHECK(f2 == flags);
+	EXPECT(set_current(ctx), CUDA_SUCCESS);
+	EXPECT(ctx_flags(&f2), CUDA_SUCCESS);
+	CHECK((f2 & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC);
+	EXPECT(prio(&least, &greatest), CUDA_SUCCESS);
+	EXPECT(prio(&least2, &greatest2), CUDA_SUCCESS);
+	CHECK(least == least2 && greatest == greatest2 && greatest <= least);
+	EXPECT(peer(&can, dev, dev), CUDA_SUCCESS);
+	CHECK(can == 0);
+	EXPECT(peer(&can, dev, dev), CUDA_SUCCESS);
+	CHECK(can == 0);
+
+	/* Many small deferred calls in a row, each byte its own. */
+	EXPECT(alloc(&d, DEFERRED_COUNT), CUDA_SUCCESS);
+	for (int i = 0; i < DEFERRED_COUNT; i++)
+		EXPECT(memset_async(d + i, (unsigned char)(i * 7 + 3), 1, NULL), CUDA_SUCCESS);
+	EXPECT(sync(), CUDA_SUCCESS);
+	EXPECT(dtoh(host, d, DEFERRED_COUNT), CUDA_SUCCESS);
+	for (int i = 0; i < DEFERRED_COUNT; i++)
+		if (host[i] != (unsigned char)(i * 7 + 3)) {
+			fprintf(stderr, "FAIL: byte %d is %u\n", i, host[i]);
+			failures++;
+			break;
+		}
+	EXPECT(mem_free(d), CUDA_SUCCESS);
+
+	/* The last release leaves it inactive; a reset ends every retain. */
+	EXPECT(release(dev), CUDA_SUCCESS);
+	EXPECT(state(dev, &flags, &active), CUDA_SUCCESS);
+	CHECK(active == 0);
+	EXPECT(retain(&ctx, dev), CUDA_SUCCESS);
+	EXPECT(reset(dev), CUDA_SUCCESS);
+	EXPECT(state(dev, &flags, &active), CUDA_SUCCESS);
+	CHECK(active == 0);
+	free(host);
+}
+
+/* One row of the child's table: calls, round trips, deferred, local. */
+struct row {
+	const char *name;
+	unsigned long long calls, trips, deferred, local;
+};
+
+/* What the sequence above costs through tern. */
+static const struct row want[] = {
+	/* Asked: a bad device, the first state, after set-flags, after the reset. */
+	{ "cuDevicePrimaryCtxGetState", STATE_ASKS + 8, 4, 0, STATE_ASKS + 4 },
+	{ "cuDeviceGetCount", 2, 1, 0, 1 },
+	{ "cuDeviceGet", 3, 2, 0, 1 },
+	{ "cuDeviceGetName", 3, 1, 0, 2 },
+	{ "cuDeviceTotalMem_v2", 2, 1, 0, 1 },
+	{ "cuDeviceGetUuid_v2", 2, 1, 0, 1 },
+	{ "cuDevicePrimaryCtxRetain", 3, 2, 0, 1 },
+	{ "cuDevicePrimaryCtxRelease_v2", 2, 1, 0, 1 },
+	{ "cuDevicePrimaryCtxSetFlags_v2", 1, 1, 0, 0 },
+	{ "cuDevicePrimaryCtxReset_v2", 1, 1, 0, 0 },
+	{ "cuCtxGetFlags", 1, 0, 0, 1 },
+	{ "cuCtxGetStreamPriorityRange", 2, 1, 0, 1 },
+	{ "cuDeviceCanAccessPeer", 2, 1, 0, 1 },
+	{ "cuMemsetD8Async", DEFERRED_COUNT, 0, DEFERRED_COUNT, 0 },
+	{ "cuCtxSetCurrent", 1, 0, 0, 1 },
+};
+
+static int stats_check(const char *self)
+{
+	char log[] = "/tmp/local_answers_XXXXXX", line[512];
+	unsigned found[sizeof(want) / sizeof(want[0])] = { 0 };
+	int fd = mkstemp(log), status = 0;
+	pid_t pid;
+	FILE *f;
+
+	if (fd < 0)
+		return 1;
+	close(fd);
+	pid = fork();
+	if (pid == 0) {
+		setenv("TERN_STATS", "2", 1);
+		setenv("TERN_LOG_FILE", log, 1);
+		execl(self, self, (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status)) {
+		fprintf(stderr, "FAIL: the counted run failed (status %#x)\n", status);
+		return 1;
+	}
+	f = fopen(log, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		char *at = strstr(line, "shim: ");
+		char name[128];
+		struct row r;
+
+		if (at && strstr(at, "round trips: "))
+			printf("local_answers: %s", at + 6);
+		if (!at || sscanf(at + 6, "%127s %llu %llu %llu %llu", name, &r.calls, &r.trips, &r.deferred, &r.local) != 5)
+			continue;
+		for (unsigned i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+			if (strcmp(name, want[i].name))
+				continue;
+			found[i]++;
+			if (r.calls != want[i].calls || r.trips != want[i].trips || r.deferred != want[i].deferred ||
+			    r.local != want[i].local) {
+				fprintf(stderr, "FAIL: %s: %llu calls, %llu round trips, %llu deferred, %llu local; "
+					"expected %llu, %llu, %llu, %llu\n", name, r.calls, r.trips, r.deferred, r.local,
+					want[i].calls, want[i].trips, want[i].deferred, want[i].local);
+				failures++;
+			}
+		}
+	}
+	if (f)
+		fclose(f);
+	for (unsigned i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		if (found[i] != 1) {
+			fprintf(stderr, "FAIL: %s: %u rows in the table\n", want[i].name, found[i]);
+			failures++;
+		}
+	unlink(log);
+	return failures;
+}
+
+int main(int argc, char **argv)
+{
+	lib = dlopen("libcuda.so.1", RTLD_NOW);
+	if (!lib) {
+		fprintf(stderr, "FAIL: %s\n", dlerror());
+		return 1;
+	}
+	/* Only through tern (TERN_SERVER set): a driver has no table to count with. */
+	if (argc > 1 && !strcmp(argv[1], "--stats") && getenv("TERN_SERVER")) {
+		if (stats_check(argv[0]))
+			return 1;
+	}
+	run();
+	if (failures)
+		return 1;
+	printf("PASS local_answers\n");
+	return 0;
+}
