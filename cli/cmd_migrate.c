@@ -253,6 +253,17 @@ static int round_send(struct migration *m, struct migrate_round *r, uint32_t fla
 	return 0;
 }
 
+/* Remove pre-copy round @name from the source's store (and the chunks only
+ * it held): a migration at a high dirty rate would otherwise keep a copy of
+ * the session per round. Best effort: a store in use is left as it is. */
+static void round_prune(struct migration *m, const char *name)
+{
+	int rc = m->store ? snap_store_rm(m->store, name, NULL) : -ENOENT;
+
+	if (rc && rc != -EBUSY && !m->c->json)
+		fprintf(stderr, "migrate %s: round %s stays in the store: %s\n", m->session, name, strerror(-rc));
+}
+
 static void progress_print(struct migration *m, const struct migrate_round *r, bool final)
 {
 	char dirty[32], rate[32];
@@ -387,8 +398,20 @@ static int migrate_run(struct migration *m)
 		progress_print(m, r, false);
 		if (m->nrounds == 1)
 			test_hold("precopy");
+		/* The source's copy of the round before is of no more use: its
+		 * chunks that are still live belong to this one. */
+		if (m->nrounds > 1)
+			round_prune(m, m->rounds[m->nrounds - 2].snapshot);
 		if (m->nrounds > 1 && r->expected_downtime_ms <= max_downtime)
 			break;
+		/* A dirty set that shrank by less than a quarter will not meet
+		 * the target by more rounds: stop and copy now. */
+		if (m->nrounds > 2 && r->dirty_bytes * 4 > m->rounds[m->nrounds - 2].dirty_bytes * 3) {
+			if (!m->c->json)
+				fprintf(stderr, "migrate %s: the dirty set does not shrink: stop and copy\n",
+					m->session);
+			break;
+		}
 	}
 	/* Stop and copy: the guest is held from here until it reconnects. */
 	m->suspend_ms = now_ms();

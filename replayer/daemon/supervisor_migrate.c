@@ -114,7 +114,7 @@ static int receive(struct supervisor *sv, int fd, struct tls_conn *tls, int line
 	struct timeval idle = { .tv_sec = MIGRATE_IDLE_S };
 	struct snap_migrate_conn c;
 	struct snap_store *store = NULL;
-	char session[SNAP_NAME_MAX + 1], name[SNAP_NAME_MAX + 1], dir[4200];
+	char session[SNAP_NAME_MAX + 1], name[SNAP_NAME_MAX + 1], previous[SNAP_NAME_MAX + 1] = "", dir[4200];
 	uint8_t nonce[AUTH_NONCE_BYTES];
 	uint16_t type;
 	uint32_t len, flags;
@@ -180,6 +180,11 @@ static int receive(struct supervisor *sv, int fd, struct tls_conn *tls, int line
 			rc = snap_migrate_ack_send(&c, 0, name);
 			if (rc)
 				break;
+			/* The round before is of no more use here either (the
+			 * prepared worker holds this one); best effort. */
+			if (previous[0] && strcmp(previous, name))
+				snap_store_rm(store, previous, NULL);
+			snprintf(previous, sizeof(previous), "%s", name);
 			continue;
 		}
 		/* The supervisor plans the restore; its answer is one line (a
