@@ -31,6 +31,9 @@ bool ivshmem_wanted(struct shim_process *p, const struct transport_url *url);
 /* Move the open connection onto rings in the BAR's slot; -EOPNOTSUPP when
  * the worker has none for us (the stream carries everything). */
 int ivshmem_upgrade_locked(struct shim_process *p);
+/* Hand the staging of pageable copies to this connection's worker, made
+ * first if the process has none (TERN_SHM_STAGING bytes). 0 or -errno. */
+int staging_attach_locked(struct shim_process *p);
 /* Hand the guest's shared pinned buffers to a new worker. 0 or -errno. */
 int host_shared_reshare_locked(struct shim_process *p);
 
