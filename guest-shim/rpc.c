@@ -995,22 +995,7 @@ static CUresult conn_open_locked(struct shim_process *p)
 	pr_info("session %s on %s: worker %u, arena %#llx+%#llx, quota %llu", p->who.session,
 		p->who.server, rep.worker_pid, (unsigned long long)rep.arena_base,
 		(unsigned long long)rep.arena_size, (unsigned long long)rep.quota);
-	if (url.kind == TRANSPORT_SHM) {
-		ret = shm_upgrade_locked(p);
-		if (ret) {
-			pr_err("shared-memory channel to ternd at %s failed: %s", p->who.server, strerror(-ret));
-			status = CUDA_ERROR_NO_DEVICE;
-			goto out_close;
-		}
-		ret = host_shared_reshare_locked(p);
-		if (ret) {
-			status = CUDA_ERROR_NO_DEVICE;
-			goto out_close;
-		}
-		/* Before the replay, whose copies to the host may use it. */
-		if (p->staging.memfd >= 0 && staging_attach_locked(p))
-			p->staging.unavailable = true;
-	} else if (!transport_url_is_tcp(&url) && ivshmem_wanted(p, &url)) {
+	if (url.kind != TRANSPORT_SHM && !transport_url_is_tcp(&url) && ivshmem_wanted(p, &url)) {
 		ret = ivshmem_upgrade_locked(p);
 		if (ret && ret != -EOPNOTSUPP) {
 			pr_err("ivshmem channel to ternd at %s failed: %s", p->who.server, strerror(-ret));
@@ -1022,6 +1007,25 @@ static CUresult conn_open_locked(struct shim_process *p)
 			status = CUDA_ERROR_NO_DEVICE;
 			goto out_close;
 		}
+	} else if (url.kind == TRANSPORT_SHM || (url.kind == TRANSPORT_UNIX && !url.plain)) {
+		/* unix: shm where both sides can share memfds, the socket
+		 * alone where not; shm: the rings or nothing. */
+		ret = shm_upgrade_locked(p);
+		if (ret && (ret != -EOPNOTSUPP || url.kind == TRANSPORT_SHM)) {
+			pr_err("shared-memory channel to ternd at %s failed: %s", p->who.server, strerror(-ret));
+			status = CUDA_ERROR_NO_DEVICE;
+			goto out_close;
+		}
+		if (ret)
+			pr_info("session %s on %s: plain unix socket", p->who.session, p->who.server);
+		ret = ret ? 0 : host_shared_reshare_locked(p);
+		if (ret) {
+			status = CUDA_ERROR_NO_DEVICE;
+			goto out_close;
+		}
+		/* Before the replay, whose copies to the host may use it. */
+		if (p->conn.shm_on && p->staging.memfd >= 0 && staging_attach_locked(p))
+			p->staging.unavailable = true;
 	}
 	/* A new worker (a restore) runs the graphs' host nodes: it needs the
 	 * channel before anything is replayed. */

@@ -24,7 +24,8 @@ int conn_exchange_locked(struct shim_process *p, uint32_t id, uint64_t seq, stru
 			 struct iovec *iov, int *niov, struct wire_cursor *rep, CUresult *status);
 
 /* rpc_shared.c */
-/* Move the open connection onto rings on a memfd. 0 or -errno. */
+/* Move the open connection onto rings on a memfd. 0, -EOPNOTSUPP when
+ * the socket goes on carrying everything, or -errno. */
 int shm_upgrade_locked(struct shim_process *p);
 /* Whether this process has the domain's ivshmem BAR (looked for once). */
 bool ivshmem_wanted(struct shim_process *p, const struct transport_url *url);

@@ -33,8 +33,12 @@ static void shm_spin_env(struct shm_chan *c)
 		c->spin_ns = strtoull(spin, NULL, 0) * 1000;
 }
 
-/* Move the open connection onto shared-memory rings: the memfd and eventfds
- * go first on the socket, then the request that names their layout. */
+/* Move the open connection onto shared-memory rings: the request that names
+ * their layout, then the memfd and eventfds on the socket. -EOPNOTSUPP when
+ * they cannot be made here or the worker did not take them (a peer that
+ * cannot receive descriptors: the worker answers once it sees none): the
+ * socket then carries the session on, as it was. Any other error leaves the
+ * connection unusable. */
 int shm_upgrade_locked(struct shim_process *p)
 {
 	struct wire_shm_attach_req req = { .ring_bytes = shm_ring_env(SHM_RING_DEFAULT) };
@@ -43,11 +47,13 @@ int shm_upgrade_locked(struct shim_process *p)
 	struct wire_cursor cur;
 	struct wire_msg m;
 	CUresult status = CUDA_ERROR_UNKNOWN;
-	int fds[SHM_CHAN_FDS], niov, ret;
+	int fds[SHM_CHAN_FDS], niov, ret, fds_ret;
 
 	ret = shm_chan_create(&p->conn.shm, req.ring_bytes, p->conn.fd);
-	if (ret)
-		return ret;
+	if (ret) {
+		pr_info("no shared-memory rings (%s)", strerror(-ret));
+		return -EOPNOTSUPP;
+	}
 	shm_spin_env(&p->conn.shm);
 	/* The request, then the descriptors: the worker reads exactly the
 	 * request from the stream before it takes them. */
@@ -56,18 +62,23 @@ int shm_upgrade_locked(struct shim_process *p)
 	niov = wire_msg_finish(&m, &h, iov);
 	ret = niov < 0 ? niov : wire_send(p->conn.fd, iov, niov);
 	wire_msg_release(&m);
+	if (ret)
+		goto fail;
 	shm_chan_fds(&p->conn.shm, fds);
-	if (!ret)
-		ret = shm_fds_send(p->conn.fd, fds, SHM_CHAN_FDS);
+	/* Refused descriptors: the worker still answers the request. */
+	fds_ret = shm_fds_send(p->conn.fd, fds, SHM_CHAN_FDS);
 	/* The worker holds the memfd now; our mapping keeps the pages. */
 	close(p->conn.shm.memfd);
 	p->conn.shm.memfd = -1;
-	if (!ret)
-		ret = reply_read_locked(p, WIRE_CALL_SHM_ATTACH, 0, &cur, &status);
-	if (!ret && status != CUDA_SUCCESS)
-		ret = -EPROTO;
+	ret = reply_read_locked(p, WIRE_CALL_SHM_ATTACH, 0, &cur, &status);
 	if (ret)
 		goto fail;
+	if (fds_ret || status != CUDA_SUCCESS) {
+		pr_info("ternd did not take the shared-memory rings (%s, CUresult %d)",
+			fds_ret ? strerror(-fds_ret) : "refused", status);
+		ret = -EOPNOTSUPP;
+		goto fail;
+	}
 	p->conn.shm_on = true;
 	return 0;
 fail:
