@@ -99,7 +99,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: bench_rpc TERND SHIM_LIB [ITERATIONS >= 10]\n");
 		return 2;
 	}
-	snprintf(unix_url, sizeof(unix_url), "unix:%s/ternd.sock", dir);
+	snprintf(unix_url, sizeof(unix_url), TRANSPORT_UNIX_PLAIN_SCHEME "%s/ternd.sock", dir);
 	snprintf(shm_url, sizeof(shm_url), "shm:%s/ternd.sock", dir);
 	snprintf(tcp_url, sizeof(tcp_url), "tcp://127.0.0.1:%d", port);
 	snprintf(control, sizeof(control), "%s/control.sock", dir);

@@ -53,10 +53,12 @@ int transport_url_parse(const char *text, struct transport_url *url)
 	memset(url, 0, sizeof(*url));
 	if (!text || !*text)
 		return -EINVAL;
-	if (text[0] == '/' || !strncmp(text, "unix:", 5) || !strncmp(text, "shm:", 4)) {
+	if (text[0] == '/' || !strncmp(text, "unix:", 5) || !strncmp(text, "shm:", 4) ||
+	    !strncmp(text, TRANSPORT_UNIX_PLAIN_SCHEME, strlen(TRANSPORT_UNIX_PLAIN_SCHEME))) {
 		bool shm = !strncmp(text, "shm:", 4);
 
-		rest = text[0] == '/' ? text : text + (shm ? 4 : 5);
+		url->plain = !strncmp(text, TRANSPORT_UNIX_PLAIN_SCHEME, strlen(TRANSPORT_UNIX_PLAIN_SCHEME));
+		rest = text[0] == '/' ? text : strchr(text, ':') + 1;
 		if (!*rest || strlen(rest) >= sizeof(url->path))
 			return -EINVAL;
 		url->kind = shm ? TRANSPORT_SHM : TRANSPORT_UNIX;
@@ -119,7 +121,7 @@ void transport_url_format(const struct transport_url *url, char *buf, unsigned c
 {
 	switch (url->kind) {
 	case TRANSPORT_UNIX:
-		snprintf(buf, cap, "unix:%s", url->path);
+		snprintf(buf, cap, url->plain ? TRANSPORT_UNIX_PLAIN_SCHEME "%s" : "unix:%s", url->path);
 		break;
 	case TRANSPORT_SHM:
 		snprintf(buf, cap, "shm:%s", url->path);

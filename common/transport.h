@@ -1,8 +1,12 @@
 /* Transports: where a shim reaches ternd, chosen by URL.
  *
- *   unix:/run/tern/ternd.sock   a unix stream socket (the default)
- *   shm:/run/tern/ternd.sock    the same socket, upgraded after the hello to
- *                               rings in shared memory (shm_chan.h)
+ *   unix:/run/tern/ternd.sock   a unix stream socket (the default), upgraded
+ *                               after the hello to rings in shared memory
+ *                               (shm_chan.h) when the two sides can share
+ *                               memfds; plain unix otherwise
+ *   unix+plain:PATH             the socket alone, never upgraded
+ *   shm:/run/tern/ternd.sock    the socket upgraded to the rings, or no
+ *                               connection at all
  *   tcp://HOST:PORT             TCP; the guest proves the shared-secret token
  *   tls://HOST:PORT             TCP under TLS (tls.h): the same token proof,
  *                               inside a session whose certificate the guest
@@ -37,6 +41,7 @@ enum transport_kind {
 struct transport_url {
 	enum transport_kind kind;
 	char path[108];         /* unix, shm; virtio: the port's device path */
+	bool plain;             /* unix+plain: no shared-memory upgrade */
 	char host[256];         /* tcp, tls */
 	unsigned port;          /* tcp, tls, vsock */
 	unsigned cid;           /* vsock */
@@ -45,6 +50,7 @@ struct transport_url {
 #define TRANSPORT_DEFAULT_URL "unix:/run/tern/ternd.sock"
 
 /* Parse @text; 0 or -EINVAL. A bare path ("/x/y.sock") means unix:. */
+#define TRANSPORT_UNIX_PLAIN_SCHEME "unix+plain:"
 int transport_url_parse(const char *text, struct transport_url *url);
 /* Print @url back as text into @buf. */
 void transport_url_format(const struct transport_url *url, char *buf, unsigned cap);

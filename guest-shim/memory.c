@@ -762,6 +762,7 @@ CUresult memory_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stre
 {
 	const uint8_t *s = src;
 	CUresult res;
+	bool staged;
 
 	if (!src && n)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -788,6 +789,9 @@ CUresult memory_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stre
 
 		return async ? rpc_memcpy_htod_shared_defer(&req) : rpc_memcpy_htod_shared(&req, &rep);
 	}
+	res = staging_copy_htod(dst, src, n, stream, async, &staged);
+	if (staged)
+		return res;
 	while (n) {
 		size_t piece = n < WIRE_COPY_PIECE ? n : WIRE_COPY_PIECE;
 		struct wire_memcpy_htod_req req = {
@@ -812,6 +816,7 @@ CUresult memory_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, bo
 {
 	uint8_t *d = dst;
 	CUresult res;
+	bool staged;
 
 	if (!dst && n)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -837,7 +842,8 @@ CUresult memory_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, bo
 
 		return async ? rpc_memcpy_dtoh_shared_defer(&req) : rpc_memcpy_dtoh_shared(&req, &rep);
 	}
-	while (n) {
+	res = staging_copy_dtoh(dst, src, n, stream, async, &staged);
+	while (n && !staged) {
 		size_t piece = n < WIRE_COPY_PIECE ? n : WIRE_COPY_PIECE;
 		struct wire_memcpy_dtoh_req req = {
 			.src = src, .bytes = piece, .stream = stream, .async = async,
@@ -857,7 +863,9 @@ CUresult memory_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, bo
 		n -= piece;
 	}
 	/* A synchronous copy to the host waited for the work before it. */
-	return async ? CUDA_SUCCESS : registered_synchronized(false);
+	if (res != CUDA_SUCCESS || async)
+		return res;
+	return registered_synchronized(false);
 }
 
 CUresult memory_copy_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t stream, bool async)

@@ -71,8 +71,10 @@ static struct shim_process shim = {
 	.cache.lock = PTHREAD_MUTEX_INITIALIZER,
 	.batching.cond = PTHREAD_COND_INITIALIZER,
 	.hostfn.lock = PTHREAD_MUTEX_INITIALIZER,
+	.staging.lock = PTHREAD_MUTEX_INITIALIZER,
 	.conn.fd = -1,
 	.hostfn.fd = -1,
+	.staging.memfd = -1,
 };
 
 /* A batch goes out when it holds this much, or this many requests, or has
@@ -122,6 +124,7 @@ static void atfork_prepare(void)
 	registered_fork_lock();
 	context_fork_lock();
 	managed_fork_lock();
+	pthread_mutex_lock(&shim.staging.lock);
 	pthread_mutex_lock(&shim.conn_lock);
 	pthread_mutex_lock(&shim.cache.lock);
 	pthread_mutex_lock(&shim.hostfn.lock);
@@ -138,6 +141,7 @@ static void atfork_unlock(void)
 	pthread_mutex_unlock(&shim.hostfn.lock);
 	pthread_mutex_unlock(&shim.cache.lock);
 	pthread_mutex_unlock(&shim.conn_lock);
+	pthread_mutex_unlock(&shim.staging.lock);
 	managed_fork_unlock();
 	context_fork_unlock();
 	registered_fork_unlock();
@@ -200,6 +204,7 @@ static void atfork_child(void)
 	capture_reset();
 	managed_reset();
 	registered_reset();
+	staging_reset(&shim);
 	atfork_unlock();
 }
 
@@ -354,6 +359,7 @@ static void conn_close_locked(struct shim_process *p)
 	p->broken = false;
 	/* The worker's end goes with it: the callback thread sees the end. */
 	p->hostfn.attached = false;
+	p->staging.attached = false;
 }
 
 static void conn_drop_locked(struct shim_process *p, const char *what, int err)
@@ -572,6 +578,12 @@ static void replay_append_locked(struct shim_process *p, uint32_t id, uint64_t s
 
 	if (seq <= p->replay.durable_seq)
 		return;                 /* answered already, and no restore can need it */
+	/* Its bytes are in a staging slot the next piece overwrites, not in the
+	 * request: a restore before it cannot bring them back (staging.c). */
+	if (id == WIRE_CALL_MEMCPY_HTOD_STAGED) {
+		p->replay.gap = seq;
+		return;
+	}
 	if (!p->replay.max) {
 		p->replay.gap = seq;    /* not kept: a restore before it cannot continue */
 		return;
@@ -793,6 +805,32 @@ static int hostfn_attach_locked(struct shim_process *p)
 	return 0;
 }
 
+CUresult rpc_staging_ready(void)
+{
+	struct shim_process *p = shim_process();
+	CUresult res;
+	int ret;
+
+	pthread_mutex_lock(&p->conn_lock);
+	res = conn_ready_locked(p);
+	/* Only where the worker can map our memfd. */
+	if (res == CUDA_SUCCESS && (!p->conn.shm_on || p->conn.ivshmem_on))
+		res = CUDA_ERROR_NOT_SUPPORTED;
+	if (res == CUDA_SUCCESS && !p->staging.attached) {
+		/* Its reply is read here: no other thread may read meanwhile. */
+		reader_enter_locked(p, NULL);
+		ret = staging_attach_locked(p);
+		reader_leave_locked(p);
+		if (ret) {
+			pr_warn("no staging for pageable copies (%s): they go through the rings", strerror(-ret));
+			p->staging.unavailable = true;
+			res = CUDA_ERROR_NOT_SUPPORTED;
+		}
+	}
+	pthread_mutex_unlock(&p->conn_lock);
+	return res;
+}
+
 CUresult rpc_hostfn_ready(void)
 {
 	struct shim_process *p = shim_process();
@@ -952,19 +990,7 @@ static CUresult conn_open_locked(struct shim_process *p)
 	pr_info("session %s on %s: worker %u, arena %#llx+%#llx, quota %llu", p->who.session,
 		p->who.server, rep.worker_pid, (unsigned long long)rep.arena_base,
 		(unsigned long long)rep.arena_size, (unsigned long long)rep.quota);
-	if (url.kind == TRANSPORT_SHM) {
-		ret = shm_upgrade_locked(p);
-		if (ret) {
-			pr_err("shared-memory channel to ternd at %s failed: %s", p->who.server, strerror(-ret));
-			status = CUDA_ERROR_NO_DEVICE;
-			goto out_close;
-		}
-		ret = host_shared_reshare_locked(p);
-		if (ret) {
-			status = CUDA_ERROR_NO_DEVICE;
-			goto out_close;
-		}
-	} else if (!transport_url_is_tcp(&url) && ivshmem_wanted(p, &url)) {
+	if (url.kind != TRANSPORT_SHM && !transport_url_is_tcp(&url) && ivshmem_wanted(p, &url)) {
 		ret = ivshmem_upgrade_locked(p);
 		if (ret && ret != -EOPNOTSUPP) {
 			pr_err("ivshmem channel to ternd at %s failed: %s", p->who.server, strerror(-ret));
@@ -976,6 +1002,25 @@ static CUresult conn_open_locked(struct shim_process *p)
 			status = CUDA_ERROR_NO_DEVICE;
 			goto out_close;
 		}
+	} else if (url.kind == TRANSPORT_SHM || (url.kind == TRANSPORT_UNIX && !url.plain)) {
+		/* unix: shm where both sides can share memfds, the socket
+		 * alone where not; shm: the rings or nothing. */
+		ret = shm_upgrade_locked(p);
+		if (ret && (ret != -EOPNOTSUPP || url.kind == TRANSPORT_SHM)) {
+			pr_err("shared-memory channel to ternd at %s failed: %s", p->who.server, strerror(-ret));
+			status = CUDA_ERROR_NO_DEVICE;
+			goto out_close;
+		}
+		if (ret)
+			pr_info("session %s on %s: plain unix socket", p->who.session, p->who.server);
+		ret = ret ? 0 : host_shared_reshare_locked(p);
+		if (ret) {
+			status = CUDA_ERROR_NO_DEVICE;
+			goto out_close;
+		}
+		/* Before the replay, whose copies to the host may use it. */
+		if (p->conn.shm_on && p->staging.memfd >= 0 && staging_attach_locked(p))
+			p->staging.unavailable = true;
 	}
 	/* Another worker, perhaps on another GPU (a migration, a restore
 	 * elsewhere): what the last one answered about devices is not kept. */

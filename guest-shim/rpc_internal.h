@@ -24,13 +24,17 @@ int conn_exchange_locked(struct shim_process *p, uint32_t id, uint64_t seq, stru
 			 struct iovec *iov, int *niov, struct wire_cursor *rep, CUresult *status);
 
 /* rpc_shared.c */
-/* Move the open connection onto rings on a memfd. 0 or -errno. */
+/* Move the open connection onto rings on a memfd. 0, -EOPNOTSUPP when
+ * the socket goes on carrying everything, or -errno. */
 int shm_upgrade_locked(struct shim_process *p);
 /* Whether this process has the domain's ivshmem BAR (looked for once). */
 bool ivshmem_wanted(struct shim_process *p, const struct transport_url *url);
 /* Move the open connection onto rings in the BAR's slot; -EOPNOTSUPP when
  * the worker has none for us (the stream carries everything). */
 int ivshmem_upgrade_locked(struct shim_process *p);
+/* Hand the staging of pageable copies to this connection's worker, made
+ * first if the process has none (TERN_SHM_STAGING bytes). 0 or -errno. */
+int staging_attach_locked(struct shim_process *p);
 /* Hand the guest's shared pinned buffers to a new worker. 0 or -errno. */
 int host_shared_reshare_locked(struct shim_process *p);
 

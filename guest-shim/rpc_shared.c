@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "fdpass.h"
@@ -32,8 +33,12 @@ static void shm_spin_env(struct shm_chan *c)
 		c->spin_ns = strtoull(spin, NULL, 0) * 1000;
 }
 
-/* Move the open connection onto shared-memory rings: the memfd and eventfds
- * go first on the socket, then the request that names their layout. */
+/* Move the open connection onto shared-memory rings: the request that names
+ * their layout, then the memfd and eventfds on the socket. -EOPNOTSUPP when
+ * they cannot be made here or the worker did not take them (a peer that
+ * cannot receive descriptors: the worker answers once it sees none): the
+ * socket then carries the session on, as it was. Any other error leaves the
+ * connection unusable. */
 int shm_upgrade_locked(struct shim_process *p)
 {
 	struct wire_shm_attach_req req = { .ring_bytes = shm_ring_env(SHM_RING_DEFAULT) };
@@ -42,11 +47,13 @@ int shm_upgrade_locked(struct shim_process *p)
 	struct wire_cursor cur;
 	struct wire_msg m;
 	CUresult status = CUDA_ERROR_UNKNOWN;
-	int fds[SHM_CHAN_FDS], niov, ret;
+	int fds[SHM_CHAN_FDS], niov, ret, fds_ret;
 
 	ret = shm_chan_create(&p->conn.shm, req.ring_bytes, p->conn.fd);
-	if (ret)
-		return ret;
+	if (ret) {
+		pr_info("no shared-memory rings (%s)", strerror(-ret));
+		return -EOPNOTSUPP;
+	}
 	shm_spin_env(&p->conn.shm);
 	/* The request, then the descriptors: the worker reads exactly the
 	 * request from the stream before it takes them. */
@@ -55,18 +62,23 @@ int shm_upgrade_locked(struct shim_process *p)
 	niov = wire_msg_finish(&m, &h, iov);
 	ret = niov < 0 ? niov : wire_send(p->conn.fd, iov, niov);
 	wire_msg_release(&m);
+	if (ret)
+		goto fail;
 	shm_chan_fds(&p->conn.shm, fds);
-	if (!ret)
-		ret = shm_fds_send(p->conn.fd, fds, SHM_CHAN_FDS);
+	/* Refused descriptors: the worker still answers the request. */
+	fds_ret = shm_fds_send(p->conn.fd, fds, SHM_CHAN_FDS);
 	/* The worker holds the memfd now; our mapping keeps the pages. */
 	close(p->conn.shm.memfd);
 	p->conn.shm.memfd = -1;
-	if (!ret)
-		ret = reply_read_locked(p, WIRE_CALL_SHM_ATTACH, 0, &cur, &status);
-	if (!ret && status != CUDA_SUCCESS)
-		ret = -EPROTO;
+	ret = reply_read_locked(p, WIRE_CALL_SHM_ATTACH, 0, &cur, &status);
 	if (ret)
 		goto fail;
+	if (fds_ret || status != CUDA_SUCCESS) {
+		pr_info("ternd did not take the shared-memory rings (%s, CUresult %d)",
+			fds_ret ? strerror(-fds_ret) : "refused", status);
+		ret = -EOPNOTSUPP;
+		goto fail;
+	}
 	p->conn.shm_on = true;
 	return 0;
 fail:
@@ -230,5 +242,70 @@ int host_shared_reshare_locked(struct shim_process *p)
 		}
 	}
 	free(shared);
+	return ret;
+}
+
+/* TERN_SHM_STAGING: the staging's bytes (0: none; rounded down to whole
+ * pages per slot). */
+#define STAGING_BYTES_DEFAULT (32ull << 20)
+#define STAGING_BYTES_MAX (1ull << 30)
+
+static int staging_make(struct shim_staging *st)
+{
+	const char *env = getenv("TERN_SHM_STAGING");
+	uint64_t bytes = env && *env ? strtoull(env, NULL, 0) : STAGING_BYTES_DEFAULT;
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	void *base;
+	int fd;
+
+	if (bytes > STAGING_BYTES_MAX)
+		bytes = STAGING_BYTES_MAX;
+	st->slot_bytes = bytes / SHIM_STAGING_SLOTS / page * page;
+	if (st->slot_bytes < (64u << 10))
+		return -ENOTSUP;        /* off, or too small to be worth it */
+	st->bytes = st->slot_bytes * SHIM_STAGING_SLOTS;
+	fd = shm_memfd_create("tern-staging", st->bytes);
+	if (fd < 0)
+		return fd;
+	base = mmap(NULL, st->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		close(fd);
+		return -errno;
+	}
+	st->memfd = fd;
+	st->base = base;
+	return 0;
+}
+
+int staging_attach_locked(struct shim_process *p)
+{
+	struct shim_staging *st = &p->staging;
+	struct wire_staging_attach_req req;
+	struct iovec iov[WIRE_MSG_IOV_MAX];
+	struct wire_cursor cur;
+	struct wire_msg m;
+	CUresult status = CUDA_ERROR_UNKNOWN;
+	int niov, ret;
+
+	if (st->memfd < 0) {
+		ret = staging_make(st);
+		if (ret)
+			return ret;
+	}
+	req = (struct wire_staging_attach_req){ .bytes = st->bytes, .slots = SHIM_STAGING_SLOTS };
+	/* The memfd first, then the request, as for a pinned buffer. */
+	ret = shm_fds_send(p->conn.fd, &st->memfd, 1);
+	if (ret)
+		return ret;
+	wire_msg_init(&m);
+	wire_staging_attach_req_encode(&m, &req);
+	ret = conn_exchange_locked(p, WIRE_CALL_STAGING_ATTACH, 0, &m, iov, &niov, &cur, &status);
+	wire_msg_release(&m);
+	if (!ret && status != CUDA_SUCCESS) {
+		pr_warn("ternd refused the staging of pageable copies: CUresult %d", status);
+		ret = -EIO;
+	}
+	if (!ret)
+		st->attached = true;
 	return ret;
 }

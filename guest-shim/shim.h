@@ -236,6 +236,20 @@ struct shim_batch {
 	bool flusher_running;
 };
 
+/* Staging for pageable copies over shm (staging.c): a memfd the worker
+ * maps and registers, cut in slots; made at the first large pageable copy.
+ * @lock serialises the copies through it, as the driver's staging does. */
+#define SHIM_STAGING_SLOTS 4u
+struct shim_staging {
+	pthread_mutex_t lock;
+	int memfd;                      /* -1: none yet */
+	uint8_t *base;
+	uint64_t bytes, slot_bytes;
+	bool attached;                  /* this connection's worker has it (conn_lock) */
+	bool unavailable;               /* off (TERN_SHM_STAGING=0) or it failed: not tried again */
+	bool busy[SHIM_STAGING_SLOTS];  /* a piece queued in the slot, not waited for */
+};
+
 /* Host functions by token and, for host nodes, by function and data; the
  * channel their callbacks come on. */
 struct shim_hostfn_table {
@@ -318,6 +332,7 @@ struct shim_process {
 	} stats;
 	uint32_t worker_capture_mode;   /* the capture mode last sent to the worker */
 	struct shim_hostfn_table hostfn;
+	struct shim_staging staging;
 	struct shim_cache cache;
 };
 
@@ -339,6 +354,14 @@ void uobj_reset(struct shim_process *p);
 
 /* The process context, initialised on first use (logging, environment). */
 struct shim_process *shim_process(void);
+
+/* staging.c: a pageable copy of @n bytes through the staging, when the
+ * connection has one (*@staged false: the caller copies another way). The
+ * copy's CUresult otherwise. */
+CUresult staging_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stream, bool async, bool *staged);
+CUresult staging_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, bool async, bool *staged);
+/* A forked child's staging is its parent's pages: dropped. */
+void staging_reset(struct shim_process *p);
 
 /* rpc.c */
 /* rpc_call() that first hands @fd to the worker (shm transport only). */
@@ -374,6 +397,10 @@ void shim_unimplemented_report(const char *name);
  * opened at the first use and again after every reconnect. CUDA_SUCCESS, or
  * CUDA_ERROR_NOT_SUPPORTED when the transport cannot carry it. */
 CUresult rpc_hostfn_ready(void);
+/* The staging of pageable copies on this connection's worker (made at the
+ * first call, handed over again after a reconnect). CUDA_SUCCESS, or
+ * CUDA_ERROR_NOT_SUPPORTED where there is none (not shm, or it failed). */
+CUresult rpc_staging_ready(void);
 
 /* hostfn.c */
 /* Run the host-function channel on @fd and, over tls://, its session @tls

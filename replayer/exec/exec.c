@@ -169,6 +169,7 @@ void exec_close(struct exec *ex)
 		if (exec_context_switch(ex, ex->dev.list[i].ctx) == CUDA_SUCCESS)
 			ex->be->cuCtxSynchronize();
 	exec_ipc_close(ex);
+	exec_staging_close(ex);
 	exec_host_shared_close(ex);
 	exec_journal_close(ex);
 	if (ex->dev.arena)

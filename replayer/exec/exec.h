@@ -238,6 +238,21 @@ struct exec_host {
 	uint64_t bar_offset, bar_bytes, bar_carve;
 };
 
+/* The guest's staging for pageable copies over shm (exec_staging.c): its
+ * memfd mapped here and registered with the driver, cut in slots; each
+ * slot's last piece is behind an event recorded on the piece's stream. */
+#define EXEC_STAGING_SLOTS_MAX 64u
+#define EXEC_STAGING_BYTES_MAX (1ull << 30)
+struct exec_staging_slot {
+	CUevent done;               /* behind the slot's last piece; NULL: none, or a waiter holds it */
+};
+struct exec_staging {
+	uint8_t *base;              /* NULL: no staging */
+	uint64_t bytes, slot_bytes;
+	uint32_t slots;
+	struct exec_staging_slot slot[EXEC_STAGING_SLOTS_MAX];
+};
+
 /* IPC exports and imports (exec_ipc.c), asked of the supervisor. */
 struct exec_ipc_table {
 	int fd;                     /* the channel (ipc_channel.h); -1: none */
@@ -296,6 +311,7 @@ struct exec {
 	struct exec_pools pools;
 	struct exec_vmm vmm;
 	struct exec_host host;
+	struct exec_staging staging;
 	struct exec_ipc_table ipc;
 	struct exec_graphs graphs;
 	struct {
@@ -459,6 +475,13 @@ int exec_vmm_restore_begin(struct exec *ex, struct tracker *saved, char *err, si
 int exec_vmm_restore_map(struct exec *ex, uint64_t addr, uint64_t size, uint64_t mem,
 			 uint32_t access, char *err, size_t errlen);
 int exec_vmm_restore_finish(struct exec *ex, char *err, size_t errlen);
+/* exec_staging.c: a staging_wait's slot event for the waiter (1), or 0 when
+ * it is served at once; the event back to its slot; the staging dropped
+ * (session end, after the device went idle). */
+struct exec_wait;
+int exec_staging_wait_prepare(struct exec *ex, const struct wire_cursor *cur, struct exec_wait *w);
+void exec_staging_event_return(struct exec *ex, struct exec_wait *w);
+void exec_staging_close(struct exec *ex);
 /* exec_host_shared.c: drop every shared host buffer (session end). */
 void exec_host_shared_close(struct exec *ex);
 /* Whether [addr, addr+len) lies in one shared host buffer as the device
@@ -522,6 +545,10 @@ struct exec_wait {
 	/* An unshare's buffer, out of the session's list: retired on
 	 * completion, once the waiter synchronised the context. */
 	struct exec_host_buf *host_buf;
+	/* A staging slot's event, taken from the slot to wait for (marker):
+	 * given back when the wait is served at once after all. */
+	bool staging;
+	uint32_t staging_slot;
 };
 int exec_wait_prepare(struct exec *ex, uint32_t call, const struct wire_cursor *cur, struct exec_wait *w);
 /* The guest's pinned buffer at @guest_addr, taken out of the session's

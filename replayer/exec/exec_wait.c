@@ -13,6 +13,8 @@
  * waits for the stream itself.  A pinned buffer's unshare (cuMemFreeHost)
  * synchronises the context on the waiter; the buffer is then retired, to be
  * unregistered when nothing is pending (exec_host_buf_retire says why).
+ * A staging slot's wait (exec_staging.c) takes the slot's event as its
+ * marker and answers with the waiter's result.
  */
 #define LOG_PREFIX "exec: "
 #include <stdlib.h>
@@ -31,6 +33,8 @@ static void wait_marker_drop(struct exec *ex, struct exec_wait *w)
 
 void exec_wait_finish(struct exec *ex, struct exec_wait *w)
 {
+	if (w->staging)
+		exec_staging_event_return(ex, w);
 	wait_marker_drop(ex, w);
 	free(w->request);
 	w->request = NULL;
@@ -164,6 +168,8 @@ int exec_wait_prepare(struct exec *ex, uint32_t call, const struct wire_cursor *
 		return wait_copy_prepare(ex, &c, w);
 	if (call == WIRE_CALL_MEM_HOST_UNSHARE)
 		return wait_unshare_prepare(ex, &c, w);
+	if (call == WIRE_CALL_STAGING_WAIT)
+		return exec_staging_wait_prepare(ex, &c, w);
 	return wait_ctx_prepare(ex, &c, w);
 }
 
@@ -174,6 +180,7 @@ int exec_wait_complete(struct exec *ex, struct exec_wait *w, bool may_wait, stru
 	int ret;
 
 	wait_marker_drop(ex, w);
+	w->staging = false;             /* the waiter's event, waited for */
 	if (w->host_buf)
 		exec_host_buf_retire(ex, w->host_buf);
 	w->host_buf = NULL;

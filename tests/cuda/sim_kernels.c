@@ -303,6 +303,17 @@ static void ck_wait(const struct sim_launch *l)
 	usleep(ms * 1000u);
 }
 
+/* two_threads' busy kernel: as long on the CPU. */
+static void tt_spin(const struct sim_launch *l)
+{
+	unsigned us;
+
+	if (!ARGS_OK(l, 4))
+		return;
+	ARG(l, 0, us);
+	usleep(us);
+}
+
 struct ck_node {
 	struct ck_node *next;
 	unsigned long long value;
@@ -943,6 +954,7 @@ SIM_KERNELS_BEGIN
 	SIM_KERNEL("lr_step", lr_step),
 	SIM_KERNEL("ck_mix", ck_mix),
 	SIM_KERNEL("ck_wait", ck_wait),
+	SIM_KERNEL("tt_spin", tt_spin),
 	SIM_KERNEL("ck_extra_fill", ck_extra_fill),
 	SIM_KERNEL("ck_extra_sum", ck_extra_sum),
 	SIM_KERNEL("ck_list_build", ck_list_build),

@@ -14,6 +14,22 @@
  *                                partner writes every iteration, both launch
  *                                kernels and copy between; every result is
  *                                checked exactly.
+ *   two_threads scaling [ITERATIONS] [KERNEL_US] [MIN] [--reps N]
+ *                                each iteration a kernel that runs KERNEL_US
+ *                                on the thread's own stream, then
+ *                                cuStreamSynchronize: ITERATIONS of them on
+ *                                one thread alone, then on two threads at
+ *                                once. The device runs the two threads'
+ *                                kernels side by side, so two threads do
+ *                                twice the work in the time of one, unless
+ *                                one thread's synchronisation holds the
+ *                                other's calls. Prints the times and the
+ *                                throughput scaling (2.0: perfect, 1.0: the
+ *                                threads serialised; RESULT lines for
+ *                                bench/overhead, median of N repetitions)
+ *                                and fails below MIN (0: no check; the sim
+ *                                runs every kernel on one device thread, so
+ *                                it scales 1.0 whatever tern does).
  *
  * A watchdog fails the program instead of letting it hang: a deadlock
  * through tern is exit 1 after TWO_THREADS_TIMEOUT_S (default 20) seconds.
@@ -21,6 +37,7 @@
  */
 #include "check.h"
 
+#include <algorithm>
 #include <atomic>
 #include <pthread.h>
 #include <time.h>
@@ -31,6 +48,18 @@ extern "C" __global__ void se_scale_add(const int *x, int *y, int k, int add, in
 {
 	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
 		y[i] = x[i] * k + add;
+}
+
+/* Busy for @us microseconds of the device's clock (the sim's CPU version
+ * sleeps as long, tests/cuda/sim_kernels.c). */
+extern "C" __global__ void tt_spin(unsigned us)
+{
+	unsigned long long t0, t;
+
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+	do
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	while (t - t0 < us * 1000ull);
 }
 
 static double now_s(void)
@@ -263,6 +292,98 @@ static int run_stress(int threads, int iterations)
 	return 0;
 }
 
+struct scaling_thread {
+	CUstream s;
+	int iterations;
+	unsigned us;
+	pthread_barrier_t *start;
+};
+
+static void *scaling_main(void *arg)
+{
+	struct scaling_thread *t = (struct scaling_thread *)arg;
+
+	CHECK(cudaSetDevice(0));
+	pthread_barrier_wait(t->start);
+	for (int i = 0; i < t->iterations; i++) {
+		tt_spin<<<1, 1, 0, (cudaStream_t)t->s>>>(t->us);
+		CHECK(cudaGetLastError());
+		CHECK_DRV(p_sync(t->s));
+		progress++;
+	}
+	return NULL;
+}
+
+/* Wall time of @threads threads doing @iterations each, started together. */
+static double scaling_run(struct scaling_thread *ts, int threads)
+{
+	pthread_barrier_t start;
+	pthread_t ids[2];
+	double t0;
+
+	pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
+	for (int i = 0; i < threads; i++) {
+		ts[i].start = &start;
+		REQUIRE(!pthread_create(&ids[i], NULL, scaling_main, &ts[i]), "thread");
+	}
+	pthread_barrier_wait(&start);
+	t0 = now_s();
+	for (int i = 0; i < threads; i++)
+		pthread_join(ids[i], NULL);
+	t0 = now_s() - t0;
+	pthread_barrier_destroy(&start);
+	return t0;
+}
+
+static double median(std::vector<double> v)
+{
+	std::sort(v.begin(), v.end());
+	return v[v.size() / 2];
+}
+
+static void result_print(const char *metric, const char *unit, const std::vector<double> &v)
+{
+	printf("RESULT %s %s %g ", metric, unit, median(v));
+	for (size_t i = 0; i < v.size(); i++)
+		printf("%s%g", i ? "," : "", v[i]);
+	printf("\n");
+}
+
+static int run_scaling(int iterations, unsigned us, double min, int reps)
+{
+	struct scaling_thread ts[2];
+	std::vector<double> one, two, scale;
+
+	stage = "scaling";
+	for (int i = 0; i < 2; i++) {
+		CHECK(cudaStreamCreateWithFlags((cudaStream_t *)&ts[i].s, cudaStreamNonBlocking));
+		ts[i].iterations = iterations;
+		ts[i].us = us;
+	}
+	/* One warm-up repetition, then the timed ones. */
+	for (int r = 0; r <= reps; r++) {
+		double t1 = scaling_run(ts, 1), t2 = scaling_run(ts, 2);
+
+		if (!r)
+			continue;
+		one.push_back(t1 / iterations * 1e6);
+		two.push_back(t2 / iterations * 1e6);
+		scale.push_back(2 * t1 / t2);
+	}
+	for (int i = 0; i < 2; i++)
+		CHECK(cudaStreamDestroy((cudaStream_t)ts[i].s));
+	result_print("threads_one", "us/iter", one);
+	result_print("threads_two", "us/iter", two);
+	result_print("threads_scaling", "x", scale);
+	printf("scaling: %d iterations of a %u us kernel and a stream synchronisation: one thread %.1f us "
+	       "each, two threads %.1f us each at once: throughput x%.2f\n", iterations, us, median(one),
+	       median(two), median(scale));
+	REQUIRE(min <= 0 || median(scale) >= min,
+		"two threads did %.2f times the work of one in the same time, expected at least %.2f: "
+		"one thread's synchronisation holds the other's calls", median(scale), min);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "pair";
@@ -280,6 +401,19 @@ int main(int argc, char **argv)
 		run_pair(argc > 2 ? atoi(argv[2]) : 10);
 	else if (!strcmp(mode, "stress"))
 		run_stress(argc > 2 ? atoi(argv[2]) : 8, argc > 3 ? atoi(argv[3]) : 50);
+	else if (!strcmp(mode, "scaling")) {
+		int reps = 3, pos = 0;
+		const char *num[3] = { "200", "2000", "0" };
+
+		for (int i = 2; i < argc; i++) {
+			if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+				reps = atoi(argv[++i]);
+			else if (pos < 3)
+				num[pos++] = argv[i];
+		}
+		REQUIRE(reps > 0 && atoi(num[0]) > 0, "scaling: ITERATIONS and --reps must be positive");
+		run_scaling(atoi(num[0]), (unsigned)atoi(num[1]), atof(num[2]), reps);
+	}
 	else
 		REQUIRE(false, "unknown mode %s", mode);
 	printf("PASS two_threads %s\n", mode);

@@ -20,8 +20,19 @@ static void test_url_parse(void **state)
 	assert_int_equal(transport_url_parse("unix:/run/tern/ternd.sock", &u), 0);
 	assert_int_equal(u.kind, TRANSPORT_UNIX);
 	assert_string_equal(u.path, "/run/tern/ternd.sock");
+	assert_false(u.plain);
 	assert_int_equal(transport_url_parse("/tmp/x.sock", &u), 0);
 	assert_int_equal(u.kind, TRANSPORT_UNIX);
+	assert_false(u.plain);
+	/* The plain socket, never upgraded to shared memory. */
+	assert_int_equal(transport_url_parse("unix+plain:/run/tern/ternd.sock", &u), 0);
+	assert_int_equal(u.kind, TRANSPORT_UNIX);
+	assert_true(u.plain);
+	assert_string_equal(u.path, "/run/tern/ternd.sock");
+	transport_url_format(&u, text, sizeof(text));
+	assert_string_equal(text, "unix+plain:/run/tern/ternd.sock");
+	assert_int_equal(transport_url_parse("unix+plain:", &u), -EINVAL);
+	assert_int_equal(transport_url_parse("unix+shm:/x", &u), -EINVAL);
 	assert_int_equal(transport_url_parse("tcp://127.0.0.1:7000", &u), 0);
 	assert_int_equal(u.kind, TRANSPORT_TCP);
 	assert_string_equal(u.host, "127.0.0.1");

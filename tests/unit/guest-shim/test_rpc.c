@@ -583,7 +583,8 @@ int main(void)
 	if (!mkdtemp(dir))
 		return 1;
 	snprintf(sock_path, sizeof(sock_path), "%s/ternd.sock", dir);
-	snprintf(text, sizeof(text), "unix:%s", sock_path);
+	/* The plain socket: the fake ternd answers no shared-memory upgrade. */
+	snprintf(text, sizeof(text), TRANSPORT_UNIX_PLAIN_SCHEME "%s", sock_path);
 	if (transport_url_parse(text, &url))
 		return 1;
 	listen_fd = transport_listen(&url);

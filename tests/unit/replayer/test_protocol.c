@@ -280,6 +280,37 @@ static uint32_t shm_call(struct shm_chan *c, uint32_t call, uint64_t seq, struct
 	return r->status;
 }
 
+/* A session moved onto rings of SHM_RING_MIN (*@c) with its primary
+ * context current; its socket. *@seq is the next request's number. */
+static int shm_session_open(struct shm_chan *c, uint64_t *seq)
+{
+	struct wire_shm_attach_req attach = { .ring_bytes = SHM_RING_MIN };
+	struct wire_primary_ctx_retain_req retain = { .device = 0 };
+	int fds[SHM_CHAN_FDS], fd;
+	struct wire_msg m;
+	struct reply r;
+	uint32_t status;
+
+	fd = session_open(sock_url, "", &status);
+	assert_int_equal(status, CUDA_SUCCESS);
+	wire_msg_init(&m);
+	wire_shm_attach_req_encode(&m, &attach);
+	assert_int_equal(request_send(fd, WIRE_CALL_SHM_ATTACH, 0, &m, UINT32_MAX), 0);
+	wire_msg_release(&m);
+	assert_int_equal(shm_chan_create(c, SHM_RING_MIN, fd), 0);
+	shm_chan_fds(c, fds);
+	assert_int_equal(shm_fds_send(fd, fds, SHM_CHAN_FDS), 0);
+	assert_int_equal(reply_read(fd, &r), 0);
+	assert_int_equal(r.status, CUDA_SUCCESS);
+	shm_ctx = 0;
+	wire_msg_init(&m);
+	wire_primary_ctx_retain_req_encode(&m, &retain);
+	assert_int_equal(shm_call(c, WIRE_CALL_PRIMARY_CTX_RETAIN, (*seq)++, &m, &r), CUDA_SUCCESS);
+	wire_msg_release(&m);
+	memcpy(&shm_ctx, r.payload + 4, 8);
+	return fd;
+}
+
 static uint32_t host_share(struct shm_chan *c, uint64_t seq, uint64_t addr, uint64_t bytes, int memfd,
 			   uint64_t *device_address)
 {
@@ -303,38 +334,17 @@ static uint32_t host_share(struct shm_chan *c, uint64_t seq, uint64_t addr, uint
  * alone, and the worker goes on serving the session. */
 static void test_shm_hostile(void **state)
 {
-	struct wire_shm_attach_req attach = { .ring_bytes = SHM_RING_MIN };
 	struct wire_mem_alloc_req alloc = { .bytes = 65536 };
 	struct shm_chan c;
 	struct wire_msg m;
 	struct reply r;
 	uint64_t seq = 1, dev = 0, dptr;
 	const uint64_t bytes = 65536;
-	uint32_t status;
 	int fds[SHM_CHAN_FDS], fd, memfd;
 	uint8_t *buf;
 
 	(void)state;
-	fd = session_open(sock_url, "", &status);
-	assert_int_equal(status, CUDA_SUCCESS);
-	wire_msg_init(&m);
-	wire_shm_attach_req_encode(&m, &attach);
-	assert_int_equal(request_send(fd, WIRE_CALL_SHM_ATTACH, 0, &m, UINT32_MAX), 0);
-	wire_msg_release(&m);
-	assert_int_equal(shm_chan_create(&c, SHM_RING_MIN, fd), 0);
-	shm_chan_fds(&c, fds);
-	assert_int_equal(shm_fds_send(fd, fds, SHM_CHAN_FDS), 0);
-	assert_int_equal(reply_read(fd, &r), 0);
-	assert_int_equal(r.status, CUDA_SUCCESS);
-	{
-		struct wire_primary_ctx_retain_req req = { .device = 0 };
-
-		wire_msg_init(&m);
-		wire_primary_ctx_retain_req_encode(&m, &req);
-		assert_int_equal(shm_call(&c, WIRE_CALL_PRIMARY_CTX_RETAIN, seq++, &m, &r), CUDA_SUCCESS);
-		wire_msg_release(&m);
-		memcpy(&shm_ctx, r.payload + 4, 8);
-	}
+	fd = shm_session_open(&c, &seq);
 
 	/* A share whose memfd never comes (the worker waits 2 s for it). */
 	assert_int_equal(host_share(&c, seq++, 0x310000000000ull, bytes, -1, NULL), CUDA_ERROR_INVALID_VALUE);
@@ -414,6 +424,161 @@ static void test_shm_hostile(void **state)
 		close(fd2);
 	}
 	shm_chan_close(&c);
+	close(fd);
+}
+
+/* A staging attach: the memfd (or none) first, as the shim sends it. */
+static uint32_t staging_attach(struct shm_chan *c, uint64_t seq, int memfd, uint64_t bytes, uint32_t slots)
+{
+	struct wire_staging_attach_req req = { .bytes = bytes, .slots = slots };
+	struct wire_msg m;
+	struct reply r;
+	uint32_t status;
+
+	if (memfd >= 0)
+		assert_int_equal(shm_fds_send(c->sock, &memfd, 1), 0);
+	wire_msg_init(&m);
+	wire_staging_attach_req_encode(&m, &req);
+	status = shm_call(c, WIRE_CALL_STAGING_ATTACH, seq, &m, &r);
+	wire_msg_release(&m);
+	return status;
+}
+
+static uint32_t staged_piece(struct shm_chan *c, uint64_t seq, bool to_device, uint64_t dev, uint32_t slot,
+			     uint64_t bytes, uint64_t copy_bytes)
+{
+	struct wire_msg m;
+	struct reply r;
+	uint32_t status;
+
+	wire_msg_init(&m);
+	if (to_device) {
+		struct wire_memcpy_htod_staged_req req = {
+			.dst = dev, .slot = slot, .bytes = bytes, .copy_bytes = copy_bytes,
+		};
+
+		wire_memcpy_htod_staged_req_encode(&m, &req);
+		status = shm_call(c, WIRE_CALL_MEMCPY_HTOD_STAGED, seq, &m, &r);
+	} else {
+		struct wire_memcpy_dtoh_staged_req req = {
+			.src = dev, .slot = slot, .bytes = bytes, .copy_bytes = copy_bytes,
+		};
+
+		wire_memcpy_dtoh_staged_req_encode(&m, &req);
+		status = shm_call(c, WIRE_CALL_MEMCPY_DTOH_STAGED, seq, &m, &r);
+	}
+	wire_msg_release(&m);
+	return status;
+}
+
+static uint32_t staging_wait(struct shm_chan *c, uint64_t seq, uint32_t slot)
+{
+	struct wire_staging_wait_req req = { .slot = slot };
+	struct wire_msg m;
+	struct reply r;
+	uint32_t status;
+
+	wire_msg_init(&m);
+	wire_staging_wait_req_encode(&m, &req);
+	status = shm_call(c, WIRE_CALL_STAGING_WAIT, seq, &m, &r);
+	wire_msg_release(&m);
+	return status;
+}
+
+/* A guest lies about its staging and its pieces: each request fails alone,
+ * the worker goes on, and honest pieces move the bytes both ways. */
+static void test_staging_hostile(void **state)
+{
+	const uint64_t slot_bytes = 65536, bytes = 4 * slot_bytes;
+	struct wire_mem_alloc_req alloc = { .bytes = bytes };
+	struct shm_chan c;
+	struct wire_msg m;
+	struct reply r;
+	uint64_t seq = 1, dptr;
+	uint32_t status;
+	int fd, memfd;
+	uint8_t *buf;
+
+	(void)state;
+	fd = shm_session_open(&c, &seq);
+	/* Pieces before any staging. */
+	assert_int_equal(staged_piece(&c, seq++, true, 0, 0, 4096, 4096), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(staging_wait(&c, seq++, 0), CUDA_ERROR_INVALID_VALUE);
+	/* No memfd at all (the worker waits 2 s for it), an unsealed one, one
+	 * smaller than claimed. */
+	assert_int_equal(staging_attach(&c, seq++, -1, bytes, 4), CUDA_ERROR_INVALID_VALUE);
+	memfd = memfd_create("unsealed", MFD_CLOEXEC);
+	assert_int_equal(ftruncate(memfd, (off_t)bytes), 0);
+	assert_int_equal(staging_attach(&c, seq++, memfd, bytes, 4), CUDA_ERROR_INVALID_VALUE);
+	close(memfd);
+	memfd = shm_memfd_create("small", 4096);
+	assert_int_equal(staging_attach(&c, seq++, memfd, bytes, 4), CUDA_ERROR_INVALID_VALUE);
+	close(memfd);
+	/* Layouts the worker refuses: one slot, too many, slots not whole
+	 * pages or smaller than 64 KiB, more than 1 GiB. */
+	memfd = shm_memfd_create("staging", bytes);
+	{
+		struct { uint64_t bytes; uint32_t slots; } bad[] = {
+			{ bytes, 1 }, { bytes, 65 }, { bytes, 0 }, { bytes - 4096, 4 }, { bytes, 3 },
+			{ 8 * 4096, 2 }, { 0, 4 }, { (1ull << 30) + 4 * 65536, 4 },
+		};
+
+		for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+			assert_int_equal(staging_attach(&c, seq++, memfd, bad[i].bytes, bad[i].slots),
+					 CUDA_ERROR_INVALID_VALUE);
+	}
+	assert_int_equal(staging_attach(&c, seq++, memfd, bytes, 4), CUDA_SUCCESS);
+	/* A second one is refused. */
+	assert_int_equal(staging_attach(&c, seq++, memfd, bytes, 4), CUDA_ERROR_ALREADY_MAPPED);
+	buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	assert_true(buf != MAP_FAILED);
+	close(memfd);
+	wire_msg_init(&m);
+	wire_mem_alloc_req_encode(&m, &alloc);
+	assert_int_equal(shm_call(&c, WIRE_CALL_MEM_ALLOC, seq++, &m, &r), CUDA_SUCCESS);
+	wire_msg_release(&m);
+	memcpy(&dptr, r.payload + 4, 8);
+	for (int to_device = 1; to_device >= 0; to_device--) {
+		struct { uint64_t dev; uint32_t slot; uint64_t bytes, copy_bytes; } cases[] = {
+			{ dptr, 4, 4096, 4096 },                        /* no such slot */
+			{ dptr, UINT32_MAX, 4096, 0 },
+			{ dptr, 0, slot_bytes + 1, 0 },                 /* larger than a slot */
+			{ dptr, 0, 0, 0 },                              /* empty */
+			{ dptr + bytes - 4096, 0, 8192, 0 },            /* past the allocation */
+			{ dptr, 0, 4096, bytes + 1 },                   /* the whole copy does not fit */
+			{ dptr, 0, 4096, 1 },                           /* a copy shorter than its piece */
+			{ 0x10, 0, 4096, 4096 },                        /* not device memory */
+			{ dptr, 0, 4096, UINT64_MAX },                  /* wraps */
+		};
+
+		for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+			assert_int_equal(staged_piece(&c, seq++, to_device, cases[i].dev, cases[i].slot,
+						      cases[i].bytes, cases[i].copy_bytes), CUDA_ERROR_INVALID_VALUE);
+	}
+	assert_int_equal(staging_wait(&c, seq++, 4), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(staging_wait(&c, seq++, UINT32_MAX), CUDA_ERROR_INVALID_VALUE);
+	/* Honest pieces: four slots to the device, then back through slot 2. */
+	for (uint64_t i = 0; i < bytes; i++)
+		buf[i] = (uint8_t)(i * 7 + 3);
+	for (uint32_t s = 0; s < 4; s++)
+		assert_int_equal(staged_piece(&c, seq++, true, dptr + s * slot_bytes, s, slot_bytes,
+					      s ? 0 : bytes), CUDA_SUCCESS);
+	for (uint32_t s = 0; s < 4; s++)
+		assert_int_equal(staging_wait(&c, seq++, s), CUDA_SUCCESS);
+	/* Waiting again for a slot waited for answers at once. */
+	assert_int_equal(staging_wait(&c, seq++, 0), CUDA_SUCCESS);
+	memset(buf, 0, bytes);
+	assert_int_equal(staged_piece(&c, seq++, false, dptr + 1000, 2, slot_bytes, slot_bytes), CUDA_SUCCESS);
+	assert_int_equal(staging_wait(&c, seq++, 2), CUDA_SUCCESS);
+	for (uint64_t i = 0; i < slot_bytes; i++)
+		assert_int_equal(buf[2 * slot_bytes + i], (uint8_t)((i + 1000) * 7 + 3));
+	munmap(buf, bytes);
+	shm_chan_close(&c);
+	close(fd);
+	/* ternd still serves new sessions. */
+	fd = session_open(sock_url, "", &status);
+	assert_int_equal(status, CUDA_SUCCESS);
+	assert_alive(fd, 2);
 	close(fd);
 }
 
@@ -1424,6 +1589,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_tensor_map_hostile),
 		cmocka_unit_test(test_conditional_hostile),
 		cmocka_unit_test(test_shm_hostile),
+		cmocka_unit_test(test_staging_hostile),
 	};
 
 	if (argc < 2) {

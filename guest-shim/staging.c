@@ -1,0 +1,172 @@
+#define LOG_PREFIX "shim: "
+
+/* Pageable copies over shm through a staging both sides map
+ * (docs/wire-protocol.md, "Pageable copies over shm").
+ *
+ * The driver copies pageable memory through pinned staging of its own, the
+ * CPU's copy of one piece overlapping the DMA of the one before. Here the
+ * staging is a memfd the worker registers with the driver (rpc_shared.c,
+ * staging_attach_locked), in SHIM_STAGING_SLOTS slots: to the device, we
+ * copy piece k into a slot while the driver DMAs piece k-1 from another; to
+ * the host, the driver DMAs piece k+1 while we copy piece k out. Before a
+ * slot is used again its last piece is waited for (staging_wait, answered
+ * when the device is done with it). Only one copy at a time goes through
+ * the staging (its lock), as through the driver's.
+ *
+ * Semantics kept: the first piece of every copy is a round trip that checks
+ * the whole range and the stream, so a bad copy fails at its call; a
+ * synchronous copy to the device waits for its last piece (after the work
+ * before it on its stream, as the driver's stream synchronisation before a
+ * pageable copy); a copy to the host returns once every byte is in the
+ * application's buffer, its last piece a round trip that reports earlier
+ * deferred errors as any synchronous copy to the host.
+ */
+#include "shim.h"
+
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "wire.h"
+
+/* Smaller copies go in the request or reply (memory.c): a piece of the
+ * ring costs less than a round trip more. */
+#define STAGING_COPY_MIN (1u << 20)
+
+void staging_reset(struct shim_process *p)
+{
+	struct shim_staging *st = &p->staging;
+
+	if (st->base)
+		munmap(st->base, st->bytes);
+	if (st->memfd >= 0)
+		close(st->memfd);
+	memset(st, 0, sizeof(*st));
+	st->memfd = -1;
+	pthread_mutex_init(&st->lock, NULL);
+}
+
+static uint8_t *slot_at(struct shim_staging *st, uint32_t slot)
+{
+	return st->base + (uint64_t)slot * st->slot_bytes;
+}
+
+/* The device is done with @slot's last piece. */
+static CUresult slot_wait(struct shim_staging *st, uint32_t slot)
+{
+	struct wire_staging_wait_req req = { .slot = slot };
+	struct wire_staging_wait_rep rep;
+	CUresult res;
+
+	if (!st->busy[slot])
+		return CUDA_SUCCESS;
+	res = rpc_staging_wait(&req, &rep);
+	st->busy[slot] = false;
+	return res;
+}
+
+/* Lock the staging for a copy of @n bytes; false (unlocked) when it is not
+ * for this one. */
+static bool staging_take(struct shim_process *p, size_t n)
+{
+	if (n < STAGING_COPY_MIN || p->staging.unavailable || capture_active())
+		return false;
+	pthread_mutex_lock(&p->staging.lock);
+	if (!p->staging.unavailable && rpc_staging_ready() == CUDA_SUCCESS)
+		return true;
+	pthread_mutex_unlock(&p->staging.lock);
+	return false;
+}
+
+CUresult staging_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stream, bool async, bool *staged)
+{
+	struct shim_process *p = shim_process();
+	struct shim_staging *st = &p->staging;
+	const uint8_t *s = src;
+	CUresult res = CUDA_SUCCESS;
+	uint32_t slot = 0, used = 0;
+
+	*staged = staging_take(p, n);
+	if (!*staged)
+		return CUDA_SUCCESS;
+	for (size_t off = 0; off < n; off += st->slot_bytes, slot = (slot + 1) % SHIM_STAGING_SLOTS) {
+		struct wire_memcpy_htod_staged_req req = {
+			.dst = dst + off, .stream = stream, .async = async, .slot = slot,
+			.bytes = n - off < st->slot_bytes ? n - off : st->slot_bytes,
+			.copy_bytes = off ? 0 : n,
+		};
+		struct wire_memcpy_htod_staged_rep rep;
+
+		res = slot_wait(st, slot);
+		if (res != CUDA_SUCCESS)
+			break;
+		memcpy(slot_at(st, slot), s + off, req.bytes);
+		/* Busy even if the answer is an error: the worker may have queued it. */
+		st->busy[slot] = true;
+		res = off ? rpc_memcpy_htod_staged_defer(&req) : rpc_memcpy_htod_staged(&req, &rep);
+		if (res != CUDA_SUCCESS)
+			break;
+		used++;
+	}
+	/* The pieces are in stream order: the last one done, all are. */
+	if (res == CUDA_SUCCESS && !async) {
+		res = slot_wait(st, (slot + SHIM_STAGING_SLOTS - 1) % SHIM_STAGING_SLOTS);
+		for (uint32_t i = 0; res == CUDA_SUCCESS && i < used && i < SHIM_STAGING_SLOTS; i++)
+			st->busy[i] = false;
+	}
+	pthread_mutex_unlock(&st->lock);
+	return res;
+}
+
+/* Queue piece @k of a copy to the host into its slot: the first and the
+ * last are round trips (the whole range checked; earlier deferred errors
+ * reported), the others deferred. */
+static CUresult dtoh_queue(struct shim_staging *st, uint64_t src, size_t n, uint64_t stream, bool async, size_t k)
+{
+	uint64_t off = (uint64_t)k * st->slot_bytes;
+	struct wire_memcpy_dtoh_staged_req req = {
+		.src = src + off, .stream = stream, .async = async, .slot = (uint32_t)(k % SHIM_STAGING_SLOTS),
+		.bytes = n - off < st->slot_bytes ? n - off : st->slot_bytes,
+		.copy_bytes = k ? 0 : n,
+	};
+	struct wire_memcpy_dtoh_staged_rep rep;
+	CUresult res;
+
+	/* An async copy to the device may still read the slot. */
+	res = slot_wait(st, req.slot);
+	if (res != CUDA_SUCCESS)
+		return res;
+	/* Busy even if the answer is an error: the worker may have queued it. */
+	st->busy[req.slot] = true;
+	return !k || off + req.bytes == n ? rpc_memcpy_dtoh_staged(&req, &rep) : rpc_memcpy_dtoh_staged_defer(&req);
+}
+
+CUresult staging_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, bool async, bool *staged)
+{
+	struct shim_process *p = shim_process();
+	struct shim_staging *st = &p->staging;
+	uint8_t *d = dst;
+	CUresult res = CUDA_SUCCESS;
+	size_t pieces, k;
+
+	*staged = staging_take(p, n);
+	if (!*staged)
+		return CUDA_SUCCESS;
+	pieces = (n + st->slot_bytes - 1) / st->slot_bytes;
+	for (k = 0; k < pieces && k < SHIM_STAGING_SLOTS && res == CUDA_SUCCESS; k++)
+		res = dtoh_queue(st, src, n, stream, async, k);
+	/* Piece k out of its slot while the device fills the next ones. */
+	for (k = 0; k < pieces && res == CUDA_SUCCESS; k++) {
+		uint32_t slot = (uint32_t)(k % SHIM_STAGING_SLOTS);
+		uint64_t off = (uint64_t)k * st->slot_bytes;
+
+		res = slot_wait(st, slot);
+		if (res != CUDA_SUCCESS)
+			break;
+		memcpy(d + off, slot_at(st, slot), n - off < st->slot_bytes ? n - off : st->slot_bytes);
+		if (k + SHIM_STAGING_SLOTS < pieces)
+			res = dtoh_queue(st, src, n, stream, async, k + SHIM_STAGING_SLOTS);
+	}
+	pthread_mutex_unlock(&st->lock);
+	return res;
+}
