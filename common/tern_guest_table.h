@@ -27,7 +27,14 @@ struct tern_guest_table {
 	uint64_t size;          /* bytes of this struct: later versions only grow */
 	/* The session's device, as NVML shows it (exec_nvml.c). */
 	CUresult (*nvml_device_info)(struct tern_nvml_info *out);
+	/* Its current PCIe link (CUDA_ERROR_NOT_SUPPORTED when the host's NVML
+	 * does not say). Since the second version of the table. */
+	CUresult (*nvml_device_pcie)(unsigned int *generation, unsigned int *width);
 };
+
+/* Whether @t (of t->size bytes) has @member: the table only grows. */
+#define TERN_GUEST_TABLE_HAS(t, member) \
+	((t)->size >= offsetof(struct tern_guest_table, member) + sizeof((t)->member) && (t)->member)
 
 /* NVML's text form of a device UUID: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx. */
 static inline void tern_uuid_text(const uint8_t u[16], char *out, size_t cap)

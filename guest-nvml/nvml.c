@@ -38,6 +38,8 @@ static nvmlReturn_t nvml_from_cuda(CUresult r)
 		return NVML_SUCCESS;
 	case CUDA_ERROR_INVALID_VALUE:
 		return NVML_ERROR_INVALID_ARGUMENT;
+	case CUDA_ERROR_NOT_SUPPORTED:
+		return NVML_ERROR_NOT_SUPPORTED;
 	case CUDA_ERROR_NO_DEVICE:
 	case CUDA_ERROR_DEVICE_UNAVAILABLE:
 		return NVML_ERROR_DRIVER_NOT_LOADED;
@@ -58,7 +60,7 @@ static nvmlReturn_t table_find(void)
 	init = (CUresult (*)(unsigned))dlsym(lib, "cuInit");
 	get_table = (CUresult (*)(const void **, const CUuuid *))dlsym(lib, "cuGetExportTable");
 	if (!init || !get_table || get_table(&table, &id) != CUDA_SUCCESS || !table ||
-	    ((const struct tern_guest_table *)table)->size < sizeof(struct tern_guest_table))
+	    !TERN_GUEST_TABLE_HAS((const struct tern_guest_table *)table, nvml_device_info))
 		return NVML_ERROR_DRIVER_NOT_LOADED;    /* not tern's driver */
 	if (init(0) != CUDA_SUCCESS)
 		return NVML_ERROR_DRIVER_NOT_LOADED;
@@ -143,6 +145,14 @@ static nvmlReturn_t initialised(void)
 	r = nvml.refs ? NVML_SUCCESS : NVML_ERROR_UNINITIALIZED;
 	pthread_mutex_unlock(&nvml.lock);
 	return r;
+}
+
+/* Initialised, and @device is the session's. */
+static nvmlReturn_t device_valid(nvmlDevice_t device)
+{
+	nvmlReturn_t r = initialised();
+
+	return r != NVML_SUCCESS ? r : device == &nvml.device ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
 NVML_API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
@@ -391,27 +401,72 @@ NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, 
 	return NVML_SUCCESS;
 }
 
-/* A session sees one device and none of its links or fabric. */
+/* The session's device link to the host, as the host's NVML reads it. */
+static nvmlReturn_t pcie_link(nvmlDevice_t device, unsigned int *generation, unsigned int *width)
+{
+	const struct tern_guest_table *t;
+	nvmlReturn_t r = device_valid(device);
+
+	if (r != NVML_SUCCESS)
+		return r;
+	if (!generation || !width)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	pthread_mutex_lock(&nvml.lock);
+	t = nvml.table;
+	pthread_mutex_unlock(&nvml.lock);
+	if (!TERN_GUEST_TABLE_HAS(t, nvml_device_pcie))
+		return NVML_ERROR_NOT_SUPPORTED;        /* an older shim */
+	return nvml_from_cuda(t->nvml_device_pcie(generation, width));
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int *currLinkGen)
+{
+	unsigned int width;
+
+	return pcie_link(device, currLinkGen, &width);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int *currLinkWidth)
+{
+	unsigned int generation;
+
+	return pcie_link(device, &generation, currLinkWidth);
+}
+
+/* A session sees one device and none of its links or fabric: every link
+ * query of a valid device and output is not supported. */
+static nvmlReturn_t no_links(nvmlDevice_t device, const void *out)
+{
+	nvmlReturn_t r = device_valid(device);
+
+	return r != NVML_SUCCESS ? r : !out ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_NOT_SUPPORTED;
+}
+
 NVML_API nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
 							  int *type)
 {
-	nvmlReturn_t r = initialised();
-
-	return r != NVML_SUCCESS ? r : NVML_ERROR_NOT_SUPPORTED;
+	return no_links(device, type);
 }
 
 NVML_API nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, void *pci)
 {
-	nvmlReturn_t r = initialised();
+	return no_links(device, pci);
+}
 
-	return r != NVML_SUCCESS ? r : NVML_ERROR_NOT_SUPPORTED;
+NVML_API nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, int *isActive)
+{
+	return no_links(device, isActive);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetNvLinkCapability(nvmlDevice_t device, unsigned int link, int capability,
+						    unsigned int *capResult)
+{
+	return no_links(device, capResult);
 }
 
 NVML_API nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, void *info)
 {
-	nvmlReturn_t r = initialised();
-
-	return r != NVML_SUCCESS ? r : NVML_ERROR_NOT_SUPPORTED;
+	return no_links(device, info);
 }
 
 NVML_API nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *version)

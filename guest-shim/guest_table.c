@@ -38,9 +38,28 @@ static CUresult nvml_device_info(struct tern_nvml_info *out)
 	return CUDA_SUCCESS;
 }
 
+static CUresult nvml_device_pcie(unsigned int *generation, unsigned int *width)
+{
+	struct wire_nvml_device_pcie_req req = { 0 };
+	struct wire_nvml_device_pcie_rep rep;
+	CUresult res;
+
+	if (!generation || !width)
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_connect();
+	if (res == CUDA_SUCCESS)
+		res = rpc_nvml_device_pcie(&req, &rep);
+	if (res != CUDA_SUCCESS)
+		return res;
+	*generation = rep.link_generation;
+	*width = rep.link_width;
+	return CUDA_SUCCESS;
+}
+
 static const struct tern_guest_table guest_table = {
 	.size = sizeof(struct tern_guest_table),
 	.nvml_device_info = nvml_device_info,
+	.nvml_device_pcie = nvml_device_pcie,
 };
 
 bool guest_table_get(const void **table, const CUuuid *id)

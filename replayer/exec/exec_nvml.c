@@ -3,9 +3,10 @@
  * Name, UUID and compute capability come from the backend; memory is the
  * session's own view (its quota as the total, its arena as the used part), as
  * cuMemGetInfo answers it, so that a guest sharing the GPU sees its share.
- * Utilization and the driver's version string come from the host's NVML when
- * the cuda backend runs and libnvidia-ml.so.1 is there; otherwise utilization
- * is 0 and the version names the backend. */
+ * Utilization, the driver's version string and the PCIe link come from the
+ * host's NVML when the cuda backend runs and libnvidia-ml.so.1 is there;
+ * otherwise utilization is 0, the version names the backend and the link
+ * is not supported. */
 #define LOG_PREFIX "exec: "
 #include "exec.h"
 #include "log.h"
@@ -23,6 +24,9 @@ struct host_nvml {
 	int (*by_uuid)(const char *uuid, void **dev);
 	int (*utilization)(void *dev, unsigned int util[2]);
 	int (*driver_version)(char *out, unsigned int len);
+	/* Optional: older drivers' NVML may lack them (then not supported). */
+	int (*pcie_generation)(void *dev, unsigned int *gen);
+	int (*pcie_width)(void *dev, unsigned int *width);
 };
 
 static struct host_nvml *host_nvml_open(void)
@@ -40,6 +44,8 @@ static struct host_nvml *host_nvml_open(void)
 	h.by_uuid = (int (*)(const char *, void **))dlsym(h.lib, "nvmlDeviceGetHandleByUUID");
 	h.utilization = (int (*)(void *, unsigned int *))dlsym(h.lib, "nvmlDeviceGetUtilizationRates");
 	h.driver_version = (int (*)(char *, unsigned int))dlsym(h.lib, "nvmlSystemGetDriverVersion");
+	h.pcie_generation = (int (*)(void *, unsigned int *))dlsym(h.lib, "nvmlDeviceGetCurrPcieLinkGeneration");
+	h.pcie_width = (int (*)(void *, unsigned int *))dlsym(h.lib, "nvmlDeviceGetCurrPcieLinkWidth");
 	if (!h.init || !h.by_uuid || !h.utilization || !h.driver_version || h.init() != 0) {
 		pr_info("host NVML unusable: utilization reads as 0");
 		dlclose(h.lib);
@@ -47,6 +53,36 @@ static struct host_nvml *host_nvml_open(void)
 		return NULL;
 	}
 	return &h;
+}
+
+/* The host NVML's handle of the session's device, found by its UUID (NVML
+ * and CUDA may order devices differently); NULL without a host NVML. */
+static void *host_nvml_device(struct exec *ex, struct host_nvml **nvml_out)
+{
+	struct host_nvml *nvml = strcmp(ex->be->name, "cuda") ? NULL : host_nvml_open();
+	CUuuid uuid;
+	char text[64];
+	void *dev;
+
+	*nvml_out = nvml;
+	if (!nvml || ex->be->cuDeviceGetUuid(&uuid, ex->dev.device) != CUDA_SUCCESS)
+		return NULL;
+	tern_uuid_text((const uint8_t *)uuid.bytes, text, sizeof(text));
+	return nvml->by_uuid(text, &dev) == 0 ? dev : NULL;
+}
+
+CUresult exec_nvml_device_pcie(struct exec *ex, const struct wire_nvml_device_pcie_req *req,
+			       struct wire_nvml_device_pcie_rep *rep)
+{
+	struct host_nvml *nvml;
+	void *dev = host_nvml_device(ex, &nvml);
+
+	(void)req;
+	if (!dev || !nvml->pcie_generation || !nvml->pcie_width ||
+	    nvml->pcie_generation(dev, &rep->link_generation) != 0 ||
+	    nvml->pcie_width(dev, &rep->link_width) != 0)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	return CUDA_SUCCESS;
 }
 
 CUresult exec_nvml_device_info(struct exec *ex, const struct wire_nvml_device_info_req *req,
@@ -80,12 +116,10 @@ CUresult exec_nvml_device_info(struct exec *ex, const struct wire_nvml_device_in
 	rep->gpu_util = rep->memory_util = 0;
 	snprintf(rep->driver_version, sizeof(rep->driver_version), "tern-%s", ex->be->name);
 	if (nvml) {
-		char text[64];
 		unsigned int util[2];
-		void *dev;
+		void *dev = host_nvml_device(ex, &nvml);
 
-		tern_uuid_text(uuid, text, sizeof(text));
-		if (nvml->by_uuid(text, &dev) == 0 && nvml->utilization(dev, util) == 0) {
+		if (dev && nvml->utilization(dev, util) == 0) {
 			rep->gpu_util = util[0];
 			rep->memory_util = util[1];
 		}

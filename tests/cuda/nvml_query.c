@@ -30,6 +30,12 @@ int main(void)
 								      nvmlProcessInfo_v1_t *);
 	nvmlReturn_t (*link_type)(nvmlDevice_t, unsigned, int *), (*link_pci)(nvmlDevice_t, unsigned, void *);
 	nvmlReturn_t (*cuda_version)(int *);
+	/* What XLA's device description reads (JAX): the PCIe link, NVLink
+	 * state and capability. */
+	nvmlReturn_t (*pcie_gen)(nvmlDevice_t, unsigned *), (*pcie_width)(nvmlDevice_t, unsigned *);
+	nvmlReturn_t (*link_state)(nvmlDevice_t, unsigned, int *), (*link_cap)(nvmlDevice_t, unsigned, int, unsigned *);
+	nvmlReturn_t gen_r, width_r;
+	unsigned gen = 0, width = 0;
 	char bus[64];
 	unsigned nprocs = 0;
 	int nvml_cuda_version = 0;
@@ -61,6 +67,10 @@ int main(void)
 	SYM(nv, link_type, "nvmlDeviceGetNvLinkRemoteDeviceType");
 	SYM(nv, link_pci, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
 	SYM(nv, cuda_version, "nvmlSystemGetCudaDriverVersion_v2");
+	SYM(nv, pcie_gen, "nvmlDeviceGetCurrPcieLinkGeneration");
+	SYM(nv, pcie_width, "nvmlDeviceGetCurrPcieLinkWidth");
+	SYM(nv, link_state, "nvmlDeviceGetNvLinkState");
+	SYM(nv, link_cap, "nvmlDeviceGetNvLinkCapability");
 	SYM(cu, cu_bus, "cuDeviceGetPCIBusId");
 	SYM(cu, cu_init, "cuInit");
 	SYM(cu, cu_name, "cuDeviceGetName");
@@ -118,9 +128,41 @@ int main(void)
 	NVML_OK(cuda_version(&nvml_cuda_version));
 	if (nvml_cuda_version < 12000)
 		FAIL("CUDA driver version %d from NVML", nvml_cuda_version);
+	/* The link the device sits on: PCIe generation 1-6, a lane count NVML
+	 * knows. A driver or host may not say (NOT_SUPPORTED); tern says what
+	 * the host's NVML says, and on the sim nothing. */
+	gen_r = pcie_gen(dev, &gen);
+	width_r = pcie_width(dev, &width);
+	printf("nvml: PCIe link: generation %u (%d), width x%u (%d)\n", gen, (int)gen_r, width, (int)width_r);
+	if (gen_r != width_r)
+		FAIL("the PCIe generation answered %d, the width %d", (int)gen_r, (int)width_r);
+	if (gen_r == NVML_SUCCESS && (gen < 1 || gen > 6 || width < 1 || width > 32 || (width & (width - 1))))
+		FAIL("PCIe generation %u width %u", gen, width);
+	if (gen_r != NVML_SUCCESS && gen_r != NVML_ERROR_NOT_SUPPORTED)
+		FAIL("the PCIe link: %d, neither success nor NOT_SUPPORTED", (int)gen_r);
+	if (pcie_gen(dev, NULL) != NVML_ERROR_INVALID_ARGUMENT)
+		FAIL("nvmlDeviceGetCurrPcieLinkGeneration with no output must be INVALID_ARGUMENT");
 	if (getenv("TERN_SERVER")) {    /* through tern: the session is this process */
 		nvmlProcessInfo_v1_t info[4];
 		nvmlReturn_t r;
+		const char *backend = getenv("TERN_TEST_BACKEND");
+		int state = 0;
+		unsigned cap = 0;
+
+		if ((!backend || strcmp(backend, "cuda")) && gen_r != NVML_ERROR_NOT_SUPPORTED)
+			FAIL("the sim has no PCIe link, NVML answered %d", (int)gen_r);
+		/* No links: every NVLink query is NOT_SUPPORTED, after the
+		 * arguments are checked as NVML checks them. */
+		if ((r = link_state(dev, 0, &state)) != NVML_ERROR_NOT_SUPPORTED)
+			FAIL("nvmlDeviceGetNvLinkState: %d, not NOT_SUPPORTED", (int)r);
+		if ((r = link_cap(dev, 0, 0, &cap)) != NVML_ERROR_NOT_SUPPORTED)
+			FAIL("nvmlDeviceGetNvLinkCapability: %d, not NOT_SUPPORTED", (int)r);
+		if ((r = link_state(dev, 0, NULL)) != NVML_ERROR_INVALID_ARGUMENT)
+			FAIL("nvmlDeviceGetNvLinkState with no output: %d, not INVALID_ARGUMENT", (int)r);
+		if ((r = link_cap((nvmlDevice_t)&state, 0, 0, &cap)) != NVML_ERROR_INVALID_ARGUMENT)
+			FAIL("nvmlDeviceGetNvLinkCapability of no device: %d, not INVALID_ARGUMENT", (int)r);
+		if ((r = pcie_width((nvmlDevice_t)&state, &width)) != NVML_ERROR_INVALID_ARGUMENT)
+			FAIL("nvmlDeviceGetCurrPcieLinkWidth of no device: %d, not INVALID_ARGUMENT", (int)r);
 
 		if ((r = by_bus("0000:ff:1f.7", &by_bus_dev)) != NVML_ERROR_NOT_FOUND)
 			FAIL("a bus id of no device: %d, not NOT_FOUND", (int)r);
@@ -137,6 +179,8 @@ int main(void)
 	(void)link_type;
 	(void)link_pci;
 	NVML_OK(shutdown());
+	if (pcie_gen(dev, &gen) != NVML_ERROR_UNINITIALIZED)
+		FAIL("a query after nvmlShutdown must answer UNINITIALIZED");
 	printf("PASS nvml_query\n");
 	return 0;
 }
