@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "wire.h"
+
 /* "tern guest table" in ASCII, padded. */
 #define TERN_GUEST_TABLE_UUID \
 	{ 't', 'e', 'r', 'n', ' ', 'g', 'u', 'e', 's', 't', ' ', 't', 'a', 'b', 'l', 'e' }
@@ -27,6 +29,13 @@ struct tern_guest_table {
 	uint64_t size;          /* bytes of this struct: later versions only grow */
 	/* The session's device, as NVML shows it (exec_nvml.c). */
 	CUresult (*nvml_device_info)(struct tern_nvml_info *out);
+	/* A request of another API's table (common/wire/opencl.tbl: the guest's
+	 * OpenCL ICD) on the session's connection, with the shim's own order,
+	 * replay log and reconnects: as wire_client.h's rpc_call and rpc_defer.
+	 * The reply's status is that API's (a cl_int as a u32); a status the
+	 * API cannot have (a CUresult > 0) is the shim's: the session is gone. */
+	CUresult (*call)(uint32_t id, struct wire_msg *req, struct wire_cursor *rep);
+	CUresult (*defer)(uint32_t id, struct wire_msg *req);
 };
 
 /* NVML's text form of a device UUID: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx. */

@@ -41,6 +41,9 @@ static CUresult nvml_device_info(struct tern_nvml_info *out)
 static const struct tern_guest_table guest_table = {
 	.size = sizeof(struct tern_guest_table),
 	.nvml_device_info = nvml_device_info,
+	/* Each connects on its first use, as the shim's own calls. */
+	.call = rpc_call,
+	.defer = rpc_defer,
 };
 
 bool guest_table_get(const void **table, const CUuuid *id)
