@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "wire.h"
+
 /* "tern guest table" in ASCII, padded. */
 #define TERN_GUEST_TABLE_UUID \
 	{ 't', 'e', 'r', 'n', ' ', 'g', 'u', 'e', 's', 't', ' ', 't', 'a', 'b', 'l', 'e' }
@@ -30,6 +32,13 @@ struct tern_guest_table {
 	/* Its current PCIe link (CUDA_ERROR_NOT_SUPPORTED when the host's NVML
 	 * does not say). Since the second version of the table. */
 	CUresult (*nvml_device_pcie)(unsigned int *generation, unsigned int *width);
+	/* A request of another API's table (common/wire/opencl.tbl: the guest's
+	 * OpenCL ICD) on the session's connection, with the shim's own order,
+	 * replay log and reconnects: as wire_client.h's rpc_call and rpc_defer.
+	 * The reply's status is that API's (a cl_int as a u32); a status the
+	 * API cannot have (a CUresult > 0) is the shim's: the session is gone. */
+	CUresult (*call)(uint32_t id, struct wire_msg *req, struct wire_cursor *rep);
+	CUresult (*defer)(uint32_t id, struct wire_msg *req);
 };
 
 /* Whether @t (of t->size bytes) has @member: the table only grows. */

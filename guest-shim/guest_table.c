@@ -60,6 +60,9 @@ static const struct tern_guest_table guest_table = {
 	.size = sizeof(struct tern_guest_table),
 	.nvml_device_info = nvml_device_info,
 	.nvml_device_pcie = nvml_device_pcie,
+	/* Each connects on its first use, as the shim's own calls. */
+	.call = rpc_call,
+	.defer = rpc_defer,
 };
 
 bool guest_table_get(const void **table, const CUuuid *id)

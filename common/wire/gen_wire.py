@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """Generate tern's wire code from calls.tbl.
 
-    gen_wire.py codec    calls.tbl OUT.h OUT.c [KINDS.h]  structs, encoders, decoders, names,
+    gen_wire.py codec    TABLE... OUT.h OUT.c [KINDS.h]  structs, encoders, decoders, names,
                                                  records; the handle kinds
-    gen_wire.py dispatch calls.tbl OUT.h OUT.c   the executor's dispatch table
-    gen_wire.py client   calls.tbl OUT.h OUT.c   the shim's call stubs
-    gen_wire.py golden   calls.tbl OUT           the canonical layout, one call, record
+    gen_wire.py dispatch TABLE OUT.h OUT.c       the executor's dispatch table
+    gen_wire.py client   TABLE OUT.h OUT.c       the guest's call stubs
+    gen_wire.py golden   TABLE OUT               the canonical layout, one call, record
                                                  or kind a line
 
-The table is the single source of truth for ids and layouts; nothing generated
-is committed.
+A table is the single source of truth for ids and layouts; nothing generated
+is committed. calls.tbl holds the CUDA calls; a table for another API
+(opencl.tbl) starts with an `api` line naming it and the id range it owns.
+The codec is one for every table (one id space, one set of kinds and record
+names, checked disjoint); dispatch and client code are per table, typed
+for its API (APIS below).
 """
 import re
 import sys
@@ -41,6 +45,25 @@ class Call:
 class Table:
     def __init__(self):
         self.calls, self.records, self.kinds = [], [], []
+        self.api, self.first, self.last = "cuda", 1, 999
+
+
+# What dispatch and client code is typed with, per API. ctx: the executor's
+# state; status: the call's result type; lookup: the executor's handle lookup
+# (status, entry) that the per-kind helpers wrap; fn: the dispatcher; rpc:
+# the guest's round trip and deferral, which its library provides.
+APIS = {
+    "cuda": dict(ctx="struct exec", status="CUresult", include="<cuda.h>", guard="TERN_WIRE_DISPATCH_H",
+                 fn="wire_dispatch", lookup="exec_handle_lookup", lookup_prefix="exec_lookup_",
+                 invalid="CUDA_ERROR_INVALID_HANDLE", success="CUDA_SUCCESS", unknown="CUDA_ERROR_UNKNOWN",
+                 rpc="rpc", client_guard="TERN_WIRE_CLIENT_H", dispatch_h="wire_dispatch.h",
+                 client_h="wire_client.h", extra_include='#include "handle_table.h"'),
+    "opencl": dict(ctx="struct cl_exec", status="cl_int", include="<CL/cl.h>", guard="TERN_WIRE_CL_DISPATCH_H",
+                   fn="wire_cl_dispatch", lookup="cl_exec_handle_lookup", lookup_prefix="cl_exec_lookup_",
+                   invalid="CL_INVALID_VALUE", success="CL_SUCCESS", unknown="CL_OUT_OF_RESOURCES",
+                   rpc="cl_rpc", client_guard="TERN_WIRE_CL_CLIENT_H", dispatch_h="wire_cl_dispatch.h",
+                   client_h="wire_cl_client.h", extra_include='#include "handle_table.h"'),
+}
 
 
 class Record:
@@ -97,7 +120,9 @@ def parse_fields(text, where, kinds=()):
     return fields
 
 
-def parse(path):
+def parse(path, known_kinds=()):
+    """One table. @known_kinds: kinds of tables parsed before, which a typed
+    handle may name too."""
     table = Table()
     calls, ids, names = table.calls, set(), set()
     rec_names = set()
@@ -106,6 +131,12 @@ def parse(path):
         if not line:
             continue
         where = f"{path}:{lineno}"
+        m = re.fullmatch(r"api\s+([a-z]+)\s+(\d+)-(\d+)", line)
+        if m:
+            if calls or table.kinds or table.records or m.group(1) not in APIS:
+                sys.exit(f"{where}: the api line comes first and names one of {', '.join(APIS)}")
+            table.api, table.first, table.last = m.group(1), int(m.group(2)), int(m.group(3))
+            continue
         m = re.fullmatch(r"kind\s+(\d+)\s+([a-z_][a-z0-9_]*)", line)
         if m:
             k = (int(m.group(1)), m.group(2))
@@ -131,17 +162,40 @@ def parse(path):
             flags = (m.group(3) or "").split()
             if any(f not in FLAGS for f in flags):
                 sys.exit(f"{where}: unknown flag in [{m.group(3)}]")
-            kinds = [k[1] for k in table.kinds]
+            kinds = [k[1] for k in table.kinds] + list(known_kinds)
             c = Call(int(m.group(1)), m.group(2), parse_fields(m.group(4), where, kinds),
                      parse_fields(m.group(5), where, kinds), flags=flags)
             if "defer" in c.flags and c.rep:
                 sys.exit(f"{where}: a deferred call has no reply fields")
-        if c.id <= 0 or c.id >= 1 << 16 or c.id in ids or c.name in names:
-            sys.exit(f"{where}: id {c.id} or name {c.name} reused or out of range")
+        if c.id < table.first or c.id > table.last or c.id in ids or c.name in names:
+            sys.exit(f"{where}: id {c.id} or name {c.name} reused or out of range "
+                     f"({table.first}-{table.last} for {table.api})")
         ids.add(c.id)
         names.add(c.name)
         calls.append(c)
     return table
+
+
+def parse_all(paths):
+    """Several tables as one codec sees them: ids, names, kinds and records
+    may not meet across tables, and id ranges may not overlap."""
+    merged, tables = Table(), []
+    for path in paths:
+        t = parse(path, [k[1] for k in merged.kinds])
+        for o in tables:
+            if t.first <= o.last and o.first <= t.last:
+                sys.exit(f"{path}: id range {t.first}-{t.last} overlaps {o.api}'s")
+        if {c.name for c in t.calls} & {c.name for c in merged.calls} or \
+           {k[0] for k in t.kinds} & {k[0] for k in merged.kinds} or \
+           {k[1] for k in t.kinds} & {k[1] for k in merged.kinds} or \
+           {r.name for r in t.records} & {r.name for r in merged.records}:
+            sys.exit(f"{path}: a call, kind or record of another table reused")
+        tables.append(t)
+        merged.calls += t.calls
+        merged.kinds += t.kinds
+        merged.records += t.records
+    merged.tables = tables
+    return merged
 
 
 def live(calls):
@@ -308,6 +362,12 @@ def gen_codec(table, out_h, out_c):
         h.append(f"\tWIRE_CALL_{c.name.upper()} = {c.id},{'  /* retired */' if c.retired else ''}")
     h.append("};\n")
     h.append(f"#define WIRE_CALL_ID_MAX {max(c.id for c in calls)}\n")
+    h.append("/* The id range each API's table owns (its `api` line): the worker routes a")
+    h.append(" * request to that API's executor by it. */")
+    for t in getattr(table, "tables", [table]):
+        h.append(f"#define WIRE_API_{t.api.upper()}_FIRST {t.first}u")
+        h.append(f"#define WIRE_API_{t.api.upper()}_LAST {t.last}u")
+    h.append("")
     h.append("/* Records: the layouts of what blobs hold (calls.tbl, \"records\"). encode")
     h.append(" * writes one record's BYTES; decode reads one, -EPROTO unless @len is exactly")
     h.append(" * BYTES or a must-be-zero field is not; count is the number of records in a")
@@ -381,37 +441,39 @@ def gen_codec(table, out_h, out_c):
 
 
 def gen_dispatch(table, out_h, out_c):
-    calls = table.calls
-    h = ["/* Generated by gen_wire.py from calls.tbl: do not edit.",
+    calls, api = table.calls, APIS[table.api]
+    st, ctx = api["status"], api["ctx"]
+    h = [f"/* Generated by gen_wire.py from the {table.api} table: do not edit.",
          " *",
          " * The executor implements one exec_<call>() per remoted call. Each gets",
          " * the decoded request and fills the reply; its return value is the",
-         " * CUresult sent back. Requests are decoded with bounds checks before the",
+         f" * {st} sent back. Requests are decoded with bounds checks before the",
          " * handler runs; the handler validates handles, pointers and sizes. */",
-         "#ifndef TERN_WIRE_DISPATCH_H", "#define TERN_WIRE_DISPATCH_H", "",
-         "#include <cuda.h>", '#include "handle_table.h"', '#include "wire_calls.h"', "", "struct exec;", ""]
-    h += ["/* The entry of @handle if it is a live handle of @kind: CUDA_SUCCESS with",
-          " * *@e set, or CUDA_ERROR_INVALID_HANDLE with *@e NULL (exec.c). */",
-          "CUresult exec_handle_lookup(struct exec *ex, uint64_t handle, enum handle_kind kind,",
+         f"#ifndef {api['guard']}", f"#define {api['guard']}", "",
+         f"#include {api['include']}", api["extra_include"], '#include "wire_calls.h"', "",
+         f"{ctx};", ""]
+    h += [f"/* The entry of @handle if it is a live handle of @kind: {api['success']} with",
+          f" * *@e set, or {api['invalid']} (OpenCL: the kind's own CL_INVALID_<OBJECT>) with *@e NULL. */",
+          f"{st} {api['lookup']}({ctx} *ex, uint64_t handle, enum handle_kind kind,",
           "\t\t\t    struct handle_entry **e);", "",
-          "/* One per kind line of calls.tbl, for the request fields typed", " * `handle:<kind>`. */"]
+          "/* One per kind line of the table, for the request fields typed", " * `handle:<kind>`. */"]
     for _, name in table.kinds:
-        h += [f"static inline CUresult exec_lookup_{name}(struct exec *ex, uint64_t handle, struct handle_entry **e)",
-              "{", f"\treturn exec_handle_lookup(ex, handle, HANDLE_{name.upper()}, e);", "}", ""]
+        h += [f"static inline {st} {api['lookup_prefix']}{name}({ctx} *ex, uint64_t handle, struct handle_entry **e)",
+              "{", f"\treturn {api['lookup']}(ex, handle, HANDLE_{name.upper()}, e);", "}", ""]
     for c in live(calls):
-        h.append(f"CUresult exec_{c.name}(struct exec *ex, const struct wire_{c.name}_req *req, struct wire_{c.name}_rep *rep);")
+        h.append(f"{st} exec_{c.name}({ctx} *ex, const struct wire_{c.name}_req *req, struct wire_{c.name}_rep *rep);")
     h += ["",
           "/* Decode the payload of call @id, run its handler and encode the reply",
           " * (status first) into @reply. Returns 0, or -ENOSYS for an unknown id and",
           " * -EPROTO for a payload that does not decode; the caller then sends an",
           " * error reply. The reply may reference memory owned by @ex (blobs) until",
           " * the next dispatch. */",
-          "int wire_dispatch(struct exec *ex, uint32_t id, struct wire_cursor *payload, struct wire_msg *reply);",
+          f"int {api['fn']}({ctx} *ex, uint32_t id, struct wire_cursor *payload, struct wire_msg *reply);",
           "", "#endif"]
-    c_ = ["/* Generated by gen_wire.py from calls.tbl: do not edit. */",
-          "#include <errno.h>", "#include <stdlib.h>", '#include "wire_dispatch.h"', ""]
+    c_ = [f"/* Generated by gen_wire.py from the {table.api} table: do not edit. */",
+          "#include <errno.h>", "#include <stdlib.h>", f'#include "{api["dispatch_h"]}"', ""]
     for c in live(calls):
-        c_ += [f"static int dispatch_{c.name}(struct exec *ex, struct wire_cursor *cur, struct wire_msg *reply)",
+        c_ += [f"static int dispatch_{c.name}({ctx} *ex, struct wire_cursor *cur, struct wire_msg *reply)",
                "{",
                f"\tstruct wire_{c.name}_req *req = calloc(1, sizeof(*req));",
                f"\tstruct wire_{c.name}_rep *rep = calloc(1, sizeof(*rep));",
@@ -422,7 +484,7 @@ def gen_dispatch(table, out_h, out_c):
                f"\twire_put_u32(reply, (uint32_t)exec_{c.name}(ex, req, rep));",
                f"\twire_{c.name}_rep_encode(reply, rep);",
                "out:", "\tfree(req);", "\tfree(rep);", "\treturn ret;", "}", ""]
-    c_.append("int wire_dispatch(struct exec *ex, uint32_t id, struct wire_cursor *payload, struct wire_msg *reply)\n{\n\tswitch (id) {")
+    c_.append(f"int {api['fn']}({ctx} *ex, uint32_t id, struct wire_cursor *payload, struct wire_msg *reply)\n{{\n\tswitch (id) {{")
     for c in live(calls):
         c_.append(f"\tcase {c.id}: return dispatch_{c.name}(ex, payload, reply);")
     c_.append("\tdefault: return -ENOSYS;\n\t}\n}")
@@ -430,51 +492,53 @@ def gen_dispatch(table, out_h, out_c):
     open(out_c, "w").write("\n".join(c_) + "\n")
 
 
-def gen_client(calls, out_h, out_c):
-    h = ["/* Generated by gen_wire.py from calls.tbl: do not edit.",
+def gen_client(table, out_h, out_c):
+    calls, api = table.calls, APIS[table.api]
+    st, rpc = api["status"], api["rpc"]
+    h = [f"/* Generated by gen_wire.py from the {table.api} table: do not edit.",
          " *",
          " * One stub per remoted call: encode the request, send it through the",
-         " * shim's connection, decode the reply. The return value is the call's",
-         " * CUresult, or the error of the transport (rpc_call()). On any error the",
+         f" * guest's connection, decode the reply. The return value is the call's",
+         f" * {st}, or the error of the transport ({rpc}_call()). On any error the",
          " * reply struct holds zeros, never stale data. */",
-         "#ifndef TERN_WIRE_CLIENT_H", "#define TERN_WIRE_CLIENT_H", "",
-         "#include <cuda.h>", '#include "wire_calls.h"', "",
-         "/* Provided by the shim: one round trip. @req holds the encoded request",
+         f"#ifndef {api['client_guard']}", f"#define {api['client_guard']}", "",
+         f"#include {api['include']}", '#include "wire_calls.h"', "",
+         "/* Provided by the guest library: one round trip. @req holds the encoded request",
          " * payload; on success *@rep is positioned at the reply's fields (after",
          " * the status, which is returned) and stays valid until the calling",
-         " * thread's next rpc_call(). */",
-         "CUresult rpc_call(uint32_t id, struct wire_msg *req, struct wire_cursor *rep);",
-         "/* Provided by the shim: queue a request that wants no reply (lazy RPC).",
+         f" * thread's next {rpc}_call(). */",
+         f"{st} {rpc}_call(uint32_t id, struct wire_msg *req, struct wire_cursor *rep);",
+         "/* Provided by the guest library: queue a request that wants no reply (lazy RPC).",
          " * Returns an error only when the session is gone; the call's own error",
          " * surfaces at the next synchronising call. */",
-         "CUresult rpc_defer(uint32_t id, struct wire_msg *req);", ""]
+         f"{st} {rpc}_defer(uint32_t id, struct wire_msg *req);", ""]
     for c in live(calls):
-        h.append(f"CUresult rpc_{c.name}(const struct wire_{c.name}_req *req, struct wire_{c.name}_rep *rep);")
+        h.append(f"{st} rpc_{c.name}(const struct wire_{c.name}_req *req, struct wire_{c.name}_rep *rep);")
         if "defer" in c.flags:
-            h.append(f"CUresult rpc_{c.name}_defer(const struct wire_{c.name}_req *req);")
+            h.append(f"{st} rpc_{c.name}_defer(const struct wire_{c.name}_req *req);")
     h += ["", "#endif"]
-    c_ = ["/* Generated by gen_wire.py from calls.tbl: do not edit. */",
-          "#include <string.h>", '#include "wire_client.h"', ""]
+    c_ = [f"/* Generated by gen_wire.py from the {table.api} table: do not edit. */",
+          "#include <string.h>", f'#include "{api["client_h"]}"', ""]
     for c in live(calls):
-        c_ += [f"CUresult rpc_{c.name}(const struct wire_{c.name}_req *req, struct wire_{c.name}_rep *rep)",
+        c_ += [f"{st} rpc_{c.name}(const struct wire_{c.name}_req *req, struct wire_{c.name}_rep *rep)",
                "{",
-               "\tstruct wire_msg m;", "\tstruct wire_cursor cur;", "\tCUresult res;", "",
+               "\tstruct wire_msg m;", "\tstruct wire_cursor cur;", f"\t{st} res;", "",
                "\twire_msg_init(&m);",
                f"\twire_{c.name}_req_encode(&m, req);",
-               f"\tres = rpc_call(WIRE_CALL_{c.name.upper()}, &m, &cur);",
+               f"\tres = {rpc}_call(WIRE_CALL_{c.name.upper()}, &m, &cur);",
                "\twire_msg_release(&m);",
-               f"\tif (res != CUDA_SUCCESS || wire_{c.name}_rep_decode(&cur, rep) < 0) {{",
+               f"\tif (res != {api['success']} || wire_{c.name}_rep_decode(&cur, rep) < 0) {{",
                "\t\tmemset(rep, 0, sizeof(*rep));",
-               "\t\treturn res != CUDA_SUCCESS ? res : CUDA_ERROR_UNKNOWN;",
+               f"\t\treturn res != {api['success']} ? res : {api['unknown']};",
                "\t}",
-               "\treturn CUDA_SUCCESS;", "}", ""]
+               f"\treturn {api['success']};", "}", ""]
         if "defer" in c.flags:
-            c_ += [f"CUresult rpc_{c.name}_defer(const struct wire_{c.name}_req *req)",
+            c_ += [f"{st} rpc_{c.name}_defer(const struct wire_{c.name}_req *req)",
                    "{",
-                   "\tstruct wire_msg m;", "\tCUresult res;", "",
+                   "\tstruct wire_msg m;", f"\t{st} res;", "",
                    "\twire_msg_init(&m);",
                    f"\twire_{c.name}_req_encode(&m, req);",
-                   f"\tres = rpc_defer(WIRE_CALL_{c.name.upper()}, &m);",
+                   f"\tres = {rpc}_defer(WIRE_CALL_{c.name.upper()}, &m);",
                    "\twire_msg_release(&m);",
                    "\treturn res;", "}", ""]
     open(out_h, "w").write("\n".join(h) + "\n")
@@ -502,18 +566,25 @@ def golden_lines(table):
 def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
-    mode, table = sys.argv[1], sys.argv[2]
-    parsed = parse(table)
+    mode = sys.argv[1]
+    tables = [a for a in sys.argv[2:] if a.endswith(".tbl")]
+    outs = [a for a in sys.argv[2:] if not a.endswith(".tbl")]
+    if not tables or (mode != "codec" and len(tables) != 1):
+        sys.exit(__doc__)
+    # Every table is parsed together, so that one never reuses another's
+    # ids, kinds or names; dispatch, client and golden use the first.
+    parsed = parse_all(tables)
+    one = parsed.tables[0]
     if mode == "codec":
-        gen_codec(parsed, sys.argv[3], sys.argv[4])
-        if len(sys.argv) > 5:
-            gen_kinds(parsed, sys.argv[5])
+        gen_codec(parsed, outs[0], outs[1])
+        if len(outs) > 2:
+            gen_kinds(parsed, outs[2])
     elif mode == "dispatch":
-        gen_dispatch(parsed, sys.argv[3], sys.argv[4])
+        gen_dispatch(one, outs[0], outs[1])
     elif mode == "client":
-        gen_client(parsed.calls, sys.argv[3], sys.argv[4])
+        gen_client(one, outs[0], outs[1])
     elif mode == "golden":
-        open(sys.argv[3], "w").write("\n".join(golden_lines(parsed)) + "\n")
+        open(outs[0], "w").write("\n".join(golden_lines(one)) + "\n")
     else:
         sys.exit(__doc__)
 

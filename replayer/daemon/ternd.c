@@ -75,6 +75,12 @@ static void usage(FILE *out)
 		"  --backend NAME       cuda, sim or auto (default auto: cuda when a GPU driver loads)\n"
 		"  --driver PATH        libcuda.so.1 for the cuda backend (default: the system's)\n"
 		"  --sim-kernels PATH   CPU kernel plugin for the sim backend (repeatable)\n"
+		"  --opencl-platform NAME\n"
+		"                       the host's OpenCL platform guests' OpenCL calls run on: the\n"
+		"                       first whose name contains NAME (default: the first;\n"
+		"                       docs/opencl.md)\n"
+		"  --opencl-library PATH\n"
+		"                       the OpenCL loader to open (default libOpenCL.so.1)\n"
 		"  --sim-memory SIZE    memory of the simulated device (default 16G)\n"
 		"  --sim-devices N      simulated devices (default 1)\n"
 		"  --sim-missing-kernels refuse|skip\n"
@@ -192,6 +198,14 @@ static int option_apply(struct ternd_options *o, const char *key, const char *va
 		if (strcmp(value, "cuda") && strcmp(value, "sim") && strcmp(value, "auto"))
 			return -EINVAL;
 		snprintf(o->backend, sizeof(o->backend), "%s", value);
+		return 0;
+	}
+	if (!strcmp(key, "opencl-platform")) {
+		o->sv.worker.opencl.platform = strdup(value);
+		return 0;
+	}
+	if (!strcmp(key, "opencl-library")) {
+		o->sv.worker.opencl.library = strdup(value);
 		return 0;
 	}
 	if (!strcmp(key, "driver")) {

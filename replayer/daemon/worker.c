@@ -13,6 +13,7 @@
 #include "oom.h"
 #include "shm_chan.h"
 #include "wire_dispatch.h"
+#include "cl_exec.h"
 #include "le.h"
 #include "ivshmem_bar.h"
 #include "vm_id.h"
@@ -106,6 +107,7 @@ struct worker_session {
 	const struct worker_config *cfg;
 	struct worker_conn c;
 	struct exec ex;
+	struct cl_exec cl;              /* the session's OpenCL objects, opened at its first OpenCL call */
 	struct checkpoint ck;           /* the snapshots' and restores' state of ex */
 	char id[SESSION_ID_MAX];
 	uint64_t seq;                   /* last request applied */
@@ -514,6 +516,28 @@ static uint32_t reply_status_of(const struct wire_msg *m)
 	return le32_get(p);
 }
 
+static bool call_is_opencl(uint32_t call)
+{
+	return call >= WIRE_API_OPENCL_FIRST && call <= WIRE_API_OPENCL_LAST;
+}
+
+/* A request to the executor of its API: 0, or the dispatcher's -ENOSYS and
+ * -EPROTO, whose answer is request_refused_status. */
+static int request_dispatch(struct worker_session *s, uint32_t call, struct wire_cursor *cur, struct wire_msg *reply)
+{
+	if (call_is_opencl(call))
+		return cl_exec_dispatch(&s->cl, call, cur, reply);
+	return wire_dispatch(&s->ex, call, cur, reply);
+}
+
+/* The status of a request the dispatcher refused (@ret), in its API's terms. */
+static uint32_t request_refused_status(uint32_t call, int ret)
+{
+	if (call_is_opencl(call))
+		return (uint32_t)(ret == -ENOSYS ? CL_INVALID_OPERATION : CL_INVALID_VALUE);
+	return ret == -ENOSYS ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+}
+
 /* Answer a request the restored session already applied before its snapshot. */
 static int request_resend(struct worker_session *s, const struct wire_header *h, struct wire_cursor *cur)
 {
@@ -903,6 +927,7 @@ static struct worker_session *session_alloc(const struct worker_config *cfg, int
 	s->cfg = cfg;
 	s->c.fd = fd;
 	s->passed_fd = -1;
+	cl_exec_init(&s->cl, &cfg->opencl);
 	wire_msg_init(&s->c.reply);
 	wire_msg_init(&s->wait_reply);
 	return s;
@@ -1112,13 +1137,13 @@ static int session_serve(struct worker_session *s, struct session_slot *slot)
 				atomic_fetch_add_explicit(&slot->calls, 1, memory_order_relaxed);
 			continue;
 		} else {
-			ret = wire_dispatch(&s->ex, h.call, &cur, &s->c.reply);
+			ret = request_dispatch(s, h.call, &cur, &s->c.reply);
 			if (ret < 0) {
 				pr_warn("request %u (%s): %s", h.call,
 					wire_call_name(h.call) ? wire_call_name(h.call) : "unknown",
 					ret == -ENOSYS ? "unknown call" : "malformed payload");
 				wire_msg_reset(&s->c.reply);
-				wire_put_u32(&s->c.reply, ret == -ENOSYS ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE);
+				wire_put_u32(&s->c.reply, request_refused_status(h.call, ret));
 				flags = WIRE_F_ERROR;
 			}
 		}
@@ -1164,6 +1189,7 @@ static int session_serve(struct worker_session *s, struct session_slot *slot)
 	status = 0;
 out_exec:
 	worker_waits_close(s->waits);
+	cl_exec_close(&s->cl);
 	if (opened || s->ex.be)
 		session_backend_close(s);
 	if (s && s->journal_dir[0] && !journal_dir_empty(s->journal_dir))

@@ -11,6 +11,7 @@
 #define TERN_WORKER_H
 
 #include "backend.h"
+#include "cl_exec.h"
 #include "control_msg.h"
 #include "exec.h"
 #include "session_slot.h"
@@ -20,6 +21,7 @@ struct worker_config {
 	const char *backend;            /* "cuda" or "sim" */
 	struct backend_config backend_cfg;
 	struct exec_config exec_cfg;
+	struct cl_exec_config opencl;   /* the host's OpenCL platform (docs/opencl.md) */
 	/* The hello the supervisor read and checked, and what it decided: the
 	 * session credential (AUTH_CREDENTIAL_BYTES) as snapshots keep it and
 	 * as the hello reply carries it, and the unix uid that owns the session. */

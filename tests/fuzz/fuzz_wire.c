@@ -25,5 +25,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* The low byte of the sequence field picks another decoder. */
 	wire_request_check(data[16], payload, len);
 	wire_reply_check(data[16], payload, len);
+	/* The next byte picks one of the OpenCL table's (common/wire/opencl.tbl). */
+	wire_request_check(WIRE_API_OPENCL_FIRST + data[17] % 64u, payload, len);
+	wire_reply_check(WIRE_API_OPENCL_FIRST + data[17] % 64u, payload, len);
 	return 0;
 }
