@@ -96,7 +96,8 @@ int main(int argc, char **argv)
 		free(names[i]);
 	}
 	free(names);
-	for (uint32_t id = 1; id <= WIRE_CALL_ID_MAX; id++) {
+	/* The CUDA executor's calls: OpenCL's go to exec_opencl, not this harness. */
+	for (uint32_t id = WIRE_API_CUDA_FIRST; id <= WIRE_API_CUDA_LAST && id <= WIRE_CALL_ID_MAX; id++) {
 		if (!wire_call_name(id))
 			continue;
 		calls++;

@@ -351,14 +351,15 @@ void sim_kernel_run(struct sim_cmd *cmd, struct sim_ctx *ctx)
 
 static int sim_blocks_per_sm(const struct sim_func *f, int block_size, size_t dyn_smem)
 {
-	int warps = (block_size + 31) / 32;
-	size_t smem = dyn_smem + (size_t)f->attrs[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES] +
-		      SIM_SMEM_RESERVED;
-	int by_threads, by_regs, by_smem, n;
+	size_t smem;
+	int warps, by_threads, by_regs, by_smem, n;
 
+	/* Checked first: a guest's block size or shared size may be anything. */
 	if (block_size > f->attrs[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] ||
 	    dyn_smem > (size_t)f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES])
 		return 0;
+	warps = (block_size + 31) / 32;
+	smem = dyn_smem + (size_t)f->attrs[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES] + SIM_SMEM_RESERVED;
 	by_threads = SIM_THREADS_PER_SM / 32 / warps;
 	/* Registers are allocated per warp in units of 256. */
 	by_regs = SIM_REGS_PER_SM / (warps * ((f->attrs[CU_FUNC_ATTRIBUTE_NUM_REGS] * 32 + 255) & ~255));
