@@ -338,7 +338,11 @@ bool exec_device_range(struct exec *ex, uint64_t addr, uint64_t len, uint64_t *r
 	if (addr + len < addr)
 		return false;
 	a = exec_arena_of(ex, addr, NULL);
-	if ((a && arena_range_valid(a, addr, len)) || exec_vmm_range_valid(ex, addr, len)) {
+	/* Pinned host memory shared with the worker is device memory to the
+	 * driver too, at the address mem_host_share answered (unified
+	 * addressing: XLA memsets and reads its pinned buffers so). */
+	if ((a && arena_range_valid(a, addr, len)) || exec_vmm_range_valid(ex, addr, len) ||
+	    exec_host_shared_device_range(ex, addr, len)) {
 		*real = addr;
 		return true;
 	}
