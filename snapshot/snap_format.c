@@ -366,6 +366,24 @@ int snap_chunk_list_encode(const struct snap_chunk_list *cl, struct snap_buf *ou
 	return out->error;
 }
 
+const struct snap_region *snap_chunk_list_region_at(const struct snap_chunk_list *cl, uint64_t addr,
+						    uint64_t size)
+{
+	uint64_t lo = 0, hi = cl->region_count;
+
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (cl->regions[mid].addr < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == cl->region_count || cl->regions[lo].addr != addr || cl->regions[lo].size != size)
+		return NULL;
+	return &cl->regions[lo];
+}
+
 void snap_chunk_list_free(struct snap_chunk_list *cl)
 {
 	if (!cl)

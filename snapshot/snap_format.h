@@ -171,6 +171,10 @@ int snap_manifest_decode(const uint8_t *buf, size_t len, struct snap_manifest *o
 int snap_chunk_list_encode(const struct snap_chunk_list *cl, struct snap_buf *out);
 int snap_chunk_list_decode(const uint8_t *buf, size_t len, struct snap_chunk_list *out);
 void snap_chunk_list_free(struct snap_chunk_list *cl);
+/* The region of @cl at @addr, of @size, or NULL; @cl's regions in address
+ * order (a list a caller sorted: a snapshot's are in the tracker's order). */
+const struct snap_region *snap_chunk_list_region_at(const struct snap_chunk_list *cl, uint64_t addr,
+						    uint64_t size);
 /* Raw bytes of chunk @index of @r. */
 uint32_t snap_region_chunk_bytes(const struct snap_region *r, uint32_t chunk_size, uint64_t index);
 

@@ -121,27 +121,14 @@ static int fill_copy(struct fill *f, struct capture_staging *s, CUstream stream)
 	return rc;
 }
 
-/* The region of @held at @reg's address, of its size and chunking, or NULL
- * (regions are listed in address order). */
+/* The region of @held at @reg's address, of its size and chunking, or NULL. */
 static const struct snap_region *held_region(const struct snap_chunk_list *held, uint32_t chunk_size,
 					     const struct snap_region *reg)
 {
-	uint64_t lo = 0, hi = held ? held->region_count : 0;
+	const struct snap_region *r = held && held->chunk_size == chunk_size ?
+				      snap_chunk_list_region_at(held, reg->addr, reg->size) : NULL;
 
-	if (!held || held->chunk_size != chunk_size)
-		return NULL;
-	while (lo < hi) {
-		uint64_t mid = lo + (hi - lo) / 2;
-
-		if (held->regions[mid].addr < reg->addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == held->region_count || held->regions[lo].addr != reg->addr ||
-	    held->regions[lo].size != reg->size || held->regions[lo].chunk_count != reg->chunk_count)
-		return NULL;
-	return &held->regions[lo];
+	return r && r->chunk_count == reg->chunk_count ? r : NULL;
 }
 
 static bool chunk_held(const struct snap_region *had, const struct snap_chunk_ref *now, uint64_t k)

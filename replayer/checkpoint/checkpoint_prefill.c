@@ -35,23 +35,9 @@ static int region_addr_cmp(const void *a, const void *b)
 	return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-/* The region held at @addr, of @size, or NULL. */
 const struct snap_region *checkpoint_held_find(const struct checkpoint *ck, uint64_t addr, uint64_t size)
 {
-	const struct snap_chunk_list *h = ck->held;
-	uint64_t lo = 0, hi = h ? h->region_count : 0;
-
-	while (lo < hi) {
-		uint64_t mid = lo + (hi - lo) / 2;
-
-		if (h->regions[mid].addr < addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (!h || lo == h->region_count || h->regions[lo].addr != addr || h->regions[lo].size != size)
-		return NULL;
-	return &h->regions[lo];
+	return ck->held ? snap_chunk_list_region_at(ck->held, addr, size) : NULL;
 }
 
 void checkpoint_held_free(struct checkpoint *ck)
@@ -74,50 +60,32 @@ int checkpoint_held_trim(struct checkpoint *ck, struct tracker *saved, const str
 {
 	struct snap_chunk_list *h = ck->held;
 	uint64_t kept = 0;
+	int ret = 0;
 
 	if (!h)
 		return 0;
 	for (uint64_t i = 0; i < h->region_count; i++) {
 		struct snap_region *r = &h->regions[i];
-		bool wanted = false;
+		struct arena *a;
 
-		for (uint64_t k = 0; k < cl->region_count && !wanted; k++)
-			wanted = cl->regions[k].addr == r->addr && cl->regions[k].size == r->size &&
-				 region_prefilled_kind(saved, r->addr);
-		if (wanted) {
+		/* A snapshot lists its regions in address order (checkpoint_begin);
+		 * one found out of it would only be mapped and filled again. */
+		if (snap_chunk_list_region_at(cl, r->addr, r->size) && region_prefilled_kind(saved, r->addr)) {
 			h->regions[kept++] = *r;
 			continue;
 		}
-		struct arena *a = exec_arena_of(ck->ex, r->addr, NULL);
-
+		a = exec_arena_of(ck->ex, r->addr, NULL);
 		if (!a || arena_free(a, r->addr) != CUDA_SUCCESS) {
+			/* Still mapped: it stays listed, so nothing maps over it. */
 			pr_err("prepared memory at 0x%llx cannot be unmapped", (unsigned long long)r->addr);
-			return -EIO;
+			h->regions[kept++] = *r;
+			ret = -EIO;
+			continue;
 		}
 		free(r->chunks);
 	}
 	h->region_count = kept;
-	return 0;
-}
-
-/* Region @r is mapped now, its content unknown. */
-static int held_record_add(struct checkpoint *ck, const struct snap_region *r)
-{
-	struct snap_chunk_list *h = ck->held;
-	void *grown;
-
-	if (!h) {
-		h = ck->held = calloc(1, sizeof(*h));
-		if (!h)
-			return -ENOMEM;
-	}
-	grown = realloc(h->regions, (h->region_count + 1) * sizeof(*h->regions));
-	if (!grown)
-		return -ENOMEM;
-	h->regions = grown;
-	h->regions[h->region_count++] = (struct snap_region){ .addr = r->addr, .size = r->size };
-	qsort(h->regions, h->region_count, sizeof(*h->regions), region_addr_cmp);
-	return 0;
+	return ret;
 }
 
 /* ck->held as what @cl's regions not skipped hold now (@filled) or only map
@@ -184,8 +152,15 @@ int checkpoint_prefill(struct checkpoint *ck, const char *store_dir, const char 
 		ret = -ENOMEM;
 		goto out;
 	}
+	/* What cannot be unmapped stays held as it was; nothing is filled. */
 	ret = checkpoint_held_trim(ck, snap.journal, cl);
-	for (uint64_t i = 0; i < cl->region_count && !ret; i++) {
+	if (ret) {
+		snprintf(err, errlen, "the round before cannot be unmapped");
+		goto out;
+	}
+	/* skip: the regions not mapped here, which the fill leaves out and
+	 * the record of what is held does not list. */
+	for (uint64_t i = 0; i < cl->region_count; i++) {
 		const struct snap_region *r = &cl->regions[i];
 		struct arena *a;
 
@@ -194,14 +169,12 @@ int checkpoint_prefill(struct checkpoint *ck, const char *store_dir, const char 
 			continue;
 		a = exec_arena_of(ex, r->addr, NULL);
 		if (!a || arena_alloc_at(a, r->addr, r->size) != CUDA_SUCCESS) {
-			snprintf(err, errlen, "cannot map 0x%llx+%llu", (unsigned long long)r->addr,
-				 (unsigned long long)r->size);
+			if (!ret)
+				snprintf(err, errlen, "cannot map 0x%llx+%llu", (unsigned long long)r->addr,
+					 (unsigned long long)r->size);
+			skip[i] = true;
 			ret = -ENOMEM;
-			break;
 		}
-		/* Mapped: recorded below even if a later one fails. */
-		if (held_record_add(ck, r))
-			ret = -ENOMEM;
 	}
 	if (!ret)
 		ret = checkpoint_capture_get(ck, &capt);

@@ -480,6 +480,38 @@ static void hostfn_join(struct worker_session *s, const char *hex)
 	explicit_bzero(secret, sizeof(secret));
 }
 
+/* Read what the supervisor sent next into @line (@cap bytes, *@len used,
+ * kept NUL-terminated): fdpass_recv's result. A descriptor that came with
+ * the bytes belongs to the message they begin: it replaces *@passed_fd. A
+ * full buffer with no line end is an overlong line from a confused peer:
+ * dropped. */
+static ssize_t cmd_read(int fd, char *line, size_t cap, size_t *len, int *passed_fd)
+{
+	int passed = -1, got = 0;
+	ssize_t n;
+
+	if (*len == cap - 1)
+		*len = 0;
+	n = fdpass_recv(fd, line + *len, cap - 1 - *len, &passed, 1, &got, 0);
+	if (got > 0) {
+		if (*passed_fd >= 0)
+			close(*passed_fd);
+		*passed_fd = passed;
+	}
+	if (n > 0) {
+		*len += (size_t)n;
+		line[*len] = 0;
+	}
+	return n;
+}
+
+/* The first @used bytes of @line (a line and its end) are handled. */
+static void cmd_consume(char *line, size_t *len, size_t used)
+{
+	memmove(line, line + used, *len - used + 1);
+	*len -= used;
+}
+
 /* Returns true when the session should end (suspended). */
 static bool cmd_handle(struct worker_session *s, const char *line, size_t len)
 {
@@ -1051,32 +1083,17 @@ static int session_serve(struct worker_session *s, struct session_slot *slot)
 					break;  /* suspended: the guest comes back through a restore */
 			}
 			if (pfd[1].revents & (POLLIN | POLLHUP)) {
-				int passed = -1, got;
-				ssize_t n = fdpass_recv(cfg->cmd_fd, line + line_len, sizeof(line) - 1 - line_len,
-							&passed, 1, &got, 0);
 				char *nl;
 
-				if (got > 0) {
-					/* It belongs to the message these bytes begin. */
-					if (s->passed_fd >= 0)
-						close(s->passed_fd);
-					s->passed_fd = passed;
-				}
-
-				if (n <= 0) {
+				if (cmd_read(cfg->cmd_fd, line, sizeof(line), &line_len, &s->passed_fd) <= 0) {
 					pr_info("session %s: supervisor gone", s->id);
 					break;
 				}
-				line_len += (size_t)n;
-				line[line_len] = 0;
-				while (!end && (nl = strchr(line, '\n'))) {
+				while (!end && (nl = memchr(line, '\n', line_len))) {
 					*nl = 0;
 					end = cmd_handle(s, line, (size_t)(nl - line));
-					memmove(line, nl + 1, line_len - (size_t)(nl + 1 - line) + 1);
-					line_len -= (size_t)(nl + 1 - line);
+					cmd_consume(line, &line_len, (size_t)(nl + 1 - line));
 				}
-				if (line_len == sizeof(line) - 1)
-					line_len = 0;   /* an overlong line from a confused peer: drop it */
 				if (end)
 					break;
 			}
@@ -1317,7 +1334,6 @@ int worker_standby_run(const struct worker_config *cfg, struct session_slot *slo
 	pr_info("prepared worker of session %s on device %d", s->id, cfg->exec_cfg.device);
 	while (!worker_stopping) {
 		struct pollfd pfd = { .fd = cfg->cmd_fd, .events = POLLIN };
-		int passed = -1, got = 0;
 		ssize_t n;
 		char *nl;
 
@@ -1335,18 +1351,11 @@ int worker_standby_run(const struct worker_config *cfg, struct session_slot *slo
 			prefill[0] = 0;
 			continue;
 		}
-		n = fdpass_recv(cfg->cmd_fd, line + line_len, sizeof(line) - 1 - line_len, &passed, 1, &got, 0);
+		n = cmd_read(cfg->cmd_fd, line, sizeof(line), &line_len, &a.fd);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			break;  /* the supervisor gave the session up */
-		if (got > 0) {
-			if (a.fd >= 0)
-				close(a.fd);
-			a.fd = passed;
-		}
-		line_len += (size_t)n;
-		line[line_len] = 0;
 		while ((nl = memchr(line, '\n', line_len))) {
 			struct control_link m;
 			size_t used = (size_t)(nl - line) + 1;
@@ -1377,11 +1386,8 @@ int worker_standby_run(const struct worker_config *cfg, struct session_slot *slo
 				pr_warn("unexpected %s message to a prepared worker", control_link_type_name(m.type));
 			}
 			control_link_release(&m);
-			memmove(line, line + used, line_len - used + 1);
-			line_len -= used;
+			cmd_consume(line, &line_len, used);
 		}
-		if (line_len == sizeof(line) - 1)
-			line_len = 0;
 	}
 	pr_info("prepared worker of session %s: no guest came", s->id);
 	if (a.fd >= 0)
