@@ -182,6 +182,7 @@ static void atfork_child(void)
 	shim.replay.tail = NULL;
 	shim.replay.bytes = 0;
 	shim.replay.durable_seq = shim.replay.resume_seq = shim.replay.gap = 0;
+	shim.replay.snapshot_held = false;
 	/* The parent's credential is the parent's session's. */
 	explicit_bzero(shim.who.credential, sizeof(shim.who.credential));
 	shim.who.has_credential = false;
@@ -454,6 +455,8 @@ static int reply_next_locked(struct shim_process *p, struct shim_pending *want, 
 	}
 	if (rh.ctx > p->replay.durable_seq)
 		p->replay.durable_seq = rh.ctx;
+	if (rh.seq && rh.ctx < rh.seq)
+		p->replay.snapshot_held = true;
 	if (to && rh.length > to->cap) {
 		uint8_t *b = realloc(to->buf, rh.length);
 

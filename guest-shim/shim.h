@@ -222,6 +222,9 @@ struct shim_replay_log {
 	uint64_t durable_seq;           /* requests up to it need no replay */
 	uint64_t resume_seq;            /* the worker restored the session at it */
 	uint64_t gap;                   /* requests up to it were evicted */
+	/* A reply said the session has a snapshot to restore from (its trim
+	 * point fell behind it): requests from now on must be replayable. */
+	bool snapshot_held;
 };
 
 /* Lazy RPC: requests that want no reply wait here, flushed before the

@@ -86,7 +86,10 @@ CUresult staging_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t str
 	CUresult res = CUDA_SUCCESS;
 	uint32_t slot = 0, used = 0;
 
-	*staged = staging_take(p, n);
+	/* A staged piece's bytes are not in its request, so the replay log
+	 * cannot keep them: once the session has a snapshot a restore could
+	 * start from, copies to the device go in their requests again. */
+	*staged = !p->replay.snapshot_held && staging_take(p, n);
 	if (!*staged)
 		return CUDA_SUCCESS;
 	for (size_t off = 0; off < n; off += st->slot_bytes, slot = (slot + 1) % SHIM_STAGING_SLOTS) {
