@@ -165,21 +165,32 @@ void cl_saved_release(struct cl_saved *s)
 	memset(s, 0, sizeof(*s));
 }
 
-int cl_saved_decode(const uint8_t *buf, size_t len, struct cl_saved *s, const char **why)
+/* The fixed part's length, the magic and the version both encodings start with. */
+static int header_check(const uint8_t *buf, size_t len, size_t fixed, uint32_t magic, const char *not_magic,
+			const char **why)
 {
-	const char *rule;
-	size_t at = DESC_FIXED;
-
-	memset(s, 0, sizeof(*s));
-	if (len < DESC_FIXED)
+	if (len < fixed)
 		return bad(why, "truncated");
-	if (le32_get(buf) != CL_SAVED_MAGIC)
-		return bad(why, "not an OpenCL object's description (magic)");
+	if (le32_get(buf) != magic)
+		return bad(why, not_magic);
 	if (le16_get(buf + 4) != CL_SAVED_VERSION) {
 		if (why)
 			*why = "a version this build does not know";
 		return -EPROTONOSUPPORT;
 	}
+	return 0;
+}
+
+int cl_saved_decode(const uint8_t *buf, size_t len, struct cl_saved *s, const char **why)
+{
+	const char *rule;
+	size_t at = DESC_FIXED;
+	int ret;
+
+	memset(s, 0, sizeof(*s));
+	ret = header_check(buf, len, DESC_FIXED, CL_SAVED_MAGIC, "not an OpenCL object's description (magic)", why);
+	if (ret)
+		return ret;
 	s->kind = le16_get(buf + 6);
 	s->flags = le32_get(buf + 8);
 	s->refs = le32_get(buf + 12);
@@ -265,17 +276,13 @@ int cl_saved_session_encode(const struct cl_saved_session *s, uint8_t **out, siz
 int cl_saved_session_decode(const uint8_t *buf, size_t len, struct cl_saved_session *s, const char **why)
 {
 	size_t at = SESSION_FIXED;
+	int ret;
 
 	memset(s, 0, sizeof(*s));
-	if (len < SESSION_FIXED)
-		return bad(why, "truncated");
-	if (le32_get(buf) != CL_SAVED_SESSION_MAGIC)
-		return bad(why, "not an OpenCL session's part (magic)");
-	if (le16_get(buf + 4) != CL_SAVED_VERSION) {
-		if (why)
-			*why = "a version this build does not know";
-		return -EPROTONOSUPPORT;
-	}
+	ret = header_check(buf, len, SESSION_FIXED, CL_SAVED_SESSION_MAGIC, "not an OpenCL session's part (magic)",
+			   why);
+	if (ret)
+		return ret;
 	if (le16_get(buf + 6))
 		return bad(why, "reserved field set");
 	if (le32_get(buf + 8) != CL_SAVED_KINDS)
