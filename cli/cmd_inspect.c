@@ -17,6 +17,7 @@
 #include "fatbin.h"
 #include "snap_format.h"
 #include "snap_reader.h"
+#include "cl_saved.h"
 #include "graph_desc.h"
 #include "snap_store.h"
 #include "tracker.h"
@@ -32,7 +33,11 @@ static const struct {
 } object_kinds[] = {
 	{ 1, "context" }, { 3, "library" }, { 2, "module" }, { 5, "kernel" },
 	{ 4, "function" }, { 6, "stream" }, { 7, "event" }, { 8, "graph" }, { 9, "graph_exec" },
-	{ 10, "mempool" }, { 11, "vmm_alloc" },
+	{ 10, "mempool" }, { 11, "vmm_alloc" }, { 12, "array" }, { 13, "mipmap" }, { 14, "texobj" },
+	{ 15, "surfobj" },
+	/* OpenCL's (common/cl_saved.h) */
+	{ 34, "cl_context" }, { 35, "cl_queue" }, { 36, "cl_mem" }, { 37, "cl_sampler" }, { 38, "cl_program" },
+	{ 39, "cl_kernel" }, { 40, "cl_event" },
 };
 
 /* The executor's region kinds (replayer/exec/exec.h, enum exec_region_kind). */
@@ -85,6 +90,9 @@ static const char *image_format_name(uint32_t format)
 	case CUIMAGE_FORMAT_ELF: return "cubin";
 	case CUIMAGE_FORMAT_PTX: return "ptx";
 	case GRAPH_DESC_IMAGE_FORMAT: return "graph";
+	case 0x200: return "array";
+	case CL_SAVED_IMAGE_FORMAT: return "cl-object";
+	case CL_CONTENTS_IMAGE_FORMAT: return "cl-contents";
 	default: return NULL;
 	}
 }
@@ -134,6 +142,7 @@ struct object_args {
 	uint32_t device, flags;
 	int32_t priority;
 	const uint8_t *hash;     /* 16 bytes */
+	const uint8_t *contents; /* an OpenCL memory object's: 16 bytes */
 	const uint8_t *name;
 	uint32_t name_len;
 	uint32_t settings;       /* records after the arguments (journal.md, "Settings") */
@@ -202,6 +211,16 @@ static struct object_args object_args_decode(const struct tracker_object *o)
 			a.flags = le32_get(p + 4);
 		}
 		break;
+	case 34: case 35: case 36: case 37: case 38: case 39: case 40:
+		/* OpenCL: its description's hash, its contents' (zero: none) */
+		if (n == 32) {
+			static const uint8_t zero[16];
+
+			a.ok = true;
+			a.hash = p;
+			a.contents = memcmp(p + 16, zero, 16) ? p + 16 : NULL;
+		}
+		break;
 	case 10: /* memory pool: u32 version 1, u32 flags, then its attributes (40 bytes) */
 		if (n == 40 && le32_get(p) == 1) {
 			a.ok = a.has_flags = true;
@@ -251,6 +270,10 @@ static int object_print(void *arg, uint64_t handle, const struct tracker_object 
 			if (a.hash) {
 				hex_format(a.hash, 16, hex, sizeof(hex));
 				json_string_put(w, "image", hex);
+			}
+			if (a.contents) {
+				hex_format(a.contents, 16, hex, sizeof(hex));
+				json_string_put(w, "contents", hex);
 			}
 			if (a.name)
 				json_bytes_put(w, "name", a.name, a.name_len);
@@ -336,7 +359,9 @@ static int image_print(void *arg, const uint8_t hash[TRACKER_HASH_SIZE],
 	const char *fn = image_format_name(im->format);
 	char hex[40], size[32];
 	long nodes = -2;         /* not a graph */
-	bool intact;
+	struct cl_saved cl;
+	const char *cl_why = NULL;
+	bool intact, cl_ok = false;
 
 	/* The snapshot checksum covers the file; this checks the journal's own
 	 * invariant that the key is the hash of the bytes. */
@@ -350,6 +375,9 @@ static int image_print(void *arg, const uint8_t hash[TRACKER_HASH_SIZE],
 		nodes = graph_desc_decode(&d, bytes, im->size) ? -1 : (long)d.weight;
 		graph_desc_release(&d);
 	}
+	/* An OpenCL object's description: its kind, references and requests. */
+	if (im->format == CL_SAVED_IMAGE_FORMAT)
+		cl_ok = !cl_saved_decode(bytes, im->size, &cl, &cl_why);
 	if (in->c->json) {
 		json_object_begin(&in->w, NULL);
 		json_string_put(&in->w, "hash", hex);
@@ -365,7 +393,20 @@ static int image_print(void *arg, const uint8_t hash[TRACKER_HASH_SIZE],
 			json_u64_put(&in->w, "graph_nodes", (uint64_t)nodes);
 		else if (nodes == -1)
 			json_bool_put(&in->w, "graph_ok", false);
+		if (im->format == CL_SAVED_IMAGE_FORMAT) {
+			json_bool_put(&in->w, "cl_ok", cl_ok);
+			if (cl_ok) {
+				json_string_put(&in->w, "cl_kind", cl_saved_kind_name(cl.kind));
+				json_u64_put(&in->w, "cl_refs", cl.refs);
+				json_u64_put(&in->w, "cl_requests", cl.count);
+				json_u64_put(&in->w, "cl_contents", cl.size);
+			} else {
+				json_string_put(&in->w, "cl_error", cl_why ? cl_why : "");
+			}
+		}
 		json_object_end(&in->w);
+		if (cl_ok)
+			cl_saved_release(&cl);
 		return 0;
 	}
 	ckpt_size_format(im->size, size, sizeof(size));
@@ -374,6 +415,13 @@ static int image_print(void *arg, const uint8_t hash[TRACKER_HASH_SIZE],
 	       nodes == -1 ? ", DESCRIPTION DOES NOT DECODE" : "");
 	if (nodes >= 0)
 		printf("      graph of %ld nodes\n", nodes);
+	if (cl_ok)
+		printf("      OpenCL %s, %u references, %u requests%s\n", cl_saved_kind_name(cl.kind), cl.refs, cl.count,
+		       cl.size ? ", with contents" : "");
+	else if (im->format == CL_SAVED_IMAGE_FORMAT)
+		printf("      OPENCL DESCRIPTION DOES NOT DECODE: %s\n", cl_why ? cl_why : "");
+	if (cl_ok)
+		cl_saved_release(&cl);
 	return 0;
 }
 

@@ -205,6 +205,12 @@ int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req
 	ret = exec_array_journal_flush(ex, err, errlen);
 	if (ret)
 		goto out_job;
+	/* So does the part beside the CUDA executor's (OpenCL's objects). */
+	if (ck->part.save) {
+		ret = ck->part.save(ck->part.arg, ex->journal, err, errlen);
+		if (ret)
+			goto out_job;
+	}
 	/* Hashing and compression of the drain use every core. */
 	scfg.workers = snap_store_workers_all();
 	ret = snap_store_open(req->store_dir, &scfg, SNAP_STORE_CREATE, &job->store);
@@ -477,6 +483,9 @@ static int restore_object(void *arg, uint64_t handle, const struct tracker_objec
 	void *real = NULL, *image = NULL;
 	CUresult res = CUDA_SUCCESS;
 
+	/* The part beside the executor restores its own kinds (below). */
+	if (o->kind >= rc->ck->part.kind_first && o->kind <= rc->ck->part.kind_last && rc->ck->part.restore)
+		return 0;
 	/* A walk visits every object (kinds it was not given last): each pass
 	 * takes its own. */
 	if (kind_is_code(o->kind) != rc->code_pass)
@@ -763,6 +772,8 @@ int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char 
 			ret = -EIO;
 		}
 	}
+	if (!ret && ck->part.restore)
+		ret = ck->part.restore(ck->part.arg, saved, err, sizeof(err));
 	if (ret)
 		goto out;
 	exec_context_switch(ex, ex->dev.primary_ctx);

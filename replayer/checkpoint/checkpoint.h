@@ -33,16 +33,36 @@ struct checkpoint_image_globals;
  * module image lists (parsed once; a snapshot's pause must not parse). The
  * worker owns it beside its exec and closes it first. */
 struct snap_chunk_list;
+struct tracker;
+
+/* A part of the session kept beside the CUDA executor's (the OpenCL
+ * executor's, docs/opencl.md "Snapshots"): its objects are records of the
+ * handle kinds [kind_first, kind_last], which the CUDA restore leaves to it.
+ * save writes them into the live journal once the devices are idle, before
+ * the journal is copied (refusing the snapshot with @err: nothing is taken);
+ * restore recreates them from the snapshot's journal once the CUDA objects
+ * are back. Both return 0 or -errno. A zero part has no kinds and nothing
+ * to do. */
+struct checkpoint_part {
+	void *arg;
+	uint32_t kind_first, kind_last;
+	int (*save)(void *arg, struct tracker *journal, char *err, size_t errlen);
+	int (*restore)(void *arg, struct tracker *saved, char *err, size_t errlen);
+};
+
 struct checkpoint {
 	struct exec *ex;
 	struct capture *capture;
 	struct checkpoint_image_globals *image_globals;
 	struct snap_chunk_list *held;   /* what checkpoint_prefill left mapped and filled; NULL: nothing */
+	struct checkpoint_part part;
 };
 
-static inline void checkpoint_init(struct checkpoint *ck, struct exec *ex)
+static inline void checkpoint_init(struct checkpoint *ck, struct exec *ex, const struct checkpoint_part *part)
 {
 	*ck = (struct checkpoint){ .ex = ex };
+	if (part)
+		ck->part = *part;
 }
 /* Free what a session's snapshots and restores opened (NULL-safe fields). */
 void checkpoint_close(struct checkpoint *ck);

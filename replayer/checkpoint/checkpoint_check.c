@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cl_saved.h"
 #include "snap_reader.h"
 #include "snap_store.h"
 #include "tracker.h"
@@ -30,10 +31,74 @@ static int region_arena_bytes(void *arg, uint64_t addr, const struct tracker_reg
 	return 0;
 }
 
+struct cl_check {
+	struct tracker *saved;
+	uint64_t handle;
+	const char *why;
+};
+
+/* An OpenCL object's record and description decode (the restore checks
+ * the rest: cl_exec_snapshot.c). */
+static int cl_object_check(void *arg, uint64_t handle, const struct tracker_object *o)
+{
+	struct cl_check *c = arg;
+	struct tracker_image im;
+	const void *bytes = NULL;
+	uint8_t hash[TRACKER_HASH_SIZE];
+	struct cl_saved s;
+
+	if (o->kind < CL_SAVED_KIND_FIRST || o->kind > CL_SAVED_KIND_LAST)
+		return 0;
+	c->handle = handle;
+	if (o->args_len != 2 * TRACKER_HASH_SIZE) {
+		c->why = "its record is not an OpenCL object's";
+		return 1;
+	}
+	memcpy(hash, o->args, sizeof(hash));
+	if (tracker_image_get(c->saved, hash, &im, &bytes) || im.format != CL_SAVED_IMAGE_FORMAT) {
+		c->why = "its description is missing";
+		return 1;
+	}
+	if (cl_saved_decode(bytes, im.size, &s, &c->why))
+		return 1;
+	if (s.kind != o->kind)
+		c->why = "its description is of another kind";
+	cl_saved_release(&s);
+	return c->why ? 1 : 0;
+}
+
+/* What the snapshot keeps of an OpenCL session decodes. */
+static int cl_part_check(struct tracker *saved, const char *name, char *err, size_t errlen)
+{
+	struct cl_check c = { .saved = saved };
+	struct cl_saved_session ss;
+	const void *b = NULL;
+	size_t len = 0;
+	int ret;
+
+	if (!tracker_meta_bytes_get(saved, CL_SAVED_META_SESSION, &b, &len) &&
+	    cl_saved_session_decode(b, len, &ss, &c.why)) {
+		snprintf(err, errlen, "snapshot '%s': its OpenCL part does not decode: %s", name, c.why);
+		return -EBADMSG;
+	}
+	c.why = NULL;
+	ret = tracker_object_foreach(saved, NULL, 0, cl_object_check, &c);
+	if (ret == 1) {
+		snprintf(err, errlen, "snapshot '%s': OpenCL %s 0x%llx does not decode: %s", name,
+			 cl_saved_kind_name(handle_kind_of(c.handle)), (unsigned long long)c.handle,
+			 c.why ? c.why : "");
+		return -EBADMSG;
+	}
+	if (ret)
+		snprintf(err, errlen, "the journal of '%s' is unreadable: %s", name, strerror(-ret));
+	return ret;
+}
+
 int checkpoint_target_check(struct tracker *saved, const char *name, const struct checkpoint_target *t,
 			    char *err, size_t errlen)
 {
 	uint64_t v = 0, devices = 1, bytes = 0;
+	int ret;
 
 	if (tracker_meta_u64_get(saved, TRACKER_META_ARENA_BASE, &v) || v != t->arena_base) {
 		snprintf(err, errlen, "snapshot '%s' was taken with another arena base; start ternd "
@@ -51,8 +116,11 @@ int checkpoint_target_check(struct tracker *saved, const char *name, const struc
 			 "gives sessions %u", name, (unsigned long long)devices, t->devices);
 		return -ENODEV;
 	}
+	ret = cl_part_check(saved, name, err, errlen);
+	if (ret)
+		return ret;
 	if (t->quota) {
-		int ret = tracker_region_foreach(saved, region_arena_bytes, &bytes);
+		ret = tracker_region_foreach(saved, region_arena_bytes, &bytes);
 
 		if (ret) {
 			snprintf(err, errlen, "the journal of '%s' is unreadable: %s", name, strerror(-ret));

@@ -724,6 +724,17 @@ static void shm_reserve(struct worker_conn *c)
 	c->shm_at = at == MAP_FAILED ? NULL : at;
 }
 
+/* The OpenCL executor's part of a snapshot (docs/opencl.md, "Snapshots"). */
+static int opencl_save(void *arg, struct tracker *journal, char *err, size_t errlen)
+{
+	return cl_exec_snapshot_save(arg, journal, err, errlen);
+}
+
+static int opencl_restore(void *arg, struct tracker *saved, char *err, size_t errlen)
+{
+	return cl_exec_snapshot_restore(arg, saved, err, errlen);
+}
+
 /* The backend on @ecfg's device, the session's exec and checkpoint state
  * on it. 0, or -errno with nothing left open. */
 static int session_backend_open(struct worker_session *s, const struct exec_config *ecfg,
@@ -744,7 +755,8 @@ static int session_backend_open(struct worker_session *s, const struct exec_conf
 		memset(&s->ex, 0, sizeof(s->ex));
 		return ret;
 	}
-	checkpoint_init(&s->ck, &s->ex);
+	checkpoint_init(&s->ck, &s->ex, &(struct checkpoint_part){ &s->cl, HANDLE_CL_PLATFORM, HANDLE_CL_EVENT,
+								   opencl_save, opencl_restore });
 	if (slot)
 		atomic_store_explicit(&slot->device, s->ex.dev.list[0].ordinal, memory_order_relaxed);
 	return 0;
@@ -831,6 +843,8 @@ static int session_open(struct worker_session *s, const struct wire_hello_req *h
 			 * in a worker as fresh as any. */
 			pr_warn("session %s: restore over the prepared memory failed: restoring afresh", s->id);
 			session_backend_close(s);
+			cl_exec_close(&s->cl);
+			cl_exec_init(&s->cl, &cfg->opencl);
 			control_reply_release(ready);
 			memset(ready, 0, sizeof(*ready));
 			ret = session_backend_open(s, &local.exec_cfg, slot);

@@ -207,12 +207,19 @@ cl_int cl_exec_waits_get(struct cl_exec *x, struct wire_blob b, cl_event **out, 
 	if (ret != CL_SUCCESS)
 		return ret;
 	for (cl_uint i = 0; i < *n; i++) {
+		struct wire_rec_cl_handle r;
+		struct handle_entry *e;
+
 		if (!(*out)[i]) {
 			free(*out);
 			*out = NULL;
 			*n = 0;
 			return CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST;
 		}
+		/* A snapshot must know whether a command may wait for a user
+		 * event that has no status yet (cl_exec_snapshot.c). */
+		if (!wire_rec_cl_handle_get(b, i, &r) && (e = handle_table_get(x->handles, r.object, HANDLE_CL_EVENT)))
+			((struct cl_obj *)e->info)->waited = true;
 	}
 	return CL_SUCCESS;
 }
@@ -262,7 +269,7 @@ void cl_exec_event_done(struct cl_exec *x, uint64_t event, cl_int status, cl_eve
 }
 
 /* Open the platform and register its devices, once. */
-static int exec_open(struct cl_exec *x)
+int cl_exec_open(struct cl_exec *x)
 {
 	cl_device_id devs[CL_EXEC_DEVICES_MAX];
 	cl_uint n = 0;
@@ -295,7 +302,7 @@ static int exec_open(struct cl_exec *x)
 int cl_exec_dispatch(struct cl_exec *x, uint32_t id, struct wire_cursor *payload, struct wire_msg *reply)
 {
 	reply_bufs_free(x);
-	if (exec_open(x)) {
+	if (cl_exec_open(x)) {
 		/* Every call answers that the session has no OpenCL platform. */
 		if (id < WIRE_API_OPENCL_FIRST || id > WIRE_API_OPENCL_LAST || !wire_call_name(id))
 			return -ENOSYS;
@@ -570,6 +577,39 @@ static cl_int info_call(struct cl_exec *x, uint32_t query, void *obj, void *othe
 	}
 }
 
+/* A restored event's command type and profiling counters are those of the
+ * command it stands in for; @handled says whether this answered. */
+static cl_int restored_event_info(struct cl_exec *x, const struct cl_obj *o, uint32_t query, uint32_t param,
+				  struct wire_blob *value, bool *handled)
+{
+	void *v;
+	size_t n;
+
+	*handled = false;
+	if (query == CL_WIRE_QUERY_EVENT && param == CL_EVENT_COMMAND_TYPE) {
+		n = sizeof(cl_command_type);
+	} else if (query == CL_WIRE_QUERY_EVENT_PROFILING) {
+		if (param < CL_PROFILING_COMMAND_QUEUED || param > CL_PROFILING_COMMAND_COMPLETE)
+			return CL_SUCCESS;      /* the platform answers the error */
+		*handled = true;
+		if (!o->restored_profiled)
+			return CL_PROFILING_INFO_NOT_AVAILABLE;
+		n = sizeof(cl_ulong);
+	} else {
+		return CL_SUCCESS;
+	}
+	*handled = true;
+	v = cl_exec_reply_alloc(x, n);
+	if (!v)
+		return CL_OUT_OF_HOST_MEMORY;
+	if (query == CL_WIRE_QUERY_EVENT)
+		*(cl_command_type *)v = o->restored_command_type;
+	else
+		*(cl_ulong *)v = o->restored_profiling[param - CL_PROFILING_COMMAND_QUEUED];
+	*value = (struct wire_blob){ v, (uint32_t)n };
+	return CL_SUCCESS;
+}
+
 /* A failed event's answers: it never ran. */
 static cl_int failed_event_info(struct cl_exec *x, const struct cl_obj *o, uint32_t query, uint32_t param,
 				struct wire_blob *value)
@@ -611,6 +651,13 @@ cl_int exec_cl_get_info(struct cl_exec *x, const struct wire_cl_get_info_req *re
 		return CL_INVALID_VALUE;
 	if (kind == HANDLE_CL_EVENT && !e->real)
 		return failed_event_info(x, e->info, req->query, req->param, &rep->value);
+	if (kind == HANDLE_CL_EVENT && ((struct cl_obj *)e->info)->restored) {
+		bool handled;
+
+		ret = restored_event_info(x, e->info, req->query, req->param, &rep->value, &handled);
+		if (handled)
+			return ret;
+	}
 	if (param_is_refcount(req->query, req->param)) {
 		cl_uint *v = cl_exec_reply_alloc(x, sizeof(*v));
 

@@ -51,6 +51,13 @@ struct cl_obj {
 	uint64_t parent;                /* a sub-buffer's buffer */
 	uint64_t origin;                /* a sub-buffer's offset in it */
 	cl_int failed;                  /* an event whose enqueue failed: that error */
+	bool waited;                    /* an event named in a wait list */
+	/* An event a restore made again (a marker or a user event standing in
+	 * for a completed command): what the guest's queries answer of it. */
+	bool restored;
+	bool restored_profiled;
+	uint32_t restored_command_type;
+	uint64_t restored_profiling[5]; /* CL_PROFILING_COMMAND_QUEUED .. _COMPLETE */
 	struct cl_journal journal;      /* the requests that recreate it, in order */
 };
 
@@ -86,6 +93,26 @@ int cl_exec_dispatch(struct cl_exec *x, uint32_t id, struct wire_cursor *payload
 /* Whether the session has OpenCL objects (a snapshot has something to keep). */
 bool cl_exec_active(const struct cl_exec *x);
 
+/* cl_exec_snapshot.c (docs/opencl.md, "Snapshots"; docs/journal.md, "OpenCL
+ * objects"). save: between two requests, finish every queue and write every
+ * object the guest holds into @journal (a record naming its description,
+ * memory objects' contents as images), dropping the records of objects gone
+ * since the last save, and the session's part (devices, serials). Refuses,
+ * with @err saying why and the session unchanged, a user event that has no
+ * status yet while commands wait for it, an object whose parent the guest
+ * released, contents too large for an image. 0 or -errno.
+ * restore: into a fresh executor, before any request: open the platform,
+ * check its devices, recreate every object of @saved under its handle
+ * (creations and their later requests replayed through the dispatcher, so
+ * checked as a guest's are), refill memory objects, set the serials. A
+ * record that does not decode or a request that fails refuses the restore
+ * with @err naming the object. 0 or -errno (-EBADMSG, -ENODEV, -EIO). */
+struct tracker;
+int cl_exec_snapshot_save(struct cl_exec *x, struct tracker *journal, char *err, size_t errlen);
+int cl_exec_snapshot_restore(struct cl_exec *x, struct tracker *saved, char *err, size_t errlen);
+/* Open the platform now (a restore's first step; requests open it lazily). */
+int cl_exec_open(struct cl_exec *x);
+
 /* For the handlers (cl_exec_*.c). */
 /* A reply blob's memory, valid until the next dispatch; NULL when out of memory. */
 void *cl_exec_reply_alloc(struct cl_exec *x, size_t bytes);
@@ -99,6 +126,12 @@ uint64_t cl_exec_handle_of(struct cl_exec *x, enum handle_kind kind, void *real)
 /* Append the request being served to @obj's journal; with @replace_tag the
  * entry with the same @tag (a kernel argument set again) is replaced. */
 cl_int cl_journal_note(struct cl_exec *x, struct cl_obj *obj, uint32_t tag, bool replace_tag);
+/* The cl_int of a build, compile or link as its entry's tag (a restore
+ * expects the same answer). */
+static inline uint32_t cl_journal_status_tag(cl_int status)
+{
+	return (uint32_t)status;
+}
 /* Note a re-encoded request instead (one without what a snapshot keeps apart). */
 cl_int cl_journal_note_msg(struct cl_obj *obj, uint32_t call, const struct wire_msg *m);
 void cl_journal_free(struct cl_journal *j);

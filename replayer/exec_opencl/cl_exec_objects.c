@@ -338,8 +338,9 @@ cl_int exec_cl_sampler_create(struct cl_exec *x, const struct wire_cl_sampler_cr
 	return ret;
 }
 
-/* A new program's handle, journaled by its creating request. */
-static cl_int program_add(struct cl_exec *x, cl_program p, uint64_t context, uint64_t *handle)
+/* A new program's handle, journaled by its creating request, whose cl_int
+ * was @status (a link that failed may leave a program). */
+static cl_int program_add(struct cl_exec *x, cl_program p, uint64_t context, cl_int status, uint64_t *handle)
 {
 	struct cl_obj *o;
 	cl_int ret = cl_exec_object_add(x, HANDLE_CL_PROGRAM, p, context, handle, &o);
@@ -348,7 +349,7 @@ static cl_int program_add(struct cl_exec *x, cl_program p, uint64_t context, uin
 		x->host.clReleaseProgram(p);
 		return ret;
 	}
-	return cl_journal_note(x, o, 0, false);
+	return cl_journal_note(x, o, cl_journal_status_tag(status), false);
 }
 
 cl_int exec_cl_program_create_source(struct cl_exec *x, const struct wire_cl_program_create_source_req *req,
@@ -367,7 +368,7 @@ cl_int exec_cl_program_create_source(struct cl_exec *x, const struct wire_cl_pro
 	p = x->host.clCreateProgramWithSource(ce->real, 1, &src, &len, &ret);
 	if (ret != CL_SUCCESS)
 		return ret;
-	return program_add(x, p, req->context, &rep->program);
+	return program_add(x, p, req->context, CL_SUCCESS, &rep->program);
 }
 
 cl_int exec_cl_program_create_il(struct cl_exec *x, const struct wire_cl_program_create_il_req *req,
@@ -386,7 +387,7 @@ cl_int exec_cl_program_create_il(struct cl_exec *x, const struct wire_cl_program
 	p = x->host.clCreateProgramWithIL(ce->real, req->il.ptr, req->il.len, &ret);
 	if (ret != CL_SUCCESS)
 		return ret;
-	return program_add(x, p, req->context, &rep->program);
+	return program_add(x, p, req->context, CL_SUCCESS, &rep->program);
 }
 
 cl_int exec_cl_program_create_binary(struct cl_exec *x, const struct wire_cl_program_create_binary_req *req,
@@ -441,7 +442,7 @@ cl_int exec_cl_program_create_binary(struct cl_exec *x, const struct wire_cl_pro
 		wire_rec_cl_status_put(sbuf, i, &(struct wire_rec_cl_status){ st[i] });
 	rep->statuses = (struct wire_blob){ sbuf, n * WIRE_REC_CL_STATUS_BYTES };
 	if (ret == CL_SUCCESS)
-		ret = program_add(x, p, req->context, &rep->program);
+		ret = program_add(x, p, req->context, CL_SUCCESS, &rep->program);
 out:
 	free(devs);
 	free(bins);
@@ -468,7 +469,7 @@ cl_int exec_cl_program_create_builtin(struct cl_exec *x, const struct wire_cl_pr
 	free(devs);
 	if (ret != CL_SUCCESS)
 		return ret;
-	return program_add(x, p, req->context, &rep->program);
+	return program_add(x, p, req->context, CL_SUCCESS, &rep->program);
 }
 
 cl_int exec_cl_program_build(struct cl_exec *x, const struct wire_cl_program_build_req *req,
@@ -489,7 +490,7 @@ cl_int exec_cl_program_build(struct cl_exec *x, const struct wire_cl_program_bui
 	free(devs);
 	/* A failed build is kept too: a restore fails it again, and the log
 	 * answers the same. */
-	cl_journal_note(x, pe->info, 0, false);
+	cl_journal_note(x, pe->info, cl_journal_status_tag(ret), false);
 	return ret;
 }
 
@@ -537,7 +538,7 @@ cl_int exec_cl_program_compile(struct cl_exec *x, const struct wire_cl_program_c
 		}
 	}
 	ret = x->host.clCompileProgram(pe->real, n, devs, req->options, nh, headers, names, NULL, NULL);
-	cl_journal_note(x, pe->info, 0, false);
+	cl_journal_note(x, pe->info, cl_journal_status_tag(ret), false);
 out:
 	free(devs);
 	free(headers);
@@ -568,7 +569,7 @@ cl_int exec_cl_program_link(struct cl_exec *x, const struct wire_cl_program_link
 	p = x->host.clLinkProgram(ce->real, n, devs, req->options, np, progs, NULL, NULL, &ret);
 	/* A link that failed may still leave a program for its log. */
 	if (p) {
-		made = program_add(x, p, req->context, &rep->program);
+		made = program_add(x, p, req->context, ret, &rep->program);
 		if (made != CL_SUCCESS)
 			ret = made;
 	}

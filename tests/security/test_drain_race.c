@@ -101,7 +101,7 @@ static void test_drain_while_dispatching(void **state)
 
 		snprintf(name, sizeof(name), "race%u", r);
 		req.name = name;
-		checkpoint_init(&ck, &ex);
+		checkpoint_init(&ck, &ex, NULL);
 		assert_int_equal(checkpoint_begin(&ck, &req, &job, err, sizeof(err)), 0);
 		/* The guest runs again: its calls add and remove handles. */
 		for (unsigned i = 0; i < EVENTS; i++) {

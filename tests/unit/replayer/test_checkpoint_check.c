@@ -14,7 +14,9 @@
 #include <cmocka.h>
 
 #include "checkpoint.h"
+#include "cl_saved.h"
 #include "tracker.h"
+#include "wire_calls.h"
 
 #define BASE 0x200000000000ull
 #define SIZE (512ull << 30)
@@ -111,6 +113,39 @@ static void test_empty_journal(void **state)
 	assert_non_null(strstr(err, "arena base"));
 }
 
+/* A hostile OpenCL record is refused before any worker stops: one whose
+ * description does not decode, one without a description, a session part
+ * that does not decode. A valid one passes. */
+static void test_opencl_records(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t queue = (uint64_t)WIRE_HANDLE_CL_QUEUE << WIRE_HANDLE_KIND_SHIFT | 1;
+	uint8_t payload[24] = { 0 }, args[32] = { 0 }, junk[96] = { 0x41 };
+	struct cl_saved_entry e = { WIRE_CALL_CL_QUEUE_CREATE, 0, sizeof(payload), payload };
+	struct cl_saved s = { .kind = WIRE_HANDLE_CL_QUEUE, .refs = 1, .count = 1, .entries = &e };
+	struct tracker_object o = { .kind = WIRE_HANDLE_CL_QUEUE, .args = args, .args_len = sizeof(args) };
+	char err[256];
+	uint8_t *b;
+	size_t len;
+
+	journal_fill(f->t, 1, 1 << 20);
+	assert_int_equal(tracker_object_put(f->t, queue, &o), 0);
+	assert_int_equal(checkpoint_target_check(f->t, "s", &fits, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "OpenCL queue 0x2300000000000001 does not decode: its description is missing"));
+	assert_int_equal(tracker_image_ref(f->t, junk, sizeof(junk), CL_SAVED_IMAGE_FORMAT, args), 0);
+	assert_int_equal(tracker_object_put(f->t, queue, &o), 0);
+	assert_int_equal(checkpoint_target_check(f->t, "s", &fits, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "(magic)"));
+	assert_int_equal(cl_saved_encode(&s, &b, &len), 0);
+	assert_int_equal(tracker_image_ref(f->t, b, len, CL_SAVED_IMAGE_FORMAT, args), 0);
+	free(b);
+	assert_int_equal(tracker_object_put(f->t, queue, &o), 0);
+	assert_int_equal(checkpoint_target_check(f->t, "s", &fits, err, sizeof(err)), 0);
+	assert_int_equal(tracker_meta_bytes_set(f->t, CL_SAVED_META_SESSION, "TCS1xxxx", 8), 0);
+	assert_int_equal(checkpoint_target_check(f->t, "s", &fits, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "OpenCL part does not decode: truncated"));
+}
+
 static void test_no_snapshot(void **state)
 {
 	struct fixture *f = *state;
@@ -129,6 +164,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_empty_journal, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_opencl_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_snapshot, setup, teardown),
 	};
 

@@ -679,7 +679,7 @@ static void test_capture(void **state)
 	assert_int_equal(exec_stream_begin_capture(&fx.ex, &b, &br), CUDA_SUCCESS);
 	assert_true(exec_capture_active(&fx.ex));
 	/* A snapshot now is refused, and leaves the capture alone. */
-	checkpoint_init(&ck, &fx.ex);
+	checkpoint_init(&ck, &fx.ex, NULL);
 	assert_int_equal(checkpoint_begin(&ck, &creq, &job, err, sizeof(err)), -EBUSY);
 	checkpoint_close(&ck);
 	assert_non_null(strstr(err, "capture"));
