@@ -337,15 +337,14 @@ SHIM_API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptu
 			    dependencies_out, edgeData_out, numDependencies_out);
 }
 
-/* Edge data other than the default (all zero) is not remoted. */
-bool graph_edges_default(const CUgraphEdgeData *edges, size_t n)
+const CUgraphEdgeData *graph_edge_special(const CUgraphEdgeData *edges, size_t n)
 {
 	static const CUgraphEdgeData zero;
 
 	for (size_t i = 0; edges && i < n; i++)
 		if (memcmp(&edges[i], &zero, sizeof(zero)))
-			return false;
-	return true;
+			return &edges[i];
+	return NULL;
 }
 
 static CUresult update_deps(uint64_t stream, CUgraphNode *deps, const CUgraphEdgeData *edges, size_t n,
@@ -353,15 +352,16 @@ static CUresult update_deps(uint64_t stream, CUgraphNode *deps, const CUgraphEdg
 {
 	struct wire_stream_update_capture_dependencies_req req = { .stream = stream, .flags = flags };
 	struct wire_stream_update_capture_dependencies_rep rep;
+	const CUgraphEdgeData *e;
 	uint8_t *idx = NULL;
 	CUresult res;
 
 	if (n && !deps)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (!graph_edges_default(edges, n)) {
-		pr_warn("cuStreamUpdateCaptureDependencies: only default edges are supported");
-		return CUDA_ERROR_NOT_SUPPORTED;
-	}
+	e = graph_edge_special(edges, n);
+	if (e)
+		return SHIM_REFUSE("cuStreamUpdateCaptureDependencies_v2: an edge of type %u from port %u to port %u "
+				   "(only default edges are remoted)", e->type, e->from_port, e->to_port);
 	if (n) {
 		if (n > UINT32_MAX / WIRE_REC_GRAPH_DEP_BYTES)
 			return CUDA_ERROR_INVALID_VALUE;

@@ -285,17 +285,15 @@ CUresult memcpy_node_of(const CUDA_MEMCPY3D *p, struct graph_node_memcpy *c)
 	uint64_t token;
 
 	if (res == CUDA_ERROR_NOT_SUPPORTED)
-		pr_warn("graph memcpy nodes with arrays, or between two host ranges, are not supported by tern");
+		return SHIM_REFUSE("a graph memcpy node with an array end, or between two host ranges");
 	if (res != CUDA_SUCCESS)
 		return res;
 	/* Unified addresses outside device memory are the guest's host memory. */
 	if (p->srcMemoryType == CU_MEMORYTYPE_UNIFIED && !copy_end_reachable(c->src))
 		c->host_end = GRAPH_COPY_HOST_SRC;
 	if (p->dstMemoryType == CU_MEMORYTYPE_UNIFIED && !copy_end_reachable(c->dst)) {
-		if (c->host_end) {
-			pr_warn("graph memcpy nodes between two host ranges are not supported by tern");
-			return CUDA_ERROR_NOT_SUPPORTED;
-		}
+		if (c->host_end)
+			return SHIM_REFUSE("a graph memcpy node between two host ranges");
 		c->host_end = GRAPH_COPY_HOST_DST;
 	}
 	/* Managed memory as a host end: its device copy, as for any copy. */
@@ -489,12 +487,15 @@ static CUresult alloc_props_ok(const CUmemPoolProps *props, const CUmemAccessDes
 {
 	if (props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED || props->handleTypes != CU_MEM_HANDLE_TYPE_NONE ||
 	    props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || props->location.id != 0)
-		return CUDA_ERROR_NOT_SUPPORTED;
+		return SHIM_REFUSE("a graph allocation node of allocation type %d, handle types %#x, at location "
+				   "type %d id %d (only pinned memory of the session's device 0)", (int)props->allocType,
+				   (unsigned)props->handleTypes, (int)props->location.type, props->location.id);
 	if (naccess && !access)
 		return CUDA_ERROR_INVALID_VALUE;
 	for (size_t i = 0; i < naccess; i++)
 		if (access[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || access[i].location.id != 0)
-			return CUDA_ERROR_NOT_SUPPORTED;
+			return SHIM_REFUSE("a graph allocation node's access for location type %d id %d",
+					   (int)access[i].location.type, access[i].location.id);
 	return CUDA_SUCCESS;
 }
 
@@ -662,7 +663,8 @@ static CUresult node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode *dep
 		/* Moving the child's ownership would need the child's handle to
 		 * become the node's; only the default (a copy) is remoted. */
 		if (p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)
-			return CUDA_ERROR_NOT_SUPPORTED;
+			return SHIM_REFUSE("cuGraphAddNode: a child graph node of ownership %d (only a copy, "
+					   "CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)", (int)p->graph.ownership);
 		return cuGraphAddChildGraphNode(ph, hGraph, deps, n, p->graph.graph);
 	case CU_GRAPH_NODE_TYPE_EMPTY:
 		return cuGraphAddEmptyNode(ph, hGraph, deps, n);
@@ -685,8 +687,7 @@ static CUresult node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode *dep
 		return cond_node_add(ph, hGraph, deps, n, &p->conditional);
 	default:
 		/* External semaphores, batch memops. */
-		pr_warn("graph nodes of type %d are not supported by tern", (int)p->type);
-		return CUDA_ERROR_NOT_SUPPORTED;
+		return SHIM_REFUSE("cuGraphAddNode: a node of type %d", (int)p->type);
 	}
 }
 
@@ -702,8 +703,12 @@ SHIM_API CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, co
 				    CUgraphNodeParams *nodeParams)
 {
 	SHIM_ENTRY();
-	if (!graph_edges_default(dependencyData, numDependencies))
-		return CUDA_ERROR_NOT_SUPPORTED;
+	const CUgraphEdgeData *e = graph_edge_special(dependencyData, numDependencies);
+
+	if (e)
+		return SHIM_REFUSE("cuGraphAddNode_v2: a node (type %d) with a dependency edge of type %u from port %u "
+				   "to port %u (only default edges are remoted)", nodeParams ? (int)nodeParams->type : -1,
+				   e->type, e->from_port, e->to_port);
 	return node_add(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
 }
 
@@ -999,13 +1004,17 @@ static CUresult edges_edit(CUgraph hGraph, const CUgraphNode *from, const CUgrap
 {
 	struct wire_graph_edit_edges_req req = { .graph = (uint64_t)(uintptr_t)hGraph, .remove = remove };
 	struct wire_graph_edit_edges_rep rep;
+	const CUgraphEdgeData *e;
 	uint8_t *buf;
 	CUresult res;
 
 	if (!graph_handle_ok(hGraph) || (n && (!from || !to)) || n > UINT32_MAX / WIRE_REC_GRAPH_EDGE_BYTES)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (!graph_edges_default(data, n))
-		return CUDA_ERROR_NOT_SUPPORTED;
+	e = graph_edge_special(data, n);
+	if (e)
+		return SHIM_REFUSE("cuGraph%sDependencies_v2: an edge of type %u from port %u to port %u (only "
+				   "default edges are remoted)", remove ? "Remove" : "Add", e->type, e->from_port,
+				   e->to_port);
 	buf = malloc(n ? n * WIRE_REC_GRAPH_EDGE_BYTES : 1);
 	if (!buf)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1115,15 +1124,17 @@ static CUresult begin_capture_to_graph(uint64_t stream, CUgraph hGraph, const CU
 		.stream = stream, .graph = (uint64_t)(uintptr_t)hGraph, .mode = (uint32_t)mode,
 	};
 	struct wire_stream_begin_capture_to_graph_rep rep;
+	const CUgraphEdgeData *special;
 	uint8_t *buf = NULL;
 	CUresult res;
 
 	if (!graph_handle_ok(hGraph) || (unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (!graph_edges_default(edges, n)) {
-		pr_warn("cuStreamBeginCaptureToGraph: only default edges are supported");
-		return CUDA_ERROR_NOT_SUPPORTED;
-	}
+	special = graph_edge_special(edges, n);
+	if (special)
+		return SHIM_REFUSE("cuStreamBeginCaptureToGraph: a dependency edge of type %u from port %u to port %u "
+				   "(only default edges are remoted)", special->type, special->from_port,
+				   special->to_port);
 	res = deps_blob(req.graph, deps, n, &buf, &req.deps);
 	if (res == CUDA_SUCCESS)
 		res = rpc_stream_begin_capture_to_graph(&req, &rep);

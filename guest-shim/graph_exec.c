@@ -715,13 +715,12 @@ static CUresult node_set(CUgraphExec x, CUgraphNode hNode, CUgraphNodeParams *p)
 	case CU_GRAPH_NODE_TYPE_GRAPH:
 		if (x && p->graph.ownership == CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)
 			return cuGraphExecChildGraphNodeSetParams(x, hNode, p->graph.graph);
-		pr_warn("a graph's child graph node cannot be changed through tern");
-		return CUDA_ERROR_NOT_SUPPORTED;
+		return SHIM_REFUSE("cuGraph%sNodeSetParams: a child graph node%s", x ? "Exec" : "",
+				   x ? " of ownership other than a copy" : " of a graph (only an executable's)");
 	default:
 		/* Allocations (not changeable), external
 		 * semaphores, batch memops, conditionals. */
-		pr_warn("changing graph nodes of type %d is not supported by tern", (int)p->type);
-		return CUDA_ERROR_NOT_SUPPORTED;
+		return SHIM_REFUSE("cuGraph%sNodeSetParams: a node of type %d", x ? "Exec" : "", (int)p->type);
 	}
 }
 

@@ -259,6 +259,21 @@ void shim_unimplemented_report(const char *name)
 	pr_warn("%s is not implemented by tern: returning CUDA_ERROR_NOT_SUPPORTED", name);
 }
 
+CUresult shim_refused(atomic_flag *said, const char *fmt, ...)
+{
+	char why[512];
+	va_list ap;
+
+	if (atomic_flag_test_and_set(said))
+		return CUDA_ERROR_NOT_SUPPORTED;
+	shim_process();         /* the log is open */
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	pr_info("refused without asking the worker (CUDA_ERROR_NOT_SUPPORTED): %s", why);
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 static void session_name(struct shim_process *p)
 {
 	const char *s = getenv("TERN_SESSION");

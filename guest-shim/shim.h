@@ -16,6 +16,7 @@
 
 #include <cuda.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -395,6 +396,15 @@ bool rpc_arena_contains(uint64_t addr, uint64_t len);
 bool rpc_session_lost(void);
 /* Logged once by each unimplemented entry point (generated defaults). */
 void shim_unimplemented_report(const char *name);
+/* A request the shim refuses itself, without a round trip (the worker never
+ * sees it, so ternd's log cannot name it): SHIM_REFUSE("what", ...) logs why
+ * at info, once per call site, and is CUDA_ERROR_NOT_SUPPORTED. */
+CUresult shim_refused(atomic_flag *said, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define SHIM_REFUSE(...)                                                       \
+	({                                                                     \
+		static atomic_flag shim_refuse_said_ = ATOMIC_FLAG_INIT;       \
+		shim_refused(&shim_refuse_said_, __VA_ARGS__);                 \
+	})
 
 /* Make sure the worker can call us back (host functions): the channel is
  * opened at the first use and again after every reconnect. CUDA_SUCCESS, or
@@ -584,8 +594,11 @@ void capture_track(uint64_t stream, bool to_graph);
 uint32_t capture_mode_current(void);
 /* Forget the parent's captures (the child after fork, capture_lock held). */
 void capture_reset(void);
-/* True when every edge datum is the default one (all zero); NULL is. */
-bool graph_edges_default(const CUgraphEdgeData *edges, size_t n);
+/* The first of @n edge data that is not the default one (all zero: a full
+ * dependency), or NULL (also for @edges NULL). Only default edges are
+ * remoted: a programmatic edge (Hopper's programmatic dependent launch) or a
+ * port is refused where it is given. */
+const CUgraphEdgeData *graph_edge_special(const CUgraphEdgeData *edges, size_t n);
 
 /* device.c */
 /* Forget every device answer and the guest's primary retains (the child after fork). */

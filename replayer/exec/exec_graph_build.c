@@ -8,6 +8,7 @@
 #define LOG_PREFIX "exec: "
 #include <errno.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -120,16 +121,27 @@ static CUresult node_read(struct exec *ex, CUgraphNode real, struct graph_node *
 	switch (type) {
 	case CU_GRAPH_NODE_TYPE_KERNEL: {
 		CUDA_KERNEL_NODE_PARAMS p = { 0 };
-		const struct exec_params *layout;
+		const struct exec_params *layout = NULL;
+		const char *why;
 		CUfunction fn;
 
 		res = ex->be->cuGraphKernelNodeGetParams(real, &p);
 		if (res != CUDA_SUCCESS)
 			return res;
 		n->kernel.function = function_handle_of(ex, p.func, p.kern);
-		if (!n->kernel.function || exec_function_real(ex, n->kernel.function, &fn, &layout) ||
-		    (layout->count && !p.kernelParams) || layout->bytes > GRAPH_ARGS_MAX)
+		why = !n->kernel.function ? "its function is none the guest named" :
+		      exec_function_real(ex, n->kernel.function, &fn, &layout) ? "its function is gone" :
+		      (layout->count && !p.kernelParams) || layout->bytes > GRAPH_ARGS_MAX ?
+		      "its arguments cannot be read" : NULL;
+		if (why) {
+			/* Once: the worker's trace has the request's CUresult, not why. */
+			static atomic_flag said = ATOMIC_FLAG_INIT;
+
+			if (!atomic_flag_test_and_set(&said))
+				pr_info("a kernel node the backend made (function %p, kernel %p) cannot be described: %s",
+					(void *)p.func, (void *)p.kern, why);
 			return CUDA_ERROR_NOT_SUPPORTED;
+		}
 		n->kernel.grid[0] = p.gridDimX;
 		n->kernel.grid[1] = p.gridDimY;
 		n->kernel.grid[2] = p.gridDimZ;

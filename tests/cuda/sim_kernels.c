@@ -932,6 +932,25 @@ static void cg_sum(const struct sim_launch *l)
 	*out ^= acc;
 }
 
+/* mod_knodes.cu (graph_kernel_nodes.cu); its kn_affine is managed.cu's mg_affine */
+static void kn_step(const struct sim_launch *l)
+{
+	uint64_t h;
+	int *left;
+
+	if (!ARGS_OK(l, 8, 8))
+		return;
+	ARG(l, 0, h);
+	ARG(l, 1, left);
+	*left -= 1;
+	SIM_SET_CONDITIONAL(l, h, *left > 0 ? 1u : 0u);
+}
+
+static void kn_noop(const struct sim_launch *l)
+{
+	(void)l;
+}
+
 SIM_KERNELS_BEGIN
 	SIM_KERNEL("vec_add", vec_add),
 	SIM_KERNEL("jl_affine", jl_affine),
@@ -996,4 +1015,7 @@ SIM_KERNELS_BEGIN
 	SIM_KERNEL("mg_affine", mg_affine),
 	SIM_KERNEL("mg_arr_step", mg_arr_step),
 	SIM_KERNEL("mg_iota", ma_iota),        /* managed.cu: as ma_iota */
+	SIM_KERNEL("kn_affine", mg_affine),     /* mod_knodes.cu: the same computation */
+	SIM_KERNEL("kn_step", kn_step),
+	SIM_KERNEL("kn_noop", kn_noop),
 SIM_KERNELS_END
