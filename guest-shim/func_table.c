@@ -191,6 +191,7 @@ CUresult func_table_attribute(uint64_t handle, unsigned attr, int *value,
 {
 	struct shim_process *p = shim_process();
 	struct shim_func *f;
+	uint64_t unloads;
 	CUresult res;
 
 	if (attr >= SHIM_FUNC_FIXED_ATTRS)
@@ -202,16 +203,30 @@ CUresult func_table_attribute(uint64_t handle, unsigned attr, int *value,
 		pthread_mutex_unlock(&p->cache.lock);
 		return CUDA_SUCCESS;
 	}
+	unloads = p->cache.unloads;
 	pthread_mutex_unlock(&p->cache.lock);
 	res = ask(handle, attr, value);
 	if (res != CUDA_SUCCESS)
 		return res;
 	pthread_mutex_lock(&p->cache.lock);
-	f = func_get_locked(p, handle);
+	/* An unload while it was asked may have ended the function. */
+	f = p->cache.unloads == unloads ? func_get_locked(p, handle) : NULL;
 	if (f) {
 		f->attr_value[attr] = *value;
 		f->attr_known |= 1u << attr;
 	}
 	pthread_mutex_unlock(&p->cache.lock);
 	return CUDA_SUCCESS;
+}
+
+void func_table_forget_attributes(void)
+{
+	struct shim_process *p = shim_process();
+
+	pthread_mutex_lock(&p->cache.lock);
+	p->cache.unloads++;
+	for (unsigned b = 0; b < SHIM_FUNC_BUCKETS; b++)
+		for (struct shim_func *f = p->cache.funcs[b]; f; f = f->next)
+			f->attr_known = 0;
+	pthread_mutex_unlock(&p->cache.lock);
 }

@@ -167,8 +167,10 @@ SHIM_API CUresult cuModuleUnload(CUmodule hmod)
 	struct wire_module_unload_rep rep;
 	CUresult res = rpc_module_unload(&req, &rep);
 
-	if (res == CUDA_SUCCESS)
+	if (res == CUDA_SUCCESS) {
 		managed_drop_owner(req.module);
+		func_table_forget_attributes();
+	}
 	return res;
 }
 
@@ -305,8 +307,10 @@ SHIM_API CUresult cuLibraryUnload(CUlibrary library)
 	struct wire_library_unload_rep rep;
 	CUresult res = rpc_library_unload(&req, &rep);
 
-	if (res == CUDA_SUCCESS)
+	if (res == CUDA_SUCCESS) {
 		managed_drop_owner(req.library);
+		func_table_forget_attributes();
+	}
 	return res;
 }
 

@@ -303,6 +303,7 @@ struct shim_cache {
 	int32_t device_count, driver_version;
 	uint64_t epoch;                     /* connections made: an answer of an older one is not kept */
 	struct shim_func *funcs[SHIM_FUNC_BUCKETS];
+	uint64_t unloads;                   /* modules and libraries unloaded: see func_table_forget_attributes */
 	struct shim_host_range *host_ranges;
 	struct shim_ctx *ctxs;
 	struct shim_uobj *uobjs;            /* user objects (user_object.c) */
@@ -462,6 +463,10 @@ void func_table_reset(struct shim_process *p);
  * cache, or asked with @ask and remembered. */
 CUresult func_table_attribute(uint64_t handle, unsigned attr, int *value,
 			      CUresult (*ask)(uint64_t handle, unsigned attr, int *value));
+/* A module or library was unloaded: every cached attribute is asked again,
+ * so that those of its functions and kernels get the driver's
+ * CUDA_ERROR_INVALID_HANDLE (the shim does not know which handles it made). */
+void func_table_forget_attributes(void);
 
 /* memory.c */
 void host_range_reset(struct shim_process *p);

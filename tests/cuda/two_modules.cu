@@ -55,6 +55,7 @@ int main(void)
 	RESOLVE(cuModuleLoadData);
 	RESOLVE(cuModuleGetFunction);
 	RESOLVE(cuModuleUnload);
+	RESOLVE(cuFuncGetAttribute);
 	RESOLVE(cuLibraryLoadData);
 	RESOLVE(cuLibraryGetKernel);
 	RESOLVE(cuLibraryUnload);
@@ -150,8 +151,15 @@ int main(void)
 		REQUIRE(hy[i] == want, "y[%d] = %g, expected %g", i, hy[i], want);
 	}
 
-	/* Unloading A leaves B usable. */
+	/* Unloading A leaves B usable; A's functions are gone, also for a
+	 * question whose answer the shim had already seen. */
+	int regs = -1;
+	CHECK_DRV(p_cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f_iota));
+	REQUIRE(regs > 0, "ma_iota uses %d registers", regs);
+	CHECK_DRV(p_cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f_iota));
 	CHECK_DRV(p_cuModuleUnload(ma));
+	EXPECT_DRV(p_cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f_iota), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_DRV(p_cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f_axpy));
 	a = 1.0f;
 	CHECK_DRV(p_cuLaunchKernel(f_axpy, (n + 127) / 128, 1, 1, 128, 1, 1, 0, stream,
 				   axpy_args, NULL));

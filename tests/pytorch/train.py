@@ -6,7 +6,9 @@ step time.
 
 usage: train.py MODEL [--steps N] [--graphs] [--expandable] [--mark STEP FILE]
   MODEL: mlp (AdamW), cnn (convolutions: cuDNN), transformer (attention,
-  layer norm, embedding)
+  layer norm, embedding), resnet18 (torchvision's, 10 classes, untrained),
+  gpt2 (Hugging Face transformers' GPT2LMHeadModel from a small GPT2Config:
+  2 layers, no weights downloaded)
   --mark: after step STEP create FILE, then take --pause seconds before each
   later step, so that a test (tests/pytorch/restore) can snapshot and restore
   the session while the training goes on
@@ -20,7 +22,7 @@ import time
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('model', choices=['mlp', 'cnn', 'transformer'])
+    ap.add_argument('model', choices=['mlp', 'cnn', 'transformer', 'resnet18', 'gpt2'])
     ap.add_argument('--steps', type=int, default=30)
     ap.add_argument('--graphs', action='store_true', help='capture the step in a CUDA graph')
     ap.add_argument('--expandable', action='store_true', help='expandable segments allocator')
@@ -54,6 +56,32 @@ def main():
                               nn.AvgPool2d(4), nn.Flatten(), nn.Linear(32 * 16, 10))
         x = torch.randn(32, 3, 32, 32, generator=g)
         y = torch.randint(0, 10, (32,), generator=g)
+    elif a.model == 'resnet18':
+        import torchvision
+        # Its global pooling to 1x1 is a mean (deterministic backward).
+        model = torchvision.models.resnet18(weights=None, num_classes=10)
+        x = torch.randn(16, 3, 64, 64, generator=g)
+        y = torch.randint(0, 10, (16,), generator=g)
+    elif a.model == 'gpt2':
+        import transformers
+
+        class LM(nn.Module):
+            """The logits only: the loss is step()'s, as for the other models."""
+            def __init__(self):
+                super().__init__()
+                # Eager attention: the same kernels whichever SDPA backend
+                # the GPU would pick; no dropout, no key/value cache.
+                cfg = transformers.GPT2Config(vocab_size=1000, n_positions=64, n_embd=128, n_layer=2,
+                                              n_head=4, resid_pdrop=0.0, embd_pdrop=0.0,
+                                              attn_pdrop=0.0, use_cache=False,
+                                              attn_implementation='eager')
+                self.gpt = transformers.GPT2LMHeadModel(cfg)
+
+            def forward(self, t):
+                return self.gpt(input_ids=t, use_cache=False).logits
+        model = LM()
+        x = torch.randint(0, 1000, (16, 32), generator=g)
+        y = torch.randint(0, 1000, (16, 32), generator=g)
     else:
         class Tiny(nn.Module):
             def __init__(self):
