@@ -937,6 +937,11 @@ static void test_programmatic_edges(void **state)
 		assert_memory_equal(again, desc, len);
 		free(again);
 		graph_desc_release(&d);
+		/* One form only: edge data in a version 3 description, or cut short. */
+		desc[4] = 3;
+		assert_int_equal(graph_desc_decode(&d, desc, len), -EBADMSG);
+		desc[4] = 4;
+		assert_int_equal(graph_desc_decode(&d, desc, len - 1), -EBADMSG);
 	}
 	/* Restored: the edges again, with their data, and it instantiates. */
 	assert_int_equal(exec_graph_restore(&fx.ex, restored, HANDLE_GRAPH, hash, TRACKER_HASH_SIZE, desc, len,
