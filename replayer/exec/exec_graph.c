@@ -1037,46 +1037,24 @@ CUresult exec_graph_get_nodes(struct exec *ex, const struct wire_graph_get_nodes
 	return CUDA_SUCCESS;
 }
 
-CUresult exec_graph_get_edges(struct exec *ex, const struct wire_graph_get_edges_req *req,
-			      struct wire_graph_get_edges_rep *rep)
+/* @g's edges into *@out as graph_edge records or (@data) graph_edge_data. */
+static CUresult edges_answer(struct exec *ex, uint64_t graph, bool data, struct wire_blob *out)
 {
+	size_t rec = data ? WIRE_REC_GRAPH_EDGE_DATA_BYTES : WIRE_REC_GRAPH_EDGE_BYTES;
 	CUresult res;
-	struct exec_graph *g = graph_get_synced(ex, req->graph, &res);
-	uint8_t *out;
+	struct exec_graph *g = graph_get_synced(ex, graph, &res);
+	uint8_t *buf;
 	uint32_t n = 0;
 
 	if (!g)
 		return res;
 	/* The driver's answer to a query without room for edge data. */
-	if (graph_desc_has_edge_data(g->d))
+	if (!data && graph_desc_has_edge_data(g->d))
 		return CUDA_ERROR_LOSSY_QUERY;
-	if ((uint64_t)g->d->edges * WIRE_REC_GRAPH_EDGE_BYTES > WIRE_COPY_PIECE)
+	if ((uint64_t)g->d->edges * rec > WIRE_COPY_PIECE)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	out = exec_copy_buffer(ex, (size_t)g->d->edges * WIRE_REC_GRAPH_EDGE_BYTES + 1);
-	if (!out)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	for (uint32_t i = 0; i < g->d->count; i++)
-		for (uint32_t j = 0; j < g->d->nodes[i].ndeps && n < g->d->edges; j++)
-			wire_rec_graph_edge_put(out, n++,
-						&(struct wire_rec_graph_edge){ .from = g->d->nodes[i].deps[j], .to = i });
-	rep->edges = (struct wire_blob){ out, n * WIRE_REC_GRAPH_EDGE_BYTES };
-	return CUDA_SUCCESS;
-}
-
-CUresult exec_graph_get_edges_data(struct exec *ex, const struct wire_graph_get_edges_data_req *req,
-				   struct wire_graph_get_edges_data_rep *rep)
-{
-	CUresult res;
-	struct exec_graph *g = graph_get_synced(ex, req->graph, &res);
-	uint8_t *out;
-	uint32_t n = 0;
-
-	if (!g)
-		return res;
-	if ((uint64_t)g->d->edges * WIRE_REC_GRAPH_EDGE_DATA_BYTES > WIRE_COPY_PIECE)
-		return CUDA_ERROR_NOT_SUPPORTED;
-	out = exec_copy_buffer(ex, (size_t)g->d->edges * WIRE_REC_GRAPH_EDGE_DATA_BYTES + 1);
-	if (!out)
+	buf = exec_copy_buffer(ex, (size_t)g->d->edges * rec + 1);
+	if (!buf)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	for (uint32_t i = 0; i < g->d->count; i++) {
 		const struct graph_node *t = &g->d->nodes[i];
@@ -1084,13 +1062,28 @@ CUresult exec_graph_get_edges_data(struct exec *ex, const struct wire_graph_get_
 		for (uint32_t j = 0; j < t->ndeps && n < g->d->edges; j++) {
 			struct graph_edge_data e = graph_node_dep_edge(t, j);
 
-			wire_rec_graph_edge_data_put(out, n++, &(struct wire_rec_graph_edge_data){
-				.from = t->deps[j], .to = i, .from_port = e.from_port, .to_port = e.to_port,
-				.type = e.type });
+			if (data)
+				wire_rec_graph_edge_data_put(buf, n++, &(struct wire_rec_graph_edge_data){
+					.from = t->deps[j], .to = i, .from_port = e.from_port, .to_port = e.to_port,
+					.type = e.type });
+			else
+				wire_rec_graph_edge_put(buf, n++, &(struct wire_rec_graph_edge){ .from = t->deps[j], .to = i });
 		}
 	}
-	rep->edges = (struct wire_blob){ out, n * WIRE_REC_GRAPH_EDGE_DATA_BYTES };
+	*out = (struct wire_blob){ buf, (uint32_t)(n * rec) };
 	return CUDA_SUCCESS;
+}
+
+CUresult exec_graph_get_edges(struct exec *ex, const struct wire_graph_get_edges_req *req,
+			      struct wire_graph_get_edges_rep *rep)
+{
+	return edges_answer(ex, req->graph, false, &rep->edges);
+}
+
+CUresult exec_graph_get_edges_data(struct exec *ex, const struct wire_graph_get_edges_data_req *req,
+				   struct wire_graph_get_edges_data_rep *rep)
+{
+	return edges_answer(ex, req->graph, true, &rep->edges);
 }
 
 /* The backend's edges of @d as @a (from) and @b (to) name them, with their
