@@ -19,6 +19,8 @@ void graph_node_release(struct graph_node *n)
 {
 	free(n->deps);
 	n->deps = NULL;
+	free(n->edge);
+	n->edge = NULL;
 	n->ndeps = 0;
 	free(n->attrs);
 	n->attrs = NULL;
@@ -106,6 +108,48 @@ int graph_desc_has_cond(const struct graph_desc *d)
 	return 0;
 }
 
+int graph_edge_data_ok(const struct graph_edge_data *e, uint32_t from_type, uint32_t to_type)
+{
+	bool from_kernel = from_type == CU_GRAPH_NODE_TYPE_KERNEL;
+
+	if (e->to_port || e->type > CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC ||
+	    e->from_port > CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER)
+		return 0;
+	if (e->from_port && !from_kernel)
+		return 0;
+	if (e->from_port == CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC && e->type != CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC)
+		return 0;
+	if (e->type == CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC &&
+	    (!e->from_port || !from_kernel || to_type != CU_GRAPH_NODE_TYPE_KERNEL))
+		return 0;
+	return 1;
+}
+
+/* The edge data of @n's dependencies fit the nodes of @d they name. */
+static bool node_edges_ok(const struct graph_desc *d, const struct graph_node *n)
+{
+	for (uint32_t j = 0; n->edge && j < n->ndeps; j++)
+		if (!graph_edge_data_ok(&n->edge[j], d->nodes[n->deps[j]].type, n->type))
+			return false;
+	return true;
+}
+
+static bool node_has_edge_data(const struct graph_node *n)
+{
+	for (uint32_t j = 0; n->edge && j < n->ndeps; j++)
+		if (!graph_edge_data_default(&n->edge[j]))
+			return true;
+	return false;
+}
+
+int graph_desc_has_edge_data(const struct graph_desc *d)
+{
+	for (uint32_t i = 0; i < d->count; i++)
+		if (node_has_edge_data(&d->nodes[i]))
+			return 1;
+	return 0;
+}
+
 int graph_desc_handle_add(struct graph_desc *d, uint64_t value, uint64_t real, uint32_t default_value,
 			  uint32_t flags)
 {
@@ -189,6 +233,7 @@ static int node_copy(struct graph_node *dst, const struct graph_node *src)
 	dst->real = NULL;
 	dst->child_handle = 0;
 	dst->deps = NULL;
+	dst->edge = NULL;
 	dst->attrs = NULL;
 	dst->nattrs = 0;
 	if (graph_node_kattrs_copy(dst, src))
@@ -198,6 +243,12 @@ static int node_copy(struct graph_node *dst, const struct graph_node *src)
 		if (!dst->deps)
 			goto out_nomem;
 		memcpy(dst->deps, src->deps, src->ndeps * sizeof(uint32_t));
+	}
+	if (src->ndeps && src->edge) {
+		dst->edge = malloc(src->ndeps * sizeof(*dst->edge));
+		if (!dst->edge)
+			goto out_nomem;
+		memcpy(dst->edge, src->edge, src->ndeps * sizeof(*dst->edge));
 	}
 	if (src->type == CU_GRAPH_NODE_TYPE_KERNEL) {
 		dst->kernel.args = NULL;
@@ -307,6 +358,8 @@ int graph_desc_append(struct graph_desc *d, struct graph_node *node)
 	for (uint32_t i = 0; i < node->ndeps; i++)
 		if (!graph_desc_node_live(d, node->deps[i]))
 			return -EINVAL;
+	if (!node_edges_ok(d, node))
+		return -EINVAL;
 	if (node->type == CU_GRAPH_NODE_TYPE_CONDITIONAL && node->cond.handle >= d->nhandles)
 		return -EINVAL;
 	unique = graph_deps_unique(node->deps, node->ndeps);
@@ -327,42 +380,63 @@ int graph_desc_append(struct graph_desc *d, struct graph_node *node)
 	return 0;
 }
 
-/* The pairs as sorted (to << 32 | from) keys; NULL when out of memory. */
-static uint64_t *edge_keys(const uint32_t *from, const uint32_t *to, uint32_t n)
+/* An edge's data in one u32, as the encoding holds it. */
+static uint32_t edge_pack(struct graph_edge_data e)
 {
-	uint64_t *keys = malloc((n ? n : 1) * sizeof(*keys));
+	return (uint32_t)e.from_port | (uint32_t)e.to_port << 8 | (uint32_t)e.type << 16;
+}
+
+/* A dependency as a sort key (to << 32 | from, or a node's own dependency
+ * index alone) with its packed edge data. */
+struct edge_key {
+	uint64_t key;
+	uint32_t data;
+};
+
+static int edge_key_cmp(const void *a, const void *b)
+{
+	return u64_cmp(&((const struct edge_key *)a)->key, &((const struct edge_key *)b)->key);
+}
+
+/* The pairs as sorted (to << 32 | from) keys; NULL when out of memory. */
+static struct edge_key *edge_keys(const uint32_t *from, const uint32_t *to, const struct graph_edge_data *edge,
+				  uint32_t n)
+{
+	struct edge_key *keys = malloc((n ? n : 1) * sizeof(*keys));
 
 	if (!keys)
 		return NULL;
 	for (uint32_t k = 0; k < n; k++)
-		keys[k] = (uint64_t)to[k] << 32 | from[k];
-	qsort(keys, n, sizeof(*keys), u64_cmp);
+		keys[k] = (struct edge_key){ (uint64_t)to[k] << 32 | from[k], edge ? edge_pack(edge[k]) : 0 };
+	qsort(keys, n, sizeof(*keys), edge_key_cmp);
 	return keys;
 }
 
-int graph_desc_edges_check(const struct graph_desc *d, const uint32_t *from, const uint32_t *to, uint32_t n,
-			   int remove)
+int graph_desc_edges_check(const struct graph_desc *d, const uint32_t *from, const uint32_t *to,
+			   const struct graph_edge_data *edge, uint32_t n, int remove)
 {
-	uint64_t *keys;
-	uint32_t *sorted = NULL;
+	struct edge_key *keys, *sorted = NULL;
 	int ret = 0;
 
 	if (n > GRAPH_DESC_EDGES_MAX || (!remove && d->edges + n > GRAPH_DESC_EDGES_MAX))
 		return -E2BIG;
-	for (uint32_t k = 0; k < n; k++)
+	for (uint32_t k = 0; k < n; k++) {
 		if (!graph_desc_node_live(d, from[k]) || !graph_desc_node_live(d, to[k]) || from[k] == to[k])
 			return -EINVAL;
-	keys = edge_keys(from, to, n);
+		if (!remove && edge && !graph_edge_data_ok(&edge[k], d->nodes[from[k]].type, d->nodes[to[k]].type))
+			return -EINVAL;
+	}
+	keys = edge_keys(from, to, edge, n);
 	if (!keys)
 		return -ENOMEM;
 	for (uint32_t k = 1; k < n && !ret; k++)
-		if (keys[k] == keys[k - 1])
+		if (keys[k].key == keys[k - 1].key)
 			ret = -EINVAL;
-	/* By target: each pair absent (adding) or present (removing). */
+	/* By target: each pair absent (adding) or present with its data (removing). */
 	for (uint32_t i = 0, j; i < n && !ret; i = j) {
-		const struct graph_node *t = &d->nodes[keys[i] >> 32];
+		const struct graph_node *t = &d->nodes[keys[i].key >> 32];
 
-		for (j = i; j < n && keys[j] >> 32 == keys[i] >> 32; j++)
+		for (j = i; j < n && keys[j].key >> 32 == keys[i].key >> 32; j++)
 			;
 		if (!remove && t->ndeps + (j - i) > GRAPH_DESC_DEPS_MAX) {
 			ret = -E2BIG;
@@ -374,14 +448,14 @@ int graph_desc_edges_check(const struct graph_desc *d, const uint32_t *from, con
 			ret = -ENOMEM;
 			break;
 		}
-		if (t->ndeps)   /* deps is NULL then, and memcpy's source may not be */
-			memcpy(sorted, t->deps, t->ndeps * sizeof(*sorted));
-		qsort(sorted, t->ndeps, sizeof(*sorted), u32_cmp);
+		for (uint32_t m = 0; m < t->ndeps; m++)
+			sorted[m] = (struct edge_key){ t->deps[m], edge_pack(graph_node_dep_edge(t, m)) };
+		qsort(sorted, t->ndeps, sizeof(*sorted), edge_key_cmp);
 		for (uint32_t m = i; m < j && !ret; m++) {
-			uint32_t f = (uint32_t)keys[m];
-			bool present = bsearch(&f, sorted, t->ndeps, sizeof(*sorted), u32_cmp) != NULL;
+			struct edge_key f = { (uint32_t)keys[m].key, 0 };
+			const struct edge_key *hit = bsearch(&f, sorted, t->ndeps, sizeof(*sorted), edge_key_cmp);
 
-			if (present != (remove != 0))
+			if ((hit != NULL) != (remove != 0) || (hit && hit->data != keys[m].data))
 				ret = -EINVAL;
 		}
 	}
@@ -390,74 +464,116 @@ int graph_desc_edges_check(const struct graph_desc *d, const uint32_t *from, con
 	return ret;
 }
 
-int graph_desc_edges_apply(struct graph_desc *d, const uint32_t *from, const uint32_t *to, uint32_t n,
-			   int remove)
+/* Room for @more dependencies of @t, edge data too where @t has some or
+ * @data says a new one is not default; the count stays. 0 or -ENOMEM. */
+static int deps_reserve(struct graph_node *t, uint32_t more, bool data)
 {
-	uint64_t *keys = edge_keys(from, to, n);
+	uint32_t *deps = realloc(t->deps, (t->ndeps + more) * sizeof(uint32_t));
+
+	if (!deps)
+		return -ENOMEM;
+	t->deps = deps;
+	if (data || t->edge) {
+		struct graph_edge_data *e = realloc(t->edge, (t->ndeps + more) * sizeof(*e));
+
+		if (!e)
+			return -ENOMEM;
+		if (!t->edge)
+			memset(e, 0, t->ndeps * sizeof(*e));
+		t->edge = e;
+	}
+	return 0;
+}
+
+int graph_desc_edges_apply(struct graph_desc *d, const uint32_t *from, const uint32_t *to,
+			   const struct graph_edge_data *edge, uint32_t n, int remove)
+{
+	struct edge_key *keys = edge_keys(from, to, edge, n);
 
 	if (!keys)
 		return -ENOMEM;
 	for (uint32_t i = 0, j; i < n; i = j) {
-		struct graph_node *t = &d->nodes[keys[i] >> 32];
+		struct graph_node *t = &d->nodes[keys[i].key >> 32];
+		bool data = false;
 
-		for (j = i; j < n && keys[j] >> 32 == keys[i] >> 32; j++)
-			;
+		for (j = i; j < n && keys[j].key >> 32 == keys[i].key >> 32; j++)
+			data |= keys[j].data != 0;
 		if (remove) {
 			uint32_t kept = 0;
 
 			for (uint32_t m = 0; m < t->ndeps; m++) {
-				uint64_t key = (keys[i] >> 32) << 32 | t->deps[m];
+				struct edge_key key = { (keys[i].key >> 32) << 32 | t->deps[m], 0 };
 
-				if (!bsearch(&key, keys + i, j - i, sizeof(*keys), u64_cmp))
-					t->deps[kept++] = t->deps[m];
+				if (bsearch(&key, keys + i, j - i, sizeof(*keys), edge_key_cmp))
+					continue;
+				if (t->edge)
+					t->edge[kept] = t->edge[m];
+				t->deps[kept++] = t->deps[m];
 			}
 			t->ndeps = kept;
-		} else {
+		} else if (deps_reserve(t, j - i, data)) {
 			/* Room first, for every target: nothing changes unless all fit. */
-			uint32_t *deps = realloc(t->deps, (t->ndeps + (j - i)) * sizeof(uint32_t));
-
-			if (!deps) {
-				free(keys);
-				return -ENOMEM;
-			}
-			t->deps = deps;
+			free(keys);
+			return -ENOMEM;
 		}
 	}
 	free(keys);
 	/* New dependencies go last, in the order given, as the driver adds them. */
-	for (uint32_t k = 0; !remove && k < n; k++)
-		d->nodes[to[k]].deps[d->nodes[to[k]].ndeps++] = from[k];
+	for (uint32_t k = 0; !remove && k < n; k++) {
+		struct graph_node *t = &d->nodes[to[k]];
+
+		if (t->edge)
+			t->edge[t->ndeps] = edge ? edge[k] : (struct graph_edge_data){ 0 };
+		t->deps[t->ndeps++] = from[k];
+	}
 	d->edges = remove ? d->edges - n : d->edges + n;
 	return 0;
 }
 
-int graph_desc_deps_reset(struct graph_desc *d, const uint32_t *from, const uint32_t *to, size_t n)
+int graph_desc_deps_reset(struct graph_desc *d, const uint32_t *from, const uint32_t *to,
+			  const struct graph_edge_data *edge, size_t n)
 {
-	uint32_t *count, **deps;
+	uint32_t *count;
+	uint32_t **deps;
+	struct graph_edge_data **data;
+	bool *has_data;
 	int ret = 0;
 
 	if (n > GRAPH_DESC_EDGES_MAX)
 		return -E2BIG;
-	for (size_t k = 0; k < n; k++)
+	for (size_t k = 0; k < n; k++) {
 		if (!graph_desc_node_live(d, from[k]) || !graph_desc_node_live(d, to[k]) || from[k] == to[k])
 			return -EINVAL;
+		if (edge && !graph_edge_data_ok(&edge[k], d->nodes[from[k]].type, d->nodes[to[k]].type))
+			return -EINVAL;
+	}
 	count = calloc(d->count + 1, sizeof(*count));
 	deps = calloc(d->count + 1, sizeof(*deps));
-	if (!count || !deps) {
+	data = calloc(d->count + 1, sizeof(*data));
+	has_data = calloc(d->count + 1, sizeof(*has_data));
+	if (!count || !deps || !data || !has_data) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	for (size_t k = 0; k < n; k++)
+	for (size_t k = 0; k < n; k++) {
 		count[to[k]]++;
+		if (edge && !graph_edge_data_default(&edge[k]))
+			has_data[to[k]] = true;
+	}
 	for (uint32_t i = 0; i < d->count && !ret; i++) {
 		if (count[i] > GRAPH_DESC_DEPS_MAX)
 			ret = -E2BIG;
 		else if (count[i] && !(deps[i] = malloc(count[i] * sizeof(uint32_t))))
 			ret = -ENOMEM;
+		else if (has_data[i] && !(data[i] = malloc(count[i] * sizeof(**data))))
+			ret = -ENOMEM;
 		count[i] = 0;
 	}
-	for (size_t k = 0; k < n && !ret; k++)
+	for (size_t k = 0; k < n && !ret; k++) {
+		if (data[to[k]])
+			data[to[k]][count[to[k]]] = edge[k];
 		deps[to[k]][count[to[k]]++] = from[k];
+	}
 	for (uint32_t i = 0; i < d->count && !ret; i++) {
 		int unique = graph_deps_unique(deps[i], count[i]);
 
@@ -467,16 +583,23 @@ int graph_desc_deps_reset(struct graph_desc *d, const uint32_t *from, const uint
 	if (!ret) {
 		for (uint32_t i = 0; i < d->count; i++) {
 			free(d->nodes[i].deps);
+			free(d->nodes[i].edge);
 			d->nodes[i].deps = deps[i];
+			d->nodes[i].edge = data[i];
 			d->nodes[i].ndeps = count[i];
 			deps[i] = NULL;
+			data[i] = NULL;
 		}
 		d->edges = (uint32_t)n;
 	}
 out:
-	for (uint32_t i = 0; deps && i < d->count; i++)
+	for (uint32_t i = 0; deps && data && i < d->count; i++) {
 		free(deps[i]);
+		free(data[i]);
+	}
 	free(deps);
+	free(data);
+	free(has_data);
 	free(count);
 	return ret;
 }
@@ -489,6 +612,8 @@ static void edge_remove(struct graph_desc *d, uint32_t from, uint32_t to)
 	for (uint32_t i = 0; i < n->ndeps; i++)
 		if (n->deps[i] == from) {
 			memmove(n->deps + i, n->deps + i + 1, (n->ndeps - i - 1) * sizeof(uint32_t));
+			if (n->edge)
+				memmove(n->edge + i, n->edge + i + 1, (n->ndeps - i - 1) * sizeof(*n->edge));
 			n->ndeps--;
 			d->edges--;
 			return;
@@ -525,13 +650,16 @@ int graph_desc_node_params_set(struct graph_desc *d, uint32_t i, const struct gr
 	from = *src;            /* its parameters, not its dependencies */
 	from.ndeps = 0;
 	from.deps = NULL;
+	from.edge = NULL;
 	if (node_copy(&tmp, &from))
 		return -ENOMEM;
 	tmp.deps = n->deps;
+	tmp.edge = n->edge;
 	tmp.ndeps = n->ndeps;
 	tmp.real = n->real;
 	tmp.disabled = n->disabled;
 	n->deps = NULL;
+	n->edge = NULL;
 	n->ndeps = 0;
 	graph_node_release(n);
 	*n = tmp;
@@ -672,7 +800,8 @@ static uint32_t node_flags(const struct graph_node *n)
 {
 	return (n->disabled ? 1u : 0u) | (n->nattrs ? 2u : 0u) |
 	       (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->child_handle ? 4u : 0u) |
-	       (n->type == CU_GRAPH_NODE_TYPE_MEMCPY && n->copy.host_end ? 8u : 0u);
+	       (n->type == CU_GRAPH_NODE_TYPE_MEMCPY && n->copy.host_end ? 8u : 0u) |
+	       (node_has_edge_data(n) ? 16u : 0u);
 }
 
 static bool desc_has_flags(const struct graph_desc *d)
@@ -703,11 +832,12 @@ static void nested_encode(const struct graph_desc *d, struct out *o)
 
 static void desc_encode(const struct graph_desc *d, struct out *o)
 {
-	bool cond = graph_desc_has_cond(d);
+	bool edge = graph_desc_has_edge_data(d);
+	bool cond = edge || graph_desc_has_cond(d);
 	bool flags = cond || desc_has_flags(d);
 
 	out_u32(o, GRAPH_DESC_MAGIC);
-	out_u32(o, cond ? 3u : flags ? 2u : 1u);        /* u16 version, u16 reserved */
+	out_u32(o, edge ? 4u : cond ? 3u : flags ? 2u : 1u);    /* u16 version, u16 reserved */
 	out_u32(o, d->count);
 	out_u32(o, 0);
 	if (cond) {
@@ -727,6 +857,8 @@ static void desc_encode(const struct graph_desc *d, struct out *o)
 		out_u32(o, n->ndeps);
 		for (uint32_t j = 0; j < n->ndeps; j++)
 			out_u32(o, n->deps[j]);
+		for (uint32_t j = 0; node_has_edge_data(n) && j < n->ndeps; j++)
+			out_u32(o, edge_pack(n->edge[j]));
 		switch (n->type) {
 		case CU_GRAPH_NODE_TYPE_KERNEL:
 			out_u64(o, n->kernel.function);
@@ -838,6 +970,26 @@ static int kattrs_decode(struct wire_cursor *c, struct graph_node *n)
 
 static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned depth, uint32_t *budget);
 
+/* The edge data of @n's dependencies (flag bit 4): one packed u32 each,
+ * the top byte zero, not all default (one form only). Whether each fits
+ * the nodes it joins is checked once all nodes are read. */
+static int edges_decode(struct wire_cursor *c, struct graph_node *n)
+{
+	if (!n->ndeps || n->ndeps > c->left / 4)
+		return -EBADMSG;
+	n->edge = malloc(n->ndeps * sizeof(*n->edge));
+	if (!n->edge)
+		return -ENOMEM;
+	for (uint32_t j = 0; j < n->ndeps; j++) {
+		uint32_t v;
+
+		if (wire_get_u32(c, &v) || v >> 24)
+			return -EBADMSG;
+		n->edge[j] = (struct graph_edge_data){ (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16) };
+	}
+	return node_has_edge_data(n) ? 0 : -EBADMSG;
+}
+
 /* A description inside another, into an empty @d: its length, then
  * itself, at @depth (the nesting of @d). The node that holds it is
  * counted against @budget before its contents. */
@@ -908,7 +1060,7 @@ static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned dep
 
 		if (wire_get_u32(c, &n.type))
 			return -EBADMSG;
-		if (version >= 2 && (wire_get_u32(c, &flags) || flags > 15 ||
+		if (version >= 2 && (wire_get_u32(c, &flags) || flags > 31 || ((flags & 16) && version < 4) ||
 				     ((flags & 8) && n.type != CU_GRAPH_NODE_TYPE_MEMCPY) ||
 				     ((flags & 2) && n.type != CU_GRAPH_NODE_TYPE_KERNEL) ||
 				     ((flags & 4) && n.type != CU_GRAPH_NODE_TYPE_GRAPH)))
@@ -936,7 +1088,11 @@ static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned dep
 			return ret < 0 ? ret : -EBADMSG;
 		}
 		n.ndeps = ndeps;
-		ret = 0;
+		ret = (flags & 16) ? edges_decode(c, &n) : 0;
+		if (ret) {
+			graph_node_release(&n);
+			return ret;
+		}
 		switch (n.type) {
 		case CU_GRAPH_NODE_TYPE_KERNEL:
 			if (wire_get_u64(c, &n.kernel.function))
@@ -1003,6 +1159,7 @@ static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned dep
 
 				ret = graph_node_cond_init(&n, type, size, handle);
 				n.deps = keep.deps;
+				n.edge = keep.edge;
 				n.ndeps = keep.ndeps;
 				n.disabled = keep.disabled;
 			}
@@ -1075,17 +1232,22 @@ static int desc_decode(struct graph_desc *d, struct wire_cursor *c, unsigned dep
 			return ret;
 		}
 	}
-	/* A removed slot has no edges: nothing may depend on one. */
-	for (uint32_t i = 0; i < d->count; i++)
+	/* A removed slot has no edges: nothing may depend on one. Edge data
+	 * fits the nodes it joins, now that all are known. */
+	for (uint32_t i = 0; i < d->count; i++) {
 		for (uint32_t j = 0; j < d->nodes[i].ndeps; j++)
 			if (d->nodes[d->nodes[i].deps[j]].type == GRAPH_NODE_REMOVED)
 				return -EBADMSG;
+		if (!node_edges_ok(d, &d->nodes[i]))
+			return -EBADMSG;
+	}
 	/* One form only: version 2 when a node is disabled, and only then; a
 	 * removed slot is not disabled. */
 	for (uint32_t i = 0; i < d->count; i++)
 		if (d->nodes[i].disabled && d->nodes[i].type == GRAPH_NODE_REMOVED)
 			return -EBADMSG;
-	if ((version == 3) != (graph_desc_has_cond(d) != 0) ||
+	if ((version == 4) != (graph_desc_has_edge_data(d) != 0) ||
+	    (version == 3) != (version < 4 && graph_desc_has_cond(d)) ||
 	    (version == 2) != (version < 3 && desc_has_flags(d)))
 		return -EBADMSG;
 	return 0;

@@ -31,8 +31,12 @@
  * descriptions with no flag set are still written as 1. Version 3 adds the
  * graph's conditional handles after the header and conditional nodes; a
  * description (each level on its own) is written as 3 exactly when it has
- * a conditional handle or node, as 2 exactly when not but a flag is set. */
-#define GRAPH_DESC_VERSION 3u
+ * a conditional handle or node, as 2 exactly when not but a flag is set.
+ * Version 4 is version 3 with flag bit 4: a node's dependencies carry edge
+ * data (a u32 per dependency after the indices: from_port, to_port, type
+ * in its low three bytes, the top byte zero); a description (each level on
+ * its own) is written as 4 exactly when one of its edges is not default. */
+#define GRAPH_DESC_VERSION 4u
 /* Conditional handles of one graph, and bodies of one conditional node
  * (a switch's; if and while nodes have one or two). */
 #define GRAPH_DESC_COND_HANDLES_MAX 1024u
@@ -129,10 +133,21 @@ struct graph_node_cond {
 	void **body_real;               /* the backend's body graphs, NULL when not built; owned, not encoded */
 };
 
+/* What a dependency edge carries (CUgraphEdgeData without its reserved
+ * bytes, which must be zero): all zero is the default edge, the full
+ * completion of the upstream node. */
+struct graph_edge_data {
+	uint8_t from_port;              /* CU_GRAPH_KERNEL_NODE_PORT_* */
+	uint8_t to_port;                /* always 0 */
+	uint8_t type;                   /* CUgraphDependencyType */
+};
+
 struct graph_node {
 	uint32_t type;                  /* CUgraphNodeType or GRAPH_NODE_REMOVED */
 	uint32_t ndeps;
 	uint32_t *deps;                 /* owned */
+	/* Each dependency's edge data, NULL when all are default (version 4). */
+	struct graph_edge_data *edge;   /* owned, ndeps entries */
 	uint32_t disabled;              /* executables: cuGraphNodeSetEnabled(0) (version 2) */
 	uint32_t nattrs;                /* kernel nodes: attributes set (version 2) */
 	struct graph_kattr *attrs;      /* owned, ids increasing */
@@ -171,25 +186,49 @@ void graph_desc_release(struct graph_desc *d);
  * a copy's are the copy's, which the guest cannot name). 0, -ENOMEM. */
 int graph_desc_copy(struct graph_desc *dst, const struct graph_desc *src);
 
-/* Append @node, taking ownership of what it points to (deps, args, child)
- * on success only. Checks the limits and that every dependency names an
- * existing node. 0, -EINVAL (bad dependency), -E2BIG (a limit), -ENOMEM. */
+/* Whether an edge from a node of type @from_type to one of @to_type may
+ * carry @e, as the driver allows: to_port 0; from a non-zero port (kernel
+ * ports: PROGRAMMATIC, LAUNCH_ORDER) only out of a kernel node; the
+ * PROGRAMMATIC type only between kernel nodes, out of a non-zero port;
+ * the PROGRAMMATIC port only with that type. */
+int graph_edge_data_ok(const struct graph_edge_data *e, uint32_t from_type, uint32_t to_type);
+/* True when @e is the default edge (all zero). */
+static inline int graph_edge_data_default(const struct graph_edge_data *e)
+{
+	return !e->from_port && !e->to_port && !e->type;
+}
+/* The edge data of dependency @j of @n (default when it has none). */
+static inline struct graph_edge_data graph_node_dep_edge(const struct graph_node *n, uint32_t j)
+{
+	return n->edge ? n->edge[j] : (struct graph_edge_data){ 0 };
+}
+
+/* Append @node, taking ownership of what it points to (deps, edge, args,
+ * child) on success only. Checks the limits, that every dependency names
+ * an existing node and that its edge data fits (graph_edge_data_ok).
+ * 0, -EINVAL (bad dependency), -E2BIG (a limit), -ENOMEM. */
 int graph_desc_append(struct graph_desc *d, struct graph_node *node);
-/* Dependencies @from[k] -> @to[k] (to depends on from), k < @n, added or
- * (@remove) removed, all or none. _check: 0 when every pair names two live,
- * different nodes, none twice, each absent (adding) or present (removing);
- * -EINVAL, -E2BIG past a limit, -ENOMEM. _apply makes the change _check
- * accepted, new dependencies last in the order given: 0, or -ENOMEM with
- * nothing changed. Both sort: O(n log n) whatever the guest sends. */
-int graph_desc_edges_check(const struct graph_desc *d, const uint32_t *from, const uint32_t *to, uint32_t n,
-			   int remove);
-int graph_desc_edges_apply(struct graph_desc *d, const uint32_t *from, const uint32_t *to, uint32_t n,
-			   int remove);
-/* Replace every dependency of @d with the @n edges given, in their order
- * (a graph read back from the backend). 0, -EINVAL (a bad or removed
- * node, a self edge, an edge twice), -E2BIG, -ENOMEM; nothing changes on
- * an error. */
-int graph_desc_deps_reset(struct graph_desc *d, const uint32_t *from, const uint32_t *to, size_t n);
+/* Dependencies @from[k] -> @to[k] (to depends on from) with edge data
+ * @edge[k] (NULL: all default), k < @n, added or (@remove) removed, all or
+ * none. _check: 0 when every pair names two live, different nodes, none
+ * twice, each absent (adding, its data fitting the two nodes) or present
+ * with that data (removing); -EINVAL, -E2BIG past a limit, -ENOMEM. _apply
+ * makes the change _check accepted, new dependencies last in the order
+ * given: 0, or -ENOMEM with nothing changed. Both sort: O(n log n)
+ * whatever the guest sends. */
+int graph_desc_edges_check(const struct graph_desc *d, const uint32_t *from, const uint32_t *to,
+			   const struct graph_edge_data *edge, uint32_t n, int remove);
+int graph_desc_edges_apply(struct graph_desc *d, const uint32_t *from, const uint32_t *to,
+			   const struct graph_edge_data *edge, uint32_t n, int remove);
+/* Replace every dependency of @d with the @n edges given, in their order,
+ * with their data (@edge NULL: all default): a graph read back from the
+ * backend. 0, -EINVAL (a bad or removed node, a self edge, an edge twice,
+ * data that does not fit), -E2BIG, -ENOMEM; nothing changes on an error. */
+int graph_desc_deps_reset(struct graph_desc *d, const uint32_t *from, const uint32_t *to,
+			  const struct graph_edge_data *edge, size_t n);
+/* True when an edge of @d (this level) carries data: what makes its
+ * encoding version 4. */
+int graph_desc_has_edge_data(const struct graph_desc *d);
 /* 1 when the @n values are distinct, 0 when not, -ENOMEM. */
 int graph_deps_unique(const uint32_t *v, uint32_t n);
 /* Mark node @i removed, with its edges in both directions. 0, -EINVAL. */

@@ -347,6 +347,17 @@ const CUgraphEdgeData *graph_edge_special(const CUgraphEdgeData *edges, size_t n
 	return NULL;
 }
 
+bool graph_edge_data_put(const CUgraphEdgeData *e, struct wire_rec_graph_edge_data *r)
+{
+	for (size_t k = 0; k < sizeof(e->reserved); k++)
+		if (e->reserved[k])
+			return false;
+	r->from_port = e->from_port;
+	r->to_port = e->to_port;
+	r->type = e->type;
+	return true;
+}
+
 static CUresult update_deps(uint64_t stream, CUgraphNode *deps, const CUgraphEdgeData *edges, size_t n,
 			    unsigned flags)
 {

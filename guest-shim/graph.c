@@ -691,6 +691,54 @@ static CUresult node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode *dep
 	}
 }
 
+/* ---- shape: nodes and edges --------------------------------------------- */
+
+static CUresult node_destroy(CUgraphNode hNode)
+{
+	struct wire_graph_destroy_node_req req;
+	struct wire_graph_destroy_node_rep rep;
+	CUresult res;
+
+	if (!shim_node_decode(hNode, &req.graph, &req.node))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = rpc_graph_destroy_node(&req, &rep);
+	if (res == CUDA_SUCCESS)
+		uobj_owner_drop_node(req.graph, req.node);
+	return res;
+}
+
+/* Add or (@remove) remove @n edges with their data (@data NULL: default),
+ * all or none. */
+static CUresult edges_edit(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+			   const CUgraphEdgeData *data, size_t n, bool remove)
+{
+	struct wire_graph_edit_edges_data_req req = { .graph = (uint64_t)(uintptr_t)hGraph, .remove = remove };
+	struct wire_graph_edit_edges_data_rep rep;
+	uint8_t *buf;
+	CUresult res;
+
+	if (!graph_handle_ok(hGraph) || (n && (!from || !to)) || n > UINT32_MAX / WIRE_REC_GRAPH_EDGE_DATA_BYTES)
+		return CUDA_ERROR_INVALID_VALUE;
+	buf = malloc(n ? n * WIRE_REC_GRAPH_EDGE_DATA_BYTES : 1);
+	if (!buf)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (size_t i = 0; i < n; i++) {
+		struct wire_rec_graph_edge_data r = { 0 };
+		uint64_t ga, gb;
+
+		if (!shim_node_decode(from[i], &ga, &r.from) || !shim_node_decode(to[i], &gb, &r.to) ||
+		    ga != req.graph || gb != req.graph || (data && !graph_edge_data_put(&data[i], &r))) {
+			free(buf);
+			return CUDA_ERROR_INVALID_VALUE;
+		}
+		wire_rec_graph_edge_data_put(buf, (uint32_t)i, &r);
+	}
+	req.edges = (struct wire_blob){ buf, (uint32_t)(n * WIRE_REC_GRAPH_EDGE_DATA_BYTES) };
+	res = rpc_graph_edit_edges_data(&req, &rep);
+	free(buf);
+	return res;
+}
+
 SHIM_API CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 				 size_t numDependencies, CUgraphNodeParams *nodeParams)
 {
@@ -703,21 +751,35 @@ SHIM_API CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, co
 				    CUgraphNodeParams *nodeParams)
 {
 	SHIM_ENTRY();
-	const CUgraphEdgeData *e = graph_edge_special(dependencyData, numDependencies);
+	CUgraphNode *to;
+	CUresult res;
 
-	if (e)
-		return SHIM_REFUSE("cuGraphAddNode_v2: a node (type %d) with a dependency edge of type %u from port %u "
-				   "to port %u (only default edges are remoted)", nodeParams ? (int)nodeParams->type : -1,
-				   e->type, e->from_port, e->to_port);
-	return node_add(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+	if (!graph_edge_special(dependencyData, numDependencies))
+		return node_add(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+	/* Edge data that is not default: the node first, then its edges with
+	 * their data, in the order given (the order the driver keeps them). */
+	if (!phGraphNode || !dependencies || !graph_handle_ok(hGraph))
+		return CUDA_ERROR_INVALID_VALUE;
+	to = malloc(numDependencies * sizeof(*to));
+	if (!to)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	res = node_add(phGraphNode, hGraph, NULL, 0, nodeParams);
+	for (size_t i = 0; res == CUDA_SUCCESS && i < numDependencies; i++)
+		to[i] = *phGraphNode;
+	if (res == CUDA_SUCCESS) {
+		res = edges_edit(hGraph, dependencies, to, dependencyData, numDependencies, false);
+		if (res != CUDA_SUCCESS)
+			cuGraphDestroyNode(*phGraphNode);       /* as if never added */
+	}
+	free(to);
+	return res;
 }
 
-/* ---- shape: nodes and edges --------------------------------------------- */
-
-/* The graph's nodes (graph_node records: index, type) or edges (graph_edge:
- * from, to), decoded out of the reply as pairs: *@out is malloc'ed, 2 * *@n
- * entries. */
-static CUresult pairs_fetch(uint64_t graph, bool edges, uint32_t **out, size_t *n)
+/* The graph's nodes (graph_node records: index, type) or edges
+ * (graph_edge_data: from, to and the edge's data), decoded out of the
+ * reply as pairs: *@out is malloc'ed, 2 * *@n entries; with @data (edges
+ * only) *@data too, malloc'ed, the edges' data. */
+static CUresult pairs_fetch(uint64_t graph, bool edges, uint32_t **out, CUgraphEdgeData **data, size_t *n)
 {
 	struct wire_blob b;
 	CUresult res;
@@ -725,13 +787,15 @@ static CUresult pairs_fetch(uint64_t graph, bool edges, uint32_t **out, size_t *
 
 	*out = NULL;
 	*n = 0;
+	if (data)
+		*data = NULL;
 	if (!handle_kind_is(graph, WIRE_HANDLE_GRAPH))
 		return CUDA_ERROR_INVALID_VALUE;
 	if (edges) {
-		struct wire_graph_get_edges_req req = { .graph = graph };
-		struct wire_graph_get_edges_rep rep;
+		struct wire_graph_get_edges_data_req req = { .graph = graph };
+		struct wire_graph_get_edges_data_rep rep;
 
-		res = rpc_graph_get_edges(&req, &rep);
+		res = rpc_graph_get_edges_data(&req, &rep);
 		b = rep.edges;
 	} else {
 		struct wire_graph_get_nodes_req req = { .graph = graph };
@@ -742,19 +806,39 @@ static CUresult pairs_fetch(uint64_t graph, bool edges, uint32_t **out, size_t *
 	}
 	if (res != CUDA_SUCCESS)
 		return res;
-	count = edges ? wire_rec_graph_edge_count(b) : wire_rec_graph_node_count(b);
+	count = edges ? wire_rec_graph_edge_data_count(b) : wire_rec_graph_node_count(b);
 	if (count < 0)
 		return CUDA_ERROR_UNKNOWN;
 	*out = malloc(count ? 2 * (size_t)count * sizeof(**out) : 1);
-	if (!*out)
+	if (data)
+		*data = calloc(count ? (size_t)count : 1, sizeof(**data));
+	if (!*out || (data && !*data)) {
+		free(*out);
+		*out = NULL;
+		if (data) {
+			free(*data);
+			*data = NULL;
+		}
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
 	for (uint32_t i = 0; i < (uint32_t)count; i++) {
 		if (edges) {
-			struct wire_rec_graph_edge r;
+			struct wire_rec_graph_edge_data r;
 
-			wire_rec_graph_edge_get(b, i, &r);
+			if (wire_rec_graph_edge_data_get(b, i, &r)) {
+				free(*out);
+				*out = NULL;
+				if (data) {
+					free(*data);
+					*data = NULL;
+				}
+				return CUDA_ERROR_UNKNOWN;
+			}
 			(*out)[2 * i] = r.from;
 			(*out)[2 * i + 1] = r.to;
+			if (data)
+				(*data)[i] = (CUgraphEdgeData){ .from_port = r.from_port, .to_port = r.to_port,
+								.type = r.type };
 		} else {
 			struct wire_rec_graph_node r;
 
@@ -806,7 +890,7 @@ SHIM_API CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *nu
 
 	if (!numNodes)
 		return CUDA_ERROR_INVALID_VALUE;
-	res = pairs_fetch(graph, false, &pairs, &n);
+	res = pairs_fetch(graph, false, &pairs, NULL, &n);
 	if (res != CUDA_SUCCESS)
 		return res;
 	idx = malloc((n ? n : 1) * sizeof(*idx));
@@ -833,9 +917,9 @@ SHIM_API CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, si
 
 	if (!numRootNodes)
 		return CUDA_ERROR_INVALID_VALUE;
-	res = pairs_fetch(graph, false, &nodes, &n);
+	res = pairs_fetch(graph, false, &nodes, NULL, &n);
 	if (res == CUDA_SUCCESS)
-		res = pairs_fetch(graph, true, &edges, &e);
+		res = pairs_fetch(graph, true, &edges, NULL, &e);
 	if (res == CUDA_SUCCESS) {
 		idx = malloc((n ? n : 1) * sizeof(*idx));
 		if (!idx)
@@ -871,21 +955,24 @@ SHIM_API CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, si
 static CUresult edges_get(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *data, size_t *num)
 {
 	uint64_t graph = (uint64_t)(uintptr_t)hGraph;
+	CUgraphEdgeData *got;
 	uint32_t *pairs;
 	size_t n;
 	CUresult res;
 
 	if (!num || (!from) != (!to))
 		return CUDA_ERROR_INVALID_VALUE;
-	res = pairs_fetch(graph, true, &pairs, &n);
+	res = pairs_fetch(graph, true, &pairs, &got, &n);
 	if (res != CUDA_SUCCESS)
 		return res;
 	if (from) {
 		for (size_t i = 0; i < *num && res == CUDA_SUCCESS; i++) {
 			from[i] = to[i] = NULL;
 			if (data)
-				memset(&data[i], 0, sizeof(data[i]));
-			if (i < n) {
+				data[i] = i < n ? got[i] : (CUgraphEdgeData){ 0 };
+			else if (i < n && graph_edge_special(&got[i], 1))
+				res = CUDA_ERROR_LOSSY_QUERY;   /* the data has nowhere to go */
+			if (i < n && res == CUDA_SUCCESS) {
 				res = node_out(graph, pair_a(pairs, i), &from[i]);
 				if (res == CUDA_SUCCESS)
 					res = node_out(graph, pair_b(pairs, i), &to[i]);
@@ -897,6 +984,7 @@ static CUresult edges_get(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, CU
 		*num = n;
 	}
 	free(pairs);
+	free(got);
 	return res;
 }
 
@@ -926,7 +1014,7 @@ SHIM_API CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
 
 	if (!type || !shim_node_decode(hNode, &graph, &index))
 		return CUDA_ERROR_INVALID_VALUE;
-	res = pairs_fetch(graph, false, &pairs, &n);
+	res = pairs_fetch(graph, false, &pairs, NULL, &n);
 	if (res != CUDA_SUCCESS)
 		return res;
 	res = CUDA_ERROR_INVALID_VALUE;
@@ -939,35 +1027,46 @@ SHIM_API CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
 	return res;
 }
 
-/* A node's dependencies (@incoming) or dependents. */
+/* A node's dependencies (@incoming) or dependents, with the edges' data
+ * into @data; without @data, CUDA_ERROR_LOSSY_QUERY when an edge handed
+ * out has data that is not default (the driver's answer). */
 static CUresult neighbours(CUgraphNode hNode, bool incoming, CUgraphNode *out, CUgraphEdgeData *data, size_t *num)
 {
 	uint64_t graph;
 	uint32_t index, *idx = NULL;
+	CUgraphEdgeData *got, *kept = NULL;
 	uint32_t *pairs;
 	size_t n, count = 0;
 	CUresult res;
 
 	if (!num || !shim_node_decode(hNode, &graph, &index) || (data && !out))
 		return CUDA_ERROR_INVALID_VALUE;
-	res = pairs_fetch(graph, true, &pairs, &n);
+	res = pairs_fetch(graph, true, &pairs, &got, &n);
 	if (res != CUDA_SUCCESS)
 		return res;
 	idx = malloc((n ? n : 1) * sizeof(*idx));
-	if (!idx) {
-		free(pairs);
-		return CUDA_ERROR_OUT_OF_MEMORY;
+	kept = malloc((n ? n : 1) * sizeof(*kept));
+	if (!idx || !kept) {
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (incoming && pair_b(pairs, i) == index)
-			idx[count++] = pair_a(pairs, i);
-		else if (!incoming && pair_a(pairs, i) == index)
-			idx[count++] = pair_b(pairs, i);
+		if ((incoming ? pair_b(pairs, i) : pair_a(pairs, i)) != index)
+			continue;
+		kept[count] = got[i];
+		idx[count++] = incoming ? pair_a(pairs, i) : pair_b(pairs, i);
 	}
+	for (size_t i = 0; out && i < *num && i < count && res == CUDA_SUCCESS; i++)
+		if (!data && graph_edge_special(&kept[i], 1))
+			res = CUDA_ERROR_LOSSY_QUERY;
 	for (size_t i = 0; data && i < *num; i++)
-		memset(&data[i], 0, sizeof(data[i]));
-	res = nodes_give(graph, idx, count, out, num);
+		data[i] = i < count ? kept[i] : (CUgraphEdgeData){ 0 };
+	if (res == CUDA_SUCCESS)
+		res = nodes_give(graph, idx, count, out, num);
+out:
 	free(idx);
+	free(kept);
+	free(got);
 	free(pairs);
 	return res;
 }
@@ -997,42 +1096,6 @@ SHIM_API CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode
 {
 	SHIM_ENTRY();
 	return neighbours(hNode, false, dependentNodes, edgeData, numDependentNodes);
-}
-
-static CUresult edges_edit(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
-			   const CUgraphEdgeData *data, size_t n, bool remove)
-{
-	struct wire_graph_edit_edges_req req = { .graph = (uint64_t)(uintptr_t)hGraph, .remove = remove };
-	struct wire_graph_edit_edges_rep rep;
-	const CUgraphEdgeData *e;
-	uint8_t *buf;
-	CUresult res;
-
-	if (!graph_handle_ok(hGraph) || (n && (!from || !to)) || n > UINT32_MAX / WIRE_REC_GRAPH_EDGE_BYTES)
-		return CUDA_ERROR_INVALID_VALUE;
-	e = graph_edge_special(data, n);
-	if (e)
-		return SHIM_REFUSE("cuGraph%sDependencies_v2: an edge of type %u from port %u to port %u (only "
-				   "default edges are remoted)", remove ? "Remove" : "Add", e->type, e->from_port,
-				   e->to_port);
-	buf = malloc(n ? n * WIRE_REC_GRAPH_EDGE_BYTES : 1);
-	if (!buf)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t ga, gb;
-		uint32_t a, b;
-
-		if (!shim_node_decode(from[i], &ga, &a) || !shim_node_decode(to[i], &gb, &b) ||
-		    ga != req.graph || gb != req.graph) {
-			free(buf);
-			return CUDA_ERROR_INVALID_VALUE;
-		}
-		wire_rec_graph_edge_put(buf, (uint32_t)i, &(struct wire_rec_graph_edge){ .from = a, .to = b });
-	}
-	req.edges = (struct wire_blob){ buf, (uint32_t)(n * WIRE_REC_GRAPH_EDGE_BYTES) };
-	res = rpc_graph_edit_edges(&req, &rep);
-	free(buf);
-	return res;
 }
 
 SHIM_API CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
@@ -1066,17 +1129,7 @@ SHIM_API CUresult cuGraphRemoveDependencies_v2(CUgraph hGraph, const CUgraphNode
 SHIM_API CUresult cuGraphDestroyNode(CUgraphNode hNode)
 {
 	SHIM_ENTRY();
-	struct wire_graph_destroy_node_req req;
-	struct wire_graph_destroy_node_rep rep;
-
-	CUresult res;
-
-	if (!shim_node_decode(hNode, &req.graph, &req.node))
-		return CUDA_ERROR_INVALID_VALUE;
-	res = rpc_graph_destroy_node(&req, &rep);
-	if (res == CUDA_SUCCESS)
-		uobj_owner_drop_node(req.graph, req.node);
-	return res;
+	return node_destroy(hNode);
 }
 
 CUresult kernel_node_set(CUgraphNode hNode, CUfunction func, CUkernel kern, const unsigned grid[3],

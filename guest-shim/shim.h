@@ -600,10 +600,12 @@ uint32_t capture_mode_current(void);
 /* Forget the parent's captures (the child after fork, capture_lock held). */
 void capture_reset(void);
 /* The first of @n edge data that is not the default one (all zero: a full
- * dependency), or NULL (also for @edges NULL). Only default edges are
- * remoted: a programmatic edge (Hopper's programmatic dependent launch) or a
- * port is refused where it is given. */
+ * dependency), or NULL (also for @edges NULL). Graph edits carry edge data
+ * (programmatic dependent launch); captures take default edges only. */
 const CUgraphEdgeData *graph_edge_special(const CUgraphEdgeData *edges, size_t n);
+/* @e into the record's fields; false when its reserved bytes are not zero
+ * (the driver refuses those: CUDA_ERROR_INVALID_VALUE). */
+bool graph_edge_data_put(const CUgraphEdgeData *e, struct wire_rec_graph_edge_data *r);
 
 /* device.c */
 /* Forget every device answer and the guest's primary retains (the child after fork). */

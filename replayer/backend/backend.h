@@ -137,10 +137,10 @@
 	BACKEND_ENTRY(cuGraphClone, 10000)                              \
 	BACKEND_ENTRY(cuGraphNodeFindInClone, 10000)                    \
 	BACKEND_ENTRY(cuGraphGetNodes, 10000)                           \
-	BACKEND_ENTRY(cuGraphGetEdges, 10000)                           \
+	BACKEND_ENTRY(cuGraphGetEdges, 12030)                           \
 	BACKEND_ENTRY(cuGraphNodeGetType, 10000)                        \
-	BACKEND_ENTRY(cuGraphAddDependencies, 10000)                    \
-	BACKEND_ENTRY(cuGraphRemoveDependencies, 10000)                 \
+	BACKEND_ENTRY(cuGraphAddDependencies, 12030)                    \
+	BACKEND_ENTRY(cuGraphRemoveDependencies, 12030)                 \
 	BACKEND_ENTRY(cuGraphDestroyNode, 10000)                        \
 	BACKEND_ENTRY(cuGraphAddKernelNode, 12000)                      \
 	BACKEND_ENTRY(cuGraphKernelNodeGetParams, 12000)                \

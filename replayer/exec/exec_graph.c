@@ -1037,93 +1037,184 @@ CUresult exec_graph_get_nodes(struct exec *ex, const struct wire_graph_get_nodes
 	return CUDA_SUCCESS;
 }
 
-CUresult exec_graph_get_edges(struct exec *ex, const struct wire_graph_get_edges_req *req,
-			      struct wire_graph_get_edges_rep *rep)
+/* @g's edges into *@out as graph_edge records or (@data) graph_edge_data. */
+static CUresult edges_answer(struct exec *ex, uint64_t graph, bool data, struct wire_blob *out)
 {
+	size_t rec = data ? WIRE_REC_GRAPH_EDGE_DATA_BYTES : WIRE_REC_GRAPH_EDGE_BYTES;
 	CUresult res;
-	struct exec_graph *g = graph_get_synced(ex, req->graph, &res);
-	uint8_t *out;
+	struct exec_graph *g = graph_get_synced(ex, graph, &res);
+	uint8_t *buf;
 	uint32_t n = 0;
 
 	if (!g)
 		return res;
-	if ((uint64_t)g->d->edges * WIRE_REC_GRAPH_EDGE_BYTES > WIRE_COPY_PIECE)
+	/* The driver's answer to a query without room for edge data. */
+	if (!data && graph_desc_has_edge_data(g->d))
+		return CUDA_ERROR_LOSSY_QUERY;
+	if ((uint64_t)g->d->edges * rec > WIRE_COPY_PIECE)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	out = exec_copy_buffer(ex, (size_t)g->d->edges * WIRE_REC_GRAPH_EDGE_BYTES + 1);
-	if (!out)
+	buf = exec_copy_buffer(ex, (size_t)g->d->edges * rec + 1);
+	if (!buf)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	for (uint32_t i = 0; i < g->d->count; i++)
-		for (uint32_t j = 0; j < g->d->nodes[i].ndeps && n < g->d->edges; j++)
-			wire_rec_graph_edge_put(out, n++,
-						&(struct wire_rec_graph_edge){ .from = g->d->nodes[i].deps[j], .to = i });
-	rep->edges = (struct wire_blob){ out, n * WIRE_REC_GRAPH_EDGE_BYTES };
+	for (uint32_t i = 0; i < g->d->count; i++) {
+		const struct graph_node *t = &g->d->nodes[i];
+
+		for (uint32_t j = 0; j < t->ndeps && n < g->d->edges; j++) {
+			struct graph_edge_data e = graph_node_dep_edge(t, j);
+
+			if (data)
+				wire_rec_graph_edge_data_put(buf, n++, &(struct wire_rec_graph_edge_data){
+					.from = t->deps[j], .to = i, .from_port = e.from_port, .to_port = e.to_port,
+					.type = e.type });
+			else
+				wire_rec_graph_edge_put(buf, n++, &(struct wire_rec_graph_edge){ .from = t->deps[j], .to = i });
+		}
+	}
+	*out = (struct wire_blob){ buf, (uint32_t)(n * rec) };
 	return CUDA_SUCCESS;
 }
 
-CUresult exec_graph_edit_edges(struct exec *ex, const struct wire_graph_edit_edges_req *req,
-			       struct wire_graph_edit_edges_rep *rep)
+CUresult exec_graph_get_edges(struct exec *ex, const struct wire_graph_get_edges_req *req,
+			      struct wire_graph_get_edges_rep *rep)
+{
+	return edges_answer(ex, req->graph, false, &rep->edges);
+}
+
+CUresult exec_graph_get_edges_data(struct exec *ex, const struct wire_graph_get_edges_data_req *req,
+				   struct wire_graph_get_edges_data_rep *rep)
+{
+	return edges_answer(ex, req->graph, true, &rep->edges);
+}
+
+/* The backend's edges of @d as @a (from) and @b (to) name them, with their
+ * data in the driver's form (NULL when @edge is). */
+static CUresult edges_real(const struct graph_desc *d, const uint32_t *a, const uint32_t *b,
+			   const struct graph_edge_data *edge, uint32_t n, CUgraphNode *from, CUgraphNode *to,
+			   CUgraphEdgeData **data)
+{
+	*data = NULL;
+	if (edge) {
+		*data = calloc(n, sizeof(**data));
+		if (!*data)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		from[i] = d->nodes[a[i]].real;
+		to[i] = d->nodes[b[i]].real;
+		if (edge)
+			(*data)[i] = (CUgraphEdgeData){ .from_port = edge[i].from_port, .to_port = edge[i].to_port,
+							.type = edge[i].type };
+	}
+	return CUDA_SUCCESS;
+}
+
+/* Add or (@remove) remove the @n edges @a[k] -> @b[k] with data @edge[k]
+ * (NULL: default), all or none, in the backend and the description. */
+static CUresult edges_edit(struct exec *ex, uint64_t graph, uint32_t remove, const uint32_t *a,
+			   const uint32_t *b, const struct graph_edge_data *edge, uint32_t n)
 {
 	CUgraphNode *from = NULL, *to = NULL;
-	uint32_t *a = NULL, *b = NULL, n;
-	int count = wire_rec_graph_edge_count(req->edges);
+	CUgraphEdgeData *data = NULL;
 	CUgraph real;
-	struct exec_graph *g = graph_get(ex, req->graph, &real);
+	struct exec_graph *g = graph_get(ex, graph, &real);
 	CUresult res = CUDA_SUCCESS;
 	int ret;
 
 	if (!g)
 		return CUDA_ERROR_INVALID_HANDLE;
-	if (count < 0 || (uint32_t)count > GRAPH_DESC_DEPS_MAX || req->remove > 1)
+	if (n > GRAPH_DESC_DEPS_MAX || remove > 1)
 		return CUDA_ERROR_INVALID_VALUE;
-	n = (uint32_t)count;
 	if (g->capturing)
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	if (!n)
 		return CUDA_SUCCESS;
-	a = malloc(n * sizeof(*a));
-	b = malloc(n * sizeof(*b));
+	/* All or nothing: every pair is checked before the backend sees one. */
+	ret = graph_desc_edges_check(g->d, a, b, edge, n, remove);
+	if (ret)
+		return ret == -EINVAL ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
 	from = malloc(n * sizeof(*from));
 	to = malloc(n * sizeof(*to));
-	if (!a || !b || !from || !to) {
+	res = from && to ? edges_real(g->d, a, b, edge, n, from, to, &data) : CUDA_ERROR_OUT_OF_MEMORY;
+	if (res != CUDA_SUCCESS)
+		goto out;
+	res = remove ? ex->be->cuGraphRemoveDependencies(real, from, to, data, n)
+		     : ex->be->cuGraphAddDependencies(real, from, to, data, n);
+	if (res != CUDA_SUCCESS)
+		goto out;
+	if (graph_desc_edges_apply(g->d, a, b, edge, n, remove)) {
+		/* Out of memory: the backend's edges go back as they were. */
+		if (remove)
+			ex->be->cuGraphAddDependencies(real, from, to, data, n);
+		else
+			ex->be->cuGraphRemoveDependencies(real, from, to, data, n);
 		res = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	for (uint32_t i = 0; i < n; i++) {
+	journal_graph(ex, graph, g);
+out:
+	free(from);
+	free(to);
+	free(data);
+	return res;
+}
+
+CUresult exec_graph_edit_edges(struct exec *ex, const struct wire_graph_edit_edges_req *req,
+			       struct wire_graph_edit_edges_rep *rep)
+{
+	int count = wire_rec_graph_edge_count(req->edges);
+	uint32_t *a, *b;
+	CUresult res;
+
+	if (count < 0 || (uint32_t)count > GRAPH_DESC_DEPS_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	a = malloc(((uint32_t)count + 1) * sizeof(*a));
+	b = malloc(((uint32_t)count + 1) * sizeof(*b));
+	res = a && b ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+	for (uint32_t i = 0; res == CUDA_SUCCESS && i < (uint32_t)count; i++) {
 		struct wire_rec_graph_edge r;
 
 		wire_rec_graph_edge_get(req->edges, i, &r);
 		a[i] = r.from;
 		b[i] = r.to;
 	}
-	/* All or nothing: every pair is checked before the backend sees one. */
-	ret = graph_desc_edges_check(g->d, a, b, n, req->remove);
-	if (ret) {
-		res = ret == -EINVAL ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
-		goto out;
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		from[i] = g->d->nodes[a[i]].real;
-		to[i] = g->d->nodes[b[i]].real;
-	}
-	res = req->remove ? ex->be->cuGraphRemoveDependencies(real, from, to, n)
-			  : ex->be->cuGraphAddDependencies(real, from, to, n);
-	if (res != CUDA_SUCCESS)
-		goto out;
-	if (graph_desc_edges_apply(g->d, a, b, n, req->remove)) {
-		/* Out of memory: the backend's edges go back as they were. */
-		if (req->remove)
-			ex->be->cuGraphAddDependencies(real, from, to, n);
-		else
-			ex->be->cuGraphRemoveDependencies(real, from, to, n);
-		res = CUDA_ERROR_OUT_OF_MEMORY;
-		goto out;
-	}
-	journal_graph(ex, req->graph, g);
-out:
+	if (res == CUDA_SUCCESS)
+		res = edges_edit(ex, req->graph, req->remove, a, b, NULL, (uint32_t)count);
 	free(a);
 	free(b);
-	free(from);
-	free(to);
+	return res;
+}
+
+CUresult exec_graph_edit_edges_data(struct exec *ex, const struct wire_graph_edit_edges_data_req *req,
+				    struct wire_graph_edit_edges_data_rep *rep)
+{
+	int count = wire_rec_graph_edge_data_count(req->edges);
+	struct graph_edge_data *edge;
+	uint32_t *a, *b;
+	CUresult res;
+
+	if (count < 0 || (uint32_t)count > GRAPH_DESC_DEPS_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	a = malloc(((uint32_t)count + 1) * sizeof(*a));
+	b = malloc(((uint32_t)count + 1) * sizeof(*b));
+	edge = malloc(((uint32_t)count + 1) * sizeof(*edge));
+	res = a && b && edge ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+	for (uint32_t i = 0; res == CUDA_SUCCESS && i < (uint32_t)count; i++) {
+		struct wire_rec_graph_edge_data r;
+
+		/* A record whose reserved byte is not zero is refused here. */
+		if (wire_rec_graph_edge_data_get(req->edges, i, &r)) {
+			res = CUDA_ERROR_INVALID_VALUE;
+			break;
+		}
+		a[i] = r.from;
+		b[i] = r.to;
+		edge[i] = (struct graph_edge_data){ r.from_port, r.to_port, r.type };
+	}
+	if (res == CUDA_SUCCESS)
+		res = edges_edit(ex, req->graph, req->remove, a, b, edge, (uint32_t)count);
+	free(a);
+	free(b);
+	free(edge);
 	return res;
 }
 

@@ -262,6 +262,8 @@ CUresult desc_sync(struct exec *ex, struct graph_desc *d, CUgraph g, unsigned de
 {
 	CUgraphNode *nodes = NULL, *from = NULL, *to = NULL;
 	uint32_t *ia = NULL, *ib = NULL;
+	CUgraphEdgeData *data = NULL;
+	struct graph_edge_data *edge = NULL;
 	struct real_index *map = NULL;
 	size_t count = 0, edges = 0;
 	uint32_t mapped;
@@ -302,7 +304,7 @@ CUresult desc_sync(struct exec *ex, struct graph_desc *d, CUgraph g, unsigned de
 		}
 	}
 	/* Dependencies: all of them again, from the backend's edges. */
-	res = ex->be->cuGraphGetEdges(g, NULL, NULL, &edges);
+	res = ex->be->cuGraphGetEdges(g, NULL, NULL, NULL, &edges);
 	if (res != CUDA_SUCCESS)
 		goto out;
 	if (edges > GRAPH_DESC_EDGES_MAX) {
@@ -311,11 +313,13 @@ CUresult desc_sync(struct exec *ex, struct graph_desc *d, CUgraph g, unsigned de
 	}
 	from = calloc(edges ? edges : 1, sizeof(*from));
 	to = calloc(edges ? edges : 1, sizeof(*to));
-	if (!from || !to) {
+	data = calloc(edges ? edges : 1, sizeof(*data));
+	edge = malloc((edges ? edges : 1) * sizeof(*edge));
+	if (!from || !to || !data || !edge) {
 		res = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	res = edges ? ex->be->cuGraphGetEdges(g, from, to, &edges) : CUDA_SUCCESS;
+	res = edges ? ex->be->cuGraphGetEdges(g, from, to, data, &edges) : CUDA_SUCCESS;
 	if (res != CUDA_SUCCESS)
 		goto out;
 	free(map);
@@ -333,13 +337,14 @@ CUresult desc_sync(struct exec *ex, struct graph_desc *d, CUgraph g, unsigned de
 	for (size_t i = 0; i < edges; i++) {
 		ia[i] = index_of_real(map, mapped, from[i]);
 		ib[i] = index_of_real(map, mapped, to[i]);
+		edge[i] = (struct graph_edge_data){ data[i].from_port, data[i].to_port, data[i].type };
 		if (ia[i] == GRAPH_NODE_NONE || ib[i] == GRAPH_NODE_NONE) {
 			res = CUDA_ERROR_NOT_SUPPORTED;
 			goto out;
 		}
 	}
 	{
-		int ret = graph_desc_deps_reset(d, ia, ib, edges);
+		int ret = graph_desc_deps_reset(d, ia, ib, edge, edges);
 
 		if (ret)
 			res = ret == -ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_NOT_SUPPORTED;
@@ -349,6 +354,8 @@ out:
 	free(nodes);
 	free(from);
 	free(to);
+	free(data);
+	free(edge);
 	free(ia);
 	free(ib);
 	return res;
@@ -612,6 +619,7 @@ static CUresult node_build(struct exec *ex, CUgraph g, const struct graph_desc *
 static CUresult graph_fill(struct exec *ex, struct graph_desc *d, CUgraph g, const struct cond_chain *outer)
 {
 	CUgraphNode *from = NULL, *to = NULL;
+	CUgraphEdgeData *data = NULL;
 	struct cond_chain c = { .n = 0 };
 	size_t e = 0;
 	CUresult res = CUDA_SUCCESS;
@@ -640,20 +648,29 @@ static CUresult graph_fill(struct exec *ex, struct graph_desc *d, CUgraph g, con
 			res = node_build(ex, g, d, &d->nodes[i], (CUgraphNode *)&d->nodes[i].real, &c);
 	}
 	if (res == CUDA_SUCCESS && d->edges) {
+		bool has_data = graph_desc_has_edge_data(d);
+
 		from = malloc(d->edges * sizeof(*from));
 		to = malloc(d->edges * sizeof(*to));
-		if (!from || !to)
+		data = has_data ? calloc(d->edges, sizeof(*data)) : NULL;
+		if (!from || !to || (has_data && !data))
 			res = CUDA_ERROR_OUT_OF_MEMORY;
 		for (uint32_t i = 0; i < d->count && res == CUDA_SUCCESS; i++)
 			for (uint32_t j = 0; j < d->nodes[i].ndeps && e < d->edges; j++) {
+				struct graph_edge_data x = graph_node_dep_edge(&d->nodes[i], j);
+
+				if (data)
+					data[e] = (CUgraphEdgeData){ .from_port = x.from_port, .to_port = x.to_port,
+								     .type = x.type };
 				from[e] = d->nodes[d->nodes[i].deps[j]].real;
 				to[e++] = d->nodes[i].real;
 			}
 		if (res == CUDA_SUCCESS)
-			res = ex->be->cuGraphAddDependencies(g, from, to, e);
+			res = ex->be->cuGraphAddDependencies(g, from, to, data, e);
 	}
 	free(from);
 	free(to);
+	free(data);
 	if (res != CUDA_SUCCESS)
 		for (uint32_t i = 0; i < d->count; i++)
 			d->nodes[i].real = NULL;

@@ -23,12 +23,16 @@
  *     given), kernel nodes in its body that step the loop's condition;
  *  6. a capture into the graph (cuStreamBeginCaptureToGraph in thread-local
  *     mode, XLA's Trace) of a cuLaunchKernel;
- *  7. a programmatic dependency edge (Hopper's programmatic dependent launch:
- *     CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC from port PROGRAMMATIC) between
- *     two kernel nodes, through cuGraphAddNode_v2 and cuGraphAddDependencies_v2.
- *     Natively it runs (compute capability 9.0 and above); through tern
- *     (TERN_SERVER set) it is CUDA_ERROR_NOT_SUPPORTED: only default edges
- *     are remoted (docs/limits.md).
+ *  7. programmatic dependency edges (Hopper's programmatic dependent launch:
+ *     CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC from port PROGRAMMATIC and from
+ *     port LAUNCH_ORDER) between kernel nodes, through cuGraphAddNode_v2 and
+ *     cuGraphAddDependencies_v2; read back with their data (_v2 getters) and
+ *     refused without room for it (CUDA_ERROR_LOSSY_QUERY); removed with
+ *     their data only; the driver's refusals of bad data (reserved bytes,
+ *     ports, types, a programmatic edge out of an empty node), a node added
+ *     with refused data not added. Natively on compute capability 9.0 and
+ *     above; through tern on every device (the sim runs nodes in order,
+ *     which satisfies any programmatic edge).
  *
  * Every executable is launched and its results checked. The kernels are in
  * mod_knodes.cu (embedded as a cubin and as a fatbin) and, for
@@ -105,6 +109,7 @@ int main(int argc, char **argv)
 	DRV_FN(cuGraphCreate);
 	DRV_FN(cuGraphDestroy);
 	DRV_FN(cuGraphAddKernelNode);
+	DRV_FN(cuGraphAddEmptyNode);
 	DRV_FN(cuGraphKernelNodeSetParams);
 	DRV_FN(cuGraphKernelNodeSetAttribute);
 	DRV_FN(cuGraphKernelNodeGetAttribute);
@@ -130,6 +135,14 @@ int main(int argc, char **argv)
 		(decltype(&cuGraphAddNode_v2))drv_sym_version("cuGraphAddNode", 12030);
 	decltype(&cuGraphAddDependencies_v2) p_cuGraphAddDependencies_v2 =
 		(decltype(&cuGraphAddDependencies_v2))drv_sym_version("cuGraphAddDependencies", 12030);
+	decltype(&cuGraphRemoveDependencies_v2) p_cuGraphRemoveDependencies_v2 =
+		(decltype(&cuGraphRemoveDependencies_v2))drv_sym_version("cuGraphRemoveDependencies", 12030);
+	decltype(&cuGraphGetEdges_v2) p_cuGraphGetEdges_v2 =
+		(decltype(&cuGraphGetEdges_v2))drv_sym_version("cuGraphGetEdges", 12030);
+	decltype(&cuGraphNodeGetDependencies_v2) p_cuGraphNodeGetDependencies_v2 =
+		(decltype(&cuGraphNodeGetDependencies_v2))drv_sym_version("cuGraphNodeGetDependencies", 12030);
+	typedef CUresult (*get_edges_v1_fn)(CUgraph, CUgraphNode *, CUgraphNode *, size_t *);
+	get_edges_v1_fn p_cuGraphGetEdges_v1 = (get_edges_v1_fn)drv_sym_version("cuGraphGetEdges", 10000);
 	CUcontext ctx;
 	CUmodule mod;
 	CUlibrary lib;
@@ -137,7 +150,7 @@ int main(int argc, char **argv)
 	CUkernel k_lib;
 	CUstream s;
 	int *d, *left;
-	int mul = 2, add = 1, n = N;
+	int mul = 2, add = 1, n = N, dev = 0, major = 0;
 	void *params[] = { &d, &mul, &add, &n };
 
 	test_args(argc, argv);
@@ -376,47 +389,133 @@ int main(int argc, char **argv)
 		CHECK_DRV(p_cuGraphDestroy(g));
 	}
 
-	/* 7: a programmatic edge between two kernel nodes. */
-	{
-		CUgraphEdgeData edge;
-		CUgraphNode a, b, c;
+	/* 7: programmatic edges between kernel nodes, as XLA's command buffers
+	 * add them: a -> b (PROGRAMMATIC type, PROGRAMMATIC port) and b -> c
+	 * (PROGRAMMATIC type, LAUNCH_ORDER port) through cuGraphAddNode_v2, a
+	 * -> c through cuGraphAddDependencies_v2. Each node steps its own array,
+	 * so the result does not depend on how early a dependent starts. */
+	CHECK(cudaGetDevice(&dev));
+	CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+	if (major >= 9 || through_tern()) {
+		CUgraphEdgeData prog, order, bad, got[4];
+		CUgraphNode a, b, c, e, from[4], to[4], deps[3];
 		CUgraphNodeParams np;
-		CUDA_KERNEL_NODE_PARAMS p = affine_node(f_mod, NULL, params, NULL);
 		CUgraph g;
-		int dev = 0, major = 0;
-		CUresult want;
+		CUgraphExec x;
+		int *arr[3];
+		void *args[3][4];
+		size_t count;
 
-		CHECK(cudaGetDevice(&dev));
-		CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-		want = through_tern() ? CUDA_ERROR_NOT_SUPPORTED : CUDA_SUCCESS;
-		memset(&edge, 0, sizeof(edge));
-		edge.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
-		edge.from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
-		memset(&np, 0, sizeof(np));
-		np.type = CU_GRAPH_NODE_TYPE_KERNEL;
-		/* CUDA_KERNEL_NODE_PARAMS_v3 has v2's fields in v2's order. */
-		static_assert(sizeof(np.kernel) == sizeof(p), "kernel node parameters v2 and v3");
-		memcpy(&np.kernel, &p, sizeof(p));
-		CHECK_DRV(p_cuGraphCreate(&g, 0));
+		memset(&prog, 0, sizeof(prog));
+		prog.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+		prog.from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
+		order = prog;
+		order.from_port = CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER;
 		mul = 1;
-		add = 2;
-		CHECK_DRV(p_cuGraphAddKernelNode(&a, g, NULL, 0, &p));
-		if (major >= 9 || through_tern()) {
-			CHECK_DRV(p_cuGraphAddKernelNode(&c, g, NULL, 0, &p));
-			EXPECT_DRV(p_cuGraphAddNode_v2(&b, g, &a, &edge, 1, &np), want);
-			EXPECT_DRV(p_cuGraphAddDependencies_v2(g, &a, &c, &edge, 1), want);
-			if (want == CUDA_SUCCESS) {
-				/* Natively: both run after a, each after a's trigger or end. */
-				CUgraphExec x;
+		for (int k = 0; k < 3; k++) {
+			CHECK(cudaMalloc(&arr[k], N * sizeof(int)));
+			CHECK(cudaMemset(arr[k], 0, N * sizeof(int)));
+			args[k][0] = &arr[k];
+			args[k][1] = &mul;
+			args[k][2] = &add;
+			args[k][3] = &n;
+		}
+		/* The arguments are copied when a node is made: add differs per node. */
+		auto kernel_params = [&](int k) {
+			CUDA_KERNEL_NODE_PARAMS p = affine_node(f_mod, NULL, args[k], NULL);
 
-				CHECK_DRV(p_cuGraphInstantiateWithFlags(&x, g, 0));
-				CHECK(cudaMemset(d, 0, N * sizeof(int)));
-				CHECK_DRV(p_cuGraphLaunch(x, s));
-				CHECK_DRV(p_cuStreamSynchronize(s));
-				CHECK_DRV(p_cuGraphExecDestroy(x));
-			}
+			memset(&np, 0, sizeof(np));
+			np.type = CU_GRAPH_NODE_TYPE_KERNEL;
+			/* CUDA_KERNEL_NODE_PARAMS_v3 has v2's fields in v2's order. */
+			static_assert(sizeof(np.kernel) == sizeof(p), "kernel node parameters v2 and v3");
+			memcpy(&np.kernel, &p, sizeof(p));
+			add = 2 + k;
+			return p;
+		};
+		CHECK_DRV(p_cuGraphCreate(&g, 0));
+		{
+			CUDA_KERNEL_NODE_PARAMS p = kernel_params(0);
+
+			CHECK_DRV(p_cuGraphAddKernelNode(&a, g, NULL, 0, &p));
+		}
+		kernel_params(1);
+		CHECK_DRV(p_cuGraphAddNode_v2(&b, g, &a, &prog, 1, &np));
+		kernel_params(2);
+		CHECK_DRV(p_cuGraphAddNode_v2(&c, g, &b, &order, 1, &np));
+		CHECK_DRV(p_cuGraphAddDependencies_v2(g, &a, &c, &prog, 1));
+
+		/* Read back with their data; without room for it, a lossy query. */
+		count = 4;
+		CHECK_DRV(p_cuGraphGetEdges_v2(g, from, to, got, &count));
+		REQUIRE(count == 3, "%zu edges, expected 3", count);
+		for (size_t i = 0; i < count; i++) {
+			const CUgraphEdgeData *want = from[i] == b && to[i] == c ? &order : &prog;
+
+			REQUIRE((from[i] == a && (to[i] == b || to[i] == c)) || (from[i] == b && to[i] == c),
+				"edge %zu joins the wrong nodes", i);
+			REQUIRE(!memcmp(&got[i], want, sizeof(*want)), "edge %zu: type %u from port %u to port %u", i,
+				got[i].type, got[i].from_port, got[i].to_port);
+		}
+		count = 4;
+		EXPECT_DRV(p_cuGraphGetEdges_v1(g, from, to, &count), CUDA_ERROR_LOSSY_QUERY);
+		CHECK_DRV(p_cuGraphGetEdges_v1(g, NULL, NULL, &count));
+		REQUIRE(count == 3, "%zu edges counted, expected 3", count);
+		count = 3;
+		CHECK_DRV(p_cuGraphNodeGetDependencies_v2(c, deps, got, &count));
+		REQUIRE(count == 2 && deps[0] == b && deps[1] == a, "c's dependencies: %zu, not b then a", count);
+		REQUIRE(!memcmp(&got[0], &order, sizeof(order)) && !memcmp(&got[1], &prog, sizeof(prog)),
+			"c's dependencies' data");
+		count = 3;
+		EXPECT_DRV(p_cuGraphNodeGetDependencies_v2(c, deps, NULL, &count), CUDA_ERROR_LOSSY_QUERY);
+
+		/* An edge is removed with the data it has only. */
+		EXPECT_DRV(p_cuGraphRemoveDependencies_v2(g, &a, &c, NULL, 1), CUDA_ERROR_INVALID_VALUE);
+		CHECK_DRV(p_cuGraphRemoveDependencies_v2(g, &a, &c, &prog, 1));
+		CHECK_DRV(p_cuGraphAddDependencies_v2(g, &a, &c, &prog, 1));
+
+		CHECK_DRV(p_cuGraphInstantiateWithFlags(&x, g, 0));
+		CHECK_DRV(p_cuGraphLaunch(x, s));
+		CHECK_DRV(p_cuStreamSynchronize(s));
+		for (int k = 0; k < 3; k++)
+			expect(arr[k], 0, { { 1, 2 + k } }, "a programmatic edge's node");
+		CHECK_DRV(p_cuGraphExecDestroy(x));
+
+		/* What the driver refuses: a reserved byte set, a port into a node,
+		 * an unknown type or port, a programmatic edge out of a node that is
+		 * not a kernel, the programmatic port with a default edge. */
+		CHECK_DRV(p_cuGraphAddEmptyNode(&e, g, NULL, 0));
+		bad = prog;
+		bad.reserved[2] = 1;
+		EXPECT_DRV(p_cuGraphAddDependencies_v2(g, &b, &e, &bad, 1), CUDA_ERROR_INVALID_VALUE);
+		bad = prog;
+		bad.to_port = 1;
+		EXPECT_DRV(p_cuGraphAddDependencies_v2(g, &b, &e, &bad, 1), CUDA_ERROR_INVALID_VALUE);
+		bad = prog;
+		bad.type = 7;
+		EXPECT_DRV(p_cuGraphAddDependencies_v2(g, &b, &e, &bad, 1), CUDA_ERROR_INVALID_VALUE);
+		bad = prog;
+		bad.from_port = 9;
+		EXPECT_DRV(p_cuGraphAddDependencies_v2(g, &b, &e, &bad, 1), CUDA_ERROR_INVALID_VALUE);
+		EXPECT_DRV(p_cuGraphAddDependencies_v2(g, &e, &a, &prog, 1), CUDA_ERROR_INVALID_VALUE);
+		bad = prog;
+		bad.type = CU_GRAPH_DEPENDENCY_TYPE_DEFAULT;
+		EXPECT_DRV(p_cuGraphAddDependencies_v2(g, &b, &e, &bad, 1), CUDA_ERROR_INVALID_VALUE);
+		/* A node added with a refused edge is not added. */
+		kernel_params(0);
+		bad = prog;
+		bad.reserved[0] = 1;
+		count = 0;
+		CHECK_DRV(p_cuGraphGetNodes(g, NULL, &count));
+		EXPECT_DRV(p_cuGraphAddNode_v2(&b, g, &a, &bad, 1, &np), CUDA_ERROR_INVALID_VALUE);
+		{
+			size_t after = 0;
+
+			CHECK_DRV(p_cuGraphGetNodes(g, NULL, &after));
+			REQUIRE(after == count, "%zu nodes after a refused add, expected %zu", after, count);
 		}
 		CHECK_DRV(p_cuGraphDestroy(g));
+		for (int k = 0; k < 3; k++)
+			CHECK(cudaFree(arr[k]));
 	}
 
 	CHECK_DRV(p_cuStreamDestroy(s));

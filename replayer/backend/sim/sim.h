@@ -215,6 +215,16 @@ struct sim_graph {
 	bool owned;                     /* embedded in a node or an executable */
 	bool body;                      /* a conditional node's body (owned) */
 	struct sim_capture *capture;    /* a capture adds to it */
+	/* Edges whose data is not default (programmatic dependent launch):
+	 * the nodes run in order on the CPU, so the data changes nothing but
+	 * what is read back. */
+	unsigned nspecial;
+	struct sim_edge *special;
+};
+
+struct sim_edge {
+	const struct sim_gnode *from, *to;
+	CUgraphEdgeData data;
 };
 
 /* Kernel node attribute ids the sim keeps (CUlaunchAttributeID < this). */

@@ -176,6 +176,7 @@ void sim_graph_free(struct sim *sim, struct sim_graph *g)
 	for (unsigned i = 0; i < g->count; i++)
 		gnode_free(sim, g->nodes[i]);
 	free(g->nodes);
+	free(g->special);
 	for (struct sim_exec *x = sim->execs; x; x = x->next)
 		if (x->origin == g)
 			x->origin = NULL;
@@ -320,6 +321,15 @@ struct sim_graph *sim_graph_clone(struct sim *sim, const struct sim_graph *g, bo
 		for (unsigned j = 0; j < g->nodes[i]->deps.count; j++)
 			if (node_set_push(&c->nodes[i]->deps, c->nodes[g->nodes[i]->deps.nodes[j]->index]))
 				goto out_free;
+	if (g->nspecial) {
+		c->special = malloc(g->nspecial * sizeof(*c->special));
+		if (!c->special)
+			goto out_free;
+		for (unsigned k = 0; k < g->nspecial; k++)
+			c->special[k] = (struct sim_edge){ c->nodes[g->special[k].from->index],
+							   c->nodes[g->special[k].to->index], g->special[k].data };
+		c->nspecial = g->nspecial;
+	}
 	return c;
 out_free:
 	sim_graph_free(sim, c);
@@ -722,28 +732,65 @@ CUresult sim_cuGraphGetNodes(CUgraph h, CUgraphNode *nodes, size_t *num)
 	return rc;
 }
 
-CUresult sim_cuGraphGetEdges(CUgraph h, CUgraphNode *from, CUgraphNode *to, size_t *num)
+/* Where @from -> @to is in @g's special edges, or g->nspecial. */
+static unsigned special_find(const struct sim_graph *g, const struct sim_gnode *from, const struct sim_gnode *to)
+{
+	unsigned k = 0;
+
+	while (k < g->nspecial && (g->special[k].from != from || g->special[k].to != to))
+		k++;
+	return k;
+}
+
+/* The data of the edge @from -> @to of @g. */
+static CUgraphEdgeData edge_data_of(const struct sim_graph *g, const struct sim_gnode *from,
+				    const struct sim_gnode *to)
+{
+	unsigned k = special_find(g, from, to);
+
+	return k < g->nspecial ? g->special[k].data : (CUgraphEdgeData){ 0 };
+}
+
+static bool edge_data_default(const CUgraphEdgeData *e)
+{
+	static const CUgraphEdgeData zero;
+
+	return !memcmp(e, &zero, sizeof(zero));
+}
+
+CUresult sim_cuGraphGetEdges(CUgraph h, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *data, size_t *num)
 {
 	struct sim_graph *g;
 	struct sim *sim;
 	size_t e = 0;
 	CUresult rc;
 
-	if (!num || (!from) != (!to))
+	if (!num || (!from) != (!to) || (data && !from))
 		return CUDA_ERROR_INVALID_VALUE;
 	rc = sim_enter(&sim);
 	if (rc)
 		return rc;
 	rc = sim_graph_resolve(sim, h, &g);
 	for (unsigned i = 0; !rc && i < g->count; i++)
-		for (unsigned j = 0; j < g->nodes[i]->deps.count; j++, e++)
-			if (from && e < *num) {
-				from[e] = (CUgraphNode)g->nodes[i]->deps.nodes[j];
-				to[e] = (CUgraphNode)g->nodes[i];
-			}
+		for (unsigned j = 0; !rc && j < g->nodes[i]->deps.count; j++, e++) {
+			CUgraphEdgeData x = edge_data_of(g, g->nodes[i]->deps.nodes[j], g->nodes[i]);
+
+			if (!from || e >= *num)
+				continue;
+			/* The driver's answer when the data has nowhere to go. */
+			if (!data && !edge_data_default(&x))
+				rc = CUDA_ERROR_LOSSY_QUERY;
+			from[e] = (CUgraphNode)g->nodes[i]->deps.nodes[j];
+			to[e] = (CUgraphNode)g->nodes[i];
+			if (data)
+				data[e] = x;
+		}
 	if (!rc) {
-		for (size_t k = e; from && k < *num; k++)
+		for (size_t k = e; from && k < *num; k++) {
 			from[k] = to[k] = NULL;
+			if (data)
+				data[k] = (CUgraphEdgeData){ 0 };
+		}
 		if (!from || *num > e)
 			*num = e;
 	}
@@ -767,13 +814,28 @@ CUresult sim_cuGraphNodeGetType(CUgraphNode h, CUgraphNodeType *type)
 	return CUDA_SUCCESS;
 }
 
-/* Would @from -> @to close a cycle? (Is @to an ancestor of @from?) The
- * driver allows cycles until instantiation; so does the sim. */
-static CUresult edges_edit(CUgraph h, const CUgraphNode *from, const CUgraphNode *to, size_t n, bool add)
+/* Whether an edge @a -> @b may carry @e, as the driver allows: reserved
+ * bytes zero, then the ports and types graph_edge_data_ok allows. */
+static bool edge_data_ok(const CUgraphEdgeData *e, const struct sim_gnode *a, const struct sim_gnode *b)
+{
+	struct graph_edge_data d = { e->from_port, e->to_port, e->type };
+
+	for (size_t k = 0; k < sizeof(e->reserved); k++)
+		if (e->reserved[k])
+			return false;
+	return graph_edge_data_ok(&d, a->type, b->type);
+}
+
+/* Add or remove edges, all or none; a removed edge must carry the data
+ * given (default when @data is NULL). The driver allows cycles until
+ * instantiation; so does the sim. */
+static CUresult edges_edit(CUgraph h, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *data,
+			   size_t n, bool add)
 {
 	struct sim_graph *g;
 	struct sim *sim;
 	CUresult rc;
+	unsigned more = 0;
 
 	if (n && (!from || !to))
 		return CUDA_ERROR_INVALID_VALUE;
@@ -782,27 +844,50 @@ static CUresult edges_edit(CUgraph h, const CUgraphNode *from, const CUgraphNode
 		return rc;
 	rc = sim_graph_resolve(sim, h, &g);
 	for (size_t i = 0; !rc && i < n; i++) {
+		static const CUgraphEdgeData zero;
+		const CUgraphEdgeData *e = data ? &data[i] : &zero;
 		struct sim_gnode *a, *b;
 		bool present = false;
 
 		rc = sim_graph_node_resolve(sim, from[i], &a);
 		if (!rc)
 			rc = sim_graph_node_resolve(sim, to[i], &b);
-		if (!rc && (a->graph != g || b->graph != g || a == b))
+		if (!rc && (a->graph != g || b->graph != g || a == b || !edge_data_ok(e, a, b)))
 			rc = CUDA_ERROR_INVALID_VALUE;
 		for (unsigned j = 0; !rc && j < b->deps.count; j++)
 			present |= b->deps.nodes[j] == a;
 		if (!rc && present == add)
 			rc = CUDA_ERROR_INVALID_VALUE;
+		if (!rc && !add) {
+			CUgraphEdgeData had = edge_data_of(g, a, b);
+
+			if (memcmp(&had, e, sizeof(had)))
+				rc = CUDA_ERROR_INVALID_VALUE;
+		}
+		if (!rc && add && !edge_data_default(e))
+			more++;
+	}
+	if (!rc && more) {
+		struct sim_edge *sp = realloc(g->special, (g->nspecial + more) * sizeof(*sp));
+
+		if (sp)
+			g->special = sp;
+		else
+			rc = CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	for (size_t i = 0; !rc && i < n; i++) {
 		struct sim_gnode *a = (struct sim_gnode *)from[i], *b = (struct sim_gnode *)to[i];
+		unsigned k = special_find(g, a, b);
 
 		if (add) {
 			if (sim_node_set_add(&b->deps, a))
 				rc = CUDA_ERROR_OUT_OF_MEMORY;
+			else if (data && !edge_data_default(&data[i]))
+				g->special[g->nspecial++] = (struct sim_edge){ a, b, data[i] };
 			continue;
 		}
+		if (k < g->nspecial)
+			g->special[k] = g->special[--g->nspecial];
 		for (unsigned j = 0; j < b->deps.count; j++)
 			if (b->deps.nodes[j] == a) {
 				b->deps.nodes[j] = b->deps.nodes[--b->deps.count];
@@ -813,14 +898,16 @@ static CUresult edges_edit(CUgraph h, const CUgraphNode *from, const CUgraphNode
 	return rc;
 }
 
-CUresult sim_cuGraphAddDependencies(CUgraph h, const CUgraphNode *from, const CUgraphNode *to, size_t n)
+CUresult sim_cuGraphAddDependencies(CUgraph h, const CUgraphNode *from, const CUgraphNode *to,
+				    const CUgraphEdgeData *data, size_t n)
 {
-	return edges_edit(h, from, to, n, true);
+	return edges_edit(h, from, to, data, n, true);
 }
 
-CUresult sim_cuGraphRemoveDependencies(CUgraph h, const CUgraphNode *from, const CUgraphNode *to, size_t n)
+CUresult sim_cuGraphRemoveDependencies(CUgraph h, const CUgraphNode *from, const CUgraphNode *to,
+				       const CUgraphEdgeData *data, size_t n)
 {
-	return edges_edit(h, from, to, n, false);
+	return edges_edit(h, from, to, data, n, false);
 }
 
 CUresult sim_cuGraphDestroyNode(CUgraphNode h)
@@ -845,6 +932,11 @@ CUresult sim_cuGraphDestroyNode(CUgraphNode h)
 					break;
 				}
 		}
+		for (unsigned k = 0; k < g->nspecial;)
+			if (g->special[k].from == n || g->special[k].to == n)
+				g->special[k] = g->special[--g->nspecial];
+			else
+				k++;
 		memmove(g->nodes + n->index, g->nodes + n->index + 1,
 			(g->count - n->index - 1) * sizeof(*g->nodes));
 		g->count--;

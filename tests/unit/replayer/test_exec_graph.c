@@ -23,7 +23,10 @@
 
 static const char ptx[] =
 	".version 8.0\n.target sm_90\n.address_size 64\n"
-	".visible .entry gk(.param .u64 gk_p, .param .u32 gk_n)\n{\n\tret;\n}\n";
+	".visible .entry poke(.param .u64 poke_p, .param .u32 poke_n)\n{\n\tret;\n}\n";
+/* The sim's CPU version of `poke` (tests/unit/sim/kernels_test.c), a
+ * plugin named by the first argument. */
+static const char *plugin_path;
 
 struct fixture {
 	struct backend *be;
@@ -36,7 +39,8 @@ static struct fixture fx;
 
 static int setup(void **state)
 {
-	struct backend_config bcfg = { .sim_memory = 1ull << 30 };
+	const char *plugins[] = { plugin_path, NULL };
+	struct backend_config bcfg = { .sim_memory = 1ull << 30, .sim_kernels = plugin_path ? plugins : NULL };
 	struct exec_config cfg = { .device = 0, .arena_base = 0x380000000000ull, .arena_size = 8ull << 30 };
 	struct wire_mem_alloc_req a = { .bytes = 1 << 20 };
 	struct wire_mem_alloc_rep ar;
@@ -57,7 +61,7 @@ static int setup(void **state)
 	    exec_event_create(&fx.ex, &ec, &er) || exec_module_load_data(&fx.ex, &ml, &mr))
 		return -1;
 	gf.module = mr.module;
-	strcpy(gf.name, "gk");
+	strcpy(gf.name, "poke");
 	if (exec_module_get_function(&fx.ex, &gf, &gr))
 		return -1;
 	fx.mem = ar.address;
@@ -792,6 +796,172 @@ static void *journaled_desc(uint64_t g, size_t *len, uint8_t hash[TRACKER_HASH_S
 	return desc;
 }
 
+/* ---- edges with data ------------------------------------------------------ */
+
+/* A kernel node of `poke` (which writes fx.mem's first word). */
+static CUresult kernel_add(uint64_t graph, uint32_t *node)
+{
+	uint8_t args[12] = { 0 };
+	struct wire_graph_add_kernel_node_req req = {
+		.graph = graph, .function = fx.function, .grid_x = 1, .grid_y = 1, .grid_z = 1,
+		.block_x = 1, .block_y = 1, .block_z = 1, .args = { args, sizeof(args) },
+	};
+	struct wire_graph_add_kernel_node_rep rep = { 0 };
+	CUresult res;
+
+	memcpy(args, &fx.mem, sizeof(fx.mem));
+	res = exec_graph_add_kernel_node(&fx.ex, &req, &rep);
+	*node = rep.node;
+	return res;
+}
+
+/* Add (or remove) the edge @from -> @to carrying @type, @from_port, @to_port. */
+static CUresult edge_edit(uint64_t g, uint32_t remove, uint32_t from, uint32_t to, uint8_t type, uint8_t from_port,
+			  uint8_t to_port)
+{
+	uint8_t rec[WIRE_REC_GRAPH_EDGE_DATA_BYTES];
+	struct wire_graph_edit_edges_data_req req = { .graph = g, .remove = remove, .edges = { rec, sizeof(rec) } };
+	struct wire_graph_edit_edges_data_rep rep;
+
+	wire_rec_graph_edge_data_put(rec, 0, &(struct wire_rec_graph_edge_data){
+		.from = from, .to = to, .from_port = from_port, .to_port = to_port, .type = type });
+	return exec_graph_edit_edges_data(&fx.ex, &req, &rep);
+}
+
+/* The edges of @g with their data, as the shim reads them: the @n of @want. */
+static void edges_expect(uint64_t g, const struct wire_rec_graph_edge_data *want, unsigned n)
+{
+	struct wire_graph_get_edges_data_req req = { .graph = g };
+	struct wire_graph_get_edges_data_rep rep;
+
+	assert_int_equal(exec_graph_get_edges_data(&fx.ex, &req, &rep), CUDA_SUCCESS);
+	assert_int_equal(wire_rec_graph_edge_data_count(rep.edges), n);
+	for (unsigned i = 0; i < n; i++) {
+		struct wire_rec_graph_edge_data r;
+
+		assert_int_equal(wire_rec_graph_edge_data_get(rep.edges, i, &r), 0);
+		assert_int_equal(r.from, want[i].from);
+		assert_int_equal(r.to, want[i].to);
+		assert_int_equal(r.type, want[i].type);
+		assert_int_equal(r.from_port, want[i].from_port);
+		assert_int_equal(r.to_port, 0);
+	}
+}
+
+/* Programmatic edges (XLA's programmatic dependent launch): checked as the
+ * driver checks them, kept in the description (version 4) and rebuilt by a
+ * restore with their data; graph_get_edges answers a lossy query. */
+static void test_programmatic_edges(void **state)
+{
+	const uint8_t prog = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+	const uint8_t port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC, order = CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER;
+	uint64_t g = graph_new(), restored = (uint64_t)HANDLE_GRAPH << 56 | 0xbbb;
+	uint32_t a, b, c, e;
+	uint8_t hash[TRACKER_HASH_SIZE];
+	size_t len;
+	uint8_t *desc;
+	char err[256];
+	const struct wire_rec_graph_edge_data want[] = {
+		{ .from = 0, .to = 1, .type = prog, .from_port = port },
+		{ .from = 1, .to = 2, .type = prog, .from_port = order },
+		{ .from = 0, .to = 2, .type = prog, .from_port = port },
+		{ .from = 0, .to = 3 },
+	};
+
+	if (!plugin_path)
+		skip();
+	assert_int_equal(kernel_add(g, &a), CUDA_SUCCESS);
+	assert_int_equal(kernel_add(g, &b), CUDA_SUCCESS);
+	assert_int_equal(kernel_add(g, &c), CUDA_SUCCESS);
+	assert_int_equal(empty_add(g, (struct wire_blob){ 0 }, &e), CUDA_SUCCESS);
+	/* What the driver refuses: a port into a node, unknown types and ports,
+	 * a programmatic edge to or from a node that is not a kernel, a port
+	 * out of one, the programmatic port on a default edge, a programmatic
+	 * edge from port 0. */
+	assert_int_equal(edge_edit(g, 0, a, b, prog, port, 1), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(edge_edit(g, 0, a, b, 2, port, 0), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(edge_edit(g, 0, a, b, prog, 3, 0), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(edge_edit(g, 0, a, e, prog, port, 0), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(edge_edit(g, 0, e, a, prog, port, 0), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(edge_edit(g, 0, e, a, 0, order, 0), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(edge_edit(g, 0, a, b, 0, port, 0), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(edge_edit(g, 0, a, b, prog, 0, 0), CUDA_ERROR_INVALID_VALUE);
+	/* A reserved byte set, ragged blobs. */
+	{
+		uint8_t rec[WIRE_REC_GRAPH_EDGE_DATA_BYTES + 1] = { 0 };
+		struct wire_graph_edit_edges_data_req req = { .graph = g,
+							      .edges = { rec, WIRE_REC_GRAPH_EDGE_DATA_BYTES } };
+		struct wire_graph_edit_edges_data_rep rep;
+
+		wire_rec_graph_edge_data_put(rec, 0, &(struct wire_rec_graph_edge_data){
+			.from = a, .to = b, .from_port = port, .type = prog });
+		rec[WIRE_REC_GRAPH_EDGE_DATA_BYTES - 1] = 1;
+		assert_int_equal(exec_graph_edit_edges_data(&fx.ex, &req, &rep), CUDA_ERROR_INVALID_VALUE);
+		rec[WIRE_REC_GRAPH_EDGE_DATA_BYTES - 1] = 0;
+		req.edges.len = WIRE_REC_GRAPH_EDGE_DATA_BYTES - 1;
+		assert_int_equal(exec_graph_edit_edges_data(&fx.ex, &req, &rep), CUDA_ERROR_INVALID_VALUE);
+		req.edges.len = WIRE_REC_GRAPH_EDGE_DATA_BYTES + 1;
+		assert_int_equal(exec_graph_edit_edges_data(&fx.ex, &req, &rep), CUDA_ERROR_INVALID_VALUE);
+	}
+	edges_expect(g, want, 0);
+	assert_int_equal(edge_edit(g, 0, a, b, prog, port, 0), CUDA_SUCCESS);
+	assert_int_equal(edge_edit(g, 0, b, c, prog, order, 0), CUDA_SUCCESS);
+	assert_int_equal(edge_edit(g, 0, a, c, prog, port, 0), CUDA_SUCCESS);
+	assert_int_equal(edge_edit(g, 0, a, e, 0, order, 0), CUDA_SUCCESS);     /* launch order, default type */
+	assert_int_equal(edge_edit(g, 0, a, e, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(edge_edit(g, 1, a, e, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);   /* not with that data */
+	assert_int_equal(edge_edit(g, 1, a, e, 0, order, 0), CUDA_SUCCESS);
+	assert_int_equal(edge_edit(g, 0, a, e, 0, 0, 0), CUDA_SUCCESS);
+	edges_expect(g, want, 4);
+	{
+		struct wire_graph_get_edges_req req = { .graph = g };
+		struct wire_graph_get_edges_rep rep;
+
+		assert_int_equal(exec_graph_get_edges(&fx.ex, &req, &rep), CUDA_ERROR_LOSSY_QUERY);
+	}
+	/* The description: version 4, node flag bit 4 on the nodes with data. */
+	desc = journaled_desc(g, &len, hash);
+	{
+		struct graph_desc d;
+		uint8_t *again;
+		size_t again_len;
+
+		assert_int_equal(le32_of(desc, 4), 4);
+		assert_int_equal(graph_desc_decode(&d, desc, len), 0);
+		assert_non_null(d.nodes[c].edge);
+		assert_int_equal(d.nodes[c].edge[0].from_port, order);
+		assert_int_equal(d.nodes[c].edge[1].from_port, port);
+		assert_null(d.nodes[e].edge);
+		assert_int_equal(graph_desc_encode(&d, &again, &again_len), 0);
+		assert_int_equal(again_len, len);
+		assert_memory_equal(again, desc, len);
+		free(again);
+		graph_desc_release(&d);
+		/* One form only: edge data in a version 3 description, or cut short. */
+		desc[4] = 3;
+		assert_int_equal(graph_desc_decode(&d, desc, len), -EBADMSG);
+		desc[4] = 4;
+		assert_int_equal(graph_desc_decode(&d, desc, len - 1), -EBADMSG);
+	}
+	/* Restored: the edges again, with their data, and it instantiates. */
+	assert_int_equal(exec_graph_restore(&fx.ex, restored, HANDLE_GRAPH, hash, TRACKER_HASH_SIZE, desc, len,
+					    err, sizeof(err)), CUDA_SUCCESS);
+	edges_expect(restored, want, 4);
+	zero(fx.mem);
+	launch_and_sync(instantiated(restored));
+	assert_int_equal(word_at(fx.mem), 1);
+	/* Removing a node takes its edges and their data along. */
+	{
+		struct wire_graph_destroy_node_req req = { .graph = restored, .node = b };
+		struct wire_graph_destroy_node_rep rep;
+
+		assert_int_equal(exec_graph_destroy_node(&fx.ex, &req, &rep), CUDA_SUCCESS);
+		edges_expect(restored, want + 2, 2);
+	}
+	free(desc);
+	assert_false(fx.ex.journal_broken);
+}
+
 static CUresult cond_handle(uint64_t g, uint64_t ctx, uint32_t def, uint32_t flags, uint64_t *value)
 {
 	struct wire_graph_conditional_handle_create_req req = { .graph = g, .ctx = ctx, .default_value = def,
@@ -1071,8 +1241,9 @@ static void test_embedded(void **state)
 	assert_false(fx.ex.journal_broken);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	plugin_path = argc > 1 ? argv[1] : NULL;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hostile_requests),
 		cmocka_unit_test(test_journal_and_restore),
@@ -1082,6 +1253,7 @@ int main(void)
 		cmocka_unit_test(test_large_graph),
 		cmocka_unit_test(test_conditional),
 		cmocka_unit_test(test_embedded),
+		cmocka_unit_test(test_programmatic_edges),
 		cmocka_unit_test(test_host_copies),
 		cmocka_unit_test(test_captured_mem_nodes),
 	};

@@ -959,8 +959,8 @@ static void test_graphs(void **state)
 	cp.WidthInBytes = sizeof(host);
 	cp.Height = cp.Depth = 1;
 	assert_int_equal(be->cuGraphAddMemcpyNode(&copy, g, NULL, 0, &cp, ctx), CUDA_SUCCESS);
-	assert_int_equal(be->cuGraphAddDependencies(g, &fill, &copy, 1), CUDA_SUCCESS);
-	assert_int_equal(be->cuGraphAddDependencies(g, &fill, &copy, 1), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(be->cuGraphAddDependencies(g, &fill, &copy, NULL, 1), CUDA_SUCCESS);
+	assert_int_equal(be->cuGraphAddDependencies(g, &fill, &copy, NULL, 1), CUDA_ERROR_INVALID_VALUE);
 	assert_int_equal(be->cuGraphAddEmptyNode(&empty, g, &copy, 1), CUDA_SUCCESS);
 	/* A copy outside any mapping is refused when the node is made. */
 	cp.dstDevice = k.p.va + k.p.size - 16;
@@ -969,7 +969,7 @@ static void test_graphs(void **state)
 	assert_int_equal(be->cuGraphGetNodes(g, nodes, &count), CUDA_SUCCESS);
 	assert_int_equal(count, 4);
 	count = 8;
-	assert_int_equal(be->cuGraphGetEdges(g, from, to, &count), CUDA_SUCCESS);
+	assert_int_equal(be->cuGraphGetEdges(g, from, to, NULL, &count), CUDA_SUCCESS);
 	assert_int_equal(count, 3);
 	assert_int_equal(be->cuGraphInstantiateWithParams(&x, g, &ip), CUDA_SUCCESS);
 	assert_int_equal(ip.result_out, CUDA_GRAPH_INSTANTIATE_SUCCESS);
@@ -998,7 +998,7 @@ static void test_graphs(void **state)
 	assert_int_equal(be->cuGraphAddMemcpyNode(&n2[2], g2, NULL, 0, &cp, ctx), CUDA_SUCCESS);
 	value = 0x99;
 	assert_int_equal(be->cuGraphAddKernelNode(&n2[1], g2, &n2[0], 1, &kp), CUDA_SUCCESS);
-	assert_int_equal(be->cuGraphAddDependencies(g2, &n2[1], &n2[2], 1), CUDA_SUCCESS);
+	assert_int_equal(be->cuGraphAddDependencies(g2, &n2[1], &n2[2], NULL, 1), CUDA_SUCCESS);
 	assert_int_equal(be->cuGraphExecUpdate(x, g2, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
 	assert_int_equal(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
 	assert_int_equal(be->cuGraphAddEmptyNode(&nodes[0], g2, &n2[2], 1), CUDA_SUCCESS);
@@ -1010,10 +1010,10 @@ static void test_graphs(void **state)
 	assert_int_equal(host[200], 0x99);
 
 	/* A cycle is found at instantiation. */
-	assert_int_equal(be->cuGraphAddDependencies(g, &empty, &set, 1), CUDA_SUCCESS);
+	assert_int_equal(be->cuGraphAddDependencies(g, &empty, &set, NULL, 1), CUDA_SUCCESS);
 	assert_int_equal(be->cuGraphInstantiateWithParams(&x, g, &ip), CUDA_ERROR_INVALID_VALUE);
 	assert_int_equal(ip.result_out, CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE);
-	assert_int_equal(be->cuGraphRemoveDependencies(g, &empty, &set, 1), CUDA_SUCCESS);
+	assert_int_equal(be->cuGraphRemoveDependencies(g, &empty, &set, NULL, 1), CUDA_SUCCESS);
 
 	/* Once the kernel's module is gone the executable refuses to launch. */
 	assert_int_equal(be->cuGraphDestroy(g), CUDA_SUCCESS);
