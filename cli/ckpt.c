@@ -16,6 +16,7 @@
 
 #include "ckpt.h"
 #include "units.h"
+#include "snap_migrate.h"
 #include "control.h"
 
 static int cmd_help(struct ckpt *c);
@@ -118,7 +119,8 @@ static void command_usage_print(const struct ckpt_command *cmd, FILE *f)
 			"  --max-downtime MS stop and copy once a round's dirty bytes take this long at the\n"
 			"                    measured rate (default 100)\n"
 			"  --max-rounds N    pre-copy rounds at most (default 8)\n"
-			"  --max-bandwidth R bytes per second on the stream, e.g. 100M (default: no cap)\n"
+			"  --max-bandwidth R bytes per second over all the streams, e.g. 100M (default: no cap)\n"
+			"  --streams N       TCP connections that carry the chunks, 1 to 8 (default 4; tls://: 1)\n"
 			"  --offline         suspend, transfer, resume on the destination (no pre-copy)\n"
 			"  --cancel          stop the migration of SESSION under way; the session stays here\n");
 	if (cmd->options & CKPT_OPT_PID)
@@ -210,7 +212,7 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 			     !strcmp(a, "--images") || !strcmp(a, "--criu") || !strcmp(a, "--criu-plugins") ||
 			     !strcmp(a, "--domain") || !strcmp(a, "--to") || !strcmp(a, "--max-downtime") ||
 			     !strcmp(a, "--max-bandwidth") || !strcmp(a, "--max-rounds") || !strcmp(a, "--token-file") ||
-			     !strcmp(a, "--guest-url") || !strcmp(a, "--tls-ca");
+			     !strcmp(a, "--guest-url") || !strcmp(a, "--tls-ca") || !strcmp(a, "--streams");
 
 		if (words_only) {
 			takes = false;
@@ -308,6 +310,15 @@ static int args_parse(struct ckpt *c, int argc, char **argv, bool *help)
 			if (*end || end == val || v < 1 || v > 3600000)
 				return ckpt_fail(c, CKPT_EXIT_USAGE, "%s takes a positive number: '%s'", a, val);
 			*(a[6] == 'd' ? &c->migrate.max_downtime_ms : &c->migrate.max_rounds) = (uint32_t)v;
+			opts_seen |= CKPT_OPT_MIGRATE;
+		} else if (!strcmp(a, "--streams")) {
+			char *end;
+			long v = strtol(val, &end, 10);
+
+			if (*end || end == val || v < 1 || v > SNAP_MIGRATE_STREAMS_MAX)
+				return ckpt_fail(c, CKPT_EXIT_USAGE, "--streams takes 1 to %u: '%s'", SNAP_MIGRATE_STREAMS_MAX,
+						 val);
+			c->migrate.streams = (uint32_t)v;
 			opts_seen |= CKPT_OPT_MIGRATE;
 		} else if (!strcmp(a, "--max-bandwidth")) {
 			if (units_size_parse(val, &c->migrate.max_bandwidth) || !c->migrate.max_bandwidth)

@@ -80,7 +80,8 @@ struct ckpt {
 		const char *guest_url;
 		uint32_t max_downtime_ms;   /* 0: the default */
 		uint32_t max_rounds;        /* 0: the default */
-		uint64_t max_bandwidth;     /* bytes/s, 0: none */
+		uint64_t max_bandwidth;     /* bytes/s over all the streams, 0: none */
+		uint32_t streams;           /* --streams, 0: the default */
 		bool offline;
 		bool cancel;
 		bool switch_on_stdin;       /* --domain: the switchover comes as a line on stdin */

@@ -107,7 +107,7 @@ int snap_migrate_header_decode(const uint8_t h[SNAP_MIGRATE_HEADER_BYTES], uint1
 		return -EBADMSG;
 	*type = le16_get(h + 6);
 	*len = le32_get(h + 8);
-	if (*type < SNAP_MIGRATE_CHALLENGE || *type > SNAP_MIGRATE_PULL || *len > SNAP_MIGRATE_PAYLOAD_MAX)
+	if (*type < SNAP_MIGRATE_CHALLENGE || *type > SNAP_MIGRATE_JOIN || *len > SNAP_MIGRATE_PAYLOAD_MAX)
 		return -EBADMSG;
 	return 0;
 }
@@ -137,6 +137,25 @@ int snap_migrate_pull_decode(const uint8_t *p, uint32_t len, struct snap_migrate
 
 	if (get_str(&c, &out->uuid, SNAP_NAME_MAX) || !out->uuid.len ||
 	    get_str(&c, &out->url, SNAP_MIGRATE_MESSAGE_MAX) || !out->url.len)
+		return -EBADMSG;
+	return cursor_done(&c);
+}
+
+int snap_migrate_streams_decode(const uint8_t *p, uint32_t len, struct snap_migrate_streams *out)
+{
+	struct cursor c = { p, len };
+
+	if (get_u32(&c, &out->count) || get_bytes(&c, out->key, sizeof(out->key)) || !out->count ||
+	    out->count >= SNAP_MIGRATE_STREAMS_MAX)
+		return -EBADMSG;
+	return cursor_done(&c);
+}
+
+int snap_migrate_join_decode(const uint8_t *p, uint32_t len, struct snap_migrate_join *out)
+{
+	struct cursor c = { p, len };
+
+	if (get_bytes(&c, out->key, sizeof(out->key)))
 		return -EBADMSG;
 	return cursor_done(&c);
 }
@@ -231,17 +250,32 @@ void snap_migrate_conn_fini(struct snap_migrate_conn *c)
 }
 
 
-/* --max-bandwidth: sleep until what was sent fits the rate. */
+void snap_migrate_cap_init(struct snap_migrate_cap *cap, uint64_t bytes_per_s)
+{
+	memset(cap, 0, sizeof(*cap));
+	cap->bytes_per_s = bytes_per_s;
+	pthread_mutex_init(&cap->mu, NULL);
+}
+
+void snap_migrate_cap_fini(struct snap_migrate_cap *cap)
+{
+	pthread_mutex_destroy(&cap->mu);
+}
+
+/* --max-bandwidth: sleep until what every stream sent fits the rate. */
 static void bandwidth_wait(struct snap_migrate_conn *c, uint64_t bytes)
 {
+	struct snap_migrate_cap *cap = c->cap;
 	uint64_t due_ns, now;
 
-	if (!c->max_bandwidth)
+	if (!cap || !cap->bytes_per_s)
 		return;
-	if (!c->bw_start_ns)
-		c->bw_start_ns = monotonic_ns();
-	c->bw_bytes += bytes;
-	due_ns = c->bw_start_ns + (uint64_t)((double)c->bw_bytes * 1e9 / (double)c->max_bandwidth);
+	pthread_mutex_lock(&cap->mu);
+	if (!cap->start_ns)
+		cap->start_ns = monotonic_ns();
+	cap->bytes += bytes;
+	due_ns = cap->start_ns + (uint64_t)((double)cap->bytes * 1e9 / (double)cap->bytes_per_s);
+	pthread_mutex_unlock(&cap->mu);
 	now = monotonic_ns();
 	if (due_ns > now) {
 		struct timespec ts = { (time_t)((due_ns - now) / 1000000000ull), (long)((due_ns - now) % 1000000000ull) };
@@ -535,6 +569,147 @@ static bool same_as_parent(const struct snap_chunk_list *pcl, uint64_t addr, uin
 	return false;
 }
 
+/* How long a source whose joined stream broke waits for the refusal that
+ * says why on the first. */
+#define REFUSAL_WAIT_MS 1000
+
+/* END: the running hash of the frames this end sent before it. */
+static int end_send(struct snap_migrate_conn *c)
+{
+	struct sha256 copy = c->sent;
+	uint8_t end[SHA256_BYTES];
+
+	sha256_final(&copy, end);
+	return snap_migrate_send(c, SNAP_MIGRATE_END, end, sizeof(end), NULL, 0);
+}
+
+/* A round's data chunks, taken in turn by the streams that send them. */
+struct send_job {
+	uint32_t region;
+	uint64_t index;
+};
+
+struct send_round {
+	struct snap_store *store;
+	struct snap_reader *r;
+	const char *name;
+	struct send_job *jobs;
+	uint64_t njobs;
+	pthread_mutex_t mu;        /* guards next, failed and st */
+	uint64_t next;
+	bool failed;               /* a stream failed: the others stop */
+	struct snap_migrate_stats *st;
+};
+
+struct send_stream {
+	struct send_round *sr;
+	struct snap_migrate_conn *c;
+	bool first;                /* the first stream: it watches for a refusal */
+	pthread_t thread;
+	int rc;
+};
+
+static bool send_job_take(struct send_round *sr, struct send_job *job)
+{
+	bool got;
+
+	pthread_mutex_lock(&sr->mu);
+	got = !sr->failed && sr->next < sr->njobs;
+	if (got)
+		*job = sr->jobs[sr->next++];
+	pthread_mutex_unlock(&sr->mu);
+	return got;
+}
+
+/* One stream's share of the round's data chunks; a joined stream ends its
+ * share with its own END. */
+static void *send_stream_run(void *arg)
+{
+	struct send_stream *ss = arg;
+	struct send_round *sr = ss->sr;
+	const struct snap_chunk_list *cl = snap_reader_chunk_list(sr->r);
+	uint8_t *chunk = malloc(cl->chunk_size);
+	struct send_job job;
+	int rc = chunk ? 0 : conn_fail(ss->c, -ENOMEM, "out of memory");
+
+	while (!rc && send_job_take(sr, &job)) {
+		const struct snap_region *reg = &cl->regions[job.region];
+		const struct snap_chunk_ref *ref = &reg->chunks[job.index];
+		uint32_t len = snap_region_chunk_bytes(reg, cl->chunk_size, job.index);
+		uint32_t codec, stored;
+
+		/* As stored: compressed where zstd paid when it was written. */
+		rc = snap_reader_chunk_stored(sr->r, job.region, job.index, chunk, cl->chunk_size, &codec, &stored);
+		if (rc) {
+			conn_fail(ss->c, rc, "snapshot %s: %s", sr->name, snap_store_error(sr->store));
+			break;
+		}
+		rc = send_chunk(ss->c, job.region, job.index,
+				codec == SNAP_CODEC_ZSTD ? SNAP_MIGRATE_CHUNK_ZSTD : SNAP_MIGRATE_CHUNK_DATA, ref, chunk,
+				stored);
+		if (!rc && ss->first)
+			rc = refusal_check(ss->c);
+		pthread_mutex_lock(&sr->mu);
+		sr->st->data_chunks++;
+		sr->st->data_bytes += len;
+		sr->st->data_sent_bytes += stored;
+		sr->st->compressed_chunks += codec == SNAP_CODEC_ZSTD;
+		pthread_mutex_unlock(&sr->mu);
+	}
+	if (!rc && !ss->first)
+		rc = end_send(ss->c);
+	if (rc) {
+		pthread_mutex_lock(&sr->mu);
+		sr->failed = true;
+		pthread_mutex_unlock(&sr->mu);
+	}
+	free(chunk);
+	ss->rc = rc;
+	return NULL;
+}
+
+/* Send the round's data chunks over c and every stream joined to it. */
+static int send_data(struct snap_migrate_conn *c, struct send_round *sr)
+{
+	struct send_stream ss[SNAP_MIGRATE_STREAMS_MAX] = { { .sr = sr, .c = c, .first = true } };
+	unsigned started = 0;
+	int rc;
+
+	pthread_mutex_init(&sr->mu, NULL);
+	for (unsigned i = 0; i < c->joined_count; i++) {
+		ss[i + 1] = (struct send_stream){ .sr = sr, .c = c->joined[i] };
+		if (pthread_create(&ss[i + 1].thread, NULL, send_stream_run, &ss[i + 1]))
+			break;
+		started++;
+	}
+	rc = started == c->joined_count ? 0 : conn_fail(c, -EAGAIN, "cannot start a stream's thread");
+	if (rc) {
+		pthread_mutex_lock(&sr->mu);
+		sr->failed = true;
+		pthread_mutex_unlock(&sr->mu);
+	} else {
+		send_stream_run(&ss[0]);
+		rc = ss[0].rc;
+	}
+	for (unsigned i = 1; i <= started; i++) {
+		pthread_join(ss[i].thread, NULL);
+		if (!rc && ss[i].rc)
+			rc = conn_fail(c, ss[i].rc, "stream %u: %s", i, c->joined[i - 1]->error);
+	}
+	pthread_mutex_destroy(&sr->mu);
+	/* A destination that refused says why on the first stream, maybe
+	 * only after a joined stream saw it hang up. */
+	if (rc && !ss[0].rc) {
+		struct pollfd p = { .fd = c->fd, .events = POLLIN };
+
+		int refused = poll(&p, 1, REFUSAL_WAIT_MS) == 1 ? ack_wait(c) : 0;
+
+		if (refused)
+			rc = refused;
+	}
+	return rc;
+}
+
 int snap_migrate_snapshot_send(struct snap_migrate_conn *c, struct snap_store *store, const char *name,
 			       const char *parent, uint32_t flags, const struct auth_token *token,
 			       const uint8_t nonce[AUTH_NONCE_BYTES], struct snap_migrate_stats *stats)
@@ -544,15 +719,16 @@ int snap_migrate_snapshot_send(struct snap_migrate_conn *c, struct snap_store *s
 	struct snap_migrate_stats st = { 0 };
 	struct snap_reader *r = NULL, *pr = NULL;
 	const struct snap_chunk_list *pcl = NULL;
-	uint64_t start = c->bytes_sent;
-	uint8_t *chunk = NULL;
-	struct sha256 copy;
-	uint8_t end[SHA256_BYTES];
+	struct send_round sr = { .store = store, .name = name, .st = &st };
+	uint64_t start = c->bytes_sent, data = 0;
 	int rc;
 
+	for (unsigned i = 0; i < c->joined_count; i++)
+		start += c->joined[i]->bytes_sent;
 	rc = snap_reader_open(store, name, &r);
 	if (rc)
 		return conn_fail(c, rc, "snapshot %s: %s", name, snap_store_error(store));
+	sr.r = r;
 	m = snap_reader_manifest(r);
 	cl = snap_reader_chunk_list(r);
 	if (parent && parent[0]) {
@@ -571,9 +747,11 @@ int snap_migrate_snapshot_send(struct snap_migrate_conn *c, struct snap_store *s
 			       m->parent);
 		goto out;
 	}
-	chunk = malloc(cl->chunk_size);
-	if (!chunk) {
-		rc = -ENOMEM;
+	for (uint64_t i = 0; i < cl->region_count; i++)
+		data += cl->regions[i].chunk_count;
+	sr.jobs = malloc((data ? data : 1) * sizeof(*sr.jobs));
+	if (!sr.jobs) {
+		rc = conn_fail(c, -ENOMEM, "out of memory");
 		goto out;
 	}
 	rc = send_begin(c, m, parent, flags, (uint32_t)cl->region_count, token, nonce);
@@ -588,13 +766,14 @@ int snap_migrate_snapshot_send(struct snap_migrate_conn *c, struct snap_store *s
 		le32_put(head + 16, reg->flags);
 		rc = snap_migrate_send(c, SNAP_MIGRATE_REGION, head, sizeof(head), NULL, 0);
 	}
+	/* The records without bytes go at once on the first stream; the
+	 * chunks with bytes are spread over every stream after them. */
 	for (uint64_t i = 0; !rc && i < cl->region_count; i++) {
 		const struct snap_region *reg = &cl->regions[i];
 
 		for (uint64_t j = 0; !rc && j < reg->chunk_count; j++) {
 			const struct snap_chunk_ref *ref = &reg->chunks[j];
-			uint32_t len = (uint32_t)(j + 1 < reg->chunk_count ? cl->chunk_size
-							 : reg->size - j * cl->chunk_size);
+			uint32_t len = snap_region_chunk_bytes(reg, cl->chunk_size, j);
 
 			st.chunks++;
 			if (ref->flags & SNAP_CHUNK_ZERO) {
@@ -605,38 +784,24 @@ int snap_migrate_snapshot_send(struct snap_migrate_conn *c, struct snap_store *s
 				st.unchanged_chunks++;
 				rc = send_chunk(c, (uint32_t)i, j, SNAP_MIGRATE_CHUNK_UNCHANGED, ref, NULL, 0);
 			} else {
-				uint32_t codec, stored;
-
-				/* As stored: compressed where zstd paid when it was written. */
-				rc = snap_reader_chunk_stored(r, (uint32_t)i, j, chunk, cl->chunk_size, &codec, &stored);
-				if (rc) {
-					conn_fail(c, rc, "snapshot %s: %s", name, snap_store_error(store));
-					break;
-				}
-				st.data_chunks++;
-				st.data_bytes += len;
-				st.data_sent_bytes += stored;
-				st.compressed_chunks += codec == SNAP_CODEC_ZSTD;
-				rc = send_chunk(c, (uint32_t)i, j,
-						codec == SNAP_CODEC_ZSTD ? SNAP_MIGRATE_CHUNK_ZSTD : SNAP_MIGRATE_CHUNK_DATA,
-						ref, chunk, stored);
+				sr.jobs[sr.njobs++] = (struct send_job){ (uint32_t)i, j };
 			}
-			if (!rc)
-				rc = refusal_check(c);
 		}
 	}
 	if (!rc)
+		rc = send_data(c, &sr);
+	if (!rc)
 		rc = send_journal(c, r, &st);
-	if (!rc) {
-		copy = c->sent;
-		sha256_final(&copy, end);
-		rc = snap_migrate_send(c, SNAP_MIGRATE_END, end, sizeof(end), NULL, 0);
-	}
+	if (!rc)
+		rc = end_send(c);
+	/* Every stream's bytes (start: all of theirs before the round). */
 	st.stream_bytes = c->bytes_sent - start;
+	for (unsigned i = 0; i < c->joined_count; i++)
+		st.stream_bytes += c->joined[i]->bytes_sent;
 	if (!rc)
 		rc = ack_wait(c);
 out:
-	free(chunk);
+	free(sr.jobs);
 	snap_reader_close(pr);
 	snap_reader_close(r);
 	if (stats)
@@ -660,13 +825,30 @@ struct recv_buffer {
 	bool busy;                 /* the writer holds it */
 };
 
+/* One stream's reading of a round: the first's on the caller's thread,
+ * each joined one's on a thread of its own (from the last REGION to its
+ * END). */
+struct recv_stream {
+	struct recv_round *rr;
+	struct snap_migrate_conn *c;
+	ZSTD_DCtx *zctx;
+	pthread_t thread;
+	bool running;
+	int rc;
+};
+
 struct recv_round {
 	struct snap_migrate_conn *c;
 	struct snap_writer *w;
-	ZSTD_DCtx *zctx;
+	struct recv_stream streams[SNAP_MIGRATE_STREAMS_MAX];   /* [0]: c's */
 	struct recv_buffer bufs[RECV_BUFFERS];
-	pthread_mutex_t mu;        /* guards bufs[].busy; the writer's threads give them back */
+	pthread_mutex_t mu;        /* guards bufs[].busy (the writer's threads give them back), stopping, failed */
 	pthread_cond_t freed;
+	bool stopping;             /* the first stream's reader stops the joined ones */
+	struct recv_stream *failed; /* the joined stream that failed first, on its own */
+	/* The writer takes one caller at a time (snap_writer.h): the streams
+	 * check and decompress their chunks at once, and queue them in turn. */
+	pthread_mutex_t writer_mu;
 	uint32_t chunk_size;
 	uint32_t regions_declared;
 	uint32_t region_count;
@@ -767,25 +949,26 @@ static void recv_buffers_free(struct recv_round *rr)
 /* A compressed chunk into @raw: smaller than the chunk it stands for,
  * and decompressing to exactly its @len bytes, no more (zstd writes no
  * further than the buffer it is given), no fewer. */
-static int chunk_decompress(struct recv_round *rr, const struct snap_migrate_chunk *ch, uint32_t len, uint8_t *raw)
+static int chunk_decompress(struct recv_stream *rs, const struct snap_migrate_chunk *ch, uint32_t len, uint8_t *raw)
 {
 	size_t n;
 
 	if (ch->len >= len)
-		return conn_fail(rr->c, -EBADMSG, "chunk %llu of region %u: %u compressed bytes for a chunk of %u",
+		return conn_fail(rs->c, -EBADMSG, "chunk %llu of region %u: %u compressed bytes for a chunk of %u",
 				 (unsigned long long)ch->index, ch->region, ch->len, len);
-	n = ZSTD_decompressDCtx(rr->zctx, raw, len, ch->data, ch->len);
+	n = ZSTD_decompressDCtx(rs->zctx, raw, len, ch->data, ch->len);
 	if (ZSTD_isError(n))
-		return conn_fail(rr->c, -EBADMSG, "chunk %llu of region %u does not decompress: %s",
+		return conn_fail(rs->c, -EBADMSG, "chunk %llu of region %u does not decompress: %s",
 				 (unsigned long long)ch->index, ch->region, ZSTD_getErrorName(n));
 	if (n != len)
-		return conn_fail(rr->c, -EBADMSG, "chunk %llu of region %u decompresses to %zu bytes, not %u",
+		return conn_fail(rs->c, -EBADMSG, "chunk %llu of region %u decompresses to %zu bytes, not %u",
 				 (unsigned long long)ch->index, ch->region, n, len);
 	return 0;
 }
 
-static int recv_chunk(struct recv_round *rr, uint32_t frame_len)
+static int recv_chunk(struct recv_stream *rs, uint32_t frame_len)
 {
+	struct recv_round *rr = rs->rr;
 	struct snap_migrate_chunk ch;
 	struct recv_buffer *b = NULL;
 	uint8_t hash[SNAP_HASH_BYTES];
@@ -793,30 +976,36 @@ static int recv_chunk(struct recv_round *rr, uint32_t frame_len)
 	uint32_t len;
 	int rc;
 
-	if (snap_migrate_chunk_decode(rr->c->buf, frame_len, &ch))
-		return conn_fail(rr->c, -EBADMSG, "malformed chunk");
+	if (snap_migrate_chunk_decode(rs->c->buf, frame_len, &ch))
+		return conn_fail(rs->c, -EBADMSG, "malformed chunk");
 	if (rr->regions_declared != rr->region_count)
-		return conn_fail(rr->c, -EPROTO, "a chunk before every region was declared");
+		return conn_fail(rs->c, -EPROTO, "a chunk before every region was declared");
+	pthread_mutex_lock(&rr->writer_mu);
 	chunks = snap_writer_region_chunks(rr->w, ch.region);
-	if (ch.region >= rr->region_count || ch.index >= chunks)
-		return conn_fail(rr->c, -EBADMSG, "chunk %llu of region %u is outside the snapshot",
-				 (unsigned long long)ch.index, ch.region);
 	len = snap_writer_region_chunk_bytes(rr->w, ch.region, ch.index);
+	pthread_mutex_unlock(&rr->writer_mu);
+	if (ch.region >= rr->region_count || ch.index >= chunks)
+		return conn_fail(rs->c, -EBADMSG, "chunk %llu of region %u is outside the snapshot",
+				 (unsigned long long)ch.index, ch.region);
 	switch (ch.kind) {
 	case SNAP_MIGRATE_CHUNK_ZERO:
+		pthread_mutex_lock(&rr->writer_mu);
 		rc = snap_writer_chunk_zero(rr->w, ch.region, ch.index, ch.device_hash);
+		pthread_mutex_unlock(&rr->writer_mu);
 		break;
 	case SNAP_MIGRATE_CHUNK_UNCHANGED:
+		pthread_mutex_lock(&rr->writer_mu);
 		rc = snap_writer_chunk_unchanged(rr->w, ch.region, ch.index, ch.device_hash);
+		pthread_mutex_unlock(&rr->writer_mu);
 		break;
 	case SNAP_MIGRATE_CHUNK_ZSTD:
 		if (!(b = recv_buffer_take(rr, true)))
-			return conn_fail(rr->c, -ENOMEM, "out of memory");
-		rc = chunk_decompress(rr, &ch, len, b->raw);
+			return conn_fail(rs->c, -ENOMEM, "out of memory");
+		rc = chunk_decompress(rs, &ch, len, b->raw);
 		if (!rc) {
 			snap_hash128(b->raw, len, hash);
 			if (memcmp(hash, ch.hash, sizeof(hash)))
-				rc = conn_fail(rr->c, -EBADMSG, "chunk %llu of region %u: content hash mismatch",
+				rc = conn_fail(rs->c, -EBADMSG, "chunk %llu of region %u: content hash mismatch",
 					       (unsigned long long)ch.index, ch.region);
 		}
 		if (rc) {
@@ -826,28 +1015,118 @@ static int recv_chunk(struct recv_round *rr, uint32_t frame_len)
 		/* Stored compressed as it came; the next frame overwrites the
 		 * connection's buffer, not these. */
 		memcpy(b->zstd, ch.data, ch.len);
+		pthread_mutex_lock(&rr->writer_mu);
 		rc = snap_writer_chunk_add_zstd(rr->w, ch.region, ch.index, b->raw, len, b->zstd, ch.len,
 						ch.device_hash, recv_buffer_done, b);
+		pthread_mutex_unlock(&rr->writer_mu);
 		break;
 	default:
 		snap_hash128(ch.data, ch.len, hash);
 		if (memcmp(hash, ch.hash, sizeof(hash)))
-			return conn_fail(rr->c, -EBADMSG, "chunk %llu of region %u: content hash mismatch",
+			return conn_fail(rs->c, -EBADMSG, "chunk %llu of region %u: content hash mismatch",
 					 (unsigned long long)ch.index, ch.region);
 		if (!(b = recv_buffer_take(rr, false)))
-			return conn_fail(rr->c, -ENOMEM, "out of memory");
+			return conn_fail(rs->c, -ENOMEM, "out of memory");
 		memcpy(b->raw, ch.data, ch.len);
+		pthread_mutex_lock(&rr->writer_mu);
 		rc = snap_writer_chunk_add(rr->w, ch.region, ch.index, b->raw, ch.len, ch.device_hash,
 					   recv_buffer_done, b);
+		pthread_mutex_unlock(&rr->writer_mu);
 		break;
 	}
 	/* A chunk the writer refused is not its: the buffer is free again. */
 	if (rc && b)
 		recv_buffer_done(b, NULL, 0);
 	if (rc)
-		return conn_fail(rr->c, rc, "chunk %llu of region %u refused: %s", (unsigned long long)ch.index,
+		return conn_fail(rs->c, rc, "chunk %llu of region %u refused: %s", (unsigned long long)ch.index,
 				 ch.region, strerror(-rc));
 	return 0;
+}
+
+/* The END of a stream's share of a round: the hash of the frames before it
+ * (@before, the received hash then). */
+static int end_check(struct snap_migrate_conn *c, uint32_t len, struct sha256 *before)
+{
+	struct snap_migrate_end e;
+	uint8_t want[SHA256_BYTES];
+
+	sha256_final(before, want);
+	if (snap_migrate_end_decode(c->buf, len, &e) || memcmp(want, e.stream_hash, sizeof(want)))
+		return conn_fail(c, -EBADMSG, "stream checksum mismatch");
+	return 0;
+}
+
+/* A joined stream's share of the round: CHUNKs, then its END. */
+static void *recv_stream_run(void *arg)
+{
+	struct recv_stream *rs = arg;
+	struct sha256 before;
+	uint16_t type;
+	uint32_t len;
+	int rc;
+
+	do {
+		before = rs->c->received;
+		rc = snap_migrate_recv(rs->c, &type, &len);
+		if (!rc && type == SNAP_MIGRATE_CHUNK)
+			rc = recv_chunk(rs, len);
+	} while (!rc && type == SNAP_MIGRATE_CHUNK);
+	if (!rc && type != SNAP_MIGRATE_END)
+		rc = conn_fail(rs->c, -EPROTO, "frame type %u on a joined stream", type);
+	if (!rc)
+		rc = end_check(rs->c, len, &before);
+	rs->rc = rc;
+	/* Unless the first stream's reader is stopping this one, it stops
+	 * too: the round is refused there, with this stream's error. */
+	pthread_mutex_lock(&rs->rr->mu);
+	if (rc && !rs->rr->stopping && !rs->rr->failed) {
+		rs->rr->failed = rs;
+		shutdown(rs->rr->c->fd, SHUT_RD);
+	}
+	pthread_mutex_unlock(&rs->rr->mu);
+	return NULL;
+}
+
+/* Once every region is declared, the joined streams' chunks may come. */
+static int recv_streams_start(struct recv_round *rr)
+{
+	for (unsigned i = 1; i <= rr->c->joined_count; i++) {
+		struct recv_stream *rs = &rr->streams[i];
+
+		rs->zctx = ZSTD_createDCtx();
+		if (!rs->zctx)
+			return conn_fail(rr->c, -ENOMEM, "out of memory");
+		if (pthread_create(&rs->thread, NULL, recv_stream_run, rs))
+			return conn_fail(rr->c, -EAGAIN, "cannot start a stream's thread");
+		rs->running = true;
+	}
+	return 0;
+}
+
+/* Wait for the joined streams' shares (@abort: the round failed; stop them
+ * reading first): 0, or the error of the one that failed on its own, in
+ * c->error. */
+static int recv_streams_end(struct recv_round *rr, bool abort)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&rr->mu);
+	rr->stopping = abort;
+	pthread_mutex_unlock(&rr->mu);
+	for (unsigned i = 1; i <= rr->c->joined_count; i++) {
+		struct recv_stream *rs = &rr->streams[i];
+
+		if (rs->running && abort)
+			shutdown(rs->c->fd, SHUT_RD);
+		if (rs->running)
+			pthread_join(rs->thread, NULL);
+		if (rs->running && rs->rc && !rc && (!abort || rr->failed == rs))
+			rc = conn_fail(rr->c, rs->rc, "stream %u: %s", i, rs->c->error);
+		rs->running = false;
+		ZSTD_freeDCtx(rs->zctx);
+		rs->zctx = NULL;
+	}
+	return rc;
 }
 
 int snap_migrate_snapshot_recv(struct snap_migrate_conn *c, uint32_t len, struct snap_store *store,
@@ -859,11 +1138,10 @@ int snap_migrate_snapshot_recv(struct snap_migrate_conn *c, uint32_t len, struct
 	char parent[SNAP_NAME_MAX + 1], device[SNAP_NAME_MAX + 1];
 	struct snap_writer_config cfg = { 0 };
 	struct snap_migrate_begin b;
-	struct snap_migrate_end e;
-	uint8_t want[SHA256_BYTES];
-	struct sha256 copy;
+	struct sha256 before;
+	bool started = false;
 	uint16_t type;
-	int rc;
+	int rc, joined_rc;
 
 	if (snap_migrate_begin_decode(c->buf, len, &b) || snap_migrate_str_copy(b.name, name, SNAP_NAME_MAX + 1) ||
 	    snap_migrate_str_copy(b.parent, parent, sizeof(parent)) ||
@@ -885,14 +1163,17 @@ int snap_migrate_snapshot_recv(struct snap_migrate_conn *c, uint32_t len, struct
 	explicit_bzero(b.credential, sizeof(b.credential));
 	rr.chunk_size = b.chunk_size;
 	rr.region_count = b.region_count;
+	for (unsigned i = 0; i <= c->joined_count; i++)
+		rr.streams[i] = (struct recv_stream){ .rr = &rr, .c = i ? c->joined[i - 1] : c };
 	rc = snap_writer_begin(store, &cfg, &rr.w);
 	explicit_bzero(cfg.credential, sizeof(cfg.credential));
 	if (rc)
 		return conn_fail(c, rc, "snapshot %s: %s", name, snap_store_error(store));
 	pthread_mutex_init(&rr.mu, NULL);
+	pthread_mutex_init(&rr.writer_mu, NULL);
 	pthread_cond_init(&rr.freed, NULL);
-	rr.zctx = ZSTD_createDCtx();
-	if (!rr.zctx) {
+	rr.streams[0].zctx = ZSTD_createDCtx();
+	if (!rr.streams[0].zctx) {
 		rc = conn_fail(c, -ENOMEM, "out of memory");
 		goto out_abort;
 	}
@@ -902,14 +1183,20 @@ int snap_migrate_snapshot_recv(struct snap_migrate_conn *c, uint32_t len, struct
 		goto out_abort;
 	}
 	for (;;) {
-		copy = c->received;   /* END covers the frames before it */
+		if (!started && rr.regions_declared == rr.region_count) {
+			started = true;
+			rc = recv_streams_start(&rr);
+			if (rc)
+				goto out_abort;
+		}
+		before = c->received;   /* END covers the frames before it */
 		rc = snap_migrate_recv(c, &type, &len);
 		if (rc)
 			goto out_abort;
 		if (type == SNAP_MIGRATE_REGION)
 			rc = recv_region(&rr, len);
 		else if (type == SNAP_MIGRATE_CHUNK)
-			rc = recv_chunk(&rr, len);
+			rc = recv_chunk(&rr.streams[0], len);
 		else if (type == SNAP_MIGRATE_JOURNAL && (rr.journal_bytes += len) > SNAP_MIGRATE_JOURNAL_MAX)
 			rc = conn_fail(c, -EFBIG, "journal over %llu bytes", (unsigned long long)SNAP_MIGRATE_JOURNAL_MAX);
 		else if (type == SNAP_MIGRATE_JOURNAL)
@@ -921,15 +1208,16 @@ int snap_migrate_snapshot_recv(struct snap_migrate_conn *c, uint32_t len, struct
 		if (rc)
 			goto out_abort;
 	}
-	sha256_final(&copy, want);
 	if (rr.regions_declared != rr.region_count) {
 		rc = conn_fail(c, -EPROTO, "%u of %u regions came", rr.regions_declared, rr.region_count);
 		goto out_abort;
 	}
-	if (snap_migrate_end_decode(c->buf, len, &e) || memcmp(want, e.stream_hash, sizeof(want))) {
-		rc = conn_fail(c, -EBADMSG, "stream checksum mismatch");
+	rc = end_check(c, len, &before);
+	if (rc)
 		goto out_abort;
-	}
+	rc = recv_streams_end(&rr, false);
+	if (rc)
+		goto out_abort;
 	rc = snap_writer_journal_set(rr.w, rr.journal_fd);
 	if (rc) {
 		conn_fail(c, rc, "journal refused: %s", snap_store_error(store));
@@ -939,17 +1227,21 @@ int snap_migrate_snapshot_recv(struct snap_migrate_conn *c, uint32_t len, struct
 	rr.w = NULL;
 	if (rc)
 		conn_fail(c, rc, "snapshot %s not stored: %s", name, snap_store_error(store));
-	close(rr.journal_fd);
-	ZSTD_freeDCtx(rr.zctx);
-	recv_buffers_free(&rr);
-	return rc;
+	goto out;
 
 out_abort:
+	/* A joined stream that failed stopped the first's reader: its error
+	 * is the one to tell. */
+	joined_rc = recv_streams_end(&rr, true);
+	if (joined_rc)
+		rc = joined_rc;
 	snap_writer_abort(rr.w);
+out:
 	if (rr.journal_fd >= 0)
 		close(rr.journal_fd);
-	ZSTD_freeDCtx(rr.zctx);
+	ZSTD_freeDCtx(rr.streams[0].zctx);
 	recv_buffers_free(&rr);
+	pthread_mutex_destroy(&rr.writer_mu);
 	return rc;
 }
 
@@ -1025,10 +1317,75 @@ void snap_migrate_refuse(struct snap_migrate_conn *c, int status, const char *me
 	uint8_t sink[4096];
 
 	snap_migrate_ack_send(c, status, message);
+	/* The source's joined streams stop sending at once, rather than wait
+	 * for buffers nobody reads here. */
+	for (unsigned i = 0; i < c->joined_count; i++)
+		shutdown(c->joined[i]->fd, SHUT_RDWR);
 	/* Closing with the source's frames unread would reset the link and
 	 * could drop the ACK before the source read it: let the source see it
 	 * and hang up first (its receive timeout bounds the wait). */
 	shutdown(c->fd, SHUT_WR);
 	for (int i = 0; i < 100000 && read(c->fd, sink, sizeof(sink)) > 0; i++)
 		;
+}
+
+int snap_migrate_streams_offer(struct snap_migrate_conn *c, uint32_t count,
+			       const uint8_t key[SNAP_MIGRATE_STREAM_KEY_BYTES])
+{
+	uint8_t buf[4 + SNAP_MIGRATE_STREAM_KEY_BYTES];
+	int rc;
+
+	if (!count || count >= SNAP_MIGRATE_STREAMS_MAX)
+		return conn_fail(c, -EINVAL, "%u streams to join (1 to %u)", count, SNAP_MIGRATE_STREAMS_MAX - 1);
+	le32_put(buf, count);
+	memcpy(buf + 4, key, SNAP_MIGRATE_STREAM_KEY_BYTES);
+	rc = snap_migrate_send(c, SNAP_MIGRATE_STREAMS, buf, sizeof(buf), NULL, 0);
+	/* The destination awaits them before they connect. */
+	return rc ? rc : ack_wait(c);
+}
+
+/* A joined stream's hashes cover what comes after its JOIN's ACK: the
+ * frames before were read by another process on the destination. */
+static void stream_hashes_restart(struct snap_migrate_conn *c)
+{
+	sha256_init(&c->sent);
+	sha256_init(&c->received);
+}
+
+int snap_migrate_join(struct snap_migrate_conn *extra, const uint8_t key[SNAP_MIGRATE_STREAM_KEY_BYTES])
+{
+	int rc = snap_migrate_send(extra, SNAP_MIGRATE_JOIN, key, SNAP_MIGRATE_STREAM_KEY_BYTES, NULL, 0);
+
+	if (!rc)
+		rc = ack_wait(extra);
+	if (!rc)
+		stream_hashes_restart(extra);
+	return rc;
+}
+
+int snap_migrate_streams_wait(struct snap_migrate_conn *c, struct snap_migrate_conn **extra, unsigned count)
+{
+	int rc = ack_wait(c);
+
+	if (rc)
+		return rc;
+	if (count >= SNAP_MIGRATE_STREAMS_MAX)
+		return conn_fail(c, -EINVAL, "%u streams joined", count);
+	memcpy(c->joined, extra, count * sizeof(*extra));
+	c->joined_count = count;
+	return 0;
+}
+
+int snap_migrate_stream_adopt(struct snap_migrate_conn *c, struct snap_migrate_conn *extra)
+{
+	int rc;
+
+	if (c->joined_count == SNAP_MIGRATE_STREAMS_MAX - 1)
+		return conn_fail(c, -ENOSPC, "more than %u streams", SNAP_MIGRATE_STREAMS_MAX);
+	rc = snap_migrate_ack_send(extra, 0, "joined");
+	if (rc)
+		return conn_fail(c, rc, "a joined stream: %s", extra->error);
+	stream_hashes_restart(extra);
+	c->joined[c->joined_count++] = extra;
+	return 0;
 }

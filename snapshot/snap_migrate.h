@@ -9,6 +9,16 @@
  *     src  -> dest  BEGIN, REGION * n, CHUNK * m, JOURNAL * k, END sha256
  *     dest -> src   ACK status, message
  *
+ * Parallel streams: before the first round the source may send STREAMS
+ * (count, key), acknowledged once the destination awaits them, and open
+ * count more connections, each authenticated as the first and then sending
+ * JOIN key; the destination's receiver takes each over
+ * (snap_migrate_conn.joined) and acknowledges its JOIN, then STREAMS again.
+ * In every round after, once REGIONs are sent, data CHUNKs go on any of
+ * them; each joined stream ends its share with an END of its own (the hash
+ * of its frames since its JOIN's ACK).  BEGIN, REGIONs, the records without
+ * bytes, JOURNAL, the round's END and ACK stay on the first.
+ *
  * Every frame is a 12-byte header (magic, version, type, payload length,
  * little endian) and its payload.  The source hashes every frame it sends
  * (SHA-256, from the first AUTH byte), a CHUNK's record but not its data;
@@ -39,6 +49,7 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include <pthread.h>
 
 #include "auth.h"
 #include "sha256.h"
@@ -72,7 +83,18 @@ enum snap_migrate_type {
 	 * state, to url (a virsh migrate's destination asking; the AUTH named
 	 * the uuid). Answered by one ACK when that migration ends. */
 	SNAP_MIGRATE_PULL = 9,
+	/* src -> dest on the first stream, after AUTH's ACK and before any
+	 * round: count more streams will JOIN with key. Answered by an ACK
+	 * once they are awaited, and another once all joined. */
+	SNAP_MIGRATE_STREAMS = 10,
+	/* src -> dest, the first frame after AUTH's ACK on an added stream:
+	 * key (STREAMS's). Answered by one ACK once the receiver holds it. */
+	SNAP_MIGRATE_JOIN = 11,
 };
+
+/* Streams of one migration, the first included. */
+#define SNAP_MIGRATE_STREAMS_MAX 8u
+#define SNAP_MIGRATE_STREAM_KEY_BYTES 16u
 
 /* BEGIN flags. */
 #define SNAP_MIGRATE_FINAL 0x1u   /* the stop-and-copy round: the destination plans the restore */
@@ -148,6 +170,15 @@ struct snap_migrate_pull {
 	struct snap_migrate_str url;       /* the asker's --migrate-listen, as the source reaches it */
 };
 
+struct snap_migrate_streams {
+	uint32_t count;                    /* streams to join: 1 .. SNAP_MIGRATE_STREAMS_MAX - 1 */
+	uint8_t key[SNAP_MIGRATE_STREAM_KEY_BYTES];
+};
+
+struct snap_migrate_join {
+	uint8_t key[SNAP_MIGRATE_STREAM_KEY_BYTES];
+};
+
 struct snap_migrate_ack {
 	int32_t status;                    /* 0 or a negative errno */
 	struct snap_migrate_str message;
@@ -162,6 +193,8 @@ int snap_migrate_chunk_decode(const uint8_t *p, uint32_t len, struct snap_migrat
 int snap_migrate_end_decode(const uint8_t *p, uint32_t len, struct snap_migrate_end *out);
 int snap_migrate_ack_decode(const uint8_t *p, uint32_t len, struct snap_migrate_ack *out);
 int snap_migrate_pull_decode(const uint8_t *p, uint32_t len, struct snap_migrate_pull *out);
+int snap_migrate_streams_decode(const uint8_t *p, uint32_t len, struct snap_migrate_streams *out);
+int snap_migrate_join_decode(const uint8_t *p, uint32_t len, struct snap_migrate_join *out);
 /* Check a frame header: 0 and *type, *len, or -EBADMSG. */
 int snap_migrate_header_decode(const uint8_t h[SNAP_MIGRATE_HEADER_BYTES], uint16_t *type, uint32_t *len);
 /* Copy @s to @out (@cap bytes with its NUL); -ENAMETOOLONG or -EBADMSG (a NUL inside). */
@@ -170,6 +203,17 @@ int snap_migrate_str_copy(struct snap_migrate_str s, char *out, size_t cap);
 /* One end of a stream over @fd (blocking; the caller sets a timeout on it
  * with SO_RCVTIMEO/SO_SNDTIMEO).  The fd stays the caller's. */
 struct tls_conn;
+
+/* --max-bandwidth over every stream of a migration: shared by their conns. */
+struct snap_migrate_cap {
+	uint64_t bytes_per_s;
+	pthread_mutex_t mu;        /* guards start_ns, bytes */
+	uint64_t start_ns;
+	uint64_t bytes;
+};
+
+void snap_migrate_cap_init(struct snap_migrate_cap *cap, uint64_t bytes_per_s);
+void snap_migrate_cap_fini(struct snap_migrate_cap *cap);
 
 struct snap_migrate_conn {
 	int fd;
@@ -181,10 +225,14 @@ struct snap_migrate_conn {
 	uint8_t *buf;              /* SNAP_MIGRATE_PAYLOAD_MAX, the last frame received */
 	uint64_t bytes_sent;
 	uint64_t bytes_received;
-	/* Optional cap on what this end sends, bytes per second (0: none). */
-	uint64_t max_bandwidth;
-	uint64_t bw_start_ns;
-	uint64_t bw_bytes;
+	/* Optional cap on what this end sends, with the other streams of its
+	 * migration (NULL: none); the caller's. */
+	struct snap_migrate_cap *cap;
+	/* The streams that joined this one (parallel streams): each round's
+	 * data chunks are spread over this and them.  The conns are the
+	 * caller's; one thread each while a round is sent or received. */
+	struct snap_migrate_conn *joined[SNAP_MIGRATE_STREAMS_MAX - 1];
+	unsigned joined_count;
 	char error[SNAP_MIGRATE_MESSAGE_MAX + 64];
 	char ack_message[SNAP_MIGRATE_MESSAGE_MAX + 1];   /* the last ACK's */
 };
@@ -210,6 +258,21 @@ int snap_migrate_client_auth(struct snap_migrate_conn *c, const struct auth_toke
 			     uint8_t nonce[AUTH_NONCE_BYTES]);
 int snap_migrate_server_auth(struct snap_migrate_conn *c, const struct auth_token *token,
 			     char session[SNAP_NAME_MAX + 1], uint8_t nonce[AUTH_NONCE_BYTES]);
+
+/* Parallel streams, the source's side: snap_migrate_streams_offer sends
+ * STREAMS on the first stream @c and reads the ACK that says the
+ * destination awaits them; then each added stream, authenticated with
+ * snap_migrate_client_auth, is offered with snap_migrate_join (JOIN, then
+ * its ACK); snap_migrate_streams_wait reads the first stream's second ACK
+ * (all joined) and, on 0, lists them in c->joined.  A joined stream's
+ * hashes start afresh after its JOIN's ACK. */
+int snap_migrate_streams_offer(struct snap_migrate_conn *c, uint32_t count,
+			       const uint8_t key[SNAP_MIGRATE_STREAM_KEY_BYTES]);
+int snap_migrate_join(struct snap_migrate_conn *extra, const uint8_t key[SNAP_MIGRATE_STREAM_KEY_BYTES]);
+int snap_migrate_streams_wait(struct snap_migrate_conn *c, struct snap_migrate_conn **extra, unsigned count);
+/* The destination's side, for each stream handed over after its JOIN: it
+ * joins @c (hashes afresh) and its JOIN is acknowledged. -ENOSPC: too many. */
+int snap_migrate_stream_adopt(struct snap_migrate_conn *c, struct snap_migrate_conn *extra);
 
 /* The asking end of a PULL, after snap_migrate_client_auth for @uuid:
  * send it, then wait (the socket's receive timeout bounds it) for the ACK

@@ -13,6 +13,7 @@
 #include "preauth.h"
 #include "session_slot.h"
 #include "snap_format.h"
+#include "snap_migrate.h"
 #include "snap_sessions.h"
 #include "snap_vm.h"
 #include "vm_id.h"
@@ -173,6 +174,11 @@ struct vm_domain {
 struct migrate_receiver {
 	pid_t pid;                          /* 0: ended (or free) */
 	int line_fd;                        /* its question at the final round, -1: none */
+	/* The streams it awaits (STREAMS): another receiver's stream that
+	 * JOINs with this key for this session is handed to it. "": none. */
+	char join_key[2 * SNAP_MIGRATE_STREAM_KEY_BYTES + 1];
+	char join_session[SNAP_NAME_MAX + 1];
+	unsigned join_left;                 /* streams still to join */
 };
 
 /* A session that moved: its guest's hello here is answered with url, once

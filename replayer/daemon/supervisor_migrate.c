@@ -11,6 +11,7 @@
  */
 #include "supervisor_internal.h"
 
+#include "fdpass.h"
 #include "log.h"
 #include "snap_migrate.h"
 #include "snap_store.h"
@@ -107,6 +108,87 @@ static ssize_t line_answer(int line, char *answer, size_t cap, int timeout_ms)
 	return n;
 }
 
+static void stream_key_hex(const uint8_t key[SNAP_MIGRATE_STREAM_KEY_BYTES],
+			   char hex[2 * SNAP_MIGRATE_STREAM_KEY_BYTES + 1])
+{
+	for (unsigned i = 0; i < SNAP_MIGRATE_STREAM_KEY_BYTES; i++)
+		snprintf(hex + 2 * i, 3, "%02x", key[i]);
+}
+
+/* A stream that JOINs another migration's: hand it over, through the
+ * supervisor, to the receiver that awaits it, which acknowledges it. 0 (it
+ * is that receiver's now), or refused here. */
+static int stream_hand_over(struct supervisor *sv, struct snap_migrate_conn *c, uint32_t len, int line,
+			    const char *session)
+{
+	char hex[2 * SNAP_MIGRATE_STREAM_KEY_BYTES + 1], msg[2 * SNAP_NAME_MAX + 64], answer[CONTROL_TEXT_MAX + 1];
+	struct snap_migrate_join j;
+	int n;
+
+	if (snap_migrate_join_decode(c->buf, len, &j))
+		return snap_migrate_refuse(c, -EBADMSG, "malformed JOIN"), -EBADMSG;
+	if (c->tls)
+		return snap_migrate_refuse(c, -EPROTONOSUPPORT, "no parallel streams over TLS"), -EPROTONOSUPPORT;
+	stream_key_hex(j.key, hex);
+	n = snprintf(msg, sizeof(msg), "join %s %s\n", session, hex);
+	if (fdpass_send(line, msg, (size_t)n, &c->fd, 1) || !line_answer(line, answer, sizeof(answer), MIGRATE_IDLE_S * 1000) ||
+	    strncmp(answer, "ok", 2)) {
+		answer[strcspn(answer, "\n")] = 0;
+		snap_migrate_refuse(c, -ENOENT, strncmp(answer, "err ", 4) ? "no migration awaits this stream" : answer + 4);
+		return -ENOENT;
+	}
+	pr_info("migration of session %s: a stream joined", session);
+	return 0;
+}
+
+/* STREAMS: await that many streams that JOIN with its key (handed over by
+ * the supervisor) into @extra, and join them to @c. */
+static int streams_take(struct supervisor *sv, struct snap_migrate_conn *c, uint32_t len, int line,
+			const char *session, struct snap_migrate_conn *extra)
+{
+	struct timeval idle = { .tv_sec = MIGRATE_IDLE_S };
+	char hex[2 * SNAP_MIGRATE_STREAM_KEY_BYTES + 1], answer[CONTROL_TEXT_MAX + 1];
+	struct snap_migrate_streams st;
+	int rc;
+
+	if (snap_migrate_streams_decode(c->buf, len, &st))
+		return snap_migrate_refuse(c, -EBADMSG, "malformed STREAMS"), -EBADMSG;
+	if (c->tls)
+		return snap_migrate_refuse(c, -EPROTONOSUPPORT, "no parallel streams over TLS"), -EPROTONOSUPPORT;
+	stream_key_hex(st.key, hex);
+	dprintf(line, "streams %s %s %u\n", session, hex, st.count);
+	if (!line_answer(line, answer, sizeof(answer), MIGRATE_IDLE_S * 1000) || strncmp(answer, "ok", 2))
+		return snap_migrate_refuse(c, -EBUSY, "ternd takes no streams for this session"), -EBUSY;
+	rc = snap_migrate_ack_send(c, 0, "streams awaited");
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; i < st.count; i++) {
+		struct pollfd p = { .fd = line, .events = POLLIN };
+		int fd = -1, got = 0;
+		ssize_t n = poll(&p, 1, MIGRATE_IDLE_S * 1000) == 1 ?
+				    fdpass_recv(line, answer, sizeof(answer) - 1, &fd, 1, &got, 0) : 0;
+
+		if (n <= 0 || got != 1 || strncmp(answer, "joined", 6)) {
+			if (got == 1)
+				close(fd);
+			return snap_migrate_refuse(c, -ETIMEDOUT, "the streams did not join"), -ETIMEDOUT;
+		}
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle));
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &idle, sizeof(idle));
+		rc = snap_migrate_conn_init(&extra[i], fd);
+		if (!rc)
+			rc = snap_migrate_stream_adopt(c, &extra[i]);
+		if (rc) {
+			if (extra[i].buf)
+				snap_migrate_conn_fini(&extra[i]);
+			close(fd);
+			return snap_migrate_refuse(c, rc, c->error[0] ? c->error : "out of memory"), rc;
+		}
+	}
+	pr_info("migration of session %s: %u more streams joined", session, st.count);
+	return snap_migrate_ack_send(c, 0, "streams joined");
+}
+
 /* The receiver: returns its exit status. @tls: the stream's TLS session on
  * @fd, or NULL. */
 static int receive(struct supervisor *sv, int fd, struct tls_conn *tls, int line)
@@ -116,9 +198,10 @@ static int receive(struct supervisor *sv, int fd, struct tls_conn *tls, int line
 	struct snap_store *store = NULL;
 	char session[SNAP_NAME_MAX + 1], name[SNAP_NAME_MAX + 1], previous[SNAP_NAME_MAX + 1] = "", dir[4200];
 	uint8_t nonce[AUTH_NONCE_BYTES];
+	struct snap_migrate_conn extra[SNAP_MIGRATE_STREAMS_MAX - 1];
 	uint16_t type;
 	uint32_t len, flags;
-	bool first = true;
+	bool first = true, began = false;
 	int rc;
 
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle));
@@ -156,11 +239,27 @@ static int receive(struct supervisor *sv, int fd, struct tls_conn *tls, int line
 			snap_migrate_conn_fini(&c);
 			return rc;
 		}
-		if (!rc && type == SNAP_MIGRATE_BEGIN && first)
+		if (!rc && type == SNAP_MIGRATE_JOIN && first) {
+			/* A stream of another receiver's migration. */
+			rc = stream_hand_over(sv, &c, len, line, session);
+			snap_store_close(store);
+			snap_migrate_conn_fini(&c);
+			return rc ? 1 : 0;
+		}
+		if (!rc && type == SNAP_MIGRATE_STREAMS && first) {
+			/* Refused there, or the streams joined: rounds follow. */
+			rc = streams_take(sv, &c, len, line, session, extra);
+			first = false;
+			if (rc)
+				break;
+			continue;
+		}
+		if (!rc && type == SNAP_MIGRATE_BEGIN && !began)
 			/* The prepared worker starts its backend while the first
 			 * round comes; the supervisor answers nothing. */
 			dprintf(line, "prepare %s\n", session);
 		first = false;
+		began = true;
 		if (!rc && type != SNAP_MIGRATE_BEGIN)
 			rc = -EPROTO;
 		if (!rc)
@@ -211,6 +310,10 @@ static int receive(struct supervisor *sv, int fd, struct tls_conn *tls, int line
 		break;
 	}
 out:
+	for (unsigned i = 0; i < c.joined_count; i++) {
+		close(c.joined[i]->fd);
+		snap_migrate_conn_fini(c.joined[i]);
+	}
 	snap_store_close(store);
 	snap_migrate_conn_fini(&c);
 	return rc ? 1 : 0;
@@ -319,11 +422,44 @@ static const char *plan_restore(struct supervisor *sv, const char *session, cons
 	return NULL;
 }
 
+/* "SESSION KEY" of a receiver's streams or join line: false if malformed. */
+static bool stream_key_parse(char *text, const char **session, const char **key)
+{
+	char *sp = strrchr(text, ' ');
+
+	if (!sp || strlen(sp + 1) != 2 * SNAP_MIGRATE_STREAM_KEY_BYTES ||
+	    strspn(sp + 1, "0123456789abcdef") != 2 * SNAP_MIGRATE_STREAM_KEY_BYTES || sp == text ||
+	    (size_t)(sp - text) > SNAP_NAME_MAX)
+		return false;
+	*sp = 0;
+	*session = text;
+	*key = sp + 1;
+	return true;
+}
+
+/* A receiver's stream JOINed with @key for @session: to the receiver that
+ * awaits it (another), with @fd. NULL, or why not. */
+static const char *stream_join(struct supervisor *sv, struct migrate_receiver *from, const char *session,
+			       const char *key, int fd)
+{
+	for (unsigned i = 0; i < MIGRATE_RECEIVERS_MAX; i++) {
+		struct migrate_receiver *r = &sv->receivers[i];
+
+		if (r == from || r->line_fd < 0 || !r->pid || !r->join_left || strcmp(r->join_key, key) ||
+		    strcmp(r->join_session, session))
+			continue;
+		r->join_left--;
+		return fdpass_send(r->line_fd, "joined\n", 7, &fd, 1) ? "the migration's receiver is gone" : NULL;
+	}
+	return "no migration of that session awaits this stream";
+}
+
 static void receiver_readable(struct supervisor *sv, struct migrate_receiver *r)
 {
 	char line[2 * SNAP_NAME_MAX + 16], more[VM_GENERATION_MAX + 16] = "", *name;
-	const char *why = "malformed", *session = "?";
-	ssize_t n = read(r->line_fd, line, sizeof(line) - 1);
+	const char *why = "malformed", *session = "?", *key;
+	int fd = -1, got = 0;
+	ssize_t n = fdpass_recv(r->line_fd, line, sizeof(line) - 1, &fd, 1, &got, 0);
 
 	if (n <= 0) {
 		close(r->line_fd);
@@ -332,7 +468,27 @@ static void receiver_readable(struct supervisor *sv, struct migrate_receiver *r)
 	}
 	line[n] = 0;
 	line[strcspn(line, "\n")] = 0;
-	if (!strncmp(line, "final ", 6) && (name = strchr(line + 6, ' '))) {
+	/* A descriptor comes only with a join, and is handed on from here. */
+	if (got == 1 && strncmp(line, "join ", 5)) {
+		close(fd);
+		got = 0;
+	}
+	if (got == 1) {
+		why = stream_key_parse(line + 5, &session, &key) ? stream_join(sv, r, session, key, fd) : why;
+		close(fd);
+		if (why)
+			pr_warn("migration stream of session %s refused: %s", session, why);
+	} else if (!strncmp(line, "streams ", 8) && (name = strrchr(line, ' ')) &&
+		   (*name++ = 0, stream_key_parse(line + 8, &session, &key))) {
+		unsigned long count = strtoul(name, NULL, 10);
+
+		if (count && count < SNAP_MIGRATE_STREAMS_MAX) {
+			snprintf(r->join_key, sizeof(r->join_key), "%s", key);
+			snprintf(r->join_session, sizeof(r->join_session), "%s", session);
+			r->join_left = (unsigned)count;
+			why = NULL;
+		}
+	} else if (!strncmp(line, "final ", 6) && (name = strchr(line + 6, ' '))) {
 		*name++ = 0;
 		session = line + 6;
 		why = plan_restore(sv, session, name);

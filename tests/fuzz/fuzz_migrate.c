@@ -6,8 +6,12 @@
  * 7 wire_moved_decode, 8 the PULL decoder, 9 the receiver itself: the rest is the byte stream
  * after the handshake, a round read into a store (a fresh directory, made
  * once per process) as snap_migrate_snapshot_recv reads it, compressed
- * chunks decompressed into the chunk's bytes and no further.  Nothing may
- * crash, and what decodes must lie inside the input.
+ * chunks decompressed into the chunk's bytes and no further; 10 the
+ * STREAMS decoder, 11 JOIN's; 12 the receiver with a joined stream: a u32
+ * length, that many bytes of the first stream, and the joined stream's
+ * bytes after them (its CHUNKs and END, read on a thread of its own once
+ * the first stream's regions are declared).  Nothing may crash, and what
+ * decodes must lie inside the input.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -36,31 +40,58 @@ static struct snap_store *fuzz_store(void)
 	return store;
 }
 
-static void stream_run(const uint8_t *data, size_t size)
+/* A memfd holding @size bytes of @data at offset 0; -1 if not. */
+static int bytes_fd(const uint8_t *data, size_t size)
+{
+	int fd = memfd_create("fuzz-migrate", 0);
+
+	if (fd >= 0 && (write(fd, data, size) != (ssize_t)size || lseek(fd, 0, SEEK_SET))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* One connection per stream for the process: their 64 MiB buffers are
+ * not made per input.  NULL without memory. */
+static struct snap_migrate_conn *fuzz_conn(unsigned which, int fd)
+{
+	static struct snap_migrate_conn conns[2];
+	static bool ready[2];
+	struct snap_migrate_conn *c = &conns[which];
+
+	if (!ready[which] && snap_migrate_conn_init(c, -1))
+		return NULL;
+	ready[which] = true;
+	c->fd = fd;
+	c->joined_count = 0;
+	sha256_init(&c->sent);
+	sha256_init(&c->received);
+	return c;
+}
+
+/* The rounds of the first stream's bytes, @joined_fd joined to it (-1: none). */
+static void stream_run(const uint8_t *data, size_t size, int joined_fd)
 {
 	static const struct auth_token token = { 16, "fuzz-token-01234" };
 	uint8_t nonce[AUTH_NONCE_BYTES] = { 0 };
 	struct snap_store *store = fuzz_store();
-	/* One connection for the process: its 64 MiB buffer is not made per input. */
-	static struct snap_migrate_conn c;
-	static bool ready;
+	struct snap_migrate_conn *c, *j = NULL;
 	char name[SNAP_NAME_MAX + 1];
 	uint32_t len, flags;
 	uint16_t type;
-	int fd = memfd_create("fuzz-migrate", 0);
+	int fd = bytes_fd(data, size);
 
-	if (fd < 0 || !store)
+	if (fd < 0 || !store || !(c = fuzz_conn(0, fd)))
 		goto out;
-	if (!ready && snap_migrate_conn_init(&c, -1))
+	if (joined_fd >= 0 && !(j = fuzz_conn(1, joined_fd)))
 		goto out;
-	ready = true;
-	c.fd = fd;
-	sha256_init(&c.sent);
-	sha256_init(&c.received);
-	if (write(fd, data, size) != (ssize_t)size || lseek(fd, 0, SEEK_SET))
-		goto out;
-	while (!snap_migrate_recv(&c, &type, &len) && type == SNAP_MIGRATE_BEGIN)
-		if (snap_migrate_snapshot_recv(&c, len, store, "fuzz", &token, nonce, 64u << 20, name, &flags))
+	if (j) {
+		c->joined[0] = j;
+		c->joined_count = 1;
+	}
+	while (!snap_migrate_recv(c, &type, &len) && type == SNAP_MIGRATE_BEGIN)
+		if (snap_migrate_snapshot_recv(c, len, store, "fuzz", &token, nonce, 64u << 20, name, &flags))
 			break;
 out:
 	if (fd >= 0)
@@ -74,7 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1 || size > (1u << 24))
 		return 0;
-	switch (data[0] % 10) {
+	switch (data[0] % 13) {
 	case 0: {
 		struct snap_migrate_challenge v;
 
@@ -152,8 +183,35 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		break;
 	}
+	case 10: {
+		struct snap_migrate_streams v;
+
+		if (!snap_migrate_streams_decode(p, n, &v) && (!v.count || v.count >= SNAP_MIGRATE_STREAMS_MAX))
+			abort();
+		break;
+	}
+	case 11: {
+		struct snap_migrate_join v;
+
+		snap_migrate_join_decode(p, n, &v);
+		break;
+	}
+	case 12: {
+		uint32_t first = n >= 4 ? (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+					      (uint32_t)p[3] << 24 : 0;
+		int joined;
+
+		if (n < 4 || first > n - 4)
+			break;
+		joined = bytes_fd(p + 4 + first, n - 4 - first);
+		if (joined >= 0) {
+			stream_run(p + 4, first, joined);
+			close(joined);
+		}
+		break;
+	}
 	default:
-		stream_run(p, n);
+		stream_run(p, n, -1);
 		break;
 	}
 	return 0;

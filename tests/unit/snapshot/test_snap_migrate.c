@@ -13,6 +13,7 @@
 #include <zstd.h>
 
 #include "le.h"
+#include "monotonic.h"
 #include "snap_migrate.h"
 #include "snap_test_util.h"
 
@@ -69,7 +70,10 @@ static int teardown(void **state)
 struct sender {
 	struct fixture *f;
 	int fd;
+	int extra_fd[SNAP_MIGRATE_STREAMS_MAX - 1];  /* streams joined to fd */
+	unsigned extra;
 	const struct auth_token *token;
+	uint64_t max_bandwidth;    /* over all the streams, 0: none */
 	int rc;
 	struct snap_migrate_stats st[2];
 	char error[2048];
@@ -81,23 +85,75 @@ static void *sender_run(void *arg)
 	struct snap_migrate_conn c;
 	uint8_t nonce[AUTH_NONCE_BYTES];
 
+	struct snap_migrate_conn extra[SNAP_MIGRATE_STREAMS_MAX - 1], *joined[SNAP_MIGRATE_STREAMS_MAX - 1];
+	uint8_t key[SNAP_MIGRATE_STREAM_KEY_BYTES] = { 7 }, extra_nonce[AUTH_NONCE_BYTES];
+	struct snap_migrate_cap cap;
+
+	snap_migrate_cap_init(&cap, s->max_bandwidth);
 	snap_migrate_conn_init(&c, s->fd);
+	c.cap = &cap;
 	s->rc = snap_migrate_client_auth(&c, s->token, "session-1", nonce);
+	if (!s->rc && s->extra)
+		s->rc = snap_migrate_streams_offer(&c, s->extra, key);
+	for (unsigned i = 0; i < s->extra; i++) {
+		snap_migrate_conn_init(&extra[i], s->extra_fd[i]);
+		extra[i].cap = &cap;
+		joined[i] = &extra[i];
+		if (!s->rc)
+			s->rc = snap_migrate_client_auth(&extra[i], s->token, "session-1", extra_nonce);
+		if (!s->rc)
+			s->rc = snap_migrate_join(&extra[i], key);
+	}
+	if (!s->rc && s->extra)
+		s->rc = snap_migrate_streams_wait(&c, joined, s->extra);
 	if (!s->rc)
 		s->rc = snap_migrate_snapshot_send(&c, s->f->src, "r0", NULL, 0, s->token, nonce, &s->st[0]);
 	if (!s->rc)
 		s->rc = snap_migrate_snapshot_send(&c, s->f->src, "r1", "r0", SNAP_MIGRATE_FINAL, s->token, nonce,
 						   &s->st[1]);
 	snprintf(s->error, sizeof(s->error), "%s", c.error);
+	for (unsigned i = 0; i < s->extra; i++) {
+		snap_migrate_conn_fini(&extra[i]);
+		shutdown(s->extra_fd[i], SHUT_RDWR);
+	}
 	snap_migrate_conn_fini(&c);
+	snap_migrate_cap_fini(&cap);
 	shutdown(s->fd, SHUT_RDWR);
 	return NULL;
 }
 
-/* The destination's loop (as ternd's receiver runs it): 0 when both rounds came. */
-static int receive(struct fixture *f, int fd, uint64_t quota, char *error, size_t cap)
+/* STREAMS, then each of @extra_fd authenticated and JOINed, as ternd's
+ * receivers and supervisor take them. */
+static int streams_accept(struct snap_migrate_conn *c, uint32_t len, const int *extra_fd,
+			  struct snap_migrate_conn *extra)
 {
-	struct snap_migrate_conn c;
+	struct snap_migrate_streams st;
+	struct snap_migrate_join j;
+	char session[SNAP_NAME_MAX + 1];
+	uint8_t nonce[AUTH_NONCE_BYTES];
+	uint16_t type;
+	int rc = snap_migrate_streams_decode(c->buf, len, &st);
+
+	if (!rc)
+		rc = snap_migrate_ack_send(c, 0, "streams awaited");
+	for (uint32_t i = 0; !rc && i < st.count; i++) {
+		snap_migrate_conn_init(&extra[i], extra_fd[i]);
+		rc = snap_migrate_server_auth(&extra[i], &token, session, nonce);
+		if (!rc)
+			rc = snap_migrate_recv(&extra[i], &type, &len);
+		if (!rc && (type != SNAP_MIGRATE_JOIN || snap_migrate_join_decode(extra[i].buf, len, &j) ||
+			    memcmp(j.key, st.key, sizeof(j.key))))
+			rc = -EPROTO;
+		if (!rc)
+			rc = snap_migrate_stream_adopt(c, &extra[i]);
+	}
+	return rc ? rc : snap_migrate_ack_send(c, 0, "streams joined");
+}
+
+/* The destination's loop (as ternd's receiver runs it): 0 when both rounds came. */
+static int receive(struct fixture *f, int fd, const int *extra_fd, uint64_t quota, char *error, size_t cap)
+{
+	struct snap_migrate_conn c, extra[SNAP_MIGRATE_STREAMS_MAX - 1];
 	char session[SNAP_NAME_MAX + 1], name[SNAP_NAME_MAX + 1];
 	uint8_t nonce[AUTH_NONCE_BYTES];
 	uint32_t len, flags = 0;
@@ -110,6 +166,12 @@ static int receive(struct fixture *f, int fd, uint64_t quota, char *error, size_
 		snap_migrate_refuse(&c, rc, c.error);
 	while (!rc && !(flags & SNAP_MIGRATE_FINAL)) {
 		rc = snap_migrate_recv(&c, &type, &len);
+		if (!rc && type == SNAP_MIGRATE_STREAMS) {
+			rc = streams_accept(&c, len, extra_fd, extra);
+			if (rc)
+				snap_migrate_refuse(&c, rc, c.error);
+			continue;
+		}
 		if (!rc)
 			rc = type == SNAP_MIGRATE_BEGIN ? snap_migrate_snapshot_recv(&c, len, f->dst, session, &token,
 									       nonce, quota, name, &flags)
@@ -120,25 +182,48 @@ static int receive(struct fixture *f, int fd, uint64_t quota, char *error, size_
 			rc = snap_migrate_ack_send(&c, 0, name);
 	}
 	snprintf(error, cap, "%s", c.error);
+	for (unsigned i = 0; i < c.joined_count; i++)
+		snap_migrate_conn_fini(c.joined[i]);
 	snap_migrate_conn_fini(&c);
+	return rc;
+}
+
+/* A migration over 1 + @extra streams. */
+static int migrate_streams(struct fixture *f, const struct auth_token *t, uint64_t quota, unsigned extra,
+			   struct sender *s, char *err, size_t cap)
+{
+	int far[SNAP_MIGRATE_STREAMS_MAX - 1] = { 0 };
+	pthread_t th;
+	int sv[2], rc;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	*s = (struct sender){ .f = f, .fd = sv[0], .token = t, .extra = extra, .max_bandwidth = s->max_bandwidth };
+	for (unsigned i = 0; i < extra; i++) {
+		int pair[2];
+
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
+		s->extra_fd[i] = pair[0];
+		far[i] = pair[1];
+	}
+	pthread_create(&th, NULL, sender_run, s);
+	rc = receive(f, sv[1], far, quota, err, cap);
+	shutdown(sv[1], SHUT_RDWR);
+	for (unsigned i = 0; i < extra; i++)
+		shutdown(far[i], SHUT_RDWR);
+	pthread_join(th, NULL);
+	close(sv[0]);
+	close(sv[1]);
+	for (unsigned i = 0; i < extra; i++) {
+		close(s->extra_fd[i]);
+		close(far[i]);
+	}
 	return rc;
 }
 
 static int migrate(struct fixture *f, const struct auth_token *t, uint64_t quota, struct sender *s, char *err,
 		   size_t cap)
 {
-	pthread_t th;
-	int sv[2], rc;
-
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	*s = (struct sender){ .f = f, .fd = sv[0], .token = t };
-	pthread_create(&th, NULL, sender_run, s);
-	rc = receive(f, sv[1], quota, err, cap);
-	shutdown(sv[1], SHUT_RDWR);
-	pthread_join(th, NULL);
-	close(sv[0]);
-	close(sv[1]);
-	return rc;
+	return migrate_streams(f, t, quota, 0, s, err, cap);
 }
 
 static void test_rounds_arrive(void **state)
@@ -172,6 +257,30 @@ static void test_rounds_arrive(void **state)
 	assert_int_equal(snap_store_manifest_get(f->dst, "r1", &m), 0);
 	assert_string_equal(m.session_id, "session-1");
 	assert_string_equal(m.parent, "r0");
+}
+
+/* The chunks spread over four streams make the same snapshots; a cap of
+ * --max-bandwidth holds all four together. */
+static void test_parallel_streams(void **state)
+{
+	struct fixture *f = *state;
+	struct sender s = { .max_bandwidth = 1u << 20 };
+	uint64_t t0 = monotonic_ns();
+	char err[2048];
+
+	assert_int_equal(migrate_streams(f, &token, 0, 3, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.rc, 0);
+	/* 256 KiB of chunk data at 1 MiB/s over all the streams. */
+	assert_true(monotonic_ns() - t0 >= 240000000ull);
+	assert_int_equal(s.st[0].data_chunks, 4);
+	assert_int_equal(s.st[0].zero_chunks, 4);
+	/* Every stream's bytes, each counted once. */
+	assert_true(s.st[0].stream_bytes >= s.st[0].data_bytes);
+	assert_true(s.st[0].stream_bytes - s.st[0].journal_bytes - s.st[0].data_bytes < 1024);
+	assert_true(s.st[1].stream_bytes < TEST_CHUNK / 10 + s.st[1].journal_bytes);
+	assert_int_equal(s.st[1].data_chunks, 1);
+	assert_int_equal(snap_store_verify(f->dst, "r1", NULL), 0);
+	assert_int_equal(test_snapshot_check(f->dst, "r1", f->r, 1), 0);
 }
 
 static void test_wrong_token(void **state)
@@ -335,6 +444,99 @@ static void test_hostile_rounds(void **state)
 	free(list);
 }
 
+/* A round whose first stream sends BEGIN and its REGION, then waits
+ * (a socket that stays open), while its joined stream sends what
+ * @write_fn writes: the joined stream's failure must stop the round, with
+ * its error. */
+static int hostile_joined(struct fixture *f, void (*write_fn)(int fd))
+{
+	uint8_t nonce[AUTH_NONCE_BYTES] = { 0 }, b[256], reg[20];
+	char name[SNAP_NAME_MAX + 1];
+	struct snap_migrate_conn c, j;
+	uint32_t len, flags;
+	uint16_t type;
+	int sv[2], fd = memfd_create("hostile-joined", 0), rc;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	frame_put(sv[0], SNAP_MIGRATE_BEGIN, b, begin_make(b, 1, 0));
+	le64_put(reg, ADDR);
+	le64_put(reg + 8, 2 * TEST_CHUNK);
+	le32_put(reg + 16, 0);
+	frame_put(sv[0], SNAP_MIGRATE_REGION, reg, sizeof(reg));
+	write_fn(fd);
+	lseek(fd, 0, SEEK_SET);
+	snap_migrate_conn_init(&c, sv[1]);
+	snap_migrate_conn_init(&j, fd);
+	c.joined[0] = &j;
+	c.joined_count = 1;
+	rc = snap_migrate_recv(&c, &type, &len);
+	if (!rc)
+		rc = snap_migrate_snapshot_recv(&c, len, f->dst, "session-1", &token, nonce, 0, name, &flags);
+	snprintf(hostile_error, sizeof(hostile_error), "%s", c.error);
+	snap_migrate_conn_fini(&j);
+	snap_migrate_conn_fini(&c);
+	close(fd);
+	close(sv[0]);
+	close(sv[1]);
+	return rc;
+}
+
+static void write_joined_bad_content(int fd)
+{
+	uint8_t b[SNAP_MIGRATE_CHUNK_HEAD_BYTES + TEST_CHUNK];
+
+	frame_put(fd, SNAP_MIGRATE_CHUNK, b, chunk_make(b, SNAP_MIGRATE_CHUNK_DATA, 1, TEST_CHUNK));
+}
+
+static void write_joined_bad_hash(int fd)
+{
+	uint8_t b[256], end[SHA256_BYTES] = { 0 };
+
+	frame_put(fd, SNAP_MIGRATE_CHUNK, b, chunk_make(b, SNAP_MIGRATE_CHUNK_ZERO, 1, 0));
+	frame_put(fd, SNAP_MIGRATE_END, end, sizeof(end));
+}
+
+static void write_joined_begin(int fd)
+{
+	uint8_t b[256];
+
+	frame_put(fd, SNAP_MIGRATE_BEGIN, b, begin_make(b, 1, 0));
+}
+
+static void write_joined_nothing(int fd)
+{
+	(void)fd;
+}
+
+static void write_joined_outside(int fd)
+{
+	uint8_t b[256];
+
+	frame_put(fd, SNAP_MIGRATE_CHUNK, b, chunk_make(b, SNAP_MIGRATE_CHUNK_ZERO, 2, 0));
+}
+
+static void test_hostile_joined(void **state)
+{
+	struct fixture *f = *state;
+	struct snap_info *list;
+	unsigned n;
+
+	assert_int_equal(hostile_joined(f, write_joined_bad_content), -EBADMSG);
+	assert_non_null(strstr(hostile_error, "stream 1: chunk 1 of region 0: content hash mismatch"));
+	assert_int_equal(hostile_joined(f, write_joined_bad_hash), -EBADMSG);
+	assert_non_null(strstr(hostile_error, "stream 1: stream checksum mismatch"));
+	assert_int_equal(hostile_joined(f, write_joined_begin), -EPROTO);
+	assert_non_null(strstr(hostile_error, "stream 1: frame type 3 on a joined stream"));
+	assert_int_equal(hostile_joined(f, write_joined_outside), -EBADMSG);
+	assert_non_null(strstr(hostile_error, "outside the snapshot"));
+	/* A joined stream that ends mid-round. */
+	assert_int_equal(hostile_joined(f, write_joined_nothing), -EPIPE);
+	assert_non_null(strstr(hostile_error, "stream 1: the peer closed the stream"));
+	assert_int_equal(snap_store_list(f->dst, &list, &n), 0);
+	assert_int_equal(n, 0);
+	free(list);
+}
+
 /* What write_zstd_chunk sends: a compressed chunk's payload, and the
  * bytes whose XXH3-128 its record names. */
 static struct {
@@ -429,10 +631,32 @@ static void test_decoders_refuse(void **state)
 	struct snap_migrate_ack ack;
 	struct snap_migrate_auth au;
 	struct snap_migrate_pull pl;
+	struct snap_migrate_streams sm;
+	struct snap_migrate_join jn;
 	uint32_t n, len;
 	uint16_t type;
 
 	(void)state;
+	/* STREAMS: a count of 1 .. STREAMS_MAX - 1 and a key; JOIN: a key. */
+	le32_put(b, 3);
+	memset(b + 4, 0xab, SNAP_MIGRATE_STREAM_KEY_BYTES);
+	assert_int_equal(snap_migrate_streams_decode(b, 4 + SNAP_MIGRATE_STREAM_KEY_BYTES, &sm), 0);
+	assert_int_equal(sm.count, 3);
+	assert_int_equal(sm.key[15], 0xab);
+	for (uint32_t i = 0; i < 4 + SNAP_MIGRATE_STREAM_KEY_BYTES; i++)
+		assert_int_equal(snap_migrate_streams_decode(b, i, &sm), -EBADMSG);       /* truncated */
+	assert_int_equal(snap_migrate_streams_decode(b, 5 + SNAP_MIGRATE_STREAM_KEY_BYTES, &sm), -EBADMSG);
+	le32_put(b, 0);
+	assert_int_equal(snap_migrate_streams_decode(b, 4 + SNAP_MIGRATE_STREAM_KEY_BYTES, &sm), -EBADMSG);
+	le32_put(b, SNAP_MIGRATE_STREAMS_MAX);
+	assert_int_equal(snap_migrate_streams_decode(b, 4 + SNAP_MIGRATE_STREAM_KEY_BYTES, &sm), -EBADMSG);
+	le32_put(b, UINT32_MAX);
+	assert_int_equal(snap_migrate_streams_decode(b, 4 + SNAP_MIGRATE_STREAM_KEY_BYTES, &sm), -EBADMSG);
+	assert_int_equal(snap_migrate_join_decode(b, SNAP_MIGRATE_STREAM_KEY_BYTES, &jn), 0);
+	assert_int_equal(snap_migrate_join_decode(b, SNAP_MIGRATE_STREAM_KEY_BYTES - 1, &jn), -EBADMSG);
+	assert_int_equal(snap_migrate_join_decode(b, SNAP_MIGRATE_STREAM_KEY_BYTES + 1, &jn), -EBADMSG);
+	assert_int_equal(snap_migrate_join_decode(b, 0, &jn), -EBADMSG);
+
 	n = begin_make(b, 1, 0);
 	assert_int_equal(snap_migrate_begin_decode(b, n, &bg), 0);
 	for (uint32_t i = 0; i < n; i++)
@@ -521,10 +745,12 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_rounds_arrive, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_parallel_streams, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wrong_token, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_quota, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_rounds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_compressed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hostile_joined, setup, teardown),
 		cmocka_unit_test(test_decoders_refuse),
 	};
 
