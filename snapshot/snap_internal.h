@@ -117,6 +117,8 @@ struct snap_pack_out {
 	uint64_t id;
 	int fd;                        /* -1 once closed */
 	uint64_t bytes;
+	uint64_t written_back;         /* bytes [0, written_back) handed to writeback */
+	int no_write_behind;           /* the file system has no sync_file_range */
 	struct snap_index_entry *entries;
 	uint64_t count, cap;
 	int sealed;                    /* its index is on disk */
