@@ -124,12 +124,13 @@ static const struct field rp_snapshot[] = {
 	FIELD(SR, new_chunks, F_U64, 0), FIELD(SR, seq, F_U64, 0), FSTR(SR, hash, 0),
 	FIELD(SR, hash_ms, F_DOUBLE, 0), FIELD(SR, shadowed_chunks, F_U64, 0),
 	FIELD(SR, direct_chunks, F_U64, 0), FIELD(SR, drain_ms, F_DOUBLE, 0),
+	FIELD(SR, capture_ms, F_DOUBLE, F_OPTIONAL),
 };
 #define RR struct control_restore_result
 static const struct field rp_restore[] = {
 	FSTR(RR, snapshot, F_OPTIONAL), FSTR(RR, session, 0), FIELD(RR, pid, F_I32, 0),
 	FIELD(RR, device, F_I32, 0), FIELD(RR, restore_ms, F_DOUBLE, 0), FIELD(RR, seq, F_U64, 0),
-	FIELD(RR, regions, F_U32, 0), FIELD(RR, bytes, F_U64, 0),
+	FIELD(RR, regions, F_U32, 0), FIELD(RR, bytes, F_U64, 0), FIELD(RR, fill_ms, F_DOUBLE, F_OPTIONAL),
 };
 #define PG struct control_progress
 static const struct field rp_progress[] = {

@@ -186,6 +186,7 @@ struct control_snapshot_result {
 	uint64_t shadowed_chunks;
 	uint64_t direct_chunks;
 	double drain_ms;
+	double capture_ms;                      /* of pause_ms, in the device copy (hash included) */
 };
 
 /* Also a fresh session's ready (snapshot "", the numbers 0). */
@@ -195,6 +196,7 @@ struct control_restore_result {
 	int32_t pid;
 	int32_t device;
 	double restore_ms;
+	double fill_ms;                         /* of restore_ms, writing device memory */
 	uint64_t seq;
 	uint32_t regions;
 	uint64_t bytes;

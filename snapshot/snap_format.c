@@ -58,12 +58,20 @@ _Static_assert(IR_END == SNAP_INDEX_RECORD_BYTES, "index record");
 enum { JH_MAGIC = 0, JH_VERSION = 8, JH_RESERVED = 12, JH_END = 16 };
 _Static_assert(JH_END == SNAP_JOURNAL_HEADER_BYTES, "journal header");
 
-void snap_hash128(const void *data, size_t len, uint8_t out[SNAP_HASH_BYTES])
+static void hash128_put(XXH128_hash_t h, uint8_t out[SNAP_HASH_BYTES])
 {
-	XXH128_hash_t h = XXH3_128bits(data, len);
-
 	le64_put(out, h.low64);
 	le64_put(out + 8, h.high64);
+}
+
+void snap_hash128(const void *data, size_t len, uint8_t out[SNAP_HASH_BYTES])
+{
+	hash128_put(XXH3_128bits(data, len), out);
+}
+
+void snap_hash128_digest(const void *xxh3_state, uint8_t out[SNAP_HASH_BYTES])
+{
+	hash128_put(XXH3_128bits_digest(xxh3_state), out);
 }
 
 int snap_hash_is_zero(const uint8_t hash[SNAP_HASH_BYTES])

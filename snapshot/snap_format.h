@@ -151,6 +151,8 @@ void snap_buf_free(struct snap_buf *b);
 
 /* XXH3-128 as 16 little-endian bytes (low half first). */
 void snap_hash128(const void *data, size_t len, uint8_t out[SNAP_HASH_BYTES]);
+/* The same of what was fed to @xxh3_state (an XXH3_state_t), in pieces. */
+void snap_hash128_digest(const void *xxh3_state, uint8_t out[SNAP_HASH_BYTES]);
 int snap_hash_is_zero(const uint8_t hash[SNAP_HASH_BYTES]);
 /* "0123..." 32 hex digits + NUL. */
 void snap_hash_hex(const uint8_t hash[SNAP_HASH_BYTES], char out[33]);

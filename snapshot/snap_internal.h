@@ -117,6 +117,8 @@ struct snap_pack_out {
 	uint64_t id;
 	int fd;                        /* -1 once closed */
 	uint64_t bytes;
+	uint64_t written_back;         /* bytes [0, written_back) handed to writeback */
+	int no_write_behind;           /* the file system has no sync_file_range */
 	struct snap_index_entry *entries;
 	uint64_t count, cap;
 	int sealed;                    /* its index is on disk */
@@ -140,10 +142,25 @@ void snap_pack_out_free(struct snap_pack_out *p);
 /* Load every pack index of the store into @map (state WRITTEN). */
 int snap_store_map_load(struct snap_store *s, struct snap_chunk_map *map);
 
-/* Read a stored frame: header check against @loc, stored bytes into
- * @stored (cap >= loc->stored_size), checksum.  -EBADMSG on damage. */
+/* Read the header of the frame at @loc into @f and check it against @loc.
+ * -EBADMSG on damage. */
+int snap_pack_frame_head_read(int pack_fd, const struct snap_chunk_loc *loc, struct snap_frame *f);
+/* The stored bytes of the frame @f at @loc into @stored (cap >=
+ * f->stored_size), their checksum checked.  -EBADMSG on damage. */
+int snap_pack_frame_body_read(int pack_fd, const struct snap_chunk_loc *loc, const struct snap_frame *f,
+			      uint8_t *stored);
+/* Both: header check against @loc, stored bytes into @stored (cap >=
+ * loc->stored_size), checksum.  -EBADMSG on damage. */
 int snap_pack_frame_read(int pack_fd, const struct snap_chunk_loc *loc,
 			 struct snap_frame *f, uint8_t *stored);
+/* Read the bytes of raw frame @f (its header checked by
+ * snap_pack_frame_head_read) straight into @dst (raw_size bytes) and check
+ * its content hash, which covers exactly those bytes: the frame checksum
+ * would read them a second time for nothing.  @xxh3_state: an
+ * XXH3_state_t of the caller's.  -EBADMSG on damage (@dst then holds
+ * whatever was read). */
+int snap_pack_frame_raw_read(int pack_fd, const struct snap_chunk_loc *loc, const struct snap_frame *f,
+			     uint8_t *dst, void *xxh3_state);
 /* Decode a checked frame into @dst (raw_size bytes) and verify the content
  * hash.  @zctx: a ZSTD_DCtx. */
 int snap_frame_decode_into(const struct snap_frame *f, const uint8_t *stored,

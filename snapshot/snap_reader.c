@@ -146,16 +146,15 @@ static int chunk_fail(struct snap_reader *r, uint32_t region, uint64_t index, in
 			       rc == -EBADMSG ? "" : ": ", rc == -EBADMSG ? "" : strerror(-rc));
 }
 
-/* Find a non-zero chunk's frame and read its stored bytes into @stored
- * (at least @stored_cap bytes), their checksum checked. */
-static int chunk_frame_read(struct snap_reader *r, uint32_t region, uint64_t index, struct snap_frame *f,
-			    uint8_t *stored, size_t stored_cap)
+/* Find a non-zero chunk's pack entry and open its pack. */
+static int chunk_locate(struct snap_reader *r, uint32_t region, uint64_t index, size_t stored_cap,
+			const struct snap_chunk_loc **out, int *fd_out)
 {
 	const struct snap_chunk_ref *ref = &r->cl.regions[region].chunks[index];
 	uint32_t len = snap_region_chunk_bytes(&r->cl.regions[region], r->cl.chunk_size, index);
 	const struct snap_chunk_loc *loc;
 	char pack[64], missing[128];
-	int fd, rc;
+	int fd;
 
 	loc = snap_chunk_map_find(&r->map, ref->hash);
 	if (!loc)
@@ -173,11 +172,28 @@ static int chunk_frame_read(struct snap_reader *r, uint32_t region, uint64_t ind
 	}
 	if (fd < 0)
 		return chunk_fail(r, region, index, fd, "cannot be read: its pack file cannot be opened");
-	rc = snap_pack_frame_read(fd, loc, f, stored);
-	if (rc)
-		return chunk_fail(r, region, index, rc, rc == -EBADMSG ? "is damaged: frame header or "
-				  "stored-bytes checksum mismatch" : "cannot be read from its pack");
+	*out = loc;
+	*fd_out = fd;
 	return 0;
+}
+
+static int frame_fail(struct snap_reader *r, uint32_t region, uint64_t index, int rc)
+{
+	return chunk_fail(r, region, index, rc, rc == -EBADMSG ? "is damaged: frame header or "
+			  "stored-bytes checksum mismatch" : "cannot be read from its pack");
+}
+
+/* Find a non-zero chunk's frame and read its stored bytes into @stored
+ * (at least @stored_cap bytes), their checksum checked. */
+static int chunk_frame_read(struct snap_reader *r, uint32_t region, uint64_t index, struct snap_frame *f,
+			    uint8_t *stored, size_t stored_cap)
+{
+	const struct snap_chunk_loc *loc;
+	int fd, rc = chunk_locate(r, region, index, stored_cap, &loc, &fd);
+
+	if (!rc)
+		rc = snap_pack_frame_read(fd, loc, f, stored);
+	return rc ? frame_fail(r, region, index, rc) : 0;
 }
 
 static int chunk_check(struct snap_reader *r, uint32_t region, uint64_t index, size_t cap, uint32_t *len)
@@ -189,13 +205,50 @@ static int chunk_check(struct snap_reader *r, uint32_t region, uint64_t index, s
 	return cap < *len ? -EINVAL : 0;
 }
 
-/* Read and check one chunk.  @scratch holds at least stored_size bytes. */
-static int chunk_read(struct snap_reader *r, uint32_t region, uint64_t index, void *dst,
-		      size_t cap, ZSTD_DCtx *zctx, uint8_t *scratch, size_t scratch_cap)
+struct snap_reader_ctx {
+	ZSTD_DCtx *zctx;
+	XXH3_state_t *xxh3;
+	uint8_t *scratch;              /* a compressed frame; allocated at the first */
+	size_t scratch_cap;
+};
+
+int snap_reader_ctx_new(const struct snap_reader *r, struct snap_reader_ctx **out)
 {
+	struct snap_reader_ctx *ctx = calloc(1, sizeof(*ctx));
+
+	*out = NULL;
+	if (!ctx)
+		return -ENOMEM;
+	ctx->zctx = ZSTD_createDCtx();
+	ctx->xxh3 = XXH3_createState();
+	ctx->scratch_cap = ZSTD_compressBound(r->cl.chunk_size);
+	if (!ctx->zctx || !ctx->xxh3) {
+		snap_reader_ctx_free(ctx);
+		return -ENOMEM;
+	}
+	*out = ctx;
+	return 0;
+}
+
+void snap_reader_ctx_free(struct snap_reader_ctx *ctx)
+{
+	if (!ctx)
+		return;
+	ZSTD_freeDCtx(ctx->zctx);
+	XXH3_freeState(ctx->xxh3);
+	free(ctx->scratch);
+	free(ctx);
+}
+
+/* Read and check one chunk: a raw frame straight into @dst, a compressed
+ * one through the context's scratch. */
+static int chunk_read(struct snap_reader *r, uint32_t region, uint64_t index, void *dst,
+		      size_t cap, struct snap_reader_ctx *ctx)
+{
+	const struct snap_chunk_loc *loc;
 	struct snap_frame f;
 	uint32_t len;
-	int rc = chunk_check(r, region, index, cap, &len);
+	int fd, rc = chunk_check(r, region, index, cap, &len);
 
 	if (rc)
 		return rc;
@@ -203,10 +256,25 @@ static int chunk_read(struct snap_reader *r, uint32_t region, uint64_t index, vo
 		memset(dst, 0, len);
 		return 0;
 	}
-	rc = chunk_frame_read(r, region, index, &f, scratch, scratch_cap);
+	rc = chunk_locate(r, region, index, ctx->scratch_cap, &loc, &fd);
 	if (rc)
 		return rc;
-	rc = snap_frame_decode_into(&f, scratch, dst, cap, zctx);
+	rc = snap_pack_frame_head_read(fd, loc, &f);
+	if (rc)
+		return frame_fail(r, region, index, rc);
+	if (f.codec == SNAP_CODEC_RAW) {
+		rc = snap_pack_frame_raw_read(fd, loc, &f, dst, ctx->xxh3);
+		if (rc == -EBADMSG || rc == -EINVAL)
+			return chunk_fail(r, region, index, -EBADMSG, "is damaged: its bytes do not match "
+					  "its content hash");
+		return rc ? frame_fail(r, region, index, rc) : 0;
+	}
+	if (!ctx->scratch && !(ctx->scratch = malloc(ctx->scratch_cap)))
+		return -ENOMEM;
+	rc = snap_pack_frame_body_read(fd, loc, &f, ctx->scratch);
+	if (rc)
+		return frame_fail(r, region, index, rc);
+	rc = snap_frame_decode_into(&f, ctx->scratch, dst, cap, ctx->zctx);
 	if (rc)
 		return chunk_fail(r, region, index, rc, "is damaged: it does not decompress to bytes of its "
 				  "content hash");
@@ -240,29 +308,17 @@ int snap_reader_chunk_stored(struct snap_reader *r, uint32_t region, uint64_t in
 	return snap_reader_chunk_read(r, region, index, dst, cap, NULL);
 }
 
-static size_t scratch_bytes(const struct snap_reader *r)
-{
-	return ZSTD_compressBound(r->cl.chunk_size);
-}
-
 int snap_reader_chunk_read(struct snap_reader *r, uint32_t region, uint64_t index,
-			   void *dst, size_t cap, void *zctx)
+			   void *dst, size_t cap, struct snap_reader_ctx *ctx)
 {
-	ZSTD_DCtx *own = NULL;
-	uint8_t *scratch;
-	int rc;
+	struct snap_reader_ctx *own = NULL;
+	int rc = 0;
 
-	scratch = malloc(scratch_bytes(r));
-	if (!zctx)
-		zctx = own = ZSTD_createDCtx();
-	if (!scratch || !zctx) {
-		rc = -ENOMEM;
-		goto out_free;
-	}
-	rc = chunk_read(r, region, index, dst, cap, zctx, scratch, scratch_bytes(r));
-out_free:
-	ZSTD_freeDCtx(own);
-	free(scratch);
+	if (!ctx)
+		rc = snap_reader_ctx_new(r, &own);
+	if (!rc)
+		rc = chunk_read(r, region, index, dst, cap, ctx ? ctx : own);
+	snap_reader_ctx_free(own);
 	return rc;
 }
 
@@ -283,9 +339,8 @@ static void *region_worker(void *arg)
 	struct region_job *j = arg;
 	const struct snap_region *reg = &j->r->cl.regions[j->region];
 	uint32_t cs = j->r->cl.chunk_size;
-	ZSTD_DCtx *zctx = ZSTD_createDCtx();
-	uint8_t *scratch = malloc(scratch_bytes(j->r));
-	int rc = (zctx && scratch) ? 0 : -ENOMEM;
+	struct snap_reader_ctx *ctx;
+	int rc = snap_reader_ctx_new(j->r, &ctx);
 
 	for (;;) {
 		uint64_t index;
@@ -301,13 +356,11 @@ static void *region_worker(void *arg)
 		index = j->next++;
 		pthread_mutex_unlock(&j->mu);
 		len = snap_region_chunk_bytes(reg, cs, index);
-		rc = chunk_read(j->r, j->region, index, j->dst + index * cs, len, zctx, scratch,
-				scratch_bytes(j->r));
+		rc = chunk_read(j->r, j->region, index, j->dst + index * cs, len, ctx);
 		if (!rc && j->ready)
 			rc = j->ready(j->arg, index, index * cs, len);
 	}
-	ZSTD_freeDCtx(zctx);
-	free(scratch);
+	snap_reader_ctx_free(ctx);
 	return NULL;
 }
 
@@ -351,7 +404,6 @@ static int journal_stream(struct snap_reader *r, int fd)
 	XXH3_state_t *st = XXH3_createState();
 	uint8_t *buf = malloc(1 << 20);
 	uint64_t off = 0;
-	XXH128_hash_t h;
 	int in, rc;
 
 	in = openat(r->dir_fd, SNAP_JOURNAL_FILE, O_RDONLY | O_CLOEXEC);
@@ -387,9 +439,7 @@ static int journal_stream(struct snap_reader *r, int fd)
 				break;
 		}
 		if (pass == 0 && !rc) {
-			h = XXH3_128bits_digest(st);
-			le64_put(hash, h.low64);
-			le64_put(hash + 8, h.high64);
+			snap_hash128_digest(st, hash);
 			if (off != r->m.journal_bytes || memcmp(hash, r->m.journal_hash, 16))
 				rc = -EBADMSG;
 		}
@@ -417,8 +467,8 @@ int snap_store_verify(struct snap_store *s, const char *name, struct snap_verify
 {
 	struct snap_chunk_map seen;
 	struct snap_reader *r;
-	ZSTD_DCtx *zctx = NULL;
-	uint8_t *scratch = NULL, *dst = NULL;
+	struct snap_reader_ctx *ctx = NULL;
+	uint8_t *dst = NULL;
 	int rc;
 
 	if (stats)
@@ -430,13 +480,12 @@ int snap_store_verify(struct snap_store *s, const char *name, struct snap_verify
 	rc = journal_stream(r, -1);
 	if (rc)
 		goto out_close;
-	rc = -ENOMEM;
-	zctx = ZSTD_createDCtx();
-	scratch = malloc(scratch_bytes(r));
+	rc = snap_reader_ctx_new(r, &ctx);
 	dst = malloc(r->cl.chunk_size);
-	if (!zctx || !scratch || !dst)
+	if (!rc && !dst)
+		rc = -ENOMEM;
+	if (rc)
 		goto out_close;
-	rc = 0;
 	for (uint32_t i = 0; i < r->cl.region_count && !rc; i++) {
 		const struct snap_region *reg = &r->cl.regions[i];
 		for (uint64_t c = 0; c < reg->chunk_count && !rc; c++) {
@@ -451,8 +500,7 @@ int snap_store_verify(struct snap_store *s, const char *name, struct snap_verify
 				rc = added;
 				continue;
 			}
-			rc = chunk_read(r, i, c, dst, r->cl.chunk_size, zctx, scratch,
-					scratch_bytes(r));
+			rc = chunk_read(r, i, c, dst, r->cl.chunk_size, ctx);
 			if (!rc && stats) {
 				stats->chunks_checked++;
 				stats->bytes_checked += snap_region_chunk_bytes(reg, r->cl.chunk_size, c);
@@ -460,8 +508,7 @@ int snap_store_verify(struct snap_store *s, const char *name, struct snap_verify
 		}
 	}
 out_close:
-	ZSTD_freeDCtx(zctx);
-	free(scratch);
+	snap_reader_ctx_free(ctx);
 	free(dst);
 	snap_chunk_map_free(&seen);
 	snap_reader_close(r);

@@ -3,11 +3,12 @@
  * snap_reader_open() verifies the manifest and chunk-list checksums and
  * loads the store's pack indexes; it holds the store's lock shared, so rm
  * and gc wait (-EBUSY) until the reader is closed.  Every chunk read checks
- * the frame checksum and the content hash: corrupted bytes give -EBADMSG
- * and snap_store_error() names the region and chunk.
+ * the frame header and the content hash (a compressed frame's stored bytes
+ * also against their checksum, before they are decoded): corrupted bytes
+ * give -EBADMSG and snap_store_error() names the region and chunk.
  *
  * Threading: after open, snap_reader_chunk_read() may be called from many
- * threads at once (it uses pread and per-call decompression contexts);
+ * threads at once (it uses pread and a context per thread);
  * the accessors are read-only.  snap_reader_region_read() runs its own
  * threads.  Close once, after every call returned.
  */
@@ -28,11 +29,19 @@ void snap_reader_close(struct snap_reader *r);  /* accepts NULL */
 const struct snap_manifest *snap_reader_manifest(const struct snap_reader *r);
 const struct snap_chunk_list *snap_reader_chunk_list(const struct snap_reader *r);
 
+/* What one thread needs to read chunks: a decompression context, a hash
+ * state and room for a compressed frame.  Made for @r's chunk size; use it
+ * with @r only, on one thread at a time. */
+struct snap_reader_ctx;
+int snap_reader_ctx_new(const struct snap_reader *r, struct snap_reader_ctx **out);
+void snap_reader_ctx_free(struct snap_reader_ctx *ctx);  /* accepts NULL */
+
 /* Read chunk @index of @region into @dst (@cap >= the chunk's raw size).
- * Zero chunks are memset.  @zctx is a ZSTD_DCtx* the caller reuses, or
- * NULL to make one per call. */
+ * Zero chunks are memset.  A chunk stored raw is read straight into @dst
+ * (no intermediate copy), so @dst may be pinned staging memory.  @ctx is
+ * the calling thread's (reused), or NULL to make one for this call. */
 int snap_reader_chunk_read(struct snap_reader *r, uint32_t region, uint64_t index,
-			   void *dst, size_t cap, void *zctx);
+			   void *dst, size_t cap, struct snap_reader_ctx *ctx);
 
 /* Chunk @index of @region as its pack stores it, for a reader that sends
  * it on (the migration stream): the stored bytes into @dst (@cap >= the

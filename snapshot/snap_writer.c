@@ -791,7 +791,6 @@ int snap_writer_journal_set(struct snap_writer *w, int fd)
 {
 	uint8_t hdr[SNAP_JOURNAL_HEADER_BYTES];
 	XXH3_state_t *st = NULL;
-	XXH128_hash_t h;
 	uint64_t off = 0;
 	uint8_t *buf = NULL;
 	int out, rc;
@@ -832,9 +831,7 @@ int snap_writer_journal_set(struct snap_writer *w, int fd)
 		snap_store_fail(w->s, rc, "snapshot %s: writing the journal copy in %s: %s%s",
 				w->name, w->s->path, strerror(-rc), snap_write_hint(rc));
 	if (!rc) {
-		h = XXH3_128bits_digest(st);
-		le64_put(w->journal_hash, h.low64);
-		le64_put(w->journal_hash + 8, h.high64);
+		snap_hash128_digest(st, w->journal_hash);
 		w->journal_bytes = off + sizeof(hdr);
 		w->journal_done = 1;
 	}

@@ -497,8 +497,12 @@ int capture_pause(struct capture *c, struct snap_writer *w, const struct capture
 	/* The shadow takes the first chunks that fit, the rest go direct. */
 	for (uint64_t i = 0; i < njobs; i++)
 		changed += jobs[i].len;
-	if (changed && c->cfg.shadow_max)
+	if (changed && c->cfg.shadow_max) {
+		uint64_t t_alloc = monotonic_ns();
+
 		cap = shadow_alloc(c, changed);
+		c->st.shadow_alloc_ns = monotonic_ns() - t_alloc;
+	}
 	while (fit < njobs && c->st.shadow_bytes + jobs[fit].len <= cap)
 		c->st.shadow_bytes += jobs[fit++].len;
 	if (fit) {

@@ -82,6 +82,7 @@ struct capture_stats {
 	uint32_t engine;          /* CAPTURE_ENGINE_* used by the last pause */
 	uint64_t pause_ns;        /* capture_pause, guest stopped */
 	uint64_t hash_ns;         /* of which hashing */
+	uint64_t shadow_alloc_ns; /* of which allocating the shadow */
 	uint64_t drain_ns;        /* background drain of the shadow */
 	uint64_t bytes_hashed;
 	uint64_t chunks;

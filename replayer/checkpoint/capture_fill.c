@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zstd.h>
 
 struct fill_job {
 	uint32_t region;
@@ -39,8 +38,8 @@ struct fill {
 static void *fill_reader_main(void *arg)
 {
 	struct fill *f = arg;
-	ZSTD_DCtx *zctx = ZSTD_createDCtx();
-	int rc = zctx ? 0 : -ENOMEM;
+	struct snap_reader_ctx *ctx;
+	int rc = snap_reader_ctx_new(f->r, &ctx);
 
 	for (;;) {
 		struct fill_job *j;
@@ -60,14 +59,14 @@ static void *fill_reader_main(void *arg)
 		pthread_mutex_unlock(&f->mu);
 
 		rc = snap_reader_chunk_read(f->r, j->region, j->index, j->s->host + j->off, j->len,
-					    zctx);
+					    ctx);
 
 		pthread_mutex_lock(&f->mu);
 		if (--j->s->pending == 0)
 			pthread_cond_broadcast(&f->cv_done);
 		pthread_mutex_unlock(&f->mu);
 	}
-	ZSTD_freeDCtx(zctx);
+	snap_reader_ctx_free(ctx);
 	return NULL;
 }
 

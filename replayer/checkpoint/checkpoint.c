@@ -64,6 +64,7 @@ struct checkpoint_job {
 	char session[SNAP_NAME_MAX + 1];     /* session ids are up to 255 bytes */
 	uint64_t seq;
 	uint64_t start_ns, pause_ns, end_ns;
+	uint64_t quiesced_ns, store_ns, journal_ns;  /* where the pause went */
 	struct snap_writer_stats wstats;
 	unsigned regions;
 	uint64_t bytes;
@@ -201,6 +202,7 @@ int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req
 		ret = -EIO;
 		goto out_job;
 	}
+	job->quiesced_ns = monotonic_ns();
 	/* Arrays live outside the arena: their contents go into the journal. */
 	ret = exec_array_journal_flush(ex, err, errlen);
 	if (ret)
@@ -244,6 +246,7 @@ int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req
 		snprintf(err, errlen, "cannot start snapshot '%s': %s", req->name, snap_store_error(job->store));
 		goto out_store;
 	}
+	job->store_ns = monotonic_ns();
 	/* The journal first: it must describe exactly the memory captured now. */
 	ret = checkpoint_state_save(ck, err, errlen);
 	if (ret)
@@ -294,6 +297,7 @@ int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req
 		regions[job->regions++] = (struct capture_region){ m->addr, m->size, 0 };
 		job->bytes += m->size;
 	}
+	job->journal_ns = monotonic_ns();
 	ret = checkpoint_capture_get(ck, &cap);
 	if (!ret)
 		ret = capture_pause(cap, job->writer, regions, job->regions, &job->stats);
@@ -303,6 +307,11 @@ int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req
 		goto out_writer;
 	}
 	job->pause_ns = monotonic_ns();
+	pr_info("snapshot '%s': pause %.2f ms: device sync %.2f, arrays and store %.2f, journal %.2f, "
+		"capture %.2f (hash %.2f, shadow allocation %.2f, the rest copies)", job->name,
+		(job->pause_ns - job->start_ns) / 1e6, (job->quiesced_ns - job->start_ns) / 1e6,
+		(job->store_ns - job->quiesced_ns) / 1e6, (job->journal_ns - job->store_ns) / 1e6,
+		job->stats.pause_ns / 1e6, job->stats.hash_ns / 1e6, job->stats.shadow_alloc_ns / 1e6);
 	job->ctx = handle_table_get(ex->handles, ex->dev.primary_ctx, HANDLE_CONTEXT)->real;
 	ret = pthread_create(&job->thread, NULL, job_drain, job);
 	if (ret) {
@@ -359,6 +368,7 @@ int checkpoint_end(struct checkpoint_job *job, struct control_reply *result)
 		r->shadowed_chunks = job->stats.chunks_shadowed;
 		r->direct_chunks = job->stats.chunks_direct;
 		r->drain_ms = job->stats.drain_ns / 1e6;
+		r->capture_ms = job->stats.pause_ns / 1e6;
 	}
 	snap_store_close(job->store);
 	close(job->done_fd);
@@ -694,7 +704,7 @@ int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char 
 	char err[512] = "";
 	const void *r;
 	size_t rlen;
-	uint64_t v, t0 = monotonic_ns(), devices = 1;
+	uint64_t v, t0 = monotonic_ns(), t_open = 0, t_mapped = 0, t_staging = 0, devices = 1;
 	CUresult res;
 	struct capture *capt;
 	int ret;
@@ -707,6 +717,7 @@ int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char 
 	saved = snap.journal;
 	if (ret)
 		goto out;
+	t_open = monotonic_ns();
 	rc.saved = saved;
 	ret = checkpoint_target_check(saved, name, &(struct checkpoint_target){
 					      .arena_base = arena_base(ex->dev.arena), .arena_size = arena_size(ex->dev.arena),
@@ -736,8 +747,10 @@ int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char 
 	rc.code_pass = false;
 	if (!ret)
 		ret = checkpoint_state_globals_place(ex, saved, err, sizeof(err));
+	t_mapped = monotonic_ns();
 	if (!ret)
 		ret = checkpoint_capture_get(ck, &capt);
+	t_staging = monotonic_ns();
 	if (!ret) {
 		ret = capture_fill(capt, reader, &(struct capture_fill_base){ .held = ck->held }, &stats);
 		if (ret && !err[0])
@@ -818,6 +831,13 @@ int checkpoint_restore(struct checkpoint *ck, const char *store_dir, const char 
 		done->pid = (int32_t)getpid();
 		done->device = ex->cfg.device;
 		done->restore_ms = (monotonic_ns() - t0) / 1e6;
+		done->fill_ms = stats.fill_ns / 1e6;
+		pr_info("restore of '%s': %.1f ms: snapshot and journal open %.1f, regions mapped and "
+			"code loaded %.1f, staging %.1f, fill %.1f (%.2f GiB written, %.1f GB/s), the "
+			"rest %.1f", name, done->restore_ms, (t_open - t0) / 1e6, (t_mapped - t_open) / 1e6,
+			(t_staging - t_mapped) / 1e6, done->fill_ms,
+			(stats.fill_bytes - stats.fill_bytes_held) / 1073741824.0,
+			stats.fill_bytes_per_s / 1e9, (monotonic_ns() - t_staging - stats.fill_ns) / 1e6);
 		done->seq = *seq;
 		done->regions = regions;
 		done->bytes = exec_mem_used(ex);

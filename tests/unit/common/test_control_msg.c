@@ -243,17 +243,21 @@ static void test_reply_round_trip(void **state)
 	strcpy(in.snapshot.session, odd);
 	strcpy(in.snapshot.hash, "gpu");
 	in.snapshot.pause_ms = 1.25;
+	in.snapshot.capture_ms = 0.75;
 	in.snapshot.seq = 777;
 	reply_round_trip(&in, CONTROL_OP_SUSPEND, &out);
 	assert_true(out.snapshot.seq == 777 && out.snapshot.pause_ms == 1.25);
+	assert_true(out.snapshot.capture_ms == 0.75);
 	assert_string_equal(out.snapshot.session, odd);
 
 	memset(&in, 0, sizeof(in));
 	in.kind = CONTROL_REPLY_RESTORE;
 	strcpy(in.restore.session, "s");
 	in.restore.pid = 77;
+	in.restore.fill_ms = 312.5;
 	reply_round_trip(&in, CONTROL_OP_RESUME, &out);
 	assert_int_equal(out.restore.pid, 77);
+	assert_true(out.restore.fill_ms == 312.5);
 
 	memset(&in, 0, sizeof(in));
 	in.kind = CONTROL_REPLY_PROGRESS;
@@ -288,6 +292,13 @@ static void test_reply_refused(void **state)
 		  "negative" },
 		{ CONTROL_OP_RESTORE, "{\"ok\":true,\"session\":\"s\",\"pid\":1,\"device\":0,\"restore_ms\":1,"
 				      "\"seq\":1,\"regions\":4294967296,\"bytes\":0}", "out of range" },
+		{ CONTROL_OP_RESTORE, "{\"ok\":true,\"session\":\"s\",\"pid\":1,\"device\":0,\"restore_ms\":1,"
+				      "\"seq\":1,\"regions\":1,\"bytes\":0,\"fill_ms\":\"fast\"}", "not a number" },
+		{ CONTROL_OP_SNAPSHOT, "{\"ok\":true,\"snapshot\":\"n\",\"session\":\"s\",\"pause_ms\":1,"
+				       "\"total_ms\":1,\"regions\":1,\"bytes\":0,\"stored_bytes\":0,\"chunks\":0,"
+				       "\"zero_chunks\":0,\"unchanged_chunks\":0,\"new_chunks\":0,\"seq\":1,"
+				       "\"hash\":\"gpu\",\"hash_ms\":1,\"shadowed_chunks\":0,\"direct_chunks\":0,"
+				       "\"drain_ms\":1,\"capture_ms\":[1]}", "not a number" },
 		{ CONTROL_OP_SNAPSHOT, "{\"progress\":\"half\"}", "not a number" },
 		{ CONTROL_OP_SNAPSHOT, "{\"progress\":0.5,\"stage\":\"a very long stage name\"}", "longer than" },
 	};

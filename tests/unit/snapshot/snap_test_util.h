@@ -160,22 +160,23 @@ static inline uint64_t test_device_hash(const uint8_t *p, uint32_t len)
 	return XXH3_64bits(p, len);
 }
 
-/* Write snapshot @name of @n regions.  With a parent, chunks whose device
- * hash matches the parent's are passed as unchanged.  Returns commit's rc. */
-static inline int test_snapshot_write(struct snap_store *s, const char *name, const char *parent,
-				      const struct test_region *r, unsigned n, int journal_fd,
-				      struct snap_writer_stats *stats)
+/* Write snapshot @name of @n regions in chunks of @chunk bytes.  With a
+ * parent, chunks whose device hash matches the parent's are passed as
+ * unchanged.  Returns commit's rc. */
+static inline int test_snapshot_write_chunked(struct snap_store *s, const char *name, const char *parent,
+					      const struct test_region *r, unsigned n, int journal_fd,
+					      struct snap_writer_stats *stats, uint32_t chunk)
 {
 	struct snap_writer_config cfg = { .name = name, .parent = parent,
 					  .session_id = "session-1", .device_name = "sim0",
-					  .driver_version = 13000, .chunk_size = TEST_CHUNK };
+					  .driver_version = 13000, .chunk_size = chunk };
 	struct staging st = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
 	struct snap_writer *w;
 	int rc;
 
 	memcpy(cfg.device_uuid, "0123456789abcdef", 16);
 	for (int i = 0; i < 4; i++)
-		st.bufs[i] = malloc(TEST_CHUNK);
+		st.bufs[i] = malloc(chunk);
 	rc = snap_writer_begin(s, &cfg, &w);
 	if (rc)
 		goto out_free;
@@ -183,8 +184,8 @@ static inline int test_snapshot_write(struct snap_store *s, const char *name, co
 		uint32_t reg;
 		rc = snap_writer_region_add(w, r[i].addr, r[i].size, i, &reg);
 		for (uint64_t c = 0; !rc && c < snap_writer_region_chunks(w, reg); c++) {
-			uint64_t off = c * TEST_CHUNK, ph;
-			uint32_t len = (uint32_t)(r[i].size - off < TEST_CHUNK ? r[i].size - off : TEST_CHUNK);
+			uint64_t off = c * chunk, ph;
+			uint32_t len = (uint32_t)(r[i].size - off < chunk ? r[i].size - off : chunk);
 			uint64_t dh = test_device_hash(r[i].data + off, len);
 			uint8_t *b;
 
@@ -214,6 +215,13 @@ out_free:
 	for (int i = 0; i < 4; i++)
 		free(st.bufs[i]);
 	return rc;
+}
+
+static inline int test_snapshot_write(struct snap_store *s, const char *name, const char *parent,
+				      const struct test_region *r, unsigned n, int journal_fd,
+				      struct snap_writer_stats *stats)
+{
+	return test_snapshot_write_chunked(s, name, parent, r, n, journal_fd, stats, TEST_CHUNK);
 }
 
 /* Read every region of @name back and compare; 0 if equal. */

@@ -378,6 +378,72 @@ static void test_corrupt_pack(void **state)
 	free(r[0].data);
 }
 
+/* Raw chunks are read straight into the caller's buffer in pieces, each
+ * hashed as it lands: chunks of several pieces (1 MiB) and a partial last
+ * one, one context for all, damage in a later piece found, and the context
+ * still good after the failure. */
+static void test_raw_pieces(void **state)
+{
+	struct fixture *f = *state;
+	const uint32_t chunk = 1u << 20;
+	struct test_region r[1] = {{ 0x100000, 2 * chunk + 300000, NULL }};
+	struct snap_reader_ctx *ctx;
+	struct snap_reader *rd;
+	char pack[1024];
+	uint8_t *buf;
+
+	r[0].data = test_data_make(DATA_RANDOM, r[0].size, 5);
+	assert_int_equal(test_snapshot_write_chunked(f->s, "p", NULL, r, 1, f->journal_fd, NULL, chunk), 0);
+	assert_int_equal(snap_reader_open(f->s, "p", &rd), 0);
+	assert_int_equal(snap_reader_chunk_list(rd)->regions[0].chunks[1].stored_size, chunk);
+	assert_int_equal(snap_reader_ctx_new(rd, &ctx), 0);
+	buf = malloc(chunk);
+	for (uint64_t c = 0; c < 3; c++) {
+		uint32_t len = c < 2 ? chunk : 300000;
+
+		memset(buf, 0xaa, chunk);
+		assert_int_equal(snap_reader_chunk_read(rd, 0, c, buf, chunk, ctx), 0);
+		assert_memory_equal(buf, r[0].data + c * chunk, len);
+	}
+	snap_reader_close(rd);
+
+	/* A byte of chunk 1's fourth piece (header 32, frames 48 + 1 MiB). */
+	first_pack(f, pack, sizeof(pack));
+	byte_flip(pack, 32 + (48 + chunk) + 48 + 3 * (256u << 10) + 7);
+	assert_int_equal(snap_reader_open(f->s, "p", &rd), 0);
+	assert_int_equal(snap_reader_chunk_read(rd, 0, 1, buf, chunk, ctx), -EBADMSG);
+	assert_non_null(strstr(snap_store_error(f->s), "chunk 1"));
+	assert_non_null(strstr(snap_store_error(f->s), "content hash"));
+	assert_int_equal(snap_reader_chunk_read(rd, 0, 0, buf, chunk, ctx), 0);
+	assert_memory_equal(buf, r[0].data, chunk);
+	assert_int_equal(snap_reader_chunk_read(rd, 0, 2, buf, chunk, ctx), 0);
+	assert_memory_equal(buf, r[0].data + 2 * chunk, 300000);
+	/* A buffer too small is refused before anything is read. */
+	assert_int_equal(snap_reader_chunk_read(rd, 0, 0, buf, chunk - 1, ctx), -EINVAL);
+	snap_reader_close(rd);
+	snap_reader_ctx_free(ctx);
+	snap_reader_ctx_free(NULL);
+	free(buf);
+	free(r[0].data);
+}
+
+/* A pack past two write-behind windows (64 MiB each, snap_pack.c) reads
+ * back whole: the windows handed to writeback early lose nothing. */
+static void test_write_behind(void **state)
+{
+	struct fixture *f = *state;
+	const uint32_t chunk = 4u << 20;
+	struct test_region r[1] = {{ 0x100000, 150ull << 20, NULL }};
+	struct snap_verify_stats vs;
+
+	r[0].data = test_data_make(DATA_RANDOM, r[0].size, 9);
+	assert_int_equal(test_snapshot_write_chunked(f->s, "wb", NULL, r, 1, f->journal_fd, NULL, chunk), 0);
+	assert_int_equal(snap_store_verify(f->s, "wb", &vs), 0);
+	assert_int_equal(vs.bytes_checked, r[0].size);
+	assert_int_equal(test_snapshot_check(f->s, "wb", r, 1), 0);
+	free(r[0].data);
+}
+
 static void test_corrupt_manifest_and_journal(void **state)
 {
 	struct fixture *f = *state;
@@ -627,6 +693,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_incremental, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unchanged_checks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_pack, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_raw_pieces, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_write_behind, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_manifest_and_journal, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_enospc_fault_hook, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_enospc_tmpfs, setup, teardown),
