@@ -202,7 +202,7 @@ static int streams_join(struct migration *m, const struct transport_url *url)
 
 		x->fd = stream_connect(m, url);
 		if (x->fd < 0)
-			return x->fd;
+			return CKPT_EXIT_FAILED;
 		m->extra_count++;
 		if (snap_migrate_conn_init(&x->conn, x->fd))
 			return ckpt_fail(m->c, CKPT_EXIT_FAILED, "out of memory");
@@ -240,7 +240,7 @@ static int connect_destination(struct migration *m)
 		return ckpt_fail(m->c, CKPT_EXIT_USAGE, "%s", err);
 	m->fd = stream_connect(m, &url);
 	if (m->fd < 0)
-		return m->fd;
+		return CKPT_EXIT_FAILED;
 	/* The certificate is checked before the token's proof is sent. */
 	if (m->tls_creds) {
 		rc = tls_conn_start(m->tls_creds, m->fd, url.host, MIGRATE_TLS_HANDSHAKE_S, &m->tls, err, sizeof(err));
