@@ -148,20 +148,17 @@ cl_int icd_enqueue_write_buffer(cl_command_queue q, cl_mem m, cl_bool blocking, 
 		return enq_end(&e, q, 0, ret);
 	}
 	ret = write_pieces(&e, q, m, offset, size, ptr);
+	ret = enq_end(&e, q, CL_COMMAND_WRITE_BUFFER, ret);
 	/* Blocking: done when the queue is, which the next synchronisation
-	 * sees; the application's bytes were copied already. */
+	 * sees; the application's bytes were copied already. The wait comes
+	 * after enq_end, which lets go of the event lock. */
 	if (ret == CL_SUCCESS && blocking) {
 		struct wire_cl_finish_req f = { q->o.handle };
 		struct wire_cl_finish_rep r;
 
-		if (e.locked) {
-			e.locked = false;
-			ret = enq_end(&e, q, CL_COMMAND_WRITE_BUFFER, ret);
-			return ret == CL_SUCCESS ? rpc_cl_finish(&f, &r) : ret;
-		}
 		ret = rpc_cl_finish(&f, &r);
 	}
-	return enq_end(&e, q, CL_COMMAND_WRITE_BUFFER, ret);
+	return ret;
 }
 
 /* An enqueue of one request whose failure before sending leaves no event. */
