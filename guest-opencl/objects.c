@@ -39,7 +39,9 @@ static size_t hash(uint64_t h)
 
 static struct slot *find_locked(const struct table *t, uint64_t key)
 {
-	if (!t->cap)
+	/* The keys that mark free slots and tombstones are no object's (an
+	 * application's -1 as a kernel argument must not find a tombstone). */
+	if (!t->cap || !key || key == UINT64_MAX)
 		return NULL;
 	for (size_t i = hash(key) & (t->cap - 1), n = 0; n < t->cap; i = (i + 1) & (t->cap - 1), n++) {
 		if (t->slots[i].key == key)
