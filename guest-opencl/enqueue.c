@@ -148,20 +148,17 @@ cl_int icd_enqueue_write_buffer(cl_command_queue q, cl_mem m, cl_bool blocking, 
 		return enq_end(&e, q, 0, ret);
 	}
 	ret = write_pieces(&e, q, m, offset, size, ptr);
+	ret = enq_end(&e, q, CL_COMMAND_WRITE_BUFFER, ret);
 	/* Blocking: done when the queue is, which the next synchronisation
-	 * sees; the application's bytes were copied already. */
+	 * sees; the application's bytes were copied already. The wait comes
+	 * after enq_end, which lets go of the event lock. */
 	if (ret == CL_SUCCESS && blocking) {
 		struct wire_cl_finish_req f = { q->o.handle };
 		struct wire_cl_finish_rep r;
 
-		if (e.locked) {
-			e.locked = false;
-			ret = enq_end(&e, q, CL_COMMAND_WRITE_BUFFER, ret);
-			return ret == CL_SUCCESS ? rpc_cl_finish(&f, &r) : ret;
-		}
 		ret = rpc_cl_finish(&f, &r);
 	}
-	return enq_end(&e, q, CL_COMMAND_WRITE_BUFFER, ret);
+	return ret;
 }
 
 /* An enqueue of one request whose failure before sending leaves no event. */
@@ -694,6 +691,16 @@ cl_int icd_wait_for_events(cl_uint n, const cl_event *list)
 	ret = icd_waits(n, list, buf, WAITS_INLINE, &heap, &b);
 	if (ret != CL_SUCCESS)
 		return CL_INVALID_EVENT;
+	/* A user event's status comes from this process: waiting for it in the
+	 * worker would hold the session, and with it the call that sets it. */
+	for (cl_uint i = 0; i < n; i++) {
+		if (!list[i]->user)
+			continue;
+		pthread_mutex_lock(&list[i]->lock);
+		while (!list[i]->user_status_set)
+			pthread_cond_wait(&list[i]->status_set, &list[i]->lock);
+		pthread_mutex_unlock(&list[i]->lock);
+	}
 	ret = rpc_cl_wait_events(&(struct wire_cl_wait_events_req){ b }, &rep);
 	free(heap);
 	return ret;
@@ -757,12 +764,20 @@ cl_event icd_create_user_event(cl_context c, cl_int *errcode_ret)
 cl_int icd_set_user_event_status(cl_event ev, cl_int status)
 {
 	struct wire_cl_user_event_set_status_rep rep;
+	cl_int ret;
 
 	if (!icd_object_valid(ev, WIRE_HANDLE_CL_EVENT) || !ev->user)
 		return CL_INVALID_EVENT;
 	if (status > 0)
 		return CL_INVALID_VALUE;
-	return rpc_cl_user_event_set_status(&(struct wire_cl_user_event_set_status_req){ ev->o.handle, status }, &rep);
+	ret = rpc_cl_user_event_set_status(&(struct wire_cl_user_event_set_status_req){ ev->o.handle, status }, &rep);
+	if (ret == CL_SUCCESS) {
+		pthread_mutex_lock(&ev->lock);
+		ev->user_status_set = true;
+		pthread_cond_broadcast(&ev->status_set);
+		pthread_mutex_unlock(&ev->lock);
+	}
+	return ret;
 }
 
 cl_int icd_retain_event(cl_event ev) { return icd_retain(ev, WIRE_HANDLE_CL_EVENT, CL_INVALID_EVENT); }

@@ -109,16 +109,6 @@ static size_t edit_ext_versioned(void *buf, size_t n, const void *arg)
 	return ext_filter_versioned(buf, n);
 }
 
-static size_t edit_name(void *buf, size_t n, const void *arg)
-{
-	char tmp[512];
-
-	snprintf(tmp, sizeof(tmp), "tern: %s", (const char *)buf);
-	memcpy(buf, tmp, strlen(tmp) + 1 < n + 64 ? strlen(tmp) + 1 : n + 63);
-	((char *)buf)[n + 63] = 0;
-	return strlen(buf) + 1;
-}
-
 /* Platforms and devices */
 
 cl_int icd_get_platform_ids(cl_uint num_entries, cl_platform_id *platforms, cl_uint *num_platforms)
@@ -155,9 +145,6 @@ cl_int icd_get_platform_info(cl_platform_id platform, cl_platform_info param, si
 	switch (param) {
 	case CL_PLATFORM_ICD_SUFFIX_KHR:
 		return icd_info_answer("tern", 5, size, value, size_ret);
-	case CL_PLATFORM_NAME:
-		return info_edited(CL_WIRE_QUERY_PLATFORM, platform->o.handle, param, size, value, size_ret,
-				   edit_name, NULL);
 	case CL_PLATFORM_EXTENSIONS:
 		return info_edited(CL_WIRE_QUERY_PLATFORM, platform->o.handle, param, size, value, size_ret,
 				   edit_ext, NULL);
@@ -772,6 +759,8 @@ cl_int icd_get_mem_info(cl_mem m, cl_mem_info param, size_t size, void *value, s
 	if (!icd_object_valid(m, WIRE_HANDLE_CL_MEM))
 		return CL_INVALID_MEM_OBJECT;
 	switch (param) {
+	case CL_MEM_FLAGS:      /* the guest's: the worker's copy has its own host pointer flags */
+		return icd_info_answer(&m->flags, sizeof(m->flags), size, value, size_ret);
 	case CL_MEM_HOST_PTR:
 		return icd_info_answer(&m->host_ptr, sizeof(m->host_ptr), size, value, size_ret);
 	case CL_MEM_MAP_COUNT:

@@ -101,8 +101,10 @@ struct _cl_event {
 	cl_context context;
 	cl_command_queue queue;
 	bool user;
+	bool user_status_set;           /* a user event's, under lock; status_set signalled */
 	cl_command_type type;
 	pthread_mutex_t lock;
+	pthread_cond_t status_set;
 	struct icd_callback *callbacks;
 };
 

@@ -9,15 +9,22 @@
 #include "log.h"
 #include "wire_cl_client.h"
 
-/* Open addressing over handles; a freed slot becomes a tombstone. */
+/* Open addressing over 64-bit keys; a freed slot becomes a tombstone. */
 struct slot {
-	uint64_t handle;                /* 0 free, UINT64_MAX tombstone */
+	uint64_t key;                   /* 0 free, UINT64_MAX tombstone */
 	struct cl_gobj *obj;
 };
 
+struct table {
+	struct slot *slots;
+	size_t cap, used;
+};
+
+/* The objects by the worker's handles, and by their addresses: a pointer
+ * the application passes is looked up before it is read, so that any 8
+ * bytes (a kernel argument's value) can be asked about. */
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct slot *slots;
-static size_t cap, used;
+static struct table by_handle, by_address;
 
 pthread_mutex_t icd_event_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t event_serial;
@@ -30,51 +37,61 @@ static size_t hash(uint64_t h)
 	return (size_t)h;
 }
 
-static struct slot *find_locked(uint64_t handle)
+static struct slot *find_locked(const struct table *t, uint64_t key)
 {
-	if (!cap)
+	/* The keys that mark free slots and tombstones are no object's (an
+	 * application's -1 as a kernel argument must not find a tombstone). */
+	if (!t->cap || !key || key == UINT64_MAX)
 		return NULL;
-	for (size_t i = hash(handle) & (cap - 1), n = 0; n < cap; i = (i + 1) & (cap - 1), n++) {
-		if (slots[i].handle == handle)
-			return &slots[i];
-		if (!slots[i].handle)
+	for (size_t i = hash(key) & (t->cap - 1), n = 0; n < t->cap; i = (i + 1) & (t->cap - 1), n++) {
+		if (t->slots[i].key == key)
+			return &t->slots[i];
+		if (!t->slots[i].key)
 			return NULL;
 	}
 	return NULL;
 }
 
-static int insert_locked(uint64_t handle, struct cl_gobj *o)
+static int insert_locked(struct table *t, uint64_t key, struct cl_gobj *o)
 {
-	if ((used + 1) * 4 > cap * 3) {
-		size_t ncap = cap ? cap * 2 : 256;
+	if ((t->used + 1) * 4 > t->cap * 3) {
+		size_t ncap = t->cap ? t->cap * 2 : 256;
 		struct slot *n = calloc(ncap, sizeof(*n));
 
 		if (!n)
 			return -1;
-		for (size_t i = 0; i < cap; i++) {
-			if (!slots[i].handle || slots[i].handle == UINT64_MAX)
+		for (size_t i = 0; i < t->cap; i++) {
+			if (!t->slots[i].key || t->slots[i].key == UINT64_MAX)
 				continue;
-			size_t j = hash(slots[i].handle) & (ncap - 1);
+			size_t j = hash(t->slots[i].key) & (ncap - 1);
 
-			while (n[j].handle)
+			while (n[j].key)
 				j = (j + 1) & (ncap - 1);
-			n[j] = slots[i];
+			n[j] = t->slots[i];
 		}
-		free(slots);
-		slots = n;
-		cap = ncap;
-		used = 0;
-		for (size_t i = 0; i < cap; i++)
-			used += slots[i].handle != 0;
+		free(t->slots);
+		t->slots = n;
+		t->cap = ncap;
+		t->used = 0;
+		for (size_t i = 0; i < t->cap; i++)
+			t->used += t->slots[i].key != 0;
 	}
-	size_t i = hash(handle) & (cap - 1);
+	size_t i = hash(key) & (t->cap - 1);
 
-	while (slots[i].handle && slots[i].handle != UINT64_MAX)
-		i = (i + 1) & (cap - 1);
-	if (!slots[i].handle)
-		used++;
-	slots[i] = (struct slot){ handle, o };
+	while (t->slots[i].key && t->slots[i].key != UINT64_MAX)
+		i = (i + 1) & (t->cap - 1);
+	if (!t->slots[i].key)
+		t->used++;
+	t->slots[i] = (struct slot){ key, o };
 	return 0;
+}
+
+static void remove_locked(struct table *t, uint64_t key)
+{
+	struct slot *s = find_locked(t, key);
+
+	if (s)
+		*s = (struct slot){ UINT64_MAX, NULL };
 }
 
 void *icd_object_new(uint32_t kind, uint64_t handle, size_t bytes)
@@ -88,7 +105,13 @@ void *icd_object_new(uint32_t kind, uint64_t handle, size_t bytes)
 	o->kind = kind;
 	atomic_init(&o->refs, 1);
 	pthread_mutex_lock(&map_lock);
-	if (insert_locked(handle, o)) {
+	if (insert_locked(&by_handle, handle, o)) {
+		pthread_mutex_unlock(&map_lock);
+		free(o);
+		return NULL;
+	}
+	if (insert_locked(&by_address, (uintptr_t)o, o)) {
+		remove_locked(&by_handle, handle);
 		pthread_mutex_unlock(&map_lock);
 		free(o);
 		return NULL;
@@ -96,8 +119,10 @@ void *icd_object_new(uint32_t kind, uint64_t handle, size_t bytes)
 	pthread_mutex_unlock(&map_lock);
 	if (kind == WIRE_HANDLE_CL_MEM)
 		pthread_mutex_init(&((struct _cl_mem *)o)->lock, NULL);
-	if (kind == WIRE_HANDLE_CL_EVENT)
+	if (kind == WIRE_HANDLE_CL_EVENT) {
 		pthread_mutex_init(&((struct _cl_event *)o)->lock, NULL);
+		pthread_cond_init(&((struct _cl_event *)o)->status_set, NULL);
+	}
 	return o;
 }
 
@@ -124,7 +149,7 @@ void *icd_object_of(uint32_t kind, uint64_t handle)
 	if (!handle || (handle >> WIRE_HANDLE_KIND_SHIFT) != kind)
 		return NULL;
 	pthread_mutex_lock(&map_lock);
-	s = find_locked(handle);
+	s = find_locked(&by_handle, handle);
 	if (s)
 		o = s->obj;
 	pthread_mutex_unlock(&map_lock);
@@ -141,12 +166,10 @@ void *icd_object_of(uint32_t kind, uint64_t handle)
 void icd_object_free(void *p)
 {
 	struct cl_gobj *o = p;
-	struct slot *s;
 
 	pthread_mutex_lock(&map_lock);
-	s = find_locked(o->handle);
-	if (s)
-		*s = (struct slot){ UINT64_MAX, NULL };
+	remove_locked(&by_handle, o->handle);
+	remove_locked(&by_address, (uintptr_t)o);
 	pthread_mutex_unlock(&map_lock);
 	o->dispatch = NULL;
 	o->handle = 0;
@@ -155,18 +178,14 @@ void icd_object_free(void *p)
 
 bool icd_object_valid(const void *p, uint32_t kind)
 {
-	const struct cl_gobj *o = p;
-	struct slot *s;
+	const struct slot *s;
 	bool ok;
 
-	/* A released object's memory is freed: passing it is the
-	 * application's error, as with any ICD; a foreign pointer is caught by
-	 * its dispatch and the map. */
-	if (!o || o->dispatch != &icd_dispatch || o->kind != kind)
-		return false;
+	/* Read only once known to be one of ours: a released object, a foreign
+	 * pointer or any other value is not in the table. */
 	pthread_mutex_lock(&map_lock);
-	s = find_locked(o->handle);
-	ok = s && s->obj == o;
+	s = p ? find_locked(&by_address, (uintptr_t)p) : NULL;
+	ok = s && s->obj->kind == kind;
 	pthread_mutex_unlock(&map_lock);
 	return ok;
 }

@@ -673,6 +673,8 @@ cl_int exec_cl_get_info(struct cl_exec *x, const struct wire_cl_get_info_req *re
 		return ret;
 	if (size > CL_WIRE_INFO_MAX)
 		return CL_OUT_OF_RESOURCES;
+	if (!size)
+		return CL_SUCCESS;      /* nothing to read: platforms may not take a buffer of 0 bytes */
 	value = cl_exec_reply_alloc(x, size);
 	if (!value)
 		return CL_OUT_OF_HOST_MEMORY;
