@@ -16,6 +16,7 @@ import sys
 import time
 
 SYSTEM_VENDORS = '/etc/OpenCL/vendors'
+KNOWN_VENDOR_LIBRARIES = ['libnvidia-opencl.so.1', 'libpocl.so.2']
 
 # The platforms an ICD offers, asked in a process of their own: the loader
 # reads OCL_ICD_VENDORS once.
@@ -74,7 +75,15 @@ def host_env(tmp):
         if any(want in n for n in platforms_of(folder)):
             env['OCL_ICD_VENDORS'] = folder
             return env
-    print('no host OpenCL platform named "%s" in %s' % (want, SYSTEM_VENDORS))
+    # A vendor library installed without its vendor file (the GPU machine's
+    # NVIDIA driver: /etc/OpenCL/vendors holds PoCL's only).
+    for lib in KNOWN_VENDOR_LIBRARIES:
+        folder = vendor_folder(tmp, 'host-' + lib.split('.')[0], lib + '\n')
+        if any(want in n for n in platforms_of(folder)):
+            env['OCL_ICD_VENDORS'] = folder
+            return env
+    print('no host OpenCL platform named "%s" in %s or %s' % (want, SYSTEM_VENDORS,
+                                                          ', '.join(KNOWN_VENDOR_LIBRARIES)))
     sys.exit(77)
 
 
