@@ -271,9 +271,10 @@ static struct wpack *pack_take_locked(struct snap_writer *w, int *rc)
 	return p;
 }
 
-/* Append a new chunk's frame to a pack of its own; outside w->mu.  A
- * failure is the pipeline's (w->error). */
-static void slot_write(struct snap_writer *w, struct wslot *sl)
+/* Append a new chunk's frame to a pack of its own; outside w->mu.  Returns
+ * that pack, still this worker's until pack_give_back, or NULL.  A failure
+ * is the pipeline's (w->error). */
+static struct wpack *slot_write(struct snap_writer *w, struct wslot *sl)
 {
 	struct wpack *p;
 	int rc;
@@ -285,7 +286,7 @@ static void slot_write(struct snap_writer *w, struct wslot *sl)
 		pipeline_fail_locked(w, rc);
 	pthread_mutex_unlock(&w->mu);
 	if (!p)
-		return;
+		return NULL;
 	rc = snap_pack_append(w->s, &p->out, &sl->frame, sl->stored, &sl->offset);
 	sl->pack_id = p->out.id;
 	if (rc) {
@@ -294,12 +295,24 @@ static void slot_write(struct snap_writer *w, struct wslot *sl)
 		snap_store_fail(w->s, rc, "snapshot %s: writing chunk %s (region %u, chunk %llu) to "
 				"%s/packs: %s%s", w->name, hex, sl->region, (unsigned long long)sl->index,
 				w->s->path, strerror(-rc), snap_write_hint(rc));
-	} else if (p->out.bytes >= w->s->cfg.pack_max_bytes) {
-		/* Full: made durable now, by this worker, while others write on. */
-		rc = snap_pack_close(w->s, &p->out);
+		pthread_mutex_lock(&w->mu);
+		pipeline_fail_locked(w, rc);
+		pthread_mutex_unlock(&w->mu);
 	}
+	return p;
+}
+
+/* After the chunk's buffer went back: write behind, close the pack if it
+ * is full (made durable by this worker while others write on), and free
+ * it for the next worker. */
+static void pack_give_back(struct snap_writer *w, struct wpack *p, int status)
+{
+	int rc = status ? 0 : snap_pack_write_behind(&p->out);
+
+	if (!rc && !status && p->out.bytes >= w->s->cfg.pack_max_bytes)
+		rc = snap_pack_close(w->s, &p->out);
 	pthread_mutex_lock(&w->mu);
-	/* Failed before it is free again: nobody appends after a torn frame. */
+	/* Failed before it is free again: nobody appends after it. */
 	if (rc)
 		pipeline_fail_locked(w, rc);
 	p->busy = 0;
@@ -358,6 +371,7 @@ static void *worker_main(void *arg)
 	bool ready = ctx.cctx && ctx.content && ctx.stored;
 
 	for (;;) {
+		struct wpack *p = NULL;
 		struct wslot *sl;
 		int status;
 
@@ -377,7 +391,7 @@ static void *worker_main(void *arg)
 
 		slot_process(w, sl, &ctx);
 		if (sl->kind == KIND_NEW)
-			slot_write(w, sl);
+			p = slot_write(w, sl);
 
 		pthread_mutex_lock(&w->mu);
 		status = w->error;
@@ -385,6 +399,8 @@ static void *worker_main(void *arg)
 		/* The bytes are hashed and written: the caller's buffer is free. */
 		if (sl->done)
 			sl->done(sl->arg, sl->buf, status);
+		if (p)
+			pack_give_back(w, p, status);
 
 		pthread_mutex_lock(&w->mu);
 		slot_finish_locked(w, sl);
