@@ -74,7 +74,7 @@ struct snap_writer {
 	int tmp_fd;
 
 	pthread_mutex_t mu;
-	pthread_cond_t cv_space, cv_work, cv_idle;
+	pthread_cond_t cv_space, cv_work, cv_idle, cv_pack;
 	struct wslot *slots;
 	unsigned depth;
 	uint64_t head, claim, tail;
@@ -89,6 +89,7 @@ struct snap_writer {
 	uint32_t nregions, regions_cap;
 	struct wpack **packs;          /* open ones (fd >= 0) take more frames */
 	unsigned npacks;
+	uint64_t appended;             /* frame bytes appended, all packs */
 
 	int has_parent;
 	struct snap_chunk_list parent;
@@ -108,6 +109,7 @@ static void pipeline_fail_locked(struct snap_writer *w, int rc)
 		w->error = rc;
 	pthread_cond_broadcast(&w->cv_space);
 	pthread_cond_broadcast(&w->cv_idle);
+	pthread_cond_broadcast(&w->cv_pack);
 }
 
 static int bytes_all_zero(const void *p, size_t n)
@@ -235,21 +237,16 @@ static void slot_process(struct snap_writer *w, struct wslot *sl, struct worker_
 	f->stored_xxh64 = XXH3_64bits(sl->stored, n);
 }
 
-/* An open pack no worker is writing, marked busy, or a new one; the
- * caller holds w->mu.  New packs are made only while every open one is
- * busy: as many as workers write at once, not one per worker. */
-static struct wpack *pack_take_locked(struct snap_writer *w, int *rc)
+/* A writer opens its k-th pack at once only after k such shares were
+ * appended: a large snapshot soon has one per worker writing, a small one
+ * (a migration's later rounds) one or two, not a pack per worker, each with
+ * its own index and fsync at commit. */
+#define PACK_SPREAD_MAX (64ull << 20)
+
+static struct wpack *pack_open_locked(struct snap_writer *w, int *rc)
 {
 	struct wpack **packs, *p;
 
-	*rc = 0;
-	for (unsigned i = 0; i < w->npacks; i++) {
-		p = w->packs[i];
-		if (p->out.fd >= 0 && !p->busy) {
-			p->busy = 1;
-			return p;
-		}
-	}
 	packs = realloc(w->packs, (w->npacks + 1) * sizeof(*packs));
 	if (!packs) {
 		*rc = -ENOMEM;
@@ -266,9 +263,43 @@ static struct wpack *pack_take_locked(struct snap_writer *w, int *rc)
 		free(p);
 		return NULL;
 	}
-	p->busy = 1;
 	packs[w->npacks++] = p;
 	return p;
+}
+
+/* An open pack no worker is writing, or a new one if the snapshot is
+ * large enough for one more (else wait for one), marked busy; the caller
+ * holds w->mu.  NULL with *@rc on failure, or with the pipeline's error. */
+static struct wpack *pack_take_locked(struct snap_writer *w, int *rc)
+{
+	uint64_t spread = w->s->cfg.pack_max_bytes / 16 + 1;
+
+	if (spread > PACK_SPREAD_MAX)
+		spread = PACK_SPREAD_MAX;
+	*rc = 0;
+	while (!w->error) {
+		struct wpack *p = NULL;
+		uint64_t open = 0;
+
+		for (unsigned i = 0; i < w->npacks; i++) {
+			if (w->packs[i]->out.fd < 0)
+				continue;
+			open++;
+			if (!p && !w->packs[i]->busy)
+				p = w->packs[i];
+		}
+		if (!p && open <= w->appended / spread)
+			p = pack_open_locked(w, rc);
+		if (p) {
+			p->busy = 1;
+			return p;
+		}
+		if (*rc)
+			return NULL;
+		pthread_cond_wait(&w->cv_pack, &w->mu);
+	}
+	*rc = w->error;
+	return NULL;
 }
 
 /* Append a new chunk's frame to a pack of its own; outside w->mu.  Returns
@@ -280,8 +311,7 @@ static struct wpack *slot_write(struct snap_writer *w, struct wslot *sl)
 	int rc;
 
 	pthread_mutex_lock(&w->mu);
-	rc = w->error;
-	p = rc ? NULL : pack_take_locked(w, &rc);
+	p = pack_take_locked(w, &rc);
 	if (!p)
 		pipeline_fail_locked(w, rc);
 	pthread_mutex_unlock(&w->mu);
@@ -305,7 +335,7 @@ static struct wpack *slot_write(struct snap_writer *w, struct wslot *sl)
 /* After the chunk's buffer went back: write behind, close the pack if it
  * is full (made durable by this worker while others write on), and free
  * it for the next worker. */
-static void pack_give_back(struct snap_writer *w, struct wpack *p, int status)
+static void pack_give_back(struct snap_writer *w, struct wpack *p, const struct snap_frame *f, int status)
 {
 	int rc = status ? 0 : snap_pack_write_behind(&p->out);
 
@@ -315,7 +345,9 @@ static void pack_give_back(struct snap_writer *w, struct wpack *p, int status)
 	/* Failed before it is free again: nobody appends after it. */
 	if (rc)
 		pipeline_fail_locked(w, rc);
+	w->appended += SNAP_FRAME_HEADER_BYTES + f->stored_size;
 	p->busy = 0;
+	pthread_cond_signal(&w->cv_pack);
 	pthread_mutex_unlock(&w->mu);
 }
 
@@ -400,7 +432,7 @@ static void *worker_main(void *arg)
 		if (sl->done)
 			sl->done(sl->arg, sl->buf, status);
 		if (p)
-			pack_give_back(w, p, status);
+			pack_give_back(w, p, &sl->frame, status);
 
 		pthread_mutex_lock(&w->mu);
 		slot_finish_locked(w, sl);
@@ -457,6 +489,7 @@ static void writer_free(struct snap_writer *w, int remove_tmp)
 	pthread_cond_destroy(&w->cv_space);
 	pthread_cond_destroy(&w->cv_work);
 	pthread_cond_destroy(&w->cv_idle);
+	pthread_cond_destroy(&w->cv_pack);
 	free(w);
 }
 
@@ -520,6 +553,7 @@ int snap_writer_begin(struct snap_store *s, const struct snap_writer_config *cfg
 	pthread_cond_init(&w->cv_space, NULL);
 	pthread_cond_init(&w->cv_work, NULL);
 	pthread_cond_init(&w->cv_idle, NULL);
+	pthread_cond_init(&w->cv_pack, NULL);
 	snap_chunk_map_init(&w->map);
 	snprintf(w->name, sizeof(w->name), "%s", cfg->name);
 	w->chunk_size = cfg->chunk_size ? cfg->chunk_size : s->cfg.chunk_size;

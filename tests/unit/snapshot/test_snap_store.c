@@ -620,8 +620,9 @@ static unsigned pack_files_bytes(struct fixture *f, uint64_t *bytes)
 
 /* Four workers append frames at once, each to a pack no other is
  * writing, and close a pack once it holds three chunks: every frame lands
- * where its index says, the packs hold exactly their frames, and a full
- * disk at any point of such a write leaves the store as it was. */
+ * where its index says, the packs hold exactly their frames, a small
+ * snapshot stays in one pack, and a full disk at any point of such a
+ * write leaves the store as it was. */
 static void test_parallel_packs(void **state)
 {
 	struct fixture *f = *state;
@@ -634,7 +635,7 @@ static void test_parallel_packs(void **state)
 	struct snap_writer_stats ws;
 	struct snap_verify_stats vs;
 	struct snap_store *s;
-	unsigned files, packs;
+	unsigned files, packs, before;
 	uint64_t bytes;
 
 	r[0].data = test_data_make(DATA_RANDOM, r[0].size, 31);
@@ -651,6 +652,17 @@ static void test_parallel_packs(void **state)
 	packs = pack_files_bytes(f, &bytes);
 	assert_true(packs >= 9);
 	assert_int_equal(bytes, packs * 32 + ws.stored_bytes);
+	packs_bytes(f, &files);
+
+	/* A small snapshot stays in one pack however many workers write it
+	 * (the second opens once a share of 64 MiB is appended). */
+	snap_store_close(f->s);
+	cfg.pack_max_bytes = 0;
+	assert_int_equal(snap_store_open(f->store_dir, &cfg, 0, &f->s), 0);
+	before = pack_files_bytes(f, &bytes);
+	assert_int_equal(test_snapshot_write_chunked(f->s, "small", NULL, r2, 1, f->journal_fd, NULL, chunk), 0);
+	assert_int_equal(pack_files_bytes(f, &bytes), before + 1);
+	assert_int_equal(snap_store_rm(f->s, "small", NULL), 0);
 	packs_bytes(f, &files);
 
 	for (unsigned i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
