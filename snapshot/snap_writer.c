@@ -51,10 +51,12 @@ struct wslot {
 	uint8_t *out;                  /* compressBound(chunk_size) bytes */
 };
 
-/* A pack of this writer; one worker at a time appends to it. */
+/* A pack of this writer; one worker at a time appends to it, and only
+ * that worker touches out, so the others read busy and closed (w->mu). */
 struct wpack {
 	struct snap_pack_out out;
 	int busy;                      /* a worker is appending (or closing it) */
+	int closed;                    /* full and fsync'ed: takes no more frames */
 };
 
 struct wregion {
@@ -87,7 +89,7 @@ struct snap_writer {
 	struct snap_chunk_map map;     /* store's chunks + this snapshot's */
 	struct wregion *regions;
 	uint32_t nregions, regions_cap;
-	struct wpack **packs;          /* open ones (fd >= 0) take more frames */
+	struct wpack **packs;          /* those not closed take more frames */
 	unsigned npacks;
 	uint64_t appended;             /* frame bytes appended, all packs */
 
@@ -282,7 +284,7 @@ static struct wpack *pack_take_locked(struct snap_writer *w, int *rc)
 		uint64_t open = 0;
 
 		for (unsigned i = 0; i < w->npacks; i++) {
-			if (w->packs[i]->out.fd < 0)
+			if (w->packs[i]->closed)
 				continue;
 			open++;
 			if (!p && !w->packs[i]->busy)
@@ -338,10 +340,12 @@ static struct wpack *slot_write(struct snap_writer *w, struct wslot *sl)
 static void pack_give_back(struct snap_writer *w, struct wpack *p, const struct snap_frame *f, int status)
 {
 	int rc = status ? 0 : snap_pack_write_behind(&p->out);
+	bool full = !rc && !status && p->out.bytes >= w->s->cfg.pack_max_bytes;
 
-	if (!rc && !status && p->out.bytes >= w->s->cfg.pack_max_bytes)
+	if (full)
 		rc = snap_pack_close(w->s, &p->out);
 	pthread_mutex_lock(&w->mu);
+	p->closed = full;
 	/* Failed before it is free again: nobody appends after it. */
 	if (rc)
 		pipeline_fail_locked(w, rc);
