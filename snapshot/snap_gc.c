@@ -155,6 +155,8 @@ static int pack_rewrite(struct snap_store *s, const struct snap_index *idx, cons
 		rc = snap_pack_frame_read(in, &loc, &f, stored);
 		if (!rc)
 			rc = snap_pack_append(s, &out, &f, stored, &off);
+		if (!rc)
+			rc = snap_pack_write_behind(&out);
 	}
 	if (!rc)
 		rc = snap_pack_seal(s, &out);

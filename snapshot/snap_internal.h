@@ -130,6 +130,11 @@ int snap_pack_create(struct snap_store *s, struct snap_pack_out *p);
 /* Append a frame; *offset receives where its header starts. */
 int snap_pack_append(struct snap_store *s, struct snap_pack_out *p, const struct snap_frame *f,
 		     const void *stored, uint64_t *offset);
+/* After appends: hand the disk what was appended since the last window,
+ * once that is a window's worth, and wait for the windows before it
+ * (snap_pack.c says why).  Apart from append so that a writer can give the
+ * caller's buffer back before it may wait. */
+int snap_pack_write_behind(struct snap_pack_out *p);
 /* fsync and close the pack fd (keeps the entries). */
 int snap_pack_close(struct snap_store *s, struct snap_pack_out *p);
 /* Close if open, write its index durably (tmp, fsync, rename).  The packs

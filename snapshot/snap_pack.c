@@ -101,7 +101,7 @@ int snap_pack_create(struct snap_store *s, struct snap_pack_out *p)
  * fsync at close still makes the pack durable. */
 #define WRITE_BEHIND (64ull << 20)
 
-static int pack_write_behind(struct snap_pack_out *p)
+int snap_pack_write_behind(struct snap_pack_out *p)
 {
 	uint64_t start = p->written_back, len = p->bytes - start;
 
@@ -150,7 +150,7 @@ int snap_pack_append(struct snap_store *s, struct snap_pack_out *p, const struct
 	e->stored_size = f->stored_size;
 	*offset = p->bytes;
 	p->bytes += sizeof(hdr) + f->stored_size;
-	return pack_write_behind(p);
+	return 0;
 }
 
 int snap_pack_close(struct snap_store *s, struct snap_pack_out *p)

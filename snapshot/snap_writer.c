@@ -2,11 +2,15 @@
  *
  * Chunks go through a ring of queue_depth slots, each owning a compressed
  * output buffer, with three cursors: head (next slot the caller fills),
- * claim (next slot a worker takes) and tail (next slot the writer thread
- * appends).  tail <= claim <= head <= tail + depth.  Workers finish out of
- * order; the writer thread waits for the slot at tail, so frames land in
- * submission order and a slot is reused only after its bytes are written.
- * Memory is bounded by the ring; chunk_add blocks while it is full.
+ * claim (next slot a worker takes) and tail (next slot to retire).
+ * tail <= claim <= head <= tail + depth.  A worker takes a slot, hashes and
+ * encodes its chunk and appends the frame itself, from the caller's buffer
+ * for a raw frame, to a pack no other worker is writing: a kernel writes
+ * one file under one lock, so workers that write at once write to packs of
+ * their own, and no byte is copied but by the kernel.  Workers finish out
+ * of order; a slot is retired in submission order, so it is reused only
+ * after its bytes are written.  Memory is bounded by the ring; chunk_add
+ * blocks while it is full.
  */
 #define LOG_PREFIX "snapshot: "
 #include "snap_writer.h"
@@ -42,7 +46,17 @@ struct wslot {
 	void *arg;
 	enum slot_kind kind;
 	struct snap_frame frame;
+	const void *stored;            /* the frame's stored bytes: buf, zstd or out */
+	uint64_t pack_id, offset;      /* where the frame was written */
 	uint8_t *out;                  /* compressBound(chunk_size) bytes */
+};
+
+/* A pack of this writer; one worker at a time appends to it, and only
+ * that worker touches out, so the others read busy and closed (w->mu). */
+struct wpack {
+	struct snap_pack_out out;
+	int busy;                      /* a worker is appending (or closing it) */
+	int closed;                    /* full and fsync'ed: takes no more frames */
 };
 
 struct wregion {
@@ -62,13 +76,12 @@ struct snap_writer {
 	int tmp_fd;
 
 	pthread_mutex_t mu;
-	pthread_cond_t cv_space, cv_work, cv_done, cv_idle;
+	pthread_cond_t cv_space, cv_work, cv_idle, cv_pack;
 	struct wslot *slots;
 	unsigned depth;
 	uint64_t head, claim, tail;
 	pthread_t *workers;
 	unsigned nworkers;
-	pthread_t writer;
 	int threads_started;
 	int stop;
 	int error;                     /* first pipeline error, sticky */
@@ -76,8 +89,9 @@ struct snap_writer {
 	struct snap_chunk_map map;     /* store's chunks + this snapshot's */
 	struct wregion *regions;
 	uint32_t nregions, regions_cap;
-	struct snap_pack_out *packs;
+	struct wpack **packs;          /* those not closed take more frames */
 	unsigned npacks;
+	uint64_t appended;             /* frame bytes appended, all packs */
 
 	int has_parent;
 	struct snap_chunk_list parent;
@@ -97,6 +111,7 @@ static void pipeline_fail_locked(struct snap_writer *w, int rc)
 		w->error = rc;
 	pthread_cond_broadcast(&w->cv_space);
 	pthread_cond_broadcast(&w->cv_idle);
+	pthread_cond_broadcast(&w->cv_pack);
 }
 
 static int bytes_all_zero(const void *p, size_t n)
@@ -134,11 +149,41 @@ static bool worth_compressing(ZSTD_CCtx *cctx, const uint8_t *buf, size_t len, u
 	return !ZSTD_isError(n) && (double)n < SAMPLE_WORTH * (double)gathered;
 }
 
-static void slot_process(struct snap_writer *w, struct wslot *sl, ZSTD_CCtx *cctx)
+/* What a worker keeps from chunk to chunk. */
+struct worker_ctx {
+	ZSTD_CCtx *cctx;
+	XXH3_state_t *content;         /* XXH3-128 of the raw bytes */
+	XXH3_state_t *stored;          /* XXH3-64 of the stored bytes */
+};
+
+/* A raw frame's two sums in one pass over the chunk: each piece is summed
+ * for the frame checksum while it is still in the core's cache from the
+ * content hash, so the bytes cross memory once here (and once more into
+ * the pack). */
+#define HASH_PIECE (256u << 10)
+
+static void raw_frame_hash(struct worker_ctx *ctx, const uint8_t *buf, uint32_t len, struct snap_frame *f)
 {
+	XXH3_128bits_reset(ctx->content);
+	XXH3_64bits_reset(ctx->stored);
+	for (uint32_t done = 0; done < len;) {
+		uint32_t n = len - done < HASH_PIECE ? len - done : HASH_PIECE;
+
+		XXH3_128bits_update(ctx->content, buf + done, n);
+		XXH3_64bits_update(ctx->stored, buf + done, n);
+		done += n;
+	}
+	snap_hash128_digest(ctx->content, f->hash);
+	f->stored_xxh64 = XXH3_64bits_digest(ctx->stored);
+}
+
+static void slot_process(struct snap_writer *w, struct wslot *sl, struct worker_ctx *ctx)
+{
+	size_t cap = ZSTD_compressBound(w->chunk_size), n = 0;
+	int level = w->s->cfg.zstd_level;
 	struct snap_frame *f = &sl->frame;
 	struct snap_chunk_loc *loc;
-	size_t n;
+	bool raw;
 	int added;
 
 	memset(f, 0, sizeof(*f));
@@ -148,8 +193,14 @@ static void slot_process(struct snap_writer *w, struct wslot *sl, ZSTD_CCtx *cct
 		sl->kind = KIND_ZERO;
 		return;
 	}
-	snap_hash128(sl->buf, sl->len, f->hash);
 	f->raw_size = sl->len;
+	/* Asked before hashing, so that a raw chunk is summed once for both
+	 * hashes; a chunk stored already costs the probe for nothing. */
+	raw = !sl->zstd && !worth_compressing(ctx->cctx, sl->buf, sl->len, sl->out, cap, level);
+	if (raw)
+		raw_frame_hash(ctx, sl->buf, sl->len, f);
+	else
+		snap_hash128(sl->buf, sl->len, f->hash);
 	/* Claim the hash so that one worker alone stores equal chunks. */
 	pthread_mutex_lock(&w->mu);
 	added = snap_chunk_map_insert(&w->map, f->hash, &loc);
@@ -165,33 +216,198 @@ static void slot_process(struct snap_writer *w, struct wslot *sl, ZSTD_CCtx *cct
 	sl->kind = KIND_NEW;
 	if (sl->zstd) {
 		/* Compressed already, and checked to decompress to buf. */
-		memcpy(sl->out, sl->zstd, sl->zstd_len);
+		sl->stored = sl->zstd;
 		n = sl->zstd_len;
-	} else if (worth_compressing(cctx, sl->buf, sl->len, sl->out, ZSTD_compressBound(w->chunk_size),
-				     w->s->cfg.zstd_level)) {
-		n = ZSTD_compressCCtx(cctx, sl->out, ZSTD_compressBound(w->chunk_size), sl->buf, sl->len,
-				      w->s->cfg.zstd_level);
-	} else {
-		n = sl->len;
+	} else if (!raw) {
+		sl->stored = sl->out;
+		n = ZSTD_compressCCtx(ctx->cctx, sl->out, cap, sl->buf, sl->len, level);
+		if (ZSTD_isError(n) || n >= sl->len) {
+			/* Incompressible after all: store raw rather than grow it. */
+			raw = true;
+			f->stored_xxh64 = XXH3_64bits(sl->buf, sl->len);
+		}
 	}
-	if (ZSTD_isError(n) || n >= sl->len) {
-		/* Incompressible: store raw rather than grow it. */
-		memcpy(sl->out, sl->buf, sl->len);
+	if (raw) {
+		/* Written from the caller's buffer: no copy. */
+		sl->stored = sl->buf;
 		f->codec = SNAP_CODEC_RAW;
 		f->stored_size = sl->len;
-	} else {
-		f->codec = SNAP_CODEC_ZSTD;
-		f->stored_size = (uint32_t)n;
+		return;
 	}
-	f->stored_xxh64 = XXH3_64bits(sl->out, f->stored_size);
+	f->codec = SNAP_CODEC_ZSTD;
+	f->stored_size = (uint32_t)n;
+	f->stored_xxh64 = XXH3_64bits(sl->stored, n);
+}
+
+/* A writer opens its k-th pack at once only after k such shares were
+ * appended: a large snapshot soon has one per worker writing, a small one
+ * (a migration's later rounds) one or two, not a pack per worker, each with
+ * its own index and fsync at commit. */
+#define PACK_SPREAD_MAX (64ull << 20)
+
+static struct wpack *pack_open_locked(struct snap_writer *w, int *rc)
+{
+	struct wpack **packs, *p;
+
+	packs = realloc(w->packs, (w->npacks + 1) * sizeof(*packs));
+	if (!packs) {
+		*rc = -ENOMEM;
+		return NULL;
+	}
+	w->packs = packs;
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		*rc = -ENOMEM;
+		return NULL;
+	}
+	*rc = snap_pack_create(w->s, &p->out);
+	if (*rc) {
+		free(p);
+		return NULL;
+	}
+	packs[w->npacks++] = p;
+	return p;
+}
+
+/* An open pack no worker is writing, or a new one if the snapshot is
+ * large enough for one more (else wait for one), marked busy; the caller
+ * holds w->mu.  NULL with *@rc on failure, or with the pipeline's error. */
+static struct wpack *pack_take_locked(struct snap_writer *w, int *rc)
+{
+	uint64_t spread = w->s->cfg.pack_max_bytes / 16 + 1;
+
+	if (spread > PACK_SPREAD_MAX)
+		spread = PACK_SPREAD_MAX;
+	*rc = 0;
+	while (!w->error) {
+		struct wpack *p = NULL;
+		uint64_t open = 0;
+
+		for (unsigned i = 0; i < w->npacks; i++) {
+			if (w->packs[i]->closed)
+				continue;
+			open++;
+			if (!p && !w->packs[i]->busy)
+				p = w->packs[i];
+		}
+		if (!p && open <= w->appended / spread)
+			p = pack_open_locked(w, rc);
+		if (p) {
+			p->busy = 1;
+			return p;
+		}
+		if (*rc)
+			return NULL;
+		pthread_cond_wait(&w->cv_pack, &w->mu);
+	}
+	*rc = w->error;
+	return NULL;
+}
+
+/* Append a new chunk's frame to a pack of its own; outside w->mu.  Returns
+ * that pack, still this worker's until pack_give_back, or NULL.  A failure
+ * is the pipeline's (w->error). */
+static struct wpack *slot_write(struct snap_writer *w, struct wslot *sl)
+{
+	struct wpack *p;
+	int rc;
+
+	pthread_mutex_lock(&w->mu);
+	p = pack_take_locked(w, &rc);
+	if (!p)
+		pipeline_fail_locked(w, rc);
+	pthread_mutex_unlock(&w->mu);
+	if (!p)
+		return NULL;
+	rc = snap_pack_append(w->s, &p->out, &sl->frame, sl->stored, &sl->offset);
+	sl->pack_id = p->out.id;
+	if (rc) {
+		char hex[33];
+		snap_hash_hex(sl->frame.hash, hex);
+		snap_store_fail(w->s, rc, "snapshot %s: writing chunk %s (region %u, chunk %llu) to "
+				"%s/packs: %s%s", w->name, hex, sl->region, (unsigned long long)sl->index,
+				w->s->path, strerror(-rc), snap_write_hint(rc));
+		pthread_mutex_lock(&w->mu);
+		pipeline_fail_locked(w, rc);
+		pthread_mutex_unlock(&w->mu);
+	}
+	return p;
+}
+
+/* After the chunk's buffer went back: write behind, close the pack if it
+ * is full (made durable by this worker while others write on), and free
+ * it for the next worker. */
+static void pack_give_back(struct snap_writer *w, struct wpack *p, const struct snap_frame *f, int status)
+{
+	int rc = status ? 0 : snap_pack_write_behind(&p->out);
+	bool full = !rc && !status && p->out.bytes >= w->s->cfg.pack_max_bytes;
+
+	if (full)
+		rc = snap_pack_close(w->s, &p->out);
+	pthread_mutex_lock(&w->mu);
+	p->closed = full;
+	/* Failed before it is free again: nobody appends after it. */
+	if (rc)
+		pipeline_fail_locked(w, rc);
+	w->appended += SNAP_FRAME_HEADER_BYTES + f->stored_size;
+	p->busy = 0;
+	pthread_cond_signal(&w->cv_pack);
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* Record @sl's chunk in the snapshot and retire the finished slots at
+ * tail, in submission order; the caller holds w->mu. */
+static void slot_finish_locked(struct snap_writer *w, struct wslot *sl)
+{
+	struct snap_chunk_ref *ref;
+	struct snap_chunk_loc *loc;
+
+	if (w->error)
+		sl->kind = KIND_SKIP;
+	if (sl->kind == KIND_NEW) {
+		loc = snap_chunk_map_find(&w->map, sl->frame.hash);
+		loc->pack_id = sl->pack_id;
+		loc->offset = sl->offset;
+		loc->stored_size = sl->frame.stored_size;
+		loc->state = SNAP_LOC_WRITTEN;
+		w->stats.new_chunks++;
+		w->stats.stored_bytes += SNAP_FRAME_HEADER_BYTES + sl->frame.stored_size;
+	}
+	if (sl->kind != KIND_SKIP) {
+		ref = &w->regions[sl->region].r.chunks[sl->index];
+		memset(ref, 0, sizeof(*ref));
+		ref->device_hash = sl->device_hash;
+		if (sl->kind == KIND_ZERO) {
+			ref->flags = SNAP_CHUNK_ZERO;
+			w->stats.zero_chunks++;
+		} else {
+			memcpy(ref->hash, sl->frame.hash, SNAP_HASH_BYTES);
+		}
+		if (sl->kind == KIND_DEDUP)
+			w->stats.dedup_chunks++;
+		w->stats.raw_bytes += sl->len;
+	}
+	sl->state = SLOT_DONE;
+	while (w->tail != w->claim && w->slots[w->tail % w->depth].state == SLOT_DONE) {
+		w->slots[w->tail % w->depth].state = SLOT_FREE;
+		w->tail++;
+	}
+	pthread_cond_broadcast(&w->cv_space);
+	pthread_cond_broadcast(&w->cv_idle);
 }
 
 static void *worker_main(void *arg)
 {
 	struct snap_writer *w = arg;
-	ZSTD_CCtx *cctx = ZSTD_createCCtx();
+	struct worker_ctx ctx = {
+		.cctx = ZSTD_createCCtx(),
+		.content = XXH3_createState(),
+		.stored = XXH3_createState(),
+	};
+	bool ready = ctx.cctx && ctx.content && ctx.stored;
 
 	for (;;) {
+		struct wpack *p = NULL;
 		struct wslot *sl;
 		int status;
 
@@ -204,137 +420,31 @@ static void *worker_main(void *arg)
 		}
 		sl = &w->slots[w->claim++ % w->depth];
 		sl->state = SLOT_WORKING;
-		sl->kind = w->error || !cctx ? KIND_SKIP : KIND_NEW;
-		if (!cctx)
+		sl->kind = w->error || !ready ? KIND_SKIP : KIND_NEW;
+		if (!ready)
 			pipeline_fail_locked(w, -ENOMEM);
 		pthread_mutex_unlock(&w->mu);
 
-		slot_process(w, sl, cctx);
+		slot_process(w, sl, &ctx);
+		if (sl->kind == KIND_NEW)
+			p = slot_write(w, sl);
 
 		pthread_mutex_lock(&w->mu);
 		status = w->error;
 		pthread_mutex_unlock(&w->mu);
-		/* The bytes are hashed and copied: the caller's buffer is free. */
+		/* The bytes are hashed and written: the caller's buffer is free. */
 		if (sl->done)
 			sl->done(sl->arg, sl->buf, status);
+		if (p)
+			pack_give_back(w, p, &sl->frame, status);
 
 		pthread_mutex_lock(&w->mu);
-		sl->state = SLOT_DONE;
-		pthread_cond_broadcast(&w->cv_done);
+		slot_finish_locked(w, sl);
 		pthread_mutex_unlock(&w->mu);
 	}
-	ZSTD_freeCCtx(cctx);
-	return NULL;
-}
-
-static struct snap_pack_out *pack_current(struct snap_writer *w, int *rc)
-{
-	struct snap_pack_out *p = w->npacks ? &w->packs[w->npacks - 1] : NULL;
-
-	*rc = 0;
-	if (p && p->fd >= 0 && p->bytes < w->s->cfg.pack_max_bytes)
-		return p;
-	if (p) {
-		*rc = snap_pack_close(w->s, p);
-		if (*rc)
-			return NULL;
-	}
-	p = realloc(w->packs, (w->npacks + 1) * sizeof(*p));
-	if (!p) {
-		*rc = -ENOMEM;
-		return NULL;
-	}
-	w->packs = p;
-	p = &w->packs[w->npacks];
-	*rc = snap_pack_create(w->s, p);
-	if (*rc)
-		return NULL;
-	w->npacks++;
-	return p;
-}
-
-/* Append a new chunk's frame; called on the writer thread only. */
-static int slot_write(struct snap_writer *w, struct wslot *sl)
-{
-	struct snap_chunk_loc *loc;
-	struct snap_pack_out *p;
-	uint64_t offset;
-	int rc;
-
-	p = pack_current(w, &rc);
-	if (!p)
-		return rc;
-	rc = snap_pack_append(w->s, p, &sl->frame, sl->out, &offset);
-	if (rc) {
-		char hex[33];
-		snap_hash_hex(sl->frame.hash, hex);
-		return snap_store_fail(w->s, rc, "snapshot %s: writing chunk %s (region %u, "
-				       "chunk %llu) to %s/packs: %s%s", w->name, hex, sl->region,
-				       (unsigned long long)sl->index, w->s->path, strerror(-rc),
-				       snap_write_hint(rc));
-	}
-	pthread_mutex_lock(&w->mu);
-	loc = snap_chunk_map_find(&w->map, sl->frame.hash);
-	loc->pack_id = p->id;
-	loc->offset = offset;
-	loc->stored_size = sl->frame.stored_size;
-	loc->state = SNAP_LOC_WRITTEN;
-	pthread_mutex_unlock(&w->mu);
-	return 0;
-}
-
-static void *writer_main(void *arg)
-{
-	struct snap_writer *w = arg;
-
-	for (;;) {
-		struct snap_chunk_ref *ref;
-		struct wslot *sl;
-		int rc = 0;
-
-		pthread_mutex_lock(&w->mu);
-		while (w->slots[w->tail % w->depth].state != SLOT_DONE &&
-		       !(w->stop && w->tail == w->head))
-			pthread_cond_wait(&w->cv_done, &w->mu);
-		if (w->stop && w->tail == w->head) {
-			pthread_mutex_unlock(&w->mu);
-			break;
-		}
-		sl = &w->slots[w->tail % w->depth];
-		if (w->error)
-			sl->kind = KIND_SKIP;
-		pthread_mutex_unlock(&w->mu);
-
-		if (sl->kind == KIND_NEW)
-			rc = slot_write(w, sl);
-
-		pthread_mutex_lock(&w->mu);
-		if (rc)
-			pipeline_fail_locked(w, rc);
-		if (!w->error && sl->kind != KIND_SKIP) {
-			ref = &w->regions[sl->region].r.chunks[sl->index];
-			memset(ref, 0, sizeof(*ref));
-			ref->device_hash = sl->device_hash;
-			if (sl->kind == KIND_ZERO) {
-				ref->flags = SNAP_CHUNK_ZERO;
-				w->stats.zero_chunks++;
-			} else {
-				memcpy(ref->hash, sl->frame.hash, SNAP_HASH_BYTES);
-			}
-			if (sl->kind == KIND_DEDUP)
-				w->stats.dedup_chunks++;
-			if (sl->kind == KIND_NEW) {
-				w->stats.new_chunks++;
-				w->stats.stored_bytes += SNAP_FRAME_HEADER_BYTES + sl->frame.stored_size;
-			}
-			w->stats.raw_bytes += sl->len;
-		}
-		sl->state = SLOT_FREE;
-		w->tail++;
-		pthread_cond_broadcast(&w->cv_space);
-		pthread_cond_broadcast(&w->cv_idle);
-		pthread_mutex_unlock(&w->mu);
-	}
+	ZSTD_freeCCtx(ctx.cctx);
+	XXH3_freeState(ctx.content);
+	XXH3_freeState(ctx.stored);
 	return NULL;
 }
 
@@ -345,19 +455,19 @@ static void threads_stop(struct snap_writer *w)
 	pthread_mutex_lock(&w->mu);
 	w->stop = 1;
 	pthread_cond_broadcast(&w->cv_work);
-	pthread_cond_broadcast(&w->cv_done);
 	pthread_mutex_unlock(&w->mu);
 	for (unsigned i = 0; i < w->nworkers; i++)
 		pthread_join(w->workers[i], NULL);
-	pthread_join(w->writer, NULL);
 	w->threads_started = 0;
 }
 
 static void writer_free(struct snap_writer *w, int remove_tmp)
 {
 	threads_stop(w);
-	for (unsigned i = 0; i < w->npacks; i++)
-		snap_pack_discard(w->s, &w->packs[i]); /* keeps sealed packs for gc */
+	for (unsigned i = 0; i < w->npacks; i++) {
+		snap_pack_discard(w->s, &w->packs[i]->out); /* keeps sealed packs for gc */
+		free(w->packs[i]);
+	}
 	free(w->packs);
 	if (w->tmp_fd >= 0)
 		close(w->tmp_fd);
@@ -382,8 +492,8 @@ static void writer_free(struct snap_writer *w, int remove_tmp)
 	pthread_mutex_destroy(&w->mu);
 	pthread_cond_destroy(&w->cv_space);
 	pthread_cond_destroy(&w->cv_work);
-	pthread_cond_destroy(&w->cv_done);
 	pthread_cond_destroy(&w->cv_idle);
+	pthread_cond_destroy(&w->cv_pack);
 	free(w);
 }
 
@@ -446,8 +556,8 @@ int snap_writer_begin(struct snap_store *s, const struct snap_writer_config *cfg
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv_space, NULL);
 	pthread_cond_init(&w->cv_work, NULL);
-	pthread_cond_init(&w->cv_done, NULL);
 	pthread_cond_init(&w->cv_idle, NULL);
+	pthread_cond_init(&w->cv_pack, NULL);
 	snap_chunk_map_init(&w->map);
 	snprintf(w->name, sizeof(w->name), "%s", cfg->name);
 	w->chunk_size = cfg->chunk_size ? cfg->chunk_size : s->cfg.chunk_size;
@@ -530,10 +640,6 @@ int snap_writer_begin(struct snap_store *s, const struct snap_writer_config *cfg
 			goto out_free;
 	}
 	w->threads_started = 1;
-	if (pthread_create(&w->writer, NULL, writer_main, w) != 0) {
-		w->threads_started = 0;
-		goto out_free;
-	}
 	for (unsigned i = 0; i < w->nworkers; i++) {
 		if (pthread_create(&w->workers[i], NULL, worker_main, w) != 0) {
 			w->nworkers = i;
@@ -947,7 +1053,7 @@ int snap_writer_commit(struct snap_writer *w, struct snap_writer_stats *stats)
 	/* Packs before the snapshot: a committed snapshot never names a chunk
 	 * that is not durable and indexed. */
 	for (unsigned i = 0; i < w->npacks && !rc; i++)
-		rc = snap_pack_seal(w->s, &w->packs[i]);
+		rc = snap_pack_seal(w->s, &w->packs[i]->out);
 	if (!rc)
 		rc = snap_io_fsync_dir(w->s->packs_fd);
 	if (!rc)

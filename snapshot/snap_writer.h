@@ -11,10 +11,11 @@
  *
  * Pipeline: snap_writer_chunk_add() only queues the chunk.  A pool of worker
  * threads checks for zeros, hashes (XXH3-128), looks the hash up in the store
- * and compresses (zstd) what is new; one writer thread appends the frames to
- * this snapshot's pack in submission order.  The queue holds at most
- * queue_depth chunks: chunk_add blocks while it is full, so memory stays
- * bounded by queue_depth compressed buffers.
+ * and compresses (zstd) what is new, then appends the frame itself (a raw
+ * one from the caller's buffer) to one of this snapshot's packs that no
+ * other worker is appending to.  The queue holds at most queue_depth
+ * chunks: chunk_add blocks while it is full, so memory stays bounded by
+ * queue_depth compressed buffers.
  *
  * Threading: begin, region_add, chunk_add, chunk_unchanged, chunk_zero, journal_set,
  * flush, commit and abort are called from one thread (the caller's).  The
@@ -44,8 +45,9 @@ struct snap_writer_config {
 	uint8_t credential[SNAP_CREDENTIAL_BYTES];
 };
 
-/* The caller's buffer @buf may be reused (the bytes were consumed).
- * @status is 0, or the error that stopped the snapshot. */
+/* The caller's buffer @buf may be reused: its bytes are hashed and, if
+ * new, written to a pack (the page cache; durable at commit).  @status is
+ * 0, or the error that stopped the snapshot. */
 typedef void (*snap_chunk_done_fn)(void *arg, const void *buf, int status);
 
 /* Start snapshot cfg->name.  -EEXIST if a snapshot of that name exists,

@@ -328,6 +328,16 @@ static uint64_t file_size(const char *path)
 	return (uint64_t)st.st_size;
 }
 
+/* Frames in one pack in the order given, for the tests that damage a
+ * chosen frame: a single worker, as several append to packs of their own. */
+static void store_one_worker(struct fixture *f)
+{
+	struct snap_store_config cfg = { .workers = 1 };
+
+	snap_store_close(f->s);
+	assert_int_equal(snap_store_open(f->store_dir, &cfg, 0, &f->s), 0);
+}
+
 static void first_pack(struct fixture *f, char *out, size_t n)
 {
 	char dir[400];
@@ -351,6 +361,8 @@ static void test_corrupt_pack(void **state)
 	struct snap_reader *rd;
 	char pack[1024];
 	uint8_t *buf;
+
+	store_one_worker(f);
 
 	r[0].data = test_data_make(DATA_RANDOM, r[0].size, 11);
 	assert_int_equal(test_snapshot_write(f->s, "x", NULL, r, 1, f->journal_fd, NULL), 0);
@@ -391,6 +403,8 @@ static void test_raw_pieces(void **state)
 	struct snap_reader *rd;
 	char pack[1024];
 	uint8_t *buf;
+
+	store_one_worker(f);
 
 	r[0].data = test_data_make(DATA_RANDOM, r[0].size, 5);
 	assert_int_equal(test_snapshot_write_chunked(f->s, "p", NULL, r, 1, f->journal_fd, NULL, chunk), 0);
@@ -577,6 +591,94 @@ static void test_enospc_tmpfs(void **state)
 	free(big[0].data);
 }
 
+/* How many .pack files the store has; *@bytes receives their total size. */
+static unsigned pack_files_bytes(struct fixture *f, uint64_t *bytes)
+{
+	char dir[400], path[700];
+	struct dirent *de;
+	unsigned n = 0;
+	struct stat st;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/packs", f->store_dir);
+	d = opendir(dir);
+	assert_non_null(d);
+	*bytes = 0;
+	while ((de = readdir(d)) != NULL) {
+		size_t len = strlen(de->d_name);
+
+		if (len < 5 || strcmp(de->d_name + len - 5, ".pack"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		assert_int_equal(stat(path, &st), 0);
+		*bytes += (uint64_t)st.st_size;
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Four workers append frames at once, each to a pack no other is
+ * writing, and close a pack once it holds three chunks: every frame lands
+ * where its index says, the packs hold exactly their frames, a small
+ * snapshot stays in one pack, and a full disk at any point of such a
+ * write leaves the store as it was. */
+static void test_parallel_packs(void **state)
+{
+	struct fixture *f = *state;
+	const uint32_t chunk = 1u << 20;
+	struct test_region r[2] = {{ 0x100000, 24ull * chunk + 4097, NULL },
+				   { 0x10000000, 8ull * chunk, NULL }};
+	struct test_region r2[1] = {{ 0x20000000, 16ull * chunk, NULL }};
+	struct snap_store_config cfg = { .workers = 4, .queue_depth = 8, .pack_max_bytes = 3ull * chunk };
+	uint64_t limits[] = { 40, 5ull * chunk + 100, 17ull * chunk / 2, 16ull * chunk + 1000 };
+	struct snap_writer_stats ws;
+	struct snap_verify_stats vs;
+	struct snap_store *s;
+	unsigned files, packs, before;
+	uint64_t bytes;
+
+	r[0].data = test_data_make(DATA_RANDOM, r[0].size, 31);
+	r[1].data = test_data_make(DATA_TEXT, r[1].size, 32);
+	r2[0].data = test_data_make(DATA_RANDOM, r2[0].size, 33);
+	snap_store_close(f->s);
+	assert_int_equal(snap_store_open(f->store_dir, &cfg, 0, &f->s), 0);
+	assert_int_equal(test_snapshot_write_chunked(f->s, "par", NULL, r, 2, f->journal_fd, &ws, chunk), 0);
+	assert_int_equal(snap_store_verify(f->s, "par", &vs), 0);
+	assert_int_equal(vs.bytes_checked, r[0].size + r[1].size);
+	assert_int_equal(test_snapshot_check(f->s, "par", r, 2), 0);
+	/* The packs are their headers and frames, no hole, no spare byte;
+	 * 25 raw frames of 1 MiB three to a pack need nine packs at least. */
+	packs = pack_files_bytes(f, &bytes);
+	assert_true(packs >= 9);
+	assert_int_equal(bytes, packs * 32 + ws.stored_bytes);
+	packs_bytes(f, &files);
+
+	/* A small snapshot stays in one pack however many workers write it
+	 * (the second opens once a share of 64 MiB is appended). */
+	snap_store_close(f->s);
+	cfg.pack_max_bytes = 0;
+	assert_int_equal(snap_store_open(f->store_dir, &cfg, 0, &f->s), 0);
+	before = pack_files_bytes(f, &bytes);
+	assert_int_equal(test_snapshot_write_chunked(f->s, "small", NULL, r2, 1, f->journal_fd, NULL, chunk), 0);
+	assert_int_equal(pack_files_bytes(f, &bytes), before + 1);
+	assert_int_equal(snap_store_rm(f->s, "small", NULL), 0);
+	packs_bytes(f, &files);
+
+	for (unsigned i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+		cfg.fault_enospc_after = limits[i];
+		assert_int_equal(snap_store_open(f->store_dir, &cfg, 0, &s), 0);
+		assert_int_equal(test_snapshot_write_chunked(s, "full", NULL, r2, 1, f->journal_fd, NULL, chunk),
+				 -ENOSPC);
+		assert_non_null(strstr(snap_store_error(s), "free space"));
+		snap_store_close(s);
+		assert_store_unharmed(f->store_dir, "par", r, 2, files);
+	}
+	free(r[0].data);
+	free(r[1].data);
+	free(r2[0].data);
+}
+
 static void test_rm_gc(void **state)
 {
 	struct fixture *f = *state;
@@ -586,6 +688,8 @@ static void test_rm_gc(void **state)
 	struct snap_reader *rd;
 	uint64_t full, after_a;
 	unsigned files;
+
+	store_one_worker(f);
 
 	a[0].data = test_data_make(DATA_RANDOM, a[0].size, 21);
 	a[1].data = test_data_make(DATA_RANDOM, a[1].size, 22);
@@ -698,6 +802,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_corrupt_manifest_and_journal, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_enospc_fault_hook, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_enospc_tmpfs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_parallel_packs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rm_gc, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dead_writer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pack_missing, setup, teardown),
