@@ -86,6 +86,8 @@ static pthread_once_t shim_once = PTHREAD_ONCE_INIT;
 
 /* Per-thread reply buffer: valid until the thread's next round trip. */
 static __thread uint8_t *reply_buf;
+/* The request of the thread's latest round trip that got a reply. */
+static __thread uint64_t trip_seq;
 static __thread size_t reply_cap;
 static pthread_key_t reply_key;
 
@@ -183,6 +185,7 @@ static void atfork_child(void)
 	shim.replay.bytes = 0;
 	shim.replay.durable_seq = shim.replay.resume_seq = shim.replay.gap = 0;
 	shim.replay.snapshot_held = false;
+	completion_forget_locked(&shim);
 	/* The parent's credential is the parent's session's. */
 	explicit_bzero(shim.who.credential, sizeof(shim.who.credential));
 	shim.who.has_credential = false;
@@ -302,8 +305,7 @@ uint64_t rpc_ctx_stand_in(uint64_t ctx)
 	return old;
 }
 
-/* The context a request of this thread names in its header. */
-static uint64_t header_ctx(void)
+uint64_t rpc_header_ctx(void)
 {
 	uint64_t ctx = ctx_current();
 
@@ -524,7 +526,7 @@ int reply_read_locked(struct shim_process *p, uint32_t id, uint64_t seq,
 int conn_exchange_locked(struct shim_process *p, uint32_t id, uint64_t seq, struct wire_msg *req,
 			 struct iovec *iov, int *niov, struct wire_cursor *rep, CUresult *status)
 {
-	struct wire_header h = { .call = id, .ctx = header_ctx(), .seq = seq };
+	struct wire_header h = { .call = id, .ctx = rpc_header_ctx(), .seq = seq };
 	struct iovec sent[WIRE_MSG_IOV_MAX + 1];
 	int ret, n = 0;
 
@@ -1198,6 +1200,8 @@ static int session_recover_locked(struct shim_process *p)
 			       (unsigned long long)resume);
 			return -ESTALE;
 		}
+		/* The old worker's proof says nothing of what the new one replays. */
+		completion_forget_locked(p);
 		pr_info("session %s restored at request %llu: replaying %llu requests", p->who.session,
 			(unsigned long long)resume, (unsigned long long)(p->seq - resume));
 		p->replay.durable_seq = resume;
@@ -1288,7 +1292,7 @@ static CUresult defer_locked(struct shim_process *p, uint32_t id, struct wire_ms
 	size_t len = 0;
 	int niov;
 
-	h.ctx = header_ctx();
+	h.ctx = rpc_header_ctx();
 	h.seq = ++p->seq;
 	niov = req->failed ? -EMSGSIZE : wire_msg_finish(req, &h, iov);
 	if (niov < 0) {
@@ -1442,7 +1446,7 @@ CUresult rpc_call_fd(uint32_t id, struct wire_msg *req, struct wire_cursor *rep,
 	if (status != CUDA_SUCCESS)
 		goto out_unlock;
 	capture_mode_sync_locked(p);
-	h.ctx = header_ctx();
+	h.ctx = rpc_header_ctx();
 	h.seq = p->seq + 1;
 	niov = req->failed ? -EMSGSIZE : wire_msg_finish(req, &h, iov + 1);
 	if (niov < 0) {
@@ -1488,6 +1492,7 @@ CUresult rpc_call_fd(uint32_t id, struct wire_msg *req, struct wire_cursor *rep,
 	} else {
 		p->stats.round_trips++;
 		stats_round_trip();
+		trip_seq = h.seq;
 	}
 out_unlock:
 	pthread_mutex_unlock(&p->conn_lock);
@@ -1505,6 +1510,11 @@ bool rpc_arena_contains(uint64_t addr, uint64_t len)
 	if (!size || addr < base)
 		return false;
 	return addr - base < size && len <= size - (addr - base);
+}
+
+uint64_t rpc_trip_seq(void)
+{
+	return trip_seq;
 }
 
 bool rpc_session_lost(void)
