@@ -25,6 +25,7 @@
 #include "auth.h"
 #include "le.h"
 #include "ivshmem_bar.h"
+#include "replay_ring.h"
 #include "shm_chan.h"
 #include "tls.h"
 #include "wire_client.h"
@@ -135,8 +136,6 @@ struct shim_ctx {
 	struct shim_ctx *next;
 };
 
-struct shim_replay;
-
 /* The array a conditional node's phGraph_out points to (graph.c): the
  * guest's handles of its bodies, kept until the graph @graph it was added
  * to is destroyed. */
@@ -218,8 +217,7 @@ struct shim_grant {
 /* Requests since the latest durable snapshot, to send again after a
  * restore (docs/checkpoint.md, "Session continuity"). */
 struct shim_replay_log {
-	struct shim_replay *head, *tail;
-	uint64_t bytes, max;
+	struct replay_ring ring;        /* the requests, oldest first; TERN_REPLAY_MAX bytes at most */
 	uint64_t durable_seq;           /* requests up to it need no replay */
 	uint64_t resume_seq;            /* the worker restored the session at it */
 	uint64_t gap;                   /* requests up to it were evicted */
