@@ -2,6 +2,7 @@
 #include "replay_ring.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,16 +21,68 @@ static struct replay_entry *entry_at(const struct replay_ring *r, uint64_t off)
 	return (struct replay_entry *)(void *)(r->buf + off);
 }
 
+struct replay_held {
+	struct replay_held *next;
+	uint64_t entry[];               /* a struct replay_entry, 8-byte aligned */
+};
+
+static struct replay_entry *held_entry(struct replay_held *h)
+{
+	return (struct replay_entry *)(void *)h->entry;
+}
+
+static bool in_ring(const struct replay_ring *r, const struct replay_entry *e)
+{
+	uintptr_t at = (uintptr_t)e, base = (uintptr_t)r->buf;
+
+	return r->buf && at >= base && at - base < r->cap;
+}
+
+static void held_free_all(struct replay_ring *r)
+{
+	while (r->held) {
+		struct replay_held *h = r->held;
+
+		r->held = h->next;
+		free(h);
+	}
+}
+
+/* Move the ring's first entry aside, after the others moved: 0 or -ENOMEM. */
+static int held_take_first(struct replay_ring *r)
+{
+	struct replay_entry *e = replay_ring_first(r);
+	uint64_t size = entry_size(e->len);
+	struct replay_held *h = malloc(sizeof(*h) + size), **link = &r->held;
+
+	if (!h)
+		return -ENOMEM;
+	h->next = NULL;
+	memcpy(h->entry, e, size);
+	while (*link)
+		link = &(*link)->next;
+	*link = h;
+	replay_ring_pop(r);
+	return 0;
+}
+
 void replay_ring_init(struct replay_ring *r, uint64_t max)
 {
 	*r = (struct replay_ring){ .max = max };
 }
 
-void replay_ring_clear(struct replay_ring *r)
+/* The ring's own entries only: the ones moved aside stay. */
+static void ring_empty(struct replay_ring *r)
 {
 	r->head = r->tail = r->end = 0;
 	r->wrapped = false;
 	r->count = r->bytes = 0;
+}
+
+void replay_ring_clear(struct replay_ring *r)
+{
+	held_free_all(r);
+	ring_empty(r);
 }
 
 void replay_ring_release(struct replay_ring *r)
@@ -45,9 +98,22 @@ struct replay_entry *replay_ring_first(const struct replay_ring *r)
 	return r->count ? entry_at(r, r->head) : NULL;
 }
 
+struct replay_entry *replay_ring_oldest(const struct replay_ring *r)
+{
+	return r->held ? held_entry(r->held) : replay_ring_first(r);
+}
+
 struct replay_entry *replay_ring_next(const struct replay_ring *r, const struct replay_entry *e)
 {
-	uint64_t off = (uint64_t)((const uint8_t *)e - r->buf) + entry_size(e->len);
+	uint64_t off;
+
+	if (!in_ring(r, e)) {
+		const struct replay_held *h = (const struct replay_held *)(const void *)
+			((const uint8_t *)e - offsetof(struct replay_held, entry));
+
+		return h->next ? held_entry(h->next) : replay_ring_first(r);
+	}
+	off = (uint64_t)((const uint8_t *)e - r->buf) + entry_size(e->len);
 
 	if (r->wrapped && off == r->end)
 		off = 0;
@@ -61,7 +127,7 @@ void replay_ring_pop(struct replay_ring *r)
 	r->head += size;
 	r->bytes -= size;
 	if (!--r->count) {
-		replay_ring_clear(r);
+		ring_empty(r);
 	} else if (r->wrapped && r->head == r->end) {
 		r->head = 0;
 		r->wrapped = false;
@@ -73,7 +139,7 @@ void replay_ring_pop(struct replay_ring *r)
 static bool ring_place(struct replay_ring *r, uint64_t size, uint64_t *off)
 {
 	if (!r->count)
-		replay_ring_clear(r);
+		ring_empty(r);
 	if (r->wrapped) {
 		if (r->head - r->tail < size)
 			return false;
@@ -156,8 +222,22 @@ void replay_ring_trim(struct replay_ring *r, uint64_t durable, replay_waiting_fn
 {
 	struct replay_entry *e;
 
-	while ((e = replay_ring_first(r)) && e->seq <= durable && !waiting(e->seq, arg))
-		replay_ring_pop(r);
+	for (struct replay_held **link = &r->held; *link;) {
+		struct replay_held *h = *link;
+
+		if (waiting(held_entry(h)->seq, arg)) {
+			link = &h->next;
+			continue;
+		}
+		*link = h->next;
+		free(h);
+	}
+	while ((e = replay_ring_first(r)) && e->seq <= durable) {
+		if (!waiting(e->seq, arg))
+			replay_ring_pop(r);
+		else if (held_take_first(r))
+			break;
+	}
 }
 
 uint64_t replay_ring_append(struct replay_ring *r, const struct replay_request *q, uint64_t durable,

@@ -6,8 +6,9 @@
  * from the head, in order: no allocation per entry. The buffer starts
  * small and doubles when an entry does not fit, up to @max bytes, entry
  * headers included; past that room is made by dropping the head:
- * replay_ring_append's rules (durable entries go, one still waiting for
- * its reply stays, others are evicted).
+ * replay_ring_append's rules (durable entries go, others are evicted). A
+ * durable entry still waiting for its reply is moved aside, in order,
+ * before the ring's entries, until its reply comes: the only allocation.
  *
  * Not thread-safe: the shim calls it under conn_lock. Entries returned are
  * valid until the next push, pop or clear.
@@ -28,7 +29,13 @@ struct replay_entry {
 	uint8_t bytes[];
 };
 
+/* A durable request still waiting for its reply, moved out of the ring so
+ * that the ones after it can go (rare: a synchronisation in flight across
+ * a snapshot). */
+struct replay_held;
+
 struct replay_ring {
+	struct replay_held *held;       /* oldest first; all before the ring's entries */
 	uint8_t *buf;
 	uint64_t cap;           /* bytes of buf */
 	uint64_t max;           /* cap grows up to it */
@@ -50,12 +57,14 @@ void replay_ring_release(struct replay_ring *r);
  * -E2BIG when it can never fit (larger than max), -ENOSPC when it does not
  * fit now (drop the head and try again), -ENOMEM. */
 int replay_ring_push(struct replay_ring *r, uint64_t len, struct replay_entry **out);
-/* The first (oldest) entry, or NULL when empty. */
+/* The first (oldest) entry in the ring, or NULL when it is empty. */
 struct replay_entry *replay_ring_first(const struct replay_ring *r);
-/* The entry after @e, or NULL when @e is the last. */
-struct replay_entry *replay_ring_next(const struct replay_ring *r, const struct replay_entry *e);
-/* Drop the first entry (the ring must not be empty). */
+/* Drop the ring's first entry (the ring must not be empty). */
 void replay_ring_pop(struct replay_ring *r);
+/* Every logged entry in order, the ones moved aside first: the oldest, and
+ * the one after @e; NULL at the end. */
+struct replay_entry *replay_ring_oldest(const struct replay_ring *r);
+struct replay_entry *replay_ring_next(const struct replay_ring *r, const struct replay_entry *e);
 
 /* The log's rules, over the ring. */
 struct replay_request {
@@ -67,14 +76,14 @@ struct replay_request {
 };
 /* Whether the request of @seq still waits for its reply (@arg: the caller's). */
 typedef bool (*replay_waiting_fn)(uint64_t seq, void *arg);
-/* Entries up to @durable leave from the head, until one still waits
- * (@waiting): it will be sent again after a restore, and holds the ones
- * after it while it waits. */
+/* Entries up to @durable leave from the head; one still waiting
+ * (@waiting) is moved aside, to be sent again after a restore (kept in the
+ * ring when that allocation fails), and the ones moved aside go once their
+ * replies came. */
 void replay_ring_trim(struct replay_ring *r, uint64_t durable, replay_waiting_fn waiting, void *arg);
 /* Trim, then log @q last. When it does not fit, the oldest entries that
- * are not durable are evicted until it does; when the head is a durable
- * one still waiting, or @q can never fit (or memory runs out), @q is not
- * kept. Returns the largest sequence number so lost (a restore before it
+ * are not durable are evicted until it does; when @q can never fit (or
+ * memory runs out), it is not kept. Returns the largest sequence number so lost (a restore before it
  * cannot continue), or 0 when nothing was. */
 uint64_t replay_ring_append(struct replay_ring *r, const struct replay_request *q, uint64_t durable,
 			    replay_waiting_fn waiting, void *arg);

@@ -76,10 +76,10 @@ static pthread_once_t shim_once = PTHREAD_ONCE_INIT;
 
 /* Per-thread reply buffer: valid until the thread's next round trip. */
 static __thread uint8_t *reply_buf;
-/* The request of the thread's latest round trip that got a reply. */
-static __thread uint64_t trip_seq;
 static __thread size_t reply_cap;
 static pthread_key_t reply_key;
+/* The request of the thread's latest round trip that got a reply. */
+static __thread uint64_t trip_seq;
 
 static void reply_buf_free(void *p)
 {
@@ -1144,7 +1144,7 @@ static int session_recover_locked(struct shim_process *p)
 		p->replay.durable_seq = resume;
 		managed_session_restored();
 		registered_session_restored();
-		for (e = replay_ring_first(&p->replay.ring); e && !ret; e = replay_ring_next(&p->replay.ring, e)) {
+		for (e = replay_ring_oldest(&p->replay.ring); e && !ret; e = replay_ring_next(&p->replay.ring, e)) {
 			if (e->seq <= resume && !pending_has(p, e->seq))
 				continue;
 			/* Shared buffers were shared again, as they are now, on connecting. */

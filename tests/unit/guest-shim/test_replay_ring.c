@@ -1,6 +1,7 @@
 /* The shim's replay log ring (guest-shim/replay_ring.c), on its own:
  * order and contents across wrap-around and growth, eviction when full,
- * a request larger than the ring, a durable request still waiting held. */
+ * a request larger than the ring, a durable request still waiting moved
+ * aside in order. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -57,7 +58,7 @@ static void expect_entries(const struct replay_ring *r, uint64_t first, uint64_t
 {
 	uint64_t seq = first;
 
-	for (struct replay_entry *e = replay_ring_first(r); e; e = replay_ring_next(r, e), seq++) {
+	for (struct replay_entry *e = replay_ring_oldest(r); e; e = replay_ring_next(r, e), seq++) {
 		assert_int_equal(e->seq, seq);
 		assert_int_equal(e->call, (uint32_t)seq * 3);
 		assert_int_equal(e->no_reply, seq & 1);
@@ -66,7 +67,6 @@ static void expect_entries(const struct replay_ring *r, uint64_t first, uint64_t
 			assert_int_equal(e->bytes[i], (uint8_t)(seq + i));
 	}
 	assert_int_equal(seq, last + 1);
-	assert_int_equal(r->count, last + 1 - first);
 }
 
 static void test_order_and_trim(void **state)
@@ -158,35 +158,60 @@ static void test_larger_than_ring(void **state)
 	replay_ring_release(&r);
 }
 
+/* The sequence numbers of every logged entry, in order, into @seqs. */
+static unsigned logged(const struct replay_ring *r, uint64_t *seqs, unsigned max)
+{
+	unsigned n = 0;
+
+	for (struct replay_entry *e = replay_ring_oldest(r); e && n < max; e = replay_ring_next(r, e))
+		seqs[n++] = e->seq;
+	return n;
+}
+
 static void test_waiting_held(void **state)
 {
 	struct replay_ring r;
-	struct waiting w = { .seqs = { 2 }, .n = 1 };
+	struct waiting w = { .seqs = { 2, 3 }, .n = 2 };
+	uint64_t seqs[8];
 
 	(void)state;
 	replay_ring_init(&r, 4 * FOOTPRINT);
-	for (uint64_t s = 1; s <= 4; s++)
-		assert_int_equal(append(&r, s, PAYLOAD, 0, &w), 0);
-	/* All durable, 2 still waits: 1 goes, 2 and what follows stay. */
-	replay_ring_trim(&r, 4, is_waiting, &w);
-	expect_entries(&r, 2, 4, PAYLOAD);
-	assert_int_equal(append(&r, 5, PAYLOAD, 4, &w), 0);
-	expect_entries(&r, 2, 5, PAYLOAD);
-	/* Full behind a durable request that waits: the new one is not kept. */
-	assert_int_equal(append(&r, 6, PAYLOAD, 4, &w), 6);
-	expect_entries(&r, 2, 5, PAYLOAD);
-	/* Its reply came: it and the durable ones after it go. */
+	for (uint64_t s = 1; s <= 6; s++)
+		assert_int_equal(append(&r, s, PAYLOAD, 0, &w), s <= 4 ? 0 : s - 4);
+	/* 3..6 logged, 2 evicted (not durable, so waiting or not). */
+	expect_entries(&r, 3, 6, PAYLOAD);
+	/* Durable up to 5, 3 still waits: moved aside, in order; 4, 5 go. */
+	replay_ring_trim(&r, 5, is_waiting, &w);
+	assert_int_equal(logged(&r, seqs, 8), 2);
+	assert_int_equal(seqs[0], 3);
+	assert_int_equal(seqs[1], 6);
+	assert_int_equal(r.count, 1);
+	/* The ring fills behind it: nothing is lost, 3 stays first. */
+	for (uint64_t s = 7; s <= 9; s++)
+		assert_int_equal(append(&r, s, PAYLOAD, 5, &w), 0);
+	assert_int_equal(append(&r, 10, PAYLOAD, 5, &w), 6);
+	assert_int_equal(logged(&r, seqs, 8), 5);
+	assert_int_equal(seqs[0], 3);
+	for (unsigned i = 1; i < 5; i++)
+		assert_int_equal(seqs[i], 6 + i);
+	{
+		struct replay_entry *held = replay_ring_oldest(&r);
+
+		assert_int_equal(held->call, 9);
+		for (unsigned i = 0; i < PAYLOAD; i++)
+			assert_int_equal(held->bytes[i], (uint8_t)(3 + i));
+	}
+	/* Its reply came: it goes at the next append. */
 	w.n = 0;
-	assert_int_equal(append(&r, 7, PAYLOAD, 4, &w), 0);
-	assert_int_equal(r.count, 2);
-	assert_int_equal(replay_ring_first(&r)->seq, 5);
-	assert_int_equal(replay_ring_next(&r, replay_ring_first(&r))->seq, 7);
-	/* A waiting request that is not durable is evicted like any other. */
-	w = (struct waiting){ .seqs = { 5 }, .n = 1 };
-	assert_int_equal(append(&r, 8, PAYLOAD, 4, &w), 0);
-	assert_int_equal(append(&r, 9, PAYLOAD, 4, &w), 0);
-	assert_int_equal(append(&r, 10, PAYLOAD, 4, &w), 5);
-	expect_entries(&r, 7, 10, PAYLOAD);
+	assert_int_equal(append(&r, 11, PAYLOAD, 5, &w), 7);
+	expect_entries(&r, 8, 11, PAYLOAD);
+	/* Cleared (fork) with entries aside: nothing left. */
+	w.n = 2;
+	w.seqs[0] = 8;
+	replay_ring_trim(&r, 8, is_waiting, &w);
+	assert_int_equal(replay_ring_oldest(&r)->seq, 8);
+	replay_ring_clear(&r);
+	assert_null(replay_ring_oldest(&r));
 	replay_ring_release(&r);
 }
 
