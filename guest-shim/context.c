@@ -506,35 +506,37 @@ SHIM_API CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id)
 	return CUDA_SUCCESS;
 }
 
-/* All of the context's work ended: the device's writes to registered
- * mapped memory reach the host. */
-static CUresult ctx_synchronized(CUresult res)
+/* A synchronisation of context @ctx: answered here when nothing was sent
+ * since a reply proved all its work ended (completion.c). All of the
+ * context's work ended: the device's writes to registered mapped memory
+ * reach the host. */
+static CUresult ctx_synchronize(uint64_t ctx)
 {
-	return res == CUDA_SUCCESS ? registered_synchronized(true) : res;
+	struct wire_ctx_synchronize_req req = { .ctx = ctx };
+	struct wire_ctx_synchronize_rep rep;
+	CUresult res;
+
+	if (!ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!completion_covers_context(ctx)) {
+		res = rpc_ctx_synchronize(&req, &rep);
+		if (res != CUDA_SUCCESS)
+			return res;
+		completion_note_context(ctx);
+	}
+	return registered_synchronized(true);
 }
 
 SHIM_API CUresult cuCtxSynchronize(void)
 {
 	SHIM_ENTRY();
-	struct wire_ctx_synchronize_req req = { .ctx = ctx_current() };
-	struct wire_ctx_synchronize_rep rep;
-
-	if (!req.ctx)
-		return CUDA_ERROR_INVALID_CONTEXT;
-	return ctx_synchronized(rpc_ctx_synchronize(&req, &rep));
+	return ctx_synchronize(ctx_current());
 }
 
 SHIM_API CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
 	SHIM_ENTRY();
-	struct wire_ctx_synchronize_req req = {
-		.ctx = ctx ? (uint64_t)(uintptr_t)ctx : ctx_current(),
-	};
-	struct wire_ctx_synchronize_rep rep;
-
-	if (!req.ctx)
-		return CUDA_ERROR_INVALID_CONTEXT;
-	return ctx_synchronized(rpc_ctx_synchronize(&req, &rep));
+	return ctx_synchronize(ctx ? (uint64_t)(uintptr_t)ctx : ctx_current());
 }
 
 SHIM_API CUresult cuCtxSetLimit(CUlimit limit, size_t value)

@@ -840,7 +840,12 @@ CUresult memory_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, bo
 		};
 		struct wire_memcpy_dtoh_shared_rep rep;
 
-		return async ? rpc_memcpy_dtoh_shared_defer(&req) : rpc_memcpy_dtoh_shared(&req, &rep);
+		if (async)
+			return rpc_memcpy_dtoh_shared_defer(&req);
+		res = rpc_memcpy_dtoh_shared(&req, &rep);
+		if (res == CUDA_SUCCESS)
+			completion_note_stream(stream);
+		return res;
 	}
 	res = staging_copy_dtoh(dst, src, n, stream, async, &staged);
 	while (n && !staged) {
@@ -862,10 +867,16 @@ CUresult memory_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, bo
 		d += piece;
 		n -= piece;
 	}
-	/* A synchronous copy to the host waited for the work before it. */
-	if (res != CUDA_SUCCESS || async)
+	if (res != CUDA_SUCCESS)
 		return res;
-	return registered_synchronized(false);
+	/* The last piece's reply came when the work queued on the stream
+	 * before the copy had ended (the worker waits for it; for a
+	 * synchronous copy, on the default stream it names): it may answer the
+	 * next synchronisation. */
+	if (!staged)
+		completion_note_stream(stream);
+	/* A synchronous copy to the host waited for the work before it. */
+	return async ? res : registered_synchronized(false);
 }
 
 CUresult memory_copy_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t stream, bool async)

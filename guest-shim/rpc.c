@@ -43,16 +43,6 @@
 #define REPLAY_MAX_DEFAULT (256ull << 20)
 #define RECONNECT_MS_DEFAULT 60000
 
-/* One request as sent: header and payload, flattened. */
-struct shim_replay {
-	struct shim_replay *next;
-	uint64_t seq;
-	uint32_t call;
-	bool no_reply;          /* deferred: the worker sends no reply */
-	size_t len;
-	uint8_t bytes[];
-};
-
 /* A round trip waiting for its reply: on the waiting thread's stack, and
  * in shim.pending while it is sent. The reader fills it. */
 struct shim_pending {
@@ -88,6 +78,8 @@ static pthread_once_t shim_once = PTHREAD_ONCE_INIT;
 static __thread uint8_t *reply_buf;
 static __thread size_t reply_cap;
 static pthread_key_t reply_key;
+/* The request of the thread's latest round trip that got a reply. */
+static __thread uint64_t trip_seq;
 
 static void reply_buf_free(void *p)
 {
@@ -173,16 +165,10 @@ static void atfork_child(void)
 	shim.seq = 0;
 	shim.granted.arena_base = shim.granted.arena_size = 0;
 	/* The child's session is a new one: the parent's replay log is not its history. */
-	while (shim.replay.head) {
-		struct shim_replay *e = shim.replay.head;
-
-		shim.replay.head = e->next;
-		free(e);
-	}
-	shim.replay.tail = NULL;
-	shim.replay.bytes = 0;
+	replay_ring_clear(&shim.replay.ring);
 	shim.replay.durable_seq = shim.replay.resume_seq = shim.replay.gap = 0;
 	shim.replay.snapshot_held = false;
+	completion_forget_locked(&shim);
 	/* The parent's credential is the parent's session's. */
 	explicit_bzero(shim.who.credential, sizeof(shim.who.credential));
 	shim.who.has_credential = false;
@@ -231,9 +217,8 @@ static void shim_init_once(void)
 	snprintf(shim.who.server, sizeof(shim.who.server), "%s",
 		 server && *server ? server : TRANSPORT_DEFAULT_URL);
 	token_load(&shim);
-	shim.replay.max = REPLAY_MAX_DEFAULT;
-	if (getenv("TERN_REPLAY_MAX"))
-		shim.replay.max = strtoull(getenv("TERN_REPLAY_MAX"), NULL, 0);
+	replay_ring_init(&shim.replay.ring, getenv("TERN_REPLAY_MAX") ? strtoull(getenv("TERN_REPLAY_MAX"), NULL, 0)
+								   : REPLAY_MAX_DEFAULT);
 	shim.reconnect_ms = getenv("TERN_RECONNECT_TIMEOUT_MS") ? atoi(getenv("TERN_RECONNECT_TIMEOUT_MS"))
 								 : RECONNECT_MS_DEFAULT;
 	shim.batching.lazy = !getenv("TERN_LAZY") || strcmp(getenv("TERN_LAZY"), "0");
@@ -302,8 +287,7 @@ uint64_t rpc_ctx_stand_in(uint64_t ctx)
 	return old;
 }
 
-/* The context a request of this thread names in its header. */
-static uint64_t header_ctx(void)
+uint64_t rpc_header_ctx(void)
 {
 	uint64_t ctx = ctx_current();
 
@@ -524,7 +508,7 @@ int reply_read_locked(struct shim_process *p, uint32_t id, uint64_t seq,
 int conn_exchange_locked(struct shim_process *p, uint32_t id, uint64_t seq, struct wire_msg *req,
 			 struct iovec *iov, int *niov, struct wire_cursor *rep, CUresult *status)
 {
-	struct wire_header h = { .call = id, .ctx = header_ctx(), .seq = seq };
+	struct wire_header h = { .call = id, .ctx = rpc_header_ctx(), .seq = seq };
 	struct iovec sent[WIRE_MSG_IOV_MAX + 1];
 	int ret, n = 0;
 
@@ -559,40 +543,17 @@ static bool pending_has(const struct shim_process *p, uint64_t seq)
 	return false;
 }
 
-/* Requests up to the durable snapshot go, except those still waiting for
- * their reply (another thread's synchronisation): after a restore they are
- * sent again. Past replay_max the oldest go, and a restore before them
- * cannot continue. */
-static void replay_trim_locked(struct shim_process *p)
+/* replay_ring's test of a request still waiting for its reply (another
+ * thread's synchronisation): kept, to be sent again after a restore. */
+static bool replay_waiting(uint64_t seq, void *p)
 {
-	struct shim_replay **link = &p->replay.head, *prev = NULL;
-
-	while (*link) {
-		struct shim_replay *e = *link;
-		bool durable = e->seq <= p->replay.durable_seq;
-
-		if (!durable && p->replay.bytes <= p->replay.max)
-			break;
-		if (durable && pending_has(p, e->seq)) {
-			prev = e;
-			link = &e->next;
-			continue;
-		}
-		if (!durable)
-			p->replay.gap = e->seq;         /* evicted, not durable */
-		*link = e->next;
-		if (p->replay.tail == e)
-			p->replay.tail = prev;
-		p->replay.bytes -= e->len;
-		free(e);
-	}
+	return pending_has(p, seq);
 }
 
 static void replay_append_locked(struct shim_process *p, uint32_t id, uint64_t seq, bool no_reply,
 				 const struct iovec *iov, int niov)
 {
-	struct shim_replay *e;
-	size_t len = 0;
+	uint64_t lost;
 
 	if (seq <= p->replay.durable_seq)
 		return;                 /* answered already, and no restore can need it */
@@ -602,33 +563,11 @@ static void replay_append_locked(struct shim_process *p, uint32_t id, uint64_t s
 		p->replay.gap = seq;
 		return;
 	}
-	if (!p->replay.max) {
-		p->replay.gap = seq;    /* not kept: a restore before it cannot continue */
-		return;
-	}
-	for (int i = 0; i < niov; i++)
-		len += iov[i].iov_len;
-	e = malloc(sizeof(*e) + len);
-	if (!e) {
-		p->replay.gap = seq;
-		return;
-	}
-	e->next = NULL;
-	e->seq = seq;
-	e->call = id;
-	e->no_reply = no_reply;
-	e->len = 0;
-	for (int i = 0; i < niov; i++) {
-		memcpy(e->bytes + e->len, iov[i].iov_base, iov[i].iov_len);
-		e->len += iov[i].iov_len;
-	}
-	if (p->replay.tail)
-		p->replay.tail->next = e;
-	else
-		p->replay.head = e;
-	p->replay.tail = e;
-	p->replay.bytes += e->len;
-	replay_trim_locked(p);
+	lost = replay_ring_append(&p->replay.ring, &(struct replay_request){
+		.seq = seq, .call = id, .no_reply = no_reply, .iov = iov, .niov = niov,
+	}, p->replay.durable_seq, replay_waiting, p);
+	if (lost)
+		p->replay.gap = lost;   /* a restore before it cannot continue */
 }
 
 static void batch_flush_locked(struct shim_process *p);
@@ -1131,7 +1070,7 @@ static CUresult conn_reopen_locked(struct shim_process *p, int *waited)
  * the replay ends, and a large one (a copy to the host) would fill the
  * socket while this thread still writes, and neither end would go on. 0 or
  * -errno. */
-static int replay_one_locked(struct shim_process *p, const struct shim_replay *e)
+static int replay_one_locked(struct shim_process *p, const struct replay_entry *e)
 {
 	struct shim_pending *waiting = pending_find(p, NULL, e->seq, e->call), replayed;
 	uint8_t head[WIRE_HEADER_SIZE];
@@ -1177,7 +1116,7 @@ static int session_recover_locked(struct shim_process *p)
 	p->batching.len = 0;
 	p->batching.count = 0;
 	for (;;) {
-		struct shim_replay *e;
+		struct replay_entry *e;
 		CUresult res;
 		uint64_t resume;
 		int ret = 0;
@@ -1198,12 +1137,14 @@ static int session_recover_locked(struct shim_process *p)
 			       (unsigned long long)resume);
 			return -ESTALE;
 		}
+		/* The old worker's proof says nothing of what the new one replays. */
+		completion_forget_locked(p);
 		pr_info("session %s restored at request %llu: replaying %llu requests", p->who.session,
 			(unsigned long long)resume, (unsigned long long)(p->seq - resume));
 		p->replay.durable_seq = resume;
 		managed_session_restored();
 		registered_session_restored();
-		for (e = p->replay.head; e && !ret; e = e->next) {
+		for (e = replay_ring_oldest(&p->replay.ring); e && !ret; e = replay_ring_next(&p->replay.ring, e)) {
 			if (e->seq <= resume && !pending_has(p, e->seq))
 				continue;
 			/* Shared buffers were shared again, as they are now, on connecting. */
@@ -1288,7 +1229,7 @@ static CUresult defer_locked(struct shim_process *p, uint32_t id, struct wire_ms
 	size_t len = 0;
 	int niov;
 
-	h.ctx = header_ctx();
+	h.ctx = rpc_header_ctx();
 	h.seq = ++p->seq;
 	niov = req->failed ? -EMSGSIZE : wire_msg_finish(req, &h, iov);
 	if (niov < 0) {
@@ -1442,7 +1383,7 @@ CUresult rpc_call_fd(uint32_t id, struct wire_msg *req, struct wire_cursor *rep,
 	if (status != CUDA_SUCCESS)
 		goto out_unlock;
 	capture_mode_sync_locked(p);
-	h.ctx = header_ctx();
+	h.ctx = rpc_header_ctx();
 	h.seq = p->seq + 1;
 	niov = req->failed ? -EMSGSIZE : wire_msg_finish(req, &h, iov + 1);
 	if (niov < 0) {
@@ -1488,6 +1429,7 @@ CUresult rpc_call_fd(uint32_t id, struct wire_msg *req, struct wire_cursor *rep,
 	} else {
 		p->stats.round_trips++;
 		stats_round_trip();
+		trip_seq = h.seq;
 	}
 out_unlock:
 	pthread_mutex_unlock(&p->conn_lock);
@@ -1505,6 +1447,11 @@ bool rpc_arena_contains(uint64_t addr, uint64_t len)
 	if (!size || addr < base)
 		return false;
 	return addr - base < size && len <= size - (addr - base);
+}
+
+uint64_t rpc_trip_seq(void)
+{
+	return trip_seq;
 }
 
 bool rpc_session_lost(void)

@@ -25,6 +25,7 @@
 #include "auth.h"
 #include "le.h"
 #include "ivshmem_bar.h"
+#include "replay_ring.h"
 #include "shm_chan.h"
 #include "tls.h"
 #include "wire_client.h"
@@ -135,8 +136,6 @@ struct shim_ctx {
 	struct shim_ctx *next;
 };
 
-struct shim_replay;
-
 /* The array a conditional node's phGraph_out points to (graph.c): the
  * guest's handles of its bodies, kept until the graph @graph it was added
  * to is destroyed. */
@@ -218,14 +217,21 @@ struct shim_grant {
 /* Requests since the latest durable snapshot, to send again after a
  * restore (docs/checkpoint.md, "Session continuity"). */
 struct shim_replay_log {
-	struct shim_replay *head, *tail;
-	uint64_t bytes, max;
+	struct replay_ring ring;        /* the requests, oldest first; TERN_REPLAY_MAX bytes at most */
 	uint64_t durable_seq;           /* requests up to it need no replay */
 	uint64_t resume_seq;            /* the worker restored the session at it */
 	uint64_t gap;                   /* requests up to it were evicted */
 	/* A reply said the session has a snapshot to restore from (its trim
 	 * point fell behind it): requests from now on must be replayable. */
 	bool snapshot_held;
+};
+
+/* The latest round trip whose reply proved work ended (completion.c). */
+struct shim_completion {
+	uint64_t seq;                   /* its request; 0: none */
+	uint64_t ctx;                   /* the context it covers */
+	uint64_t stream;                /* the stream whose work ended (0: every one of @ctx) */
+	const void *thread;             /* its thread, for CU_STREAM_PER_THREAD */
 };
 
 /* Lazy RPC: requests that want no reply wait here, flushed before the
@@ -331,6 +337,7 @@ struct shim_process {
 	struct shim_identity who;
 	struct shim_grant granted;
 	struct shim_replay_log replay;
+	struct shim_completion completion;      /* guarded by conn_lock */
 	struct shim_batch batching;
 	struct {
 		uint64_t calls, round_trips, batches;
@@ -406,6 +413,30 @@ CUresult shim_refused(atomic_flag *said, const char *fmt, ...) __attribute__((fo
 		static atomic_flag shim_refuse_said_ = ATOMIC_FLAG_INIT;       \
 		shim_refused(&shim_refuse_said_, __VA_ARGS__);                 \
 	})
+
+/* The context the calling thread's requests name in their header. */
+uint64_t rpc_header_ctx(void);
+/* The sequence number of the calling thread's latest round trip that got a
+ * reply (0 before the first). */
+uint64_t rpc_trip_seq(void);
+
+/* completion.c: synchronisations answered in the guest (the file's comment
+ * has the rules). The notes are made right after the successful round trip
+ * that proves them, before the thread makes another request; stream
+ * handles are as the worker sees them (shim_stream). Any thread. */
+/* The thread's latest round trip waited for the work queued on @stream before it. */
+void completion_note_stream(uint64_t stream);
+/* The thread's latest round trip waited for all of context @ctx's work. */
+void completion_note_context(uint64_t ctx);
+/* True when a synchronisation of @stream (the calling thread's context)
+ * has CUDA_SUCCESS for its only answer: nothing was sent since a proof
+ * that covers it. */
+bool completion_covers_stream(uint64_t stream);
+/* The same for context @ctx as a whole. */
+bool completion_covers_context(uint64_t ctx);
+/* Forget the proof: the worker that gave it may be gone (a reconnect, the
+ * child after fork). conn_lock held. */
+void completion_forget_locked(struct shim_process *p);
 
 /* Make sure the worker can call us back (host functions): the channel is
  * opened at the first use and again after every reconnect. CUDA_SUCCESS, or

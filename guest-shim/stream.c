@@ -43,47 +43,60 @@ SHIM_API CUresult cuStreamDestroy(CUstream hStream)
 	return cuStreamDestroy_v2(hStream);
 }
 
-static CUresult stream_synchronize(uint64_t s)
+static CUresult stream_synchronize_ask(uint64_t s)
 {
 	struct wire_stream_synchronize_req req = { .stream = s };
 	struct wire_stream_synchronize_rep rep;
-	CUresult res = rpc_stream_synchronize(&req, &rep);
 
-	return res == CUDA_SUCCESS ? registered_synchronized(false) : res;
+	return rpc_stream_synchronize(&req, &rep);
+}
+
+static CUresult stream_query_ask(uint64_t s)
+{
+	struct wire_stream_query_req req = { .stream = s };
+	struct wire_stream_query_rep rep;
+
+	return rpc_stream_query(&req, &rep);
+}
+
+/* A synchronisation or query of @s: answered here when nothing was sent
+ * since a reply proved the stream's work ended (completion.c). Completion
+ * is a synchronisation either way: the device's writes reach the host. */
+static CUresult stream_finished(uint64_t s, CUresult (*ask)(uint64_t s))
+{
+	CUresult res;
+
+	if (!completion_covers_stream(s)) {
+		res = ask(s);
+		if (res != CUDA_SUCCESS)
+			return res;
+		completion_note_stream(s);
+	}
+	return registered_synchronized(false);
 }
 
 SHIM_API CUresult cuStreamSynchronize(CUstream hStream)
 {
 	SHIM_ENTRY();
-	return stream_synchronize(shim_stream(hStream, false));
+	return stream_finished(shim_stream(hStream, false), stream_synchronize_ask);
 }
 
 SHIM_API CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 {
 	SHIM_ENTRY();
-	return stream_synchronize(shim_stream(hStream, true));
-}
-
-static CUresult stream_query(uint64_t s)
-{
-	struct wire_stream_query_req req = { .stream = s };
-	struct wire_stream_query_rep rep;
-	CUresult res = rpc_stream_query(&req, &rep);
-
-	/* Completion is a synchronisation too. */
-	return res == CUDA_SUCCESS ? registered_synchronized(false) : res;
+	return stream_finished(shim_stream(hStream, true), stream_synchronize_ask);
 }
 
 SHIM_API CUresult cuStreamQuery(CUstream hStream)
 {
 	SHIM_ENTRY();
-	return stream_query(shim_stream(hStream, false));
+	return stream_finished(shim_stream(hStream, false), stream_query_ask);
 }
 
 SHIM_API CUresult cuStreamQuery_ptsz(CUstream hStream)
 {
 	SHIM_ENTRY();
-	return stream_query(shim_stream(hStream, true));
+	return stream_finished(shim_stream(hStream, true), stream_query_ask);
 }
 
 static CUresult stream_wait_event(uint64_t s, CUevent ev, unsigned flags)

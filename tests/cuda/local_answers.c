@@ -3,6 +3,11 @@
  * the primary context's state across retain, release, set-flags and reset,
  * a device's fixed answers, peer access, stream priorities, errors for a
  * bad device; and many small deferred calls in a row, checked by content.
+ * Then synchronisations after a copy to the host (guest-shim/completion.c):
+ * answered in the guest when nothing was queued since on any stream, asked
+ * after work the same or another thread queued, after another stream's work
+ * (the legacy stream may wait for it), on another thread's per-thread
+ * stream, and after a kernel that faults (its error, at every one).
  *
  * With --stats, through tern: the same run again in a child with
  * TERN_STATS=2, whose table (guest-shim/stats.c) must count the sequence
@@ -10,11 +15,14 @@
  * Loads libcuda.so.1 like any application (LD_LIBRARY_PATH). */
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "mod_a_fatbin.h"
 
 static int failures;
 
@@ -151,6 +159,146 @@ static void run(void)
 	free(host);
 }
 
+#define SYNC_BYTES 16
+static CUcontext sync_ctx;
+static CUdeviceptr sync_dev;
+
+/* Another thread: queues a memset on the legacy stream. */
+static void *sync_thread_queue(void *unused)
+{
+	CUresult (*set_current)(CUcontext) = FN("cuCtxSetCurrent", CUresult (*)(CUcontext));
+	CUresult (*memset_async)(CUdeviceptr, unsigned char, size_t, CUstream) =
+		FN("cuMemsetD8Async", CUresult (*)(CUdeviceptr, unsigned char, size_t, CUstream));
+
+	(void)unused;
+	EXPECT(set_current(sync_ctx), CUDA_SUCCESS);
+	EXPECT(memset_async(sync_dev, 4, SYNC_BYTES, NULL), CUDA_SUCCESS);
+	return NULL;
+}
+
+/* Another thread: synchronises its own per-thread default stream. */
+static void *sync_thread_per_thread(void *unused)
+{
+	CUresult (*set_current)(CUcontext) = FN("cuCtxSetCurrent", CUresult (*)(CUcontext));
+	CUresult (*sync_ptsz)(CUstream) = FN("cuStreamSynchronize_ptsz", CUresult (*)(CUstream));
+
+	(void)unused;
+	EXPECT(set_current(sync_ctx), CUDA_SUCCESS);
+	EXPECT(sync_ptsz(NULL), CUDA_SUCCESS);
+	return NULL;
+}
+
+static void sync_thread_run(void *(*fn)(void *))
+{
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, fn, NULL)) {
+		fprintf(stderr, "FAIL: pthread_create\n");
+		failures++;
+		return;
+	}
+	pthread_join(t, NULL);
+}
+
+/* Every byte of @h is @want. */
+static void sync_bytes_check(const unsigned char *h, unsigned char want, int line)
+{
+	for (int i = 0; i < SYNC_BYTES; i++)
+		if (h[i] != want) {
+			fprintf(stderr, "FAIL: line %d: byte %d is %u, expected %u\n", line, i, h[i], want);
+			failures++;
+			return;
+		}
+}
+
+/* Synchronisations after copies to the host; the --stats check counts
+ * which were asked: keep the two in step. Ends with a faulted context. */
+static void sync_run(void)
+{
+	CUresult (*retain)(CUcontext *, CUdevice) = FN("cuDevicePrimaryCtxRetain", CUresult (*)(CUcontext *, CUdevice));
+	CUresult (*set_current)(CUcontext) = FN("cuCtxSetCurrent", CUresult (*)(CUcontext));
+	CUresult (*alloc)(CUdeviceptr *, size_t) = FN("cuMemAlloc_v2", CUresult (*)(CUdeviceptr *, size_t));
+	CUresult (*stream_create)(CUstream *, unsigned) = FN("cuStreamCreate", CUresult (*)(CUstream *, unsigned));
+	CUresult (*load)(CUmodule *, const void *) = FN("cuModuleLoadData", CUresult (*)(CUmodule *, const void *));
+	CUresult (*get_function)(CUfunction *, CUmodule, const char *) =
+		FN("cuModuleGetFunction", CUresult (*)(CUfunction *, CUmodule, const char *));
+	CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+			   CUstream, void **, void **) =
+		FN("cuLaunchKernel", CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+						  unsigned, unsigned, CUstream, void **, void **));
+	CUresult (*memset_async)(CUdeviceptr, unsigned char, size_t, CUstream) =
+		FN("cuMemsetD8Async", CUresult (*)(CUdeviceptr, unsigned char, size_t, CUstream));
+	CUresult (*dtoh)(void *, CUdeviceptr, size_t) = FN("cuMemcpyDtoH_v2", CUresult (*)(void *, CUdeviceptr, size_t));
+	CUresult (*dtoh_ptds)(void *, CUdeviceptr, size_t) =
+		FN("cuMemcpyDtoH_v2_ptds", CUresult (*)(void *, CUdeviceptr, size_t));
+	CUresult (*dtoh_async)(void *, CUdeviceptr, size_t, CUstream) =
+		FN("cuMemcpyDtoHAsync_v2", CUresult (*)(void *, CUdeviceptr, size_t, CUstream));
+	CUresult (*sync)(CUstream) = FN("cuStreamSynchronize", CUresult (*)(CUstream));
+	CUresult (*sync_ptsz)(CUstream) = FN("cuStreamSynchronize_ptsz", CUresult (*)(CUstream));
+	CUresult (*query)(CUstream) = FN("cuStreamQuery", CUresult (*)(CUstream));
+	CUresult (*ctx_sync)(void) = FN("cuCtxSynchronize", CUresult (*)(void));
+	unsigned char h[SYNC_BYTES];
+	CUstream a = NULL, b = NULL;
+	CUmodule mod = NULL;
+	CUfunction iota = NULL;
+	int *wild = (int *)8, base = 0, count = 1;
+	void *args[] = { &wild, &base, &count };
+
+	EXPECT(retain(&sync_ctx, 0), CUDA_SUCCESS);
+	EXPECT(set_current(sync_ctx), CUDA_SUCCESS);
+	EXPECT(alloc(&sync_dev, 4096), CUDA_SUCCESS);
+	EXPECT(stream_create(&a, CU_STREAM_DEFAULT), CUDA_SUCCESS);
+	EXPECT(stream_create(&b, CU_STREAM_DEFAULT), CUDA_SUCCESS);
+	EXPECT(load(&mod, mod_a_fatbin), CUDA_SUCCESS);
+	EXPECT(get_function(&iota, mod, "ma_iota"), CUDA_SUCCESS);
+
+	/* Nothing queued since the copy: its stream, then the context. */
+	EXPECT(memset_async(sync_dev, 1, SYNC_BYTES, NULL), CUDA_SUCCESS);
+	EXPECT(dtoh(h, sync_dev, SYNC_BYTES), CUDA_SUCCESS);
+	sync_bytes_check(h, 1, __LINE__);
+	EXPECT(sync(NULL), CUDA_SUCCESS);
+	EXPECT(sync(CU_STREAM_LEGACY), CUDA_SUCCESS);
+	EXPECT(query(NULL), CUDA_SUCCESS);
+	EXPECT(ctx_sync(), CUDA_SUCCESS);               /* asked: other streams */
+	EXPECT(ctx_sync(), CUDA_SUCCESS);
+	EXPECT(sync(NULL), CUDA_SUCCESS);
+
+	/* Work the same thread queued after the copy. */
+	EXPECT(dtoh(h, sync_dev, SYNC_BYTES), CUDA_SUCCESS);
+	EXPECT(memset_async(sync_dev, 2, SYNC_BYTES, NULL), CUDA_SUCCESS);
+	EXPECT(sync(NULL), CUDA_SUCCESS);               /* asked */
+	EXPECT(dtoh(h, sync_dev, SYNC_BYTES), CUDA_SUCCESS);
+	sync_bytes_check(h, 2, __LINE__);
+
+	/* Another stream's work before the copy: the legacy stream waits for it. */
+	EXPECT(memset_async(sync_dev, 3, SYNC_BYTES, a), CUDA_SUCCESS);
+	EXPECT(dtoh_async(h, sync_dev + 64, SYNC_BYTES, b), CUDA_SUCCESS);
+	EXPECT(sync(b), CUDA_SUCCESS);
+	EXPECT(sync(NULL), CUDA_SUCCESS);               /* asked */
+	EXPECT(sync(a), CUDA_SUCCESS);                  /* asked */
+	EXPECT(query(a), CUDA_SUCCESS);
+	EXPECT(dtoh(h, sync_dev, SYNC_BYTES), CUDA_SUCCESS);
+	sync_bytes_check(h, 3, __LINE__);
+
+	/* Another thread queued work after the copy. */
+	sync_thread_run(sync_thread_queue);
+	EXPECT(sync(NULL), CUDA_SUCCESS);               /* asked */
+
+	/* A per-thread default stream is its own thread's. */
+	EXPECT(dtoh_ptds(h, sync_dev, SYNC_BYTES), CUDA_SUCCESS);
+	sync_bytes_check(h, 4, __LINE__);
+	EXPECT(sync_ptsz(NULL), CUDA_SUCCESS);
+	sync_thread_run(sync_thread_per_thread);        /* asked */
+
+	/* A kernel that faults after the copy: every synchronisation asks. */
+	EXPECT(dtoh(h, sync_dev, SYNC_BYTES), CUDA_SUCCESS);
+	EXPECT(launch(iota, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL), CUDA_SUCCESS);
+	EXPECT(sync(NULL), CUDA_ERROR_ILLEGAL_ADDRESS);
+	EXPECT(sync(NULL), CUDA_ERROR_ILLEGAL_ADDRESS);
+	EXPECT(query(NULL), CUDA_ERROR_ILLEGAL_ADDRESS);
+	EXPECT(ctx_sync(), CUDA_ERROR_ILLEGAL_ADDRESS);
+}
+
 /* One row of the child's table: calls, round trips, deferred, local. */
 struct row {
 	const char *name;
@@ -166,15 +314,22 @@ static const struct row want[] = {
 	{ "cuDeviceGetName", 3, 1, 0, 2 },
 	{ "cuDeviceTotalMem_v2", 2, 1, 0, 1 },
 	{ "cuDeviceGetUuid_v2", 2, 1, 0, 1 },
-	{ "cuDevicePrimaryCtxRetain", 3, 2, 0, 1 },
+	/* The last: sync_run's, after the reset. */
+	{ "cuDevicePrimaryCtxRetain", 4, 3, 0, 1 },
 	{ "cuDevicePrimaryCtxRelease_v2", 2, 1, 0, 1 },
 	{ "cuDevicePrimaryCtxSetFlags_v2", 1, 1, 0, 0 },
 	{ "cuDevicePrimaryCtxReset_v2", 1, 1, 0, 0 },
 	{ "cuCtxGetFlags", 1, 0, 0, 1 },
 	{ "cuCtxGetStreamPriorityRange", 2, 1, 0, 1 },
 	{ "cuDeviceCanAccessPeer", 2, 1, 0, 1 },
-	{ "cuMemsetD8Async", DEFERRED_COUNT, 0, DEFERRED_COUNT, 0 },
-	{ "cuCtxSetCurrent", 1, 0, 0, 1 },
+	{ "cuMemsetD8Async", DEFERRED_COUNT + 4, 0, DEFERRED_COUNT + 4, 0 },
+	{ "cuCtxSetCurrent", 4, 0, 0, 4 },
+	/* sync_run: asked after other work, another stream's, another
+	 * thread's and the fault; answered after nothing. */
+	{ "cuStreamSynchronize", 10, 6, 0, 4 },
+	{ "cuStreamSynchronize_ptsz", 2, 1, 0, 1 },
+	{ "cuStreamQuery", 3, 1, 0, 2 },
+	{ "cuCtxSynchronize", 4, 3, 0, 1 },
 };
 
 static int stats_check(const char *self)
@@ -246,6 +401,7 @@ int main(int argc, char **argv)
 			return 1;
 	}
 	run();
+	sync_run();
 	if (failures)
 		return 1;
 	printf("PASS local_answers\n");
