@@ -17,7 +17,9 @@
  * counters. A user event comes back with its status, or without one when
  * nothing waits for it; one without a status that a command waits for
  * refuses the snapshot, since finishing that command's queue would wait
- * for ever. */
+ * for ever. A non-blocking read the guest has not fetched (complete once
+ * the queues are finished) keeps its bytes as its event's contents, held
+ * again under the event by a restore. */
 #define LOG_PREFIX "opencl: "
 
 #include <errno.h>
