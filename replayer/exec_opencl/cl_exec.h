@@ -101,8 +101,9 @@ bool cl_exec_active(const struct cl_exec *x);
 /* cl_exec_snapshot.c (docs/opencl.md, "Snapshots"; docs/journal.md, "OpenCL
  * objects"). save: between two requests, finish every queue and write every
  * object the guest holds into @journal (a record naming its description,
- * memory objects' contents and unfetched reads' bytes as images), dropping the records of objects gone
- * since the last save, and the session's part (devices, serials). Refuses,
+ * memory objects' contents and unfetched reads' bytes as images),
+ * dropping the records of objects gone since the last save, and the
+ * session's part (devices, serials). Refuses,
  * with @err saying why and the session unchanged, a user event that has no
  * status yet while commands wait for it, an object whose parent the guest
  * released, contents too large for an image. 0 or -errno.
