@@ -73,8 +73,8 @@ static const char *desc_check(const struct cl_saved *s)
 		return "not an object kind of OpenCL";
 	if (s->flags & ~CL_SAVED_F_ALL)
 		return "unknown flags";
-	if ((s->flags & CL_SAVED_F_CONTENTS) && s->kind != WIRE_HANDLE_CL_MEM)
-		return "contents on an object that is no memory object";
+	if ((s->flags & CL_SAVED_F_CONTENTS) && s->kind != WIRE_HANDLE_CL_MEM && !event)
+		return "contents on an object that is no memory object or event";
 	if (!(s->flags & CL_SAVED_F_CONTENTS) && s->size)
 		return "a size without contents";
 	if (!event && (s->flags & (CL_SAVED_F_FAILED | CL_SAVED_F_PROFILED | CL_SAVED_F_WAITED)))

@@ -42,7 +42,9 @@
 #define CL_SAVED_PROFILING 5u
 
 /* Description flags. */
-#define CL_SAVED_F_CONTENTS 0x1u    /* memory object: `size` bytes of contents, in their image */
+/* memory object: `size` bytes of contents, in their image; event of a
+ * non-blocking read: the `size` bytes read that the guest has not fetched */
+#define CL_SAVED_F_CONTENTS 0x1u
 #define CL_SAVED_F_FAILED 0x2u      /* event: its enqueue failed (status), no host event */
 #define CL_SAVED_F_PROFILED 0x4u    /* event: `profiling` holds its counters */
 #define CL_SAVED_F_WAITED 0x8u      /* user event: named in a wait list */

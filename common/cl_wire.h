@@ -35,4 +35,9 @@ enum cl_wire_arg {
 /* Largest value one query answers (a program's source, a build log). */
 #define CL_WIRE_INFO_MAX (16u << 20)
 
+/* Bytes of non-blocking reads a session's worker holds at once for the guest
+ * to fetch (cl_enqueue_read_buffer_lazy): past them the guest reads at once
+ * and the worker refuses (docs/opencl.md, "Non-blocking reads"). */
+#define CL_WIRE_LAZY_READ_MAX (1ull << 30)
+
 #endif

@@ -1,8 +1,10 @@
 /* Enqueues, maps and events. An enqueue is deferred (its error surfaces at
  * the next synchronising call); one with an event takes the next event
- * handle under icd_event_lock, so the worker sees handles in order. Reads
- * and maps wait for their data: a non-blocking one completes before it
- * returns (docs/opencl.md). */
+ * handle under icd_event_lock, so the worker sees handles in order. A
+ * blocking read or map waits for its data; a non-blocking read or map of a
+ * buffer is read by the worker into memory of its own, and its bytes come
+ * into the application's when it may look at them (lazy reads, below;
+ * docs/opencl.md, "Non-blocking reads"). */
 #define LOG_PREFIX "opencl: "
 
 #include "icd_entry.h"
@@ -115,22 +117,215 @@ static cl_int read_pieces(struct enq *e, cl_command_queue q, cl_mem m, size_t of
 	return ret;
 }
 
-cl_int icd_enqueue_read_buffer(cl_command_queue q, cl_mem m, cl_bool blocking, size_t offset, size_t size,
-			       void *ptr, cl_uint nw, const cl_event *wl, cl_event *ev)
-{
-	struct enq e;
-	cl_int ret = enq_begin(&e, q, nw, wl, ev);
+/* Lazy reads: a non-blocking read's bytes, which the worker holds under
+ * the read's event, come into the application's memory once the event is
+ * seen complete, before any call that lets the application look at them
+ * returns: clWaitForEvents on it (or on a later command of its in-order
+ * queue), clFinish or a blocking command of its queue (in order), its
+ * status answering CL_COMPLETE, its callbacks. Each holds a reference to
+ * its event; one lock over all, held while the bytes are fetched (the list
+ * is short, and a fetch of a complete read does not wait). */
+struct lazy_read {
+	struct lazy_read *next;
+	cl_event ev;
+	uint8_t *dst;
+	size_t size;
+};
 
-	if (ret == CL_SUCCESS && (!mem_ok(m) || is_image(m)))
-		ret = CL_INVALID_MEM_OBJECT;
-	if (ret == CL_SUCCESS && (!ptr || !size || offset > m->size || size > m->size - offset))
-		ret = CL_INVALID_VALUE;
+static pthread_mutex_t lazy_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct lazy_read *lazy_reads;
+static uint64_t lazy_bytes;             /* of lazy_reads: what the worker holds */
+
+/* Room for @size more bytes in the worker (CL_WIRE_LAZY_READ_MAX): else the read is done at once. */
+static bool lazy_reserve(size_t size)
+{
+	bool ok;
+
+	pthread_mutex_lock(&lazy_lock);
+	ok = size <= CL_WIRE_LAZY_READ_MAX - lazy_bytes;
+	if (ok)
+		lazy_bytes += size;
+	pthread_mutex_unlock(&lazy_lock);
+	return ok;
+}
+
+static void lazy_unreserve(size_t size)
+{
+	pthread_mutex_lock(&lazy_lock);
+	lazy_bytes -= size;
+	pthread_mutex_unlock(&lazy_lock);
+}
+
+/* Bring @r's bytes from the worker; a reply of another length fails it. */
+static cl_int lazy_fetch(const struct lazy_read *r)
+{
+	cl_int ret = CL_SUCCESS;
+
+	for (size_t at = 0; ret == CL_SUCCESS && at < r->size; at += WIRE_COPY_PIECE) {
+		size_t n = r->size - at < WIRE_COPY_PIECE ? r->size - at : WIRE_COPY_PIECE;
+		struct wire_cl_read_fetch_rep rep;
+
+		ret = rpc_cl_read_fetch(&(struct wire_cl_read_fetch_req){ r->ev->o.handle, at, n }, &rep);
+		if (ret == CL_SUCCESS && rep.data.len != n)
+			ret = CL_OUT_OF_RESOURCES;
+		if (ret == CL_SUCCESS)
+			memcpy(r->dst + at, rep.data.ptr, n);
+	}
+	return ret;
+}
+
+/* Which lazy reads a synchronisation has seen complete. */
+struct lazy_seen {
+	const void *dst;                /* the read into it (a map's memory, unmapped) */
+	cl_command_queue queue;         /* every read of it */
+	cl_uint n;                      /* or these events', and earlier ones of their in-order queues */
+	const cl_event *events;
+};
+
+static bool lazy_is_seen(const struct lazy_read *r, const struct lazy_seen *seen)
+{
+	if (seen->dst)
+		return r->dst == seen->dst;
+	if (seen->queue)
+		return r->ev->queue == seen->queue;
+	for (cl_uint i = 0; i < seen->n; i++) {
+		const struct _cl_event *w = seen->events[i];
+
+		if (w == r->ev || (w->queue == r->ev->queue && w->queue->in_order && w->o.handle > r->ev->o.handle))
+			return true;
+	}
+	return false;
+}
+
+/* Deliver every lazy read @seen names. A read whose bytes do not come
+ * leaves its error as its event's status. */
+static void lazy_deliver(const struct lazy_seen *seen)
+{
+	struct lazy_read *done = NULL, **pp;
+
+	pthread_mutex_lock(&lazy_lock);
+	for (pp = &lazy_reads; *pp;) {
+		struct lazy_read *r = *pp;
+		cl_int ret;
+
+		if (!lazy_is_seen(r, seen)) {
+			pp = &r->next;
+			continue;
+		}
+		*pp = r->next;
+		ret = lazy_fetch(r);
+		if (ret != CL_SUCCESS)
+			r->ev->read_error = ret < 0 ? ret : CL_OUT_OF_RESOURCES;
+		lazy_bytes -= r->size;
+		r->next = done;
+		done = r;
+	}
+	pthread_mutex_unlock(&lazy_lock);
+	for (struct lazy_read *r = done, *next; r; r = next) {
+		next = r->next;
+		icd_release_event(r->ev);
+		free(r);
+	}
+}
+
+static void lazy_deliver_queue(cl_command_queue q)
+{
+	lazy_deliver(&(struct lazy_seen){ .queue = q });
+}
+
+/* A command of @q completed before its call returned: on an in-order queue so did every earlier one. */
+static void blocked_on(cl_command_queue q)
+{
+	if (q->in_order)
+		lazy_deliver_queue(q);
+}
+
+static cl_int event_read_error(cl_event ev)
+{
+	cl_int err;
+
+	pthread_mutex_lock(&lazy_lock);
+	err = ev->read_error;
+	pthread_mutex_unlock(&lazy_lock);
+	return err;
+}
+
+/* An event's execution status as the application may see it: CL_COMPLETE
+ * only once a read's bytes are in its memory. */
+static cl_int event_status(cl_event ev, cl_int *status)
+{
+	cl_int ret = icd_info(CL_WIRE_QUERY_EVENT, ev->o.handle, 0, CL_EVENT_COMMAND_EXECUTION_STATUS, NULL, 0,
+			      sizeof(*status), status, NULL);
+
+	if (ret != CL_SUCCESS)
+		return ret;
+	if (*status <= CL_COMPLETE)
+		lazy_deliver(&(struct lazy_seen){ .n = 1, .events = &ev });
+	if (event_read_error(ev))
+		*status = event_read_error(ev);
+	return CL_SUCCESS;
+}
+
+/* A read of @size bytes at @offset of buffer @m into @ptr (checked): at
+ * once when @blocking or when the worker holds too much already, else lazily
+ * under an event of its own when the application asks for none. */
+static cl_int read_into(cl_command_queue q, cl_mem m, bool blocking, size_t offset, size_t size, void *ptr,
+			cl_uint nw, const cl_event *wl, cl_event *ev, cl_command_type type)
+{
+	struct lazy_read *r = NULL;
+	cl_event own = NULL;
+	struct enq e;
+	cl_int ret;
+
+	if (!blocking && lazy_reserve(size) && !(r = calloc(1, sizeof(*r))))
+		lazy_unreserve(size);
+	ret = enq_begin(&e, q, nw, wl, r && !ev ? &own : ev);
 	if (ret != CL_SUCCESS) {
+		if (r)
+			lazy_unreserve(size);
+		free(r);
 		e.out = NULL;
 		return enq_end(&e, q, 0, ret);
 	}
-	ret = read_pieces(&e, q, m, offset, size, ptr);
-	return enq_end(&e, q, CL_COMMAND_READ_BUFFER, ret);
+	if (!r) {
+		ret = enq_end(&e, q, type, read_pieces(&e, q, m, offset, size, ptr));
+		if (ret == CL_SUCCESS)
+			blocked_on(q);
+		return ret;
+	}
+	ret = rpc_cl_enqueue_read_buffer_lazy_defer(&(struct wire_cl_enqueue_read_buffer_lazy_req){
+		q->o.handle, m->o.handle, offset, size, e.waits, e.event });
+	ret = enq_end(&e, q, type, ret);
+	r->ev = ev ? *ev : own;
+	if (ret != CL_SUCCESS || !r->ev) {
+		lazy_unreserve(size);
+		free(r);
+		if (own)
+			icd_release_event(own);
+		return ret;
+	}
+	/* The read's reference: the application's own, when it asked for none. */
+	if (ev)
+		icd_retain_event(r->ev);
+	r->dst = ptr;
+	r->size = size;
+	pthread_mutex_lock(&lazy_lock);
+	r->next = lazy_reads;
+	lazy_reads = r;
+	pthread_mutex_unlock(&lazy_lock);
+	return CL_SUCCESS;
+}
+
+cl_int icd_enqueue_read_buffer(cl_command_queue q, cl_mem m, cl_bool blocking, size_t offset, size_t size,
+			       void *ptr, cl_uint nw, const cl_event *wl, cl_event *ev)
+{
+	if (!icd_object_valid(q, WIRE_HANDLE_CL_QUEUE))
+		return CL_INVALID_COMMAND_QUEUE;
+	if (!mem_ok(m) || is_image(m))
+		return CL_INVALID_MEM_OBJECT;
+	if (!ptr || !size || offset > m->size || size > m->size - offset)
+		return CL_INVALID_VALUE;
+	return read_into(q, m, blocking, offset, size, ptr, nw, wl, ev, CL_COMMAND_READ_BUFFER);
 }
 
 cl_int icd_enqueue_write_buffer(cl_command_queue q, cl_mem m, cl_bool blocking, size_t offset, size_t size,
@@ -157,6 +352,8 @@ cl_int icd_enqueue_write_buffer(cl_command_queue q, cl_mem m, cl_bool blocking, 
 		struct wire_cl_finish_rep r;
 
 		ret = rpc_cl_finish(&f, &r);
+		if (ret == CL_SUCCESS)
+			lazy_deliver_queue(q);
 	}
 	return ret;
 }
@@ -292,7 +489,10 @@ cl_int icd_enqueue_read_buffer_rect(cl_command_queue q, cl_mem m, cl_bool blocki
 	if (ret == CL_SUCCESS)
 		icd_rect_copy((uint8_t *)rep.data.ptr, (uint8_t *)ptr + ho[2] * hsp + ho[1] * hrp + ho[0], region[0],
 			      region[1], region[2], hrp, hsp, false);
-	return enq_end(&e, q, CL_COMMAND_READ_BUFFER_RECT, ret);
+	ret = enq_end(&e, q, CL_COMMAND_READ_BUFFER_RECT, ret);
+	if (ret == CL_SUCCESS)
+		blocked_on(q);
+	return ret;
 }
 
 /* An image region's host pitches: the application's, or packed. */
@@ -358,7 +558,10 @@ cl_int icd_enqueue_read_image(cl_command_queue q, cl_mem m, cl_bool blocking, co
 		ret = CL_OUT_OF_RESOURCES;
 	if (ret == CL_SUCCESS)
 		icd_rect_copy((uint8_t *)rep.data.ptr, ptr, region[0] * m->elem, region[1], region[2], rp, sp, false);
-	return enq_end(&e, q, CL_COMMAND_READ_IMAGE, ret);
+	ret = enq_end(&e, q, CL_COMMAND_READ_IMAGE, ret);
+	if (ret == CL_SUCCESS)
+		blocked_on(q);
+	return ret;
 }
 
 cl_int icd_enqueue_copy_image(cl_command_queue q, cl_mem src, cl_mem dst, const size_t *so, const size_t *dorg,
@@ -521,42 +724,32 @@ cl_int icd_enqueue_migrate(cl_command_queue q, cl_uint n, const cl_mem *mems, cl
 void *icd_enqueue_map_buffer(cl_command_queue q, cl_mem m, cl_bool blocking, cl_map_flags flags, size_t offset,
 			     size_t size, cl_uint nw, const cl_event *wl, cl_event *ev, cl_int *errcode_ret)
 {
-	struct icd_map *map;
-	struct enq e;
+	struct icd_map *map = NULL;
 	void *ptr = NULL;
-	cl_int ret = enq_begin(&e, q, nw, wl, ev);
+	cl_int ret = CL_SUCCESS;
 
-	ENQ_CHECK(!mem_ok(m) || is_image(m), CL_INVALID_MEM_OBJECT);
-	ENQ_CHECK(!size || offset > m->size || size > m->size - offset, CL_INVALID_VALUE);
-	ENQ_CHECK((flags & CL_MAP_WRITE_INVALIDATE_REGION) && (flags & (CL_MAP_READ | CL_MAP_WRITE)),
-		  CL_INVALID_VALUE);
-	ENQ_CHECK(!(map = calloc(1, sizeof(*map))), CL_OUT_OF_HOST_MEMORY);
-	if (ret == CL_SUCCESS) {
-		map->owned = !m->host_ptr;
-		ptr = m->host_ptr ? (uint8_t *)m->host_ptr + offset : malloc(size);
-		if (!ptr)
-			ret = CL_OUT_OF_HOST_MEMORY;
-	}
+	if (!icd_object_valid(q, WIRE_HANDLE_CL_QUEUE))
+		ret = CL_INVALID_COMMAND_QUEUE;
+	else if (!mem_ok(m) || is_image(m))
+		ret = CL_INVALID_MEM_OBJECT;
+	else if (!size || offset > m->size || size > m->size - offset ||
+		 ((flags & CL_MAP_WRITE_INVALIDATE_REGION) && (flags & (CL_MAP_READ | CL_MAP_WRITE))))
+		ret = CL_INVALID_VALUE;
+	else if (!(map = calloc(1, sizeof(*map))) || !(ptr = m->host_ptr ? (uint8_t *)m->host_ptr + offset : malloc(size)))
+		ret = CL_OUT_OF_HOST_MEMORY;
+	if (ret == CL_SUCCESS)
+		ret = (flags & CL_MAP_WRITE_INVALIDATE_REGION) ? marker(q, 0, nw, wl, ev, CL_COMMAND_MAP_BUFFER)
+							       : read_into(q, m, blocking, offset, size, ptr, nw, wl, ev,
+									   CL_COMMAND_MAP_BUFFER);
 	if (ret != CL_SUCCESS) {
-		e.out = NULL;
-		enq_end(&e, q, 0, ret);
-		return errcode_ret ? (*errcode_ret = ret, NULL) : NULL;
-	}
-	if (flags & CL_MAP_WRITE_INVALIDATE_REGION)
-		ret = rpc_cl_enqueue_marker_defer(&(struct wire_cl_enqueue_marker_req){ q->o.handle, 0, e.waits,
-											 e.event });
-	else
-		ret = read_pieces(&e, q, m, offset, size, ptr);
-	ret = enq_end(&e, q, CL_COMMAND_MAP_BUFFER, ret);
-	if (ret != CL_SUCCESS) {
-		if (map->owned)
+		if (ptr && !m->host_ptr)
 			free(ptr);
 		free(map);
 		if (errcode_ret)
 			*errcode_ret = ret;
 		return NULL;
 	}
-	*map = (struct icd_map){ .ptr = ptr, .owned = map->owned, .flags = flags, .offset = offset, .size = size };
+	*map = (struct icd_map){ .ptr = ptr, .owned = !m->host_ptr, .flags = flags, .offset = offset, .size = size };
 	pthread_mutex_lock(&m->lock);
 	map->next = m->maps;
 	m->maps = map;
@@ -636,6 +829,8 @@ cl_int icd_enqueue_unmap(cl_command_queue q, cl_mem m, void *ptr, cl_uint nw, co
 	pthread_mutex_unlock(&m->lock);
 	if (!map)
 		return CL_INVALID_VALUE;
+	/* A map's bytes due to its memory come before the memory is written back or freed. */
+	lazy_deliver(&(struct lazy_seen){ .dst = map->ptr });
 	if (!(map->flags & (CL_MAP_WRITE | CL_MAP_WRITE_INVALIDATE_REGION)))
 		ret = icd_enqueue_marker_wl(q, nw, wl, ev);
 	else if (is_image(m))
@@ -661,9 +856,13 @@ cl_int icd_finish(cl_command_queue q)
 {
 	struct wire_cl_finish_rep rep;
 
+	cl_int ret;
+
 	if (!icd_object_valid(q, WIRE_HANDLE_CL_QUEUE))
 		return CL_INVALID_COMMAND_QUEUE;
-	return rpc_cl_finish(&(struct wire_cl_finish_req){ q->o.handle }, &rep);
+	ret = rpc_cl_finish(&(struct wire_cl_finish_req){ q->o.handle }, &rep);
+	lazy_deliver_queue(q);
+	return ret;
 }
 
 /* Events */
@@ -703,6 +902,10 @@ cl_int icd_wait_for_events(cl_uint n, const cl_event *list)
 	}
 	ret = rpc_cl_wait_events(&(struct wire_cl_wait_events_req){ b }, &rep);
 	free(heap);
+	lazy_deliver(&(struct lazy_seen){ .n = n, .events = list });
+	for (cl_uint i = 0; ret == CL_SUCCESS && i < n; i++)
+		if (event_read_error(list[i]))
+			ret = CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST;
 	return ret;
 }
 
@@ -717,6 +920,11 @@ cl_int icd_get_event_info(cl_event ev, cl_event_info param, size_t size, void *v
 		return icd_info_answer(&ev->context, sizeof(ev->context), size, value, size_ret);
 	case CL_EVENT_COMMAND_TYPE:
 		return icd_info_answer(&ev->type, sizeof(ev->type), size, value, size_ret);
+	case CL_EVENT_COMMAND_EXECUTION_STATUS: {
+		cl_int status, ret = event_status(ev, &status);
+
+		return ret == CL_SUCCESS ? icd_info_answer(&status, sizeof(status), size, value, size_ret) : ret;
+	}
 	default:
 		return icd_info(CL_WIRE_QUERY_EVENT, ev->o.handle, 0, param, NULL, 0, size, value, size_ret);
 	}
@@ -811,8 +1019,7 @@ static void *cb_thread(void *arg)
 			cl_int status = CL_QUEUED;
 			struct icd_callback *due = NULL, **cp;
 
-			if (icd_info(CL_WIRE_QUERY_EVENT, c->ev->o.handle, 0, CL_EVENT_COMMAND_EXECUTION_STATUS, NULL, 0,
-				     sizeof(status), &status, NULL) != CL_SUCCESS)
+			if (event_status(c->ev, &status) != CL_SUCCESS)
 				continue;
 			pthread_mutex_lock(&c->ev->lock);
 			for (cp = &c->ev->callbacks; *cp;) {

@@ -429,8 +429,13 @@ cl_command_queue icd_create_queue_props(cl_context c, cl_device_id d, const cl_q
 	if (ret != CL_SUCCESS)
 		return fail(errcode_ret, ret);
 	q = icd_object_new(WIRE_HANDLE_CL_QUEUE, rep.queue, sizeof(*q));
-	if (q)
+	if (q) {
 		q->context = c;
+		q->in_order = true;
+		for (int i = 0; i < np; i++)
+			if (p[i].name == CL_QUEUE_PROPERTIES && (p[i].value & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE))
+				q->in_order = false;
+	}
 	return ok(errcode_ret, q);
 }
 

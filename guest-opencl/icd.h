@@ -69,7 +69,11 @@ struct icd_destructor {
 struct _cl_platform_id { struct cl_gobj o; };
 struct _cl_device_id { struct cl_gobj o; cl_device_type type; };
 struct _cl_context { struct cl_gobj o; };
-struct _cl_command_queue { struct cl_gobj o; cl_context context; };
+struct _cl_command_queue {
+	struct cl_gobj o;
+	cl_context context;
+	bool in_order;                  /* a command done means every earlier one is */
+};
 struct _cl_sampler { struct cl_gobj o; };
 struct _cl_program { struct cl_gobj o; cl_context context; };
 
@@ -106,6 +110,7 @@ struct _cl_event {
 	pthread_mutex_t lock;
 	pthread_cond_t status_set;
 	struct icd_callback *callbacks;
+	cl_int read_error;              /* a non-blocking read's that failed to arrive (enqueue.c) */
 };
 
 /* rpc.c */

@@ -342,6 +342,8 @@ static void object_drop(struct cl_exec *x, struct handle_entry *e)
 	struct cl_obj *o = e->info;
 	uint64_t handle = e->handle;
 
+	if (o && e->kind == HANDLE_CL_EVENT)
+		cl_exec_read_forget(x, o, e->real);
 	host_release(x, e->kind, e->real);
 	if (o) {
 		cl_journal_free(&o->journal);

@@ -58,6 +58,10 @@ struct cl_obj {
 	bool restored_profiled;
 	uint32_t restored_command_type;
 	uint64_t restored_profiling[5]; /* CL_PROFILING_COMMAND_QUEUED .. _COMPLETE */
+	/* An event of a non-blocking read: the memory the platform reads into,
+	 * until the guest fetches it (cl_read_fetch). */
+	void *read_buf;
+	uint64_t read_size;
 	struct cl_journal journal;      /* the requests that recreate it, in order */
 };
 
@@ -76,6 +80,7 @@ struct cl_exec {
 	uint32_t payload_len;
 	/* Under a restore: the handle the object being recreated gets. */
 	uint64_t restore_handle;
+	uint64_t lazy_read_bytes;       /* of every read_buf: at most CL_WIRE_LAZY_READ_MAX */
 	/* What reply blobs point to, freed at the next dispatch. */
 	void *reply_buf[CL_EXEC_REPLY_BUFS];
 	unsigned reply_bufs;
@@ -96,8 +101,9 @@ bool cl_exec_active(const struct cl_exec *x);
 /* cl_exec_snapshot.c (docs/opencl.md, "Snapshots"; docs/journal.md, "OpenCL
  * objects"). save: between two requests, finish every queue and write every
  * object the guest holds into @journal (a record naming its description,
- * memory objects' contents as images), dropping the records of objects gone
- * since the last save, and the session's part (devices, serials). Refuses,
+ * memory objects' contents and unfetched reads' bytes as images),
+ * dropping the records of objects gone since the last save, and the
+ * session's part (devices, serials). Refuses,
  * with @err saying why and the session unchanged, a user event that has no
  * status yet while commands wait for it, an object whose parent the guest
  * released, contents too large for an image. 0 or -errno.
@@ -151,5 +157,8 @@ cl_int cl_exec_sizes_get(struct wire_blob b, size_t *out, unsigned max, unsigned
 cl_int cl_exec_event_check(struct cl_exec *x, uint64_t event);
 /* After an enqueue: register @event for @real, or as failed with @status. */
 void cl_exec_event_done(struct cl_exec *x, uint64_t event, cl_int status, cl_event real);
+/* Forget the non-blocking read of event @o (host event @real): its memory
+ * freed now if the read is over, else when the platform completes it. */
+void cl_exec_read_forget(struct cl_exec *x, struct cl_obj *o, cl_event real);
 
 #endif

@@ -121,6 +121,117 @@ cl_int exec_cl_enqueue_read_buffer(struct cl_exec *x, const struct wire_cl_enque
 	return enqueue_end(x, &q, ret);
 }
 
+/* Non-blocking reads (docs/opencl.md, "Non-blocking reads"): the platform
+ * reads into memory of the worker's, kept with the read's event until the
+ * guest, which knows when the application may look, fetches it. */
+cl_int exec_cl_enqueue_read_buffer_lazy(struct cl_exec *x, const struct wire_cl_enqueue_read_buffer_lazy_req *req,
+					struct wire_cl_enqueue_read_buffer_lazy_rep *rep)
+{
+	struct handle_entry *m, *ev;
+	struct enqueue q;
+	void *buf = NULL;
+	cl_int ret = enqueue_begin(x, &q, req->queue, req->waits, req->event);
+
+	/* The event is what the guest fetches by. */
+	if (ret == CL_SUCCESS && (!req->event || !req->size))
+		ret = CL_INVALID_VALUE;
+	if (ret == CL_SUCCESS && req->size > CL_WIRE_LAZY_READ_MAX - x->lazy_read_bytes)
+		ret = CL_OUT_OF_HOST_MEMORY;
+	if (ret == CL_SUCCESS && (ret = mem_get(x, req->mem, &m)) == CL_SUCCESS && !(buf = malloc((size_t)req->size)))
+		ret = CL_OUT_OF_HOST_MEMORY;
+	if (ret == CL_SUCCESS)
+		ret = x->host.clEnqueueReadBuffer(q.queue->real, m->real, CL_FALSE, (size_t)req->offset,
+						  (size_t)req->size, buf, q.nwaits, q.waits, &q.ev);
+	if (ret != CL_SUCCESS) {
+		free(buf);
+		return enqueue_end(x, &q, ret);
+	}
+	/* Held past the registration, which may fail and release it while the
+	 * platform still writes into buf. */
+	x->host.clRetainEvent(q.ev);
+	enqueue_end(x, &q, ret);
+	ev = handle_table_get(x->handles, req->event, HANDLE_CL_EVENT);
+	if (ev && ev->real == q.ev) {
+		struct cl_obj *o = ev->info;
+
+		o->read_buf = buf;
+		o->read_size = req->size;
+		x->lazy_read_bytes += req->size;
+	} else {
+		struct cl_obj orphan = { .read_buf = buf, .read_size = req->size };
+
+		x->lazy_read_bytes += req->size;        /* which the forget takes back */
+		cl_exec_read_forget(x, &orphan, q.ev);
+		ret = CL_OUT_OF_HOST_MEMORY;
+	}
+	x->host.clReleaseEvent(q.ev);
+	return ret;
+}
+
+static void CL_CALLBACK read_buf_free(cl_event ev, cl_int status, void *buf)
+{
+	free(buf);
+}
+
+void cl_exec_read_forget(struct cl_exec *x, struct cl_obj *o, cl_event real)
+{
+	cl_int st = CL_COMPLETE;
+
+	if (!o->read_buf)
+		return;
+	x->lazy_read_bytes -= o->read_size;
+	if (real && x->host.clGetEventInfo(real, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(st), &st, NULL) != CL_SUCCESS)
+		st = CL_QUEUED;
+	/* The platform may still write it: freed by the platform's thread then. */
+	if (st <= CL_COMPLETE)
+		free(o->read_buf);
+	else if (x->host.clSetEventCallback(real, CL_COMPLETE, read_buf_free, o->read_buf) != CL_SUCCESS)
+		pr_warn("a non-blocking read's %llu bytes are left to the platform, which may still write them",
+			(unsigned long long)o->read_size);
+	o->read_buf = NULL;
+	o->read_size = 0;
+}
+
+cl_int exec_cl_read_fetch(struct cl_exec *x, const struct wire_cl_read_fetch_req *req, struct wire_cl_read_fetch_rep *rep)
+{
+	struct handle_entry *e;
+	struct cl_obj *o;
+	cl_int st = CL_QUEUED;
+	cl_event real;
+	void *buf;
+	cl_int ret = cl_exec_lookup_cl_event(x, req->event, &e);
+
+	if (ret != CL_SUCCESS)
+		return ret;
+	o = e->info;
+	if (!e->real && o->failed < 0)
+		return o->failed;               /* the read was never queued */
+	if (!o->read_buf)
+		return CL_INVALID_EVENT;        /* no read, or one fetched already */
+	if (!req->size || req->size > READ_MAX || req->offset > o->read_size || req->size > o->read_size - req->offset)
+		return CL_INVALID_VALUE;
+	/* The guest fetches once it knows the read complete (or its queue's
+	 * later commands, on an in-order queue): the wait is for the event's
+	 * own status to follow. */
+	real = e->real;
+	x->host.clWaitForEvents(1, &real);
+	ret = x->host.clGetEventInfo(real, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(st), &st, NULL);
+	if (ret == CL_SUCCESS && st > CL_COMPLETE)
+		ret = CL_INVALID_OPERATION;     /* the platform's wait returned early */
+	if (ret != CL_SUCCESS || st < 0) {
+		if (st < 0)
+			cl_exec_read_forget(x, o, e->real);
+		return st < 0 ? st : ret;
+	}
+	if (!(buf = cl_exec_reply_alloc(x, (size_t)req->size)))
+		return CL_OUT_OF_HOST_MEMORY;
+	memcpy(buf, (uint8_t *)o->read_buf + req->offset, (size_t)req->size);
+	rep->data = (struct wire_blob){ buf, (uint32_t)req->size };
+	if (req->offset + req->size == o->read_size)
+		cl_exec_read_forget(x, o, e->real);
+	return CL_SUCCESS;
+}
+
 cl_int exec_cl_enqueue_copy_buffer(struct cl_exec *x, const struct wire_cl_enqueue_copy_buffer_req *req,
 				   struct wire_cl_enqueue_copy_buffer_rep *rep)
 {

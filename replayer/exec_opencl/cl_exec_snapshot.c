@@ -17,7 +17,9 @@
  * counters. A user event comes back with its status, or without one when
  * nothing waits for it; one without a status that a command waits for
  * refuses the snapshot, since finishing that command's queue would wait
- * for ever. */
+ * for ever. A non-blocking read the guest has not fetched (complete once
+ * the queues are finished) keeps its bytes as its event's contents, held
+ * again under the event by a restore. */
 #define LOG_PREFIX "opencl: "
 
 #include <errno.h>
@@ -34,6 +36,8 @@
 
 /* A record's args: its description's hash, then its contents' (zero: none). */
 #define RECORD_ARGS (2 * TRACKER_HASH_SIZE)
+
+_Static_assert(CL_WIRE_LAZY_READ_MAX <= TRACKER_IMAGE_MAX, "a non-blocking read's bytes fit one journal image");
 
 /* Restore order: what an object's requests name comes before it (handles
  * grow, so within a kind the older first: a sub-buffer after its buffer, a
@@ -403,6 +407,13 @@ static int save_object(struct cl_exec *x, struct tracker *journal, struct own_qu
 	}
 	if (e->kind == HANDLE_CL_EVENT)
 		event_fields(x, e, &s);
+	/* A non-blocking read the guest has not fetched: the bytes its finished
+	 * queue wrote, which the guest fetches from the restored worker. */
+	if (e->kind == HANDLE_CL_EVENT && o->read_buf) {
+		s.flags |= CL_SAVED_F_CONTENTS;
+		s.size = o->read_size;
+		ret = tracker_image_ref(journal, o->read_buf, s.size, CL_CONTENTS_IMAGE_FORMAT, args + TRACKER_HASH_SIZE);
+	}
 	/* A sub-buffer's or an image's contents are its buffer's when it has one. */
 	if (e->kind == HANDLE_CL_MEM && !o->parent) {
 		cl_int st = mem_bytes(x, e, region, &s.size);
@@ -774,6 +785,30 @@ static int restore_contents(struct cl_exec *x, struct own_queues *oq, struct tra
 	return 0;
 }
 
+/* A non-blocking read's bytes the guest had not fetched: held again under its event. */
+static int restore_read(struct cl_exec *x, struct tracker *saved, uint64_t handle, const struct cl_saved *s,
+			const uint8_t *hash, char *err, size_t errlen)
+{
+	struct handle_entry *e = handle_table_get(x->handles, handle, HANDLE_CL_EVENT);
+	struct cl_obj *o = e->info;
+	struct tracker_image im;
+	const void *bytes = NULL;
+
+	if (!e->real || tracker_image_get(saved, hash, &im, &bytes) || im.format != CL_CONTENTS_IMAGE_FORMAT ||
+	    im.size != s->size || !im.size || im.size > CL_WIRE_LAZY_READ_MAX - x->lazy_read_bytes) {
+		snprintf(err, errlen, "OpenCL event 0x%llx: the bytes of its read are missing from the journal or "
+			 "are not a read's", (unsigned long long)handle);
+		return -EBADMSG;
+	}
+	o->read_buf = malloc(im.size);
+	if (!o->read_buf)
+		return -ENOMEM;
+	memcpy(o->read_buf, bytes, im.size);
+	o->read_size = im.size;
+	x->lazy_read_bytes += im.size;
+	return 0;
+}
+
 static int restore_one(struct cl_exec *x, struct own_queues *oq, struct tracker *saved,
 		       const struct saved_record *r, char *err, size_t errlen)
 {
@@ -815,7 +850,9 @@ static int restore_one(struct cl_exec *x, struct own_queues *oq, struct tracker 
 	else
 		ret = restore_requests(x, r->handle, &s, err, errlen);
 	if (!ret && (s.flags & CL_SAVED_F_CONTENTS))
-		ret = restore_contents(x, oq, saved, r->handle, &s, r->args + TRACKER_HASH_SIZE, err, errlen);
+		ret = kind == HANDLE_CL_EVENT
+			      ? restore_read(x, saved, r->handle, &s, r->args + TRACKER_HASH_SIZE, err, errlen)
+			      : restore_contents(x, oq, saved, r->handle, &s, r->args + TRACKER_HASH_SIZE, err, errlen);
 	if (!ret) {
 		struct handle_entry *e = handle_table_get(x->handles, r->handle, kind);
 

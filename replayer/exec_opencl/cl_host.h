@@ -28,14 +28,14 @@
 	X(clGetProgramInfo) X(clGetProgramBuildInfo) X(clCreateKernel) X(clCreateKernelsInProgram) \
 	X(clCloneKernel) X(clReleaseKernel) X(clSetKernelArg) X(clGetKernelInfo) \
 	X(clGetKernelWorkGroupInfo) X(clGetKernelArgInfo) X(clGetKernelSubGroupInfo) \
-	X(clWaitForEvents) X(clGetEventInfo) X(clCreateUserEvent) X(clReleaseEvent) \
+	X(clWaitForEvents) X(clGetEventInfo) X(clCreateUserEvent) X(clRetainEvent) X(clReleaseEvent) \
 	X(clSetUserEventStatus) X(clGetEventProfilingInfo) X(clFlush) X(clFinish) \
 	X(clEnqueueReadBuffer) X(clEnqueueReadBufferRect) X(clEnqueueWriteBuffer) \
 	X(clEnqueueWriteBufferRect) X(clEnqueueFillBuffer) X(clEnqueueCopyBuffer) \
 	X(clEnqueueCopyBufferRect) X(clEnqueueReadImage) X(clEnqueueWriteImage) X(clEnqueueFillImage) \
 	X(clEnqueueCopyImage) X(clEnqueueCopyImageToBuffer) X(clEnqueueCopyBufferToImage) \
 	X(clEnqueueMigrateMemObjects) X(clEnqueueNDRangeKernel) X(clEnqueueMarkerWithWaitList) \
-	X(clEnqueueBarrierWithWaitList)
+	X(clEnqueueBarrierWithWaitList) X(clSetEventCallback)
 
 struct cl_host {
 	void *lib;

@@ -50,6 +50,20 @@ static void CL_CALLBACK on_complete(cl_event ev, cl_int status, void *data)
 	atomic_store(&callback_status, status);
 }
 
+/* A non-blocking read's callback: whether its bytes were there. */
+struct read_seen {
+	const float *got, *want;
+	size_t bytes;
+};
+static atomic_int read_callback_saw = -1;
+
+static void CL_CALLBACK on_read(cl_event ev, cl_int status, void *data)
+{
+	const struct read_seen *r = data;
+
+	atomic_store(&read_callback_saw, status == CL_COMPLETE && !memcmp(r->got, r->want, r->bytes));
+}
+
 int main(void)
 {
 	cl_platform_id platform;
@@ -199,6 +213,47 @@ int main(void)
 		printf("after user event %d\n", st);
 		clReleaseEvent(user);
 		clReleaseEvent(ev[3]);
+	}
+
+	/* Non-blocking reads and a map held by a user event set after they are
+	 * enqueued: their bytes are there when the application may look at
+	 * them (clWaitForEvents, CL_COMPLETE, a callback, clFinish). */
+	{
+		static float r1[N], r2[N];
+		struct read_seen seen = { r2, ha, sizeof(r2) };
+		cl_event gate = clCreateUserEvent(ctx, &err), rd[3];
+		cl_int st = CL_QUEUED;
+		float *mp;
+
+		OK(err);
+		OK(clEnqueueReadBuffer(q, a, CL_FALSE, 0, sizeof(r1), r1, 1, &gate, &rd[0]));
+		OK(clEnqueueReadBuffer(q, a, CL_FALSE, 0, sizeof(r2), r2, 1, &gate, &rd[1]));
+		mp = clEnqueueMapBuffer(q, a, CL_FALSE, CL_MAP_READ, 0, sizeof(ha), 1, &gate, &rd[2], &err);
+		OK(err);
+		OK(clSetEventCallback(rd[1], CL_COMPLETE, on_read, &seen));
+		OK(clGetEventInfo(rd[0], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(st), &st, NULL));
+		printf("read held by user event: not complete %d\n", st != CL_COMPLETE);
+		OK(clSetUserEventStatus(gate, CL_COMPLETE));
+		OK(clWaitForEvents(1, &rd[0]));
+		printf("read after its wait %d\n", !memcmp(r1, ha, sizeof(r1)));
+		for (int i = 0; i < 2000; i++) {
+			OK(clGetEventInfo(rd[1], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(st), &st, NULL));
+			if (st == CL_COMPLETE)
+				break;
+			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+		}
+		printf("read when complete %d %d\n", st, !memcmp(r2, ha, sizeof(r2)));
+		for (int i = 0; i < 2000 && atomic_load(&read_callback_saw) < 0; i++)
+			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+		printf("read callback saw its bytes %d\n", atomic_load(&read_callback_saw));
+		OK(clFinish(q));
+		printf("map after finish %d\n", mp && !memcmp(mp, ha, sizeof(ha)));
+		if (mp)
+			OK(clEnqueueUnmapMemObject(q, a, mp, 0, NULL, NULL));
+		OK(clFinish(q));
+		for (int i = 0; i < 3; i++)
+			clReleaseEvent(rd[i]);
+		clReleaseEvent(gate);
 	}
 
 	/* Images: a 2D image inverted by a kernel, read back. */

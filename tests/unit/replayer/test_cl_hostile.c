@@ -21,6 +21,7 @@
 #include <CL/cl.h>
 
 #include "cl_exec.h"
+#include "cl_wire.h"
 #include "le.h"
 #include "wire_cl_dispatch.h"
 
@@ -316,7 +317,136 @@ static void unknown_call(void **state)
 
 	(void)state;
 	assert_true(serve(WIRE_API_OPENCL_LAST, NULL, 0, &status, NULL, 0) < 0);
-	assert_true(serve(WIRE_CALL_CL_ENQUEUE_READ_BUFFER_RECT + 1, NULL, 0, &status, NULL, 0) < 0);
+	assert_true(serve(WIRE_CALL_CL_READ_FETCH + 1, NULL, 0, &status, NULL, 0) < 0);
+	still_serves(0);
+}
+
+/* Serve encoded request @m as call @id: its cl_int, what follows it in @rest. */
+static cl_int call(uint32_t id, struct wire_msg *m, uint8_t *rest, size_t cap)
+{
+	uint8_t *req = malloc(m->payload_len + 1);
+	cl_int status = 1;
+
+	assert_non_null(req);
+	assert_int_equal(wire_msg_payload_copy(m, req, m->payload_len), m->payload_len);
+	assert_int_equal(serve(id, req, m->payload_len, &status, rest, cap), 0);
+	wire_msg_release(m);
+	free(req);
+	return status;
+}
+
+static uint64_t event_next(void)
+{
+	return (uint64_t)HANDLE_CL_EVENT << WIRE_HANDLE_KIND_SHIFT | handle_table_next_serial(x.handles, HANDLE_CL_EVENT);
+}
+
+static uint64_t user_event(void)
+{
+	uint64_t ev = event_next();
+	struct wire_msg m;
+
+	wire_msg_init(&m);
+	wire_cl_user_event_create_req_encode(&m, &(struct wire_cl_user_event_create_req){ live[0], ev });
+	assert_int_equal(call(WIRE_CALL_CL_USER_EVENT_CREATE, &m, NULL, 0), CL_SUCCESS);
+	return ev;
+}
+
+static void user_event_set(uint64_t ev)
+{
+	struct wire_msg m;
+
+	wire_msg_init(&m);
+	wire_cl_user_event_set_status_req_encode(&m, &(struct wire_cl_user_event_set_status_req){ ev, CL_COMPLETE });
+	assert_int_equal(call(WIRE_CALL_CL_USER_EVENT_SET_STATUS, &m, NULL, 0), CL_SUCCESS);
+}
+
+/* A lazy read of @size bytes at @offset of the live buffer after @wait (0: none), as event @ev. */
+static cl_int read_lazy(uint64_t offset, uint64_t size, uint64_t wait, uint64_t ev)
+{
+	uint8_t w[8];
+	struct wire_msg m;
+
+	le64_put(w, wait);
+	wire_msg_init(&m);
+	wire_cl_enqueue_read_buffer_lazy_req_encode(&m, &(struct wire_cl_enqueue_read_buffer_lazy_req){
+		live[1], live[2], offset, size, { w, wait ? 8 : 0 }, ev });
+	return call(WIRE_CALL_CL_ENQUEUE_READ_BUFFER_LAZY, &m, NULL, 0);
+}
+
+/* A fetch of a read's bytes: its cl_int; the bytes (after their length) in @rest. */
+static cl_int fetch(uint64_t ev, uint64_t offset, uint64_t size, uint8_t *rest, size_t cap)
+{
+	struct wire_msg m;
+
+	wire_msg_init(&m);
+	wire_cl_read_fetch_req_encode(&m, &(struct wire_cl_read_fetch_req){ ev, offset, size });
+	return call(WIRE_CALL_CL_READ_FETCH, &m, rest, cap);
+}
+
+/* Non-blocking reads: the bytes after the read's wait list completes, once;
+ * fetches out of the read's range, of another event or of one fetched
+ * already refused; a read's error as the fetch's answer; a read released
+ * while the platform still writes it freed when it completes. */
+static void lazy_reads(void **state)
+{
+	static uint8_t pattern[4096], got[4 + 4096];
+	uint64_t gate, ev, failed, orphan;
+	struct wire_msg m;
+
+	(void)state;
+	for (unsigned i = 0; i < sizeof(pattern); i++)
+		pattern[i] = (uint8_t)(i * 7 + 3);
+	wire_msg_init(&m);
+	wire_cl_enqueue_write_buffer_req_encode(&m, &(struct wire_cl_enqueue_write_buffer_req){
+		.queue = live[1], .mem = live[2], .data = { pattern, sizeof(pattern) } });
+	assert_int_equal(call(WIRE_CALL_CL_ENQUEUE_WRITE_BUFFER, &m, NULL, 0), CL_SUCCESS);
+
+	assert_int_equal(read_lazy(0, 4096, 0, 0), CL_INVALID_VALUE);           /* no event to fetch by */
+	assert_int_equal(read_lazy(0, 0, 0, event_next()), CL_INVALID_VALUE);
+	assert_int_equal(read_lazy(0, CL_WIRE_LAZY_READ_MAX + 1, 0, event_next()), CL_OUT_OF_HOST_MEMORY);
+	assert_int_equal(x.lazy_read_bytes, 0);
+
+	gate = user_event();
+	ev = event_next();
+	assert_int_equal(read_lazy(0, 4096, gate, ev), CL_SUCCESS);
+	assert_int_equal(x.lazy_read_bytes, 4096);
+	user_event_set(gate);
+	assert_int_equal(fetch(ev, 0, 0, NULL, 0), CL_INVALID_VALUE);
+	assert_int_equal(fetch(ev, 4096, 1, NULL, 0), CL_INVALID_VALUE);
+	assert_int_equal(fetch(ev, 1, 4096, NULL, 0), CL_INVALID_VALUE);
+	assert_int_equal(fetch(ev, UINT64_MAX, 2, NULL, 0), CL_INVALID_VALUE);
+	assert_int_equal(fetch(ev, 0, UINT64_MAX, NULL, 0), CL_INVALID_VALUE);
+	assert_int_equal(fetch(gate, 0, 1, NULL, 0), CL_INVALID_EVENT);          /* no read */
+	assert_int_equal(fetch(ev + 1000, 0, 1, NULL, 0), CL_INVALID_EVENT);     /* unknown */
+	assert_int_equal(fetch(live[2], 0, 1, NULL, 0), CL_INVALID_EVENT);       /* another kind */
+	assert_int_equal(fetch(ev, 0, 1024, got, sizeof(got)), CL_SUCCESS);
+	assert_int_equal(le32_get(got), 1024);
+	assert_memory_equal(got + 4, pattern, 1024);
+	assert_int_equal(fetch(ev, 1024, 3072, got, sizeof(got)), CL_SUCCESS);
+	assert_int_equal(le32_get(got), 3072);
+	assert_memory_equal(got + 4, pattern + 1024, 3072);
+	assert_int_equal(fetch(ev, 0, 1, NULL, 0), CL_INVALID_EVENT);            /* fetched already */
+	assert_int_equal(x.lazy_read_bytes, 0);
+
+	/* Past the buffer's end: the platform refuses the read, the fetch answers it. */
+	failed = event_next();
+	assert_true(read_lazy(4000, 200, 0, failed) < 0);
+	assert_true(fetch(failed, 0, 200, NULL, 0) < 0);
+	assert_int_equal(x.lazy_read_bytes, 0);
+
+	/* Released before its wait list completes: the platform's to free. */
+	gate = user_event();
+	orphan = event_next();
+	assert_int_equal(read_lazy(0, 4096, gate, orphan), CL_SUCCESS);
+	wire_msg_init(&m);
+	wire_cl_release_req_encode(&m, &(struct wire_cl_release_req){ orphan });
+	assert_int_equal(call(WIRE_CALL_CL_RELEASE, &m, NULL, 0), CL_SUCCESS);
+	assert_int_equal(x.lazy_read_bytes, 0);
+	assert_int_equal(fetch(orphan, 0, 4096, NULL, 0), CL_INVALID_EVENT);
+	user_event_set(gate);
+	wire_msg_init(&m);
+	wire_cl_finish_req_encode(&m, &(struct wire_cl_finish_req){ live[1] });
+	assert_int_equal(call(WIRE_CALL_CL_FINISH, &m, NULL, 0), CL_SUCCESS);
 	still_serves(0);
 }
 
@@ -324,6 +454,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(unknown_call),
+		cmocka_unit_test(lazy_reads),
 		cmocka_unit_test(every_call),
 	};
 	int ret;

@@ -156,6 +156,48 @@ static void test_round_trip(void **state)
 	assert_true(handle_of_reply(rest, len) > f->queue);
 }
 
+/* A non-blocking read the guest has not fetched at the snapshot: its bytes
+ * come from the restored worker, under its event, once. */
+/* A non-blocking read of the buffer past its first 16 bytes, saved before
+ * the guest fetches it; its event. */
+static uint64_t pending_read_saved(struct fixture *f)
+{
+	uint64_t ev = (uint64_t)HANDLE_CL_EVENT << WIRE_HANDLE_KIND_SHIFT |
+		      handle_table_next_serial(f->x.handles, HANDLE_CL_EVENT);
+	char err[256] = "";
+	struct wire_msg m;
+
+	wire_msg_init(&m);
+	wire_cl_enqueue_read_buffer_lazy_req_encode(&m, &(struct wire_cl_enqueue_read_buffer_lazy_req){
+		.queue = f->queue, .mem = f->buffer, .offset = 16, .size = BYTES - 16, .event = ev });
+	assert_int_equal(call(&f->x, WIRE_CALL_CL_ENQUEUE_READ_BUFFER_LAZY, &m, NULL, NULL), CL_SUCCESS);
+	assert_int_equal(cl_exec_snapshot_save(&f->x, f->t, err, sizeof(err)), 0);
+	return ev;
+}
+
+static void test_pending_read(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t ev = pending_read_saved(f);
+	char err[256] = "";
+	struct wire_msg m;
+	uint8_t *rest;
+	size_t len;
+
+	assert_int_equal(cl_exec_snapshot_restore(&f->y, f->t, err, sizeof(err)), 0);
+	assert_int_equal(f->y.lazy_read_bytes, BYTES - 16);
+	wire_msg_init(&m);
+	wire_cl_read_fetch_req_encode(&m, &(struct wire_cl_read_fetch_req){ ev, 0, BYTES - 16 });
+	assert_int_equal(call(&f->y, WIRE_CALL_CL_READ_FETCH, &m, &rest, &len), CL_SUCCESS);
+	assert_int_equal(len, 4 + BYTES - 16);
+	assert_memory_equal(rest + 4, f->data + 16, BYTES - 16);
+	free(rest);
+	wire_msg_init(&m);
+	wire_cl_read_fetch_req_encode(&m, &(struct wire_cl_read_fetch_req){ ev, 0, 1 });
+	assert_int_equal(call(&f->y, WIRE_CALL_CL_READ_FETCH, &m, NULL, NULL), CL_INVALID_EVENT);
+	assert_int_equal(f->y.lazy_read_bytes, 0);
+}
+
 /* Replace object @h's description by @bytes. */
 static void description_set(struct fixture *f, uint64_t h, const void *bytes, size_t len)
 {
@@ -290,6 +332,24 @@ static void test_contents_of_another_size(void **state)
 	refused(f, "memory object 0x2400000000000001: contents missing from the journal");
 }
 
+/* A read's bytes of another length than its description's are refused. */
+static void test_pending_read_of_another_size(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t ev = pending_read_saved(f);
+	struct tracker_object o;
+	uint8_t args[32], small[16] = { 0 };
+	char what[96];
+
+	assert_int_equal(tracker_object_get(f->t, ev, &o), 0);
+	memcpy(args, o.args, 32);
+	assert_int_equal(tracker_image_ref(f->t, small, sizeof(small), CL_CONTENTS_IMAGE_FORMAT, args + 16), 0);
+	o.args = args;
+	assert_int_equal(tracker_object_put(f->t, ev, &o), 0);
+	snprintf(what, sizeof(what), "event 0x%llx: the bytes of its read are missing", (unsigned long long)ev);
+	refused(f, what);
+}
+
 static void test_record_of_a_platform(void **state)
 {
 	struct fixture *f = *state;
@@ -378,6 +438,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pending_read, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pending_read_of_another_size, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_garbage_description, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_truncated_request, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_request_of_another_context, setup, teardown),
