@@ -115,7 +115,7 @@ struct exec_graph_exec *graph_exec_get(struct exec *ex, uint64_t handle, CUgraph
 }
 
 _Static_assert(WIRE_REC_GRAPH_NODE_MAX == GRAPH_DESC_NODES_MAX, "calls.tbl's graph_node max is the description's");
-_Static_assert(WIRE_REC_GRAPH_EDGE_MAX == GRAPH_DESC_EDGES_MAX, "calls.tbl's graph_edge max is the description's");
+_Static_assert(WIRE_REC_GRAPH_EDGE_DATA_MAX == GRAPH_DESC_EDGES_MAX, "calls.tbl's graph_edge_data max is the description's");
 
 CUresult res_of_errno(int ret)
 {
@@ -1037,23 +1037,19 @@ CUresult exec_graph_get_nodes(struct exec *ex, const struct wire_graph_get_nodes
 	return CUDA_SUCCESS;
 }
 
-/* @g's edges into *@out as graph_edge records or (@data) graph_edge_data. */
-static CUresult edges_answer(struct exec *ex, uint64_t graph, bool data, struct wire_blob *out)
+CUresult exec_graph_get_edges_data(struct exec *ex, const struct wire_graph_get_edges_data_req *req,
+				   struct wire_graph_get_edges_data_rep *rep)
 {
-	size_t rec = data ? WIRE_REC_GRAPH_EDGE_DATA_BYTES : WIRE_REC_GRAPH_EDGE_BYTES;
 	CUresult res;
-	struct exec_graph *g = graph_get_synced(ex, graph, &res);
+	struct exec_graph *g = graph_get_synced(ex, req->graph, &res);
 	uint8_t *buf;
 	uint32_t n = 0;
 
 	if (!g)
 		return res;
-	/* The driver's answer to a query without room for edge data. */
-	if (!data && graph_desc_has_edge_data(g->d))
-		return CUDA_ERROR_LOSSY_QUERY;
-	if ((uint64_t)g->d->edges * rec > WIRE_COPY_PIECE)
+	if ((uint64_t)g->d->edges * WIRE_REC_GRAPH_EDGE_DATA_BYTES > WIRE_COPY_PIECE)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	buf = exec_copy_buffer(ex, (size_t)g->d->edges * rec + 1);
+	buf = exec_copy_buffer(ex, (size_t)g->d->edges * WIRE_REC_GRAPH_EDGE_DATA_BYTES + 1);
 	if (!buf)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	for (uint32_t i = 0; i < g->d->count; i++) {
@@ -1062,28 +1058,13 @@ static CUresult edges_answer(struct exec *ex, uint64_t graph, bool data, struct 
 		for (uint32_t j = 0; j < t->ndeps && n < g->d->edges; j++) {
 			struct graph_edge_data e = graph_node_dep_edge(t, j);
 
-			if (data)
-				wire_rec_graph_edge_data_put(buf, n++, &(struct wire_rec_graph_edge_data){
-					.from = t->deps[j], .to = i, .from_port = e.from_port, .to_port = e.to_port,
-					.type = e.type });
-			else
-				wire_rec_graph_edge_put(buf, n++, &(struct wire_rec_graph_edge){ .from = t->deps[j], .to = i });
+			wire_rec_graph_edge_data_put(buf, n++, &(struct wire_rec_graph_edge_data){
+				.from = t->deps[j], .to = i, .from_port = e.from_port, .to_port = e.to_port,
+				.type = e.type });
 		}
 	}
-	*out = (struct wire_blob){ buf, (uint32_t)(n * rec) };
+	rep->edges = (struct wire_blob){ buf, n * WIRE_REC_GRAPH_EDGE_DATA_BYTES };
 	return CUDA_SUCCESS;
-}
-
-CUresult exec_graph_get_edges(struct exec *ex, const struct wire_graph_get_edges_req *req,
-			      struct wire_graph_get_edges_rep *rep)
-{
-	return edges_answer(ex, req->graph, false, &rep->edges);
-}
-
-CUresult exec_graph_get_edges_data(struct exec *ex, const struct wire_graph_get_edges_data_req *req,
-				   struct wire_graph_get_edges_data_rep *rep)
-{
-	return edges_answer(ex, req->graph, true, &rep->edges);
 }
 
 /* The backend's edges of @d as @a (from) and @b (to) name them, with their
@@ -1155,32 +1136,6 @@ out:
 	free(from);
 	free(to);
 	free(data);
-	return res;
-}
-
-CUresult exec_graph_edit_edges(struct exec *ex, const struct wire_graph_edit_edges_req *req,
-			       struct wire_graph_edit_edges_rep *rep)
-{
-	int count = wire_rec_graph_edge_count(req->edges);
-	uint32_t *a, *b;
-	CUresult res;
-
-	if (count < 0 || (uint32_t)count > GRAPH_DESC_DEPS_MAX)
-		return CUDA_ERROR_INVALID_VALUE;
-	a = malloc(((uint32_t)count + 1) * sizeof(*a));
-	b = malloc(((uint32_t)count + 1) * sizeof(*b));
-	res = a && b ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-	for (uint32_t i = 0; res == CUDA_SUCCESS && i < (uint32_t)count; i++) {
-		struct wire_rec_graph_edge r;
-
-		wire_rec_graph_edge_get(req->edges, i, &r);
-		a[i] = r.from;
-		b[i] = r.to;
-	}
-	if (res == CUDA_SUCCESS)
-		res = edges_edit(ex, req->graph, req->remove, a, b, NULL, (uint32_t)count);
-	free(a);
-	free(b);
 	return res;
 }
 
