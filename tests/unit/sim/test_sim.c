@@ -1077,7 +1077,7 @@ static void test_capture(void **state)
 	assert_int_equal(be->cuMemcpyDtoDAsync(k.p.va + 4096, k.p.va, 512, s1), CUDA_SUCCESS);
 	assert_int_equal(be->cuMemcpyDtoH(host, k.p.va + 8192, sizeof(host)), CUDA_SUCCESS);
 	assert_int_equal(slow_fill(&k, k.p.va, 9, 128, 0, s0), CUDA_SUCCESS);
-	assert_int_equal(be->cuStreamGetCaptureInfo(s0, &st, &id, &g, &deps, &n), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamGetCaptureInfo(s0, &st, &id, &g, &deps, NULL, &n), CUDA_SUCCESS);
 	assert_int_equal(n, 1);
 	assert_true(id > 0);
 	/* The fork is not joined yet. */
