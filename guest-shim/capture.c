@@ -207,8 +207,9 @@ SHIM_API CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStat
 	return is_capturing(shim_stream(hStream, true), captureStatus);
 }
 
-/* The dependency array handed out stays valid until the thread's next call
- * here, as the driver's stays valid until the stream's next capture call. */
+/* The dependency and edge data arrays handed out stay valid until the
+ * thread's next call here, as the driver's stay valid until the stream's
+ * next capture call. */
 static __thread CUgraphNode *capture_deps_buf;
 static __thread CUgraphEdgeData *capture_edges_buf;
 static __thread size_t capture_deps_cap;
@@ -216,17 +217,43 @@ static __thread size_t capture_deps_cap;
 #define WANT_GRAPH 1u
 #define WANT_DEPS 2u
 
+/* Room for @n dependencies and their data in the thread's arrays. */
+static CUresult capture_deps_reserve(size_t n)
+{
+	CUgraphNode *d;
+	CUgraphEdgeData *e;
+
+	if (n <= capture_deps_cap)
+		return CUDA_SUCCESS;
+	d = realloc(capture_deps_buf, n * sizeof(*d));
+	if (!d)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	capture_deps_buf = d;
+	e = realloc(capture_edges_buf, n * sizeof(*e));
+	if (!e)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	capture_edges_buf = e;
+	capture_deps_cap = n;
+	return CUDA_SUCCESS;
+}
+
+/* @edges NULL is the forms without edge data (cuStreamGetCaptureInfo_v2):
+ * as the driver, CUDA_ERROR_LOSSY_QUERY when @deps is asked and an edge
+ * is not default. */
 static CUresult capture_info(uint64_t stream, CUstreamCaptureStatus *status, cuuint64_t *id,
 			     CUgraph *graph, const CUgraphNode **deps, const CUgraphEdgeData **edges,
 			     size_t *ndeps)
 {
-	struct wire_stream_get_capture_info_req req = { .stream = stream };
-	struct wire_stream_get_capture_info_rep rep;
+	struct wire_stream_get_capture_info_data_req req = { .stream = stream };
+	struct wire_stream_get_capture_info_data_rep rep;
 	size_t n;
 	int count;
 	CUresult res;
 
-	if (!status)
+	/* cuda.h: edge data only with the dependencies. Checked before the
+	 * capture status, also when nothing captures (inferred: the driver
+	 * checks its arguments first). */
+	if (!status || (edges && !deps))
 		return CUDA_ERROR_INVALID_VALUE;
 	/* As is_capturing; the other outputs are only written while capturing. */
 	if (!capture_active()) {
@@ -235,51 +262,44 @@ static CUresult capture_info(uint64_t stream, CUstreamCaptureStatus *status, cuu
 	}
 	if (graph)
 		req.want |= WANT_GRAPH;
-	if (deps || edges || ndeps)
+	if (deps || ndeps)
 		req.want |= WANT_GRAPH | WANT_DEPS;
-	res = rpc_stream_get_capture_info(&req, &rep);
+	res = rpc_stream_get_capture_info_data(&req, &rep);
 	if (res != CUDA_SUCCESS)
 		return res;
 	*status = (CUstreamCaptureStatus)rep.status;
 	if (rep.status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
 		return CUDA_SUCCESS;
+	if (req.want & WANT_DEPS) {
+		count = wire_rec_graph_dep_data_count(rep.deps);
+		if (count < 0)
+			return CUDA_ERROR_UNKNOWN;      /* not a list of dependencies */
+		n = (size_t)count;
+		res = capture_deps_reserve(n);
+		if (res != CUDA_SUCCESS)
+			return res;
+		for (size_t i = 0; i < n; i++) {
+			struct wire_rec_graph_dep_data d;
+
+			if (wire_rec_graph_dep_data_get(rep.deps, (uint32_t)i, &d))
+				return CUDA_ERROR_UNKNOWN;      /* a reserved byte set */
+			capture_deps_buf[i] = shim_node(rep.graph, d.node);
+			capture_edges_buf[i] = (CUgraphEdgeData){ .from_port = d.from_port, .to_port = d.to_port,
+								  .type = d.type };
+		}
+		if (deps && !edges && graph_edge_special(capture_edges_buf, n))
+			return CUDA_ERROR_LOSSY_QUERY;
+		if (deps)
+			*deps = n ? capture_deps_buf : NULL;
+		if (edges)
+			*edges = n ? capture_edges_buf : NULL;
+		if (ndeps)
+			*ndeps = n;
+	}
 	if (id)
 		*id = rep.id;
 	if (graph)
 		*graph = (CUgraph)(uintptr_t)rep.graph;
-	if (!(req.want & WANT_DEPS))
-		return CUDA_SUCCESS;
-	count = wire_rec_graph_dep_count(rep.deps);
-	if (count < 0)
-		return CUDA_ERROR_UNKNOWN;      /* not a list of node indices */
-	n = (size_t)count;
-	if (n > capture_deps_cap) {
-		CUgraphNode *d = realloc(capture_deps_buf, n * sizeof(*d));
-		CUgraphEdgeData *e;
-
-		if (!d)
-			return CUDA_ERROR_OUT_OF_MEMORY;
-		capture_deps_buf = d;
-		e = realloc(capture_edges_buf, n * sizeof(*e));
-		if (!e)
-			return CUDA_ERROR_OUT_OF_MEMORY;
-		capture_edges_buf = e;
-		capture_deps_cap = n;
-	}
-	for (size_t i = 0; i < n; i++) {
-		struct wire_rec_graph_dep d;
-
-		wire_rec_graph_dep_get(rep.deps, (uint32_t)i, &d);
-		capture_deps_buf[i] = shim_node(rep.graph, d.node);
-		/* Only default (full) dependencies are captured through tern. */
-		memset(&capture_edges_buf[i], 0, sizeof(capture_edges_buf[i]));
-	}
-	if (deps)
-		*deps = n ? capture_deps_buf : NULL;
-	if (edges)
-		*edges = n ? capture_edges_buf : NULL;
-	if (ndeps)
-		*ndeps = n;
 	return CUDA_SUCCESS;
 }
 
@@ -347,54 +367,68 @@ const CUgraphEdgeData *graph_edge_special(const CUgraphEdgeData *edges, size_t n
 	return NULL;
 }
 
-bool graph_edge_data_put(const CUgraphEdgeData *e, struct wire_rec_graph_edge_data *r)
+/* @e's ports and type; false when its reserved bytes are not zero (the
+ * driver refuses those: CUDA_ERROR_INVALID_VALUE). */
+static bool edge_data_fields(const CUgraphEdgeData *e, uint8_t *from_port, uint8_t *to_port, uint8_t *type)
 {
 	for (size_t k = 0; k < sizeof(e->reserved); k++)
 		if (e->reserved[k])
 			return false;
-	r->from_port = e->from_port;
-	r->to_port = e->to_port;
-	r->type = e->type;
+	*from_port = e->from_port;
+	*to_port = e->to_port;
+	*type = e->type;
 	return true;
+}
+
+bool graph_edge_data_put(const CUgraphEdgeData *e, struct wire_rec_graph_edge_data *r)
+{
+	return edge_data_fields(e, &r->from_port, &r->to_port, &r->type);
+}
+
+CUresult capture_deps_blob(const CUgraphNode *deps, const CUgraphEdgeData *edges, size_t n, uint64_t *graph,
+			   uint8_t **buf, struct wire_blob *out)
+{
+	*buf = NULL;
+	*out = (struct wire_blob){ NULL, 0 };
+	if (n && !deps)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!n)
+		return CUDA_SUCCESS;
+	if (n > WIRE_REC_GRAPH_DEP_DATA_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	*buf = malloc(n * WIRE_REC_GRAPH_DEP_DATA_BYTES);
+	if (!*buf)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (size_t i = 0; i < n; i++) {
+		struct wire_rec_graph_dep_data r = { 0 };
+		uint64_t g;
+
+		if (!shim_node_decode(deps[i], &g, &r.node) || (*graph && g != *graph) ||
+		    (edges && !edge_data_fields(&edges[i], &r.from_port, &r.to_port, &r.type))) {
+			free(*buf);
+			*buf = NULL;
+			return CUDA_ERROR_INVALID_VALUE;
+		}
+		*graph = g;
+		wire_rec_graph_dep_data_put(*buf, (uint32_t)i, &r);
+	}
+	*out = (struct wire_blob){ *buf, (uint32_t)(n * WIRE_REC_GRAPH_DEP_DATA_BYTES) };
+	return CUDA_SUCCESS;
 }
 
 static CUresult update_deps(uint64_t stream, CUgraphNode *deps, const CUgraphEdgeData *edges, size_t n,
 			    unsigned flags)
 {
-	struct wire_stream_update_capture_dependencies_req req = { .stream = stream, .flags = flags };
-	struct wire_stream_update_capture_dependencies_rep rep;
-	const CUgraphEdgeData *e;
-	uint8_t *idx = NULL;
+	struct wire_stream_update_capture_dependencies_data_req req = { .stream = stream, .flags = flags };
+	struct wire_stream_update_capture_dependencies_data_rep rep;
+	uint8_t *buf;
 	CUresult res;
 
-	if (n && !deps)
-		return CUDA_ERROR_INVALID_VALUE;
-	e = graph_edge_special(edges, n);
-	if (e)
-		return SHIM_REFUSE("cuStreamUpdateCaptureDependencies_v2: an edge of type %u from port %u to port %u "
-				   "(only default edges are remoted)", e->type, e->from_port, e->to_port);
-	if (n) {
-		if (n > UINT32_MAX / WIRE_REC_GRAPH_DEP_BYTES)
-			return CUDA_ERROR_INVALID_VALUE;
-		idx = malloc(n * WIRE_REC_GRAPH_DEP_BYTES);
-		if (!idx)
-			return CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	for (size_t i = 0; i < n; i++) {
-		uint64_t g;
-		uint32_t k;
-
-		/* All of one graph: the one the capture adds to. */
-		if (!shim_node_decode(deps[i], &g, &k) || (req.graph && g != req.graph)) {
-			free(idx);
-			return CUDA_ERROR_INVALID_VALUE;
-		}
-		req.graph = g;
-		wire_rec_graph_dep_put(idx, (uint32_t)i, &(struct wire_rec_graph_dep){ .node = k });
-	}
-	req.deps = (struct wire_blob){ idx, (uint32_t)(n * WIRE_REC_GRAPH_DEP_BYTES) };
-	res = rpc_stream_update_capture_dependencies(&req, &rep);
-	free(idx);
+	/* All of one graph: the one the capture adds to (the worker checks). */
+	res = capture_deps_blob(deps, edges, n, &req.graph, &buf, &req.deps);
+	if (res == CUDA_SUCCESS)
+		res = rpc_stream_update_capture_dependencies_data(&req, &rep);
+	free(buf);
 	return res;
 }
 

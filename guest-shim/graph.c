@@ -1173,24 +1173,18 @@ SHIM_API CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KE
 static CUresult begin_capture_to_graph(uint64_t stream, CUgraph hGraph, const CUgraphNode *deps,
 				       const CUgraphEdgeData *edges, size_t n, CUstreamCaptureMode mode)
 {
-	struct wire_stream_begin_capture_to_graph_req req = {
+	struct wire_stream_begin_capture_to_graph_data_req req = {
 		.stream = stream, .graph = (uint64_t)(uintptr_t)hGraph, .mode = (uint32_t)mode,
 	};
-	struct wire_stream_begin_capture_to_graph_rep rep;
-	const CUgraphEdgeData *special;
-	uint8_t *buf = NULL;
+	struct wire_stream_begin_capture_to_graph_data_rep rep;
+	uint8_t *buf;
 	CUresult res;
 
 	if (!graph_handle_ok(hGraph) || (unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
 		return CUDA_ERROR_INVALID_VALUE;
-	special = graph_edge_special(edges, n);
-	if (special)
-		return SHIM_REFUSE("cuStreamBeginCaptureToGraph: a dependency edge of type %u from port %u to port %u "
-				   "(only default edges are remoted)", special->type, special->from_port,
-				   special->to_port);
-	res = deps_blob(req.graph, deps, n, &buf, &req.deps);
+	res = capture_deps_blob(deps, edges, n, &req.graph, &buf, &req.deps);
 	if (res == CUDA_SUCCESS)
-		res = rpc_stream_begin_capture_to_graph(&req, &rep);
+		res = rpc_stream_begin_capture_to_graph_data(&req, &rep);
 	free(buf);
 	if (res == CUDA_SUCCESS)
 		capture_track(stream, true);

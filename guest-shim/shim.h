@@ -631,12 +631,20 @@ uint32_t capture_mode_current(void);
 /* Forget the parent's captures (the child after fork, capture_lock held). */
 void capture_reset(void);
 /* The first of @n edge data that is not the default one (all zero: a full
- * dependency), or NULL (also for @edges NULL). Graph edits carry edge data
- * (programmatic dependent launch); captures take default edges only. */
+ * dependency), or NULL (also for @edges NULL). Graph edits and captures
+ * carry edge data (programmatic dependent launch). */
 const CUgraphEdgeData *graph_edge_special(const CUgraphEdgeData *edges, size_t n);
 /* @e into the record's fields; false when its reserved bytes are not zero
  * (the driver refuses those: CUDA_ERROR_INVALID_VALUE). */
 bool graph_edge_data_put(const CUgraphEdgeData *e, struct wire_rec_graph_edge_data *r);
+/* A capture's @n dependencies @deps with their data @edges (NULL: all
+ * default) as graph_dep_data records in *@buf (malloc'ed, NULL when @n is
+ * 0; free it) and @out. Every node must be of one graph: *@graph when it
+ * is not 0, else the first node's, answered in *@graph.
+ * CUDA_ERROR_INVALID_VALUE for a node of another graph, a reserved byte
+ * set, @deps NULL with @n > 0 or more than a request takes. */
+CUresult capture_deps_blob(const CUgraphNode *deps, const CUgraphEdgeData *edges, size_t n, uint64_t *graph,
+			   uint8_t **buf, struct wire_blob *out);
 
 /* device.c */
 /* Forget every device answer and the guest's primary retains (the child after fork). */

@@ -129,8 +129,8 @@
 	BACKEND_ENTRY(cuStreamBeginCapture, 10010)                      \
 	BACKEND_ENTRY(cuStreamEndCapture, 10000)                        \
 	BACKEND_ENTRY(cuStreamIsCapturing, 10000)                       \
-	BACKEND_ENTRY(cuStreamGetCaptureInfo, 11030)                    \
-	BACKEND_ENTRY(cuStreamUpdateCaptureDependencies, 11030)         \
+	BACKEND_ENTRY(cuStreamGetCaptureInfo, 12030)                    \
+	BACKEND_ENTRY(cuStreamUpdateCaptureDependencies, 12030)         \
 	BACKEND_ENTRY(cuThreadExchangeStreamCaptureMode, 10010)         \
 	BACKEND_ENTRY(cuGraphCreate, 10000)                             \
 	BACKEND_ENTRY(cuGraphDestroy, 10000)                            \

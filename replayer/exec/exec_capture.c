@@ -74,19 +74,16 @@ CUresult exec_stream_begin_capture(struct exec *ex, const struct wire_stream_beg
 	if (res != CUDA_SUCCESS)
 		return res;
 	/* Which graph it captures into: to name it if the guest asks for it. */
-	ex->be->cuStreamGetCaptureInfo(s, &st, NULL, &g, NULL, NULL);
+	ex->be->cuStreamGetCaptureInfo(s, &st, NULL, &g, NULL, NULL, NULL);
 	ex->graphs.captures[ex->graphs.capture_count++] = (struct exec_capture){ .stream = req->stream, .graph_real = g };
 	return CUDA_SUCCESS;
 }
 
-/* Node indices of a `deps` blob, as the backend's nodes. */
-
-CUresult exec_stream_begin_capture_to_graph(struct exec *ex,
-					    const struct wire_stream_begin_capture_to_graph_req *req,
-					    struct wire_stream_begin_capture_to_graph_rep *rep)
+CUresult exec_stream_begin_capture_to_graph_data(struct exec *ex,
+						 const struct wire_stream_begin_capture_to_graph_data_req *req,
+						 struct wire_stream_begin_capture_to_graph_data_rep *rep)
 {
-	CUgraphNode *deps = NULL;
-	uint32_t *idx = NULL, ndeps = 0;
+	struct capture_deps deps;
 	struct exec_graph *g;
 	CUgraph real;
 	CUstream s;
@@ -100,12 +97,11 @@ CUresult exec_stream_begin_capture_to_graph(struct exec *ex,
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (g->capturing)
 		return CUDA_ERROR_ILLEGAL_STATE;
-	res = deps_parse(g->d, req->deps, &idx, &deps, &ndeps);
+	res = capture_deps_parse(g->d, req->deps, &deps);
 	if (res == CUDA_SUCCESS)
-		res = ex->be->cuStreamBeginCaptureToGraph(s, real, ndeps ? deps : NULL, NULL, ndeps,
+		res = ex->be->cuStreamBeginCaptureToGraph(s, real, deps.n ? deps.reals : NULL, deps.edges, deps.n,
 							  (CUstreamCaptureMode)req->mode);
-	free(idx);
-	free(deps);
+	capture_deps_free(&deps);
 	if (res != CUDA_SUCCESS)
 		return res;
 	ex->graphs.captures[ex->graphs.capture_count++] = (struct exec_capture){ req->stream, real, req->graph, true };
@@ -314,16 +310,19 @@ static CUresult capture_graph_handle(struct exec *ex, CUgraph real, uint64_t *ha
 }
 
 _Static_assert(WIRE_REC_GRAPH_DEP_MAX == GRAPH_DESC_DEPS_MAX, "calls.tbl's graph_dep max is the description's");
+_Static_assert(WIRE_REC_GRAPH_DEP_DATA_MAX == GRAPH_DESC_DEPS_MAX,
+	       "calls.tbl's graph_dep_data max is the description's");
 
 #define CAPTURE_WANT_GRAPH 1u
 #define CAPTURE_WANT_DEPS 2u
 
-CUresult exec_stream_get_capture_info(struct exec *ex, const struct wire_stream_get_capture_info_req *req,
-				      struct wire_stream_get_capture_info_rep *rep)
+CUresult exec_stream_get_capture_info_data(struct exec *ex, const struct wire_stream_get_capture_info_data_req *req,
+					   struct wire_stream_get_capture_info_data_rep *rep)
 {
-	static uint8_t deps_out[GRAPH_DESC_DEPS_MAX * WIRE_REC_GRAPH_DEP_BYTES];
+	static uint8_t deps_out[GRAPH_DESC_DEPS_MAX * WIRE_REC_GRAPH_DEP_DATA_BYTES];
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
 	const CUgraphNode *deps = NULL;
+	const CUgraphEdgeData *edges = NULL;
 	struct exec_graph *g;
 	cuuint64_t id = 0;
 	size_t n = 0;
@@ -335,7 +334,8 @@ CUresult exec_stream_get_capture_info(struct exec *ex, const struct wire_stream_
 		return res;
 	if (req->want & ~(CAPTURE_WANT_GRAPH | CAPTURE_WANT_DEPS))
 		return CUDA_ERROR_INVALID_VALUE;
-	res = ex->be->cuStreamGetCaptureInfo(s, &st, &id, &real, &deps, &n);
+	/* Always with room for the data: the shim answers a lossy query. */
+	res = ex->be->cuStreamGetCaptureInfo(s, &st, &id, &real, &deps, &edges, &n);
 	if (res != CUDA_SUCCESS)
 		return res;
 	rep->status = st;
@@ -356,14 +356,48 @@ CUresult exec_stream_get_capture_info(struct exec *ex, const struct wire_stream_
 		if (!map)
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		for (size_t i = 0; i < n; i++) {
-			struct wire_rec_graph_dep d = { .node = index_of_real(map, mapped, deps[i]) };
+			struct wire_rec_graph_dep_data d = { .node = index_of_real(map, mapped, deps[i]) };
 
-			wire_rec_graph_dep_put(deps_out, (uint32_t)i, &d);
+			if (edges) {
+				d.from_port = edges[i].from_port;
+				d.to_port = edges[i].to_port;
+				d.type = edges[i].type;
+			}
+			wire_rec_graph_dep_data_put(deps_out, (uint32_t)i, &d);
 		}
 		free(map);
-		rep->deps = (struct wire_blob){ deps_out, (uint32_t)(n * WIRE_REC_GRAPH_DEP_BYTES) };
+		rep->deps = (struct wire_blob){ deps_out, (uint32_t)(n * WIRE_REC_GRAPH_DEP_DATA_BYTES) };
 	}
 	return res;
+}
+
+bool edge_data_special(const CUgraphEdgeData *e, size_t n)
+{
+	static const CUgraphEdgeData zero;
+
+	for (size_t i = 0; e && i < n; i++)
+		if (memcmp(&e[i], &zero, sizeof(zero)))
+			return true;
+	return false;
+}
+
+/* Each of the @n indices @idx a live node of @d, none twice: their
+ * backend nodes in @reals. */
+static CUresult deps_check(const struct graph_desc *d, const uint32_t *idx, uint32_t n, CUgraphNode *reals)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		if (!graph_desc_node_live(d, idx[i]))
+			return CUDA_ERROR_INVALID_VALUE;
+		reals[i] = d->nodes[idx[i]].real;
+	}
+	switch (graph_deps_unique(idx, n)) {
+	case 1:
+		return CUDA_SUCCESS;
+	case 0:
+		return CUDA_ERROR_INVALID_VALUE;
+	default:
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
 }
 
 /* Node indices of a `deps` blob: each a live node of @d, none twice.
@@ -373,6 +407,7 @@ CUresult deps_parse(const struct graph_desc *d, struct wire_blob blob, uint32_t 
 {
 	int records = wire_rec_graph_dep_count(blob);
 	uint32_t count;
+	CUresult res;
 
 	*idx = NULL;
 	*reals = NULL;
@@ -384,55 +419,91 @@ CUresult deps_parse(const struct graph_desc *d, struct wire_blob blob, uint32_t 
 		return CUDA_SUCCESS;
 	*idx = malloc(count * sizeof(uint32_t));
 	*reals = malloc(count * sizeof(CUgraphNode));
-	if (!*idx || !*reals)
-		goto out_nomem;
-	for (uint32_t i = 0; i < count; i++) {
+	res = *idx && *reals ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+	for (uint32_t i = 0; res == CUDA_SUCCESS && i < count; i++) {
 		struct wire_rec_graph_dep r;
-		uint32_t v;
 
 		wire_rec_graph_dep_get(blob, i, &r);
-		v = r.node;
-
-		if (!graph_desc_node_live(d, v))
-			goto out_inval;
-		(*idx)[i] = v;
-		(*reals)[i] = d->nodes[v].real;
+		(*idx)[i] = r.node;
 	}
-	switch (graph_deps_unique(*idx, count)) {
-	case 1:
-		break;
-	case 0:
-		goto out_inval;
-	default:
-		goto out_nomem;
+	if (res == CUDA_SUCCESS)
+		res = deps_check(d, *idx, count, *reals);
+	if (res != CUDA_SUCCESS) {
+		free(*idx);
+		free(*reals);
+		*idx = NULL;
+		*reals = NULL;
+		return res;
 	}
 	*n = count;
 	return CUDA_SUCCESS;
-out_inval:
-	free(*idx);
-	free(*reals);
-	*idx = NULL;
-	*reals = NULL;
-	return CUDA_ERROR_INVALID_VALUE;
-out_nomem:
-	free(*idx);
-	free(*reals);
-	*idx = NULL;
-	*reals = NULL;
-	return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-CUresult exec_stream_update_capture_dependencies(struct exec *ex,
-						 const struct wire_stream_update_capture_dependencies_req *req,
-						 struct wire_stream_update_capture_dependencies_rep *rep)
+CUresult capture_deps_parse(const struct graph_desc *d, struct wire_blob blob, struct capture_deps *out)
 {
+	int records = wire_rec_graph_dep_data_count(blob);
+	uint32_t count, *idx = NULL;
+	CUresult res;
+
+	*out = (struct capture_deps){ 0 };
+	if (records < 0)        /* no multiple of a record, or over GRAPH_DESC_DEPS_MAX */
+		return CUDA_ERROR_INVALID_VALUE;
+	count = (uint32_t)records;
+	if (!count)
+		return CUDA_SUCCESS;
+	idx = malloc(count * sizeof(*idx));
+	out->reals = malloc(count * sizeof(*out->reals));
+	out->edges = calloc(count, sizeof(*out->edges));
+	res = idx && out->reals && out->edges ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+	for (uint32_t i = 0; res == CUDA_SUCCESS && i < count; i++) {
+		struct wire_rec_graph_dep_data r;
+
+		/* A record whose reserved byte is not zero is refused here. */
+		if (wire_rec_graph_dep_data_get(blob, i, &r)) {
+			res = CUDA_ERROR_INVALID_VALUE;
+			break;
+		}
+		idx[i] = r.node;
+		out->edges[i] = (CUgraphEdgeData){ .from_port = r.from_port, .to_port = r.to_port, .type = r.type };
+	}
+	if (res == CUDA_SUCCESS)
+		res = deps_check(d, idx, count, out->reals);
+	/* The edge's destination is the next node captured, not known yet:
+	 * its side of the driver's rules is the driver's to check then (a
+	 * kernel, the one type every rule allows, stands in for it here). */
+	for (uint32_t i = 0; res == CUDA_SUCCESS && i < count; i++) {
+		struct graph_edge_data e = { out->edges[i].from_port, out->edges[i].to_port, out->edges[i].type };
+
+		if (!graph_edge_data_ok(&e, d->nodes[idx[i]].type, CU_GRAPH_NODE_TYPE_KERNEL))
+			res = CUDA_ERROR_INVALID_VALUE;
+	}
+	free(idx);
+	if (res != CUDA_SUCCESS) {
+		capture_deps_free(out);
+		return res;
+	}
+	out->n = count;
+	return CUDA_SUCCESS;
+}
+
+void capture_deps_free(struct capture_deps *deps)
+{
+	free(deps->reals);
+	free(deps->edges);
+	*deps = (struct capture_deps){ 0 };
+}
+
+CUresult exec_stream_update_capture_dependencies_data(struct exec *ex,
+						      const struct wire_stream_update_capture_dependencies_data_req *req,
+						      struct wire_stream_update_capture_dependencies_data_rep *rep)
+{
+	struct capture_deps deps = { 0 };
 	struct exec_graph *g;
-	uint32_t *idx, n;
-	CUgraphNode *reals;
 	CUgraph real;
 	CUstream s;
 	CUresult res = exec_stream_real(ex, req->stream, &s);
 
+	(void)rep;
 	if (res != CUDA_SUCCESS)
 		return res;
 	if (req->flags > CU_STREAM_SET_CAPTURE_DEPENDENCIES)
@@ -446,17 +517,12 @@ CUresult exec_stream_update_capture_dependencies(struct exec *ex,
 			return CUDA_ERROR_INVALID_VALUE;
 		res = graph_sync(ex, g, real);
 		if (res == CUDA_SUCCESS)
-			res = deps_parse(g->d, req->deps, &idx, &reals, &n);
+			res = capture_deps_parse(g->d, req->deps, &deps);
 		if (res != CUDA_SUCCESS)
 			return res;
-	} else {
-		idx = NULL;
-		reals = NULL;
-		n = 0;
 	}
-	res = ex->be->cuStreamUpdateCaptureDependencies(s, reals, n, req->flags);
-	free(idx);
-	free(reals);
+	res = ex->be->cuStreamUpdateCaptureDependencies(s, deps.reals, deps.edges, deps.n, req->flags);
+	capture_deps_free(&deps);
 	return res;
 }
 

@@ -304,37 +304,60 @@ CUresult exec_graph_host_copy_node_set_params(struct exec *ex,
 	return CUDA_SUCCESS;
 }
 
-/* The capture @s is in, its graph and dependencies; false when @s does
- * not capture. */
-static CUresult capture_point(struct exec *ex, CUstream s, CUgraph *graph, const CUgraphNode **deps, size_t *n,
-			      bool *active)
+/* Where a capture is: its graph and the dependencies, with their edge
+ * data, of the next node it adds. */
+struct capture_point {
+	bool active;                    /* false: the stream does not capture */
+	CUgraph graph;
+	const CUgraphNode *deps;
+	const CUgraphEdgeData *edges;   /* NULL: all default */
+	size_t n;
+};
+
+/* The capture @s is in, in @at. */
+static CUresult capture_point(struct exec *ex, CUstream s, struct capture_point *at)
 {
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
 	CUresult res;
 
-	*active = false;
+	*at = (struct capture_point){ 0 };
 	if (!ex->graphs.capture_count)
 		return CUDA_SUCCESS;
-	res = ex->be->cuStreamGetCaptureInfo(s, &st, NULL, graph, deps, n);
+	res = ex->be->cuStreamGetCaptureInfo(s, &st, NULL, &at->graph, &at->deps, &at->edges, &at->n);
 	if (res != CUDA_SUCCESS)
 		return res;
 	if (st == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
 		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-	*active = st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+	at->active = st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
 	return CUDA_SUCCESS;
 }
 
-/* Add @child's copy (or, @child NULL, an empty node) to the capture @s
- * is in, after its current dependencies, and make it the stream's. */
-static CUresult capture_add(struct exec *ex, CUstream s, CUgraph graph, const CUgraphNode *deps, size_t n,
-			    CUgraph child, CUgraphNode *node)
+/* Add @child's copy (or, @child NULL, an empty node) to the capture at
+ * @at on @s, after its dependencies with their edge data, and make it the
+ * stream's. Edge data that is not default goes with edges added after the
+ * node (the backend's child and empty node calls take none); the backend
+ * refuses what does not fit the node, as a capture of it would. */
+static CUresult capture_add(struct exec *ex, CUstream s, const struct capture_point *at, CUgraph child,
+			    CUgraphNode *node)
 {
-	CUresult res = child ? ex->be->cuGraphAddChildGraphNode(node, graph, deps, n, child)
-			     : ex->be->cuGraphAddEmptyNode(node, graph, deps, n);
+	bool special = edge_data_special(at->edges, at->n);
+	size_t nd = special ? 0 : at->n;
+	CUresult res = child ? ex->be->cuGraphAddChildGraphNode(node, at->graph, at->deps, nd, child)
+			     : ex->be->cuGraphAddEmptyNode(node, at->graph, at->deps, nd);
 
 	if (res != CUDA_SUCCESS)
 		return res;
-	res = ex->be->cuStreamUpdateCaptureDependencies(s, node, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+	if (special) {
+		CUgraphNode *to = malloc(at->n * sizeof(*to));
+
+		for (size_t i = 0; to && i < at->n; i++)
+			to[i] = *node;
+		res = to ? ex->be->cuGraphAddDependencies(at->graph, at->deps, to, at->edges, at->n)
+			 : CUDA_ERROR_OUT_OF_MEMORY;
+		free(to);
+	}
+	if (res == CUDA_SUCCESS)
+		res = ex->be->cuStreamUpdateCaptureDependencies(s, node, NULL, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES);
 	if (res != CUDA_SUCCESS)
 		ex->be->cuGraphDestroyNode(*node);
 	return res;
@@ -344,25 +367,23 @@ CUresult exec_memcpy_host_capture(struct exec *ex, const struct wire_memcpy_host
 				  struct wire_memcpy_host_capture_rep *rep)
 {
 	struct graph_node_memcpy c;
-	const CUgraphNode *deps = NULL;
+	struct capture_point at;
 	CUgraphNode node;
-	CUgraph graph = NULL, child;
-	size_t n = 0;
-	bool active;
+	CUgraph child;
 	CUstream s;
 	CUresult res = exec_stream_real(ex, req->stream, &s);
 
 	rep->captured = 0;
 	if (res == CUDA_SUCCESS)
-		res = capture_point(ex, s, &graph, &deps, &n, &active);
-	if (res != CUDA_SUCCESS || !active)
+		res = capture_point(ex, s, &at);
+	if (res != CUDA_SUCCESS || !at.active)
 		return res;
 	if (!host_copy_of_req(req->host_end, req->token, req->device, req->bytes, 1, req->bytes, 1, 1, &c))
 		return CUDA_ERROR_INVALID_VALUE;
 	res = host_copy_child(ex, &c, &child);
 	if (res != CUDA_SUCCESS)
 		return res;
-	res = capture_add(ex, s, graph, deps, n, child, &node);
+	res = capture_add(ex, s, &at, child, &node);
 	ex->be->cuGraphDestroy(child);
 	if (res == CUDA_SUCCESS)
 		rep->captured = 1;
@@ -426,22 +447,19 @@ static int standin_add(struct exec *ex, const void *graph, const void *node, uin
 
 CUresult exec_graph_capture_alloc(struct exec *ex, CUstream s, uint64_t bytes, bool *captured, uint64_t *addr)
 {
-	const CUgraphNode *deps = NULL;
+	struct capture_point at;
 	CUgraphNode node;
-	CUgraph graph = NULL;
-	size_t n = 0;
-	bool active;
-	CUresult res = capture_point(ex, s, &graph, &deps, &n, &active);
+	CUresult res = capture_point(ex, s, &at);
 
 	*captured = false;
-	if (res != CUDA_SUCCESS || !active)
+	if (res != CUDA_SUCCESS || !at.active)
 		return res;
 	*captured = true;
 	res = exec_graph_alloc_new(ex, bytes, addr);
 	if (res != CUDA_SUCCESS)
 		return res;
-	res = capture_add(ex, s, graph, deps, n, NULL, &node);
-	if (res == CUDA_SUCCESS && standin_add(ex, graph, node, CU_GRAPH_NODE_TYPE_MEM_ALLOC, *addr, bytes)) {
+	res = capture_add(ex, s, &at, NULL, &node);
+	if (res == CUDA_SUCCESS && standin_add(ex, at.graph, node, CU_GRAPH_NODE_TYPE_MEM_ALLOC, *addr, bytes)) {
 		ex->be->cuGraphDestroyNode(node);
 		res = CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -454,19 +472,16 @@ CUresult exec_graph_capture_alloc(struct exec *ex, CUstream s, uint64_t bytes, b
 
 CUresult exec_graph_capture_free(struct exec *ex, CUstream s, uint64_t addr, bool *captured)
 {
-	const CUgraphNode *deps = NULL;
+	struct capture_point at;
 	CUgraphNode node;
-	CUgraph graph = NULL;
-	size_t n = 0;
-	bool active;
-	CUresult res = capture_point(ex, s, &graph, &deps, &n, &active);
+	CUresult res = capture_point(ex, s, &at);
 
 	*captured = false;
-	if (res != CUDA_SUCCESS || !active || !exec_graph_alloc_is(ex, addr))
+	if (res != CUDA_SUCCESS || !at.active || !exec_graph_alloc_is(ex, addr))
 		return res;
 	*captured = true;
-	res = capture_add(ex, s, graph, deps, n, NULL, &node);
-	if (res == CUDA_SUCCESS && standin_add(ex, graph, node, CU_GRAPH_NODE_TYPE_MEM_FREE, addr, 0)) {
+	res = capture_add(ex, s, &at, NULL, &node);
+	if (res == CUDA_SUCCESS && standin_add(ex, at.graph, node, CU_GRAPH_NODE_TYPE_MEM_FREE, addr, 0)) {
 		ex->be->cuGraphDestroyNode(node);
 		res = CUDA_ERROR_OUT_OF_MEMORY;
 	}

@@ -181,6 +181,21 @@ CUresult graph_entry_add(struct exec *ex, CUgraph real, struct exec_graph *g, ui
 /* A `deps` blob's node indices of @d (live, none twice) and backend nodes, malloc'ed. */
 CUresult deps_parse(const struct graph_desc *d, struct wire_blob blob, uint32_t **idx,
 		    CUgraphNode **reals, uint32_t *n);
+/* A capture's dependencies with their edge data (a graph_dep_data blob),
+ * as the backend takes them; both arrays malloc'ed, NULL when @n is 0. */
+struct capture_deps {
+	CUgraphNode *reals;
+	CUgraphEdgeData *edges;
+	uint32_t n;
+};
+/* @blob's dependencies: live nodes of @d, none twice, with edge data the
+ * driver allows out of them (graph_edge_data_ok, whatever the next node
+ * captured is). CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY; @out
+ * is empty then. */
+CUresult capture_deps_parse(const struct graph_desc *d, struct wire_blob blob, struct capture_deps *out);
+void capture_deps_free(struct capture_deps *deps);
+/* Whether one of the @n edge data @e (NULL: all default) is not default. */
+bool edge_data_special(const CUgraphEdgeData *e, size_t n);
 
 /* exec_graph_host.c: host copies and captured graph memory */
 /* The backend's graph standing for host copy @c: its host node and its

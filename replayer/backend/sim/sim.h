@@ -168,10 +168,14 @@ struct sim_dev {
 struct sim_capture;
 struct sim_gnode;
 
-/* Nodes a capturing stream's next operation depends on (sim_capture.c). */
+/* Nodes a capturing stream's next operation depends on (sim_capture.c),
+ * or a node's dependencies. A capture's set carries the data of the edges
+ * its next node takes (@data: parallel to @nodes, NULL while all are
+ * default); a node's dependencies keep theirs in the graph (special). */
 struct sim_node_set {
 	unsigned count, cap;
 	struct sim_gnode **nodes;
+	CUgraphEdgeData *data;
 };
 
 struct sim_stream {
@@ -494,8 +498,24 @@ struct sim_gnode *sim_gnode_add(struct sim_graph *g, CUgraphNodeType type, struc
 struct sim_graph *sim_graph_clone(struct sim *sim, const struct sim_graph *g, bool owned);
 bool sim_graph_live(struct sim *sim, const struct sim_graph *g);
 int sim_node_set_add(struct sim_node_set *s, struct sim_gnode *n);
+/* Add @n with edge data @e (NULL: default); a node already in the set
+ * keeps the data it has. 0, -ENOMEM. */
+int sim_node_set_add_data(struct sim_node_set *s, struct sim_gnode *n, const CUgraphEdgeData *e);
+/* The edge data of entry @i (default when the set has none). */
+CUgraphEdgeData sim_node_set_edge(const struct sim_node_set *s, unsigned i);
+/* Whether an entry's edge data is not default. */
+bool sim_node_set_special(const struct sim_node_set *s);
+/* The set's edge data as an array of @s->count (made all default when it
+ * had none), valid until the set changes; NULL when out of memory. */
+const CUgraphEdgeData *sim_node_set_data(struct sim_node_set *s);
 void sim_node_set_clear(struct sim_node_set *s);
 int sim_node_set_copy(struct sim_node_set *dst, const struct sim_node_set *src);
+/* Whether an edge out of a node of type @from to one of @to may carry @e,
+ * as the driver allows (reserved bytes zero, graph_edge_data_ok). */
+bool sim_edge_data_ok(const CUgraphEdgeData *e, CUgraphNodeType from, CUgraphNodeType to);
+/* Keep the edge data of @deps (a capture's set) for the edges from them
+ * to @to, a node just added after them to @g. 0, -ENOMEM (nothing kept). */
+int sim_graph_edges_keep(struct sim_graph *g, const struct sim_node_set *deps, const struct sim_gnode *to);
 
 /* Capture (sim_capture.c); lock held. */
 /* Work on the legacy stream while a blocking stream of its context

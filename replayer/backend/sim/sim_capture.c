@@ -24,6 +24,7 @@
 #include <sys/mman.h>
 
 #include "log.h"
+#include "sim_graph_internal.h"
 
 /* cuThreadExchangeStreamCaptureMode: per thread, as in the driver. */
 static __thread CUstreamCaptureMode sim_tls_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
@@ -143,29 +144,48 @@ CUresult sim_capture_sync_check(struct sim *sim, struct sim_ctx *ctx, struct sim
 	return rc;
 }
 
-/* A new node of @s's capture after its current dependencies, which it
- * replaces. */
-static struct sim_gnode *capture_node(struct sim_stream *s, CUgraphNodeType type)
+/* A new node of @s's capture after its current dependencies, with their
+ * edge data, which it replaces. The data must fit the node it leads to,
+ * by the rules of cuGraphAddNode_v2 (a programmatic edge ends at a kernel
+ * node). The driver's answer to a captured call that breaks them is not
+ * documented: as for other calls a capture cannot take, the call fails
+ * (CUDA_ERROR_INVALID_VALUE, inferred) and the capture is invalidated. */
+static CUresult capture_node(struct sim *sim, struct sim_stream *s, CUgraphNodeType type, struct sim_gnode **out)
 {
-	struct sim_gnode *n = sim_gnode_add(s->capture->graph, type, s->cdeps.nodes, s->cdeps.count);
+	struct sim_graph *g = s->capture->graph;
+	struct sim_gnode *n;
 
+	*out = NULL;
+	for (unsigned i = 0; s->cdeps.data && i < s->cdeps.count; i++)
+		if (!sim_edge_data_ok(&s->cdeps.data[i], s->cdeps.nodes[i]->type, type)) {
+			capture_invalidate(s->capture);
+			return CUDA_ERROR_INVALID_VALUE;
+		}
+	n = sim_gnode_add(g, type, s->cdeps.nodes, s->cdeps.count);
 	if (!n)
-		return NULL;
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (sim_graph_edges_keep(g, &s->cdeps, n)) {
+		sim_graph_gnode_drop_last(sim, g);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
 	sim_node_set_clear(&s->cdeps);
 	if (sim_node_set_add(&s->cdeps, n)) {
 		/* The node stays in the graph; the stream depends on nothing
 		 * now, which only loses ordering under memory exhaustion. */
 		pr_warn("out of memory while capturing");
 	}
-	return n;
+	*out = n;
+	return CUDA_SUCCESS;
 }
 
-static CUresult capture_event_node(struct sim_stream *s, CUgraphNodeType type, struct sim_event *ev)
+static CUresult capture_event_node(struct sim *sim, struct sim_stream *s, CUgraphNodeType type,
+				   struct sim_event *ev)
 {
-	struct sim_gnode *n = capture_node(s, type);
+	struct sim_gnode *n;
+	CUresult rc = capture_node(sim, s, type, &n);
 
-	if (!n)
-		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (rc)
+		return rc;
 	n->event = ev;
 	ev->pending++;
 	return CUDA_SUCCESS;
@@ -213,8 +233,8 @@ CUresult sim_stream_enqueue(struct sim *sim, struct sim_stream *s, struct sim_cm
 			rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 			break;
 		}
-		n = capture_node(s, CU_GRAPH_NODE_TYPE_MEMCPY);
-		if (!n)
+		rc = capture_node(sim, s, CU_GRAPH_NODE_TYPE_MEMCPY, &n);
+		if (rc)
 			break;
 		memset(&n->copy, 0, sizeof(n->copy));
 		n->copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -227,8 +247,8 @@ CUresult sim_stream_enqueue(struct sim *sim, struct sim_stream *s, struct sim_cm
 		break;
 	}
 	case SIM_CMD_MEMSET:
-		n = capture_node(s, CU_GRAPH_NODE_TYPE_MEMSET);
-		if (!n)
+		rc = capture_node(sim, s, CU_GRAPH_NODE_TYPE_MEMSET, &n);
+		if (rc)
 			break;
 		memset(&n->set, 0, sizeof(n->set));
 		n->set.dst = (CUdeviceptr)(uintptr_t)cmd->memset.dst;
@@ -240,8 +260,8 @@ CUresult sim_stream_enqueue(struct sim *sim, struct sim_stream *s, struct sim_cm
 	case SIM_CMD_KERNEL: {
 		struct sim_func *f = cmd->kernel.fn;
 
-		n = capture_node(s, CU_GRAPH_NODE_TYPE_KERNEL);
-		if (!n)
+		rc = capture_node(sim, s, CU_GRAPH_NODE_TYPE_KERNEL, &n);
+		if (rc)
 			break;
 		n->kernel.fn = f;
 		n->kernel.grid[0] = cmd->kernel.launch.grid.x;
@@ -271,8 +291,8 @@ CUresult sim_stream_enqueue(struct sim *sim, struct sim_stream *s, struct sim_cm
 			rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 			break;
 		}
-		n = capture_node(s, CU_GRAPH_NODE_TYPE_HOST);
-		if (!n)
+		rc = capture_node(sim, s, CU_GRAPH_NODE_TYPE_HOST, &n);
+		if (rc)
 			break;
 		n->host.fn = cmd->host.fn;
 		n->host.userData = cmd->host.data;
@@ -299,11 +319,10 @@ CUresult sim_capture_event_record(struct sim *sim, struct sim_stream *s, struct 
 		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
 	/* An event record node: the graph records it when it runs. */
 	if (flags & CU_EVENT_RECORD_EXTERNAL)
-		return capture_event_node(s, CU_GRAPH_NODE_TYPE_EVENT_RECORD, ev);
+		return capture_event_node(sim, s, CU_GRAPH_NODE_TYPE_EVENT_RECORD, ev);
 	if (sim_node_set_copy(&ev->cdeps, &s->cdeps))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	ev->capture = s->capture;
-	(void)sim;
 	return CUDA_SUCCESS;
 }
 
@@ -322,9 +341,13 @@ CUresult sim_capture_event_wait(struct sim *sim, struct sim_stream *s, struct si
 			s->capture = ev->capture;       /* the stream joins the capture */
 			sim_node_set_clear(&s->cdeps);
 		}
-		for (unsigned i = 0; i < ev->cdeps.count; i++)
-			if (sim_node_set_add(&s->cdeps, ev->cdeps.nodes[i]))
+		/* The recorded dependencies join with their edge data. */
+		for (unsigned i = 0; i < ev->cdeps.count; i++) {
+			CUgraphEdgeData e = sim_node_set_edge(&ev->cdeps, i);
+
+			if (sim_node_set_add_data(&s->cdeps, ev->cdeps.nodes[i], &e))
 				return CUDA_ERROR_OUT_OF_MEMORY;
+		}
 		return CUDA_SUCCESS;
 	}
 	if (!s->capture)
@@ -332,24 +355,24 @@ CUresult sim_capture_event_wait(struct sim *sim, struct sim_stream *s, struct si
 	if (s->capture->invalidated)
 		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
 	if (flags & CU_EVENT_WAIT_EXTERNAL)
-		return capture_event_node(s, CU_GRAPH_NODE_TYPE_WAIT_EVENT, ev);
+		return capture_event_node(sim, s, CU_GRAPH_NODE_TYPE_WAIT_EVENT, ev);
 	if (!ev->gen)
 		return CUDA_SUCCESS;    /* never recorded: nothing to wait for */
 	/* Work outside the capture cannot be a dependency of the graph. */
 	capture_invalidate(s->capture);
-	(void)sim;
 	return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
 }
 
 CUresult sim_capture_graph(struct sim *sim, struct sim_stream *s, struct sim_exec *x)
 {
 	struct sim_gnode *n;
+	CUresult rc;
 
 	if (s->capture->invalidated)
 		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-	n = capture_node(s, CU_GRAPH_NODE_TYPE_GRAPH);
-	if (!n)
-		return CUDA_ERROR_OUT_OF_MEMORY;
+	rc = capture_node(sim, s, CU_GRAPH_NODE_TYPE_GRAPH, &n);
+	if (rc)
+		return rc;
 	n->child = sim_graph_clone(sim, x->graph, true);
 	if (!n->child) {
 		n->type = CU_GRAPH_NODE_TYPE_EMPTY;
@@ -361,8 +384,8 @@ CUresult sim_capture_graph(struct sim *sim, struct sim_stream *s, struct sim_exe
 /* ---- entry points ------------------------------------------------------- */
 
 /* A capture into a new graph, or into @hg after @deps (its nodes). */
-static CUresult begin_capture(CUstream h, CUgraph hg, const CUgraphNode *deps, size_t ndeps,
-			      CUstreamCaptureMode mode)
+static CUresult begin_capture(CUstream h, CUgraph hg, const CUgraphNode *deps, const CUgraphEdgeData *edges,
+			      size_t ndeps, CUstreamCaptureMode mode)
 {
 	struct sim_graph *user = NULL;
 	struct sim_capture *cap;
@@ -386,6 +409,11 @@ static CUresult begin_capture(CUstream h, CUgraph hg, const CUgraphNode *deps, s
 	}
 	if (hg) {
 		rc = sim_graph_capture_target(sim, hg, deps, ndeps, &user);
+		/* The edges' destination is the first node captured: their
+		 * rules on it are checked there (capture_node). */
+		for (size_t i = 0; !rc && edges && i < ndeps; i++)
+			if (!sim_edge_data_ok(&edges[i], ((struct sim_gnode *)deps[i])->type, CU_GRAPH_NODE_TYPE_KERNEL))
+				rc = CUDA_ERROR_INVALID_VALUE;
 		if (rc)
 			goto out;
 	}
@@ -401,7 +429,7 @@ static CUresult begin_capture(CUstream h, CUgraph hg, const CUgraphNode *deps, s
 	}
 	sim_node_set_clear(&s->cdeps);
 	for (size_t i = 0; i < ndeps && !rc; i++)
-		if (sim_node_set_add(&s->cdeps, (struct sim_gnode *)deps[i]))
+		if (sim_node_set_add_data(&s->cdeps, (struct sim_gnode *)deps[i], edges ? &edges[i] : NULL))
 			rc = CUDA_ERROR_OUT_OF_MEMORY;
 	if (rc) {
 		sim_node_set_clear(&s->cdeps);
@@ -425,18 +453,13 @@ out:
 
 CUresult sim_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode)
 {
-	return begin_capture(h, NULL, NULL, 0, mode);
+	return begin_capture(h, NULL, NULL, NULL, 0, mode);
 }
 
 CUresult sim_cuStreamBeginCaptureToGraph(CUstream h, CUgraph hg, const CUgraphNode *deps,
 					 const CUgraphEdgeData *edges, size_t ndeps, CUstreamCaptureMode mode)
 {
-	static const CUgraphEdgeData zero;
-
-	for (size_t i = 0; edges && i < ndeps; i++)
-		if (memcmp(&edges[i], &zero, sizeof(zero)))
-			return CUDA_ERROR_NOT_SUPPORTED;
-	return hg ? begin_capture(h, hg, deps, ndeps, mode) : CUDA_ERROR_INVALID_VALUE;
+	return hg ? begin_capture(h, hg, deps, edges, ndeps, mode) : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* Mark every ancestor of the nodes in @set (and the nodes). */
@@ -554,14 +577,15 @@ CUresult sim_cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *st)
 	return rc;
 }
 
-CUresult sim_cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id,
-				    CUgraph *graph, const CUgraphNode **deps, size_t *ndeps)
+CUresult sim_cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *graph,
+				    const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *ndeps)
 {
 	struct sim_stream *s;
 	struct sim *sim;
 	CUresult rc;
 
-	if (!st)
+	/* cuda.h: edge data only with the dependencies. */
+	if (!st || (edges && !deps))
 		return CUDA_ERROR_INVALID_VALUE;
 	rc = sim_enter_stream(h, &sim, &s);
 	if (rc)
@@ -575,6 +599,15 @@ CUresult sim_cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus *st, cuuin
 		goto out;
 	}
 	*st = s->capture->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+	/* The data has nowhere to go: the driver's answer (cuda.h). */
+	if (deps && !edges && sim_node_set_special(&s->cdeps)) {
+		rc = CUDA_ERROR_LOSSY_QUERY;
+		goto out;
+	}
+	if (edges && !(*edges = sim_node_set_data(&s->cdeps))) {
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
 	if (id)
 		*id = s->capture->id;
 	if (graph)
@@ -589,7 +622,8 @@ out:
 	return rc;
 }
 
-CUresult sim_cuStreamUpdateCaptureDependencies(CUstream h, CUgraphNode *deps, size_t n, unsigned int flags)
+CUresult sim_cuStreamUpdateCaptureDependencies(CUstream h, CUgraphNode *deps, const CUgraphEdgeData *edges,
+					       size_t n, unsigned int flags)
 {
 	struct sim_node_set set = { 0 };
 	struct sim_stream *s;
@@ -615,7 +649,10 @@ CUresult sim_cuStreamUpdateCaptureDependencies(CUstream h, CUgraphNode *deps, si
 
 		if (!d || d->index >= g->count || g->nodes[d->index] != d)
 			rc = CUDA_ERROR_INVALID_VALUE;
-		else if (sim_node_set_add(&set, d))
+		/* The destination, the next node captured, is checked there. */
+		else if (edges && !sim_edge_data_ok(&edges[i], d->type, CU_GRAPH_NODE_TYPE_KERNEL))
+			rc = CUDA_ERROR_INVALID_VALUE;
+		else if (sim_node_set_add_data(&set, d, edges ? &edges[i] : NULL))
 			rc = CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	if (rc) {

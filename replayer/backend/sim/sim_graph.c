@@ -29,10 +29,48 @@ static int node_set_push(struct sim_node_set *s, struct sim_gnode *n);
 
 int sim_node_set_add(struct sim_node_set *s, struct sim_gnode *n)
 {
+	return sim_node_set_add_data(s, n, NULL);
+}
+
+static bool edge_data_default(const CUgraphEdgeData *e)
+{
+	static const CUgraphEdgeData zero;
+
+	return !memcmp(e, &zero, sizeof(zero));
+}
+
+int sim_node_set_add_data(struct sim_node_set *s, struct sim_gnode *n, const CUgraphEdgeData *e)
+{
 	for (unsigned i = 0; i < s->count; i++)
 		if (s->nodes[i] == n)
 			return 0;
-	return node_set_push(s, n);
+	if (e && !edge_data_default(e) && !s->data && !sim_node_set_data(s))
+		return -ENOMEM;
+	if (node_set_push(s, n))
+		return -ENOMEM;
+	if (s->data)
+		s->data[s->count - 1] = e ? *e : (CUgraphEdgeData){ 0 };
+	return 0;
+}
+
+CUgraphEdgeData sim_node_set_edge(const struct sim_node_set *s, unsigned i)
+{
+	return s->data ? s->data[i] : (CUgraphEdgeData){ 0 };
+}
+
+bool sim_node_set_special(const struct sim_node_set *s)
+{
+	for (unsigned i = 0; s->data && i < s->count; i++)
+		if (!edge_data_default(&s->data[i]))
+			return true;
+	return false;
+}
+
+const CUgraphEdgeData *sim_node_set_data(struct sim_node_set *s)
+{
+	if (!s->data)
+		s->data = calloc(s->cap ? s->cap : 1, sizeof(*s->data));
+	return s->data;
 }
 
 /* Append without looking for @n: the caller knows it is not there. */
@@ -45,6 +83,13 @@ static int node_set_push(struct sim_node_set *s, struct sim_gnode *n)
 		if (!p)
 			return -ENOMEM;
 		s->nodes = p;
+		if (s->data) {
+			CUgraphEdgeData *d = realloc(s->data, cap * sizeof(*d));
+
+			if (!d)
+				return -ENOMEM;
+			s->data = d;
+		}
 		s->cap = cap;
 	}
 	s->nodes[s->count++] = n;
@@ -54,6 +99,7 @@ static int node_set_push(struct sim_node_set *s, struct sim_gnode *n)
 void sim_node_set_clear(struct sim_node_set *s)
 {
 	free(s->nodes);
+	free(s->data);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -61,11 +107,14 @@ int sim_node_set_copy(struct sim_node_set *dst, const struct sim_node_set *src)
 {
 	struct sim_node_set n = { 0 };
 
-	for (unsigned i = 0; i < src->count; i++)
-		if (sim_node_set_add(&n, src->nodes[i])) {
+	for (unsigned i = 0; i < src->count; i++) {
+		CUgraphEdgeData e = sim_node_set_edge(src, i);
+
+		if (sim_node_set_add_data(&n, src->nodes[i], &e)) {
 			sim_node_set_clear(&n);
 			return -ENOMEM;
 		}
+	}
 	sim_node_set_clear(dst);
 	*dst = n;
 	return 0;
@@ -751,13 +800,6 @@ static CUgraphEdgeData edge_data_of(const struct sim_graph *g, const struct sim_
 	return k < g->nspecial ? g->special[k].data : (CUgraphEdgeData){ 0 };
 }
 
-static bool edge_data_default(const CUgraphEdgeData *e)
-{
-	static const CUgraphEdgeData zero;
-
-	return !memcmp(e, &zero, sizeof(zero));
-}
-
 CUresult sim_cuGraphGetEdges(CUgraph h, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *data, size_t *num)
 {
 	struct sim_graph *g;
@@ -814,16 +856,33 @@ CUresult sim_cuGraphNodeGetType(CUgraphNode h, CUgraphNodeType *type)
 	return CUDA_SUCCESS;
 }
 
-/* Whether an edge @a -> @b may carry @e, as the driver allows: reserved
- * bytes zero, then the ports and types graph_edge_data_ok allows. */
-static bool edge_data_ok(const CUgraphEdgeData *e, const struct sim_gnode *a, const struct sim_gnode *b)
+bool sim_edge_data_ok(const CUgraphEdgeData *e, CUgraphNodeType from, CUgraphNodeType to)
 {
 	struct graph_edge_data d = { e->from_port, e->to_port, e->type };
 
 	for (size_t k = 0; k < sizeof(e->reserved); k++)
 		if (e->reserved[k])
 			return false;
-	return graph_edge_data_ok(&d, a->type, b->type);
+	return graph_edge_data_ok(&d, from, to);
+}
+
+int sim_graph_edges_keep(struct sim_graph *g, const struct sim_node_set *deps, const struct sim_gnode *to)
+{
+	unsigned more = 0;
+	struct sim_edge *sp;
+
+	for (unsigned i = 0; deps->data && i < deps->count; i++)
+		more += !edge_data_default(&deps->data[i]);
+	if (!more)
+		return 0;
+	sp = realloc(g->special, (g->nspecial + more) * sizeof(*sp));
+	if (!sp)
+		return -ENOMEM;
+	g->special = sp;
+	for (unsigned i = 0; i < deps->count; i++)
+		if (!edge_data_default(&deps->data[i]))
+			g->special[g->nspecial++] = (struct sim_edge){ deps->nodes[i], to, deps->data[i] };
+	return 0;
 }
 
 /* Add or remove edges, all or none; a removed edge must carry the data
@@ -852,7 +911,7 @@ static CUresult edges_edit(CUgraph h, const CUgraphNode *from, const CUgraphNode
 		rc = sim_graph_node_resolve(sim, from[i], &a);
 		if (!rc)
 			rc = sim_graph_node_resolve(sim, to[i], &b);
-		if (!rc && (a->graph != g || b->graph != g || a == b || !edge_data_ok(e, a, b)))
+		if (!rc && (a->graph != g || b->graph != g || a == b || !sim_edge_data_ok(e, a->type, b->type)))
 			rc = CUDA_ERROR_INVALID_VALUE;
 		for (unsigned j = 0; !rc && j < b->deps.count; j++)
 			present |= b->deps.nodes[j] == a;

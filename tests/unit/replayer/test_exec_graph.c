@@ -670,8 +670,8 @@ static void test_capture(void **state)
 	struct wire_stream_begin_capture_rep br;
 	struct wire_stream_end_capture_req e = { .stream = fx.stream };
 	struct wire_stream_end_capture_rep er;
-	struct wire_stream_get_capture_info_req ci = { .stream = fx.stream, .want = 3 };
-	struct wire_stream_get_capture_info_rep cr;
+	struct wire_stream_get_capture_info_data_req ci = { .stream = fx.stream, .want = 3 };
+	struct wire_stream_get_capture_info_data_rep cr;
 	struct checkpoint_request creq = { .store_dir = "/nonexistent", .name = "s", .session = "graph-test" };
 	struct checkpoint_job *job;
 	struct checkpoint ck;
@@ -694,9 +694,9 @@ static void test_capture(void **state)
 	/* Host memory cannot be in a graph. */
 	assert_int_equal(exec_memcpy_htod(&fx.ex, &(struct wire_memcpy_htod_req){ .dst = fx.mem,
 		.stream = fx.stream, .async = 1, .data = { data, sizeof(data) } }, NULL), CUDA_ERROR_NOT_SUPPORTED);
-	assert_int_equal(exec_stream_get_capture_info(&fx.ex, &ci, &cr), CUDA_SUCCESS);
+	assert_int_equal(exec_stream_get_capture_info_data(&fx.ex, &ci, &cr), CUDA_SUCCESS);
 	assert_int_equal(cr.status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
-	assert_int_equal(cr.deps.len, 4);
+	assert_int_equal(cr.deps.len, WIRE_REC_GRAPH_DEP_DATA_BYTES);
 	assert_int_equal(exec_stream_end_capture(&fx.ex, &e, &er), CUDA_SUCCESS);
 	assert_false(exec_capture_active(&fx.ex));
 	/* The graph named during the capture is the one that comes out. */
@@ -954,6 +954,199 @@ static void test_programmatic_edges(void **state)
 		edges_expect(restored, want + 2, 2);
 	}
 	free(desc);
+	assert_false(fx.ex.journal_broken);
+}
+
+/* ---- captures with edge data --------------------------------------------- */
+
+/* Launch `poke` of @addr on the fixture's stream (captured while it captures). */
+static CUresult poke_launch(uint64_t addr)
+{
+	uint8_t args[12] = { 0 };
+	struct wire_launch_kernel_req req = {
+		.function = fx.function, .grid_x = 1, .grid_y = 1, .grid_z = 1, .block_x = 1, .block_y = 1,
+		.block_z = 1, .stream = fx.stream, .args = { args, sizeof(args) },
+	};
+	struct wire_launch_kernel_rep rep;
+
+	memcpy(args, &addr, sizeof(addr));
+	return exec_launch_kernel(&fx.ex, &req, &rep);
+}
+
+/* Record @i of a graph_dep_data blob. */
+static void dep_data_put(uint8_t *buf, uint32_t i, uint32_t node, uint8_t type, uint8_t from_port, uint8_t to_port)
+{
+	wire_rec_graph_dep_data_put(buf, i, &(struct wire_rec_graph_dep_data){
+		.node = node, .from_port = from_port, .to_port = to_port, .type = type });
+}
+
+static CUresult capture_to_graph(uint64_t stream, uint64_t g, const uint8_t *rec, uint32_t len)
+{
+	struct wire_stream_begin_capture_to_graph_data_req req = {
+		.stream = stream, .graph = g, .deps = { rec, len }, .mode = CU_STREAM_CAPTURE_MODE_GLOBAL };
+	struct wire_stream_begin_capture_to_graph_data_rep rep;
+
+	return exec_stream_begin_capture_to_graph_data(&fx.ex, &req, &rep);
+}
+
+static CUresult capture_update(uint64_t g, const uint8_t *rec, uint32_t len, uint32_t flags)
+{
+	struct wire_stream_update_capture_dependencies_data_req req = {
+		.stream = fx.stream, .graph = g, .deps = { rec, len }, .flags = flags };
+	struct wire_stream_update_capture_dependencies_data_rep rep;
+
+	return exec_stream_update_capture_dependencies_data(&fx.ex, &req, &rep);
+}
+
+/* The capture's dependencies as the shim reads them: exactly @want. */
+static void capture_deps_expect(uint64_t g, const struct wire_rec_graph_dep_data *want, unsigned n)
+{
+	struct wire_stream_get_capture_info_data_req req = { .stream = fx.stream, .want = 3 };
+	struct wire_stream_get_capture_info_data_rep rep = { 0 };
+
+	assert_int_equal(exec_stream_get_capture_info_data(&fx.ex, &req, &rep), CUDA_SUCCESS);
+	assert_int_equal(rep.status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+	assert_int_equal(rep.graph, g);
+	assert_int_equal(wire_rec_graph_dep_data_count(rep.deps), n);
+	for (unsigned i = 0; i < n; i++) {
+		struct wire_rec_graph_dep_data r;
+
+		assert_int_equal(wire_rec_graph_dep_data_get(rep.deps, i, &r), 0);
+		assert_int_equal(r.node, want[i].node);
+		assert_int_equal(r.type, want[i].type);
+		assert_int_equal(r.from_port, want[i].from_port);
+		assert_int_equal(r.to_port, 0);
+	}
+}
+
+static CUresult capture_end(uint64_t *graph)
+{
+	struct wire_stream_end_capture_req req = { .stream = fx.stream };
+	struct wire_stream_end_capture_rep rep = { 0 };
+	CUresult res = exec_stream_end_capture(&fx.ex, &req, &rep);
+
+	*graph = rep.graph;
+	return res;
+}
+
+/* Captures with programmatic edges (ids 324-326): a capture into the
+ * guest's graph after a kernel with a programmatic edge, the dependencies
+ * read back with their data, replaced with data, the captured graph's
+ * edges and its run; hostile records and data the driver refuses fail
+ * alone and begin no capture; a programmatic edge into a memset fails
+ * that call and invalidates the capture. */
+static void test_capture_edges(void **state)
+{
+	const uint8_t prog = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+	const uint8_t port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC, order = CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER;
+	const uint32_t B = WIRE_REC_GRAPH_DEP_DATA_BYTES;
+	uint64_t g = graph_new(), other = graph_new(), out;
+	uint8_t rec[2 * WIRE_REC_GRAPH_DEP_DATA_BYTES + 1] = { 0 };
+	uint32_t a, e;
+
+	if (!plugin_path)
+		skip();
+	assert_int_equal(kernel_add(g, &a), CUDA_SUCCESS);
+	assert_int_equal(empty_add(g, (struct wire_blob){ 0 }, &e), CUDA_SUCCESS);
+	/* Hostile beginnings: a reserved byte, ragged blobs, no such node, a
+	 * node twice, bad handles; then what the driver refuses out of the
+	 * node (the next node is not known yet): a port into the next node,
+	 * unknown types and ports, a port or a programmatic edge out of a node
+	 * that is not a kernel, the programmatic port on a default edge. */
+	dep_data_put(rec, 0, a, prog, port, 0);
+	rec[B - 1] = 1;
+	assert_int_equal(capture_to_graph(fx.stream, g, rec, B), CUDA_ERROR_INVALID_VALUE);
+	rec[B - 1] = 0;
+	assert_int_equal(capture_to_graph(fx.stream, g, rec, B - 1), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(capture_to_graph(fx.stream, g, rec, B + 1), CUDA_ERROR_INVALID_VALUE);
+	dep_data_put(rec, 1, a, 0, 0, 0);
+	assert_int_equal(capture_to_graph(fx.stream, g, rec, 2 * B), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(capture_to_graph(fx.stream, g + 100, rec, B), CUDA_ERROR_INVALID_HANDLE);
+	assert_int_equal(capture_to_graph(fx.stream + 100, g, rec, B), CUDA_ERROR_INVALID_HANDLE);
+	assert_int_equal(capture_to_graph(fx.stream, other, rec, B), CUDA_ERROR_INVALID_VALUE);
+	dep_data_put(rec, 0, 7, prog, port, 0);
+	assert_int_equal(capture_to_graph(fx.stream, g, rec, B), CUDA_ERROR_INVALID_VALUE);
+	dep_data_put(rec, 0, a, prog, port, 1);
+	assert_int_equal(capture_to_graph(fx.stream, g, rec, B), CUDA_ERROR_INVALID_VALUE);
+	dep_data_put(rec, 0, a, 2, port, 0);
+	assert_int_equal(capture_to_graph(fx.stream, g, rec, B), CUDA_ERROR_INVALID_VALUE);
+	dep_data_put(rec, 0, a, prog, 3, 0);
+	assert_int_equal(capture_to_graph(fx.stream, g, rec, B), CUDA_ERROR_INVALID_VALUE);
+	dep_data_put(rec, 0, a, prog, 0, 0);
+	assert_int_equal(capture_to_graph(fx.stream, g, rec, B), CUDA_ERROR_INVALID_VALUE);
+	dep_data_put(rec, 0, a, 0, port, 0);
+	assert_int_equal(capture_to_graph(fx.stream, g, rec, B), CUDA_ERROR_INVALID_VALUE);
+	dep_data_put(rec, 0, e, prog, port, 0);
+	assert_int_equal(capture_to_graph(fx.stream, g, rec, B), CUDA_ERROR_INVALID_VALUE);
+	dep_data_put(rec, 0, e, 0, order, 0);
+	assert_int_equal(capture_to_graph(fx.stream, g, rec, B), CUDA_ERROR_INVALID_VALUE);
+	assert_false(exec_capture_active(&fx.ex));
+
+	/* After a, over its programmatic port: the dependency reads back so. */
+	dep_data_put(rec, 0, a, prog, port, 0);
+	assert_int_equal(capture_to_graph(fx.stream, g, rec, B), CUDA_SUCCESS);
+	capture_deps_expect(g, &(struct wire_rec_graph_dep_data){ .node = a, .type = prog, .from_port = port }, 1);
+	assert_int_equal(poke_launch(fx.mem + 4), CUDA_SUCCESS);       /* b = 2 */
+	capture_deps_expect(g, &(struct wire_rec_graph_dep_data){ .node = 2 }, 1);
+	/* Hostile updates: a reserved byte, ragged, no such node, a node of a
+	 * graph that does not capture, bad flags, a node twice, bad data. */
+	dep_data_put(rec, 0, 2, prog, order, 0);
+	rec[B - 1] = 1;
+	assert_int_equal(capture_update(g, rec, B, CU_STREAM_SET_CAPTURE_DEPENDENCIES), CUDA_ERROR_INVALID_VALUE);
+	rec[B - 1] = 0;
+	assert_int_equal(capture_update(g, rec, B - 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(capture_update(g, rec, B, 2), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(capture_update(other, rec, B, CU_STREAM_SET_CAPTURE_DEPENDENCIES), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(capture_update(g + 100, rec, B, CU_STREAM_SET_CAPTURE_DEPENDENCIES),
+			 CUDA_ERROR_INVALID_HANDLE);
+	dep_data_put(rec, 1, 2, 0, 0, 0);
+	assert_int_equal(capture_update(g, rec, 2 * B, CU_STREAM_SET_CAPTURE_DEPENDENCIES), CUDA_ERROR_INVALID_VALUE);
+	dep_data_put(rec, 0, 9, prog, order, 0);
+	assert_int_equal(capture_update(g, rec, B, CU_STREAM_SET_CAPTURE_DEPENDENCIES), CUDA_ERROR_INVALID_VALUE);
+	dep_data_put(rec, 0, e, prog, port, 0);
+	assert_int_equal(capture_update(g, rec, B, CU_STREAM_SET_CAPTURE_DEPENDENCIES), CUDA_ERROR_INVALID_VALUE);
+	/* Refused updates left the dependencies as they were. */
+	capture_deps_expect(g, &(struct wire_rec_graph_dep_data){ .node = 2 }, 1);
+	/* b over its launch order port, and e added with a default edge. */
+	dep_data_put(rec, 0, 2, prog, order, 0);
+	assert_int_equal(capture_update(g, rec, B, CU_STREAM_SET_CAPTURE_DEPENDENCIES), CUDA_SUCCESS);
+	dep_data_put(rec, 0, e, 0, 0, 0);
+	assert_int_equal(capture_update(g, rec, B, CU_STREAM_ADD_CAPTURE_DEPENDENCIES), CUDA_SUCCESS);
+	{
+		const struct wire_rec_graph_dep_data want[] = {
+			{ .node = 2, .type = prog, .from_port = order },
+			{ .node = e },
+		};
+
+		capture_deps_expect(g, want, 2);
+	}
+	assert_int_equal(poke_launch(fx.mem + 8), CUDA_SUCCESS);       /* c = 3 */
+	assert_int_equal(capture_end(&out), CUDA_SUCCESS);
+	assert_int_equal(out, g);
+	{
+		const struct wire_rec_graph_edge_data want[] = {
+			{ .from = a, .to = 2, .type = prog, .from_port = port },
+			{ .from = 2, .to = 3, .type = prog, .from_port = order },
+			{ .from = e, .to = 3 },
+		};
+
+		edges_expect(g, want, 3);
+	}
+	zero(fx.mem);
+	launch_and_sync(instantiated(g));
+	assert_int_equal(word_at(fx.mem), 1);
+	assert_int_equal(word_at(fx.mem + 4), 1);
+	assert_int_equal(word_at(fx.mem + 8), 1);
+
+	/* A programmatic edge's destination must be a kernel: a memset after
+	 * one fails and invalidates the capture, whose graph stays the guest's. */
+	dep_data_put(rec, 0, 3, prog, port, 0);
+	assert_int_equal(capture_to_graph(fx.stream, g, rec, B), CUDA_SUCCESS);
+	assert_int_equal(exec_memset(&fx.ex, &(struct wire_memset_req){ .dst = fx.mem, .width = 4, .count = 4,
+							     .stream = fx.stream, .async = 1 }, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(capture_end(&out), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+	assert_int_equal(node_count(g), 4);
 	assert_false(fx.ex.journal_broken);
 }
 
@@ -1249,6 +1442,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_conditional),
 		cmocka_unit_test(test_embedded),
 		cmocka_unit_test(test_programmatic_edges),
+		cmocka_unit_test(test_capture_edges),
 		cmocka_unit_test(test_host_copies),
 		cmocka_unit_test(test_captured_mem_nodes),
 	};

@@ -425,36 +425,84 @@ void test_graph_nodes_hostile(void **state)
 			 CUDA_ERROR_INVALID_VALUE);
 
 	/* Captures into a graph: a bad mode, a graph that is not one, a
-	 * dependency that is not a node of it; the legacy stream cannot. */
+	 * dependency that is not a node of it, edge data the driver refuses
+	 * or whose reserved byte is set, a record cut short (the old 4-byte
+	 * form) and a request cut short; the legacy stream cannot. */
 	static const struct {
 		uint64_t graph;         /* 0: the graph */
 		uint32_t dep, mode, status;
+		uint8_t data[4];        /* from_port, to_port, type, reserved */
+		uint32_t len;           /* of the deps blob; 0: one record */
 	} caps[] = {
-		{ 0, 0, 3, CUDA_ERROR_INVALID_VALUE },
-		{ 0x0800000000000777ull, 0, 0, CUDA_ERROR_INVALID_HANDLE },
-		{ 1, 0, 0, CUDA_ERROR_INVALID_HANDLE },         /* the event */
-		{ 0, 99, 0, CUDA_ERROR_INVALID_VALUE },
-		{ 0, 0xffffffffu, 0, CUDA_ERROR_INVALID_VALUE },
+		{ 0, 0, 3, CUDA_ERROR_INVALID_VALUE, { 0 }, 0 },
+		{ 0x0800000000000777ull, 0, 0, CUDA_ERROR_INVALID_HANDLE, { 0 }, 0 },
+		{ 1, 0, 0, CUDA_ERROR_INVALID_HANDLE, { 0 }, 0 },         /* the event */
+		{ 0, 99, 0, CUDA_ERROR_INVALID_VALUE, { 0 }, 0 },
+		{ 0, 0xffffffffu, 0, CUDA_ERROR_INVALID_VALUE, { 0 }, 0 },
+		{ 0, 0, 0, CUDA_ERROR_INVALID_VALUE, { 0, 0, 0, 1 }, 0 },
+		{ 0, 0, 0, CUDA_ERROR_INVALID_VALUE, { 1, 0, 1, 0 }, 0 },  /* programmatic out of an empty node */
+		{ 0, 0, 0, CUDA_ERROR_INVALID_VALUE, { 0, 0, 0, 0 }, 4 },
+		{ 0, 0, 0, CUDA_ERROR_INVALID_VALUE, { 0, 0, 0, 0 }, 7 },
 	};
 	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
-		uint8_t dep[4];
+		uint8_t dep[WIRE_REC_GRAPH_DEP_DATA_BYTES];
 
 		memcpy(dep, &caps[i].dep, 4);
+		memcpy(dep + 4, caps[i].data, 4);
 		wire_msg_reset(&m);
 		wire_put_u64(&m, 0);    /* the NULL stream */
 		wire_put_u64(&m, caps[i].graph == 1 ? event : caps[i].graph ? caps[i].graph : graph);
-		put_bytes(&m, dep, 4);
+		put_bytes(&m, dep, caps[i].len ? caps[i].len : sizeof(dep));
 		wire_put_u32(&m, caps[i].mode);
-		assert_int_equal(call_status(fd, WIRE_CALL_STREAM_BEGIN_CAPTURE_TO_GRAPH, ++seq, &m, UINT32_MAX,
+		assert_int_equal(call_status(fd, WIRE_CALL_STREAM_BEGIN_CAPTURE_TO_GRAPH_DATA, ++seq, &m, UINT32_MAX,
 					     NULL), caps[i].status);
 	}
 	wire_msg_reset(&m);
 	wire_put_u64(&m, 0);
 	wire_put_u64(&m, graph);
-	wire_put_u32(&m, 0);            /* no dependencies */
+	wire_put_u32(&m, 0);            /* no dependencies, and no mode */
+	assert_int_equal(call_status(fd, WIRE_CALL_STREAM_BEGIN_CAPTURE_TO_GRAPH_DATA, ++seq, &m, UINT32_MAX, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
 	wire_put_u32(&m, 0);
-	assert_int_equal(call_status(fd, WIRE_CALL_STREAM_BEGIN_CAPTURE_TO_GRAPH, ++seq, &m, UINT32_MAX, NULL),
+	assert_int_equal(call_status(fd, WIRE_CALL_STREAM_BEGIN_CAPTURE_TO_GRAPH_DATA, ++seq, &m, UINT32_MAX, NULL),
 			 CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	/* Dependencies of a capture that is not there: a stream that is not
+	 * one, a graph that does not capture, a record cut short. */
+	{
+		uint8_t dep[WIRE_REC_GRAPH_DEP_DATA_BYTES] = { 0 };
+
+		wire_msg_reset(&m);
+		wire_put_u64(&m, event);
+		wire_put_u64(&m, graph);
+		put_bytes(&m, dep, sizeof(dep));
+		wire_put_u32(&m, CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+		assert_int_equal(call_status(fd, WIRE_CALL_STREAM_UPDATE_CAPTURE_DEPENDENCIES_DATA, ++seq, &m,
+					     UINT32_MAX, NULL), CUDA_ERROR_INVALID_HANDLE);
+		wire_msg_reset(&m);
+		wire_put_u64(&m, 0);
+		wire_put_u64(&m, graph);
+		put_bytes(&m, dep, sizeof(dep));
+		wire_put_u32(&m, CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+		assert_int_equal(call_status(fd, WIRE_CALL_STREAM_UPDATE_CAPTURE_DEPENDENCIES_DATA, ++seq, &m,
+					     UINT32_MAX, NULL), CUDA_ERROR_INVALID_VALUE);
+		wire_msg_reset(&m);
+		wire_put_u64(&m, 0);
+		wire_put_u64(&m, graph);
+		put_bytes(&m, dep, sizeof(dep) - 1);
+		wire_put_u32(&m, CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+		assert_int_equal(call_status(fd, WIRE_CALL_STREAM_UPDATE_CAPTURE_DEPENDENCIES_DATA, ++seq, &m,
+					     UINT32_MAX, NULL), CUDA_ERROR_INVALID_VALUE);
+		/* Capture info: unknown want bits, a request cut short. */
+		wire_msg_reset(&m);
+		wire_put_u64(&m, 0);
+		wire_put_u32(&m, 4);
+		assert_int_equal(call_status(fd, WIRE_CALL_STREAM_GET_CAPTURE_INFO_DATA, ++seq, &m, UINT32_MAX, NULL),
+				 CUDA_ERROR_INVALID_VALUE);
+		wire_msg_reset(&m);
+		wire_put_u64(&m, 0);
+		assert_int_equal(call_status(fd, WIRE_CALL_STREAM_GET_CAPTURE_INFO_DATA, ++seq, &m, UINT32_MAX, NULL),
+				 CUDA_ERROR_INVALID_VALUE);
+	}
 
 	/* Dot text: a graph that is not one, flags no driver knows. */
 	wire_msg_reset(&m);

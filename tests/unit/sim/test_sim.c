@@ -1077,7 +1077,7 @@ static void test_capture(void **state)
 	assert_int_equal(be->cuMemcpyDtoDAsync(k.p.va + 4096, k.p.va, 512, s1), CUDA_SUCCESS);
 	assert_int_equal(be->cuMemcpyDtoH(host, k.p.va + 8192, sizeof(host)), CUDA_SUCCESS);
 	assert_int_equal(slow_fill(&k, k.p.va, 9, 128, 0, s0), CUDA_SUCCESS);
-	assert_int_equal(be->cuStreamGetCaptureInfo(s0, &st, &id, &g, &deps, &n), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamGetCaptureInfo(s0, &st, &id, &g, &deps, NULL, &n), CUDA_SUCCESS);
 	assert_int_equal(n, 1);
 	assert_true(id > 0);
 	/* The fork is not joined yet. */
@@ -1120,6 +1120,98 @@ static void test_capture(void **state)
 
 /* --sim-missing-kernels skip: a launch without a CPU version is checked, then
  * dropped with success; the memory it would have written stays as it was. */
+/* A capture's edge data (programmatic dependent launch): set by
+ * cuStreamUpdateCaptureDependencies_v2 out of the nodes the driver allows,
+ * read back (a lossy query without room for it), carried by an event to
+ * a joining stream, taken by the next node captured, which must be a
+ * kernel for a programmatic edge (else that call fails and the capture is
+ * invalidated). */
+static void test_capture_edge_data(void **state)
+{
+	struct kernels k;
+	CUstream s0, s1;
+	CUevent fork;
+	CUgraph g;
+	CUgraphNode from[4], to[4], set, kern, second;
+	CUgraphEdgeData prog = { 0 }, bad, got[4];
+	CUstreamCaptureStatus st;
+	const CUgraphNode *deps;
+	const CUgraphEdgeData *edges;
+	size_t n;
+
+	prog.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+	prog.from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
+	kernels_get(&k);
+	assert_int_equal(be->cuStreamCreate(&s0, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	assert_int_equal(be->cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamBeginCapture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+	assert_int_equal(be->cuMemsetD32Async(k.p.va, 5, 128, s0), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamGetCaptureInfo(s0, &st, NULL, NULL, &deps, NULL, &n), CUDA_SUCCESS);
+	set = deps[0];
+	assert_int_equal(slow_fill(&k, k.p.va, 9, 128, 0, s0), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamGetCaptureInfo(s0, &st, NULL, NULL, &deps, &edges, &n), CUDA_SUCCESS);
+	assert_int_equal(n, 1);
+	kern = deps[0];
+	assert_true(!edges[0].type && !edges[0].from_port);
+	/* Out of a memset, a reserved byte set, a port into the next node. */
+	assert_int_equal(be->cuStreamUpdateCaptureDependencies(s0, &set, &prog, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES),
+			 CUDA_ERROR_INVALID_VALUE);
+	bad = prog;
+	bad.reserved[3] = 1;
+	assert_int_equal(be->cuStreamUpdateCaptureDependencies(s0, &kern, &bad, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES),
+			 CUDA_ERROR_INVALID_VALUE);
+	bad = prog;
+	bad.to_port = 1;
+	assert_int_equal(be->cuStreamUpdateCaptureDependencies(s0, &kern, &bad, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(be->cuStreamUpdateCaptureDependencies(s0, &kern, &prog, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES),
+			 CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamGetCaptureInfo(s0, &st, NULL, NULL, &deps, NULL, &n), CUDA_ERROR_LOSSY_QUERY);
+	assert_int_equal(be->cuStreamGetCaptureInfo(s0, &st, NULL, NULL, NULL, &edges, &n), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(be->cuStreamGetCaptureInfo(s0, &st, NULL, NULL, NULL, NULL, &n), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamGetCaptureInfo(s0, &st, NULL, NULL, &deps, &edges, &n), CUDA_SUCCESS);
+	assert_int_equal(n, 1);
+	assert_ptr_equal(deps[0], kern);
+	assert_memory_equal(&edges[0], &prog, sizeof(prog));
+	/* The data travels with an event to the stream that joins. */
+	assert_int_equal(be->cuEventRecord(fork, s0), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamWaitEvent(s1, fork, 0), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamGetCaptureInfo(s1, &st, NULL, NULL, &deps, &edges, &n), CUDA_SUCCESS);
+	assert_int_equal(n, 1);
+	assert_memory_equal(&edges[0], &prog, sizeof(prog));
+	assert_int_equal(slow_fill(&k, k.p.va + 4096, 3, 128, 0, s1), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamGetCaptureInfo(s1, &st, NULL, NULL, &deps, &edges, &n), CUDA_SUCCESS);
+	second = deps[0];
+	assert_true(!edges[0].type);
+	assert_int_equal(be->cuEventRecord(fork, s1), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamWaitEvent(s0, fork, 0), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamEndCapture(s0, &g), CUDA_SUCCESS);
+	n = 4;
+	assert_int_equal(be->cuGraphGetEdges(g, from, to, got, &n), CUDA_SUCCESS);
+	assert_int_equal(n, 2);
+	assert_ptr_equal(from[1], kern);
+	assert_ptr_equal(to[1], second);
+	assert_memory_equal(&got[1], &prog, sizeof(prog));
+	assert_int_equal(be->cuGraphDestroy(g), CUDA_SUCCESS);
+
+	/* A programmatic edge into a memset: refused there, capture invalidated. */
+	assert_int_equal(be->cuStreamBeginCapture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+	assert_int_equal(slow_fill(&k, k.p.va, 9, 128, 0, s0), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamGetCaptureInfo(s0, &st, NULL, NULL, &deps, NULL, &n), CUDA_SUCCESS);
+	kern = deps[0];
+	assert_int_equal(be->cuStreamUpdateCaptureDependencies(s0, &kern, &prog, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES),
+			 CUDA_SUCCESS);
+	assert_int_equal(be->cuMemsetD32Async(k.p.va, 5, 128, s0), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(be->cuStreamIsCapturing(s0, &st), CUDA_SUCCESS);
+	assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+	assert_int_equal(be->cuStreamEndCapture(s0, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+	assert_int_equal(be->cuEventDestroy(fork), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamDestroy(s0), CUDA_SUCCESS);
+	assert_int_equal(be->cuStreamDestroy(s1), CUDA_SUCCESS);
+	kernels_put(&k);
+}
+
 static void test_skip_missing(void **state)
 {
 	void *img = image_or_skip(fatbin_path);
@@ -1185,6 +1277,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_occupancy),
 		cmocka_unit_test(test_graphs),
 		cmocka_unit_test(test_capture),
+		cmocka_unit_test(test_capture_edge_data),
 		cmocka_unit_test(test_reopen),
 		cmocka_unit_test(test_kernel_fault),
 		cmocka_unit_test(test_skip_missing),
