@@ -250,10 +250,7 @@ static CUresult capture_info(uint64_t stream, CUstreamCaptureStatus *status, cuu
 	int count;
 	CUresult res;
 
-	/* cuda.h: edge data only with the dependencies. Checked before the
-	 * capture status, also when nothing captures (inferred: the driver
-	 * checks its arguments first). */
-	if (!status || (edges && !deps))
+	if (!status)
 		return CUDA_ERROR_INVALID_VALUE;
 	/* As is_capturing; the other outputs are only written while capturing. */
 	if (!capture_active()) {
@@ -270,6 +267,10 @@ static CUresult capture_info(uint64_t stream, CUstreamCaptureStatus *status, cuu
 	*status = (CUstreamCaptureStatus)rep.status;
 	if (rep.status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
 		return CUDA_SUCCESS;
+	/* cuda.h: edge data only with the dependencies. Only while capturing:
+	 * the H100's driver (580.159) answers CUDA_SUCCESS when nothing does. */
+	if (edges && !deps)
+		return CUDA_ERROR_INVALID_VALUE;
 	if (req.want & WANT_DEPS) {
 		count = wire_rec_graph_dep_data_count(rep.deps);
 		if (count < 0)

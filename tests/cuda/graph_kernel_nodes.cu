@@ -468,8 +468,14 @@ int main(int argc, char **argv)
 		count = 3;
 		EXPECT_DRV(p_cuGraphNodeGetDependencies_v2(c, deps, NULL, &count), CUDA_ERROR_LOSSY_QUERY);
 
-		/* An edge is removed with the data it has only. */
-		EXPECT_DRV(p_cuGraphRemoveDependencies_v2(g, &a, &c, NULL, 1), CUDA_ERROR_INVALID_VALUE);
+		/* An edge is removed with the data it has, or with default data
+		 * whatever it has: the H100's driver (580.159) removes a -> c given
+		 * none, though cuda.h asks for data that matches. */
+		CHECK_DRV(p_cuGraphRemoveDependencies_v2(g, &a, &c, NULL, 1));
+		count = 4;
+		CHECK_DRV(p_cuGraphGetEdges_v2(g, from, to, got, &count));
+		REQUIRE(count == 2, "%zu edges after removing a -> c without its data, expected 2", count);
+		CHECK_DRV(p_cuGraphAddDependencies_v2(g, &a, &c, &prog, 1));
 		CHECK_DRV(p_cuGraphRemoveDependencies_v2(g, &a, &c, &prog, 1));
 		CHECK_DRV(p_cuGraphAddDependencies_v2(g, &a, &c, &prog, 1));
 

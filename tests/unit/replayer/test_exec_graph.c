@@ -910,7 +910,11 @@ static void test_programmatic_edges(void **state)
 	assert_int_equal(edge_edit(g, 0, a, c, prog, port, 0), CUDA_SUCCESS);
 	assert_int_equal(edge_edit(g, 0, a, e, 0, order, 0), CUDA_SUCCESS);     /* launch order, default type */
 	assert_int_equal(edge_edit(g, 0, a, e, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
-	assert_int_equal(edge_edit(g, 1, a, e, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);   /* not with that data */
+	assert_int_equal(edge_edit(g, 1, a, e, prog, port, 0), CUDA_ERROR_INVALID_VALUE);   /* not with other data */
+	/* Default data removes the edge whatever its data (the H100's driver). */
+	assert_int_equal(edge_edit(g, 1, a, e, 0, 0, 0), CUDA_SUCCESS);
+	assert_int_equal(edge_edit(g, 1, a, e, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);   /* gone */
+	assert_int_equal(edge_edit(g, 0, a, e, 0, order, 0), CUDA_SUCCESS);
 	assert_int_equal(edge_edit(g, 1, a, e, 0, order, 0), CUDA_SUCCESS);
 	assert_int_equal(edge_edit(g, 0, a, e, 0, 0, 0), CUDA_SUCCESS);
 	edges_expect(g, want, 4);
