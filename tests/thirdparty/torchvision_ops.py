@@ -7,10 +7,16 @@ result is printed: tests/thirdparty/run runs this natively and through tern
 and requires the same output.
 
 Checks against the CPU (the same algorithms, other rounding):
-  nms, batched_nms   the same kept indices
+  nms, batched_nms   the same kept indices, in any order among equal
+                     scores (3000 uniform floats hold a tie about one run
+                     in four, which the GPU's sort may put the other way:
+                     the H100 did)
   roi_pool           equal (a maximum picks one input)
-  roi_align          |gpu - cpu| <= 1e-5 + 1e-5 |cpu| (bilinear weights,
-                     fused multiply-adds on the GPU)
+  roi_align          |gpu - cpu| <= 1e-4 + 1e-5 |cpu| (bilinear weights
+                     at sampling points up to 45 pixels in, whose float32
+                     rounding, 4e-6 of a pixel, moves a weight by that
+                     much times the gap between neighbouring inputs, up to
+                     about 4 for these; fused multiply-adds on the GPU)
   ps_roi_align       the same bound
   deform_conv2d      |gpu - cpu| <= 1e-4 + 1e-4 |cpu| (sums of 144 products
                      in another order; TF32 off)
@@ -54,7 +60,9 @@ def main():
             ('batched_nms', lambda: ops.batched_nms(b.to(dev), scores.to(dev), idx.to(dev), 0.3),
              lambda: ops.batched_nms(b, scores, idx, 0.3))):
         kept, want = gpu(), cpu()
-        same = torch.equal(kept.cpu(), want)
+        same = torch.equal(kept.cpu(), want) or (
+            kept.numel() == want.numel() and torch.equal(scores[kept.cpu()], scores[want])
+            and torch.equal(kept.cpu().sort().values, want.sort().values))
         if not same:
             print('FAIL %s: %d kept on the GPU, %d on the CPU, first difference at %s' % (
                 name, kept.numel(), want.numel(),
@@ -74,7 +82,7 @@ def main():
     for name, fn in (('roi_align', lambda f, r: ops.roi_align(f, r, (7, 7), 0.25, 2, aligned=True)),
                      ('ps_roi_align', lambda f, r: ops.ps_roi_align(f, r, (4, 4), 0.25, 2))):
         got = fn(feat.to(dev), rois.to(dev))
-        note = within(name, got, fn(feat, rois), 1e-5, 1e-5, 'cpu')
+        note = within(name, got, fn(feat, rois), 1e-4, 1e-5, 'cpu')
         ok = ok and note is not None
         digest(name, got, note or 'OUT OF TOLERANCE')
 
