@@ -213,6 +213,9 @@ static int control_reply_read(int fd, enum control_op op, struct control_reply *
 	char *buf = malloc(CONTROL_REPLY_LINE_MAX);
 	int n, ret = -ENOMEM;
 
+	/* An output only: what the caller's variable held is not ours to free
+	 * (criu restores crashed freeing an uninitialised one). */
+	*answer = (struct control_reply){ 0 };
 	while (buf) {
 		n = control_line_read(fd, buf, CONTROL_REPLY_LINE_MAX, tc.timeout_ms);
 		if (n < 0) {
