@@ -290,6 +290,9 @@ struct snap_migrate_stats {
 	uint64_t data_sent_bytes;  /* what of them the stream carried (compressed ones smaller) */
 	uint64_t journal_bytes;
 	uint64_t stream_bytes;     /* every byte of the round's frames */
+	/* Chunk frames the streams sent while the round's writer still wrote
+	 * it (snap_migrate_snapshot_follow; 0 for a stored snapshot). */
+	uint64_t chunks_before_commit;
 };
 
 /* Source: send snapshot @name of @store, whose parent in the store is the
@@ -300,6 +303,34 @@ struct snap_migrate_stats {
 int snap_migrate_snapshot_send(struct snap_migrate_conn *c, struct snap_store *store, const char *name,
 			       const char *parent, uint32_t flags, const struct auth_token *token,
 			       const uint8_t nonce[AUTH_NONCE_BYTES], struct snap_migrate_stats *stats);
+
+/* The writer of a round that is sent while it is written: another
+ * process (the source's worker), whose end the caller learns of. */
+struct snap_migrate_writer_watch {
+	/* 0 while the writer runs, 1 once it committed the snapshot, or the
+	 * negative errno it failed with.  @sent: chunk frames sent so far (a
+	 * test's writer waits on it).  Called often, on the sending thread. */
+	int (*state)(void *arg, uint64_t sent);
+	void *arg;
+};
+
+/* Source: as snap_migrate_snapshot_send, for snapshot @name of the store at
+ * @store_dir while its writer (with a progress log, snap_writer.h) still
+ * writes it: the store and the log are opened once they are there; BEGIN
+ * and the REGIONs go once the log declared every region, each chunk as
+ * soon as the log says it is settled (its frame read from the pack the
+ * writer appended it to, checked); the journal, END and the wait for the
+ * ACK once the writer committed, after the committed chunk list was
+ * checked against what was sent.  A writer that ends before its log is
+ * seen: the committed snapshot is sent.  A writer that fails (@watch) fails
+ * the round; so does a log that is damaged, out of order, or that ends
+ * without its COMMIT once the writer committed (-EBADMSG, "its progress log
+ * is refused: record N ...").  The destination stores nothing of a failed
+ * round (the caller closes the stream). */
+int snap_migrate_snapshot_follow(struct snap_migrate_conn *c, const char *store_dir, const char *name,
+				 const char *parent, uint32_t flags, const struct auth_token *token,
+				 const uint8_t nonce[AUTH_NONCE_BYTES],
+				 const struct snap_migrate_writer_watch *watch, struct snap_migrate_stats *stats);
 
 /* Destination: read one round (BEGIN .. END) whose BEGIN is in c->buf
  * (@len bytes) into @store as a snapshot of the session @session (the one
