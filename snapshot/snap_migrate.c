@@ -1189,7 +1189,21 @@ static int follow_decode(struct follow *f)
 	return rc;
 }
 
-/* Read the log until its COMMIT and the writer's end. */
+/* follow_log's word for a stream that failed: its error is the one to tell. */
+#define FOLLOW_STREAM_FAILED 1
+
+static bool follow_streams_failed(struct follow *f)
+{
+	bool failed;
+
+	pthread_mutex_lock(&f->sr.mu);
+	failed = f->sr.failed;
+	pthread_mutex_unlock(&f->sr.mu);
+	return failed;
+}
+
+/* Read the log until its COMMIT and the writer's end: 0,
+ * FOLLOW_STREAM_FAILED, or the error. */
 static int follow_log(struct follow *f)
 {
 	bool header = false;
@@ -1199,7 +1213,11 @@ static int follow_log(struct follow *f)
 	if (!f->buf)
 		return conn_fail(f->c, -ENOMEM, "out of memory");
 	while (!rc) {
-		ssize_t n = read(f->log_fd, f->buf + f->len, FOLLOW_READ_BYTES);
+		ssize_t n;
+
+		if (follow_streams_failed(f))
+			return FOLLOW_STREAM_FAILED;
+		n = read(f->log_fd, f->buf + f->len, FOLLOW_READ_BYTES);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -1337,6 +1355,9 @@ int snap_migrate_snapshot_follow(struct snap_migrate_conn *c, const char *store_
 	}
 	if (!rc)
 		rc = follow_log(&f);
+	send_jobs_close(&f.sr, rc != 0);
+	rc = send_streams_end(c, &f.sx, rc == FOLLOW_STREAM_FAILED ? 0 : rc);
+	/* Before END, which commits the round at the destination. */
 	if (!rc) {
 		rc = snap_reader_open(f.store, name, &r);
 		if (rc)
@@ -1344,8 +1365,6 @@ int snap_migrate_snapshot_follow(struct snap_migrate_conn *c, const char *store_
 	}
 	if (!rc)
 		rc = follow_check(&f, r);
-	send_jobs_close(&f.sr, rc != 0);
-	rc = send_streams_end(c, &f.sx, rc);
 	if (!rc)
 		rc = round_finish(c, r, start, &st);
 out:

@@ -3,10 +3,16 @@
  * stored them, and what a hostile source may send: a wrong token, a session
  * over the quota, a stream whose hash or a chunk's content hash is wrong,
  * compressed chunks that do not decompress, decompress to more or fewer
- * bytes than the chunk or to other bytes, truncated and malformed frames. */
+ * bytes than the chunk or to other bytes, truncated and malformed frames.
+ * And rounds streamed while they are written (snap_migrate_snapshot_follow):
+ * sent before the writer ended, a writer that fails halfway, progress logs
+ * that are damaged, truncated, out of order or that disagree with what was
+ * committed. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <cmocka.h>
@@ -74,6 +80,10 @@ struct sender {
 	unsigned extra;
 	const struct auth_token *token;
 	uint64_t max_bandwidth;    /* over all the streams, 0: none */
+	/* Set: the second round is @follow, on r0, streamed while it is
+	 * written (@watch), not r1 as stored. */
+	const char *follow;
+	const struct snap_migrate_writer_watch *watch;
 	int rc;
 	struct snap_migrate_stats st[2];
 	char error[2048];
@@ -108,7 +118,10 @@ static void *sender_run(void *arg)
 		s->rc = snap_migrate_streams_wait(&c, joined, s->extra);
 	if (!s->rc)
 		s->rc = snap_migrate_snapshot_send(&c, s->f->src, "r0", NULL, 0, s->token, nonce, &s->st[0]);
-	if (!s->rc)
+	if (!s->rc && s->follow)
+		s->rc = snap_migrate_snapshot_follow(&c, s->f->src_dir, s->follow, "r0", SNAP_MIGRATE_FINAL, s->token,
+						     nonce, s->watch, &s->st[1]);
+	else if (!s->rc)
 		s->rc = snap_migrate_snapshot_send(&c, s->f->src, "r1", "r0", SNAP_MIGRATE_FINAL, s->token, nonce,
 						   &s->st[1]);
 	snprintf(s->error, sizeof(s->error), "%s", c.error);
@@ -197,7 +210,8 @@ static int migrate_streams(struct fixture *f, const struct auth_token *t, uint64
 	int sv[2], rc;
 
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	*s = (struct sender){ .f = f, .fd = sv[0], .token = t, .extra = extra, .max_bandwidth = s->max_bandwidth };
+	*s = (struct sender){ .f = f, .fd = sv[0], .token = t, .extra = extra, .max_bandwidth = s->max_bandwidth,
+			      .follow = s->follow, .watch = s->watch };
 	for (unsigned i = 0; i < extra; i++) {
 		int pair[2];
 
@@ -230,7 +244,7 @@ static void test_rounds_arrive(void **state)
 {
 	struct fixture *f = *state;
 	struct snap_manifest m;
-	struct sender s;
+	struct sender s = { 0 };
 	char err[2048];
 
 	assert_int_equal(migrate(f, &token, 0, &s, err, sizeof(err)), 0);
@@ -288,7 +302,7 @@ static void test_wrong_token(void **state)
 	struct fixture *f = *state;
 	struct snap_info *list;
 	unsigned n;
-	struct sender s;
+	struct sender s = { 0 };
 	char err[2048];
 
 	assert_int_equal(migrate(f, &other, 0, &s, err, sizeof(err)), -EPERM);
@@ -302,7 +316,7 @@ static void test_wrong_token(void **state)
 static void test_quota(void **state)
 {
 	struct fixture *f = *state;
-	struct sender s;
+	struct sender s = { 0 };
 	char err[2048];
 
 	assert_int_equal(migrate(f, &token, SIZE - 1, &s, err, sizeof(err)), -EDQUOT);
@@ -741,6 +755,438 @@ static void test_decoders_refuse(void **state)
 	assert_int_equal(snap_migrate_header_decode(h, &type, &len), 0);
 }
 
+/* ---- rounds streamed while they are written ---- */
+
+/* A writer of r2 (on r0) with a progress log, as the source's worker
+ * writes a round, that stops halfway until the streams have sent a chunk
+ * (at most 10 s: a sender that waits for the commit makes the test fail,
+ * not hang), then fails there or goes on. */
+struct live_writer {
+	struct fixture *f;
+	uint8_t *data;             /* r2's bytes */
+	enum { LIVE_COMMITS, LIVE_FAILS, LIVE_DAMAGES_LOG } how;
+	pthread_t thread;
+	pthread_mutex_t mu;        /* guards state, sent */
+	int state;                 /* the watch's answer */
+	uint64_t sent;             /* what the sender said it sent, last time it asked */
+	uint64_t sent_at_half;     /* ... when the writer had given half of the chunks */
+	int rc;
+};
+
+static int live_state(void *arg, uint64_t sent)
+{
+	struct live_writer *lw = arg;
+	int state;
+
+	pthread_mutex_lock(&lw->mu);
+	lw->sent = sent;
+	state = lw->state;
+	pthread_mutex_unlock(&lw->mu);
+	return state;
+}
+
+static uint64_t live_sent_wait(struct live_writer *lw)
+{
+	uint64_t sent = 0;
+
+	for (int i = 0; i < 10000 && !sent; i++) {
+		pthread_mutex_lock(&lw->mu);
+		sent = lw->sent;
+		pthread_mutex_unlock(&lw->mu);
+		if (!sent)
+			usleep(1000);
+	}
+	return sent;
+}
+
+/* A record with a wrong sum, where the writer's next one would go. */
+static void progress_damage(struct fixture *f, const char *name)
+{
+	uint8_t bogus[SNAP_PROGRESS_RECORD_HEAD_BYTES + 64 + SNAP_PROGRESS_SUM_BYTES] = { SNAP_PROGRESS_CHUNK };
+	char path[512];
+	int fd;
+
+	bogus[4] = 64;
+	snprintf(path, sizeof(path), "%s/snaps/.tmp-%s/progress", f->src_dir, name);
+	fd = open(path, O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, bogus, sizeof(bogus)), sizeof(bogus));
+	close(fd);
+}
+
+static void *live_writer_run(void *arg)
+{
+	struct live_writer *lw = arg;
+	struct snap_writer_config cfg = { .name = "r2", .parent = "r0", .session_id = "session-1",
+					  .device_name = "sim0", .driver_version = 13000, .chunk_size = TEST_CHUNK,
+					  .progress_log = 1 };
+	int jfd = test_journal_make(lw->f->src_dir, "j2", 5000), rc;
+	struct snap_writer *w;
+	uint32_t reg;
+
+	memcpy(cfg.device_uuid, "0123456789abcdef", 16);
+	rc = snap_writer_begin(lw->f->src, &cfg, &w);
+	if (!rc)
+		rc = snap_writer_region_add(w, ADDR, SIZE, 0, &reg);
+	if (!rc)
+		rc = snap_writer_journal_set(w, jfd);
+	for (uint64_t c = 0; !rc && c < SIZE / TEST_CHUNK; c++) {
+		const uint8_t *chunk = lw->data + c * TEST_CHUNK;
+
+		if (c == SIZE / TEST_CHUNK / 2) {
+			rc = snap_writer_flush(w);
+			lw->sent_at_half = live_sent_wait(lw);
+			if (lw->how == LIVE_FAILS)
+				break;
+			if (lw->how == LIVE_DAMAGES_LOG)
+				progress_damage(lw->f, "r2");
+		}
+		if (!rc)
+			rc = snap_writer_chunk_add(w, reg, c, chunk, TEST_CHUNK, test_device_hash(chunk, TEST_CHUNK),
+						   NULL, NULL);
+	}
+	if (!rc && lw->how != LIVE_FAILS) {
+		rc = snap_writer_commit(w, NULL);
+	} else {
+		snap_writer_abort(w);
+		rc = rc ? rc : -EIO;
+	}
+	close(jfd);
+	pthread_mutex_lock(&lw->mu);
+	lw->state = rc ? rc : 1;
+	pthread_mutex_unlock(&lw->mu);
+	lw->rc = rc;
+	return NULL;
+}
+
+/* r0 as stored, then r2 while @how's writer writes it, over 1 + @extra
+ * streams: the migration's rc. */
+static int live_round(struct fixture *f, struct live_writer *lw, unsigned extra, struct sender *s, char *err,
+		      size_t cap)
+{
+	struct snap_migrate_writer_watch watch = { .state = live_state, .arg = lw };
+	int rc;
+
+	lw->f = f;
+	lw->data = malloc(SIZE);
+	memcpy(lw->data, f->data0, SIZE);
+	/* A zero chunk and a stored one rewritten in each half; the rest as in r0. */
+	memset(lw->data + 1 * TEST_CHUNK, 0x77, TEST_CHUNK);
+	memset(lw->data + 2 * TEST_CHUNK, 0, TEST_CHUNK);
+	memcpy(lw->data + 6 * TEST_CHUNK, f->data0 + 2 * TEST_CHUNK + 5, TEST_CHUNK);
+	pthread_mutex_init(&lw->mu, NULL);
+	pthread_create(&lw->thread, NULL, live_writer_run, lw);
+	*s = (struct sender){ .follow = "r2", .watch = &watch };
+	rc = migrate_streams(f, &token, 0, extra, s, err, cap);
+	pthread_join(lw->thread, NULL);
+	pthread_mutex_destroy(&lw->mu);
+	return rc;
+}
+
+static bool store_has(struct snap_store *st, const char *name)
+{
+	struct snap_manifest m;
+
+	return snap_store_manifest_get(st, name, &m) == 0;
+}
+
+/* The round's chunks go while it is written: the writer saw the streams
+ * send before it gave its second half, and the destination's r2 is r2. */
+static void test_round_followed(void **state)
+{
+	struct fixture *f = *state;
+	struct live_writer lw = { .how = LIVE_COMMITS };
+	struct test_region r;
+	struct sender s = { 0 };
+	char err[2048];
+
+	if (live_round(f, &lw, 3, &s, err, sizeof(err)) || s.rc)
+		fail_msg("sender: %s; receiver: %s", s.error, err);
+	assert_int_equal(lw.rc, 0);
+	assert_true(lw.sent_at_half > 0);
+	assert_true(s.st[1].chunks_before_commit >= lw.sent_at_half);
+	assert_int_equal(s.st[1].chunks, SIZE / TEST_CHUNK);
+	/* Chunk 1 (now bytes), 6 (other bytes); 2 (now zero) without bytes. */
+	assert_int_equal(s.st[1].data_chunks, 2);
+	assert_int_equal(s.st[1].zero_chunks, 4);
+	assert_int_equal(s.st[1].unchanged_chunks, 2);
+	r = (struct test_region){ ADDR, SIZE, lw.data };
+	assert_int_equal(snap_store_verify(f->dst, "r2", NULL), 0);
+	assert_int_equal(test_snapshot_check(f->dst, "r2", &r, 1), 0);
+	free(lw.data);
+}
+
+/* A writer that fails mid-round fails the round: nothing of it is stored
+ * on either side, and the sender says why. */
+static void test_round_writer_fails(void **state)
+{
+	struct fixture *f = *state;
+	struct live_writer lw = { .how = LIVE_FAILS };
+	struct sender s = { 0 };
+	char err[2048];
+
+	assert_int_not_equal(live_round(f, &lw, 1, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.rc, -EIO);
+	assert_non_null(strstr(s.error, "writer failed mid-round"));
+	assert_true(lw.sent_at_half > 0);
+	assert_false(store_has(f->dst, "r2"));
+	assert_false(store_has(f->src, "r2"));
+	assert_true(store_has(f->dst, "r0"));
+	free(lw.data);
+}
+
+/* A damaged record in the log refuses the round, though the writer
+ * committed the snapshot. */
+static void test_round_log_damaged(void **state)
+{
+	struct fixture *f = *state;
+	struct live_writer lw = { .how = LIVE_DAMAGES_LOG };
+	struct sender s = { 0 };
+	char err[2048];
+
+	assert_int_not_equal(live_round(f, &lw, 0, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.rc, -EBADMSG);
+	assert_non_null(strstr(s.error, "progress log is refused"));
+	assert_non_null(strstr(s.error, "damaged"));
+	assert_int_equal(lw.rc, 0);
+	assert_false(store_has(f->dst, "r2"));
+	free(lw.data);
+}
+
+/* Progress logs written by hand, as a broken or hostile writer would, for
+ * a writer that says it committed: each is refused with its reason. */
+static uint64_t fake_sum;
+
+static void fake_put(struct snap_buf *b, const struct snap_progress_record *r)
+{
+	assert_int_equal(snap_progress_record_encode(r, &fake_sum, b), 0);
+}
+
+static void fake_begin(struct snap_buf *b, const char *name)
+{
+	struct snap_progress_record r = { .type = SNAP_PROGRESS_BEGIN };
+
+	r.begin.chunk_size = TEST_CHUNK;
+	r.begin.driver_version = 13000;
+	memcpy(r.begin.device_uuid, "0123456789abcdef", 16);
+	strcpy(r.begin.name, name);
+	strcpy(r.begin.parent, "r0");
+	strcpy(r.begin.session_id, "session-1");
+	strcpy(r.begin.device_name, "sim0");
+	fake_put(b, &r);
+}
+
+static void fake_region(struct snap_buf *b)
+{
+	struct snap_progress_record r = { .type = SNAP_PROGRESS_REGION, .region = { ADDR, SIZE, 0, 0, NULL } };
+
+	fake_put(b, &r);
+}
+
+static void fake_zero(struct snap_buf *b, uint64_t index)
+{
+	struct snap_progress_record r = { .type = SNAP_PROGRESS_CHUNK };
+
+	r.chunk.kind = SNAP_PROGRESS_CHUNK_ZERO;
+	r.chunk.index = index;
+	fake_put(b, &r);
+}
+
+static void fake_commit(struct snap_buf *b, uint64_t chunks)
+{
+	struct snap_progress_record r = { .type = SNAP_PROGRESS_COMMIT, .commit_regions = 1,
+					  .commit_chunks = chunks };
+
+	fake_put(b, &r);
+}
+
+static void fake_all_zero(struct snap_buf *b)
+{
+	for (uint64_t c = 0; c < SIZE / TEST_CHUNK; c++)
+		fake_zero(b, c);
+}
+
+static void log_truncated(struct snap_buf *b)
+{
+	fake_begin(b, "r9");
+	fake_region(b);
+	fake_zero(b, 0);
+}
+
+static void log_flipped(struct snap_buf *b)
+{
+	fake_begin(b, "r9");
+	fake_region(b);
+	fake_all_zero(b);
+	fake_commit(b, SIZE / TEST_CHUNK);
+	b->data[b->len - 40] ^= 1;
+}
+
+static void log_chunk_first(struct snap_buf *b)
+{
+	fake_zero(b, 0);
+}
+
+static void log_region_late(struct snap_buf *b)
+{
+	fake_begin(b, "r9");
+	fake_region(b);
+	fake_zero(b, 0);
+	fake_region(b);
+}
+
+static void log_chunk_twice(struct snap_buf *b)
+{
+	fake_begin(b, "r9");
+	fake_region(b);
+	fake_zero(b, 3);
+	fake_zero(b, 3);
+}
+
+static void log_chunk_outside(struct snap_buf *b)
+{
+	fake_begin(b, "r9");
+	fake_region(b);
+	fake_zero(b, SIZE / TEST_CHUNK);
+}
+
+static void log_commit_short(struct snap_buf *b)
+{
+	fake_begin(b, "r9");
+	fake_region(b);
+	fake_zero(b, 0);
+	fake_commit(b, 1);
+}
+
+static void log_after_commit(struct snap_buf *b)
+{
+	fake_begin(b, "r9");
+	fake_region(b);
+	fake_all_zero(b);
+	fake_commit(b, SIZE / TEST_CHUNK);
+	fake_zero(b, 0);
+}
+
+static void log_other_name(struct snap_buf *b)
+{
+	fake_begin(b, "r8");
+}
+
+static void log_bad_header(struct snap_buf *b)
+{
+	b->data[3] ^= 0x20;
+}
+
+/* A stored chunk in a pack the store never had. */
+static void log_pack_missing(struct snap_buf *b)
+{
+	struct snap_progress_record r = { .type = SNAP_PROGRESS_CHUNK };
+
+	fake_begin(b, "r9");
+	fake_region(b);
+	r.chunk.kind = SNAP_PROGRESS_CHUNK_STORED;
+	r.chunk.index = 0;
+	memset(r.chunk.hash, 0x42, SNAP_HASH_BYTES);
+	r.chunk.pack_id = 0x7777;
+	r.chunk.offset = SNAP_PACK_HEADER_BYTES;
+	r.chunk.stored_size = TEST_CHUNK;
+	fake_put(b, &r);
+	for (uint64_t c = 1; c < SIZE / TEST_CHUNK; c++)
+		fake_zero(b, c);
+	fake_commit(b, SIZE / TEST_CHUNK);
+}
+
+/* r1 exists, committed with other chunks than this log of it says. */
+static void log_disagrees(struct snap_buf *b)
+{
+	fake_begin(b, "r1");
+	fake_region(b);
+	fake_all_zero(b);
+	fake_commit(b, SIZE / TEST_CHUNK);
+}
+
+static int committed_state(void *arg, uint64_t sent)
+{
+	(void)arg;
+	(void)sent;
+	return 1;
+}
+
+/* Follow snapshot @name whose log @write_fn writes (in a temp directory
+ * held as a writer holds its own); the sender's error in @err. */
+static int hostile_log(struct fixture *f, const char *name, void (*write_fn)(struct snap_buf *b), char *err,
+		       size_t cap)
+{
+	struct snap_migrate_writer_watch watch = { .state = committed_state };
+	struct snap_buf b = { 0 };
+	char dir[512], path[600];
+	struct sender s = { 0 };
+	int lock, dfd, fd, rc;
+
+	/* The store's lock shared, as a writer holds it: an open that cleans
+	 * up would take this directory for a dead writer's. */
+	snprintf(dir, sizeof(dir), "%s/lock", f->src_dir);
+	lock = open(dir, O_RDONLY);
+	assert_int_equal(flock(lock, LOCK_SH), 0);
+	snprintf(dir, sizeof(dir), "%s/snaps/.tmp-%s", f->src_dir, name);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	assert_int_equal(flock(dfd, LOCK_EX), 0);
+	b.data = calloc(1, SNAP_PROGRESS_HEADER_BYTES);
+	b.cap = b.len = SNAP_PROGRESS_HEADER_BYTES;
+	snap_progress_header_encode(b.data);
+	fake_sum = 0;
+	write_fn(&b);
+	snprintf(path, sizeof(path), "%s/progress", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_int_equal(write(fd, b.data, b.len), (ssize_t)b.len);
+	close(fd);
+	snap_buf_free(&b);
+	s = (struct sender){ .follow = name, .watch = &watch };
+	rc = migrate_streams(f, &token, 0, 0, &s, err, cap);
+	snprintf(err, cap, "%s", s.error);
+	unlink(path);
+	rmdir(dir);
+	close(dfd);
+	close(lock);
+	assert_false(store_has(f->dst, name));
+	/* For the next case's first round. */
+	snap_store_rm(f->dst, "r0", NULL);
+	return s.rc ? s.rc : rc;
+}
+
+static void test_round_log_refused(void **state)
+{
+	static const struct {
+		const char *name;
+		void (*write_fn)(struct snap_buf *b);
+		int rc;
+		const char *says;
+	} cases[] = {
+		{ "r9", log_truncated, -EBADMSG, "ends before its COMMIT" },
+		{ "r9", log_flipped, -EBADMSG, "damaged" },
+		{ "r9", log_chunk_first, -EBADMSG, "before its BEGIN" },
+		{ "r9", log_region_late, -EBADMSG, "region after a chunk" },
+		{ "r9", log_chunk_twice, -EBADMSG, "or one twice" },
+		{ "r9", log_chunk_outside, -EBADMSG, "outside the snapshot" },
+		{ "r9", log_commit_short, -EBADMSG, "counts other records" },
+		{ "r9", log_after_commit, -EBADMSG, "follows its COMMIT" },
+		{ "r9", log_other_name, -EBADMSG, "names another snapshot" },
+		{ "r9", log_bad_header, -EBADMSG, "header" },
+		{ "r9", log_pack_missing, -ENOENT, "pack" },
+		{ "r1", log_disagrees, -EBADMSG, "differs from its progress log" },
+	};
+	struct fixture *f = *state;
+	char err[2048];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc = hostile_log(f, cases[i].name, cases[i].write_fn, err, sizeof(err));
+
+		if (rc != cases[i].rc || !strstr(err, cases[i].says))
+			fail_msg("case %zu: rc %d, '%s'", i, rc, err);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -752,7 +1198,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hostile_compressed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_joined, setup, teardown),
 		cmocka_unit_test(test_decoders_refuse),
+		cmocka_unit_test_setup_teardown(test_round_followed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_round_writer_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_round_log_damaged, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_round_log_refused, setup, teardown),
 	};
 
+	/* A stream the other end closed fails its send, as in ternd and ckpt. */
+	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
