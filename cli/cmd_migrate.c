@@ -4,8 +4,9 @@
  *
  * ckpt drives it: each pre-copy round is an incremental snapshot of the
  * session on the source ternd (the GPU hashes every chunk; the guest is
- * paused only for the copy), which ckpt streams from the source's store to
- * the destination's --migrate-listen, changed chunks only.  Once a round's
+ * paused only for the copy), which ckpt streams to the destination's
+ * --migrate-listen while the source writes it (following the writer's
+ * progress log), changed chunks only.  Once a round's
  * dirty bytes would take less than --max-downtime at the rate measured, the
  * session is suspended (the last snapshot, at a call boundary, while the
  * guest is held), that last delta is sent, and only once the destination

@@ -995,6 +995,7 @@ struct follow {
 	struct snap_migrate_stats *st;
 	struct send_round sr;
 	struct send_streams sx;
+	int lock_fd;                    /* the store's, shared: no gc moves a frame we send */
 	int log_fd;
 	uint8_t *buf;                   /* bytes of the log read and not yet decoded */
 	size_t len;
@@ -1302,6 +1303,9 @@ static int follow_open(struct follow *f, const char *store_dir)
 
 		if (!f->store && snap_store_open(store_dir, NULL, 0, &f->store))
 			f->store = NULL;
+		if (f->store && f->lock_fd < 0 && (f->lock_fd = snap_store_lock(f->store, 0, 0)) < 0)
+			return conn_fail(f->c, f->lock_fd, "the source's store %s: lock: %s", store_dir,
+					 strerror(-f->lock_fd));
 		if (f->store && (f->log_fd = openat(f->store->snaps_fd, path, O_RDONLY | O_CLOEXEC)) >= 0)
 			return 0;
 		if (state < 0)
@@ -1328,6 +1332,8 @@ static void follow_free(struct follow *f)
 	free(f->buf);
 	if (f->log_fd >= 0)
 		close(f->log_fd);
+	if (f->lock_fd >= 0)
+		close(f->lock_fd);
 	snap_reader_close(f->pr);
 	explicit_bzero(&f->m, sizeof(f->m));
 }
@@ -1339,7 +1345,8 @@ int snap_migrate_snapshot_follow(struct snap_migrate_conn *c, const char *store_
 {
 	struct snap_migrate_stats st = { 0 };
 	struct follow f = { .c = c, .name = name, .parent = parent ? parent : "", .flags = flags, .token = token,
-			    .nonce = nonce, .watch = watch, .st = &st, .log_fd = -1 };
+			    .nonce = nonce, .watch = watch, .st = &st, .lock_fd = -1,
+			    .log_fd = -1 };
 	struct snap_reader *r = NULL;
 	uint64_t start = streams_bytes_sent(c);
 	int rc;
