@@ -96,6 +96,8 @@ struct migrate_round {
 	uint64_t dirty_sent_bytes; /* what the stream carried of them (compressed) */
 	uint64_t stream_bytes;
 	uint64_t chunks_before_commit; /* chunks that went while the source still wrote the round */
+	uint64_t journal_bytes;   /* of the journal, what the stream carried */
+	uint64_t journal_reused_bytes; /* ... and what the destination copied from the previous round's */
 	double rate;              /* bytes/s of the stream */
 	double expected_downtime_ms;
 };
@@ -303,6 +305,8 @@ static void round_account(struct migration *m, struct migrate_round *r, const st
 	r->dirty_sent_bytes = st->data_sent_bytes;
 	r->stream_bytes = st->stream_bytes;
 	r->chunks_before_commit = st->chunks_before_commit;
+	r->journal_bytes = st->journal_bytes;
+	r->journal_reused_bytes = st->journal_reused_bytes;
 	r->rate = r->send_ms > 0 ? (double)st->stream_bytes * 1e3 / r->send_ms : 0;
 	m->nrounds++;
 }
@@ -509,6 +513,8 @@ static void report(struct migration *m)
 			json_u64_put(&w, "dirty_bytes", m->rounds[i].dirty_bytes);
 			json_u64_put(&w, "dirty_sent_bytes", m->rounds[i].dirty_sent_bytes);
 			json_u64_put(&w, "chunks_before_commit", m->rounds[i].chunks_before_commit);
+			json_u64_put(&w, "journal_bytes", m->rounds[i].journal_bytes);
+			json_u64_put(&w, "journal_reused_bytes", m->rounds[i].journal_reused_bytes);
 			json_double_put(&w, "rate", m->rounds[i].rate);
 			json_double_put(&w, "pause_ms", m->rounds[i].pause_ms);
 			json_double_put(&w, "hash_ms", m->rounds[i].hash_ms);

@@ -23,6 +23,7 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 static int conn_fail(struct snap_migrate_conn *c, int rc, const char *fmt, ...)
@@ -109,7 +110,7 @@ int snap_migrate_header_decode(const uint8_t h[SNAP_MIGRATE_HEADER_BYTES], uint1
 		return -EBADMSG;
 	*type = le16_get(h + 6);
 	*len = le32_get(h + 8);
-	if (*type < SNAP_MIGRATE_CHALLENGE || *type > SNAP_MIGRATE_JOIN || *len > SNAP_MIGRATE_PAYLOAD_MAX)
+	if (*type < SNAP_MIGRATE_CHALLENGE || *type > SNAP_MIGRATE_JOURNAL_COPY || *len > SNAP_MIGRATE_PAYLOAD_MAX)
 		return -EBADMSG;
 	return 0;
 }
@@ -158,6 +159,26 @@ int snap_migrate_join_decode(const uint8_t *p, uint32_t len, struct snap_migrate
 	struct cursor c = { p, len };
 
 	if (get_bytes(&c, out->key, sizeof(out->key)))
+		return -EBADMSG;
+	return cursor_done(&c);
+}
+
+int snap_migrate_journal_base_decode(const uint8_t *p, uint32_t len, struct snap_migrate_journal_base *out)
+{
+	struct cursor c = { p, len };
+
+	if (get_bytes(&c, out->base_hash, sizeof(out->base_hash)) || get_u64(&c, &out->base_bytes) ||
+	    get_bytes(&c, out->hash, sizeof(out->hash)) || get_u64(&c, &out->bytes) ||
+	    out->bytes > SNAP_MIGRATE_JOURNAL_MAX || out->base_bytes > SNAP_MIGRATE_JOURNAL_MAX)
+		return -EBADMSG;
+	return cursor_done(&c);
+}
+
+int snap_migrate_journal_copy_decode(const uint8_t *p, uint32_t len, struct snap_migrate_journal_copy *out)
+{
+	struct cursor c = { p, len };
+
+	if (get_u64(&c, &out->offset) || get_u64(&c, &out->len) || !out->len || out->offset + out->len < out->offset)
 		return -EBADMSG;
 	return cursor_done(&c);
 }
@@ -468,43 +489,175 @@ static int send_chunk(struct snap_migrate_conn *c, uint32_t region, uint64_t ind
 	return snap_migrate_send(c, SNAP_MIGRATE_CHUNK, head, sizeof(head), data, len);
 }
 
-static int send_journal(struct snap_migrate_conn *c, struct snap_reader *r, struct snap_migrate_stats *st)
+/* A snapshot's journal (the caller's file, without the store's header)
+ * in a memfd, mapped read-only: *p is NULL for an empty one. */
+struct journal_map {
+	int fd;
+	const uint8_t *p;
+	size_t len;
+};
+
+static int journal_map_open(struct snap_migrate_conn *c, struct snap_reader *r, struct journal_map *jm)
 {
-	int fd = memfd_create("tern-migrate-journal", MFD_CLOEXEC);
-	uint8_t *piece = NULL;
-	off_t off = 0;
+	off_t n;
 	int rc;
 
-	if (fd < 0)
+	*jm = (struct journal_map){ .fd = memfd_create("tern-migrate-journal", MFD_CLOEXEC) };
+	if (jm->fd < 0)
 		return conn_fail(c, -errno, "memfd: %s", strerror(errno));
-	rc = snap_reader_journal_write(r, fd);
-	if (rc) {
-		conn_fail(c, rc, "journal: %s", strerror(-rc));
-		goto out;
+	rc = snap_reader_journal_write(r, jm->fd);
+	if (rc)
+		return conn_fail(c, rc, "journal: %s", strerror(-rc));
+	n = lseek(jm->fd, 0, SEEK_END);
+	if (n < 0)
+		return conn_fail(c, -errno, "journal: %s", strerror(errno));
+	jm->len = (size_t)n;
+	if (!n)
+		return 0;
+	jm->p = mmap(NULL, jm->len, PROT_READ, MAP_PRIVATE, jm->fd, 0);
+	if (jm->p == MAP_FAILED) {
+		jm->p = NULL;
+		return conn_fail(c, -errno, "journal: mmap: %s", strerror(errno));
 	}
-	piece = malloc(SNAP_MIGRATE_JOURNAL_PIECE);
-	if (!piece) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	for (;;) {
-		ssize_t n = pread(fd, piece, SNAP_MIGRATE_JOURNAL_PIECE, off);
+	return 0;
+}
 
-		if (n < 0) {
-			rc = conn_fail(c, -errno, "journal: %s", strerror(errno));
-			break;
-		}
-		if (!n)
-			break;
-		rc = snap_migrate_send(c, SNAP_MIGRATE_JOURNAL, piece, (uint32_t)n, NULL, 0);
-		if (rc)
-			break;
-		off += n;
-		st->journal_bytes += (uint64_t)n;
+static void journal_map_close(struct journal_map *jm)
+{
+	if (jm->p)
+		munmap((void *)jm->p, jm->len);
+	if (jm->fd >= 0)
+		close(jm->fd);
+	jm->fd = -1;
+	jm->p = NULL;
+}
+
+/* Literal journal bytes, in JOURNAL frames. */
+static int journal_literal_send(struct snap_migrate_conn *c, const uint8_t *p, size_t len,
+				struct snap_migrate_stats *st)
+{
+	int rc = 0;
+
+	while (!rc && len) {
+		uint32_t n = len < SNAP_MIGRATE_JOURNAL_PIECE ? (uint32_t)len : SNAP_MIGRATE_JOURNAL_PIECE;
+
+		rc = snap_migrate_send(c, SNAP_MIGRATE_JOURNAL, p, n, NULL, 0);
+		p += n;
+		len -= n;
+		st->journal_bytes += n;
 	}
-out:
-	free(piece);
-	close(fd);
+	return rc;
+}
+
+static int journal_copy_send(struct snap_migrate_conn *c, uint64_t offset, uint64_t len,
+			     struct snap_migrate_stats *st)
+{
+	uint8_t b[16];
+
+	if (!len)
+		return 0;
+	le64_put(b, offset);
+	le64_put(b + 8, len);
+	st->journal_reused_bytes += len;
+	return snap_migrate_send(c, SNAP_MIGRATE_JOURNAL_COPY, b, sizeof(b), NULL, 0);
+}
+
+/* A journal is a compacting LMDB copy (tracker_copy_fd): a page the
+ * parent's journal holds may sit elsewhere in the next, but pages move
+ * whole, so the delta matches page-sized blocks wherever they are. */
+#define JOURNAL_BLOCK 4096u
+
+struct block_slot {
+	uint64_t hash;
+	uint64_t offset_1;         /* the block's offset + 1; 0: empty */
+};
+
+/* Where the parent's journal holds block @p, or -1. */
+static int64_t block_find(const struct block_slot *slots, uint64_t mask, const struct journal_map *base,
+			  const uint8_t *p)
+{
+	uint64_t h = XXH3_64bits(p, JOURNAL_BLOCK);
+
+	for (uint64_t i = h & mask; slots[i].offset_1; i = (i + 1) & mask)
+		if (slots[i].hash == h && !memcmp(base->p + slots[i].offset_1 - 1, p, JOURNAL_BLOCK))
+			return (int64_t)(slots[i].offset_1 - 1);
+	return -1;
+}
+
+/* JOURNAL_BASE, then the journal as literal bytes and ranges of the
+ * parent's journal, in the journal's order. */
+static int journal_delta_send(struct snap_migrate_conn *c, const struct snap_manifest *m,
+			      const struct snap_manifest *pm, const struct journal_map *cur,
+			      const struct journal_map *base, struct snap_migrate_stats *st)
+{
+	uint64_t blocks = base->len / JOURNAL_BLOCK, cap = 16, copy_off = 0, copy_len = 0;
+	size_t literal = 0;            /* where the bytes not yet sent begin */
+	struct block_slot *slots;
+	uint8_t head[2 * (SNAP_HASH_BYTES + 8)];
+	int rc;
+
+	while (cap < 2 * blocks)
+		cap *= 2;
+	slots = calloc(cap, sizeof(*slots));
+	if (!slots)
+		return conn_fail(c, -ENOMEM, "out of memory");
+	for (uint64_t i = 0; i < blocks; i++) {
+		uint64_t h = XXH3_64bits(base->p + i * JOURNAL_BLOCK, JOURNAL_BLOCK), j = h & (cap - 1);
+
+		while (slots[j].offset_1 && slots[j].hash != h)
+			j = (j + 1) & (cap - 1);
+		if (!slots[j].offset_1)
+			slots[j] = (struct block_slot){ h, i * JOURNAL_BLOCK + 1 };
+	}
+	memcpy(head, pm->journal_hash, SNAP_HASH_BYTES);
+	le64_put(head + SNAP_HASH_BYTES, base->len);
+	memcpy(head + SNAP_HASH_BYTES + 8, m->journal_hash, SNAP_HASH_BYTES);
+	le64_put(head + 2 * SNAP_HASH_BYTES + 8, cur->len);
+	rc = snap_migrate_send(c, SNAP_MIGRATE_JOURNAL_BASE, head, sizeof(head), NULL, 0);
+	for (size_t off = 0; !rc && off + JOURNAL_BLOCK <= cur->len; off += JOURNAL_BLOCK) {
+		int64_t at = block_find(slots, cap - 1, base, cur->p + off);
+
+		if (at < 0)
+			continue;
+		if (off > literal) {
+			rc = journal_copy_send(c, copy_off, copy_len, st);
+			if (!rc)
+				rc = journal_literal_send(c, cur->p + literal, off - literal, st);
+			copy_len = 0;
+		}
+		if (copy_len && copy_off + copy_len == (uint64_t)at) {
+			copy_len += JOURNAL_BLOCK;
+		} else if (!rc) {
+			rc = journal_copy_send(c, copy_off, copy_len, st);
+			copy_off = (uint64_t)at;
+			copy_len = JOURNAL_BLOCK;
+		}
+		literal = off + JOURNAL_BLOCK;
+	}
+	if (!rc)
+		rc = journal_copy_send(c, copy_off, copy_len, st);
+	if (!rc)
+		rc = journal_literal_send(c, cur->p + literal, cur->len - literal, st);
+	free(slots);
+	return rc;
+}
+
+/* The round's journal: whole, or as a delta against @parent's (the
+ * previous round, which the destination holds). */
+static int send_journal(struct snap_migrate_conn *c, struct snap_reader *r, struct snap_reader *parent,
+			struct snap_migrate_stats *st)
+{
+	struct journal_map cur = { .fd = -1 }, base = { .fd = -1 };
+	int rc = journal_map_open(c, r, &cur);
+
+	if (!rc && parent)
+		rc = journal_map_open(c, parent, &base);
+	if (!rc && parent)
+		rc = journal_delta_send(c, snap_reader_manifest(r), snap_reader_manifest(parent), &cur, &base, st);
+	else if (!rc)
+		rc = journal_literal_send(c, cur.p, cur.len, st);
+	journal_map_close(&base);
+	journal_map_close(&cur);
 	return rc;
 }
 
@@ -867,10 +1020,10 @@ static void stats_count(struct snap_migrate_stats *st, uint32_t kind)
 }
 
 /* The tail of a round once its chunks went: the journal, END, ACK. */
-static int round_finish(struct snap_migrate_conn *c, struct snap_reader *r, uint64_t start,
-			struct snap_migrate_stats *st)
+static int round_finish(struct snap_migrate_conn *c, struct snap_reader *r, struct snap_reader *parent,
+			uint64_t start, struct snap_migrate_stats *st)
 {
-	int rc = send_journal(c, r, st);
+	int rc = send_journal(c, r, parent, st);
 
 	if (!rc)
 		rc = end_send(c);
@@ -961,7 +1114,7 @@ int snap_migrate_snapshot_send(struct snap_migrate_conn *c, struct snap_store *s
 	send_jobs_close(&sr, rc != 0);
 	rc = send_streams_end(c, &sx, rc);
 	if (!rc)
-		rc = round_finish(c, r, start, &st);
+		rc = round_finish(c, r, pr, start, &st);
 out:
 	send_round_fini(&sr);
 	snap_reader_close(pr);
@@ -1373,7 +1526,7 @@ int snap_migrate_snapshot_follow(struct snap_migrate_conn *c, const char *store_
 	if (!rc)
 		rc = follow_check(&f, r);
 	if (!rc)
-		rc = round_finish(c, r, start, &st);
+		rc = round_finish(c, r, f.pr, start, &st);
 out:
 	snap_reader_close(r);
 	send_round_fini(&f.sr);
@@ -1431,6 +1584,14 @@ struct recv_round {
 	uint64_t quota_bytes;
 	uint64_t journal_bytes;
 	int journal_fd;
+	/* A journal sent as a delta (JOURNAL_BASE): the parent's, and what
+	 * the rebuilt one must be. */
+	struct snap_store *store;
+	const char *parent;
+	bool delta;
+	struct journal_map base;
+	uint8_t delta_hash[SNAP_HASH_BYTES];
+	uint64_t delta_bytes;
 };
 
 static int journal_append(struct snap_migrate_conn *c, int fd, const uint8_t *p, uint32_t len)
@@ -1445,6 +1606,112 @@ static int journal_append(struct snap_migrate_conn *c, int fd, const uint8_t *p,
 		p += n;
 		len -= (uint32_t)n;
 	}
+	return 0;
+}
+
+/* JOURNAL_BASE: the parent's journal, checked against what this store
+ * holds of it, is mapped for the JOURNAL_COPYs after it. */
+static int recv_journal_base(struct recv_round *rr, uint32_t len)
+{
+	struct snap_migrate_journal_base b;
+	struct snap_manifest pm;
+	struct snap_reader *r;
+	int rc;
+
+	if (rr->delta || rr->journal_bytes)
+		return conn_fail(rr->c, -EPROTO, "a journal base after the journal began");
+	if (snap_migrate_journal_base_decode(rr->c->buf, len, &b))
+		return conn_fail(rr->c, -EBADMSG, "malformed JOURNAL_BASE");
+	if (!rr->parent[0])
+		return conn_fail(rr->c, -EPROTO, "a journal delta in a round without a parent");
+	rc = snap_store_manifest_get(rr->store, rr->parent, &pm);
+	if (rc)
+		return conn_fail(rr->c, rc, "the journal's base %s: %s", rr->parent, snap_store_error(rr->store));
+	explicit_bzero(pm.credential, sizeof(pm.credential));
+	if (memcmp(pm.journal_hash, b.base_hash, SNAP_HASH_BYTES) ||
+	    pm.journal_bytes != b.base_bytes + SNAP_JOURNAL_HEADER_BYTES)
+		return conn_fail(rr->c, -EBADMSG, "a journal delta against another base than %s's journal", rr->parent);
+	rc = snap_reader_open(rr->store, rr->parent, &r);
+	if (rc)
+		return conn_fail(rr->c, rc, "the journal's base %s: %s", rr->parent, snap_store_error(rr->store));
+	rc = journal_map_open(rr->c, r, &rr->base);
+	snap_reader_close(r);
+	if (rc)
+		return rc;
+	if (rr->base.len != b.base_bytes)
+		return conn_fail(rr->c, -EBADMSG, "the journal's base %s has %zu bytes, not %llu", rr->parent,
+				 rr->base.len, (unsigned long long)b.base_bytes);
+	rr->delta = true;
+	memcpy(rr->delta_hash, b.hash, SNAP_HASH_BYTES);
+	rr->delta_bytes = b.bytes;
+	return 0;
+}
+
+/* JOURNAL (bytes) or JOURNAL_COPY (a range of the base's), appended. */
+static int recv_journal(struct recv_round *rr, uint16_t type, uint32_t len)
+{
+	struct snap_migrate_journal_copy cp = { .len = len };
+	const uint8_t *p = rr->c->buf;
+
+	if (type == SNAP_MIGRATE_JOURNAL_COPY) {
+		if (!rr->delta)
+			return conn_fail(rr->c, -EPROTO, "a journal copy without its base");
+		if (snap_migrate_journal_copy_decode(rr->c->buf, len, &cp))
+			return conn_fail(rr->c, -EBADMSG, "malformed JOURNAL_COPY");
+		if (cp.offset + cp.len > rr->base.len)
+			return conn_fail(rr->c, -EBADMSG, "a journal copy past the end of %s's journal", rr->parent);
+		p = rr->base.p + cp.offset;
+	}
+	if (cp.len > SNAP_MIGRATE_JOURNAL_MAX - rr->journal_bytes)
+		return conn_fail(rr->c, -EFBIG, "journal over %llu bytes", (unsigned long long)SNAP_MIGRATE_JOURNAL_MAX);
+	rr->journal_bytes += cp.len;
+	if (rr->delta && rr->journal_bytes > rr->delta_bytes)
+		return conn_fail(rr->c, -EBADMSG, "the journal delta is longer than its journal");
+	for (uint64_t done = 0; done < cp.len;) {
+		uint32_t n = cp.len - done < SNAP_MIGRATE_JOURNAL_PIECE ? (uint32_t)(cp.len - done)
+									: SNAP_MIGRATE_JOURNAL_PIECE;
+		int rc = journal_append(rr->c, rr->journal_fd, p + done, n);
+
+		if (rc)
+			return rc;
+		done += n;
+	}
+	return 0;
+}
+
+/* A delta's journal, rebuilt: its length and hash as JOURNAL_BASE said. */
+static int journal_delta_check(struct recv_round *rr)
+{
+	struct journal_map got = { .fd = rr->journal_fd };
+	uint8_t hdr[SNAP_JOURNAL_HEADER_BYTES], hash[SNAP_HASH_BYTES];
+	XXH3_state_t *st;
+
+	if (!rr->delta)
+		return 0;
+	if (rr->journal_bytes != rr->delta_bytes)
+		return conn_fail(rr->c, -EBADMSG, "the journal delta rebuilds %llu of the journal's %llu bytes",
+				 (unsigned long long)rr->journal_bytes, (unsigned long long)rr->delta_bytes);
+	st = XXH3_createState();
+	if (!st)
+		return conn_fail(rr->c, -ENOMEM, "out of memory");
+	got.len = rr->journal_bytes;
+	got.p = got.len ? mmap(NULL, got.len, PROT_READ, MAP_SHARED, rr->journal_fd, 0) : NULL;
+	if (got.p == MAP_FAILED) {
+		XXH3_freeState(st);
+		return conn_fail(rr->c, -errno, "journal: mmap: %s", strerror(errno));
+	}
+	/* As the store hashes a journal file: its header, then the bytes. */
+	snap_journal_header_encode(hdr);
+	XXH3_128bits_reset(st);
+	XXH3_128bits_update(st, hdr, sizeof(hdr));
+	if (got.len)
+		XXH3_128bits_update(st, got.p, got.len);
+	snap_hash128_digest(st, hash);
+	XXH3_freeState(st);
+	if (got.p)
+		munmap((void *)got.p, got.len);
+	if (memcmp(hash, rr->delta_hash, SNAP_HASH_BYTES))
+		return conn_fail(rr->c, -EBADMSG, "the journal delta does not rebuild the journal (hash mismatch)");
 	return 0;
 }
 
@@ -1709,8 +1976,9 @@ int snap_migrate_snapshot_recv(struct snap_migrate_conn *c, uint32_t len, struct
 			       const uint8_t nonce[AUTH_NONCE_BYTES], uint64_t quota_bytes,
 			       char name[SNAP_NAME_MAX + 1], uint32_t *flags)
 {
-	struct recv_round rr = { .c = c, .quota_bytes = quota_bytes, .journal_fd = -1 };
 	char parent[SNAP_NAME_MAX + 1], device[SNAP_NAME_MAX + 1];
+	struct recv_round rr = { .c = c, .quota_bytes = quota_bytes, .journal_fd = -1, .store = store,
+				 .parent = parent, .base = { .fd = -1 } };
 	struct snap_writer_config cfg = { 0 };
 	struct snap_migrate_begin b;
 	struct sha256 before;
@@ -1772,10 +2040,10 @@ int snap_migrate_snapshot_recv(struct snap_migrate_conn *c, uint32_t len, struct
 			rc = recv_region(&rr, len);
 		else if (type == SNAP_MIGRATE_CHUNK)
 			rc = recv_chunk(&rr.streams[0], len);
-		else if (type == SNAP_MIGRATE_JOURNAL && (rr.journal_bytes += len) > SNAP_MIGRATE_JOURNAL_MAX)
-			rc = conn_fail(c, -EFBIG, "journal over %llu bytes", (unsigned long long)SNAP_MIGRATE_JOURNAL_MAX);
-		else if (type == SNAP_MIGRATE_JOURNAL)
-			rc = journal_append(c, rr.journal_fd, c->buf, len);
+		else if (type == SNAP_MIGRATE_JOURNAL_BASE)
+			rc = recv_journal_base(&rr, len);
+		else if (type == SNAP_MIGRATE_JOURNAL || type == SNAP_MIGRATE_JOURNAL_COPY)
+			rc = recv_journal(&rr, type, len);
 		else if (type == SNAP_MIGRATE_END)
 			break;
 		else
@@ -1791,6 +2059,8 @@ int snap_migrate_snapshot_recv(struct snap_migrate_conn *c, uint32_t len, struct
 	if (rc)
 		goto out_abort;
 	rc = recv_streams_end(&rr, false);
+	if (!rc)
+		rc = journal_delta_check(&rr);
 	if (rc)
 		goto out_abort;
 	rc = snap_writer_journal_set(rr.w, rr.journal_fd);
@@ -1814,6 +2084,7 @@ out_abort:
 out:
 	if (rr.journal_fd >= 0)
 		close(rr.journal_fd);
+	journal_map_close(&rr.base);
 	ZSTD_freeDCtx(rr.streams[0].zctx);
 	recv_buffers_free(&rr);
 	pthread_mutex_destroy(&rr.writer_mu);

@@ -20,6 +20,7 @@
 
 #include "le.h"
 #include "monotonic.h"
+#include "sha256.h"
 #include "snap_migrate.h"
 #include "snap_test_util.h"
 
@@ -84,6 +85,7 @@ struct sender {
 	 * written (@watch), not r1 as stored. */
 	const char *follow;
 	const struct snap_migrate_writer_watch *watch;
+	const char *names[2];      /* the two rounds sent as stored: r0 and r1 unless set */
 	int rc;
 	struct snap_migrate_stats st[2];
 	char error[2048];
@@ -116,14 +118,18 @@ static void *sender_run(void *arg)
 	}
 	if (!s->rc && s->extra)
 		s->rc = snap_migrate_streams_wait(&c, joined, s->extra);
+	if (!s->names[0]) {
+		s->names[0] = "r0";
+		s->names[1] = "r1";
+	}
 	if (!s->rc)
-		s->rc = snap_migrate_snapshot_send(&c, s->f->src, "r0", NULL, 0, s->token, nonce, &s->st[0]);
+		s->rc = snap_migrate_snapshot_send(&c, s->f->src, s->names[0], NULL, 0, s->token, nonce, &s->st[0]);
 	if (!s->rc && s->follow)
 		s->rc = snap_migrate_snapshot_follow(&c, s->f->src_dir, s->follow, "r0", SNAP_MIGRATE_FINAL, s->token,
 						     nonce, s->watch, &s->st[1]);
 	else if (!s->rc)
-		s->rc = snap_migrate_snapshot_send(&c, s->f->src, "r1", "r0", SNAP_MIGRATE_FINAL, s->token, nonce,
-						   &s->st[1]);
+		s->rc = snap_migrate_snapshot_send(&c, s->f->src, s->names[1], s->names[0], SNAP_MIGRATE_FINAL,
+						   s->token, nonce, &s->st[1]);
 	snprintf(s->error, sizeof(s->error), "%s", c.error);
 	for (unsigned i = 0; i < s->extra; i++) {
 		snap_migrate_conn_fini(&extra[i]);
@@ -211,7 +217,7 @@ static int migrate_streams(struct fixture *f, const struct auth_token *t, uint64
 
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	*s = (struct sender){ .f = f, .fd = sv[0], .token = t, .extra = extra, .max_bandwidth = s->max_bandwidth,
-			      .follow = s->follow, .watch = s->watch };
+			      .follow = s->follow, .watch = s->watch, .names = { s->names[0], s->names[1] } };
 	for (unsigned i = 0; i < extra; i++) {
 		int pair[2];
 
@@ -1187,6 +1193,306 @@ static void test_round_log_refused(void **state)
 	}
 }
 
+/* ---- journal deltas ---- */
+
+#define JOURNAL_LEN (64u << 10)
+
+/* A journal file of @len bytes at @path. */
+static int journal_file(const char *dir, const char *tag, const uint8_t *p, size_t len)
+{
+	char path[512];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/journal-%s", dir, tag);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, p, len), (ssize_t)len);
+	return fd;
+}
+
+/* @name's journal in @store, read back whole (malloc'ed, *len). */
+static uint8_t *journal_of(struct snap_store *store, const char *name, size_t *len)
+{
+	struct snap_reader *r;
+	int fd = memfd_create("journal", 0);
+	uint8_t *p;
+
+	assert_int_equal(snap_reader_open(store, name, &r), 0);
+	assert_int_equal(snap_reader_journal_write(r, fd), 0);
+	snap_reader_close(r);
+	*len = (size_t)lseek(fd, 0, SEEK_END);
+	p = malloc(*len + 1);
+	assert_int_equal(pread(fd, p, *len, 0), (ssize_t)*len);
+	close(fd);
+	return p;
+}
+
+/* The second round's journal, an LMDB copy with one page put in and a
+ * few bytes changed, crosses as the page and the change: the rest is
+ * copied from the first round's at the destination, which rebuilds it. */
+static void test_journal_delta(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t *j0 = test_data_make(DATA_RANDOM, JOURNAL_LEN, 7), *j1 = malloc(JOURNAL_LEN + 4096), *got;
+	struct sender s = { .names = { "d0", "d1" } };
+	char err[2048];
+	size_t len;
+	int fd;
+
+	memcpy(j1, j0, 16384);
+	memset(j1 + 16384, 0xab, 4096);             /* a page put in: the pages after it move */
+	memcpy(j1 + 20480, j0 + 16384, JOURNAL_LEN - 16384);
+	j1[JOURNAL_LEN + 4096 - 100] ^= 0xff;         /* in the last page */
+	fd = journal_file(f->src_dir, "d0", j0, JOURNAL_LEN);
+	assert_int_equal(test_snapshot_write(f->src, "d0", NULL, f->r, 1, fd, NULL), 0);
+	close(fd);
+	fd = journal_file(f->src_dir, "d1", j1, JOURNAL_LEN + 4096);
+	assert_int_equal(test_snapshot_write(f->src, "d1", "d0", f->r, 1, fd, NULL), 0);
+	close(fd);
+	assert_int_equal(migrate(f, &token, 0, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.rc, 0);
+	/* The first round's journal goes whole; the second's as two pages. */
+	assert_int_equal(s.st[0].journal_bytes, JOURNAL_LEN);
+	assert_int_equal(s.st[0].journal_reused_bytes, 0);
+	assert_int_equal(s.st[1].journal_bytes, 2 * 4096);
+	assert_int_equal(s.st[1].journal_reused_bytes, JOURNAL_LEN - 4096);
+	got = journal_of(f->dst, "d1", &len);
+	assert_int_equal(len, JOURNAL_LEN + 4096);
+	assert_memory_equal(got, j1, len);
+	assert_int_equal(snap_store_verify(f->dst, "d1", NULL), 0);
+	free(got);
+	free(j0);
+	free(j1);
+}
+
+/* Hostile journal deltas, in a round on r1 (which the destination holds):
+ * the frames are summed as the receiver sums them, so that END matches
+ * and the journal's own checks are what refuse. */
+static struct sha256 delta_sum;
+static struct snap_manifest delta_base;      /* r1's at the destination */
+static const char *delta_parent = "r1";
+
+static void summed_put(int fd, uint16_t type, const void *p, uint32_t len)
+{
+	uint8_t h[SNAP_MIGRATE_HEADER_BYTES];
+
+	le32_put(h, SNAP_MIGRATE_MAGIC);
+	le16_put(h + 4, SNAP_MIGRATE_VERSION);
+	le16_put(h + 6, type);
+	le32_put(h + 8, len);
+	sha256_update(&delta_sum, h, sizeof(h));
+	sha256_update(&delta_sum, p, len);
+	frame_put(fd, type, p, len);
+}
+
+/* BEGIN of "evil" on delta_parent, its region and a zero chunk. */
+static void delta_round_start(int fd)
+{
+	uint8_t b[256], *p = b, reg[20];
+
+	sha256_init(&delta_sum);
+	memset(b, 0, sizeof(b));
+	le32_put(p + 4, TEST_CHUNK);
+	le32_put(p + 8, 1);
+	p += 24 + SNAP_CREDENTIAL_BYTES + 16;
+	le32_put(p, 4);
+	memcpy(p + 4, "evil", 4);
+	p += 8;
+	le32_put(p, (uint32_t)strlen(delta_parent));
+	memcpy(p + 4, delta_parent, strlen(delta_parent));
+	p += 4 + strlen(delta_parent);
+	le32_put(p, 0);
+	summed_put(fd, SNAP_MIGRATE_BEGIN, b, (uint32_t)(p + 4 - b));
+	le64_put(reg, ADDR);
+	le64_put(reg + 8, TEST_CHUNK);
+	le32_put(reg + 16, 0);
+	summed_put(fd, SNAP_MIGRATE_REGION, reg, sizeof(reg));
+	summed_put(fd, SNAP_MIGRATE_CHUNK, b, chunk_make(b, SNAP_MIGRATE_CHUNK_ZERO, 0, 0));
+}
+
+static void delta_end(int fd)
+{
+	uint8_t end[SHA256_BYTES];
+
+	sha256_final(&delta_sum, end);
+	frame_put(fd, SNAP_MIGRATE_END, end, sizeof(end));
+}
+
+/* JOURNAL_BASE naming r1's journal (@flip: one bit of its hash wrong),
+ * for a journal of @bytes bytes whose hash is @hash. */
+static void base_put(int fd, bool flip, uint64_t bytes, const uint8_t hash[SNAP_HASH_BYTES])
+{
+	uint8_t b[2 * (SNAP_HASH_BYTES + 8)];
+
+	memcpy(b, delta_base.journal_hash, SNAP_HASH_BYTES);
+	b[0] ^= flip;
+	le64_put(b + SNAP_HASH_BYTES, delta_base.journal_bytes - SNAP_JOURNAL_HEADER_BYTES);
+	memcpy(b + SNAP_HASH_BYTES + 8, hash, SNAP_HASH_BYTES);
+	le64_put(b + 2 * SNAP_HASH_BYTES + 8, bytes);
+	summed_put(fd, SNAP_MIGRATE_JOURNAL_BASE, b, sizeof(b));
+}
+
+static void copy_put(int fd, uint64_t offset, uint64_t len)
+{
+	uint8_t b[16];
+
+	le64_put(b, offset);
+	le64_put(b + 8, len);
+	summed_put(fd, SNAP_MIGRATE_JOURNAL_COPY, b, sizeof(b));
+}
+
+static uint64_t base_len(void)
+{
+	return delta_base.journal_bytes - SNAP_JOURNAL_HEADER_BYTES;
+}
+
+/* The base copied whole: the journal is r1's, whose hash it is. */
+static void delta_whole(int fd)
+{
+	delta_round_start(fd);
+	base_put(fd, false, base_len(), delta_base.journal_hash);
+	copy_put(fd, 0, base_len());
+	delta_end(fd);
+}
+
+static void delta_wrong_base(int fd)
+{
+	delta_round_start(fd);
+	base_put(fd, true, base_len(), delta_base.journal_hash);
+	copy_put(fd, 0, base_len());
+	delta_end(fd);
+}
+
+static void delta_copy_past_end(int fd)
+{
+	delta_round_start(fd);
+	base_put(fd, false, base_len() + 1, delta_base.journal_hash);
+	copy_put(fd, 1, base_len());
+	delta_end(fd);
+}
+
+static void delta_copy_wraps(int fd)
+{
+	delta_round_start(fd);
+	base_put(fd, false, base_len(), delta_base.journal_hash);
+	copy_put(fd, ~0ull - 2, 8);
+	delta_end(fd);
+}
+
+static void delta_copy_without_base(int fd)
+{
+	delta_round_start(fd);
+	copy_put(fd, 0, base_len());
+	delta_end(fd);
+}
+
+static void delta_short(int fd)
+{
+	delta_round_start(fd);
+	base_put(fd, false, base_len(), delta_base.journal_hash);
+	copy_put(fd, 0, base_len() - 1);
+	delta_end(fd);
+}
+
+static void delta_longer(int fd)
+{
+	delta_round_start(fd);
+	base_put(fd, false, base_len() - 1, delta_base.journal_hash);
+	copy_put(fd, 0, base_len());
+	delta_end(fd);
+}
+
+/* The right length, other bytes: the last one literal and wrong. */
+static void delta_other_bytes(int fd)
+{
+	uint8_t x = 0x5a;
+
+	delta_round_start(fd);
+	base_put(fd, false, base_len(), delta_base.journal_hash);
+	copy_put(fd, 0, base_len() - 1);
+	summed_put(fd, SNAP_MIGRATE_JOURNAL, &x, 1);
+	delta_end(fd);
+}
+
+static void delta_base_late(int fd)
+{
+	uint8_t x = 1;
+
+	delta_round_start(fd);
+	summed_put(fd, SNAP_MIGRATE_JOURNAL, &x, 1);
+	base_put(fd, false, base_len(), delta_base.journal_hash);
+	delta_end(fd);
+}
+
+static void delta_base_twice(int fd)
+{
+	delta_round_start(fd);
+	base_put(fd, false, base_len(), delta_base.journal_hash);
+	base_put(fd, false, base_len(), delta_base.journal_hash);
+	delta_end(fd);
+}
+
+static void delta_base_short(int fd)
+{
+	uint8_t b[SNAP_HASH_BYTES + 8] = { 0 };
+
+	delta_round_start(fd);
+	summed_put(fd, SNAP_MIGRATE_JOURNAL_BASE, b, sizeof(b));
+	delta_end(fd);
+}
+
+static void delta_base_huge(int fd)
+{
+	delta_round_start(fd);
+	base_put(fd, false, SNAP_MIGRATE_JOURNAL_MAX + 1, delta_base.journal_hash);
+	delta_end(fd);
+}
+
+static void test_journal_delta_hostile(void **state)
+{
+	static const struct {
+		void (*write_fn)(int fd);
+		const char *parent;
+		int rc;
+		const char *says;
+	} cases[] = {
+		{ delta_wrong_base, "r1", -EBADMSG, "another base" },
+		{ delta_copy_past_end, "r1", -EBADMSG, "past the end" },
+		{ delta_copy_wraps, "r1", -EBADMSG, "malformed JOURNAL_COPY" },
+		{ delta_copy_without_base, "r1", -EPROTO, "without its base" },
+		{ delta_short, "r1", -EBADMSG, "rebuilds" },
+		{ delta_longer, "r1", -EBADMSG, "longer than its journal" },
+		{ delta_other_bytes, "r1", -EBADMSG, "does not rebuild" },
+		{ delta_base_late, "r1", -EPROTO, "after the journal began" },
+		{ delta_base_twice, "r1", -EPROTO, "after the journal began" },
+		{ delta_base_short, "r1", -EBADMSG, "malformed JOURNAL_BASE" },
+		{ delta_base_huge, "r1", -EBADMSG, "malformed JOURNAL_BASE" },
+		{ delta_whole, "", -EPROTO, "without a parent" },
+	};
+	struct fixture *f = *state;
+	struct sender s = { 0 };
+	struct snap_manifest m;
+	char err[2048];
+
+	assert_int_equal(migrate(f, &token, 0, &s, err, sizeof(err)), 0);
+	assert_int_equal(snap_store_manifest_get(f->dst, "r1", &delta_base), 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc;
+
+		delta_parent = cases[i].parent;
+		rc = hostile_round(f, cases[i].write_fn);
+		if (rc != cases[i].rc || !strstr(hostile_error, cases[i].says))
+			fail_msg("case %zu: rc %d, '%s'", i, rc, hostile_error);
+		assert_int_not_equal(snap_store_manifest_get(f->dst, "evil", &m), 0);
+	}
+	/* The same frames, right, make a snapshot: the cases above fail for
+	 * their reason. */
+	delta_parent = "r1";
+	assert_int_equal(hostile_round(f, delta_whole), 0);
+	assert_int_equal(snap_store_manifest_get(f->dst, "evil", &m), 0);
+	assert_memory_equal(m.journal_hash, delta_base.journal_hash, SNAP_HASH_BYTES);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1202,6 +1508,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_round_writer_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_round_log_damaged, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_round_log_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_journal_delta, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_journal_delta_hostile, setup, teardown),
 	};
 
 	/* A stream the other end closed fails its send, as in ternd and ckpt. */
