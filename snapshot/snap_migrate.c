@@ -959,17 +959,17 @@ static int send_streams_start(struct snap_migrate_conn *c, struct send_round *sr
 /* Wait for the streams once the jobs are closed: 0, or the first error. */
 static int send_streams_end(struct snap_migrate_conn *c, struct send_streams *sx, int rc)
 {
-	int first_rc = 0;
+	int first_rc;
 
-	for (unsigned i = 0; i < sx->started; i++) {
+	for (unsigned i = 0; i < sx->started; i++)
 		pthread_join(sx->ss[i].thread, NULL);
-		if (!i)
-			first_rc = sx->ss[0].rc;
-		else if (!rc && sx->ss[i].rc)
-			rc = conn_fail(c, sx->ss[i].rc, "stream %u: %s", i, c->joined[i - 1]->error);
-	}
+	/* The first stream's error (a refusal it read) before a joined one's. */
+	first_rc = sx->started ? sx->ss[0].rc : 0;
 	if (!rc)
 		rc = first_rc;
+	for (unsigned i = 1; i < sx->started; i++)
+		if (!rc && sx->ss[i].rc)
+			rc = conn_fail(c, sx->ss[i].rc, "stream %u: %s", i, c->joined[i - 1]->error);
 	/* A destination that refused says why on the first stream, maybe
 	 * only after a joined stream saw it hang up. */
 	if (rc && !first_rc && sx->started) {
