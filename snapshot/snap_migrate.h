@@ -7,6 +7,9 @@
  *     then per round (or, from a destination that asks for a domain's
  *     state, one PULL answered by one ACK when that migration ends):
  *     src  -> dest  BEGIN, REGION * n, CHUNK * m, JOURNAL * k, END sha256
+ *                   (in a round with a parent, the journal goes as a delta
+ *                   against the parent's: JOURNAL_BASE, then JOURNAL and
+ *                   JOURNAL_COPY frames, appended in turn)
  *     dest -> src   ACK status, message
  *
  * Parallel streams: before the first round the source may send STREAMS
