@@ -4,8 +4,9 @@
  *
  * ckpt drives it: each pre-copy round is an incremental snapshot of the
  * session on the source ternd (the GPU hashes every chunk; the guest is
- * paused only for the copy), which ckpt streams from the source's store to
- * the destination's --migrate-listen, changed chunks only.  Once a round's
+ * paused only for the copy), which ckpt streams to the destination's
+ * --migrate-listen while the source writes it (following the writer's
+ * progress log), changed chunks only.  Once a round's
  * dirty bytes would take less than --max-downtime at the rate measured, the
  * session is suspended (the last snapshot, at a call boundary, while the
  * guest is held), that last delta is sent, and only once the destination
@@ -28,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +95,9 @@ struct migrate_round {
 	uint64_t dirty_bytes;     /* bytes of the chunks sent */
 	uint64_t dirty_sent_bytes; /* what the stream carried of them (compressed) */
 	uint64_t stream_bytes;
+	uint64_t chunks_before_commit; /* chunks that went while the source still wrote the round */
+	uint64_t journal_bytes;   /* of the journal, what the stream carried */
+	uint64_t journal_reused_bytes; /* ... and what the destination copied from the previous round's */
 	double rate;              /* bytes/s of the stream */
 	double expected_downtime_ms;
 };
@@ -291,9 +296,37 @@ static int source_snapshot(struct migration *m, bool suspend, const char *name, 
 	return 0;
 }
 
+/* What a round's stream did. */
+static void round_account(struct migration *m, struct migrate_round *r, const struct snap_migrate_stats *st,
+			  double t0)
+{
+	r->send_ms = now_ms() - t0;
+	r->dirty_bytes = st->data_bytes;
+	r->dirty_sent_bytes = st->data_sent_bytes;
+	r->stream_bytes = st->stream_bytes;
+	r->chunks_before_commit = st->chunks_before_commit;
+	r->journal_bytes = st->journal_bytes;
+	r->journal_reused_bytes = st->journal_reused_bytes;
+	r->rate = r->send_ms > 0 ? (double)st->stream_bytes * 1e3 / r->send_ms : 0;
+	m->nrounds++;
+}
+
+/* The previous round's snapshot: the parent of the next one. */
+static const char *round_parent(const struct migration *m)
+{
+	return m->nrounds ? m->rounds[m->nrounds - 1].snapshot : NULL;
+}
+
+static int round_fail(struct migration *m, const char *name, int rc)
+{
+	ckpt_fail(m->c, CKPT_EXIT_FAILED, "round %u (%s): %s", m->nrounds, name,
+		  cancelled ? "cancelled" : m->conn.error);
+	return rc;
+}
+
 static int round_send(struct migration *m, struct migrate_round *r, uint32_t flags)
 {
-	const char *parent = m->nrounds ? m->rounds[m->nrounds - 1].snapshot : NULL;
+	const char *parent = round_parent(m);
 	struct snap_migrate_stats st;
 	char store_dir[4200];
 	double t0 = now_ms();
@@ -305,17 +338,86 @@ static int round_send(struct migration *m, struct migrate_round *r, uint32_t fla
 	if (!m->store && ckpt_store_open(m->c, &m->store, store_dir, sizeof(store_dir)))
 		return -EIO;
 	rc = snap_migrate_snapshot_send(&m->conn, m->store, r->snapshot, parent, flags, &m->token, m->nonce, &st);
-	if (rc) {
-		ckpt_fail(m->c, CKPT_EXIT_FAILED, "round %u (%s): %s", m->nrounds, r->snapshot,
-			  cancelled ? "cancelled" : m->conn.error);
-		return rc;
+	if (rc)
+		return round_fail(m, r->snapshot, rc);
+	round_account(m, r, &st, t0);
+	return 0;
+}
+
+/* A round's snapshot, taken on a thread of its own while the calling one
+ * streams it from the writer's progress log (snap_migrate_snapshot_follow). */
+struct round_writer {
+	struct migration *m;
+	struct migrate_round *r;
+	const char *name;
+	bool suspend;
+	bool final_held;           /* test_hold("final") came */
+	pthread_t thread;
+	pthread_mutex_t mu;        /* guards state */
+	int state;                 /* 0 writing, 1 committed, -EIO failed (said) */
+};
+
+static void *round_writer_run(void *arg)
+{
+	struct round_writer *rw = arg;
+	int rc = source_snapshot(rw->m, rw->suspend, rw->name, rw->r);
+
+	pthread_mutex_lock(&rw->mu);
+	rw->state = rc ? rc : 1;
+	pthread_mutex_unlock(&rw->mu);
+	return NULL;
+}
+
+static int round_writer_state(void *arg, uint64_t sent)
+{
+	struct round_writer *rw = arg;
+	int state;
+
+	(void)sent;
+	pthread_mutex_lock(&rw->mu);
+	state = rw->state;
+	pthread_mutex_unlock(&rw->mu);
+	/* The suspend is durable; its round not yet acknowledged. */
+	if (state > 0 && rw->suspend && !rw->final_held) {
+		rw->final_held = true;
+		test_hold("final");
 	}
-	r->send_ms = now_ms() - t0;
-	r->dirty_bytes = st.data_bytes;
-	r->dirty_sent_bytes = st.data_sent_bytes;
-	r->stream_bytes = st.stream_bytes;
-	r->rate = r->send_ms > 0 ? (double)st.stream_bytes * 1e3 / r->send_ms : 0;
-	m->nrounds++;
+	return state;
+}
+
+/* Snapshot round @name on the source (@suspend: the stop and copy's) and
+ * stream it while it is written.  0, or -EIO (said). */
+static int round_take(struct migration *m, struct migrate_round *r, const char *name, bool suspend)
+{
+	struct round_writer rw = { .m = m, .r = r, .name = name, .suspend = suspend };
+	const char *parent = round_parent(m);
+	struct snap_migrate_writer_watch watch = { .state = round_writer_state, .arg = &rw };
+	struct snap_migrate_stats st;
+	char store_dir[4200];
+	double t0 = now_ms();
+	int rc;
+
+	if (cancelled)
+		return ckpt_fail(m->c, CKPT_EXIT_FAILED, "cancelled"), -ECANCELED;
+	ckpt_store_path(m->c, store_dir, sizeof(store_dir));
+	pthread_mutex_init(&rw.mu, NULL);
+	if (pthread_create(&rw.thread, NULL, round_writer_run, &rw)) {
+		pthread_mutex_destroy(&rw.mu);
+		return ckpt_fail(m->c, CKPT_EXIT_FAILED, "cannot start a thread"), -EAGAIN;
+	}
+	rc = snap_migrate_snapshot_follow(&m->conn, store_dir, name, parent, suspend ? SNAP_MIGRATE_FINAL : 0,
+					  &m->token, m->nonce, &watch, &st);
+	/* A round that failed on the stream waits for its snapshot, which
+	 * stays in the store as any round's. */
+	pthread_join(rw.thread, NULL);
+	pthread_mutex_destroy(&rw.mu);
+	if (rw.state < 0)
+		return -EIO;
+	if (rc)
+		return round_fail(m, name, rc);
+	if (!m->store && ckpt_store_open(m->c, &m->store, store_dir, sizeof(store_dir)))
+		return -EIO;
+	round_account(m, r, &st, t0);
 	return 0;
 }
 
@@ -410,6 +512,9 @@ static void report(struct migration *m)
 			json_u64_put(&w, "bytes", m->rounds[i].stream_bytes);
 			json_u64_put(&w, "dirty_bytes", m->rounds[i].dirty_bytes);
 			json_u64_put(&w, "dirty_sent_bytes", m->rounds[i].dirty_sent_bytes);
+			json_u64_put(&w, "chunks_before_commit", m->rounds[i].chunks_before_commit);
+			json_u64_put(&w, "journal_bytes", m->rounds[i].journal_bytes);
+			json_u64_put(&w, "journal_reused_bytes", m->rounds[i].journal_reused_bytes);
 			json_double_put(&w, "rate", m->rounds[i].rate);
 			json_double_put(&w, "pause_ms", m->rounds[i].pause_ms);
 			json_double_put(&w, "hash_ms", m->rounds[i].hash_ms);
@@ -457,7 +562,7 @@ static int migrate_run(struct migration *m)
 		r = &m->rounds[m->nrounds];
 		snprintf(name, sizeof(name), "migrate-%llu-%d-%u", (unsigned long long)stamp, (int)getpid(),
 			 m->nrounds);
-		if (source_snapshot(m, false, name, r) || round_send(m, r, 0))
+		if (round_take(m, r, name, false))
 			return CKPT_EXIT_FAILED;
 		/* This round's changes approximate the next one's, as the stream carries them. */
 		r->expected_downtime_ms = r->rate > 0 ? (double)r->dirty_sent_bytes * 1e3 / r->rate : 0;
@@ -482,10 +587,8 @@ static int migrate_run(struct migration *m)
 	/* Stop and copy: the guest is held from here until it reconnects. */
 	m->suspend_ms = now_ms();
 	r = &m->rounds[m->nrounds];
-	if (source_snapshot(m, true, NULL, r))
-		return CKPT_EXIT_FAILED;
-	test_hold("final");
-	if (round_send(m, r, SNAP_MIGRATE_FINAL))
+	snprintf(name, sizeof(name), "migrate-%llu-%d-%u", (unsigned long long)stamp, (int)getpid(), m->nrounds);
+	if (round_take(m, r, name, true))
 		return CKPT_EXIT_FAILED;
 	r->expected_downtime_ms = 0;
 	progress_print(m, r, true);

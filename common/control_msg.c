@@ -46,7 +46,9 @@ static const struct field rq_none[] = { { NULL, 0, 0, 0, 0 } };
 static const struct field rq_snapshot[] = {
 	FSTR(RQ, session, 0), FSTR(RQ, snapshot, F_OPTIONAL), FIELD(RQ, incremental, F_BOOL, F_OPTIONAL),
 };
-static const struct field rq_suspend[] = { FSTR(RQ, session, 0), FIELD(RQ, incremental, F_BOOL, F_OPTIONAL) };
+static const struct field rq_suspend[] = {
+	FSTR(RQ, session, 0), FSTR(RQ, snapshot, F_OPTIONAL), FIELD(RQ, incremental, F_BOOL, F_OPTIONAL),
+};
 static const struct field rq_resume[] = { FSTR(RQ, session, 0), FIELD(RQ, device, F_I32, F_OPTIONAL) };
 static const struct field rq_restore[] = { FSTR(RQ, snapshot, 0), FIELD(RQ, device, F_I32, F_OPTIONAL) };
 static const struct field rq_vm_attach[] = { FSTR(RQ, uuid, 0), FSTR(RQ, name, 0) };

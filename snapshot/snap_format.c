@@ -633,6 +633,238 @@ int snap_journal_header_decode(const uint8_t *buf, size_t len)
 	return 0;
 }
 
+/* ---- a writer's progress log ---- */
+
+enum { PH_MAGIC = 0, PH_VERSION = 8, PH_RESERVED = 12, PH_END = 16 };
+_Static_assert(PH_END == SNAP_PROGRESS_HEADER_BYTES, "progress header");
+
+enum {
+	PB_CHUNK_SIZE = 0, PB_DRIVER = 4, PB_AUTH_FLAGS = 8, PB_OWNER_UID = 12, PB_CREDENTIAL = 16,
+	PB_UUID = 48, PB_STRINGS = 64,
+};
+enum { PR_ADDR = 0, PR_SIZE = 8, PR_FLAGS = 16, PR_RESERVED = 20, PR_END = 24 };
+enum {
+	PC_REGION = 0, PC_KIND = 4, PC_INDEX = 8, PC_DEVHASH = 16, PC_HASH = 24, PC_PACK = 40, PC_OFFSET = 48,
+	PC_STORED = 56, PC_RESERVED = 60, PC_END = 64,
+};
+enum { PM_REGIONS = 0, PM_CHUNKS = 8, PM_END = 16 };
+
+void snap_progress_header_encode(uint8_t out[SNAP_PROGRESS_HEADER_BYTES])
+{
+	memset(out, 0, SNAP_PROGRESS_HEADER_BYTES);
+	memcpy(out + PH_MAGIC, SNAP_MAGIC_PROGRESS, 8);
+	le32_put(out + PH_VERSION, SNAP_FORMAT_VERSION);
+}
+
+int snap_progress_header_decode(const uint8_t *buf, size_t len)
+{
+	int rc = magic_version_check(buf, len, SNAP_MAGIC_PROGRESS);
+
+	if (rc)
+		return rc;
+	if (len < PH_END || le32_get(buf + PH_RESERVED) != 0)
+		return -EBADMSG;
+	return 0;
+}
+
+static uint64_t progress_sum(const uint8_t *rec, size_t len, uint64_t seed)
+{
+	return XXH3_64bits_withSeed(rec, len, seed);
+}
+
+int snap_progress_record_encode(const struct snap_progress_record *r, uint64_t *sum, struct snap_buf *out)
+{
+	const struct snap_manifest *m = &r->begin;
+	const char *strs[4] = { m->name, m->parent, m->session_id, m->device_name };
+	size_t body, start = out->len;
+	uint8_t *p;
+
+	switch (r->type) {
+	case SNAP_PROGRESS_BEGIN:
+		body = PB_STRINGS;
+		for (int i = 0; i < 4; i++) {
+			size_t n = strnlen(strs[i], SNAP_NAME_MAX + 1);
+
+			if (n > SNAP_NAME_MAX)
+				return -EINVAL;
+			body += 2 + n;
+		}
+		break;
+	case SNAP_PROGRESS_REGION:
+		body = PR_END;
+		break;
+	case SNAP_PROGRESS_CHUNK:
+		if (r->chunk.kind > SNAP_PROGRESS_CHUNK_STORED)
+			return -EINVAL;
+		body = PC_END;
+		break;
+	case SNAP_PROGRESS_COMMIT:
+		body = PM_END;
+		break;
+	default:
+		return -EINVAL;
+	}
+	p = buf_grow(out, SNAP_PROGRESS_RECORD_HEAD_BYTES + body + SNAP_PROGRESS_SUM_BYTES);
+	if (!p)
+		return out->error;
+	le32_put(p, r->type);
+	le32_put(p + 4, (uint32_t)body);
+	p += SNAP_PROGRESS_RECORD_HEAD_BYTES;
+	switch (r->type) {
+	case SNAP_PROGRESS_BEGIN:
+		le32_put(p + PB_CHUNK_SIZE, m->chunk_size);
+		le32_put(p + PB_DRIVER, m->driver_version);
+		le32_put(p + PB_AUTH_FLAGS, m->auth_flags);
+		le32_put(p + PB_OWNER_UID, m->owner_uid);
+		memcpy(p + PB_CREDENTIAL, m->credential, SNAP_CREDENTIAL_BYTES);
+		memcpy(p + PB_UUID, m->device_uuid, 16);
+		p += PB_STRINGS;
+		for (int i = 0; i < 4; i++) {
+			size_t n = strlen(strs[i]);
+
+			le16_put(p, (uint16_t)n);
+			memcpy(p + 2, strs[i], n);
+			p += 2 + n;
+		}
+		break;
+	case SNAP_PROGRESS_REGION:
+		le64_put(p + PR_ADDR, r->region.addr);
+		le64_put(p + PR_SIZE, r->region.size);
+		le32_put(p + PR_FLAGS, r->region.flags);
+		break;
+	case SNAP_PROGRESS_CHUNK:
+		le32_put(p + PC_REGION, r->chunk.region);
+		le32_put(p + PC_KIND, r->chunk.kind);
+		le64_put(p + PC_INDEX, r->chunk.index);
+		le64_put(p + PC_DEVHASH, r->chunk.device_hash);
+		memcpy(p + PC_HASH, r->chunk.hash, SNAP_HASH_BYTES);
+		le64_put(p + PC_PACK, r->chunk.pack_id);
+		le64_put(p + PC_OFFSET, r->chunk.offset);
+		le32_put(p + PC_STORED, r->chunk.stored_size);
+		break;
+	default:
+		le64_put(p + PM_REGIONS, r->commit_regions);
+		le64_put(p + PM_CHUNKS, r->commit_chunks);
+		break;
+	}
+	p = out->data + start;
+	*sum = progress_sum(p, SNAP_PROGRESS_RECORD_HEAD_BYTES + body, *sum);
+	le64_put(p + SNAP_PROGRESS_RECORD_HEAD_BYTES + body, *sum);
+	return 0;
+}
+
+/* One of BEGIN's strings into @out (SNAP_NAME_MAX + 1 bytes). */
+static int progress_str_get(const uint8_t **p, const uint8_t *end, char *out)
+{
+	size_t n;
+
+	if (end - *p < 2)
+		return -EBADMSG;
+	n = le16_get(*p);
+	if (n > SNAP_NAME_MAX || (size_t)(end - *p - 2) < n || memchr(*p + 2, 0, n))
+		return -EBADMSG;
+	memcpy(out, *p + 2, n);
+	out[n] = 0;
+	*p += 2 + n;
+	return 0;
+}
+
+static int progress_begin_decode(const uint8_t *p, size_t body, struct snap_manifest *m)
+{
+	const uint8_t *end = p + body;
+	char *strs[4] = { m->name, m->parent, m->session_id, m->device_name };
+	const uint8_t *q = p + PB_STRINGS;
+
+	if (body < PB_STRINGS)
+		return -EBADMSG;
+	m->chunk_size = le32_get(p + PB_CHUNK_SIZE);
+	m->driver_version = le32_get(p + PB_DRIVER);
+	m->auth_flags = le32_get(p + PB_AUTH_FLAGS);
+	m->owner_uid = le32_get(p + PB_OWNER_UID);
+	memcpy(m->credential, p + PB_CREDENTIAL, SNAP_CREDENTIAL_BYTES);
+	memcpy(m->device_uuid, p + PB_UUID, 16);
+	for (int i = 0; i < 4; i++)
+		if (progress_str_get(&q, end, strs[i]))
+			return -EBADMSG;
+	if (q != end || m->chunk_size < SNAP_CHUNK_SIZE_MIN || m->chunk_size > SNAP_CHUNK_SIZE_MAX ||
+	    m->auth_flags & ~SNAP_AUTH_KNOWN || !snap_name_valid(m->name) ||
+	    (m->parent[0] && !snap_name_valid(m->parent)))
+		return -EBADMSG;
+	return 0;
+}
+
+static int progress_chunk_decode(const uint8_t *p, struct snap_progress_chunk *c)
+{
+	c->region = le32_get(p + PC_REGION);
+	c->kind = le32_get(p + PC_KIND);
+	c->index = le64_get(p + PC_INDEX);
+	c->device_hash = le64_get(p + PC_DEVHASH);
+	memcpy(c->hash, p + PC_HASH, SNAP_HASH_BYTES);
+	c->pack_id = le64_get(p + PC_PACK);
+	c->offset = le64_get(p + PC_OFFSET);
+	c->stored_size = le32_get(p + PC_STORED);
+	if (le32_get(p + PC_RESERVED) || c->kind > SNAP_PROGRESS_CHUNK_STORED)
+		return -EBADMSG;
+	/* Only a stored chunk has a place; a zero one has no hash either. */
+	if (c->kind == SNAP_PROGRESS_CHUNK_STORED)
+		return c->pack_id && c->stored_size && c->offset >= SNAP_PACK_HEADER_BYTES ? 0 : -EBADMSG;
+	if (c->pack_id || c->offset || c->stored_size)
+		return -EBADMSG;
+	return c->kind == SNAP_PROGRESS_CHUNK_ZERO && !snap_hash_is_zero(c->hash) ? -EBADMSG : 0;
+}
+
+int snap_progress_record_decode(const uint8_t *buf, size_t len, uint64_t sum, struct snap_progress_record *out,
+				size_t *used, uint64_t *next_sum)
+{
+	uint32_t type, body;
+	size_t whole;
+	const uint8_t *p;
+
+	if (len < SNAP_PROGRESS_RECORD_HEAD_BYTES)
+		return -EAGAIN;
+	type = le32_get(buf);
+	body = le32_get(buf + 4);
+	if (type < SNAP_PROGRESS_BEGIN || type > SNAP_PROGRESS_COMMIT || body > SNAP_PROGRESS_BODY_MAX)
+		return -EBADMSG;
+	whole = SNAP_PROGRESS_RECORD_HEAD_BYTES + body + SNAP_PROGRESS_SUM_BYTES;
+	if (len < whole)
+		return -EAGAIN;
+	sum = progress_sum(buf, SNAP_PROGRESS_RECORD_HEAD_BYTES + body, sum);
+	if (le64_get(buf + SNAP_PROGRESS_RECORD_HEAD_BYTES + body) != sum)
+		return -EBADMSG;
+	memset(out, 0, sizeof(*out));
+	out->type = type;
+	p = buf + SNAP_PROGRESS_RECORD_HEAD_BYTES;
+	switch (type) {
+	case SNAP_PROGRESS_BEGIN:
+		if (progress_begin_decode(p, body, &out->begin))
+			return -EBADMSG;
+		break;
+	case SNAP_PROGRESS_REGION:
+		if (body != PR_END || le32_get(p + PR_RESERVED))
+			return -EBADMSG;
+		out->region.addr = le64_get(p + PR_ADDR);
+		out->region.size = le64_get(p + PR_SIZE);
+		out->region.flags = le32_get(p + PR_FLAGS);
+		if (!out->region.size || out->region.addr + out->region.size < out->region.addr)
+			return -EBADMSG;
+		break;
+	case SNAP_PROGRESS_CHUNK:
+		if (body != PC_END || progress_chunk_decode(p, &out->chunk))
+			return -EBADMSG;
+		break;
+	default:
+		if (body != PM_END)
+			return -EBADMSG;
+		out->commit_regions = le64_get(p + PM_REGIONS);
+		out->commit_chunks = le64_get(p + PM_CHUNKS);
+		break;
+	}
+	*used = whole;
+	*next_sum = sum;
+	return 0;
+}
+
 /* ---- the state directory's records: sessions file, domain records ---- */
 
 /* Check a record's magic, version and trailer; *end is where its body ends. */

@@ -196,6 +196,68 @@ int snap_frame_body_check(const struct snap_frame *f, const uint8_t *stored, siz
 int snap_index_encode(const struct snap_index *idx, struct snap_buf *out);
 int snap_index_decode(const uint8_t *buf, size_t len, struct snap_index *out);
 
+/* A writer's progress log (STORE/snaps/.tmp-NAME/progress, when the writer
+ * was asked for one): what it settled so far, in checksummed records that a
+ * reader follows while the snapshot is written (ckpt migrate streams each
+ * chunk once it is in a pack).  A 16-byte header (magic, version, reserved),
+ * then records: u32 type, u32 body length, the body, and XXH3-64 of those
+ * bytes seeded with the previous record's sum (0 for the first), so that a
+ * record lost, reordered or damaged breaks the chain. */
+#define SNAP_MAGIC_PROGRESS "TRNSPROG"
+#define SNAP_PROGRESS_HEADER_BYTES 16u
+#define SNAP_PROGRESS_RECORD_HEAD_BYTES 8u
+#define SNAP_PROGRESS_SUM_BYTES 8u
+#define SNAP_PROGRESS_BODY_MAX 2048u
+#define SNAP_PROGRESS_FILE "progress"
+
+enum snap_progress_type {
+	SNAP_PROGRESS_BEGIN = 1,       /* the manifest's identity fields */
+	SNAP_PROGRESS_REGION = 2,      /* one region, in the writer's order */
+	SNAP_PROGRESS_CHUNK = 3,       /* one chunk settled (none before every region) */
+	SNAP_PROGRESS_COMMIT = 4,      /* the last: every chunk was logged */
+};
+
+enum snap_progress_chunk_kind {
+	SNAP_PROGRESS_CHUNK_ZERO = 0,
+	SNAP_PROGRESS_CHUNK_PARENT = 1, /* the parent's entry, copied unread */
+	SNAP_PROGRESS_CHUNK_STORED = 2, /* its frame is written at pack_id, offset */
+};
+
+struct snap_progress_chunk {
+	uint32_t region;
+	uint32_t kind;
+	uint64_t index;
+	uint64_t device_hash;
+	uint8_t hash[SNAP_HASH_BYTES];  /* zero for ZERO */
+	uint64_t pack_id;               /* STORED only */
+	uint64_t offset;
+	uint32_t stored_size;
+};
+
+struct snap_progress_record {
+	uint32_t type;
+	/* BEGIN: chunk_size, driver_version, device_uuid, name, parent,
+	 * session_id, device_name, auth_flags, owner_uid, credential; the
+	 * other fields zero. */
+	struct snap_manifest begin;
+	struct snap_region region;      /* REGION: chunks NULL */
+	struct snap_progress_chunk chunk;
+	uint64_t commit_regions;        /* COMMIT: records of each kind before it */
+	uint64_t commit_chunks;
+};
+
+void snap_progress_header_encode(uint8_t out[SNAP_PROGRESS_HEADER_BYTES]);
+int snap_progress_header_decode(const uint8_t *buf, size_t len);
+/* Append record @r to @out, chained on *@sum (updated). -EINVAL for a
+ * record that cannot be encoded (unknown type or kind, a name too long). */
+int snap_progress_record_encode(const struct snap_progress_record *r, uint64_t *sum, struct snap_buf *out);
+/* Decode the record at the start of @buf (@len bytes), chained on @sum:
+ * 0 with *@out, *@used and *@next_sum; -EAGAIN if @len holds only part of
+ * a well-formed start of one (more may come); -EBADMSG for a damaged or
+ * malformed record. */
+int snap_progress_record_decode(const uint8_t *buf, size_t len, uint64_t sum, struct snap_progress_record *out,
+				size_t *used, uint64_t *next_sum);
+
 /* Journal copy header (16 bytes: magic + version + reserved), the caller's
  * file follows verbatim. */
 void snap_journal_header_encode(uint8_t out[SNAP_JOURNAL_HEADER_BYTES]);

@@ -3,12 +3,14 @@
 #include "monotonic.h"
 
 #include "le.h"
+#include "snap_internal.h"
 #include "snap_reader.h"
 #include "snap_sessions.h"
 #include "snap_writer.h"
 #include "tls.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -21,6 +23,7 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 static int conn_fail(struct snap_migrate_conn *c, int rc, const char *fmt, ...)
@@ -107,7 +110,7 @@ int snap_migrate_header_decode(const uint8_t h[SNAP_MIGRATE_HEADER_BYTES], uint1
 		return -EBADMSG;
 	*type = le16_get(h + 6);
 	*len = le32_get(h + 8);
-	if (*type < SNAP_MIGRATE_CHALLENGE || *type > SNAP_MIGRATE_JOIN || *len > SNAP_MIGRATE_PAYLOAD_MAX)
+	if (*type < SNAP_MIGRATE_CHALLENGE || *type > SNAP_MIGRATE_JOURNAL_COPY || *len > SNAP_MIGRATE_PAYLOAD_MAX)
 		return -EBADMSG;
 	return 0;
 }
@@ -156,6 +159,26 @@ int snap_migrate_join_decode(const uint8_t *p, uint32_t len, struct snap_migrate
 	struct cursor c = { p, len };
 
 	if (get_bytes(&c, out->key, sizeof(out->key)))
+		return -EBADMSG;
+	return cursor_done(&c);
+}
+
+int snap_migrate_journal_base_decode(const uint8_t *p, uint32_t len, struct snap_migrate_journal_base *out)
+{
+	struct cursor c = { p, len };
+
+	if (get_bytes(&c, out->base_hash, sizeof(out->base_hash)) || get_u64(&c, &out->base_bytes) ||
+	    get_bytes(&c, out->hash, sizeof(out->hash)) || get_u64(&c, &out->bytes) ||
+	    out->bytes > SNAP_MIGRATE_JOURNAL_MAX || out->base_bytes > SNAP_MIGRATE_JOURNAL_MAX)
+		return -EBADMSG;
+	return cursor_done(&c);
+}
+
+int snap_migrate_journal_copy_decode(const uint8_t *p, uint32_t len, struct snap_migrate_journal_copy *out)
+{
+	struct cursor c = { p, len };
+
+	if (get_u64(&c, &out->offset) || get_u64(&c, &out->len) || !out->len || out->offset + out->len < out->offset)
 		return -EBADMSG;
 	return cursor_done(&c);
 }
@@ -466,43 +489,175 @@ static int send_chunk(struct snap_migrate_conn *c, uint32_t region, uint64_t ind
 	return snap_migrate_send(c, SNAP_MIGRATE_CHUNK, head, sizeof(head), data, len);
 }
 
-static int send_journal(struct snap_migrate_conn *c, struct snap_reader *r, struct snap_migrate_stats *st)
+/* A snapshot's journal (the caller's file, without the store's header)
+ * in a memfd, mapped read-only: *p is NULL for an empty one. */
+struct journal_map {
+	int fd;
+	const uint8_t *p;
+	size_t len;
+};
+
+static int journal_map_open(struct snap_migrate_conn *c, struct snap_reader *r, struct journal_map *jm)
 {
-	int fd = memfd_create("tern-migrate-journal", MFD_CLOEXEC);
-	uint8_t *piece = NULL;
-	off_t off = 0;
+	off_t n;
 	int rc;
 
-	if (fd < 0)
+	*jm = (struct journal_map){ .fd = memfd_create("tern-migrate-journal", MFD_CLOEXEC) };
+	if (jm->fd < 0)
 		return conn_fail(c, -errno, "memfd: %s", strerror(errno));
-	rc = snap_reader_journal_write(r, fd);
-	if (rc) {
-		conn_fail(c, rc, "journal: %s", strerror(-rc));
-		goto out;
+	rc = snap_reader_journal_write(r, jm->fd);
+	if (rc)
+		return conn_fail(c, rc, "journal: %s", strerror(-rc));
+	n = lseek(jm->fd, 0, SEEK_END);
+	if (n < 0)
+		return conn_fail(c, -errno, "journal: %s", strerror(errno));
+	jm->len = (size_t)n;
+	if (!n)
+		return 0;
+	jm->p = mmap(NULL, jm->len, PROT_READ, MAP_PRIVATE, jm->fd, 0);
+	if (jm->p == MAP_FAILED) {
+		jm->p = NULL;
+		return conn_fail(c, -errno, "journal: mmap: %s", strerror(errno));
 	}
-	piece = malloc(SNAP_MIGRATE_JOURNAL_PIECE);
-	if (!piece) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	for (;;) {
-		ssize_t n = pread(fd, piece, SNAP_MIGRATE_JOURNAL_PIECE, off);
+	return 0;
+}
 
-		if (n < 0) {
-			rc = conn_fail(c, -errno, "journal: %s", strerror(errno));
-			break;
-		}
-		if (!n)
-			break;
-		rc = snap_migrate_send(c, SNAP_MIGRATE_JOURNAL, piece, (uint32_t)n, NULL, 0);
-		if (rc)
-			break;
-		off += n;
-		st->journal_bytes += (uint64_t)n;
+static void journal_map_close(struct journal_map *jm)
+{
+	if (jm->p)
+		munmap((void *)jm->p, jm->len);
+	if (jm->fd >= 0)
+		close(jm->fd);
+	jm->fd = -1;
+	jm->p = NULL;
+}
+
+/* Literal journal bytes, in JOURNAL frames. */
+static int journal_literal_send(struct snap_migrate_conn *c, const uint8_t *p, size_t len,
+				struct snap_migrate_stats *st)
+{
+	int rc = 0;
+
+	while (!rc && len) {
+		uint32_t n = len < SNAP_MIGRATE_JOURNAL_PIECE ? (uint32_t)len : SNAP_MIGRATE_JOURNAL_PIECE;
+
+		rc = snap_migrate_send(c, SNAP_MIGRATE_JOURNAL, p, n, NULL, 0);
+		p += n;
+		len -= n;
+		st->journal_bytes += n;
 	}
-out:
-	free(piece);
-	close(fd);
+	return rc;
+}
+
+static int journal_copy_send(struct snap_migrate_conn *c, uint64_t offset, uint64_t len,
+			     struct snap_migrate_stats *st)
+{
+	uint8_t b[16];
+
+	if (!len)
+		return 0;
+	le64_put(b, offset);
+	le64_put(b + 8, len);
+	st->journal_reused_bytes += len;
+	return snap_migrate_send(c, SNAP_MIGRATE_JOURNAL_COPY, b, sizeof(b), NULL, 0);
+}
+
+/* A journal is a compacting LMDB copy (tracker_copy_fd): a page the
+ * parent's journal holds may sit elsewhere in the next, but pages move
+ * whole, so the delta matches page-sized blocks wherever they are. */
+#define JOURNAL_BLOCK 4096u
+
+struct block_slot {
+	uint64_t hash;
+	uint64_t offset_1;         /* the block's offset + 1; 0: empty */
+};
+
+/* Where the parent's journal holds block @p, or -1. */
+static int64_t block_find(const struct block_slot *slots, uint64_t mask, const struct journal_map *base,
+			  const uint8_t *p)
+{
+	uint64_t h = XXH3_64bits(p, JOURNAL_BLOCK);
+
+	for (uint64_t i = h & mask; slots[i].offset_1; i = (i + 1) & mask)
+		if (slots[i].hash == h && !memcmp(base->p + slots[i].offset_1 - 1, p, JOURNAL_BLOCK))
+			return (int64_t)(slots[i].offset_1 - 1);
+	return -1;
+}
+
+/* JOURNAL_BASE, then the journal as literal bytes and ranges of the
+ * parent's journal, in the journal's order. */
+static int journal_delta_send(struct snap_migrate_conn *c, const struct snap_manifest *m,
+			      const struct snap_manifest *pm, const struct journal_map *cur,
+			      const struct journal_map *base, struct snap_migrate_stats *st)
+{
+	uint64_t blocks = base->len / JOURNAL_BLOCK, cap = 16, copy_off = 0, copy_len = 0;
+	size_t literal = 0;            /* where the bytes not yet sent begin */
+	struct block_slot *slots;
+	uint8_t head[2 * (SNAP_HASH_BYTES + 8)];
+	int rc;
+
+	while (cap < 2 * blocks)
+		cap *= 2;
+	slots = calloc(cap, sizeof(*slots));
+	if (!slots)
+		return conn_fail(c, -ENOMEM, "out of memory");
+	for (uint64_t i = 0; i < blocks; i++) {
+		uint64_t h = XXH3_64bits(base->p + i * JOURNAL_BLOCK, JOURNAL_BLOCK), j = h & (cap - 1);
+
+		while (slots[j].offset_1 && slots[j].hash != h)
+			j = (j + 1) & (cap - 1);
+		if (!slots[j].offset_1)
+			slots[j] = (struct block_slot){ h, i * JOURNAL_BLOCK + 1 };
+	}
+	memcpy(head, pm->journal_hash, SNAP_HASH_BYTES);
+	le64_put(head + SNAP_HASH_BYTES, base->len);
+	memcpy(head + SNAP_HASH_BYTES + 8, m->journal_hash, SNAP_HASH_BYTES);
+	le64_put(head + 2 * SNAP_HASH_BYTES + 8, cur->len);
+	rc = snap_migrate_send(c, SNAP_MIGRATE_JOURNAL_BASE, head, sizeof(head), NULL, 0);
+	for (size_t off = 0; !rc && off + JOURNAL_BLOCK <= cur->len; off += JOURNAL_BLOCK) {
+		int64_t at = block_find(slots, cap - 1, base, cur->p + off);
+
+		if (at < 0)
+			continue;
+		if (off > literal) {
+			rc = journal_copy_send(c, copy_off, copy_len, st);
+			if (!rc)
+				rc = journal_literal_send(c, cur->p + literal, off - literal, st);
+			copy_len = 0;
+		}
+		if (copy_len && copy_off + copy_len == (uint64_t)at) {
+			copy_len += JOURNAL_BLOCK;
+		} else if (!rc) {
+			rc = journal_copy_send(c, copy_off, copy_len, st);
+			copy_off = (uint64_t)at;
+			copy_len = JOURNAL_BLOCK;
+		}
+		literal = off + JOURNAL_BLOCK;
+	}
+	if (!rc)
+		rc = journal_copy_send(c, copy_off, copy_len, st);
+	if (!rc)
+		rc = journal_literal_send(c, cur->p + literal, cur->len - literal, st);
+	free(slots);
+	return rc;
+}
+
+/* The round's journal: whole, or as a delta against @parent's (the
+ * previous round, which the destination holds). */
+static int send_journal(struct snap_migrate_conn *c, struct snap_reader *r, struct snap_reader *parent,
+			struct snap_migrate_stats *st)
+{
+	struct journal_map cur = { .fd = -1 }, base = { .fd = -1 };
+	int rc = journal_map_open(c, r, &cur);
+
+	if (!rc && parent)
+		rc = journal_map_open(c, parent, &base);
+	if (!rc && parent)
+		rc = journal_delta_send(c, snap_reader_manifest(r), snap_reader_manifest(parent), &cur, &base, st);
+	else if (!rc)
+		rc = journal_literal_send(c, cur.p, cur.len, st);
+	journal_map_close(&base);
+	journal_map_close(&cur);
 	return rc;
 }
 
@@ -583,21 +738,33 @@ static int end_send(struct snap_migrate_conn *c)
 	return snap_migrate_send(c, SNAP_MIGRATE_END, end, sizeof(end), NULL, 0);
 }
 
-/* A round's data chunks, taken in turn by the streams that send them. */
+/* A round's chunks, taken in turn by the streams that send them. */
 struct send_job {
 	uint32_t region;
 	uint64_t index;
+	uint32_t kind;             /* SNAP_MIGRATE_CHUNK_*; DATA: with bytes, sent as stored */
+	uint32_t len;              /* the chunk's bytes */
+	struct snap_chunk_ref ref;
+	/* A round followed while it is written: where its frame is (pack_id
+	 * 0: read it from the committed snapshot, sr->r). */
+	uint64_t pack_id, offset;
+	uint32_t stored_size;
 };
 
 struct send_round {
 	struct snap_store *store;
-	struct snap_reader *r;
+	struct snap_reader *r;     /* the committed snapshot; NULL while it is followed */
 	const char *name;
+	uint32_t chunk_size;
+	pthread_mutex_t mu;        /* guards the rest */
+	pthread_cond_t more;
 	struct send_job *jobs;
-	uint64_t njobs;
-	pthread_mutex_t mu;        /* guards next, failed and st */
+	uint64_t njobs, jobs_cap;
 	uint64_t next;
+	bool closed;               /* no job comes after njobs */
 	bool failed;               /* a stream failed: the others stop */
+	bool writing;              /* the writer has not committed the round yet */
+	uint64_t sent;             /* chunk frames the streams sent */
 	struct snap_migrate_stats *st;
 };
 
@@ -606,14 +773,69 @@ struct send_stream {
 	struct snap_migrate_conn *c;
 	bool first;                /* the first stream: it watches for a refusal */
 	pthread_t thread;
+	uint64_t pack_id;          /* the pack open on pack_fd */
+	int pack_fd;
 	int rc;
 };
 
+static void send_round_init(struct send_round *sr, struct snap_store *store, const char *name,
+			    struct snap_migrate_stats *st)
+{
+	*sr = (struct send_round){ .store = store, .name = name, .st = st };
+	pthread_mutex_init(&sr->mu, NULL);
+	pthread_cond_init(&sr->more, NULL);
+}
+
+static void send_round_fini(struct send_round *sr)
+{
+	free(sr->jobs);
+	pthread_cond_destroy(&sr->more);
+	pthread_mutex_destroy(&sr->mu);
+}
+
+/* Queue @job for the streams. */
+static int send_job_add(struct send_round *sr, const struct send_job *job)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&sr->mu);
+	if (sr->njobs == sr->jobs_cap) {
+		uint64_t cap = sr->jobs_cap ? 2 * sr->jobs_cap : 256;
+		struct send_job *jobs = realloc(sr->jobs, cap * sizeof(*jobs));
+
+		if (jobs) {
+			sr->jobs = jobs;
+			sr->jobs_cap = cap;
+		} else {
+			rc = -ENOMEM;
+		}
+	}
+	if (!rc) {
+		sr->jobs[sr->njobs++] = *job;
+		pthread_cond_signal(&sr->more);
+	}
+	pthread_mutex_unlock(&sr->mu);
+	return rc;
+}
+
+/* No more jobs (@failed: and stop the streams). */
+static void send_jobs_close(struct send_round *sr, bool failed)
+{
+	pthread_mutex_lock(&sr->mu);
+	sr->closed = true;
+	sr->failed |= failed;
+	pthread_cond_broadcast(&sr->more);
+	pthread_mutex_unlock(&sr->mu);
+}
+
+/* The next job, waiting for one while the round is followed. */
 static bool send_job_take(struct send_round *sr, struct send_job *job)
 {
 	bool got;
 
 	pthread_mutex_lock(&sr->mu);
+	while (!sr->failed && sr->next == sr->njobs && !sr->closed)
+		pthread_cond_wait(&sr->more, &sr->mu);
 	got = !sr->failed && sr->next < sr->njobs;
 	if (got)
 		*job = sr->jobs[sr->next++];
@@ -621,39 +843,81 @@ static bool send_job_take(struct send_round *sr, struct send_job *job)
 	return got;
 }
 
-/* One stream's share of the round's data chunks; a joined stream ends its
+/* A followed round's chunk, its frame as the writer wrote it into a pack
+ * it has not indexed yet: header and stored bytes checked (the frame's
+ * checksums; the destination checks the content hash). */
+static int pack_frame_get(struct send_stream *ss, const struct send_job *job, uint8_t *buf, uint32_t *codec)
+{
+	struct snap_chunk_loc loc = { .pack_id = job->pack_id, .offset = job->offset, .raw_size = job->len,
+				      .stored_size = job->stored_size };
+	struct snap_frame f;
+	char name[64];
+	int rc;
+
+	if (job->stored_size > job->len)
+		return conn_fail(ss->c, -EBADMSG, "snapshot %s: region %u chunk %llu: %u stored bytes for %u",
+				 ss->sr->name, job->region, (unsigned long long)job->index, job->stored_size, job->len);
+	if (ss->pack_id != job->pack_id) {
+		if (ss->pack_fd >= 0)
+			close(ss->pack_fd);
+		snap_pack_name(name, sizeof(name), job->pack_id, "pack");
+		ss->pack_fd = openat(ss->sr->store->packs_fd, name, O_RDONLY | O_CLOEXEC);
+		ss->pack_id = ss->pack_fd >= 0 ? job->pack_id : 0;
+		if (ss->pack_fd < 0)
+			return conn_fail(ss->c, -errno, "snapshot %s: pack %s: %s", ss->sr->name, name, strerror(errno));
+	}
+	memcpy(loc.hash, job->ref.hash, SNAP_HASH_BYTES);
+	rc = snap_pack_frame_read(ss->pack_fd, &loc, &f, buf);
+	if (!rc && f.codec == SNAP_CODEC_ZSTD && f.stored_size >= job->len)
+		rc = -EBADMSG;  /* the writer stores none: a compressed frame is smaller */
+	if (rc)
+		return conn_fail(ss->c, rc, "snapshot %s: region %u chunk %llu: its frame in pack %016llx at %llu: %s",
+				 ss->sr->name, job->region, (unsigned long long)job->index,
+				 (unsigned long long)job->pack_id, (unsigned long long)job->offset, strerror(-rc));
+	*codec = f.codec;
+	return 0;
+}
+
+/* One stream's share of the round's chunks; a joined stream ends its
  * share with its own END. */
 static void *send_stream_run(void *arg)
 {
 	struct send_stream *ss = arg;
 	struct send_round *sr = ss->sr;
-	const struct snap_chunk_list *cl = snap_reader_chunk_list(sr->r);
-	uint8_t *chunk = malloc(cl->chunk_size);
+	uint8_t *chunk = malloc(sr->chunk_size);
 	struct send_job job;
 	int rc = chunk ? 0 : conn_fail(ss->c, -ENOMEM, "out of memory");
 
 	while (!rc && send_job_take(sr, &job)) {
-		const struct snap_region *reg = &cl->regions[job.region];
-		const struct snap_chunk_ref *ref = &reg->chunks[job.index];
-		uint32_t len = snap_region_chunk_bytes(reg, cl->chunk_size, job.index);
-		uint32_t codec, stored;
+		uint32_t codec = SNAP_CODEC_RAW, stored = 0;
+		bool data = snap_migrate_chunk_has_data(job.kind);
 
 		/* As stored: compressed where zstd paid when it was written. */
-		rc = snap_reader_chunk_stored(sr->r, job.region, job.index, chunk, cl->chunk_size, &codec, &stored);
-		if (rc) {
-			conn_fail(ss->c, rc, "snapshot %s: %s", sr->name, snap_store_error(sr->store));
-			break;
+		if (data && job.pack_id) {
+			rc = pack_frame_get(ss, &job, chunk, &codec);
+			stored = job.stored_size;
+		} else if (data) {
+			rc = snap_reader_chunk_stored(sr->r, job.region, job.index, chunk, sr->chunk_size, &codec,
+						      &stored);
+			if (rc)
+				conn_fail(ss->c, rc, "snapshot %s: %s", sr->name, snap_store_error(sr->store));
 		}
-		rc = send_chunk(ss->c, job.region, job.index,
-				codec == SNAP_CODEC_ZSTD ? SNAP_MIGRATE_CHUNK_ZSTD : SNAP_MIGRATE_CHUNK_DATA, ref, chunk,
-				stored);
+		if (rc)
+			break;
+		if (data && codec == SNAP_CODEC_ZSTD)
+			job.kind = SNAP_MIGRATE_CHUNK_ZSTD;
+		rc = send_chunk(ss->c, job.region, job.index, job.kind, &job.ref, data ? chunk : NULL, stored);
 		if (!rc && ss->first)
 			rc = refusal_check(ss->c);
 		pthread_mutex_lock(&sr->mu);
-		sr->st->data_chunks++;
-		sr->st->data_bytes += len;
-		sr->st->data_sent_bytes += stored;
-		sr->st->compressed_chunks += codec == SNAP_CODEC_ZSTD;
+		sr->sent++;
+		sr->st->chunks_before_commit += sr->writing;
+		if (data) {
+			sr->st->data_chunks++;
+			sr->st->data_bytes += job.len;
+			sr->st->data_sent_bytes += stored;
+			sr->st->compressed_chunks += codec == SNAP_CODEC_ZSTD;
+		}
 		pthread_mutex_unlock(&sr->mu);
 	}
 	if (!rc && !ss->first)
@@ -661,53 +925,124 @@ static void *send_stream_run(void *arg)
 	if (rc) {
 		pthread_mutex_lock(&sr->mu);
 		sr->failed = true;
+		pthread_cond_broadcast(&sr->more);
 		pthread_mutex_unlock(&sr->mu);
 	}
+	if (ss->pack_fd >= 0)
+		close(ss->pack_fd);
 	free(chunk);
 	ss->rc = rc;
 	return NULL;
 }
 
-/* Send the round's data chunks over c and every stream joined to it. */
-static int send_data(struct snap_migrate_conn *c, struct send_round *sr)
-{
-	struct send_stream ss[SNAP_MIGRATE_STREAMS_MAX] = { { .sr = sr, .c = c, .first = true } };
-	unsigned started = 0;
-	int rc;
+/* The streams that send a round's chunks: c's and every stream joined to
+ * it, each on a thread of its own while the caller queues the jobs. */
+struct send_streams {
+	struct send_stream ss[SNAP_MIGRATE_STREAMS_MAX];
+	unsigned started;
+};
 
-	pthread_mutex_init(&sr->mu, NULL);
-	for (unsigned i = 0; i < c->joined_count; i++) {
-		ss[i + 1] = (struct send_stream){ .sr = sr, .c = c->joined[i] };
-		if (pthread_create(&ss[i + 1].thread, NULL, send_stream_run, &ss[i + 1]))
-			break;
-		started++;
+static int send_streams_start(struct snap_migrate_conn *c, struct send_round *sr, struct send_streams *sx)
+{
+	sx->started = 0;
+	for (unsigned i = 0; i <= c->joined_count; i++) {
+		sx->ss[i] = (struct send_stream){ .sr = sr, .c = i ? c->joined[i - 1] : c, .first = !i, .pack_fd = -1 };
+		if (pthread_create(&sx->ss[i].thread, NULL, send_stream_run, &sx->ss[i])) {
+			send_jobs_close(sr, true);
+			return conn_fail(c, -EAGAIN, "cannot start a stream's thread");
+		}
+		sx->started++;
 	}
-	rc = started == c->joined_count ? 0 : conn_fail(c, -EAGAIN, "cannot start a stream's thread");
-	if (rc) {
-		pthread_mutex_lock(&sr->mu);
-		sr->failed = true;
-		pthread_mutex_unlock(&sr->mu);
-	} else {
-		send_stream_run(&ss[0]);
-		rc = ss[0].rc;
-	}
-	for (unsigned i = 1; i <= started; i++) {
-		pthread_join(ss[i].thread, NULL);
-		if (!rc && ss[i].rc)
-			rc = conn_fail(c, ss[i].rc, "stream %u: %s", i, c->joined[i - 1]->error);
-	}
-	pthread_mutex_destroy(&sr->mu);
+	return 0;
+}
+
+/* Wait for the streams once the jobs are closed: 0, or the first error. */
+static int send_streams_end(struct snap_migrate_conn *c, struct send_streams *sx, int rc)
+{
+	int first_rc;
+
+	for (unsigned i = 0; i < sx->started; i++)
+		pthread_join(sx->ss[i].thread, NULL);
+	/* The first stream's error (a refusal it read) before a joined one's. */
+	first_rc = sx->started ? sx->ss[0].rc : 0;
+	if (!rc)
+		rc = first_rc;
+	for (unsigned i = 1; i < sx->started; i++)
+		if (!rc && sx->ss[i].rc)
+			rc = conn_fail(c, sx->ss[i].rc, "stream %u: %s", i, c->joined[i - 1]->error);
 	/* A destination that refused says why on the first stream, maybe
 	 * only after a joined stream saw it hang up. */
-	if (rc && !ss[0].rc) {
+	if (rc && !first_rc && sx->started) {
 		struct pollfd p = { .fd = c->fd, .events = POLLIN };
-
 		int refused = poll(&p, 1, REFUSAL_WAIT_MS) == 1 ? ack_wait(c) : 0;
 
 		if (refused)
 			rc = refused;
 	}
+	sx->started = 0;
 	return rc;
+}
+
+static int send_regions(struct snap_migrate_conn *c, const struct snap_region *regions, uint64_t count,
+			size_t stride)
+{
+	int rc = 0;
+
+	for (uint64_t i = 0; !rc && i < count; i++) {
+		const struct snap_region *reg = (const void *)((const uint8_t *)regions + i * stride);
+		uint8_t head[20];
+
+		le64_put(head, reg->addr);
+		le64_put(head + 8, reg->size);
+		le32_put(head + 16, reg->flags);
+		rc = snap_migrate_send(c, SNAP_MIGRATE_REGION, head, sizeof(head), NULL, 0);
+	}
+	return rc;
+}
+
+/* The stream's kind of a chunk with bytes: unchanged where the previous
+ * round holds it at the same address. */
+static uint32_t stored_chunk_kind(const struct snap_chunk_list *pcl, const struct snap_region *reg,
+				  uint32_t chunk_size, uint64_t index, const struct snap_chunk_ref *ref)
+{
+	uint32_t len = snap_region_chunk_bytes(reg, chunk_size, index);
+
+	if (ref->flags & SNAP_CHUNK_FROM_PARENT || same_as_parent(pcl, reg->addr + index * chunk_size, len, ref))
+		return SNAP_MIGRATE_CHUNK_UNCHANGED;
+	return SNAP_MIGRATE_CHUNK_DATA;
+}
+
+static void stats_count(struct snap_migrate_stats *st, uint32_t kind)
+{
+	st->chunks++;
+	st->zero_chunks += kind == SNAP_MIGRATE_CHUNK_ZERO;
+	st->unchanged_chunks += kind == SNAP_MIGRATE_CHUNK_UNCHANGED;
+}
+
+/* The tail of a round once its chunks went: the journal, END, ACK. */
+static int round_finish(struct snap_migrate_conn *c, struct snap_reader *r, struct snap_reader *parent,
+			uint64_t start, struct snap_migrate_stats *st)
+{
+	int rc = send_journal(c, r, parent, st);
+
+	if (!rc)
+		rc = end_send(c);
+	/* Every stream's bytes (start: all of theirs before the round). */
+	st->stream_bytes = c->bytes_sent - start;
+	for (unsigned i = 0; i < c->joined_count; i++)
+		st->stream_bytes += c->joined[i]->bytes_sent;
+	if (!rc)
+		rc = ack_wait(c);
+	return rc;
+}
+
+static uint64_t streams_bytes_sent(const struct snap_migrate_conn *c)
+{
+	uint64_t n = c->bytes_sent;
+
+	for (unsigned i = 0; i < c->joined_count; i++)
+		n += c->joined[i]->bytes_sent;
+	return n;
 }
 
 int snap_migrate_snapshot_send(struct snap_migrate_conn *c, struct snap_store *store, const char *name,
@@ -719,18 +1054,21 @@ int snap_migrate_snapshot_send(struct snap_migrate_conn *c, struct snap_store *s
 	struct snap_migrate_stats st = { 0 };
 	struct snap_reader *r = NULL, *pr = NULL;
 	const struct snap_chunk_list *pcl = NULL;
-	struct send_round sr = { .store = store, .name = name, .st = &st };
-	uint64_t start = c->bytes_sent, data = 0;
+	struct send_round sr;
+	struct send_streams sx = { .started = 0 };
+	uint64_t start = streams_bytes_sent(c);
 	int rc;
 
-	for (unsigned i = 0; i < c->joined_count; i++)
-		start += c->joined[i]->bytes_sent;
+	send_round_init(&sr, store, name, &st);
 	rc = snap_reader_open(store, name, &r);
-	if (rc)
-		return conn_fail(c, rc, "snapshot %s: %s", name, snap_store_error(store));
+	if (rc) {
+		conn_fail(c, rc, "snapshot %s: %s", name, snap_store_error(store));
+		goto out;
+	}
 	sr.r = r;
 	m = snap_reader_manifest(r);
 	cl = snap_reader_chunk_list(r);
+	sr.chunk_size = cl->chunk_size;
 	if (parent && parent[0]) {
 		rc = snap_reader_open(store, parent, &pr);
 		if (rc) {
@@ -747,25 +1085,11 @@ int snap_migrate_snapshot_send(struct snap_migrate_conn *c, struct snap_store *s
 			       m->parent);
 		goto out;
 	}
-	for (uint64_t i = 0; i < cl->region_count; i++)
-		data += cl->regions[i].chunk_count;
-	sr.jobs = malloc((data ? data : 1) * sizeof(*sr.jobs));
-	if (!sr.jobs) {
-		rc = conn_fail(c, -ENOMEM, "out of memory");
-		goto out;
-	}
 	rc = send_begin(c, m, parent, flags, (uint32_t)cl->region_count, token, nonce);
 	if (!rc)
 		rc = refusal_check(c);
-	for (uint64_t i = 0; !rc && i < cl->region_count; i++) {
-		const struct snap_region *reg = &cl->regions[i];
-		uint8_t head[20];
-
-		le64_put(head, reg->addr);
-		le64_put(head + 8, reg->size);
-		le32_put(head + 16, reg->flags);
-		rc = snap_migrate_send(c, SNAP_MIGRATE_REGION, head, sizeof(head), NULL, 0);
-	}
+	if (!rc)
+		rc = send_regions(c, cl->regions, cl->region_count, sizeof(*cl->regions));
 	/* The records without bytes go at once on the first stream; the
 	 * chunks with bytes are spread over every stream after them. */
 	for (uint64_t i = 0; !rc && i < cl->region_count; i++) {
@@ -773,37 +1097,441 @@ int snap_migrate_snapshot_send(struct snap_migrate_conn *c, struct snap_store *s
 
 		for (uint64_t j = 0; !rc && j < reg->chunk_count; j++) {
 			const struct snap_chunk_ref *ref = &reg->chunks[j];
-			uint32_t len = snap_region_chunk_bytes(reg, cl->chunk_size, j);
+			struct send_job job = { .region = (uint32_t)i, .index = j, .ref = *ref,
+						.len = snap_region_chunk_bytes(reg, cl->chunk_size, j) };
 
-			st.chunks++;
-			if (ref->flags & SNAP_CHUNK_ZERO) {
-				st.zero_chunks++;
-				rc = send_chunk(c, (uint32_t)i, j, SNAP_MIGRATE_CHUNK_ZERO, ref, NULL, 0);
-			} else if (ref->flags & SNAP_CHUNK_FROM_PARENT ||
-				   same_as_parent(pcl, reg->addr + j * cl->chunk_size, len, ref)) {
-				st.unchanged_chunks++;
-				rc = send_chunk(c, (uint32_t)i, j, SNAP_MIGRATE_CHUNK_UNCHANGED, ref, NULL, 0);
-			} else {
-				sr.jobs[sr.njobs++] = (struct send_job){ (uint32_t)i, j };
-			}
+			job.kind = ref->flags & SNAP_CHUNK_ZERO ? SNAP_MIGRATE_CHUNK_ZERO
+								 : stored_chunk_kind(pcl, reg, cl->chunk_size, j, ref);
+			stats_count(&st, job.kind);
+			if (snap_migrate_chunk_has_data(job.kind))
+				rc = send_job_add(&sr, &job) ? conn_fail(c, -ENOMEM, "out of memory") : 0;
+			else
+				rc = send_chunk(c, job.region, j, job.kind, ref, NULL, 0);
 		}
 	}
 	if (!rc)
-		rc = send_data(c, &sr);
+		rc = send_streams_start(c, &sr, &sx);
+	send_jobs_close(&sr, rc != 0);
+	rc = send_streams_end(c, &sx, rc);
 	if (!rc)
-		rc = send_journal(c, r, &st);
-	if (!rc)
-		rc = end_send(c);
-	/* Every stream's bytes (start: all of theirs before the round). */
-	st.stream_bytes = c->bytes_sent - start;
-	for (unsigned i = 0; i < c->joined_count; i++)
-		st.stream_bytes += c->joined[i]->bytes_sent;
-	if (!rc)
-		rc = ack_wait(c);
+		rc = round_finish(c, r, pr, start, &st);
 out:
-	free(sr.jobs);
+	send_round_fini(&sr);
 	snap_reader_close(pr);
 	snap_reader_close(r);
+	if (stats)
+		*stats = st;
+	return rc;
+}
+
+/* ---- A round followed while its writer writes it ---- */
+
+/* How often the follower looks for more of the progress log. */
+#define FOLLOW_POLL_US 1000
+/* Read from the log at a time. */
+#define FOLLOW_READ_BYTES (64u << 10)
+
+struct follow_region {
+	struct snap_region r;           /* r.chunks: the entries logged, for the check at commit */
+	uint8_t *logged;                /* one byte per chunk */
+};
+
+struct follow {
+	struct snap_migrate_conn *c;
+	struct snap_store *store;
+	const char *name;
+	const char *parent;
+	uint32_t flags;
+	const struct auth_token *token;
+	const uint8_t *nonce;
+	const struct snap_migrate_writer_watch *watch;
+	struct snap_migrate_stats *st;
+	struct send_round sr;
+	struct send_streams sx;
+	int lock_fd;                    /* the store's, shared: no gc moves a frame we send */
+	int log_fd;
+	uint8_t *buf;                   /* bytes of the log read and not yet decoded */
+	size_t len;
+	uint64_t sum;                   /* the chain's */
+	uint64_t records;
+	struct snap_manifest m;         /* BEGIN's */
+	bool begun, announced, committed;
+	struct follow_region *regions;
+	uint64_t nregions;
+	uint64_t chunks_logged, chunks_total;
+	struct snap_reader *pr;         /* the previous round */
+	const struct snap_chunk_list *pcl;
+	int writer;                     /* the watch's last word */
+};
+
+static uint64_t follow_sent(struct follow *f)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&f->sr.mu);
+	n = f->sr.sent;
+	pthread_mutex_unlock(&f->sr.mu);
+	return n;
+}
+
+/* Ask the watch; once the writer committed, what the streams send is no
+ * more "before the commit". */
+static int follow_writer(struct follow *f)
+{
+	f->writer = f->watch->state(f->watch->arg, follow_sent(f));
+	if (f->writer) {
+		pthread_mutex_lock(&f->sr.mu);
+		f->sr.writing = false;
+		pthread_mutex_unlock(&f->sr.mu);
+	}
+	return f->writer;
+}
+
+static int follow_bad(struct follow *f, const char *what)
+{
+	return conn_fail(f->c, -EBADMSG, "snapshot %s: its progress log is refused: record %llu %s", f->name,
+			 (unsigned long long)f->records, what);
+}
+
+/* BEGIN and the REGIONs go once every region is known (at the first chunk,
+ * or at COMMIT for a snapshot of none); then the streams start. */
+static int follow_announce(struct follow *f)
+{
+	int rc;
+
+	if (f->announced)
+		return 0;
+	f->announced = true;
+	rc = send_begin(f->c, &f->m, f->parent, f->flags, (uint32_t)f->nregions, f->token, f->nonce);
+	if (!rc)
+		rc = refusal_check(f->c);
+	if (!rc)
+		rc = send_regions(f->c, &f->regions[0].r, f->nregions, sizeof(*f->regions));
+	if (!rc)
+		rc = send_streams_start(f->c, &f->sr, &f->sx);
+	return rc;
+}
+
+static int follow_begin(struct follow *f, const struct snap_manifest *m)
+{
+	int rc;
+
+	if (strcmp(m->name, f->name) || strcmp(m->parent, f->parent))
+		return follow_bad(f, "names another snapshot or parent");
+	f->m = *m;
+	f->sr.chunk_size = m->chunk_size;
+	f->begun = true;
+	if (!f->parent[0])
+		return 0;
+	rc = snap_reader_open(f->store, f->parent, &f->pr);
+	if (rc)
+		return conn_fail(f->c, rc, "snapshot %s: %s", f->parent, snap_store_error(f->store));
+	f->pcl = snap_reader_chunk_list(f->pr);
+	if (f->pcl->chunk_size != m->chunk_size)
+		f->pcl = NULL;
+	return 0;
+}
+
+static int follow_region(struct follow *f, const struct snap_region *reg)
+{
+	struct follow_region *regions, *fr;
+	uint64_t chunks = reg->size / f->m.chunk_size + (reg->size % f->m.chunk_size != 0);
+
+	if (f->nregions >= SNAP_MIGRATE_REGIONS_MAX || chunks > UINT32_MAX)
+		return follow_bad(f, "declares too many regions or chunks");
+	regions = realloc(f->regions, (f->nregions + 1) * sizeof(*regions));
+	if (!regions)
+		return conn_fail(f->c, -ENOMEM, "out of memory");
+	f->regions = regions;
+	fr = &regions[f->nregions];
+	fr->r = *reg;
+	fr->r.chunk_count = chunks;
+	fr->r.chunks = calloc(chunks ? chunks : 1, sizeof(*fr->r.chunks));
+	fr->logged = calloc(chunks ? chunks : 1, 1);
+	if (!fr->r.chunks || !fr->logged) {
+		free(fr->r.chunks);
+		free(fr->logged);
+		return conn_fail(f->c, -ENOMEM, "out of memory");
+	}
+	f->nregions++;
+	f->chunks_total += chunks;
+	return 0;
+}
+
+/* A chunk settled: queued for the streams at once. */
+static int follow_chunk(struct follow *f, const struct snap_progress_chunk *pc)
+{
+	struct follow_region *fr = pc->region < f->nregions ? &f->regions[pc->region] : NULL;
+	struct snap_chunk_ref *ref;
+	struct send_job job = { .region = pc->region, .index = pc->index };
+	int rc;
+
+	if (!fr || pc->index >= fr->r.chunk_count || fr->logged[pc->index])
+		return follow_bad(f, "names a chunk outside the snapshot, or one twice");
+	fr->logged[pc->index] = 1;
+	f->chunks_logged++;
+	ref = &fr->r.chunks[pc->index];
+	ref->device_hash = pc->device_hash;
+	memcpy(ref->hash, pc->hash, SNAP_HASH_BYTES);
+	ref->flags = pc->kind == SNAP_PROGRESS_CHUNK_ZERO ? SNAP_CHUNK_ZERO
+		   : pc->kind == SNAP_PROGRESS_CHUNK_PARENT ? SNAP_CHUNK_FROM_PARENT : 0;
+	rc = follow_announce(f);
+	if (rc)
+		return rc;
+	job.ref = *ref;
+	job.len = snap_region_chunk_bytes(&fr->r, f->m.chunk_size, pc->index);
+	job.kind = pc->kind == SNAP_PROGRESS_CHUNK_ZERO ? SNAP_MIGRATE_CHUNK_ZERO
+		 : stored_chunk_kind(f->pcl, &fr->r, f->m.chunk_size, pc->index, ref);
+	if (job.kind == SNAP_MIGRATE_CHUNK_DATA) {
+		job.pack_id = pc->pack_id;
+		job.offset = pc->offset;
+		job.stored_size = pc->stored_size;
+	}
+	stats_count(f->st, job.kind);
+	return send_job_add(&f->sr, &job) ? conn_fail(f->c, -ENOMEM, "out of memory") : 0;
+}
+
+static int follow_record(struct follow *f, const struct snap_progress_record *rec)
+{
+	if (!f->begun && rec->type != SNAP_PROGRESS_BEGIN)
+		return follow_bad(f, "comes before its BEGIN");
+	switch (rec->type) {
+	case SNAP_PROGRESS_BEGIN:
+		return f->begun ? follow_bad(f, "is a second BEGIN") : follow_begin(f, &rec->begin);
+	case SNAP_PROGRESS_REGION:
+		return f->announced ? follow_bad(f, "is a region after a chunk") : follow_region(f, &rec->region);
+	case SNAP_PROGRESS_CHUNK:
+		return follow_chunk(f, &rec->chunk);
+	default:
+		if (rec->commit_regions != f->nregions || rec->commit_chunks != f->chunks_logged ||
+		    f->chunks_logged != f->chunks_total)
+			return follow_bad(f, "(COMMIT) counts other records than the log holds");
+		f->committed = true;
+		return follow_announce(f);
+	}
+}
+
+/* Decode what the log holds so far: 0 (maybe more to come), or the error. */
+static int follow_decode(struct follow *f)
+{
+	size_t off = 0;
+	int rc = 0;
+
+	while (!f->committed && !rc) {
+		struct snap_progress_record rec;
+		size_t used;
+		uint64_t sum;
+
+		rc = snap_progress_record_decode(f->buf + off, f->len - off, f->sum, &rec, &used, &sum);
+		if (rc == -EAGAIN) {
+			rc = 0;
+			break;
+		}
+		if (rc) {
+			rc = follow_bad(f, "is damaged (checksum or layout)");
+			break;
+		}
+		f->sum = sum;
+		off += used;
+		rc = follow_record(f, &rec);
+		f->records++;
+	}
+	memmove(f->buf, f->buf + off, f->len - off);
+	f->len -= off;
+	if (!rc && f->committed && f->len)
+		rc = follow_bad(f, "follows its COMMIT");
+	return rc;
+}
+
+/* follow_log's word for a stream that failed: its error is the one to tell. */
+#define FOLLOW_STREAM_FAILED 1
+
+static bool follow_streams_failed(struct follow *f)
+{
+	bool failed;
+
+	pthread_mutex_lock(&f->sr.mu);
+	failed = f->sr.failed;
+	pthread_mutex_unlock(&f->sr.mu);
+	return failed;
+}
+
+/* Read the log until its COMMIT and the writer's end: 0,
+ * FOLLOW_STREAM_FAILED, or the error. */
+static int follow_log(struct follow *f)
+{
+	bool header = false;
+	int rc = 0;
+
+	f->buf = malloc(SNAP_PROGRESS_HEADER_BYTES + FOLLOW_READ_BYTES + SNAP_PROGRESS_BODY_MAX + 64);
+	if (!f->buf)
+		return conn_fail(f->c, -ENOMEM, "out of memory");
+	while (!rc) {
+		ssize_t n;
+
+		if (follow_streams_failed(f))
+			return FOLLOW_STREAM_FAILED;
+		n = read(f->log_fd, f->buf + f->len, FOLLOW_READ_BYTES);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return conn_fail(f->c, -errno, "snapshot %s: its progress log: %s", f->name, strerror(errno));
+		f->len += (size_t)n;
+		if (!header && f->len >= SNAP_PROGRESS_HEADER_BYTES) {
+			if (snap_progress_header_decode(f->buf, f->len))
+				return follow_bad(f, "is no progress log's header");
+			header = true;
+			f->len -= SNAP_PROGRESS_HEADER_BYTES;
+			memmove(f->buf, f->buf + SNAP_PROGRESS_HEADER_BYTES, f->len);
+		}
+		if (header)
+			rc = follow_decode(f);
+		if (rc || n > 0)
+			continue;
+		/* At the log's end for now: the writer's word. */
+		rc = follow_writer(f);
+		if (rc < 0)
+			return conn_fail(f->c, rc, "snapshot %s: the source's writer failed mid-round (%s)", f->name,
+					 strerror(-rc));
+		if (rc > 0 && f->committed)
+			return 0;
+		/* Committed with the log read to its end, but no COMMIT in it. */
+		if (rc > 0 && !f->committed) {
+			n = read(f->log_fd, f->buf + f->len, FOLLOW_READ_BYTES);
+			if (n > 0) {
+				f->len += (size_t)n;
+				rc = 0;
+				continue;
+			}
+			return follow_bad(f, "is missing: the log ends before its COMMIT");
+		}
+		usleep(FOLLOW_POLL_US);
+	}
+	return rc;
+}
+
+/* What the streams sent from the log must be what was committed. */
+static int follow_check(struct follow *f, struct snap_reader *r)
+{
+	const struct snap_manifest *m = snap_reader_manifest(r);
+	const struct snap_chunk_list *cl = snap_reader_chunk_list(r);
+
+	if (m->chunk_size != f->m.chunk_size || m->driver_version != f->m.driver_version ||
+	    m->auth_flags != f->m.auth_flags || m->owner_uid != f->m.owner_uid ||
+	    memcmp(m->credential, f->m.credential, sizeof(m->credential)) ||
+	    memcmp(m->device_uuid, f->m.device_uuid, sizeof(m->device_uuid)) ||
+	    strcmp(m->device_name, f->m.device_name) || strcmp(m->parent, f->m.parent) ||
+	    strcmp(m->session_id, f->m.session_id) || cl->region_count != f->nregions)
+		return conn_fail(f->c, -EBADMSG, "snapshot %s: its progress log disagrees with its manifest", f->name);
+	for (uint64_t i = 0; i < cl->region_count; i++) {
+		const struct snap_region *reg = &cl->regions[i], *fr = &f->regions[i].r;
+
+		if (reg->addr != fr->addr || reg->size != fr->size || reg->flags != fr->flags)
+			return conn_fail(f->c, -EBADMSG, "snapshot %s: region %llu differs from its progress log",
+					 f->name, (unsigned long long)i);
+		for (uint64_t j = 0; j < reg->chunk_count; j++) {
+			const struct snap_chunk_ref *a = &reg->chunks[j], *b = &fr->chunks[j];
+
+			if ((a->flags & SNAP_CHUNK_ZERO) != (b->flags & SNAP_CHUNK_ZERO) ||
+			    a->device_hash != b->device_hash || memcmp(a->hash, b->hash, SNAP_HASH_BYTES))
+				return conn_fail(f->c, -EBADMSG, "snapshot %s: region %llu chunk %llu differs from "
+						 "its progress log", f->name, (unsigned long long)i,
+						 (unsigned long long)j);
+		}
+	}
+	return 0;
+}
+
+/* Open the store and the round's progress log once they are there: 1 when
+ * the writer ended first (the log is gone: send the committed snapshot),
+ * 0 with the log open, or the error. */
+static int follow_open(struct follow *f, const char *store_dir)
+{
+	char path[SNAP_NAME_MAX + 32];
+
+	snprintf(path, sizeof(path), SNAP_TMP_PREFIX "%s/" SNAP_PROGRESS_FILE, f->name);
+	for (;;) {
+		int state = follow_writer(f);
+
+		if (!f->store && snap_store_open(store_dir, NULL, 0, &f->store))
+			f->store = NULL;
+		if (f->store && f->lock_fd < 0 && (f->lock_fd = snap_store_lock(f->store, 0, 0)) < 0)
+			return conn_fail(f->c, f->lock_fd, "the source's store %s: lock: %s", store_dir,
+					 strerror(-f->lock_fd));
+		if (f->store && (f->log_fd = openat(f->store->snaps_fd, path, O_RDONLY | O_CLOEXEC)) >= 0)
+			return 0;
+		if (state < 0)
+			return conn_fail(f->c, state, "snapshot %s: the source's writer failed (%s)", f->name,
+					 strerror(-state));
+		if (state > 0 && !f->store) {
+			int rc = snap_store_open(store_dir, NULL, 0, &f->store);
+
+			return rc ? conn_fail(f->c, rc, "the source's store %s: %s", store_dir, strerror(-rc)) : 1;
+		}
+		if (state > 0)
+			return 1;
+		usleep(FOLLOW_POLL_US);
+	}
+}
+
+static void follow_free(struct follow *f)
+{
+	for (uint64_t i = 0; i < f->nregions; i++) {
+		free(f->regions[i].r.chunks);
+		free(f->regions[i].logged);
+	}
+	free(f->regions);
+	free(f->buf);
+	if (f->log_fd >= 0)
+		close(f->log_fd);
+	if (f->lock_fd >= 0)
+		close(f->lock_fd);
+	snap_reader_close(f->pr);
+	explicit_bzero(&f->m, sizeof(f->m));
+}
+
+int snap_migrate_snapshot_follow(struct snap_migrate_conn *c, const char *store_dir, const char *name,
+				 const char *parent, uint32_t flags, const struct auth_token *token,
+				 const uint8_t nonce[AUTH_NONCE_BYTES],
+				 const struct snap_migrate_writer_watch *watch, struct snap_migrate_stats *stats)
+{
+	struct snap_migrate_stats st = { 0 };
+	struct follow f = { .c = c, .name = name, .parent = parent ? parent : "", .flags = flags, .token = token,
+			    .nonce = nonce, .watch = watch, .st = &st, .lock_fd = -1,
+			    .log_fd = -1 };
+	struct snap_reader *r = NULL;
+	uint64_t start = streams_bytes_sent(c);
+	int rc;
+
+	send_round_init(&f.sr, NULL, name, &st);
+	f.sr.writing = true;
+	rc = follow_open(&f, store_dir);
+	f.sr.store = f.store;
+	if (rc == 1) {
+		/* Written before its log could be followed: sent as stored. */
+		rc = snap_migrate_snapshot_send(c, f.store, name, parent, flags, token, nonce, &st);
+		goto out;
+	}
+	if (!rc)
+		rc = follow_log(&f);
+	send_jobs_close(&f.sr, rc != 0);
+	rc = send_streams_end(c, &f.sx, rc == FOLLOW_STREAM_FAILED ? 0 : rc);
+	/* Before END, which commits the round at the destination. */
+	if (!rc) {
+		rc = snap_reader_open(f.store, name, &r);
+		if (rc)
+			conn_fail(c, rc, "snapshot %s: %s", name, snap_store_error(f.store));
+	}
+	if (!rc)
+		rc = follow_check(&f, r);
+	if (!rc)
+		rc = round_finish(c, r, f.pr, start, &st);
+out:
+	snap_reader_close(r);
+	send_round_fini(&f.sr);
+	follow_free(&f);
+	snap_store_close(f.store);
 	if (stats)
 		*stats = st;
 	return rc;
@@ -856,6 +1584,14 @@ struct recv_round {
 	uint64_t quota_bytes;
 	uint64_t journal_bytes;
 	int journal_fd;
+	/* A journal sent as a delta (JOURNAL_BASE): the parent's, and what
+	 * the rebuilt one must be. */
+	struct snap_store *store;
+	const char *parent;
+	bool delta;
+	struct journal_map base;
+	uint8_t delta_hash[SNAP_HASH_BYTES];
+	uint64_t delta_bytes;
 };
 
 static int journal_append(struct snap_migrate_conn *c, int fd, const uint8_t *p, uint32_t len)
@@ -870,6 +1606,112 @@ static int journal_append(struct snap_migrate_conn *c, int fd, const uint8_t *p,
 		p += n;
 		len -= (uint32_t)n;
 	}
+	return 0;
+}
+
+/* JOURNAL_BASE: the parent's journal, checked against what this store
+ * holds of it, is mapped for the JOURNAL_COPYs after it. */
+static int recv_journal_base(struct recv_round *rr, uint32_t len)
+{
+	struct snap_migrate_journal_base b;
+	struct snap_manifest pm;
+	struct snap_reader *r;
+	int rc;
+
+	if (rr->delta || rr->journal_bytes)
+		return conn_fail(rr->c, -EPROTO, "a journal base after the journal began");
+	if (snap_migrate_journal_base_decode(rr->c->buf, len, &b))
+		return conn_fail(rr->c, -EBADMSG, "malformed JOURNAL_BASE");
+	if (!rr->parent[0])
+		return conn_fail(rr->c, -EPROTO, "a journal delta in a round without a parent");
+	rc = snap_store_manifest_get(rr->store, rr->parent, &pm);
+	if (rc)
+		return conn_fail(rr->c, rc, "the journal's base %s: %s", rr->parent, snap_store_error(rr->store));
+	explicit_bzero(pm.credential, sizeof(pm.credential));
+	if (memcmp(pm.journal_hash, b.base_hash, SNAP_HASH_BYTES) ||
+	    pm.journal_bytes != b.base_bytes + SNAP_JOURNAL_HEADER_BYTES)
+		return conn_fail(rr->c, -EBADMSG, "a journal delta against another base than %s's journal", rr->parent);
+	rc = snap_reader_open(rr->store, rr->parent, &r);
+	if (rc)
+		return conn_fail(rr->c, rc, "the journal's base %s: %s", rr->parent, snap_store_error(rr->store));
+	rc = journal_map_open(rr->c, r, &rr->base);
+	snap_reader_close(r);
+	if (rc)
+		return rc;
+	if (rr->base.len != b.base_bytes)
+		return conn_fail(rr->c, -EBADMSG, "the journal's base %s has %zu bytes, not %llu", rr->parent,
+				 rr->base.len, (unsigned long long)b.base_bytes);
+	rr->delta = true;
+	memcpy(rr->delta_hash, b.hash, SNAP_HASH_BYTES);
+	rr->delta_bytes = b.bytes;
+	return 0;
+}
+
+/* JOURNAL (bytes) or JOURNAL_COPY (a range of the base's), appended. */
+static int recv_journal(struct recv_round *rr, uint16_t type, uint32_t len)
+{
+	struct snap_migrate_journal_copy cp = { .len = len };
+	const uint8_t *p = rr->c->buf;
+
+	if (type == SNAP_MIGRATE_JOURNAL_COPY) {
+		if (!rr->delta)
+			return conn_fail(rr->c, -EPROTO, "a journal copy without its base");
+		if (snap_migrate_journal_copy_decode(rr->c->buf, len, &cp))
+			return conn_fail(rr->c, -EBADMSG, "malformed JOURNAL_COPY");
+		if (cp.offset + cp.len > rr->base.len)
+			return conn_fail(rr->c, -EBADMSG, "a journal copy past the end of %s's journal", rr->parent);
+		p = rr->base.p + cp.offset;
+	}
+	if (cp.len > SNAP_MIGRATE_JOURNAL_MAX - rr->journal_bytes)
+		return conn_fail(rr->c, -EFBIG, "journal over %llu bytes", (unsigned long long)SNAP_MIGRATE_JOURNAL_MAX);
+	rr->journal_bytes += cp.len;
+	if (rr->delta && rr->journal_bytes > rr->delta_bytes)
+		return conn_fail(rr->c, -EBADMSG, "the journal delta is longer than its journal");
+	for (uint64_t done = 0; done < cp.len;) {
+		uint32_t n = cp.len - done < SNAP_MIGRATE_JOURNAL_PIECE ? (uint32_t)(cp.len - done)
+									: SNAP_MIGRATE_JOURNAL_PIECE;
+		int rc = journal_append(rr->c, rr->journal_fd, p + done, n);
+
+		if (rc)
+			return rc;
+		done += n;
+	}
+	return 0;
+}
+
+/* A delta's journal, rebuilt: its length and hash as JOURNAL_BASE said. */
+static int journal_delta_check(struct recv_round *rr)
+{
+	struct journal_map got = { .fd = rr->journal_fd };
+	uint8_t hdr[SNAP_JOURNAL_HEADER_BYTES], hash[SNAP_HASH_BYTES];
+	XXH3_state_t *st;
+
+	if (!rr->delta)
+		return 0;
+	if (rr->journal_bytes != rr->delta_bytes)
+		return conn_fail(rr->c, -EBADMSG, "the journal delta rebuilds %llu of the journal's %llu bytes",
+				 (unsigned long long)rr->journal_bytes, (unsigned long long)rr->delta_bytes);
+	st = XXH3_createState();
+	if (!st)
+		return conn_fail(rr->c, -ENOMEM, "out of memory");
+	got.len = rr->journal_bytes;
+	got.p = got.len ? mmap(NULL, got.len, PROT_READ, MAP_SHARED, rr->journal_fd, 0) : NULL;
+	if (got.p == MAP_FAILED) {
+		XXH3_freeState(st);
+		return conn_fail(rr->c, -errno, "journal: mmap: %s", strerror(errno));
+	}
+	/* As the store hashes a journal file: its header, then the bytes. */
+	snap_journal_header_encode(hdr);
+	XXH3_128bits_reset(st);
+	XXH3_128bits_update(st, hdr, sizeof(hdr));
+	if (got.len)
+		XXH3_128bits_update(st, got.p, got.len);
+	snap_hash128_digest(st, hash);
+	XXH3_freeState(st);
+	if (got.p)
+		munmap((void *)got.p, got.len);
+	if (memcmp(hash, rr->delta_hash, SNAP_HASH_BYTES))
+		return conn_fail(rr->c, -EBADMSG, "the journal delta does not rebuild the journal (hash mismatch)");
 	return 0;
 }
 
@@ -1134,8 +1976,9 @@ int snap_migrate_snapshot_recv(struct snap_migrate_conn *c, uint32_t len, struct
 			       const uint8_t nonce[AUTH_NONCE_BYTES], uint64_t quota_bytes,
 			       char name[SNAP_NAME_MAX + 1], uint32_t *flags)
 {
-	struct recv_round rr = { .c = c, .quota_bytes = quota_bytes, .journal_fd = -1 };
 	char parent[SNAP_NAME_MAX + 1], device[SNAP_NAME_MAX + 1];
+	struct recv_round rr = { .c = c, .quota_bytes = quota_bytes, .journal_fd = -1, .store = store,
+				 .parent = parent, .base = { .fd = -1 } };
 	struct snap_writer_config cfg = { 0 };
 	struct snap_migrate_begin b;
 	struct sha256 before;
@@ -1197,10 +2040,10 @@ int snap_migrate_snapshot_recv(struct snap_migrate_conn *c, uint32_t len, struct
 			rc = recv_region(&rr, len);
 		else if (type == SNAP_MIGRATE_CHUNK)
 			rc = recv_chunk(&rr.streams[0], len);
-		else if (type == SNAP_MIGRATE_JOURNAL && (rr.journal_bytes += len) > SNAP_MIGRATE_JOURNAL_MAX)
-			rc = conn_fail(c, -EFBIG, "journal over %llu bytes", (unsigned long long)SNAP_MIGRATE_JOURNAL_MAX);
-		else if (type == SNAP_MIGRATE_JOURNAL)
-			rc = journal_append(c, rr.journal_fd, c->buf, len);
+		else if (type == SNAP_MIGRATE_JOURNAL_BASE)
+			rc = recv_journal_base(&rr, len);
+		else if (type == SNAP_MIGRATE_JOURNAL || type == SNAP_MIGRATE_JOURNAL_COPY)
+			rc = recv_journal(&rr, type, len);
 		else if (type == SNAP_MIGRATE_END)
 			break;
 		else
@@ -1216,6 +2059,8 @@ int snap_migrate_snapshot_recv(struct snap_migrate_conn *c, uint32_t len, struct
 	if (rc)
 		goto out_abort;
 	rc = recv_streams_end(&rr, false);
+	if (!rc)
+		rc = journal_delta_check(&rr);
 	if (rc)
 		goto out_abort;
 	rc = snap_writer_journal_set(rr.w, rr.journal_fd);
@@ -1239,6 +2084,7 @@ out_abort:
 out:
 	if (rr.journal_fd >= 0)
 		close(rr.journal_fd);
+	journal_map_close(&rr.base);
 	ZSTD_freeDCtx(rr.streams[0].zctx);
 	recv_buffers_free(&rr);
 	pthread_mutex_destroy(&rr.writer_mu);

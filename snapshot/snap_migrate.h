@@ -7,6 +7,9 @@
  *     then per round (or, from a destination that asks for a domain's
  *     state, one PULL answered by one ACK when that migration ends):
  *     src  -> dest  BEGIN, REGION * n, CHUNK * m, JOURNAL * k, END sha256
+ *                   (in a round with a parent, the journal goes as a delta
+ *                   against the parent's: JOURNAL_BASE, then JOURNAL and
+ *                   JOURNAL_COPY frames, appended in turn)
  *     dest -> src   ACK status, message
  *
  * Parallel streams: before the first round the source may send STREAMS
@@ -57,8 +60,9 @@
 #include "snap_store.h"
 
 #define SNAP_MIGRATE_MAGIC 0x47494d54u      /* "TMIG" */
-/* 2: chunk data out of the stream hash; 3: compressed chunks (ZSTD) */
-#define SNAP_MIGRATE_VERSION 3u
+/* 2: chunk data out of the stream hash; 3: compressed chunks (ZSTD);
+ * 4: journal deltas (JOURNAL_BASE, JOURNAL_COPY) */
+#define SNAP_MIGRATE_VERSION 4u
 #define SNAP_MIGRATE_HEADER_BYTES 12u
 /* The largest payload: a chunk of the largest size and its record. */
 #define SNAP_MIGRATE_CHUNK_HEAD_BYTES 48u
@@ -90,6 +94,12 @@ enum snap_migrate_type {
 	/* src -> dest, the first frame after AUTH's ACK on an added stream:
 	 * key (STREAMS's). Answered by one ACK once the receiver holds it. */
 	SNAP_MIGRATE_JOIN = 11,
+	/* src -> dest in a round with a parent, before its journal: the
+	 * journal goes as a delta against the parent's, which the destination
+	 * holds: JOURNAL frames then carry literal bytes and JOURNAL_COPY
+	 * frames ranges of the parent's journal, appended in turn. */
+	SNAP_MIGRATE_JOURNAL_BASE = 12,
+	SNAP_MIGRATE_JOURNAL_COPY = 13,
 };
 
 /* Streams of one migration, the first included. */
@@ -179,6 +189,21 @@ struct snap_migrate_join {
 	uint8_t key[SNAP_MIGRATE_STREAM_KEY_BYTES];
 };
 
+struct snap_migrate_journal_base {
+	/* The parent's journal file as its manifest has it (XXH3-128 of the
+	 * file, its header included, and the bytes after the header). */
+	uint8_t base_hash[SNAP_HASH_BYTES];
+	uint64_t base_bytes;
+	/* The journal this round's delta rebuilds, the same way. */
+	uint8_t hash[SNAP_HASH_BYTES];
+	uint64_t bytes;                    /* at most SNAP_MIGRATE_JOURNAL_MAX */
+};
+
+struct snap_migrate_journal_copy {
+	uint64_t offset;                   /* in the parent's journal */
+	uint64_t len;                      /* non-zero, no wrap */
+};
+
 struct snap_migrate_ack {
 	int32_t status;                    /* 0 or a negative errno */
 	struct snap_migrate_str message;
@@ -195,6 +220,8 @@ int snap_migrate_ack_decode(const uint8_t *p, uint32_t len, struct snap_migrate_
 int snap_migrate_pull_decode(const uint8_t *p, uint32_t len, struct snap_migrate_pull *out);
 int snap_migrate_streams_decode(const uint8_t *p, uint32_t len, struct snap_migrate_streams *out);
 int snap_migrate_join_decode(const uint8_t *p, uint32_t len, struct snap_migrate_join *out);
+int snap_migrate_journal_base_decode(const uint8_t *p, uint32_t len, struct snap_migrate_journal_base *out);
+int snap_migrate_journal_copy_decode(const uint8_t *p, uint32_t len, struct snap_migrate_journal_copy *out);
 /* Check a frame header: 0 and *type, *len, or -EBADMSG. */
 int snap_migrate_header_decode(const uint8_t h[SNAP_MIGRATE_HEADER_BYTES], uint16_t *type, uint32_t *len);
 /* Copy @s to @out (@cap bytes with its NUL); -ENAMETOOLONG or -EBADMSG (a NUL inside). */
@@ -288,8 +315,12 @@ struct snap_migrate_stats {
 	uint64_t compressed_chunks;
 	uint64_t data_bytes;       /* bytes of the chunks sent with data, as the chunks hold them */
 	uint64_t data_sent_bytes;  /* what of them the stream carried (compressed ones smaller) */
-	uint64_t journal_bytes;
+	uint64_t journal_bytes;    /* of the journal, the bytes the stream carried */
+	uint64_t journal_reused_bytes; /* ... and those the destination copied from the parent's */
 	uint64_t stream_bytes;     /* every byte of the round's frames */
+	/* Chunk frames the streams sent while the round's writer still wrote
+	 * it (snap_migrate_snapshot_follow; 0 for a stored snapshot). */
+	uint64_t chunks_before_commit;
 };
 
 /* Source: send snapshot @name of @store, whose parent in the store is the
@@ -300,6 +331,34 @@ struct snap_migrate_stats {
 int snap_migrate_snapshot_send(struct snap_migrate_conn *c, struct snap_store *store, const char *name,
 			       const char *parent, uint32_t flags, const struct auth_token *token,
 			       const uint8_t nonce[AUTH_NONCE_BYTES], struct snap_migrate_stats *stats);
+
+/* The writer of a round that is sent while it is written: another
+ * process (the source's worker), whose end the caller learns of. */
+struct snap_migrate_writer_watch {
+	/* 0 while the writer runs, 1 once it committed the snapshot, or the
+	 * negative errno it failed with.  @sent: chunk frames sent so far (a
+	 * test's writer waits on it).  Called often, on the sending thread. */
+	int (*state)(void *arg, uint64_t sent);
+	void *arg;
+};
+
+/* Source: as snap_migrate_snapshot_send, for snapshot @name of the store at
+ * @store_dir while its writer (with a progress log, snap_writer.h) still
+ * writes it: the store and the log are opened once they are there; BEGIN
+ * and the REGIONs go once the log declared every region, each chunk as
+ * soon as the log says it is settled (its frame read from the pack the
+ * writer appended it to, checked); the journal, END and the wait for the
+ * ACK once the writer committed, after the committed chunk list was
+ * checked against what was sent.  A writer that ends before its log is
+ * seen: the committed snapshot is sent.  A writer that fails (@watch) fails
+ * the round; so does a log that is damaged, out of order, or that ends
+ * without its COMMIT once the writer committed (-EBADMSG, "its progress log
+ * is refused: record N ...").  The destination stores nothing of a failed
+ * round (the caller closes the stream). */
+int snap_migrate_snapshot_follow(struct snap_migrate_conn *c, const char *store_dir, const char *name,
+				 const char *parent, uint32_t flags, const struct auth_token *token,
+				 const uint8_t nonce[AUTH_NONCE_BYTES],
+				 const struct snap_migrate_writer_watch *watch, struct snap_migrate_stats *stats);
 
 /* Destination: read one round (BEGIN .. END) whose BEGIN is in c->buf
  * (@len bytes) into @store as a snapshot of the session @session (the one

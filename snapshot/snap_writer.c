@@ -97,11 +97,27 @@ struct snap_writer {
 	struct snap_chunk_list parent;
 	struct parent_pos *parent_order; /* parent regions sorted by address */
 
+	/* The progress log (cfg.progress_log), written under mu. */
+	int progress_fd;               /* -1: none */
+	uint64_t progress_sum;         /* the last record's */
+	uint64_t progress_regions, progress_chunks;
+	int chunks_begun;              /* a chunk was given: no more regions with a log */
+	struct snap_buf progress_buf;
+	/* Chunks found stored already by a frame of this writer that is not
+	 * written yet: logged once it is (progress_waiting_settle). */
+	struct progress_wait *progress_waiting;
+	size_t progress_nwaiting, progress_waiting_cap;
+
 	int journal_done;
 	uint64_t journal_bytes;
 	uint8_t journal_hash[SNAP_HASH_BYTES];
 
 	struct snap_writer_stats stats;
+};
+
+struct progress_wait {
+	uint32_t region;
+	uint64_t index;
 };
 
 /* Record the first error of the pipeline; the caller holds w->mu. */
@@ -112,6 +128,120 @@ static void pipeline_fail_locked(struct snap_writer *w, int rc)
 	pthread_cond_broadcast(&w->cv_space);
 	pthread_cond_broadcast(&w->cv_idle);
 	pthread_cond_broadcast(&w->cv_pack);
+}
+
+/* Append @r to the progress log; the caller holds w->mu (or is the only
+ * thread).  A failure is the pipeline's. */
+static int progress_append_locked(struct snap_writer *w, const struct snap_progress_record *r)
+{
+	int rc;
+
+	if (w->progress_fd < 0)
+		return 0;
+	w->progress_buf.len = 0;
+	rc = snap_progress_record_encode(r, &w->progress_sum, &w->progress_buf);
+	if (!rc)
+		rc = snap_io_write_all(w->s, w->progress_fd, w->progress_buf.data, w->progress_buf.len);
+	if (rc) {
+		snap_store_fail(w->s, rc, "snapshot %s: writing its progress log in %s: %s%s", w->name, w->s->path,
+				strerror(-rc), snap_write_hint(rc));
+		pipeline_fail_locked(w, rc);
+	}
+	return rc;
+}
+
+/* Log chunk (@region, @index) as its entry now stands; the caller holds
+ * w->mu.  @pack_id and @offset: where its frame is, for one stored. */
+static void progress_chunk_locked(struct snap_writer *w, uint32_t region, uint64_t index, uint64_t pack_id,
+				  uint64_t offset, uint32_t stored_size)
+{
+	const struct snap_chunk_ref *ref = &w->regions[region].r.chunks[index];
+	struct snap_progress_record r = { .type = SNAP_PROGRESS_CHUNK };
+
+	r.chunk.region = region;
+	r.chunk.index = index;
+	r.chunk.device_hash = ref->device_hash;
+	if (ref->flags & SNAP_CHUNK_ZERO) {
+		r.chunk.kind = SNAP_PROGRESS_CHUNK_ZERO;
+	} else {
+		memcpy(r.chunk.hash, ref->hash, SNAP_HASH_BYTES);
+		r.chunk.kind = ref->flags & SNAP_CHUNK_FROM_PARENT ? SNAP_PROGRESS_CHUNK_PARENT
+								   : SNAP_PROGRESS_CHUNK_STORED;
+	}
+	if (r.chunk.kind == SNAP_PROGRESS_CHUNK_STORED) {
+		r.chunk.pack_id = pack_id;
+		r.chunk.offset = offset;
+		r.chunk.stored_size = stored_size;
+	}
+	if (!progress_append_locked(w, &r))
+		w->progress_chunks++;
+}
+
+/* A stored chunk's entry is settled: log it where its frame is, or, when
+ * that frame is one this writer has not written yet (another worker
+ * claimed the hash), once it is. */
+static void progress_stored_locked(struct snap_writer *w, uint32_t region, uint64_t index)
+{
+	const struct snap_chunk_loc *loc;
+	struct progress_wait *waiting;
+
+	if (w->progress_fd < 0)
+		return;
+	loc = snap_chunk_map_find(&w->map, w->regions[region].r.chunks[index].hash);
+	if (loc && loc->state == SNAP_LOC_WRITTEN) {
+		progress_chunk_locked(w, region, index, loc->pack_id, loc->offset, loc->stored_size);
+		return;
+	}
+	if (w->progress_nwaiting == w->progress_waiting_cap) {
+		size_t cap = w->progress_waiting_cap ? 2 * w->progress_waiting_cap : 16;
+
+		waiting = realloc(w->progress_waiting, cap * sizeof(*waiting));
+		if (!waiting) {
+			pipeline_fail_locked(w, -ENOMEM);
+			return;
+		}
+		w->progress_waiting = waiting;
+		w->progress_waiting_cap = cap;
+	}
+	w->progress_waiting[w->progress_nwaiting++] = (struct progress_wait){ region, index };
+}
+
+/* The frame of @hash was just written: the chunks that waited for it. */
+static void progress_waiting_settle(struct snap_writer *w, const uint8_t hash[SNAP_HASH_BYTES])
+{
+	for (size_t i = 0; i < w->progress_nwaiting;) {
+		struct progress_wait pw = w->progress_waiting[i];
+
+		if (memcmp(w->regions[pw.region].r.chunks[pw.index].hash, hash, SNAP_HASH_BYTES)) {
+			i++;
+			continue;
+		}
+		progress_stored_locked(w, pw.region, pw.index);
+		/* Logged now (the frame is written): drop it from the list. */
+		w->progress_waiting[i] = w->progress_waiting[--w->progress_nwaiting];
+	}
+}
+
+/* The log's header and BEGIN, in the new temp directory. */
+static int progress_open(struct snap_writer *w)
+{
+	struct snap_progress_record r = { .type = SNAP_PROGRESS_BEGIN };
+	uint8_t hdr[SNAP_PROGRESS_HEADER_BYTES];
+	int rc;
+
+	w->progress_fd = openat(w->tmp_fd, SNAP_PROGRESS_FILE, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC,
+				0600);
+	if (w->progress_fd < 0)
+		return snap_store_fail(w->s, -errno, "snapshot %s: cannot create its progress log: %s", w->name,
+				       strerror(errno));
+	snap_progress_header_encode(hdr);
+	rc = snap_io_write_all(w->s, w->progress_fd, hdr, sizeof(hdr));
+	if (rc)
+		return snap_store_fail(w->s, rc, "snapshot %s: writing its progress log: %s", w->name, strerror(-rc));
+	r.begin = w->m;
+	rc = progress_append_locked(w, &r);
+	explicit_bzero(&r.begin.credential, sizeof(r.begin.credential));
+	return rc;
 }
 
 static int bytes_all_zero(const void *p, size_t n)
@@ -386,6 +516,14 @@ static void slot_finish_locked(struct snap_writer *w, struct wslot *sl)
 		if (sl->kind == KIND_DEDUP)
 			w->stats.dedup_chunks++;
 		w->stats.raw_bytes += sl->len;
+		if (sl->kind == KIND_NEW) {
+			progress_chunk_locked(w, sl->region, sl->index, sl->pack_id, sl->offset, sl->frame.stored_size);
+			progress_waiting_settle(w, sl->frame.hash);
+		} else if (sl->kind == KIND_DEDUP) {
+			progress_stored_locked(w, sl->region, sl->index);
+		} else {
+			progress_chunk_locked(w, sl->region, sl->index, 0, 0, 0);
+		}
 	}
 	sl->state = SLOT_DONE;
 	while (w->tail != w->claim && w->slots[w->tail % w->depth].state == SLOT_DONE) {
@@ -469,6 +607,10 @@ static void writer_free(struct snap_writer *w, int remove_tmp)
 		free(w->packs[i]);
 	}
 	free(w->packs);
+	if (w->progress_fd >= 0)
+		close(w->progress_fd);
+	snap_buf_free(&w->progress_buf);
+	free(w->progress_waiting);
 	if (w->tmp_fd >= 0)
 		close(w->tmp_fd);
 	if (remove_tmp && w->tmpname[0]) {
@@ -552,7 +694,7 @@ int snap_writer_begin(struct snap_store *s, const struct snap_writer_config *cfg
 	if (!w)
 		return -ENOMEM;
 	w->s = s;
-	w->lock_fd = w->tmp_fd = -1;
+	w->lock_fd = w->tmp_fd = w->progress_fd = -1;
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv_space, NULL);
 	pthread_cond_init(&w->cv_work, NULL);
@@ -621,6 +763,11 @@ int snap_writer_begin(struct snap_store *s, const struct snap_writer_config *cfg
 		w->tmpname[0] = '\0';
 		goto out_free;
 	}
+	if (cfg->progress_log) {
+		rc = progress_open(w);
+		if (rc)
+			goto out_free;
+	}
 	rc = snap_store_map_load(s, &w->map);
 	if (rc) {
 		snap_store_fail(s, rc, "%s: cannot load pack indexes: %s", s->path, strerror(-rc));
@@ -664,6 +811,11 @@ int snap_writer_region_add(struct snap_writer *w, uint64_t addr, uint64_t size,
 				       (unsigned long long)addr, (unsigned long long)size);
 	chunks = size / w->chunk_size + (size % w->chunk_size != 0);
 	pthread_mutex_lock(&w->mu);
+	if (w->progress_fd >= 0 && w->chunks_begun) {
+		pthread_mutex_unlock(&w->mu);
+		return snap_store_fail(w->s, -EPROTO, "snapshot %s: a region after its first chunk (its progress "
+				       "log announces every region first)", w->name);
+	}
 	if (w->nregions == UINT32_MAX) {
 		pthread_mutex_unlock(&w->mu);
 		return -EOVERFLOW;
@@ -693,8 +845,14 @@ int snap_writer_region_add(struct snap_writer *w, uint64_t addr, uint64_t size,
 		return -ENOMEM;
 	}
 	*region = w->nregions++;
-	pthread_mutex_unlock(&w->mu);
-	return 0;
+	{
+		struct snap_progress_record rec = { .type = SNAP_PROGRESS_REGION, .region = r->r };
+		int rc = progress_append_locked(w, &rec);
+
+		w->progress_regions++;
+		pthread_mutex_unlock(&w->mu);
+		return rc;
+	}
 }
 
 uint32_t snap_writer_chunk_size(const struct snap_writer *w)
@@ -729,6 +887,7 @@ static int chunk_claim_locked(struct snap_writer *w, uint32_t region, uint64_t i
 		return snap_store_fail(w->s, -EEXIST, "region %u chunk %llu given twice", region,
 				       (unsigned long long)index);
 	*len = snap_region_chunk_bytes(&r->r, w->chunk_size, index);
+	w->chunks_begun = 1;
 	return 0;
 }
 
@@ -864,6 +1023,7 @@ int snap_writer_chunk_unchanged(struct snap_writer *w, uint32_t region, uint64_t
 	w->stats.unchanged_chunks++;
 	if (ref->flags & SNAP_CHUNK_ZERO)
 		w->stats.zero_chunks++;
+	progress_chunk_locked(w, region, index, 0, 0, 0);
 out_unlock:
 	pthread_mutex_unlock(&w->mu);
 	return rc;
@@ -888,6 +1048,7 @@ int snap_writer_chunk_zero(struct snap_writer *w, uint32_t region, uint64_t inde
 		w->regions[region].filled[index] = 1;
 		w->stats.chunks++;
 		w->stats.zero_chunks++;
+		progress_chunk_locked(w, region, index, 0, 0, 0);
 	}
 	pthread_mutex_unlock(&w->mu);
 	return rc;
@@ -1035,6 +1196,25 @@ out_free:
 	return rc;
 }
 
+/* The log's COMMIT, once the snapshot's files are written; the log goes
+ * before the rename: a committed snapshot has none. */
+static int progress_close(struct snap_writer *w)
+{
+	struct snap_progress_record r = { .type = SNAP_PROGRESS_COMMIT };
+	int rc;
+
+	if (w->progress_fd < 0)
+		return 0;
+	r.commit_regions = w->progress_regions;
+	r.commit_chunks = w->progress_chunks;
+	rc = progress_append_locked(w, &r);
+	close(w->progress_fd);
+	w->progress_fd = -1;
+	if (!rc && unlinkat(w->tmp_fd, SNAP_PROGRESS_FILE, 0) < 0)
+		rc = -errno;
+	return rc;
+}
+
 int snap_writer_commit(struct snap_writer *w, struct snap_writer_stats *stats)
 {
 	int rc;
@@ -1058,6 +1238,8 @@ int snap_writer_commit(struct snap_writer *w, struct snap_writer_stats *stats)
 		rc = snap_io_fsync_dir(w->s->packs_fd);
 	if (!rc)
 		rc = snapshot_files_write(w);
+	if (!rc)
+		rc = progress_close(w);
 	if (rc) {
 		snap_store_fail(w->s, rc, "snapshot %s: cannot make it durable in %s: %s%s",
 				w->name, w->s->path, strerror(-rc), snap_write_hint(rc));

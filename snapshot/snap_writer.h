@@ -43,6 +43,13 @@ struct snap_writer_config {
 	uint32_t auth_flags;
 	uint32_t owner_uid;
 	uint8_t credential[SNAP_CREDENTIAL_BYTES];
+	/* Non-zero: keep a progress log (snap_format.h, SNAP_PROGRESS_FILE)
+	 * in the snapshot's temp directory, so that another process follows
+	 * what is settled while it is written (ckpt migrate streams each
+	 * chunk as soon as its frame is in a pack).  Every region must then
+	 * be declared before the first chunk (-EPROTO after).  A failed write
+	 * of the log fails the snapshot; commit removes the log. */
+	int progress_log;
 };
 
 /* The caller's buffer @buf may be reused: its bytes are hashed and, if

@@ -225,6 +225,8 @@ int checkpoint_begin(struct checkpoint *ck, const struct checkpoint_request *req
 	wcfg.session_id = req->session;
 	wcfg.auth_flags = req->auth_flags;
 	wcfg.owner_uid = req->owner_uid;
+	/* ckpt migrate streams a round while it is written (snap_migrate.h). */
+	wcfg.progress_log = 1;
 	if (req->auth_flags & SNAP_AUTH_CREDENTIAL)
 		memcpy(wcfg.credential, req->credential, sizeof(wcfg.credential));
 	ex->be->cuDeviceGetName(ex->dev.name, sizeof(ex->dev.name), ex->dev.device);

@@ -10,7 +10,9 @@
  * STREAMS decoder, 11 JOIN's; 12 the receiver with a joined stream: a u32
  * length, that many bytes of the first stream, and the joined stream's
  * bytes after them (its CHUNKs and END, read on a thread of its own once
- * the first stream's regions are declared).  Nothing may crash, and what
+ * the first stream's regions are declared); 13 the JOURNAL_BASE decoder,
+ * 14 JOURNAL_COPY's (a round's journal as a delta against its parent's,
+ * which the receiver seeds of 9 also send).  Nothing may crash, and what
  * decodes must lie inside the input.
  */
 #include <stdbool.h>
@@ -105,7 +107,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1 || size > (1u << 24))
 		return 0;
-	switch (data[0] % 13) {
+	switch (data[0] % 15) {
 	case 0: {
 		struct snap_migrate_challenge v;
 
@@ -208,6 +210,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			stream_run(p + 4, first, joined);
 			close(joined);
 		}
+		break;
+	}
+	case 13: {
+		struct snap_migrate_journal_base v;
+
+		if (!snap_migrate_journal_base_decode(p, n, &v) &&
+		    (v.bytes > SNAP_MIGRATE_JOURNAL_MAX || v.base_bytes > SNAP_MIGRATE_JOURNAL_MAX))
+			abort();
+		break;
+	}
+	case 14: {
+		struct snap_migrate_journal_copy v;
+
+		if (!snap_migrate_journal_copy_decode(p, n, &v) && (!v.len || v.offset + v.len < v.offset))
+			abort();
 		break;
 	}
 	default:

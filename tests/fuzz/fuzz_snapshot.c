@@ -1,5 +1,7 @@
 /* Fuzz target for the snapshot store's decoders: manifest, chunk list, pack
- * index, pack header, frame header + body, journal header.
+ * index, pack header, frame header + body, journal header, and a writer's
+ * progress log (its header, then its chained records as a follower reads
+ * them).
  *
  * Input: one flags byte, then the bytes of a file.  Flag bit 0 re-seals the
  * XXH3-128 trailer over the mutated bytes first, so mutations get past the
@@ -11,6 +13,28 @@
 #include "snap_format.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* As snap_migrate_snapshot_follow reads a log: record after record, each
+ * chained on the one before, until one is damaged or cut. */
+static void progress_decode(const uint8_t *buf, size_t len)
+{
+	struct snap_progress_record r;
+	size_t off = SNAP_PROGRESS_HEADER_BYTES, used;
+	uint64_t sum = 0, next;
+
+	if (snap_progress_header_decode(buf, len))
+		return;
+	while (off < len && snap_progress_record_decode(buf + off, len - off, sum, &r, &used, &next) == 0) {
+		/* A record lies inside what was read, and its strings are bounded. */
+		if (used > len - off || used < SNAP_PROGRESS_RECORD_HEAD_BYTES + SNAP_PROGRESS_SUM_BYTES)
+			abort();
+		if (r.type == SNAP_PROGRESS_BEGIN && (strlen(r.begin.name) > SNAP_NAME_MAX ||
+						      strlen(r.begin.session_id) > SNAP_NAME_MAX))
+			abort();
+		off += used;
+		sum = next;
+	}
+}
 
 static void decode_all(const uint8_t *buf, size_t len)
 {
@@ -49,6 +73,7 @@ static void decode_all(const uint8_t *buf, size_t len)
 	}
 	snap_pack_header_decode(buf, len, &id);
 	snap_journal_header_decode(buf, len);
+	progress_decode(buf, len);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -283,6 +283,145 @@ static void test_frame_and_index(void **state)
 	snap_buf_free(&b);
 }
 
+/* A writer's progress log: one record of each kind, chained. */
+static size_t progress_sample(struct snap_buf *b, struct snap_progress_record *recs)
+{
+	uint64_t sum = 0;
+
+	memset(recs, 0, 4 * sizeof(*recs));
+	recs[0].type = SNAP_PROGRESS_BEGIN;
+	recs[0].begin.chunk_size = 1u << 16;
+	recs[0].begin.driver_version = 13000;
+	recs[0].begin.auth_flags = SNAP_AUTH_CREDENTIAL;
+	memset(recs[0].begin.credential, 0xc5, SNAP_CREDENTIAL_BYTES);
+	memcpy(recs[0].begin.device_uuid, "0123456789abcdef", 16);
+	strcpy(recs[0].begin.name, "r2");
+	strcpy(recs[0].begin.parent, "r1");
+	strcpy(recs[0].begin.session_id, "session-1");
+	strcpy(recs[0].begin.device_name, "sim0");
+	recs[1].type = SNAP_PROGRESS_REGION;
+	recs[1].region = (struct snap_region){ .addr = 0x200000000000ull, .size = 3u << 16, .flags = 2 };
+	recs[2].type = SNAP_PROGRESS_CHUNK;
+	recs[2].chunk = (struct snap_progress_chunk){ .region = 0, .kind = SNAP_PROGRESS_CHUNK_STORED, .index = 2,
+						      .device_hash = 77, .pack_id = 5, .offset = 4096,
+						      .stored_size = 1000 };
+	memset(recs[2].chunk.hash, 0x3c, SNAP_HASH_BYTES);
+	recs[3].type = SNAP_PROGRESS_COMMIT;
+	recs[3].commit_regions = 1;
+	recs[3].commit_chunks = 1;
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(snap_progress_record_encode(&recs[i], &sum, b), 0);
+	return b->len;
+}
+
+static void test_progress_log(void **state)
+{
+	struct snap_progress_record recs[4], got;
+	struct snap_buf b = { 0 };
+	uint8_t hdr[SNAP_PROGRESS_HEADER_BYTES];
+	size_t len, off = 0, used, first;
+	uint64_t sum = 0, next;
+
+	(void)state;
+	snap_progress_header_encode(hdr);
+	assert_int_equal(snap_progress_header_decode(hdr, sizeof(hdr)), 0);
+	hdr[0] ^= 1;
+	assert_int_equal(snap_progress_header_decode(hdr, sizeof(hdr)), -EBADMSG);
+	hdr[0] ^= 1;
+	hdr[12] = 1;
+	assert_int_equal(snap_progress_header_decode(hdr, sizeof(hdr)), -EBADMSG);
+	len = progress_sample(&b, recs);
+	/* Each record decodes back, chained on the one before. */
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(snap_progress_record_decode(b.data + off, len - off, sum, &got, &used, &next), 0);
+		assert_int_equal(got.type, recs[i].type);
+		off += used;
+		sum = next;
+	}
+	assert_int_equal(off, len);
+	assert_int_equal(got.commit_chunks, 1);
+	assert_int_equal(snap_progress_record_decode(b.data, len, 0, &got, &used, &next), 0);
+	assert_string_equal(got.begin.name, "r2");
+	assert_string_equal(got.begin.parent, "r1");
+	assert_string_equal(got.begin.device_name, "sim0");
+	assert_memory_equal(got.begin.credential, recs[0].begin.credential, SNAP_CREDENTIAL_BYTES);
+	first = used;
+	/* The second record needs the first's sum: a record lost or moved breaks the chain. */
+	assert_int_equal(snap_progress_record_decode(b.data + first, len - first, 0, &got, &used, &next), -EBADMSG);
+	/* A record cut anywhere is not one yet: more may come. */
+	for (size_t cut = 0; cut < first; cut++)
+		assert_int_equal(snap_progress_record_decode(b.data, cut, 0, &got, &used, &next), -EAGAIN);
+	/* Every flipped byte is refused (a flipped length may instead ask
+	 * for bytes that never come: refused once the writer ended). */
+	for (size_t i = 0; i < first; i++) {
+		int rc;
+
+		b.data[i] ^= 0x5a;
+		rc = snap_progress_record_decode(b.data, len, 0, &got, &used, &next);
+		if (i >= 4 && i < 8)
+			assert_true(rc == -EBADMSG || rc == -EAGAIN);
+		else
+			assert_int_equal(rc, -EBADMSG);
+		b.data[i] ^= 0x5a;
+	}
+	snap_buf_free(&b);
+}
+
+static void bad_name(struct snap_progress_record *r) { strcpy(r->begin.name, ".tmp-x"); }
+static void small_chunk(struct snap_progress_record *r) { r->begin.chunk_size = 512; }
+static void unknown_auth(struct snap_progress_record *r) { r->begin.auth_flags = 0x80; }
+static void empty_region(struct snap_progress_record *r) { r->region.size = 0; }
+static void wrapping_region(struct snap_progress_record *r) { r->region.addr = ~0ull - 4; }
+static void zero_with_hash(struct snap_progress_record *r)
+{
+	r->chunk.kind = SNAP_PROGRESS_CHUNK_ZERO;
+	r->chunk.pack_id = r->chunk.offset = r->chunk.stored_size = 0;
+}
+static void stored_nowhere(struct snap_progress_record *r) { r->chunk.pack_id = 0; }
+static void stored_in_header(struct snap_progress_record *r) { r->chunk.offset = 8; }
+static void parent_placed(struct snap_progress_record *r) { r->chunk.kind = SNAP_PROGRESS_CHUNK_PARENT; }
+
+/* Records that carry a valid sum but say what no writer writes. */
+static void test_progress_refused(void **state)
+{
+	static const struct {
+		int base;       /* progress_sample's record it mutates */
+		void (*mutate)(struct snap_progress_record *r);
+	} cases[] = {
+		{ 0, bad_name }, { 0, small_chunk }, { 0, unknown_auth }, { 1, empty_region },
+		{ 1, wrapping_region }, { 2, zero_with_hash }, { 2, stored_nowhere }, { 2, stored_in_header },
+		{ 2, parent_placed },
+	};
+	struct snap_progress_record recs[4], r, got;
+	struct snap_buf b = { 0 };
+	uint8_t raw[SNAP_PROGRESS_RECORD_HEAD_BYTES + 8] = { 0 };
+	size_t used;
+	uint64_t sum, next;
+
+	(void)state;
+	progress_sample(&b, recs);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		r = recs[cases[i].base];
+		cases[i].mutate(&r);
+		sum = 0;
+		b.len = 0;
+		assert_int_equal(snap_progress_record_encode(&r, &sum, &b), 0);
+		assert_int_equal(snap_progress_record_decode(b.data, b.len, 0, &got, &used, &next), -EBADMSG);
+	}
+	/* What cannot be written is not. */
+	r = recs[2];
+	r.chunk.kind = 3;
+	assert_int_equal(snap_progress_record_encode(&r, &sum, &b), -EINVAL);
+	/* A body longer than any record's, or of an unknown type. */
+	raw[0] = SNAP_PROGRESS_CHUNK;
+	raw[5] = 0x10;  /* 4096 bytes */
+	assert_int_equal(snap_progress_record_decode(raw, sizeof(raw), 0, &got, &used, &next), -EBADMSG);
+	raw[0] = 9;
+	raw[5] = 0;
+	assert_int_equal(snap_progress_record_decode(raw, sizeof(raw), 0, &got, &used, &next), -EBADMSG);
+	snap_buf_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -290,6 +429,8 @@ int main(void)
 		cmocka_unit_test(test_manifest_credential),
 		cmocka_unit_test(test_chunk_list),
 		cmocka_unit_test(test_frame_and_index),
+		cmocka_unit_test(test_progress_log),
+		cmocka_unit_test(test_progress_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

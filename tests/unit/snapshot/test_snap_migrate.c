@@ -3,10 +3,16 @@
  * stored them, and what a hostile source may send: a wrong token, a session
  * over the quota, a stream whose hash or a chunk's content hash is wrong,
  * compressed chunks that do not decompress, decompress to more or fewer
- * bytes than the chunk or to other bytes, truncated and malformed frames. */
+ * bytes than the chunk or to other bytes, truncated and malformed frames.
+ * And rounds streamed while they are written (snap_migrate_snapshot_follow):
+ * sent before the writer ended, a writer that fails halfway, progress logs
+ * that are damaged, truncated, out of order or that disagree with what was
+ * committed. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <cmocka.h>
@@ -14,6 +20,7 @@
 
 #include "le.h"
 #include "monotonic.h"
+#include "sha256.h"
 #include "snap_migrate.h"
 #include "snap_test_util.h"
 
@@ -74,6 +81,11 @@ struct sender {
 	unsigned extra;
 	const struct auth_token *token;
 	uint64_t max_bandwidth;    /* over all the streams, 0: none */
+	/* Set: the second round is @follow, on r0, streamed while it is
+	 * written (@watch), not r1 as stored. */
+	const char *follow;
+	const struct snap_migrate_writer_watch *watch;
+	const char *names[2];      /* the two rounds sent as stored: r0 and r1 unless set */
 	int rc;
 	struct snap_migrate_stats st[2];
 	char error[2048];
@@ -106,11 +118,18 @@ static void *sender_run(void *arg)
 	}
 	if (!s->rc && s->extra)
 		s->rc = snap_migrate_streams_wait(&c, joined, s->extra);
+	if (!s->names[0]) {
+		s->names[0] = "r0";
+		s->names[1] = "r1";
+	}
 	if (!s->rc)
-		s->rc = snap_migrate_snapshot_send(&c, s->f->src, "r0", NULL, 0, s->token, nonce, &s->st[0]);
-	if (!s->rc)
-		s->rc = snap_migrate_snapshot_send(&c, s->f->src, "r1", "r0", SNAP_MIGRATE_FINAL, s->token, nonce,
-						   &s->st[1]);
+		s->rc = snap_migrate_snapshot_send(&c, s->f->src, s->names[0], NULL, 0, s->token, nonce, &s->st[0]);
+	if (!s->rc && s->follow)
+		s->rc = snap_migrate_snapshot_follow(&c, s->f->src_dir, s->follow, "r0", SNAP_MIGRATE_FINAL, s->token,
+						     nonce, s->watch, &s->st[1]);
+	else if (!s->rc)
+		s->rc = snap_migrate_snapshot_send(&c, s->f->src, s->names[1], s->names[0], SNAP_MIGRATE_FINAL,
+						   s->token, nonce, &s->st[1]);
 	snprintf(s->error, sizeof(s->error), "%s", c.error);
 	for (unsigned i = 0; i < s->extra; i++) {
 		snap_migrate_conn_fini(&extra[i]);
@@ -197,7 +216,8 @@ static int migrate_streams(struct fixture *f, const struct auth_token *t, uint64
 	int sv[2], rc;
 
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	*s = (struct sender){ .f = f, .fd = sv[0], .token = t, .extra = extra, .max_bandwidth = s->max_bandwidth };
+	*s = (struct sender){ .f = f, .fd = sv[0], .token = t, .extra = extra, .max_bandwidth = s->max_bandwidth,
+			      .follow = s->follow, .watch = s->watch, .names = { s->names[0], s->names[1] } };
 	for (unsigned i = 0; i < extra; i++) {
 		int pair[2];
 
@@ -230,7 +250,7 @@ static void test_rounds_arrive(void **state)
 {
 	struct fixture *f = *state;
 	struct snap_manifest m;
-	struct sender s;
+	struct sender s = { 0 };
 	char err[2048];
 
 	assert_int_equal(migrate(f, &token, 0, &s, err, sizeof(err)), 0);
@@ -288,7 +308,7 @@ static void test_wrong_token(void **state)
 	struct fixture *f = *state;
 	struct snap_info *list;
 	unsigned n;
-	struct sender s;
+	struct sender s = { 0 };
 	char err[2048];
 
 	assert_int_equal(migrate(f, &other, 0, &s, err, sizeof(err)), -EPERM);
@@ -302,7 +322,7 @@ static void test_wrong_token(void **state)
 static void test_quota(void **state)
 {
 	struct fixture *f = *state;
-	struct sender s;
+	struct sender s = { 0 };
 	char err[2048];
 
 	assert_int_equal(migrate(f, &token, SIZE - 1, &s, err, sizeof(err)), -EDQUOT);
@@ -741,6 +761,738 @@ static void test_decoders_refuse(void **state)
 	assert_int_equal(snap_migrate_header_decode(h, &type, &len), 0);
 }
 
+/* ---- rounds streamed while they are written ---- */
+
+/* A writer of r2 (on r0) with a progress log, as the source's worker
+ * writes a round, that stops halfway until the streams have sent a chunk
+ * (at most 10 s: a sender that waits for the commit makes the test fail,
+ * not hang), then fails there or goes on. */
+struct live_writer {
+	struct fixture *f;
+	uint8_t *data;             /* r2's bytes */
+	enum { LIVE_COMMITS, LIVE_FAILS, LIVE_DAMAGES_LOG } how;
+	pthread_t thread;
+	pthread_mutex_t mu;        /* guards state, sent */
+	int state;                 /* the watch's answer */
+	uint64_t sent;             /* what the sender said it sent, last time it asked */
+	uint64_t sent_at_half;     /* ... when the writer had given half of the chunks */
+	int rc;
+};
+
+static int live_state(void *arg, uint64_t sent)
+{
+	struct live_writer *lw = arg;
+	int state;
+
+	pthread_mutex_lock(&lw->mu);
+	lw->sent = sent;
+	state = lw->state;
+	pthread_mutex_unlock(&lw->mu);
+	return state;
+}
+
+static uint64_t live_sent_wait(struct live_writer *lw)
+{
+	uint64_t sent = 0;
+
+	for (int i = 0; i < 10000 && !sent; i++) {
+		pthread_mutex_lock(&lw->mu);
+		sent = lw->sent;
+		pthread_mutex_unlock(&lw->mu);
+		if (!sent)
+			usleep(1000);
+	}
+	return sent;
+}
+
+/* A record with a wrong sum, where the writer's next one would go. */
+static void progress_damage(struct fixture *f, const char *name)
+{
+	uint8_t bogus[SNAP_PROGRESS_RECORD_HEAD_BYTES + 64 + SNAP_PROGRESS_SUM_BYTES] = { SNAP_PROGRESS_CHUNK };
+	char path[512];
+	int fd;
+
+	bogus[4] = 64;
+	snprintf(path, sizeof(path), "%s/snaps/.tmp-%s/progress", f->src_dir, name);
+	fd = open(path, O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, bogus, sizeof(bogus)), sizeof(bogus));
+	close(fd);
+}
+
+static void *live_writer_run(void *arg)
+{
+	struct live_writer *lw = arg;
+	struct snap_writer_config cfg = { .name = "r2", .parent = "r0", .session_id = "session-1",
+					  .device_name = "sim0", .driver_version = 13000, .chunk_size = TEST_CHUNK,
+					  .progress_log = 1 };
+	int jfd = test_journal_make(lw->f->src_dir, "j2", 5000), rc;
+	struct snap_writer *w;
+	uint32_t reg;
+
+	memcpy(cfg.device_uuid, "0123456789abcdef", 16);
+	rc = snap_writer_begin(lw->f->src, &cfg, &w);
+	if (!rc)
+		rc = snap_writer_region_add(w, ADDR, SIZE, 0, &reg);
+	if (!rc)
+		rc = snap_writer_journal_set(w, jfd);
+	for (uint64_t c = 0; !rc && c < SIZE / TEST_CHUNK; c++) {
+		const uint8_t *chunk = lw->data + c * TEST_CHUNK;
+
+		if (c == SIZE / TEST_CHUNK / 2) {
+			rc = snap_writer_flush(w);
+			lw->sent_at_half = live_sent_wait(lw);
+			if (lw->how == LIVE_FAILS)
+				break;
+			if (lw->how == LIVE_DAMAGES_LOG)
+				progress_damage(lw->f, "r2");
+		}
+		if (!rc)
+			rc = snap_writer_chunk_add(w, reg, c, chunk, TEST_CHUNK, test_device_hash(chunk, TEST_CHUNK),
+						   NULL, NULL);
+	}
+	if (!rc && lw->how != LIVE_FAILS) {
+		rc = snap_writer_commit(w, NULL);
+	} else {
+		snap_writer_abort(w);
+		rc = rc ? rc : -EIO;
+	}
+	close(jfd);
+	pthread_mutex_lock(&lw->mu);
+	lw->state = rc ? rc : 1;
+	pthread_mutex_unlock(&lw->mu);
+	lw->rc = rc;
+	return NULL;
+}
+
+/* r0 as stored, then r2 while @how's writer writes it, over 1 + @extra
+ * streams: the migration's rc. */
+static int live_round(struct fixture *f, struct live_writer *lw, unsigned extra, struct sender *s, char *err,
+		      size_t cap)
+{
+	struct snap_migrate_writer_watch watch = { .state = live_state, .arg = lw };
+	int rc;
+
+	lw->f = f;
+	lw->data = malloc(SIZE);
+	memcpy(lw->data, f->data0, SIZE);
+	/* A zero chunk and a stored one rewritten in each half; the rest as in r0. */
+	memset(lw->data + 1 * TEST_CHUNK, 0x77, TEST_CHUNK);
+	memset(lw->data + 2 * TEST_CHUNK, 0, TEST_CHUNK);
+	memcpy(lw->data + 6 * TEST_CHUNK, f->data0 + 2 * TEST_CHUNK + 5, TEST_CHUNK);
+	pthread_mutex_init(&lw->mu, NULL);
+	pthread_create(&lw->thread, NULL, live_writer_run, lw);
+	*s = (struct sender){ .follow = "r2", .watch = &watch };
+	rc = migrate_streams(f, &token, 0, extra, s, err, cap);
+	pthread_join(lw->thread, NULL);
+	pthread_mutex_destroy(&lw->mu);
+	return rc;
+}
+
+static bool store_has(struct snap_store *st, const char *name)
+{
+	struct snap_manifest m;
+
+	return snap_store_manifest_get(st, name, &m) == 0;
+}
+
+/* The round's chunks go while it is written: the writer saw the streams
+ * send before it gave its second half, and the destination's r2 is r2. */
+static void test_round_followed(void **state)
+{
+	struct fixture *f = *state;
+	struct live_writer lw = { .how = LIVE_COMMITS };
+	struct test_region r;
+	struct sender s = { 0 };
+	char err[2048];
+
+	if (live_round(f, &lw, 3, &s, err, sizeof(err)) || s.rc)
+		fail_msg("sender: %s; receiver: %s", s.error, err);
+	assert_int_equal(lw.rc, 0);
+	assert_true(lw.sent_at_half > 0);
+	assert_true(s.st[1].chunks_before_commit >= lw.sent_at_half);
+	assert_int_equal(s.st[1].chunks, SIZE / TEST_CHUNK);
+	/* Chunk 1 (now bytes), 6 (other bytes); 2 (now zero) without bytes. */
+	assert_int_equal(s.st[1].data_chunks, 2);
+	assert_int_equal(s.st[1].zero_chunks, 4);
+	assert_int_equal(s.st[1].unchanged_chunks, 2);
+	r = (struct test_region){ ADDR, SIZE, lw.data };
+	assert_int_equal(snap_store_verify(f->dst, "r2", NULL), 0);
+	assert_int_equal(test_snapshot_check(f->dst, "r2", &r, 1), 0);
+	free(lw.data);
+}
+
+/* A writer that fails mid-round fails the round: nothing of it is stored
+ * on either side, and the sender says why. */
+static void test_round_writer_fails(void **state)
+{
+	struct fixture *f = *state;
+	struct live_writer lw = { .how = LIVE_FAILS };
+	struct sender s = { 0 };
+	char err[2048];
+
+	assert_int_not_equal(live_round(f, &lw, 1, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.rc, -EIO);
+	assert_non_null(strstr(s.error, "writer failed mid-round"));
+	assert_true(lw.sent_at_half > 0);
+	assert_false(store_has(f->dst, "r2"));
+	assert_false(store_has(f->src, "r2"));
+	assert_true(store_has(f->dst, "r0"));
+	free(lw.data);
+}
+
+/* A damaged record in the log refuses the round, though the writer
+ * committed the snapshot. */
+static void test_round_log_damaged(void **state)
+{
+	struct fixture *f = *state;
+	struct live_writer lw = { .how = LIVE_DAMAGES_LOG };
+	struct sender s = { 0 };
+	char err[2048];
+
+	assert_int_not_equal(live_round(f, &lw, 0, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.rc, -EBADMSG);
+	assert_non_null(strstr(s.error, "progress log is refused"));
+	assert_non_null(strstr(s.error, "damaged"));
+	assert_int_equal(lw.rc, 0);
+	assert_false(store_has(f->dst, "r2"));
+	free(lw.data);
+}
+
+/* Progress logs written by hand, as a broken or hostile writer would, for
+ * a writer that says it committed: each is refused with its reason. */
+static uint64_t fake_sum;
+
+static void fake_put(struct snap_buf *b, const struct snap_progress_record *r)
+{
+	assert_int_equal(snap_progress_record_encode(r, &fake_sum, b), 0);
+}
+
+static void fake_begin(struct snap_buf *b, const char *name)
+{
+	struct snap_progress_record r = { .type = SNAP_PROGRESS_BEGIN };
+
+	r.begin.chunk_size = TEST_CHUNK;
+	r.begin.driver_version = 13000;
+	memcpy(r.begin.device_uuid, "0123456789abcdef", 16);
+	strcpy(r.begin.name, name);
+	strcpy(r.begin.parent, "r0");
+	strcpy(r.begin.session_id, "session-1");
+	strcpy(r.begin.device_name, "sim0");
+	fake_put(b, &r);
+}
+
+static void fake_region(struct snap_buf *b)
+{
+	struct snap_progress_record r = { .type = SNAP_PROGRESS_REGION, .region = { ADDR, SIZE, 0, 0, NULL } };
+
+	fake_put(b, &r);
+}
+
+static void fake_zero(struct snap_buf *b, uint64_t index)
+{
+	struct snap_progress_record r = { .type = SNAP_PROGRESS_CHUNK };
+
+	r.chunk.kind = SNAP_PROGRESS_CHUNK_ZERO;
+	r.chunk.index = index;
+	fake_put(b, &r);
+}
+
+static void fake_commit(struct snap_buf *b, uint64_t chunks)
+{
+	struct snap_progress_record r = { .type = SNAP_PROGRESS_COMMIT, .commit_regions = 1,
+					  .commit_chunks = chunks };
+
+	fake_put(b, &r);
+}
+
+static void fake_all_zero(struct snap_buf *b)
+{
+	for (uint64_t c = 0; c < SIZE / TEST_CHUNK; c++)
+		fake_zero(b, c);
+}
+
+static void log_truncated(struct snap_buf *b)
+{
+	fake_begin(b, "r9");
+	fake_region(b);
+	fake_zero(b, 0);
+}
+
+static void log_flipped(struct snap_buf *b)
+{
+	fake_begin(b, "r9");
+	fake_region(b);
+	fake_all_zero(b);
+	fake_commit(b, SIZE / TEST_CHUNK);
+	b->data[b->len - 40] ^= 1;
+}
+
+static void log_chunk_first(struct snap_buf *b)
+{
+	fake_zero(b, 0);
+}
+
+static void log_region_late(struct snap_buf *b)
+{
+	fake_begin(b, "r9");
+	fake_region(b);
+	fake_zero(b, 0);
+	fake_region(b);
+}
+
+static void log_chunk_twice(struct snap_buf *b)
+{
+	fake_begin(b, "r9");
+	fake_region(b);
+	fake_zero(b, 3);
+	fake_zero(b, 3);
+}
+
+static void log_chunk_outside(struct snap_buf *b)
+{
+	fake_begin(b, "r9");
+	fake_region(b);
+	fake_zero(b, SIZE / TEST_CHUNK);
+}
+
+static void log_commit_short(struct snap_buf *b)
+{
+	fake_begin(b, "r9");
+	fake_region(b);
+	fake_zero(b, 0);
+	fake_commit(b, 1);
+}
+
+static void log_after_commit(struct snap_buf *b)
+{
+	fake_begin(b, "r9");
+	fake_region(b);
+	fake_all_zero(b);
+	fake_commit(b, SIZE / TEST_CHUNK);
+	fake_zero(b, 0);
+}
+
+static void log_other_name(struct snap_buf *b)
+{
+	fake_begin(b, "r8");
+}
+
+static void log_bad_header(struct snap_buf *b)
+{
+	b->data[3] ^= 0x20;
+}
+
+/* A stored chunk in a pack the store never had. */
+static void log_pack_missing(struct snap_buf *b)
+{
+	struct snap_progress_record r = { .type = SNAP_PROGRESS_CHUNK };
+
+	fake_begin(b, "r9");
+	fake_region(b);
+	r.chunk.kind = SNAP_PROGRESS_CHUNK_STORED;
+	r.chunk.index = 0;
+	memset(r.chunk.hash, 0x42, SNAP_HASH_BYTES);
+	r.chunk.pack_id = 0x7777;
+	r.chunk.offset = SNAP_PACK_HEADER_BYTES;
+	r.chunk.stored_size = TEST_CHUNK;
+	fake_put(b, &r);
+	for (uint64_t c = 1; c < SIZE / TEST_CHUNK; c++)
+		fake_zero(b, c);
+	fake_commit(b, SIZE / TEST_CHUNK);
+}
+
+/* r1 exists, committed with other chunks than this log of it says. */
+static void log_disagrees(struct snap_buf *b)
+{
+	fake_begin(b, "r1");
+	fake_region(b);
+	fake_all_zero(b);
+	fake_commit(b, SIZE / TEST_CHUNK);
+}
+
+static int committed_state(void *arg, uint64_t sent)
+{
+	(void)arg;
+	(void)sent;
+	return 1;
+}
+
+/* Follow snapshot @name whose log @write_fn writes (in a temp directory
+ * held as a writer holds its own); the sender's error in @err. */
+static int hostile_log(struct fixture *f, const char *name, void (*write_fn)(struct snap_buf *b), char *err,
+		       size_t cap)
+{
+	struct snap_migrate_writer_watch watch = { .state = committed_state };
+	struct snap_buf b = { 0 };
+	char dir[512], path[600];
+	struct sender s = { 0 };
+	int lock, dfd, fd, rc;
+
+	/* The store's lock shared, as a writer holds it: an open that cleans
+	 * up would take this directory for a dead writer's. */
+	snprintf(dir, sizeof(dir), "%s/lock", f->src_dir);
+	lock = open(dir, O_RDONLY);
+	assert_int_equal(flock(lock, LOCK_SH), 0);
+	snprintf(dir, sizeof(dir), "%s/snaps/.tmp-%s", f->src_dir, name);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	assert_int_equal(flock(dfd, LOCK_EX), 0);
+	b.data = calloc(1, SNAP_PROGRESS_HEADER_BYTES);
+	b.cap = b.len = SNAP_PROGRESS_HEADER_BYTES;
+	snap_progress_header_encode(b.data);
+	fake_sum = 0;
+	write_fn(&b);
+	snprintf(path, sizeof(path), "%s/progress", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_int_equal(write(fd, b.data, b.len), (ssize_t)b.len);
+	close(fd);
+	snap_buf_free(&b);
+	s = (struct sender){ .follow = name, .watch = &watch };
+	rc = migrate_streams(f, &token, 0, 0, &s, err, cap);
+	snprintf(err, cap, "%s", s.error);
+	unlink(path);
+	rmdir(dir);
+	close(dfd);
+	close(lock);
+	assert_false(store_has(f->dst, name));
+	/* For the next case's first round. */
+	snap_store_rm(f->dst, "r0", NULL);
+	return s.rc ? s.rc : rc;
+}
+
+static void test_round_log_refused(void **state)
+{
+	static const struct {
+		const char *name;
+		void (*write_fn)(struct snap_buf *b);
+		int rc;
+		const char *says;
+	} cases[] = {
+		{ "r9", log_truncated, -EBADMSG, "ends before its COMMIT" },
+		{ "r9", log_flipped, -EBADMSG, "damaged" },
+		{ "r9", log_chunk_first, -EBADMSG, "before its BEGIN" },
+		{ "r9", log_region_late, -EBADMSG, "region after a chunk" },
+		{ "r9", log_chunk_twice, -EBADMSG, "or one twice" },
+		{ "r9", log_chunk_outside, -EBADMSG, "outside the snapshot" },
+		{ "r9", log_commit_short, -EBADMSG, "counts other records" },
+		{ "r9", log_after_commit, -EBADMSG, "follows its COMMIT" },
+		{ "r9", log_other_name, -EBADMSG, "names another snapshot" },
+		{ "r9", log_bad_header, -EBADMSG, "header" },
+		{ "r9", log_pack_missing, -ENOENT, "pack" },
+		{ "r1", log_disagrees, -EBADMSG, "differs from its progress log" },
+	};
+	struct fixture *f = *state;
+	char err[2048];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc = hostile_log(f, cases[i].name, cases[i].write_fn, err, sizeof(err));
+
+		if (rc != cases[i].rc || !strstr(err, cases[i].says))
+			fail_msg("case %zu: rc %d, '%s'", i, rc, err);
+	}
+}
+
+/* ---- journal deltas ---- */
+
+#define JOURNAL_LEN (64u << 10)
+
+/* A journal file of @len bytes at @path. */
+static int journal_file(const char *dir, const char *tag, const uint8_t *p, size_t len)
+{
+	char path[512];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/journal-%s", dir, tag);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, p, len), (ssize_t)len);
+	return fd;
+}
+
+/* @name's journal in @store, read back whole (malloc'ed, *len). */
+static uint8_t *journal_of(struct snap_store *store, const char *name, size_t *len)
+{
+	struct snap_reader *r;
+	int fd = memfd_create("journal", 0);
+	uint8_t *p;
+
+	assert_int_equal(snap_reader_open(store, name, &r), 0);
+	assert_int_equal(snap_reader_journal_write(r, fd), 0);
+	snap_reader_close(r);
+	*len = (size_t)lseek(fd, 0, SEEK_END);
+	p = malloc(*len + 1);
+	assert_int_equal(pread(fd, p, *len, 0), (ssize_t)*len);
+	close(fd);
+	return p;
+}
+
+/* The second round's journal, an LMDB copy with one page put in and a
+ * few bytes changed, crosses as the page and the change: the rest is
+ * copied from the first round's at the destination, which rebuilds it. */
+static void test_journal_delta(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t *j0 = test_data_make(DATA_RANDOM, JOURNAL_LEN, 7), *j1 = malloc(JOURNAL_LEN + 4096), *got;
+	struct sender s = { .names = { "d0", "d1" } };
+	char err[2048];
+	size_t len;
+	int fd;
+
+	memcpy(j1, j0, 16384);
+	memset(j1 + 16384, 0xab, 4096);             /* a page put in: the pages after it move */
+	memcpy(j1 + 20480, j0 + 16384, JOURNAL_LEN - 16384);
+	j1[JOURNAL_LEN + 4096 - 100] ^= 0xff;         /* in the last page */
+	fd = journal_file(f->src_dir, "d0", j0, JOURNAL_LEN);
+	assert_int_equal(test_snapshot_write(f->src, "d0", NULL, f->r, 1, fd, NULL), 0);
+	close(fd);
+	fd = journal_file(f->src_dir, "d1", j1, JOURNAL_LEN + 4096);
+	assert_int_equal(test_snapshot_write(f->src, "d1", "d0", f->r, 1, fd, NULL), 0);
+	close(fd);
+	assert_int_equal(migrate(f, &token, 0, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.rc, 0);
+	/* The first round's journal goes whole; the second's as two pages. */
+	assert_int_equal(s.st[0].journal_bytes, JOURNAL_LEN);
+	assert_int_equal(s.st[0].journal_reused_bytes, 0);
+	assert_int_equal(s.st[1].journal_bytes, 2 * 4096);
+	assert_int_equal(s.st[1].journal_reused_bytes, JOURNAL_LEN - 4096);
+	got = journal_of(f->dst, "d1", &len);
+	assert_int_equal(len, JOURNAL_LEN + 4096);
+	assert_memory_equal(got, j1, len);
+	assert_int_equal(snap_store_verify(f->dst, "d1", NULL), 0);
+	free(got);
+	free(j0);
+	free(j1);
+}
+
+/* Hostile journal deltas, in a round on r1 (which the destination holds):
+ * the frames are summed as the receiver sums them, so that END matches
+ * and the journal's own checks are what refuse. */
+static struct sha256 delta_sum;
+static struct snap_manifest delta_base;      /* r1's at the destination */
+static const char *delta_parent = "r1";
+
+static void summed_put(int fd, uint16_t type, const void *p, uint32_t len)
+{
+	uint8_t h[SNAP_MIGRATE_HEADER_BYTES];
+
+	le32_put(h, SNAP_MIGRATE_MAGIC);
+	le16_put(h + 4, SNAP_MIGRATE_VERSION);
+	le16_put(h + 6, type);
+	le32_put(h + 8, len);
+	sha256_update(&delta_sum, h, sizeof(h));
+	sha256_update(&delta_sum, p, len);
+	frame_put(fd, type, p, len);
+}
+
+/* BEGIN of "evil" on delta_parent, its region and a zero chunk. */
+static void delta_round_start(int fd)
+{
+	uint8_t b[256], *p = b, reg[20];
+
+	sha256_init(&delta_sum);
+	memset(b, 0, sizeof(b));
+	le32_put(p + 4, TEST_CHUNK);
+	le32_put(p + 8, 1);
+	p += 24 + SNAP_CREDENTIAL_BYTES + 16;
+	le32_put(p, 4);
+	memcpy(p + 4, "evil", 4);
+	p += 8;
+	le32_put(p, (uint32_t)strlen(delta_parent));
+	memcpy(p + 4, delta_parent, strlen(delta_parent));
+	p += 4 + strlen(delta_parent);
+	le32_put(p, 0);
+	summed_put(fd, SNAP_MIGRATE_BEGIN, b, (uint32_t)(p + 4 - b));
+	le64_put(reg, ADDR);
+	le64_put(reg + 8, TEST_CHUNK);
+	le32_put(reg + 16, 0);
+	summed_put(fd, SNAP_MIGRATE_REGION, reg, sizeof(reg));
+	summed_put(fd, SNAP_MIGRATE_CHUNK, b, chunk_make(b, SNAP_MIGRATE_CHUNK_ZERO, 0, 0));
+}
+
+static void delta_end(int fd)
+{
+	uint8_t end[SHA256_BYTES];
+
+	sha256_final(&delta_sum, end);
+	frame_put(fd, SNAP_MIGRATE_END, end, sizeof(end));
+}
+
+/* JOURNAL_BASE naming r1's journal (@flip: one bit of its hash wrong),
+ * for a journal of @bytes bytes whose hash is @hash. */
+static void base_put(int fd, bool flip, uint64_t bytes, const uint8_t hash[SNAP_HASH_BYTES])
+{
+	uint8_t b[2 * (SNAP_HASH_BYTES + 8)];
+
+	memcpy(b, delta_base.journal_hash, SNAP_HASH_BYTES);
+	b[0] ^= flip;
+	le64_put(b + SNAP_HASH_BYTES, delta_base.journal_bytes - SNAP_JOURNAL_HEADER_BYTES);
+	memcpy(b + SNAP_HASH_BYTES + 8, hash, SNAP_HASH_BYTES);
+	le64_put(b + 2 * SNAP_HASH_BYTES + 8, bytes);
+	summed_put(fd, SNAP_MIGRATE_JOURNAL_BASE, b, sizeof(b));
+}
+
+static void copy_put(int fd, uint64_t offset, uint64_t len)
+{
+	uint8_t b[16];
+
+	le64_put(b, offset);
+	le64_put(b + 8, len);
+	summed_put(fd, SNAP_MIGRATE_JOURNAL_COPY, b, sizeof(b));
+}
+
+static uint64_t base_len(void)
+{
+	return delta_base.journal_bytes - SNAP_JOURNAL_HEADER_BYTES;
+}
+
+/* The base copied whole: the journal is r1's, whose hash it is. */
+static void delta_whole(int fd)
+{
+	delta_round_start(fd);
+	base_put(fd, false, base_len(), delta_base.journal_hash);
+	copy_put(fd, 0, base_len());
+	delta_end(fd);
+}
+
+static void delta_wrong_base(int fd)
+{
+	delta_round_start(fd);
+	base_put(fd, true, base_len(), delta_base.journal_hash);
+	copy_put(fd, 0, base_len());
+	delta_end(fd);
+}
+
+static void delta_copy_past_end(int fd)
+{
+	delta_round_start(fd);
+	base_put(fd, false, base_len() + 1, delta_base.journal_hash);
+	copy_put(fd, 1, base_len());
+	delta_end(fd);
+}
+
+static void delta_copy_wraps(int fd)
+{
+	delta_round_start(fd);
+	base_put(fd, false, base_len(), delta_base.journal_hash);
+	copy_put(fd, ~0ull - 2, 8);
+	delta_end(fd);
+}
+
+static void delta_copy_without_base(int fd)
+{
+	delta_round_start(fd);
+	copy_put(fd, 0, base_len());
+	delta_end(fd);
+}
+
+static void delta_short(int fd)
+{
+	delta_round_start(fd);
+	base_put(fd, false, base_len(), delta_base.journal_hash);
+	copy_put(fd, 0, base_len() - 1);
+	delta_end(fd);
+}
+
+static void delta_longer(int fd)
+{
+	delta_round_start(fd);
+	base_put(fd, false, base_len() - 1, delta_base.journal_hash);
+	copy_put(fd, 0, base_len());
+	delta_end(fd);
+}
+
+/* The right length, other bytes: the last one literal and wrong. */
+static void delta_other_bytes(int fd)
+{
+	uint8_t x = 0x5a;
+
+	delta_round_start(fd);
+	base_put(fd, false, base_len(), delta_base.journal_hash);
+	copy_put(fd, 0, base_len() - 1);
+	summed_put(fd, SNAP_MIGRATE_JOURNAL, &x, 1);
+	delta_end(fd);
+}
+
+static void delta_base_late(int fd)
+{
+	uint8_t x = 1;
+
+	delta_round_start(fd);
+	summed_put(fd, SNAP_MIGRATE_JOURNAL, &x, 1);
+	base_put(fd, false, base_len(), delta_base.journal_hash);
+	delta_end(fd);
+}
+
+static void delta_base_twice(int fd)
+{
+	delta_round_start(fd);
+	base_put(fd, false, base_len(), delta_base.journal_hash);
+	base_put(fd, false, base_len(), delta_base.journal_hash);
+	delta_end(fd);
+}
+
+static void delta_base_short(int fd)
+{
+	uint8_t b[SNAP_HASH_BYTES + 8] = { 0 };
+
+	delta_round_start(fd);
+	summed_put(fd, SNAP_MIGRATE_JOURNAL_BASE, b, sizeof(b));
+	delta_end(fd);
+}
+
+static void delta_base_huge(int fd)
+{
+	delta_round_start(fd);
+	base_put(fd, false, SNAP_MIGRATE_JOURNAL_MAX + 1, delta_base.journal_hash);
+	delta_end(fd);
+}
+
+static void test_journal_delta_hostile(void **state)
+{
+	static const struct {
+		void (*write_fn)(int fd);
+		const char *parent;
+		int rc;
+		const char *says;
+	} cases[] = {
+		{ delta_wrong_base, "r1", -EBADMSG, "another base" },
+		{ delta_copy_past_end, "r1", -EBADMSG, "past the end" },
+		{ delta_copy_wraps, "r1", -EBADMSG, "malformed JOURNAL_COPY" },
+		{ delta_copy_without_base, "r1", -EPROTO, "without its base" },
+		{ delta_short, "r1", -EBADMSG, "rebuilds" },
+		{ delta_longer, "r1", -EBADMSG, "longer than its journal" },
+		{ delta_other_bytes, "r1", -EBADMSG, "does not rebuild" },
+		{ delta_base_late, "r1", -EPROTO, "after the journal began" },
+		{ delta_base_twice, "r1", -EPROTO, "after the journal began" },
+		{ delta_base_short, "r1", -EBADMSG, "malformed JOURNAL_BASE" },
+		{ delta_base_huge, "r1", -EBADMSG, "malformed JOURNAL_BASE" },
+		{ delta_whole, "", -EPROTO, "without a parent" },
+	};
+	struct fixture *f = *state;
+	struct sender s = { 0 };
+	struct snap_manifest m;
+	char err[2048];
+
+	assert_int_equal(migrate(f, &token, 0, &s, err, sizeof(err)), 0);
+	assert_int_equal(snap_store_manifest_get(f->dst, "r1", &delta_base), 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc;
+
+		delta_parent = cases[i].parent;
+		rc = hostile_round(f, cases[i].write_fn);
+		if (rc != cases[i].rc || !strstr(hostile_error, cases[i].says))
+			fail_msg("case %zu: rc %d, '%s'", i, rc, hostile_error);
+		assert_int_not_equal(snap_store_manifest_get(f->dst, "evil", &m), 0);
+	}
+	/* The same frames, right, make a snapshot: the cases above fail for
+	 * their reason. */
+	delta_parent = "r1";
+	assert_int_equal(hostile_round(f, delta_whole), 0);
+	assert_int_equal(snap_store_manifest_get(f->dst, "evil", &m), 0);
+	assert_memory_equal(m.journal_hash, delta_base.journal_hash, SNAP_HASH_BYTES);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -752,7 +1504,15 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hostile_compressed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_joined, setup, teardown),
 		cmocka_unit_test(test_decoders_refuse),
+		cmocka_unit_test_setup_teardown(test_round_followed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_round_writer_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_round_log_damaged, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_round_log_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_journal_delta, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_journal_delta_hostile, setup, teardown),
 	};
 
+	/* A stream the other end closed fails its send, as in ternd and ckpt. */
+	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
