@@ -223,6 +223,9 @@ SHIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 			d->primary_refs--;
 		pthread_mutex_unlock(&p->cache.lock);
 	}
+	/* The last release ends the context and its modules. */
+	if (res == CUDA_SUCCESS)
+		func_table_forget_answers();
 	pthread_mutex_unlock(&primary_lock);
 	return res;
 }
@@ -292,6 +295,8 @@ SHIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 	pthread_mutex_lock(&primary_lock);
 	res = rpc_primary_ctx_reset(&req, &rep);
 	primary_changed(dev, res == CUDA_SUCCESS);
+	if (res == CUDA_SUCCESS)
+		func_table_forget_answers();    /* its modules ended with it */
 	pthread_mutex_unlock(&primary_lock);
 	return res;
 }
@@ -447,6 +452,7 @@ SHIM_API CUresult cuCtxDestroy_v2(CUcontext ctx)
 	ctx_tls.depth = j;
 	ctx_table_drop(req.ctx);
 	export_table_context_destroyed(ctx);
+	func_table_forget_answers();    /* its modules ended with it */
 	return CUDA_SUCCESS;
 }
 
@@ -544,8 +550,13 @@ SHIM_API CUresult cuCtxSetLimit(CUlimit limit, size_t value)
 	SHIM_ENTRY();
 	struct wire_ctx_set_limit_req req = { .limit = (uint32_t)limit, .value = value };
 	struct wire_ctx_set_limit_rep rep;
+	CUresult res;
 
-	return rpc_ctx_set_limit(&req, &rep);
+	/* The context's settings may change what its functions answer. */
+	func_table_forget_answers();
+	res = rpc_ctx_set_limit(&req, &rep);
+	func_table_forget_answers();
+	return res;
 }
 
 SHIM_API CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
@@ -613,8 +624,13 @@ SHIM_API CUresult cuCtxSetCacheConfig(CUfunc_cache config)
 	SHIM_ENTRY();
 	struct wire_ctx_set_cache_config_req req = { .config = (uint32_t)config };
 	struct wire_ctx_set_cache_config_rep rep;
+	CUresult res;
 
-	return rpc_ctx_set_cache_config(&req, &rep);
+	/* The context's settings may change what its functions answer. */
+	func_table_forget_answers();
+	res = rpc_ctx_set_cache_config(&req, &rep);
+	func_table_forget_answers();
+	return res;
 }
 
 SHIM_API CUresult cuCtxGetCacheConfig(CUfunc_cache *pconfig)
@@ -692,8 +708,13 @@ SHIM_API CUresult cuCtxSetSharedMemConfig(CUsharedconfig config)
 	SHIM_ENTRY();
 	struct wire_ctx_set_shared_mem_config_req req = { .config = (uint32_t)config };
 	struct wire_ctx_set_shared_mem_config_rep rep;
+	CUresult res;
 
-	return rpc_ctx_set_shared_mem_config(&req, &rep);
+	/* The context's settings may change what its functions answer. */
+	func_table_forget_answers();
+	res = rpc_ctx_set_shared_mem_config(&req, &rep);
+	func_table_forget_answers();
+	return res;
 }
 
 SHIM_API CUresult cuCtxGetSharedMemConfig(CUsharedconfig *pConfig)

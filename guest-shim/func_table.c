@@ -186,47 +186,254 @@ void func_table_reset(struct shim_process *p)
 	}
 }
 
-CUresult func_table_attribute(uint64_t handle, unsigned attr, int *value,
+/* The cached answer of @attr for this way of asking, if any. */
+static bool func_attr_cached_locked(const struct shim_func *f, unsigned attr, bool kernel_get,
+				    uint64_t ctx, int *value)
+{
+	if (attr < SHIM_FUNC_FIXED_ATTRS && f->attr_known & (1u << attr)) {
+		*value = f->attr_value[attr];
+		return true;
+	}
+	if (attr >= SHIM_FUNC_FIXED_ATTRS && f->settable_known & (1u << attr) &&
+	    f->settable_kernel == kernel_get && f->settable_ctx == ctx) {
+		*value = f->settable_value[attr];
+		return true;
+	}
+	return false;
+}
+
+static void func_attr_remember_locked(struct shim_func *f, unsigned attr, bool kernel_get,
+				      uint64_t ctx, int value)
+{
+	if (attr < SHIM_FUNC_FIXED_ATTRS) {
+		f->attr_value[attr] = value;
+		f->attr_known |= 1u << attr;
+		return;
+	}
+	if (f->settable_kernel != kernel_get || f->settable_ctx != ctx) {
+		f->settable_known = 0;
+		f->settable_kernel = kernel_get;
+		f->settable_ctx = ctx;
+	}
+	f->settable_value[attr] = value;
+	f->settable_known |= 1u << attr;
+}
+
+/* Cached answers are read and written under the cache lock; one that was
+ * asked for is kept only if nothing was forgotten meanwhile (answers_gen). */
+CUresult func_table_attribute(uint64_t handle, unsigned attr, bool kernel_get, int *value,
 			      CUresult (*ask)(uint64_t handle, unsigned attr, int *value))
 {
 	struct shim_process *p = shim_process();
+	uint64_t ctx = ctx_current(), gen;
 	struct shim_func *f;
-	uint64_t unloads;
 	CUresult res;
 
-	if (attr >= SHIM_FUNC_FIXED_ATTRS)
+	/* Without a current context the driver's answer is its error. */
+	if (attr >= SHIM_FUNC_ATTRS || (attr >= SHIM_FUNC_FIXED_ATTRS && !ctx))
 		return ask(handle, attr, value);
 	pthread_mutex_lock(&p->cache.lock);
 	f = func_find_locked(p, handle);
-	if (f && f->attr_known & (1u << attr)) {
-		*value = f->attr_value[attr];
+	if (f && !rpc_session_lost() && func_attr_cached_locked(f, attr, kernel_get, ctx, value)) {
 		pthread_mutex_unlock(&p->cache.lock);
 		return CUDA_SUCCESS;
 	}
-	unloads = p->cache.unloads;
+	gen = p->cache.answers_gen;
 	pthread_mutex_unlock(&p->cache.lock);
 	res = ask(handle, attr, value);
 	if (res != CUDA_SUCCESS)
 		return res;
 	pthread_mutex_lock(&p->cache.lock);
-	/* An unload while it was asked may have ended the function. */
-	f = p->cache.unloads == unloads ? func_get_locked(p, handle) : NULL;
+	/* An unload or a set while it was asked may have changed the answer. */
+	f = p->cache.answers_gen == gen ? func_get_locked(p, handle) : NULL;
+	if (f)
+		func_attr_remember_locked(f, attr, kernel_get, ctx, *value);
+	pthread_mutex_unlock(&p->cache.lock);
+	return CUDA_SUCCESS;
+}
+
+/* What a set may change: the last sets, settable attributes, occupancies. */
+static void func_settings_forget_locked(struct shim_func *f)
+{
+	f->settable_known = 0;
+	memset(f->last_set, 0, sizeof(f->last_set));
+	memset(f->occupancy, 0, sizeof(f->occupancy));
+}
+
+void func_table_forget_answers(void)
+{
+	struct shim_process *p = shim_process();
+
+	pthread_mutex_lock(&p->cache.lock);
+	p->cache.answers_gen++;
+	for (unsigned b = 0; b < SHIM_FUNC_BUCKETS; b++)
+		for (struct shim_func *f = p->cache.funcs[b]; f; f = f->next) {
+			f->attr_known = 0;
+			memset(f->kernel_fn, 0, sizeof(f->kernel_fn));
+			func_settings_forget_locked(f);
+		}
+	pthread_mutex_unlock(&p->cache.lock);
+}
+
+CUresult func_table_kernel_function(uint64_t kernel, uint64_t *function,
+				    CUresult (*ask)(uint64_t kernel, uint64_t *function))
+{
+	struct shim_process *p = shim_process();
+	uint64_t ctx = ctx_current(), gen;
+	struct shim_func *f;
+	CUresult res;
+
+	pthread_mutex_lock(&p->cache.lock);
+	f = func_find_locked(p, kernel);
+	for (unsigned i = 0; f && ctx && i < SHIM_KERNEL_CTXS && !rpc_session_lost(); i++) {
+		if (f->kernel_fn[i].ctx == ctx) {
+			*function = f->kernel_fn[i].function;
+			pthread_mutex_unlock(&p->cache.lock);
+			return CUDA_SUCCESS;
+		}
+	}
+	gen = p->cache.answers_gen;
+	pthread_mutex_unlock(&p->cache.lock);
+	res = ask(kernel, function);
+	if (res != CUDA_SUCCESS)
+		return res;
+	pthread_mutex_lock(&p->cache.lock);
+	f = func_get_locked(p, *function);
 	if (f) {
-		f->attr_value[attr] = *value;
-		f->attr_known |= 1u << attr;
+		/* cuGraphKernelNodeGetParams names the kernel too, as the driver does. */
+		f->kernel = kernel;
+		f->family = kernel;
+	}
+	f = p->cache.answers_gen == gen && ctx ? func_get_locked(p, kernel) : NULL;
+	if (f) {
+		f->family = kernel;
+		f->kernel_fn[f->kernel_fn_next].ctx = ctx;
+		f->kernel_fn[f->kernel_fn_next].function = *function;
+		f->kernel_fn_next = (f->kernel_fn_next + 1) % SHIM_KERNEL_CTXS;
 	}
 	pthread_mutex_unlock(&p->cache.lock);
 	return CUDA_SUCCESS;
 }
 
-void func_table_forget_attributes(void)
+void func_table_kernel_seen(uint64_t kernel)
+{
+	struct shim_process *p = shim_process();
+	struct shim_func *f;
+
+	pthread_mutex_lock(&p->cache.lock);
+	f = func_get_locked(p, kernel);
+	if (f)
+		f->family = kernel;
+	pthread_mutex_unlock(&p->cache.lock);
+}
+
+/* Forget what a set on @handle may have changed: its family's settings and
+ * those of every handle of unknown family; everything when its own family
+ * is unknown. */
+static void func_family_forget_locked(struct shim_process *p, uint64_t handle)
+{
+	struct shim_func *self = func_find_locked(p, handle);
+	uint64_t family = self ? self->family : 0;
+
+	p->cache.answers_gen++;
+	for (unsigned b = 0; b < SHIM_FUNC_BUCKETS; b++)
+		for (struct shim_func *f = p->cache.funcs[b]; f; f = f->next)
+			if (!family || !f->family || f->family == family || f == self)
+				func_settings_forget_locked(f);
+}
+
+static bool func_set_matches(const struct shim_func_set *s, int value, bool kernel_set, int device,
+			     uint64_t ctx)
+{
+	return s->known && s->value == value && s->kernel_set == kernel_set &&
+	       (!kernel_set || s->device == device) && s->ctx == ctx;
+}
+
+bool func_table_set_repeats(uint64_t handle, unsigned attr, int value, bool kernel_set,
+			    int device, uint64_t *gen)
+{
+	struct shim_process *p = shim_process();
+	uint64_t ctx = ctx_current();
+	struct shim_func *f;
+
+	pthread_mutex_lock(&p->cache.lock);
+	f = func_find_locked(p, handle);
+	if (f && attr < SHIM_FUNC_ATTRS && ctx && !rpc_session_lost() &&
+	    func_set_matches(&f->last_set[attr], value, kernel_set, device, ctx)) {
+		pthread_mutex_unlock(&p->cache.lock);
+		return true;
+	}
+	func_family_forget_locked(p, handle);
+	*gen = p->cache.answers_gen;
+	pthread_mutex_unlock(&p->cache.lock);
+	return false;
+}
+
+void func_table_set_done(uint64_t handle, unsigned attr, int value, bool kernel_set, int device,
+			 uint64_t gen, CUresult res)
+{
+	struct shim_process *p = shim_process();
+	bool keep;
+	struct shim_func *f;
+
+	pthread_mutex_lock(&p->cache.lock);
+	/* Another set or a forget since: which came first at the driver is unknown. */
+	keep = res == CUDA_SUCCESS && p->cache.answers_gen == gen && attr < SHIM_FUNC_ATTRS;
+	func_family_forget_locked(p, handle);
+	f = keep && ctx_current() ? func_get_locked(p, handle) : NULL;
+	if (f)
+		f->last_set[attr] = (struct shim_func_set){
+			.known = true, .kernel_set = kernel_set, .device = device, .value = value,
+			.ctx = ctx_current(),
+		};
+	pthread_mutex_unlock(&p->cache.lock);
+}
+
+void func_table_settings_changed(uint64_t handle)
 {
 	struct shim_process *p = shim_process();
 
 	pthread_mutex_lock(&p->cache.lock);
-	p->cache.unloads++;
-	for (unsigned b = 0; b < SHIM_FUNC_BUCKETS; b++)
-		for (struct shim_func *f = p->cache.funcs[b]; f; f = f->next)
-			f->attr_known = 0;
+	func_family_forget_locked(p, handle);
 	pthread_mutex_unlock(&p->cache.lock);
+}
+
+CUresult func_table_occupancy(uint64_t handle, int block_size, uint64_t smem, unsigned flags,
+			      int *blocks,
+			      CUresult (*ask)(uint64_t handle, int block_size, uint64_t smem,
+					      unsigned flags, int *blocks))
+{
+	struct shim_process *p = shim_process();
+	uint64_t ctx = ctx_current(), gen;
+	struct shim_func *f;
+	CUresult res;
+
+	pthread_mutex_lock(&p->cache.lock);
+	f = func_find_locked(p, handle);
+	for (unsigned i = 0; f && ctx && i < SHIM_OCC_ANSWERS && !rpc_session_lost(); i++) {
+		const struct shim_occupancy *o = &f->occupancy[i];
+
+		if (o->known && o->ctx == ctx && o->block_size == block_size && o->smem == smem &&
+		    o->flags == flags) {
+			*blocks = o->blocks;
+			pthread_mutex_unlock(&p->cache.lock);
+			return CUDA_SUCCESS;
+		}
+	}
+	gen = p->cache.answers_gen;
+	pthread_mutex_unlock(&p->cache.lock);
+	res = ask(handle, block_size, smem, flags, blocks);
+	if (res != CUDA_SUCCESS)
+		return res;
+	pthread_mutex_lock(&p->cache.lock);
+	f = p->cache.answers_gen == gen && ctx ? func_get_locked(p, handle) : NULL;
+	if (f) {
+		f->occupancy[f->occupancy_next] = (struct shim_occupancy){
+			.known = true, .ctx = ctx, .block_size = block_size, .flags = flags,
+			.smem = smem, .blocks = *blocks,
+		};
+		f->occupancy_next = (f->occupancy_next + 1) % SHIM_OCC_ANSWERS;
+	}
+	pthread_mutex_unlock(&p->cache.lock);
+	return CUDA_SUCCESS;
 }

@@ -169,7 +169,7 @@ SHIM_API CUresult cuModuleUnload(CUmodule hmod)
 
 	if (res == CUDA_SUCCESS) {
 		managed_drop_owner(req.module);
-		func_table_forget_attributes();
+		func_table_forget_answers();
 	}
 	return res;
 }
@@ -309,7 +309,7 @@ SHIM_API CUresult cuLibraryUnload(CUlibrary library)
 
 	if (res == CUDA_SUCCESS) {
 		managed_drop_owner(req.library);
-		func_table_forget_attributes();
+		func_table_forget_answers();
 	}
 	return res;
 }
@@ -327,6 +327,7 @@ SHIM_API CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const
 	if (res != CUDA_SUCCESS)
 		return res;
 	params_remember(rep.kernel, rep.params);
+	func_table_kernel_seen(rep.kernel);
 	*pKernel = (CUkernel)(uintptr_t)rep.kernel;
 	return CUDA_SUCCESS;
 }
@@ -498,28 +499,31 @@ SHIM_API CUresult cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
 	return res;
 }
 
+static CUresult kernel_function_ask(uint64_t kernel, uint64_t *function)
+{
+	struct wire_kernel_get_function_req req = { .kernel = kernel };
+	struct wire_kernel_get_function_rep rep;
+	CUresult res = rpc_kernel_get_function(&req, &rep);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	params_remember(rep.function, rep.params);
+	*function = rep.function;
+	return CUDA_SUCCESS;
+}
+
 SHIM_API CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
 {
 	SHIM_ENTRY();
-	struct wire_kernel_get_function_req req = { .kernel = (uint64_t)(uintptr_t)kernel };
-	struct wire_kernel_get_function_rep rep;
+	uint64_t function;
 	CUresult res;
 
 	if (!pFunc)
 		return CUDA_ERROR_INVALID_VALUE;
-	res = rpc_kernel_get_function(&req, &rep);
-	if (res != CUDA_SUCCESS)
-		return res;
-	params_remember(rep.function, rep.params);
-	{
-		/* cuGraphKernelNodeGetParams names the kernel too, as the driver does. */
-		struct shim_func *f = func_table_get(rep.function, &res);
-
-		if (f)
-			f->kernel = req.kernel;
-	}
-	*pFunc = (CUfunction)(uintptr_t)rep.function;
-	return CUDA_SUCCESS;
+	res = func_table_kernel_function((uint64_t)(uintptr_t)kernel, &function, kernel_function_ask);
+	if (res == CUDA_SUCCESS)
+		*pFunc = (CUfunction)(uintptr_t)function;
+	return res;
 }
 
 static CUresult kernel_attribute_ask(uint64_t kernel, unsigned attr, int *value)
@@ -546,8 +550,8 @@ SHIM_API CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUk
 
 	if (!pi)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (dev == 0 && (unsigned)attrib < SHIM_FUNC_FIXED_ATTRS)
-		return func_table_attribute(req.kernel, (unsigned)attrib, pi, kernel_attribute_ask);
+	if (dev == 0)
+		return func_table_attribute(req.kernel, (unsigned)attrib, true, pi, kernel_attribute_ask);
 	res = rpc_kernel_get_attribute(&req, &rep);
 	if (res == CUDA_SUCCESS)
 		*pi = rep.value;
@@ -563,8 +567,14 @@ SHIM_API CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUk
 		.kernel = (uint64_t)(uintptr_t)kernel, .device = dev,
 	};
 	struct wire_kernel_set_attribute_rep rep;
+	uint64_t gen;
+	CUresult res;
 
-	return rpc_kernel_set_attribute(&req, &rep);
+	if (func_table_set_repeats(req.kernel, req.attrib, val, true, dev, &gen))
+		return CUDA_SUCCESS;
+	res = rpc_kernel_set_attribute(&req, &rep);
+	func_table_set_done(req.kernel, req.attrib, val, true, dev, gen, res);
+	return res;
 }
 
 SHIM_API CUresult cuKernelGetName(const char **name, CUkernel hfunc)
@@ -626,7 +636,8 @@ SHIM_API CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfun
 	SHIM_ENTRY();
 	if (!pi)
 		return CUDA_ERROR_INVALID_VALUE;
-	return func_table_attribute((uint64_t)(uintptr_t)hfunc, (unsigned)attrib, pi, func_attribute_ask);
+	return func_table_attribute((uint64_t)(uintptr_t)hfunc, (unsigned)attrib, false, pi,
+				    func_attribute_ask);
 }
 
 SHIM_API CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
@@ -636,8 +647,14 @@ SHIM_API CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attr
 		.attrib = (uint32_t)attrib, .function = (uint64_t)(uintptr_t)hfunc, .value = value,
 	};
 	struct wire_func_set_attribute_rep rep;
+	uint64_t gen;
+	CUresult res;
 
-	return rpc_func_set_attribute(&req, &rep);
+	if (func_table_set_repeats(req.function, req.attrib, value, false, 0, &gen))
+		return CUDA_SUCCESS;
+	res = rpc_func_set_attribute(&req, &rep);
+	func_table_set_done(req.function, req.attrib, value, false, 0, gen, res);
+	return res;
 }
 
 SHIM_API CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
@@ -647,8 +664,12 @@ SHIM_API CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
 		.function = (uint64_t)(uintptr_t)hfunc, .config = (uint32_t)config,
 	};
 	struct wire_func_set_cache_config_rep rep;
+	CUresult res;
 
-	return rpc_func_set_cache_config(&req, &rep);
+	func_table_settings_changed(req.function);
+	res = rpc_func_set_cache_config(&req, &rep);
+	func_table_settings_changed(req.function);
+	return res;
 }
 
 SHIM_API CUresult cuFuncGetName(const char **name, CUfunction hfunc)
@@ -664,8 +685,12 @@ SHIM_API CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig conf
 		.function = (uint64_t)(uintptr_t)hfunc, .config = (uint32_t)config,
 	};
 	struct wire_func_set_shared_mem_config_rep rep;
+	CUresult res;
 
-	return rpc_func_set_shared_mem_config(&req, &rep);
+	func_table_settings_changed(req.function);
+	res = rpc_func_set_shared_mem_config(&req, &rep);
+	func_table_settings_changed(req.function);
+	return res;
 }
 
 SHIM_API CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev)
@@ -675,6 +700,10 @@ SHIM_API CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, C
 		.kernel = (uint64_t)(uintptr_t)kernel, .config = (uint32_t)config, .device = dev,
 	};
 	struct wire_kernel_set_cache_config_rep rep;
+	CUresult res;
 
-	return rpc_kernel_set_cache_config(&req, &rep);
+	func_table_settings_changed(req.kernel);
+	res = rpc_kernel_set_cache_config(&req, &rep);
+	func_table_settings_changed(req.kernel);
+	return res;
 }

@@ -41,15 +41,24 @@ static CUresult occ_blocks(CUfunction func, unsigned flags, const uint8_t *q, un
 	return CUDA_SUCCESS;
 }
 
-static CUresult occ_one(int *numBlocks, CUfunction func, int blockSize, size_t smem, unsigned flags)
+static CUresult occ_one_ask(uint64_t func, int blockSize, uint64_t smem, unsigned flags, int *blocks)
 {
 	struct wire_rec_occupancy_query r = { .block_size = blockSize, .smem = smem };
 	uint8_t q[OCC_RECORD];
 
+	wire_rec_occupancy_query_put(q, 0, &r);
+	return occ_blocks((CUfunction)(uintptr_t)func, flags, q, 1, blocks);
+}
+
+/* One query: the same one is answered from the cache (guest-shim/func_table.c). */
+static CUresult occ_one(int *numBlocks, CUfunction func, int blockSize, size_t smem, unsigned flags)
+{
 	if (!numBlocks)
 		return CUDA_ERROR_INVALID_VALUE;
-	wire_rec_occupancy_query_put(q, 0, &r);
-	return occ_blocks(func, flags, q, 1, numBlocks);
+	if (!func)
+		return CUDA_ERROR_INVALID_HANDLE;
+	return func_table_occupancy((uint64_t)(uintptr_t)func, blockSize, smem, flags, numBlocks,
+				    occ_one_ask);
 }
 
 SHIM_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func,

@@ -981,8 +981,10 @@ static CUresult conn_open_locked(struct shim_process *p)
 	}
 	/* Another worker, perhaps on another GPU (a migration, a restore
 	 * elsewhere): what the last one answered about devices is not kept. */
-	if (p->connected_before)
+	if (p->connected_before) {
 		device_cache_reconnected(p);
+		func_table_forget_answers();
+	}
 	p->connected_before = true;
 	/* A new worker (a restore) runs the graphs' host nodes: it needs the
 	 * channel before anything is replayed. */

@@ -86,6 +86,12 @@ void stats_configure(const char *level);
  * binary versions, cache mode): cached at the first answer. The rest can be
  * set, so they are always asked. */
 #define SHIM_FUNC_FIXED_ATTRS 8
+/* CU_FUNC_ATTRIBUTE_MAX in CUDA 13: a set of a later attribute is always sent. */
+#define SHIM_FUNC_ATTRS 16
+/* Contexts per kernel whose cuKernelGetFunction answer is kept. */
+#define SHIM_KERNEL_CTXS 4
+/* Occupancy answers kept per function (the last ones asked). */
+#define SHIM_OCC_ANSWERS 8
 
 /* A kernel's parameter layout, as the worker reported it. */
 struct shim_param {
@@ -107,6 +113,40 @@ struct shim_func {
 	uint64_t kernel;                /* the kernel cuKernelGetFunction made it from, or 0 */
 	uint32_t attr_known;            /* bit a: attr_value[a] is cached */
 	int32_t attr_value[SHIM_FUNC_FIXED_ATTRS];
+	/* The driver object behind it, as far as the shim knows: the kernel
+	 * it is or was made from, 0 when unknown. A set may change what every
+	 * handle of its family answers (a kernel's and its functions' settings
+	 * alias), and an unknown one may be of any family. */
+	uint64_t family;
+	/* Cached answers, all forgotten by func_table_forget_answers(); the
+	 * settings and occupancies also by any set in the family. */
+	struct {
+		uint64_t ctx, function;
+	} kernel_fn[SHIM_KERNEL_CTXS];  /* cuKernelGetFunction per context; ctx 0: empty */
+	unsigned kernel_fn_next;
+	struct shim_func_set {
+		bool known;
+		bool kernel_set;        /* cuKernelSetAttribute, for @device; else cuFuncSetAttribute */
+		int32_t device;
+		int32_t value;
+		uint64_t ctx;
+	} last_set[SHIM_FUNC_ATTRS];    /* the last set of each attribute that worked */
+	/* Settable attributes' answers (below SHIM_FUNC_ATTRS), of one way of
+	 * asking: cuKernelGetAttribute (device 0) or cuFuncGetAttribute, in
+	 * one context. */
+	uint32_t settable_known;
+	bool settable_kernel;
+	uint64_t settable_ctx;
+	int32_t settable_value[SHIM_FUNC_ATTRS];
+	struct shim_occupancy {
+		bool known;
+		uint64_t ctx;
+		int32_t block_size;
+		uint32_t flags;
+		uint64_t smem;
+		int32_t blocks;
+	} occupancy[SHIM_OCC_ANSWERS];
+	unsigned occupancy_next;
 	struct shim_func *next;
 };
 
@@ -309,7 +349,7 @@ struct shim_cache {
 	int32_t device_count, driver_version;
 	uint64_t epoch;                     /* connections made: an answer of an older one is not kept */
 	struct shim_func *funcs[SHIM_FUNC_BUCKETS];
-	uint64_t unloads;                   /* modules and libraries unloaded: see func_table_forget_attributes */
+	uint64_t answers_gen;               /* cached function answers forgotten: see func_table_forget_answers */
 	struct shim_host_range *host_ranges;
 	struct shim_ctx *ctxs;
 	struct shim_uobj *uobjs;            /* user objects (user_object.c) */
@@ -490,14 +530,44 @@ struct shim_func *func_table_get(uint64_t handle, CUresult *res);
 /* The handle's name, fetched once with kernel_get_name/func_get_name. */
 CUresult func_table_name(uint64_t handle, bool kernel, const char **name);
 void func_table_reset(struct shim_process *p);
-/* A fixed attribute (SHIM_FUNC_FIXED_ATTRS) of a function or kernel: from the
- * cache, or asked with @ask and remembered. */
-CUresult func_table_attribute(uint64_t handle, unsigned attr, int *value,
+/* An attribute of a function or kernel (@kernel_get: cuKernelGetAttribute
+ * of device 0): from the cache, or asked with @ask and remembered. Fixed
+ * ones (SHIM_FUNC_FIXED_ATTRS) are kept until an unload; settable ones
+ * until a set in the family, and per context. */
+CUresult func_table_attribute(uint64_t handle, unsigned attr, bool kernel_get, int *value,
 			      CUresult (*ask)(uint64_t handle, unsigned attr, int *value));
-/* A module or library was unloaded: every cached attribute is asked again,
- * so that those of its functions and kernels get the driver's
- * CUDA_ERROR_INVALID_HANDLE (the shim does not know which handles it made). */
-void func_table_forget_attributes(void);
+/* A module or library was unloaded, a context destroyed or reset, or the
+ * connection made again: every cached answer about functions and kernels
+ * (attributes, cuKernelGetFunction, last sets, occupancy) is asked again,
+ * so that a handle that ended gets the driver's CUDA_ERROR_INVALID_HANDLE
+ * (the shim does not know which handles a module or context made). */
+void func_table_forget_answers(void);
+/* cuKernelGetFunction of @kernel in the current context: cached, or asked
+ * with @ask (which records the function's layout) and remembered. */
+CUresult func_table_kernel_function(uint64_t kernel, uint64_t *function,
+				    CUresult (*ask)(uint64_t kernel, uint64_t *function));
+/* @handle is a kernel from cuLibraryGetKernel: the head of its family. */
+void func_table_kernel_seen(uint64_t kernel);
+/* A set of @attr to @value on @handle (cuKernelSetAttribute for @device
+ * when @kernel_set, else cuFuncSetAttribute): true when it repeats the last
+ * set that worked, in the same context, so the driver would answer
+ * CUDA_SUCCESS and change nothing. Else the family's settings and
+ * occupancies are forgotten and *@gen is what func_table_set_done wants. */
+bool func_table_set_repeats(uint64_t handle, unsigned attr, int value, bool kernel_set,
+			    int device, uint64_t *gen);
+/* After the set was sent: its family forgotten again, and a set that worked
+ * remembered when no other forget came between (@gen). */
+void func_table_set_done(uint64_t handle, unsigned attr, int value, bool kernel_set, int device,
+			 uint64_t gen, CUresult res);
+/* Any other change of a function's settings (cache or shared memory
+ * config): call before and after it is sent. */
+void func_table_settings_changed(uint64_t handle);
+/* cuOccupancyMaxActiveBlocksPerMultiprocessor(WithFlags) of one query: cached
+ * per context, or asked with @ask and remembered. */
+CUresult func_table_occupancy(uint64_t handle, int block_size, uint64_t smem, unsigned flags,
+			      int *blocks,
+			      CUresult (*ask)(uint64_t handle, int block_size, uint64_t smem,
+					      unsigned flags, int *blocks));
 
 /* memory.c */
 void host_range_reset(struct shim_process *p);

@@ -8,6 +8,9 @@
  * after work the same or another thread queued, after another stream's work
  * (the legacy stream may wait for it), on another thread's per-thread
  * stream, and after a kernel that faults (its error, at every one).
+ * In between, answers about kernels and functions (cuKernelGetFunction,
+ * attributes, repeated sets, occupancy): each cached one equals the
+ * driver's, and an unload, another set or a context destroy asks again.
  *
  * With --stats, through tern: the same run again in a child with
  * TERN_STATS=2, whose table (guest-shim/stats.c) must count the sequence
@@ -157,6 +160,156 @@ static void run(void)
 	EXPECT(state(dev, &flags, &active), CUDA_SUCCESS);
 	CHECK(active == 0);
 	free(host);
+}
+
+#define KERNEL_ASKS 20
+#define BIG_SMEM (64 * 1024)    /* over the 48 KiB a kernel gets without opting in */
+
+/* Answers about kernels and functions (guest-shim/func_table.c): repeats
+ * are local, and each unload, other set or context destroy makes the next
+ * one ask again. The --stats check counts them: keep the two in step. */
+static void kernel_run(void)
+{
+	CUresult (*ctx_create)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice) =
+		FN("cuCtxCreate_v4", CUresult (*)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice));
+	CUresult (*ctx_destroy)(CUcontext) = FN("cuCtxDestroy_v2", CUresult (*)(CUcontext));
+	CUresult (*pop)(CUcontext *) = FN("cuCtxPopCurrent_v2", CUresult (*)(CUcontext *));
+	CUresult (*lib_load)(CUlibrary *, const void *, CUjit_option *, void **, unsigned, CUlibraryOption *,
+			     void **, unsigned) =
+		FN("cuLibraryLoadData", CUresult (*)(CUlibrary *, const void *, CUjit_option *, void **, unsigned,
+						     CUlibraryOption *, void **, unsigned));
+	CUresult (*lib_unload)(CUlibrary) = FN("cuLibraryUnload", CUresult (*)(CUlibrary));
+	CUresult (*get_kernel)(CUkernel *, CUlibrary, const char *) =
+		FN("cuLibraryGetKernel", CUresult (*)(CUkernel *, CUlibrary, const char *));
+	CUresult (*kernel_fn)(CUfunction *, CUkernel) = FN("cuKernelGetFunction", CUresult (*)(CUfunction *, CUkernel));
+	CUresult (*kernel_get)(int *, CUfunction_attribute, CUkernel, CUdevice) =
+		FN("cuKernelGetAttribute", CUresult (*)(int *, CUfunction_attribute, CUkernel, CUdevice));
+	CUresult (*kernel_set)(CUfunction_attribute, int, CUkernel, CUdevice) =
+		FN("cuKernelSetAttribute", CUresult (*)(CUfunction_attribute, int, CUkernel, CUdevice));
+	CUresult (*func_get)(int *, CUfunction_attribute, CUfunction) =
+		FN("cuFuncGetAttribute", CUresult (*)(int *, CUfunction_attribute, CUfunction));
+	CUresult (*func_set)(CUfunction, CUfunction_attribute, int) =
+		FN("cuFuncSetAttribute", CUresult (*)(CUfunction, CUfunction_attribute, int));
+	CUresult (*occupancy)(int *, CUfunction, int, size_t) =
+		FN("cuOccupancyMaxActiveBlocksPerMultiprocessor", CUresult (*)(int *, CUfunction, int, size_t));
+	CUresult (*occupancy_flags)(int *, CUfunction, int, size_t, unsigned) =
+		FN("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+		   CUresult (*)(int *, CUfunction, int, size_t, unsigned));
+	CUresult (*mod_load)(CUmodule *, const void *) = FN("cuModuleLoadData", CUresult (*)(CUmodule *, const void *));
+	CUresult (*mod_unload)(CUmodule) = FN("cuModuleUnload", CUresult (*)(CUmodule));
+	CUresult (*get_function)(CUfunction *, CUmodule, const char *) =
+		FN("cuModuleGetFunction", CUresult (*)(CUfunction *, CUmodule, const char *));
+	const CUfunction_attribute dyn = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+	CUcontext c1 = NULL, c2 = NULL, popped = NULL;
+	CUlibrary library = NULL;
+	CUkernel k = NULL;
+	CUfunction f1 = NULL, f = NULL, fm = NULL;
+	CUmodule mod = NULL;
+	int threads = -1, v = -1, small = -1, big = -1, b = -1, fm_small = -1;
+
+	EXPECT(ctx_create(&c1, NULL, 0, 0), CUDA_SUCCESS);
+	EXPECT(lib_load(&library, mod_a_fatbin, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+	EXPECT(get_kernel(&k, library, "ma_iota"), CUDA_SUCCESS);
+
+	/* cuKernelGetFunction: asked once per context. */
+	EXPECT(kernel_fn(&f1, k), CUDA_SUCCESS);
+	for (int i = 0; i < KERNEL_ASKS; i++) {
+		EXPECT(kernel_fn(&f, k), CUDA_SUCCESS);
+		CHECK(f == f1);
+	}
+	EXPECT(kernel_fn(NULL, k), CUDA_ERROR_INVALID_VALUE);
+
+	/* Fixed attributes: the kernel's and its function's agree. */
+	EXPECT(kernel_get(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k, 0), CUDA_SUCCESS);
+	EXPECT(kernel_get(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k, 0), CUDA_SUCCESS);
+	CHECK(v == threads && threads >= 128);
+	EXPECT(func_get(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f1), CUDA_SUCCESS);
+	CHECK(v == threads);
+
+	/* Occupancy: the same question once; BIG_SMEM fits no block yet. */
+	EXPECT(occupancy(&small, f1, 128, 0), CUDA_SUCCESS);
+	CHECK(small >= 1);
+	for (int i = 0; i < KERNEL_ASKS; i++) {
+		EXPECT(occupancy(&b, f1, 128, 0), CUDA_SUCCESS);
+		CHECK(b == small);
+	}
+	EXPECT(occupancy_flags(&b, f1, 128, 0, CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE), CUDA_SUCCESS);
+	EXPECT(occupancy(&b, f1, 128, BIG_SMEM), CUDA_SUCCESS);
+	CHECK(b == 0);
+
+	/* A set repeated is local; the next occupancy asks and sees it. */
+	for (int i = 0; i < KERNEL_ASKS; i++)
+		EXPECT(kernel_set(dyn, BIG_SMEM, k, 0), CUDA_SUCCESS);
+	for (int i = 0; i < 2; i++) {
+		v = -1;
+		EXPECT(func_get(&v, dyn, f1), CUDA_SUCCESS);
+		CHECK(v == BIG_SMEM);
+		v = -1;
+		EXPECT(kernel_get(&v, dyn, k, 0), CUDA_SUCCESS);
+		CHECK(v == BIG_SMEM);
+	}
+	EXPECT(occupancy(&big, f1, 128, BIG_SMEM), CUDA_SUCCESS);
+	CHECK(big >= 1);
+	EXPECT(occupancy(&b, f1, 128, BIG_SMEM), CUDA_SUCCESS);
+	CHECK(b == big);
+	/* Another value: asked, and occupancy with it. */
+	EXPECT(kernel_set(dyn, 0, k, 0), CUDA_SUCCESS);
+	EXPECT(occupancy(&b, f1, 128, BIG_SMEM), CUDA_SUCCESS);
+	CHECK(b == 0);
+	EXPECT(kernel_get(&v, dyn, k, 0), CUDA_SUCCESS);
+	CHECK(v == 0);
+	EXPECT(func_get(&v, dyn, f1), CUDA_SUCCESS);
+	CHECK(v == 0);
+	/* The function's set aliases the kernel's: each forgets the other. */
+	EXPECT(func_set(f1, dyn, BIG_SMEM), CUDA_SUCCESS);
+	EXPECT(func_set(f1, dyn, BIG_SMEM), CUDA_SUCCESS);
+	EXPECT(occupancy(&b, f1, 128, BIG_SMEM), CUDA_SUCCESS);
+	CHECK(b == big);
+	EXPECT(kernel_set(dyn, 0, k, 0), CUDA_SUCCESS);
+	EXPECT(func_set(f1, dyn, BIG_SMEM), CUDA_SUCCESS);
+	EXPECT(func_get(&v, dyn, f1), CUDA_SUCCESS);
+	CHECK(v == BIG_SMEM);
+	/* A failed set is the driver's to answer, every time. */
+	EXPECT(kernel_set(dyn, -1, k, 0), CUDA_ERROR_INVALID_VALUE);
+	EXPECT(kernel_set(dyn, -1, k, 0), CUDA_ERROR_INVALID_VALUE);
+	EXPECT(kernel_set(dyn, BIG_SMEM, k, 0), CUDA_SUCCESS);
+
+	/* Any unload forgets: a module's function is gone, the kernel asks again. */
+	EXPECT(mod_load(&mod, mod_a_fatbin), CUDA_SUCCESS);
+	EXPECT(get_function(&fm, mod, "ma_iota"), CUDA_SUCCESS);
+	EXPECT(occupancy(&fm_small, fm, 128, 0), CUDA_SUCCESS);
+	EXPECT(occupancy(&b, fm, 128, 0), CUDA_SUCCESS);
+	CHECK(b == fm_small && fm_small == small);
+	EXPECT(func_set(fm, dyn, BIG_SMEM), CUDA_SUCCESS);
+	EXPECT(func_set(fm, dyn, BIG_SMEM), CUDA_SUCCESS);
+	EXPECT(mod_unload(mod), CUDA_SUCCESS);
+	EXPECT(func_get(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fm), CUDA_ERROR_INVALID_HANDLE);
+	/* A cached answer would be CUDA_SUCCESS: the driver's is an error. */
+	CHECK(occupancy(&b, fm, 128, 0) != CUDA_SUCCESS);
+	CHECK(func_set(fm, dyn, BIG_SMEM) != CUDA_SUCCESS);
+	EXPECT(kernel_fn(&f, k), CUDA_SUCCESS);
+	CHECK(f == f1);
+	EXPECT(kernel_set(dyn, BIG_SMEM, k, 0), CUDA_SUCCESS);
+	EXPECT(occupancy(&b, f1, 128, BIG_SMEM), CUDA_SUCCESS);
+	CHECK(b == big);
+
+	/* Another context has its own function; destroying it forgets. */
+	EXPECT(ctx_create(&c2, NULL, 0, 0), CUDA_SUCCESS);
+	EXPECT(kernel_fn(&f, k), CUDA_SUCCESS);
+	EXPECT(kernel_fn(&f, k), CUDA_SUCCESS);
+	EXPECT(pop(&popped), CUDA_SUCCESS);
+	CHECK(popped == c2);
+	EXPECT(kernel_fn(&f, k), CUDA_SUCCESS);
+	CHECK(f == f1);
+	EXPECT(ctx_destroy(c2), CUDA_SUCCESS);
+	EXPECT(kernel_fn(&f, k), CUDA_SUCCESS);
+	CHECK(f == f1);
+	EXPECT(occupancy(&b, f1, 128, BIG_SMEM), CUDA_SUCCESS);
+	CHECK(b == big);
+	EXPECT(kernel_set(dyn, BIG_SMEM, k, 0), CUDA_SUCCESS);
+
+	EXPECT(lib_unload(library), CUDA_SUCCESS);
+	EXPECT(ctx_destroy(c1), CUDA_SUCCESS);
 }
 
 #define SYNC_BYTES 16
@@ -324,6 +477,21 @@ static const struct row want[] = {
 	{ "cuDeviceCanAccessPeer", 2, 1, 0, 1 },
 	{ "cuMemsetD8Async", DEFERRED_COUNT + 4, 0, DEFERRED_COUNT + 4, 0 },
 	{ "cuCtxSetCurrent", 4, 0, 0, 4 },
+	/* kernel_run: asked the first time, after the unload, in the other
+	 * context and after its destroy; a NULL output is answered at once. */
+	{ "cuKernelGetFunction", KERNEL_ASKS + 7, 4, 0, KERNEL_ASKS + 3 },
+	/* Each repeat is local; a settable one is asked after its set. */
+	{ "cuKernelGetAttribute", 5, 3, 0, 2 },
+	/* Also asked: after the second sets, and of the unloaded function. */
+	{ "cuFuncGetAttribute", 6, 5, 0, 1 },
+	/* Asked: the first, the other value, after the function's set, both
+	 * failures, after them, after the unload and after the destroy. */
+	{ "cuKernelSetAttribute", KERNEL_ASKS + 7, 8, 0, KERNEL_ASKS - 1 },
+	/* A repeat on each function is local; after the unload it is asked. */
+	{ "cuFuncSetAttribute", 6, 4, 0, 2 },
+	/* Asked: each new question, and after each set and forget. */
+	{ "cuOccupancyMaxActiveBlocksPerMultiprocessor", KERNEL_ASKS + 11, 9, 0, KERNEL_ASKS + 2 },
+	{ "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 1, 1, 0, 0 },
 	/* sync_run: asked after other work, another stream's, another
 	 * thread's and the fault; answered after nothing. */
 	{ "cuStreamSynchronize", 10, 6, 0, 4 },
@@ -401,6 +569,7 @@ int main(int argc, char **argv)
 			return 1;
 	}
 	run();
+	kernel_run();
 	sync_run();
 	if (failures)
 		return 1;
