@@ -552,9 +552,9 @@ SHIM_API CUresult cuCtxSetLimit(CUlimit limit, size_t value)
 	struct wire_ctx_set_limit_rep rep;
 	CUresult res;
 
-	/* The context's settings may change what its functions answer. */
-	func_table_forget_answers();
 	res = rpc_ctx_set_limit(&req, &rep);
+	/* The context's settings may change what its functions answer: an
+	 * answer asked meanwhile is not kept either (answers_gen). */
 	func_table_forget_answers();
 	return res;
 }
@@ -626,9 +626,9 @@ SHIM_API CUresult cuCtxSetCacheConfig(CUfunc_cache config)
 	struct wire_ctx_set_cache_config_rep rep;
 	CUresult res;
 
-	/* The context's settings may change what its functions answer. */
-	func_table_forget_answers();
 	res = rpc_ctx_set_cache_config(&req, &rep);
+	/* The context's settings may change what its functions answer: an
+	 * answer asked meanwhile is not kept either (answers_gen). */
 	func_table_forget_answers();
 	return res;
 }
@@ -710,9 +710,9 @@ SHIM_API CUresult cuCtxSetSharedMemConfig(CUsharedconfig config)
 	struct wire_ctx_set_shared_mem_config_rep rep;
 	CUresult res;
 
-	/* The context's settings may change what its functions answer. */
-	func_table_forget_answers();
 	res = rpc_ctx_set_shared_mem_config(&req, &rep);
+	/* The context's settings may change what its functions answer: an
+	 * answer asked meanwhile is not kept either (answers_gen). */
 	func_table_forget_answers();
 	return res;
 }
