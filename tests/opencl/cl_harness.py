@@ -116,7 +116,9 @@ class Ternd:
             cmd += ['--token-file', self.token]
         if platform_name():
             cmd += ['--opencl-platform', platform_name()]
-        self.proc = subprocess.Popen(cmd, stdout=open(self.log, 'w'), stderr=subprocess.STDOUT)
+        # The worker sees the host platform as the direct run does.
+        self.proc = subprocess.Popen(cmd, stdout=open(self.log, 'w'), stderr=subprocess.STDOUT,
+                                     env=host_env(self.tmp))
         for _ in range(200):
             if self.proc.poll() is not None:
                 raise RuntimeError('ternd exited with %d at start:\n%s' % (self.proc.returncode, self.log_tail()))
