@@ -145,11 +145,10 @@ CUresult sim_capture_sync_check(struct sim *sim, struct sim_ctx *ctx, struct sim
 }
 
 /* A new node of @s's capture after its current dependencies, with their
- * edge data, which it replaces. The data must fit the node it leads to,
- * by the rules of cuGraphAddNode_v2 (a programmatic edge ends at a kernel
- * node). The driver's answer to a captured call that breaks them is not
- * documented: as for other calls a capture cannot take, the call fails
- * (CUDA_ERROR_INVALID_VALUE, inferred) and the capture is invalidated. */
+ * edge data, which it replaces. Data that does not fit the node it leads
+ * to by cuGraphAddNode_v2's rules (a programmatic edge into a node that is
+ * not a kernel) is taken by the H200's driver (580.159): the sim makes it
+ * a full dependency, which orders at least as much. */
 static CUresult capture_node(struct sim *sim, struct sim_stream *s, CUgraphNodeType type, struct sim_gnode **out)
 {
 	struct sim_graph *g = s->capture->graph;
@@ -157,10 +156,8 @@ static CUresult capture_node(struct sim *sim, struct sim_stream *s, CUgraphNodeT
 
 	*out = NULL;
 	for (unsigned i = 0; s->cdeps.data && i < s->cdeps.count; i++)
-		if (!sim_edge_data_ok(&s->cdeps.data[i], s->cdeps.nodes[i]->type, type)) {
-			capture_invalidate(s->capture);
-			return CUDA_ERROR_INVALID_VALUE;
-		}
+		if (!sim_edge_data_ok(&s->cdeps.data[i], s->cdeps.nodes[i]->type, type))
+			memset(&s->cdeps.data[i], 0, sizeof(s->cdeps.data[i]));
 	n = sim_gnode_add(g, type, s->cdeps.nodes, s->cdeps.count);
 	if (!n)
 		return CUDA_ERROR_OUT_OF_MEMORY;
