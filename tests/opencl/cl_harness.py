@@ -6,6 +6,12 @@ program run through tern.
 The host platform is TERN_OPENCL_PLATFORM's (a part of its name, as ternd's
 --opencl-platform takes it; unset: the loader's first), the backend
 TERN_TEST_BACKEND's (sim unless cuda is asked for).
+
+TERN_OPENCL_LOADER_DIR names a folder whose libOpenCL.so.1 every run uses
+(the programs, ternd's worker, the platform probes): ocl-icd, carried to
+the GPU machine (tools/gpu-bundle), whose Khronos loader was seen to
+ignore OCL_ICD_VENDORS, so that a run "through tern" ran on the host's
+platforms directly. Ternd.require_served() makes such a run fail.
 """
 import glob
 import os
@@ -35,6 +41,20 @@ for p in ids:
 '''
 
 
+def with_loader(env):
+    """@env with TERN_OPENCL_LOADER_DIR's loader first, when one is named."""
+    loader = os.environ.get('TERN_OPENCL_LOADER_DIR')
+    if loader:
+        env['LD_LIBRARY_PATH'] = ':'.join(p for p in (loader, env.get('LD_LIBRARY_PATH')) if p)
+    return env
+
+
+def loader_library():
+    """The loader ternd's worker opens (its --opencl-library), or None."""
+    loader = os.environ.get('TERN_OPENCL_LOADER_DIR')
+    return os.path.join(loader, 'libOpenCL.so.1') if loader else None
+
+
 def platform_name():
     return os.environ.get('TERN_OPENCL_PLATFORM') or None
 
@@ -54,7 +74,7 @@ def vendor_folder(tmp, name, icd_lines):
 
 def platforms_of(vendors):
     """The names of the platforms the loader finds in the folder @vendors."""
-    env = dict(os.environ, OCL_ICD_VENDORS=vendors)
+    env = with_loader(dict(os.environ, OCL_ICD_VENDORS=vendors))
     p = subprocess.run([sys.executable, '-c', _PLATFORM_NAMES], capture_output=True, text=True,
                        env=env, timeout=120)
     return p.stdout.splitlines()
@@ -64,7 +84,7 @@ def host_env(tmp):
     """The environment of a direct run: only the named host platform's
     vendor file when a platform is named (the GPU machine also lists PoCL),
     the system's otherwise. Exits 77 when no vendor file offers it."""
-    env = dict(os.environ)
+    env = with_loader(dict(os.environ))
     want = platform_name()
     if not want:
         return env
@@ -116,6 +136,8 @@ class Ternd:
             cmd += ['--token-file', self.token]
         if platform_name():
             cmd += ['--opencl-platform', platform_name()]
+        if loader_library():
+            cmd += ['--opencl-library', loader_library()]
         # The worker sees the host platform as the direct run does.
         self.proc = subprocess.Popen(cmd, stdout=open(self.log, 'w'), stderr=subprocess.STDOUT,
                                      env=host_env(self.tmp))
@@ -136,12 +158,28 @@ class Ternd:
         with open(self.log) as f:
             return f.read()[-n:]
 
+    def sessions_served(self):
+        """How many sessions ternd's workers opened (their log lines)."""
+        with open(self.log, errors='replace') as f:
+            return sum(1 for line in f if ': guest pid ' in line)
+
+    def require_served(self, what):
+        """Exit 1 when @what, run with env(), never reached ternd: the
+        loader did not take tern's vendor folder, and the program ran on
+        the host's platforms directly."""
+        if not self.sessions_served():
+            print('%s never reached ternd: the OpenCL loader did not use tern.icd '
+                  '(OCL_ICD_VENDORS ignored?); set TERN_OPENCL_LOADER_DIR to an ocl-icd loader' % what)
+            print(self.log_tail())
+            sys.exit(1)
+
     def env(self):
         """A program's environment through this ternd: tern's platform alone."""
         env = dict(os.environ, TERN_SERVER=self.server,
                    OCL_ICD_VENDORS=vendor_folder(self.tmp, 'tern',
                                                  os.path.join(self.build, 'guest-opencl', 'libtern-opencl.so') + '\n'),
                    LD_LIBRARY_PATH=os.path.join(self.build, 'guest-shim'))
+        with_loader(env)
         if self.token:
             env['TERN_TOKEN_FILE'] = self.token
         return env
