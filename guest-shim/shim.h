@@ -92,12 +92,17 @@ void stats_configure(const char *level);
 #define SHIM_KERNEL_CTXS 4
 /* Occupancy answers kept per function (the last ones asked). */
 #define SHIM_OCC_ANSWERS 8
+/* Cluster occupancy answers kept per function (the last ones asked). */
+#define SHIM_CLUSTER_ANSWERS 4
 
 /* A kernel's parameter layout, as the worker reported it. */
 struct shim_param {
 	uint32_t offset;
 	uint32_t size;
 };
+
+/* A cached cluster occupancy answer (func_table.c). */
+struct shim_cluster_answer;
 
 /* What the shim remembers about a function or kernel handle. Entries are
  * never freed while the session lives (handles are never reused within a
@@ -147,6 +152,10 @@ struct shim_func {
 		int32_t blocks;
 	} occupancy[SHIM_OCC_ANSWERS];
 	unsigned occupancy_next;
+	/* cuOccupancyMaxActiveClusters / MaxPotentialClusterSize answers, each
+	 * its own allocation (a launch configuration with its attributes). */
+	struct shim_cluster_answer *cluster[SHIM_CLUSTER_ANSWERS];
+	unsigned cluster_next;
 	struct shim_func *next;
 };
 
@@ -568,6 +577,13 @@ CUresult func_table_occupancy(uint64_t handle, int block_size, uint64_t smem, un
 			      int *blocks,
 			      CUresult (*ask)(uint64_t handle, int block_size, uint64_t smem,
 					      unsigned flags, int *blocks));
+/* cuOccupancyMaxActiveClusters / cuOccupancyMaxPotentialClusterSize of
+ * @req: cached per function and context for that exact request (its query,
+ * dimensions, shared memory and attribute records byte for byte), or asked
+ * with @ask and remembered when it succeeds. Forgotten with the other
+ * occupancies. */
+CUresult func_table_cluster(const struct wire_occupancy_cluster_req *req, int *value,
+			    CUresult (*ask)(const struct wire_occupancy_cluster_req *req, int *value));
 
 /* memory.c */
 void host_range_reset(struct shim_process *p);
