@@ -294,6 +294,7 @@ void func_table_forget_answers(void)
 			memset(f->kernel_fn, 0, sizeof(f->kernel_fn));
 			func_settings_forget_locked(f);
 		}
+	lookup_table_forget_modules_locked(p);
 	pthread_mutex_unlock(&p->cache.lock);
 }
 
