@@ -202,21 +202,31 @@ static CUresult module_function_ask(uint64_t module, const char *name, uint64_t 
 	return CUDA_SUCCESS;
 }
 
-/* The same module and name give the same function (guest-shim/lookup_table.c). */
+/* A lookup answered from guest-shim/lookup_table.c (asked with @ask the
+ * first time) into the handle at @out; @by_name: @name is the caller's
+ * and must be a string, else there is none. */
+static CUresult lookup(void **out, enum lookup_kind kind, uint64_t owner, bool by_name,
+		       const char *name,
+		       CUresult (*ask)(uint64_t owner, const char *name, uint64_t *answer))
+{
+	char copy[WIRE_STR_MAX + 1];
+	uint64_t handle;
+	CUresult res;
+
+	if (!out || (by_name && name_copy(copy, sizeof(copy), name)))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = lookup_table_answer(kind, owner, by_name ? copy : NULL, &handle, ask);
+	if (res == CUDA_SUCCESS)
+		*out = (void *)(uintptr_t)handle;
+	return res;
+}
+
+/* The same module and name give the same function. */
 SHIM_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
 	SHIM_ENTRY();
-	char copy[WIRE_STR_MAX + 1];
-	uint64_t function;
-	CUresult res;
-
-	if (!hfunc || name_copy(copy, sizeof(copy), name))
-		return CUDA_ERROR_INVALID_VALUE;
-	res = lookup_table_answer(LOOKUP_FUNCTION, (uint64_t)(uintptr_t)hmod, copy, &function,
-				  module_function_ask);
-	if (res == CUDA_SUCCESS)
-		*hfunc = (CUfunction)(uintptr_t)function;
-	return res;
+	return lookup((void **)hfunc, LOOKUP_FUNCTION, (uint64_t)(uintptr_t)hmod, true, name,
+		      module_function_ask);
 }
 
 /* A module's or library's variable found: a __managed__ one gets its host
@@ -346,21 +356,12 @@ static CUresult library_kernel_ask(uint64_t library, const char *name, uint64_t 
 	return CUDA_SUCCESS;
 }
 
-/* The same library and name give the same kernel (guest-shim/lookup_table.c). */
+/* The same library and name give the same kernel. */
 SHIM_API CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
 {
 	SHIM_ENTRY();
-	char copy[WIRE_STR_MAX + 1];
-	uint64_t kernel;
-	CUresult res;
-
-	if (!pKernel || name_copy(copy, sizeof(copy), name))
-		return CUDA_ERROR_INVALID_VALUE;
-	res = lookup_table_answer(LOOKUP_KERNEL, (uint64_t)(uintptr_t)library, copy, &kernel,
-				  library_kernel_ask);
-	if (res == CUDA_SUCCESS)
-		*pKernel = (CUkernel)(uintptr_t)kernel;
-	return res;
+	return lookup((void **)pKernel, LOOKUP_KERNEL, (uint64_t)(uintptr_t)library, true, name,
+		      library_kernel_ask);
 }
 
 static CUresult library_module_ask(uint64_t library, const char *unused, uint64_t *module)
@@ -379,16 +380,8 @@ static CUresult library_module_ask(uint64_t library, const char *unused, uint64_
 SHIM_API CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
 {
 	SHIM_ENTRY();
-	uint64_t module;
-	CUresult res;
-
-	if (!pMod)
-		return CUDA_ERROR_INVALID_VALUE;
-	res = lookup_table_answer(LOOKUP_MODULE, (uint64_t)(uintptr_t)library, NULL, &module,
-				  library_module_ask);
-	if (res == CUDA_SUCCESS)
-		*pMod = (CUmodule)(uintptr_t)module;
-	return res;
+	return lookup((void **)pMod, LOOKUP_MODULE, (uint64_t)(uintptr_t)library, false, NULL,
+		      library_module_ask);
 }
 
 SHIM_API CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
@@ -550,16 +543,8 @@ static CUresult kernel_library_ask(uint64_t kernel, const char *unused, uint64_t
 SHIM_API CUresult cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
 {
 	SHIM_ENTRY();
-	uint64_t library;
-	CUresult res;
-
-	if (!pLib)
-		return CUDA_ERROR_INVALID_VALUE;
-	res = lookup_table_answer(LOOKUP_KERNEL_LIBRARY, (uint64_t)(uintptr_t)kernel, NULL, &library,
-				  kernel_library_ask);
-	if (res == CUDA_SUCCESS)
-		*pLib = (CUlibrary)(uintptr_t)library;
-	return res;
+	return lookup((void **)pLib, LOOKUP_KERNEL_LIBRARY, (uint64_t)(uintptr_t)kernel, false, NULL,
+		      kernel_library_ask);
 }
 
 static CUresult kernel_function_ask(uint64_t kernel, uint64_t *function)
