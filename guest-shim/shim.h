@@ -550,7 +550,9 @@ CUresult func_table_attribute(uint64_t handle, unsigned attr, bool kernel_get, i
 			      CUresult (*ask)(uint64_t handle, unsigned attr, int *value));
 /* A module or library was unloaded, a context destroyed or reset, or the
  * connection made again: every cached answer about functions and kernels
- * (attributes, cuKernelGetFunction, last sets, occupancy) is asked again,
+ * (attributes, cuKernelGetFunction, last sets, occupancy, cluster
+ * occupancy) and every lookup of a module's function or a library's module
+ * (lookup_table_forget_modules_locked) is asked again,
  * so that a handle that ended gets the driver's CUDA_ERROR_INVALID_HANDLE
  * (the shim does not know which handles a module or context made). */
 void func_table_forget_answers(void);
