@@ -14,6 +14,18 @@
 /* CUDA 12.1+ allows 32764 bytes of kernel parameters. */
 #define FUNC_ARGS_MAX 32768u
 
+/* A cluster query as cached: query, grid x/y/z, block x/y/z, shared bytes
+ * (u32 each), then the launch attribute records as sent. */
+#define CLUSTER_KEY_HEAD (8u * 4u)
+#define CLUSTER_KEY_MAX (CLUSTER_KEY_HEAD + WIRE_REC_LAUNCH_ATTR_MAX * WIRE_REC_LAUNCH_ATTR_BYTES)
+
+struct shim_cluster_answer {
+	uint64_t ctx;
+	int32_t value;
+	uint32_t key_len;
+	uint8_t key[];
+};
+
 static unsigned func_bucket(uint64_t handle)
 {
 	return (unsigned)((handle * 0x9e3779b97f4a7c15ull) >> 56) % SHIM_FUNC_BUCKETS;
@@ -172,6 +184,14 @@ CUresult func_table_name(uint64_t handle, bool kernel, const char **name)
 	return *name ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+static void func_clusters_forget_locked(struct shim_func *f)
+{
+	for (unsigned i = 0; i < SHIM_CLUSTER_ANSWERS; i++) {
+		free(f->cluster[i]);
+		f->cluster[i] = NULL;
+	}
+}
+
 void func_table_reset(struct shim_process *p)
 {
 	for (unsigned b = 0; b < SHIM_FUNC_BUCKETS; b++) {
@@ -179,6 +199,7 @@ void func_table_reset(struct shim_process *p)
 			struct shim_func *f = p->cache.funcs[b];
 
 			p->cache.funcs[b] = f->next;
+			func_clusters_forget_locked(f);
 			free(f->params);
 			free(f->name);
 			free(f);
@@ -258,6 +279,7 @@ static void func_settings_forget_locked(struct shim_func *f)
 	f->settable_known = 0;
 	memset(f->last_set, 0, sizeof(f->last_set));
 	memset(f->occupancy, 0, sizeof(f->occupancy));
+	func_clusters_forget_locked(f);
 }
 
 void func_table_forget_answers(void)
@@ -272,6 +294,7 @@ void func_table_forget_answers(void)
 			memset(f->kernel_fn, 0, sizeof(f->kernel_fn));
 			func_settings_forget_locked(f);
 		}
+	lookup_table_forget_modules_locked(p);
 	pthread_mutex_unlock(&p->cache.lock);
 }
 
@@ -435,5 +458,72 @@ CUresult func_table_occupancy(uint64_t handle, int block_size, uint64_t smem, un
 		f->occupancy_next = (f->occupancy_next + 1) % SHIM_OCC_ANSWERS;
 	}
 	pthread_mutex_unlock(&p->cache.lock);
+	return CUDA_SUCCESS;
+}
+
+/* @req as func_table_cluster compares it; false when it is too long to be
+ * a request the shim sends. */
+static bool cluster_key(const struct wire_occupancy_cluster_req *req, uint8_t *key, uint32_t *len)
+{
+	const uint32_t head[] = {
+		req->query, req->grid_x, req->grid_y, req->grid_z,
+		req->block_x, req->block_y, req->block_z, req->shared_bytes,
+	};
+
+	_Static_assert(sizeof(head) == CLUSTER_KEY_HEAD, "cluster key head");
+	if (req->attrs.len > CLUSTER_KEY_MAX - CLUSTER_KEY_HEAD)
+		return false;
+	memcpy(key, head, sizeof(head));
+	if (req->attrs.len)
+		memcpy(key + CLUSTER_KEY_HEAD, req->attrs.ptr, req->attrs.len);
+	*len = CLUSTER_KEY_HEAD + req->attrs.len;
+	return true;
+}
+
+CUresult func_table_cluster(const struct wire_occupancy_cluster_req *req, int *value,
+			    CUresult (*ask)(const struct wire_occupancy_cluster_req *req, int *value))
+{
+	struct shim_process *p = shim_process();
+	uint64_t ctx = ctx_current(), gen;
+	struct shim_cluster_answer *a;
+	uint8_t key[CLUSTER_KEY_MAX];
+	uint32_t key_len;
+	struct shim_func *f;
+	CUresult res;
+
+	/* Without a current context the driver's answer is its error. */
+	if (!ctx || !cluster_key(req, key, &key_len))
+		return ask(req, value);
+	pthread_mutex_lock(&p->cache.lock);
+	f = func_find_locked(p, req->function);
+	for (unsigned i = 0; f && i < SHIM_CLUSTER_ANSWERS && !rpc_session_lost(); i++) {
+		a = f->cluster[i];
+		if (a && a->ctx == ctx && a->key_len == key_len && !memcmp(a->key, key, key_len)) {
+			*value = a->value;
+			pthread_mutex_unlock(&p->cache.lock);
+			return CUDA_SUCCESS;
+		}
+	}
+	gen = p->cache.answers_gen;
+	pthread_mutex_unlock(&p->cache.lock);
+	res = ask(req, value);
+	if (res != CUDA_SUCCESS)
+		return res;
+	/* Not kept when it cannot be allocated: the next one asks. */
+	a = malloc(sizeof(*a) + key_len);
+	if (!a)
+		return CUDA_SUCCESS;
+	*a = (struct shim_cluster_answer){ .ctx = ctx, .value = *value, .key_len = key_len };
+	memcpy(a->key, key, key_len);
+	pthread_mutex_lock(&p->cache.lock);
+	f = p->cache.answers_gen == gen ? func_get_locked(p, req->function) : NULL;
+	if (f) {
+		free(f->cluster[f->cluster_next]);
+		f->cluster[f->cluster_next] = a;
+		f->cluster_next = (f->cluster_next + 1) % SHIM_CLUSTER_ANSWERS;
+		a = NULL;
+	}
+	pthread_mutex_unlock(&p->cache.lock);
+	free(a);
 	return CUDA_SUCCESS;
 }

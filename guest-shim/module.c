@@ -187,21 +187,46 @@ static CUresult name_copy(char *dst, size_t cap, const char *name)
 	return CUDA_SUCCESS;
 }
 
-SHIM_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+static CUresult module_function_ask(uint64_t module, const char *name, uint64_t *function)
 {
-	SHIM_ENTRY();
-	struct wire_module_get_function_req req = { .module = (uint64_t)(uintptr_t)hmod };
+	struct wire_module_get_function_req req = { .module = module };
 	struct wire_module_get_function_rep rep;
 	CUresult res;
 
-	if (!hfunc || name_copy(req.name, sizeof(req.name), name))
-		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(req.name, name, strlen(name) + 1);
 	res = rpc_module_get_function(&req, &rep);
 	if (res != CUDA_SUCCESS)
 		return res;
 	params_remember(rep.function, rep.params);
-	*hfunc = (CUfunction)(uintptr_t)rep.function;
+	*function = rep.function;
 	return CUDA_SUCCESS;
+}
+
+/* A lookup answered from guest-shim/lookup_table.c (asked with @ask the
+ * first time) into the handle at @out; @by_name: @name is the caller's
+ * and must be a string, else there is none. */
+static CUresult lookup(void **out, enum lookup_kind kind, uint64_t owner, bool by_name,
+		       const char *name,
+		       CUresult (*ask)(uint64_t owner, const char *name, uint64_t *answer))
+{
+	char copy[WIRE_STR_MAX + 1];
+	uint64_t handle;
+	CUresult res;
+
+	if (!out || (by_name && name_copy(copy, sizeof(copy), name)))
+		return CUDA_ERROR_INVALID_VALUE;
+	res = lookup_table_answer(kind, owner, by_name ? copy : NULL, &handle, ask);
+	if (res == CUDA_SUCCESS)
+		*out = (void *)(uintptr_t)handle;
+	return res;
+}
+
+/* The same module and name give the same function. */
+SHIM_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+	SHIM_ENTRY();
+	return lookup((void **)hfunc, LOOKUP_FUNCTION, (uint64_t)(uintptr_t)hmod, true, name,
+		      module_function_ask);
 }
 
 /* A module's or library's variable found: a __managed__ one gets its host
@@ -309,42 +334,54 @@ SHIM_API CUresult cuLibraryUnload(CUlibrary library)
 
 	if (res == CUDA_SUCCESS) {
 		managed_drop_owner(req.library);
+		lookup_table_library_unloaded(req.library);
 		func_table_forget_answers();
 	}
 	return res;
 }
 
-SHIM_API CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+static CUresult library_kernel_ask(uint64_t library, const char *name, uint64_t *kernel)
 {
-	SHIM_ENTRY();
-	struct wire_library_get_kernel_req req = { .library = (uint64_t)(uintptr_t)library };
+	struct wire_library_get_kernel_req req = { .library = library };
 	struct wire_library_get_kernel_rep rep;
 	CUresult res;
 
-	if (!pKernel || name_copy(req.name, sizeof(req.name), name))
-		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(req.name, name, strlen(name) + 1);
 	res = rpc_library_get_kernel(&req, &rep);
 	if (res != CUDA_SUCCESS)
 		return res;
 	params_remember(rep.kernel, rep.params);
 	func_table_kernel_seen(rep.kernel);
-	*pKernel = (CUkernel)(uintptr_t)rep.kernel;
+	*kernel = rep.kernel;
 	return CUDA_SUCCESS;
 }
 
+/* The same library and name give the same kernel. */
+SHIM_API CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+{
+	SHIM_ENTRY();
+	return lookup((void **)pKernel, LOOKUP_KERNEL, (uint64_t)(uintptr_t)library, true, name,
+		      library_kernel_ask);
+}
+
+static CUresult library_module_ask(uint64_t library, const char *unused, uint64_t *module)
+{
+	struct wire_library_get_module_req req = { .library = library };
+	struct wire_library_get_module_rep rep;
+	CUresult res = rpc_library_get_module(&req, &rep);
+
+	(void)unused;
+	if (res == CUDA_SUCCESS)
+		*module = rep.module;
+	return res;
+}
+
+/* The library's module in the current context, remembered per context. */
 SHIM_API CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
 {
 	SHIM_ENTRY();
-	struct wire_library_get_module_req req = { .library = (uint64_t)(uintptr_t)library };
-	struct wire_library_get_module_rep rep;
-	CUresult res;
-
-	if (!pMod)
-		return CUDA_ERROR_INVALID_VALUE;
-	res = rpc_library_get_module(&req, &rep);
-	if (res == CUDA_SUCCESS)
-		*pMod = (CUmodule)(uintptr_t)rep.module;
-	return res;
+	return lookup((void **)pMod, LOOKUP_MODULE, (uint64_t)(uintptr_t)library, false, NULL,
+		      library_module_ask);
 }
 
 SHIM_API CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
@@ -459,6 +496,7 @@ SHIM_API CUresult cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numK
 		.library = (uint64_t)(uintptr_t)lib, .max = numKernels,
 	};
 	struct wire_library_enumerate_kernels_rep rep;
+	uint64_t gen = lookup_table_gen();
 	CUresult res;
 
 	if (!kernels)
@@ -466,7 +504,12 @@ SHIM_API CUresult cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numK
 	res = rpc_library_enumerate_kernels(&req, &rep);
 	if (res != CUDA_SUCCESS)
 		return res;
-	return handles_copy(rep.kernels, numKernels, (void **)kernels);
+	res = handles_copy(rep.kernels, numKernels, (void **)kernels);
+	if (res != CUDA_SUCCESS)
+		return res;
+	/* Each one's cuKernelGetLibrary is this library. */
+	lookup_table_kernels_listed(req.library, kernels, rep.kernels.len / 8, gen);
+	return CUDA_SUCCESS;
 }
 
 SHIM_API CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
@@ -484,19 +527,24 @@ SHIM_API CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
 	return res;
 }
 
+static CUresult kernel_library_ask(uint64_t kernel, const char *unused, uint64_t *library)
+{
+	struct wire_kernel_get_library_req req = { .kernel = kernel };
+	struct wire_kernel_get_library_rep rep;
+	CUresult res = rpc_kernel_get_library(&req, &rep);
+
+	(void)unused;
+	if (res == CUDA_SUCCESS)
+		*library = rep.library;
+	return res;
+}
+
+/* Known from the lookup or enumeration that gave the kernel, else asked. */
 SHIM_API CUresult cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
 {
 	SHIM_ENTRY();
-	struct wire_kernel_get_library_req req = { .kernel = (uint64_t)(uintptr_t)kernel };
-	struct wire_kernel_get_library_rep rep;
-	CUresult res;
-
-	if (!pLib)
-		return CUDA_ERROR_INVALID_VALUE;
-	res = rpc_kernel_get_library(&req, &rep);
-	if (res == CUDA_SUCCESS)
-		*pLib = (CUlibrary)(uintptr_t)rep.library;
-	return res;
+	return lookup((void **)pLib, LOOKUP_KERNEL_LIBRARY, (uint64_t)(uintptr_t)kernel, false, NULL,
+		      kernel_library_ask);
 }
 
 static CUresult kernel_function_ask(uint64_t kernel, uint64_t *function)

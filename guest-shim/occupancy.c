@@ -175,13 +175,34 @@ SHIM_API CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSiz
 	return res;
 }
 
+static CUresult occ_cluster_ask(const struct wire_occupancy_cluster_req *req, int *value)
+{
+	struct wire_occupancy_cluster_rep rep;
+	CUresult res = rpc_occupancy_cluster(req, &rep);
+
+	if (res == CUDA_SUCCESS)
+		*value = rep.value;
+	return res;
+}
+
+/* An event the worker translates may be destroyed meanwhile: its answer
+ * would become INVALID_HANDLE, so such a request is always asked. */
+static bool occ_attrs_name_events(const CUlaunchAttribute *attrs, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT ||
+		    attrs[i].id == CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT)
+			return true;
+	return false;
+}
+
+/* The same request again is answered from the cache (guest-shim/func_table.c). */
 static CUresult occ_cluster(int *value, enum occ_cluster_query query, CUfunction func,
 			    const CUlaunchConfig *config)
 {
 	struct wire_occupancy_cluster_req req = {
 		.query = query, .function = (uint64_t)(uintptr_t)func,
 	};
-	struct wire_occupancy_cluster_rep rep;
 	uint8_t attrs[WIRE_REC_LAUNCH_ATTR_MAX * WIRE_REC_LAUNCH_ATTR_BYTES];
 	CUresult res;
 
@@ -199,10 +220,9 @@ static CUresult occ_cluster(int *value, enum occ_cluster_query query, CUfunction
 	req.shared_bytes = config->sharedMemBytes;
 	req.attrs.ptr = attrs;
 	req.attrs.len = WIRE_REC_LAUNCH_ATTR_BYTES * config->numAttrs;
-	res = rpc_occupancy_cluster(&req, &rep);
-	if (res == CUDA_SUCCESS)
-		*value = rep.value;
-	return res;
+	if (occ_attrs_name_events(config->attrs, config->numAttrs))
+		return occ_cluster_ask(&req, value);
+	return func_table_cluster(&req, value, occ_cluster_ask);
 }
 
 SHIM_API CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func,

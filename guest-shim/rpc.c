@@ -184,6 +184,7 @@ static void atfork_child(void)
 	shim.batching.count = 0;
 	pthread_cond_init(&shim.batching.cond, NULL);
 	func_table_reset(&shim);
+	lookup_table_reset(&shim);
 	host_range_reset(&shim);
 	device_cache_reset(&shim);
 	ctx_table_reset(&shim);
@@ -984,6 +985,7 @@ static CUresult conn_open_locked(struct shim_process *p)
 	if (p->connected_before) {
 		device_cache_reconnected(p);
 		func_table_forget_answers();
+		lookup_table_forget_all();
 	}
 	p->connected_before = true;
 	/* A new worker (a restore) runs the graphs' host nodes: it needs the

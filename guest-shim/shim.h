@@ -92,12 +92,17 @@ void stats_configure(const char *level);
 #define SHIM_KERNEL_CTXS 4
 /* Occupancy answers kept per function (the last ones asked). */
 #define SHIM_OCC_ANSWERS 8
+/* Cluster occupancy answers kept per function (the last ones asked). */
+#define SHIM_CLUSTER_ANSWERS 4
 
 /* A kernel's parameter layout, as the worker reported it. */
 struct shim_param {
 	uint32_t offset;
 	uint32_t size;
 };
+
+/* A cached cluster occupancy answer (func_table.c). */
+struct shim_cluster_answer;
 
 /* What the shim remembers about a function or kernel handle. Entries are
  * never freed while the session lives (handles are never reused within a
@@ -147,10 +152,15 @@ struct shim_func {
 		int32_t blocks;
 	} occupancy[SHIM_OCC_ANSWERS];
 	unsigned occupancy_next;
+	/* cuOccupancyMaxActiveClusters / MaxPotentialClusterSize answers, each
+	 * its own allocation (a launch configuration with its attributes). */
+	struct shim_cluster_answer *cluster[SHIM_CLUSTER_ANSWERS];
+	unsigned cluster_next;
 	struct shim_func *next;
 };
 
 #define SHIM_FUNC_BUCKETS 256
+#define SHIM_LOOKUP_BUCKETS 256
 
 /* A host range the shim handed out or registered (cuMemHostAlloc,
  * cuMemHostRegister): pointer attributes answer "host" for it. */
@@ -350,6 +360,8 @@ struct shim_cache {
 	uint64_t epoch;                     /* connections made: an answer of an older one is not kept */
 	struct shim_func *funcs[SHIM_FUNC_BUCKETS];
 	uint64_t answers_gen;               /* cached function answers forgotten: see func_table_forget_answers */
+	struct shim_lookup *lookups[SHIM_LOOKUP_BUCKETS]; /* lookup_table.c */
+	uint64_t lookups_gen;               /* lookups forgotten: an answer asked before is not kept */
 	struct shim_host_range *host_ranges;
 	struct shim_ctx *ctxs;
 	struct shim_uobj *uobjs;            /* user objects (user_object.c) */
@@ -538,7 +550,9 @@ CUresult func_table_attribute(uint64_t handle, unsigned attr, bool kernel_get, i
 			      CUresult (*ask)(uint64_t handle, unsigned attr, int *value));
 /* A module or library was unloaded, a context destroyed or reset, or the
  * connection made again: every cached answer about functions and kernels
- * (attributes, cuKernelGetFunction, last sets, occupancy) is asked again,
+ * (attributes, cuKernelGetFunction, last sets, occupancy, cluster
+ * occupancy) and every lookup of a module's function or a library's module
+ * (lookup_table_forget_modules_locked) is asked again,
  * so that a handle that ended gets the driver's CUDA_ERROR_INVALID_HANDLE
  * (the shim does not know which handles a module or context made). */
 void func_table_forget_answers(void);
@@ -568,6 +582,43 @@ CUresult func_table_occupancy(uint64_t handle, int block_size, uint64_t smem, un
 			      int *blocks,
 			      CUresult (*ask)(uint64_t handle, int block_size, uint64_t smem,
 					      unsigned flags, int *blocks));
+/* cuOccupancyMaxActiveClusters / cuOccupancyMaxPotentialClusterSize of
+ * @req: cached per function and context for that exact request (its query,
+ * dimensions, shared memory and attribute records byte for byte), or asked
+ * with @ask and remembered when it succeeds. Forgotten with the other
+ * occupancies. */
+CUresult func_table_cluster(const struct wire_occupancy_cluster_req *req, int *value,
+			    CUresult (*ask)(const struct wire_occupancy_cluster_req *req, int *value));
+
+/* lookup_table.c: lookups the driver answers the same while their owner
+ * lives, remembered at the first success (errors are always asked). */
+enum lookup_kind {
+	LOOKUP_KERNEL = 1,      /* cuLibraryGetKernel: (library, name) -> kernel */
+	LOOKUP_KERNEL_LIBRARY,  /* cuKernelGetLibrary: kernel -> library */
+	LOOKUP_MODULE,          /* cuLibraryGetModule: (library, current context) -> module */
+	LOOKUP_FUNCTION,        /* cuModuleGetFunction: (module, name) -> function */
+};
+/* The answer of @kind about @owner (and @name, NULL for the kinds without
+ * one): remembered, or asked with @ask and remembered when it succeeds and
+ * nothing was forgotten meanwhile. A kernel found also answers
+ * LOOKUP_KERNEL_LIBRARY. Takes the cache lock; @ask runs without it. */
+CUresult lookup_table_answer(enum lookup_kind kind, uint64_t owner, const char *name,
+			     uint64_t *answer,
+			     CUresult (*ask)(uint64_t owner, const char *name, uint64_t *answer));
+/* For lookup_table_kernels_listed: take it before the enumeration is asked. */
+uint64_t lookup_table_gen(void);
+/* cuLibraryEnumerateKernels answered @kernels of @library. */
+void lookup_table_kernels_listed(uint64_t library, const CUkernel *kernels, unsigned count,
+				 uint64_t gen);
+/* @library was unloaded: its kernels, their library and its modules. */
+void lookup_table_library_unloaded(uint64_t library);
+/* Modules and contexts may have ended (func_table_forget_answers, cache
+ * lock held): every module's function and library's module. */
+void lookup_table_forget_modules_locked(struct shim_process *p);
+/* Another worker (a reconnect): everything. */
+void lookup_table_forget_all(void);
+/* The child after fork, with the cache lock held: everything. */
+void lookup_table_reset(struct shim_process *p);
 
 /* memory.c */
 void host_range_reset(struct shim_process *p);

@@ -199,17 +199,79 @@ static void kernel_run(void)
 	CUresult (*mod_unload)(CUmodule) = FN("cuModuleUnload", CUresult (*)(CUmodule));
 	CUresult (*get_function)(CUfunction *, CUmodule, const char *) =
 		FN("cuModuleGetFunction", CUresult (*)(CUfunction *, CUmodule, const char *));
+	CUresult (*kernel_library)(CUlibrary *, CUkernel) = FN("cuKernelGetLibrary", CUresult (*)(CUlibrary *, CUkernel));
+	CUresult (*library_module)(CUmodule *, CUlibrary) = FN("cuLibraryGetModule", CUresult (*)(CUmodule *, CUlibrary));
+	CUresult (*enum_kernels)(CUkernel *, unsigned, CUlibrary) =
+		FN("cuLibraryEnumerateKernels", CUresult (*)(CUkernel *, unsigned, CUlibrary));
+	CUresult (*clusters)(int *, CUfunction, const CUlaunchConfig *) =
+		FN("cuOccupancyMaxActiveClusters", CUresult (*)(int *, CUfunction, const CUlaunchConfig *));
+	CUresult (*cluster_size)(int *, CUfunction, const CUlaunchConfig *) =
+		FN("cuOccupancyMaxPotentialClusterSize", CUresult (*)(int *, CUfunction, const CUlaunchConfig *));
 	const CUfunction_attribute dyn = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+	const CUfunction_attribute non_portable = CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED;
 	CUcontext c1 = NULL, c2 = NULL, popped = NULL;
-	CUlibrary library = NULL;
-	CUkernel k = NULL;
-	CUfunction f1 = NULL, f = NULL, fm = NULL;
-	CUmodule mod = NULL;
+	CUlibrary library = NULL, library2 = NULL, lib_of = NULL;
+	CUkernel k = NULL, k2 = NULL, listed = NULL;
+	CUfunction f1 = NULL, f = NULL, fm = NULL, fl = NULL;
+	CUmodule mod = NULL, lm = NULL, lm2 = NULL;
 	int threads = -1, v = -1, small = -1, big = -1, b = -1, fm_small = -1;
+	int c = -1, c2_blocks = -1, c4_blocks = -1, c_big = -1, size = -1, size16 = -1;
+	CUresult r1, r2;
+	/* Clusters of 2 (cl[0]); cl[1] is a second attribute that changes the
+	 * list, not the answer. */
+	CUlaunchAttribute cl[2];
+	CUlaunchConfig cfg = {
+		.gridDimX = 16, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 128, .blockDimY = 1,
+		.blockDimZ = 1, .sharedMemBytes = 0, .attrs = cl, .numAttrs = 1,
+	};
+
+	memset(cl, 0, sizeof(cl));
+	cl[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+	cl[0].value.clusterDim.x = 2;
+	cl[0].value.clusterDim.y = 1;
+	cl[0].value.clusterDim.z = 1;
+	cl[1].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+	cl[1].value.clusterSchedulingPolicyPreference = CU_CLUSTER_SCHEDULING_POLICY_DEFAULT;
 
 	EXPECT(ctx_create(&c1, NULL, 0, 0), CUDA_SUCCESS);
 	EXPECT(lib_load(&library, mod_a_fatbin, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
 	EXPECT(get_kernel(&k, library, "ma_iota"), CUDA_SUCCESS);
+
+	/* Lookups (guest-shim/lookup_table.c): the same library and name are
+	 * the same kernel; an error is asked every time. */
+	for (int i = 0; i < KERNEL_ASKS; i++) {
+		EXPECT(get_kernel(&k2, library, "ma_iota"), CUDA_SUCCESS);
+		CHECK(k2 == k);
+	}
+	EXPECT(get_kernel(&k2, library, "ma_missing"), CUDA_ERROR_NOT_FOUND);
+	EXPECT(get_kernel(&k2, library, "ma_missing"), CUDA_ERROR_NOT_FOUND);
+	EXPECT(get_kernel(NULL, library, "ma_iota"), CUDA_ERROR_INVALID_VALUE);
+	for (int i = 0; i < 2; i++) {
+		lib_of = NULL;
+		EXPECT(kernel_library(&lib_of, k), CUDA_SUCCESS);
+		CHECK(lib_of == library);
+	}
+	EXPECT(library_module(&lm, library), CUDA_SUCCESS);
+	EXPECT(library_module(&lm2, library), CUDA_SUCCESS);
+	CHECK(lm && lm == lm2);
+	EXPECT(get_function(&fl, lm, "ma_iota"), CUDA_SUCCESS);
+	EXPECT(get_function(&f, lm, "ma_iota"), CUDA_SUCCESS);
+	CHECK(fl && f == fl);
+	/* Another load of the image: its own kernel, whose library the
+	 * enumeration tells; unloaded, the driver's errors. */
+	EXPECT(lib_load(&library2, mod_a_fatbin, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+	EXPECT(enum_kernels(&listed, 1, library2), CUDA_SUCCESS);
+	EXPECT(kernel_library(&lib_of, listed), CUDA_SUCCESS);
+	CHECK(lib_of == library2);
+	EXPECT(get_kernel(&k2, library2, "ma_iota"), CUDA_SUCCESS);
+	CHECK(k2 == listed && k2 != k);
+	EXPECT(get_kernel(&k2, library2, "ma_iota"), CUDA_SUCCESS);
+	CHECK(k2 == listed);
+	EXPECT(lib_unload(library2), CUDA_SUCCESS);
+	CHECK(get_kernel(&k2, library2, "ma_iota") != CUDA_SUCCESS);
+	CHECK(kernel_library(&lib_of, listed) != CUDA_SUCCESS);
+	EXPECT(get_kernel(&k2, library, "ma_iota"), CUDA_SUCCESS);
+	CHECK(k2 == k);
 
 	/* cuKernelGetFunction: asked once per context. */
 	EXPECT(kernel_fn(&f1, k), CUDA_SUCCESS);
@@ -237,6 +299,34 @@ static void kernel_run(void)
 	EXPECT(occupancy(&b, f1, 128, BIG_SMEM), CUDA_SUCCESS);
 	CHECK(b == 0);
 
+	/* Clusters: the same configuration once; another attribute list, size
+	 * or shared memory asks; an error is asked every time. */
+	EXPECT(clusters(&c2_blocks, f1, &cfg), CUDA_SUCCESS);
+	CHECK(c2_blocks >= 1);
+	for (int i = 0; i < KERNEL_ASKS; i++) {
+		c = -1;
+		EXPECT(clusters(&c, f1, &cfg), CUDA_SUCCESS);
+		CHECK(c == c2_blocks);
+	}
+	cfg.numAttrs = 2;
+	EXPECT(clusters(&c, f1, &cfg), CUDA_SUCCESS);
+	CHECK(c == c2_blocks);
+	cfg.numAttrs = 1;
+	cl[0].value.clusterDim.x = 4;
+	EXPECT(clusters(&c4_blocks, f1, &cfg), CUDA_SUCCESS);
+	CHECK(c4_blocks >= 1 && c4_blocks <= c2_blocks);
+	EXPECT(clusters(&c, f1, &cfg), CUDA_SUCCESS);
+	CHECK(c == c4_blocks);
+	cl[0].value.clusterDim.x = 32;  /* past any cluster size */
+	r1 = clusters(&c, f1, &cfg);
+	r2 = clusters(&c, f1, &cfg);
+	CHECK(r1 != CUDA_SUCCESS && r2 == r1);
+	cl[0].value.clusterDim.x = 2;
+	cfg.sharedMemBytes = BIG_SMEM;
+	c = -1;
+	r1 = clusters(&c, f1, &cfg);
+	CHECK(r1 != CUDA_SUCCESS || c == 0);
+
 	/* A set repeated is local; the next occupancy asks and sees it. */
 	for (int i = 0; i < KERNEL_ASKS; i++)
 		EXPECT(kernel_set(dyn, BIG_SMEM, k, 0), CUDA_SUCCESS);
@@ -252,6 +342,34 @@ static void kernel_run(void)
 	CHECK(big >= 1);
 	EXPECT(occupancy(&b, f1, 128, BIG_SMEM), CUDA_SUCCESS);
 	CHECK(b == big);
+	EXPECT(clusters(&c_big, f1, &cfg), CUDA_SUCCESS);
+	CHECK(c_big >= 1);
+	EXPECT(clusters(&c, f1, &cfg), CUDA_SUCCESS);
+	CHECK(c == c_big);
+	/* Clusters of 16 need the non-portable opt-in: the set asks again. */
+	cfg.sharedMemBytes = 0;
+	cfg.numAttrs = 0;
+	EXPECT(cluster_size(&size, f1, &cfg), CUDA_SUCCESS);
+	CHECK(size >= 1);
+	EXPECT(cluster_size(&v, f1, &cfg), CUDA_SUCCESS);
+	CHECK(v == size);
+	cfg.numAttrs = 1;
+	cl[0].value.clusterDim.x = 16;
+	c = -1;
+	r1 = clusters(&c, f1, &cfg);
+	CHECK(r1 != CUDA_SUCCESS || c == 0);
+	EXPECT(kernel_set(non_portable, 1, k, 0), CUDA_SUCCESS);
+	EXPECT(clusters(&c, f1, &cfg), CUDA_SUCCESS);
+	CHECK(c >= 1);
+	EXPECT(clusters(&b, f1, &cfg), CUDA_SUCCESS);
+	CHECK(b == c);
+	cfg.numAttrs = 0;
+	EXPECT(cluster_size(&size16, f1, &cfg), CUDA_SUCCESS);
+	CHECK(size16 >= size);
+	EXPECT(kernel_set(non_portable, 0, k, 0), CUDA_SUCCESS);
+	cfg.numAttrs = 1;
+	cl[0].value.clusterDim.x = 2;
+	cfg.sharedMemBytes = BIG_SMEM;
 	/* Another value: asked, and occupancy with it. */
 	EXPECT(kernel_set(dyn, 0, k, 0), CUDA_SUCCESS);
 	EXPECT(occupancy(&b, f1, 128, BIG_SMEM), CUDA_SUCCESS);
@@ -277,6 +395,8 @@ static void kernel_run(void)
 	/* Any unload forgets: a module's function is gone, the kernel asks again. */
 	EXPECT(mod_load(&mod, mod_a_fatbin), CUDA_SUCCESS);
 	EXPECT(get_function(&fm, mod, "ma_iota"), CUDA_SUCCESS);
+	EXPECT(get_function(&f, mod, "ma_iota"), CUDA_SUCCESS);
+	CHECK(f == fm);
 	EXPECT(occupancy(&fm_small, fm, 128, 0), CUDA_SUCCESS);
 	EXPECT(occupancy(&b, fm, 128, 0), CUDA_SUCCESS);
 	CHECK(b == fm_small && fm_small == small);
@@ -287,11 +407,16 @@ static void kernel_run(void)
 	/* A cached answer would be CUDA_SUCCESS: the driver's is an error. */
 	CHECK(occupancy(&b, fm, 128, 0) != CUDA_SUCCESS);
 	CHECK(func_set(fm, dyn, BIG_SMEM) != CUDA_SUCCESS);
+	CHECK(get_function(&f, mod, "ma_iota") != CUDA_SUCCESS);
 	EXPECT(kernel_fn(&f, k), CUDA_SUCCESS);
 	CHECK(f == f1);
 	EXPECT(kernel_set(dyn, BIG_SMEM, k, 0), CUDA_SUCCESS);
 	EXPECT(occupancy(&b, f1, 128, BIG_SMEM), CUDA_SUCCESS);
 	CHECK(b == big);
+	EXPECT(clusters(&c, f1, &cfg), CUDA_SUCCESS);
+	CHECK(c == c_big);
+	EXPECT(clusters(&c, f1, &cfg), CUDA_SUCCESS);
+	CHECK(c == c_big);
 
 	/* Another context has its own function; destroying it forgets. */
 	EXPECT(ctx_create(&c2, NULL, 0, 0), CUDA_SUCCESS);
@@ -306,6 +431,13 @@ static void kernel_run(void)
 	CHECK(f == f1);
 	EXPECT(occupancy(&b, f1, 128, BIG_SMEM), CUDA_SUCCESS);
 	CHECK(b == big);
+	EXPECT(clusters(&c, f1, &cfg), CUDA_SUCCESS);
+	CHECK(c == c_big);
+	/* The library's kernel outlives contexts; its module is asked again. */
+	EXPECT(get_kernel(&k2, library, "ma_iota"), CUDA_SUCCESS);
+	CHECK(k2 == k);
+	EXPECT(library_module(&lm2, library), CUDA_SUCCESS);
+	CHECK(lm2 == lm);
 	EXPECT(kernel_set(dyn, BIG_SMEM, k, 0), CUDA_SUCCESS);
 
 	EXPECT(lib_unload(library), CUDA_SUCCESS);
@@ -484,14 +616,32 @@ static const struct row want[] = {
 	{ "cuKernelGetAttribute", 5, 3, 0, 2 },
 	/* Also asked: after the second sets, and of the unloaded function. */
 	{ "cuFuncGetAttribute", 6, 5, 0, 1 },
-	/* Asked: the first, the other value, after the function's set, both
-	 * failures, after them, after the unload and after the destroy. */
-	{ "cuKernelSetAttribute", KERNEL_ASKS + 7, 8, 0, KERNEL_ASKS - 1 },
+	/* Asked: the first, the non-portable opt-in and back, the other value,
+	 * after the function's set, both failures, after them, after the unload
+	 * and after the destroy. */
+	{ "cuKernelSetAttribute", KERNEL_ASKS + 9, 10, 0, KERNEL_ASKS - 1 },
 	/* A repeat on each function is local; after the unload it is asked. */
 	{ "cuFuncSetAttribute", 6, 4, 0, 2 },
 	/* Asked: each new question, and after each set and forget. */
 	{ "cuOccupancyMaxActiveBlocksPerMultiprocessor", KERNEL_ASKS + 11, 9, 0, KERNEL_ASKS + 2 },
 	{ "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 1, 1, 0, 0 },
+	/* Asked: the first, another attribute list, another size, both errors,
+	 * BIG_SMEM before and after the opt-in, 16 before and after the
+	 * non-portable opt-in, after the unload and after the destroy. */
+	{ "cuOccupancyMaxActiveClusters", KERNEL_ASKS + 15, 11, 0, KERNEL_ASKS + 4 },
+	{ "cuOccupancyMaxPotentialClusterSize", 3, 2, 0, 1 },
+	/* Asked: the first, both missing names, library2's and after its unload. */
+	{ "cuLibraryGetKernel", KERNEL_ASKS + 9, 5, 0, KERNEL_ASKS + 4 },
+	/* Known from the lookup and the enumeration; asked after the unload. */
+	{ "cuKernelGetLibrary", 4, 1, 0, 3 },
+	{ "cuLibraryEnumerateKernels", 1, 1, 0, 0 },
+	/* Asked again after a context destroy. */
+	{ "cuLibraryGetModule", 3, 2, 0, 1 },
+	/* Asked: the library's module's, the module's, after its unload and
+	 * sync_run's. */
+	{ "cuModuleGetFunction", 6, 4, 0, 2 },
+	{ "cuLibraryLoadData", 2, 2, 0, 0 },
+	{ "cuLibraryUnload", 2, 2, 0, 0 },
 	/* sync_run: asked after other work, another stream's, another
 	 * thread's and the fault; answered after nothing. */
 	{ "cuStreamSynchronize", 10, 6, 0, 4 },
