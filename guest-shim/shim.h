@@ -287,17 +287,24 @@ struct shim_batch {
 };
 
 /* Staging for pageable copies over shm (staging.c): a memfd the worker
- * maps and registers, cut in slots; made at the first large pageable copy.
- * @lock serialises the copies through it, as the driver's staging does. */
-#define SHIM_STAGING_SLOTS 4u
+ * maps, a header the worker writes each slot's done ticket into, then the
+ * slots it registers; made at the first large pageable copy. @lock
+ * serialises the copies through it, as the driver's staging does, and
+ * guards everything below it. */
+#define SHIM_STAGING_SLOTS_MAX WIRE_STAGING_SLOTS_MAX
 struct shim_staging {
 	pthread_mutex_t lock;
 	int memfd;                      /* -1: none yet */
-	uint8_t *base;
-	uint64_t bytes, slot_bytes;
+	uint8_t *map;                   /* the header, then the slots */
+	const struct wire_staging_header *header;
+	uint8_t *base;                  /* the first slot */
+	uint64_t map_bytes, header_bytes, bytes, slot_bytes;
+	uint32_t slots;
 	bool attached;                  /* this connection's worker has it (conn_lock) */
 	bool unavailable;               /* off (TERN_SHM_STAGING=0) or it failed: not tried again */
-	bool busy[SHIM_STAGING_SLOTS];  /* a piece queued in the slot, not waited for */
+	uint32_t ticket_last;           /* the last ticket given to a piece (never 0) */
+	/* The ticket of the slot's last piece not waited for; 0: none. */
+	uint32_t pending[SHIM_STAGING_SLOTS_MAX];
 };
 
 /* Host functions by token and, for host nodes, by function and data; the
