@@ -283,6 +283,7 @@ static int staging_make(struct shim_staging *st)
 		close(fd);
 		return -errno;
 	}
+	staging_copier_init(&st->copier);
 	st->memfd = fd;
 	st->map = map;
 	st->header = map;

@@ -49,6 +49,8 @@ void staging_reset(struct shim_process *p)
 		munmap(st->map, st->map_bytes);
 	if (st->memfd >= 0)
 		close(st->memfd);
+	/* A forked child has none of the parent's helpers either: its
+	 * staging_make sets the copier up again. */
 	memset(st, 0, sizeof(*st));
 	st->memfd = -1;
 	pthread_mutex_init(&st->lock, NULL);
@@ -140,7 +142,7 @@ CUresult staging_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t str
 		res = slot_wait(st, slot, false);
 		if (res != CUDA_SUCCESS)
 			break;
-		memcpy(slot_at(st, slot), s + off, req.bytes);
+		staging_copier_copy(&st->copier, slot_at(st, slot), s + off, req.bytes);
 		/* Pending even if the answer is an error: the worker may have queued it. */
 		req.ticket = st->pending[slot] = ticket_next(st);
 		res = off ? rpc_memcpy_htod_slot_defer(&req) : rpc_memcpy_htod_slot(&req, &rep);
@@ -203,7 +205,8 @@ CUresult staging_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, b
 		res = slot_wait(st, slot, k + 1 == pieces);
 		if (res != CUDA_SUCCESS)
 			break;
-		memcpy(d + off, slot_at(st, slot), n - off < st->slot_bytes ? n - off : st->slot_bytes);
+		staging_copier_copy(&st->copier, d + off, slot_at(st, slot),
+				    n - off < st->slot_bytes ? n - off : st->slot_bytes);
 		if (k + st->slots < pieces)
 			res = dtoh_queue(st, src, n, stream, async, k + st->slots);
 	}
