@@ -26,6 +26,7 @@
  */
 #include "shim.h"
 
+#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -40,6 +41,7 @@
  * piece's DMA and the host function behind it. Past it (the piece behind
  * other work, or failed) the round trip sleeps instead of spinning. */
 #define STAGING_TICKET_SPIN_NS 1000000ull
+#define STAGING_TICKET_PAUSE_NS 20000ull
 
 void staging_reset(struct shim_process *p)
 {
@@ -69,19 +71,27 @@ static uint32_t ticket_next(struct shim_staging *st)
 	return st->ticket_last;
 }
 
-/* Whether the worker wrote @ticket into @slot's word within the spin. */
+/* Whether the worker wrote @ticket into @slot's word within the spin. Past
+ * its first microseconds the spin yields: on a machine with fewer cores
+ * than busy threads the DMA (the sim's device thread) may need ours. */
 static bool ticket_seen(const struct shim_staging *st, uint32_t slot, uint32_t ticket)
 {
-	uint64_t start = 0;
+	uint64_t start = 0, spun;
 
 	for (;;) {
 		if (__atomic_load_n(&st->header->done[slot], __ATOMIC_ACQUIRE) == ticket)
 			return true;
-		if (!start)
+		if (!start) {
 			start = monotonic_ns();
-		else if (monotonic_ns() - start >= STAGING_TICKET_SPIN_NS)
+			continue;
+		}
+		spun = monotonic_ns() - start;
+		if (spun >= STAGING_TICKET_SPIN_NS)
 			return false;
-		cpu_relax();
+		if (spun < STAGING_TICKET_PAUSE_NS)
+			cpu_relax();
+		else
+			sched_yield();
 	}
 }
 
