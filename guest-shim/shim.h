@@ -319,6 +319,7 @@ struct shim_staging {
 	bool attached;                  /* this connection's worker has it (conn_lock) */
 	bool unavailable;               /* off (TERN_SHM_STAGING=0) or it failed: not tried again */
 	uint32_t ticket_last;           /* the last ticket given to a piece (never 0) */
+	unsigned ticket_misses;         /* waits in a row whose ticket did not come */
 	/* The ticket of the slot's last piece not waited for; 0: none. */
 	uint32_t pending[SHIM_STAGING_SLOTS_MAX];
 	struct staging_copier copier;

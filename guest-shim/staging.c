@@ -31,6 +31,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "monotonic.h"
 #include "wire.h"
 
@@ -42,6 +43,10 @@
  * other work, or failed) the round trip sleeps instead of spinning. */
 #define STAGING_TICKET_SPIN_NS 1000000ull
 #define STAGING_TICKET_PAUSE_NS 20000ull
+/* After this many waits in a row whose ticket never came (a worker whose
+ * driver runs no host functions for us, say), tickets are only looked at,
+ * not spun for, until one is there at the first look. */
+#define STAGING_TICKET_MISSES_MAX 8u
 
 void staging_reset(struct shim_process *p)
 {
@@ -74,20 +79,28 @@ static uint32_t ticket_next(struct shim_staging *st)
 /* Whether the worker wrote @ticket into @slot's word within the spin. Past
  * its first microseconds the spin yields: on a machine with fewer cores
  * than busy threads the DMA (the sim's device thread) may need ours. */
-static bool ticket_seen(const struct shim_staging *st, uint32_t slot, uint32_t ticket)
+static bool ticket_seen(struct shim_staging *st, uint32_t slot, uint32_t ticket)
 {
 	uint64_t start = 0, spun;
 
 	for (;;) {
-		if (__atomic_load_n(&st->header->done[slot], __ATOMIC_ACQUIRE) == ticket)
+		if (__atomic_load_n(&st->header->done[slot], __ATOMIC_ACQUIRE) == ticket) {
+			st->ticket_misses = 0;
 			return true;
+		}
 		if (!start) {
+			if (st->ticket_misses >= STAGING_TICKET_MISSES_MAX)
+				return false;
 			start = monotonic_ns();
 			continue;
 		}
 		spun = monotonic_ns() - start;
-		if (spun >= STAGING_TICKET_SPIN_NS)
+		if (spun >= STAGING_TICKET_SPIN_NS) {
+			if (++st->ticket_misses == STAGING_TICKET_MISSES_MAX)
+				pr_info("staging: %u slots in a row done without their tickets: not spun for any more",
+					STAGING_TICKET_MISSES_MAX);
 			return false;
+		}
 		if (spun < STAGING_TICKET_PAUSE_NS)
 			cpu_relax();
 		else
