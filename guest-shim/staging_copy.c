@@ -6,8 +6,8 @@
  *
  * One core's memcpy is bounded by the misses it can keep in flight, well
  * below what the memory and the DMA give: the driver's pageable copy to
- * the host runs at about twice our one-thread copy out of the slot (H100,
- * bench/overhead). Parts of a piece are copied by TERN_SHM_STAGING_THREADS
+ * the host ran at about twice tern's when one thread copied out of the
+ * slot (H100, bench/overhead, docs/benchmarks.md). Parts of a piece are copied by TERN_SHM_STAGING_THREADS
  * threads in all, the caller one of them. The helpers are started at the
  * first split copy and wait for work on a condition variable; only the
  * thread holding the staging's lock gives them work, so one copy at a time.
