@@ -19,4 +19,13 @@ static inline uint64_t monotonic_ms(void)
 	return monotonic_ns() / 1000000u;
 }
 
+/* One turn of a loop that spins on the clock and shared memory: lets the
+ * core's sibling run. */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
 #endif

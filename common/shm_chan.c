@@ -39,13 +39,6 @@ _Static_assert(SHM_CHAN_MAP_MAX == SHM_DATA_OFFSET + 2 * (size_t)SHM_RING_MAX, "
 _Static_assert(SHM_CHAN_BYTES(0) == SHM_DATA_OFFSET, "SHM_CHAN_BYTES is stale");
 
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
-}
-
 static bool power_of_two(uint64_t v)
 {
 	return v && !(v & (v - 1));

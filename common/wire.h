@@ -27,6 +27,17 @@
 #define WIRE_PAYLOAD_MAX (64u << 20)
 /* Copies are cut into pieces of this size so that a piece and its fields fit. */
 #define WIRE_COPY_PIECE (32u << 20)
+
+/* The header of the staging of pageable copies over shm (docs/wire-protocol.md,
+ * "Pageable copies over shm"), at the start of the guest's memfd: per slot,
+ * the ticket of the slot's last piece the device is done with. Written by the
+ * worker only (a host function queued behind each piece), read by the guest;
+ * the worker never reads it, so what a guest writes there fools only itself. */
+#define WIRE_STAGING_SLOTS_MAX 64u
+struct wire_staging_header {
+	uint32_t done[WIRE_STAGING_SLOTS_MAX];
+};
+_Static_assert(sizeof(struct wire_staging_header) == 256, "staging header layout");
 #define WIRE_STR_MAX 8192u
 
 /* Virtual handles: the kind of object in the top byte, a serial below

@@ -560,7 +560,7 @@ static void replay_append_locked(struct shim_process *p, uint32_t id, uint64_t s
 		return;                 /* answered already, and no restore can need it */
 	/* Its bytes are in a staging slot the next piece overwrites, not in the
 	 * request: a restore before it cannot bring them back (staging.c). */
-	if (id == WIRE_CALL_MEMCPY_HTOD_STAGED) {
+	if (id == WIRE_CALL_MEMCPY_HTOD_SLOT) {
 		p->replay.gap = seq;
 		return;
 	}

@@ -245,42 +245,56 @@ int host_shared_reshare_locked(struct shim_process *p)
 	return ret;
 }
 
-/* TERN_SHM_STAGING: the staging's bytes (0: none; rounded down to whole
- * pages per slot). */
+/* TERN_SHM_STAGING: the slots' bytes (0: none; rounded down to whole pages
+ * per slot); TERN_SHM_STAGING_SLOTS: how many (2 to 64). */
 #define STAGING_BYTES_DEFAULT (32ull << 20)
 #define STAGING_BYTES_MAX (1ull << 30)
+#define STAGING_SLOTS_DEFAULT 4u
 
 static int staging_make(struct shim_staging *st)
 {
 	const char *env = getenv("TERN_SHM_STAGING");
+	const char *env_slots = getenv("TERN_SHM_STAGING_SLOTS");
 	uint64_t bytes = env && *env ? strtoull(env, NULL, 0) : STAGING_BYTES_DEFAULT;
+	unsigned long slots = env_slots && *env_slots ? strtoul(env_slots, NULL, 0) : STAGING_SLOTS_DEFAULT;
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-	void *base;
+	void *map;
 	int fd;
 
+	if (slots < 2 || slots > SHIM_STAGING_SLOTS_MAX) {
+		pr_warn("TERN_SHM_STAGING_SLOTS=%s: not 2 to %u, %u taken", env_slots, SHIM_STAGING_SLOTS_MAX,
+			STAGING_SLOTS_DEFAULT);
+		slots = STAGING_SLOTS_DEFAULT;
+	}
 	if (bytes > STAGING_BYTES_MAX)
 		bytes = STAGING_BYTES_MAX;
-	st->slot_bytes = bytes / SHIM_STAGING_SLOTS / page * page;
+	st->slots = (uint32_t)slots;
+	st->slot_bytes = bytes / st->slots / page * page;
 	if (st->slot_bytes < (64u << 10))
 		return -ENOTSUP;        /* off, or too small to be worth it */
-	st->bytes = st->slot_bytes * SHIM_STAGING_SLOTS;
-	fd = shm_memfd_create("tern-staging", st->bytes);
+	st->bytes = st->slot_bytes * st->slots;
+	st->header_bytes = (sizeof(struct wire_staging_header) + page - 1) / page * page;
+	st->map_bytes = st->header_bytes + st->bytes;
+	fd = shm_memfd_create("tern-staging", st->map_bytes);
 	if (fd < 0)
 		return fd;
-	base = mmap(NULL, st->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (base == MAP_FAILED) {
+	map = mmap(NULL, st->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED) {
 		close(fd);
 		return -errno;
 	}
+	staging_copier_init(&st->copier);
 	st->memfd = fd;
-	st->base = base;
+	st->map = map;
+	st->header = map;
+	st->base = st->map + st->header_bytes;
 	return 0;
 }
 
 int staging_attach_locked(struct shim_process *p)
 {
 	struct shim_staging *st = &p->staging;
-	struct wire_staging_attach_req req;
+	struct wire_staging_attach_tickets_req req;
 	struct iovec iov[WIRE_MSG_IOV_MAX];
 	struct wire_cursor cur;
 	struct wire_msg m;
@@ -292,14 +306,16 @@ int staging_attach_locked(struct shim_process *p)
 		if (ret)
 			return ret;
 	}
-	req = (struct wire_staging_attach_req){ .bytes = st->bytes, .slots = SHIM_STAGING_SLOTS };
+	req = (struct wire_staging_attach_tickets_req){
+		.header_bytes = st->header_bytes, .bytes = st->bytes, .slots = st->slots,
+	};
 	/* The memfd first, then the request, as for a pinned buffer. */
 	ret = shm_fds_send(p->conn.fd, &st->memfd, 1);
 	if (ret)
 		return ret;
 	wire_msg_init(&m);
-	wire_staging_attach_req_encode(&m, &req);
-	ret = conn_exchange_locked(p, WIRE_CALL_STAGING_ATTACH, 0, &m, iov, &niov, &cur, &status);
+	wire_staging_attach_tickets_req_encode(&m, &req);
+	ret = conn_exchange_locked(p, WIRE_CALL_STAGING_ATTACH_TICKETS, 0, &m, iov, &niov, &cur, &status);
 	wire_msg_release(&m);
 	if (!ret && status != CUDA_SUCCESS) {
 		pr_warn("ternd refused the staging of pageable copies: CUresult %d", status);

@@ -297,17 +297,42 @@ struct shim_batch {
 };
 
 /* Staging for pageable copies over shm (staging.c): a memfd the worker
- * maps and registers, cut in slots; made at the first large pageable copy.
- * @lock serialises the copies through it, as the driver's staging does. */
-#define SHIM_STAGING_SLOTS 4u
+ * maps, a header the worker writes each slot's done ticket into, then the
+ * slots it registers; made at the first large pageable copy. @lock
+ * serialises the copies through it, as the driver's staging does, and
+ * guards everything below it. */
+#define SHIM_STAGING_SLOTS_MAX WIRE_STAGING_SLOTS_MAX
+/* The threads that copy a piece into or out of a slot (staging_copy.c):
+ * @lock guards the current copy's fields; given work only by the holder of
+ * the staging's lock. */
+#define STAGING_COPY_THREADS_MAX 8u
+struct staging_copier {
+	pthread_mutex_t lock;
+	pthread_cond_t work, done;
+	unsigned threads;               /* TERN_SHM_STAGING_THREADS: in all, the caller included */
+	unsigned helpers;               /* started */
+	bool started;
+	uint64_t gen;                   /* of the current copy */
+	uint8_t *dst;
+	const uint8_t *src;
+	size_t n, part;
+	unsigned parts, parts_left;
+};
 struct shim_staging {
 	pthread_mutex_t lock;
 	int memfd;                      /* -1: none yet */
-	uint8_t *base;
-	uint64_t bytes, slot_bytes;
+	uint8_t *map;                   /* the header, then the slots */
+	const struct wire_staging_header *header;
+	uint8_t *base;                  /* the first slot */
+	uint64_t map_bytes, header_bytes, bytes, slot_bytes;
+	uint32_t slots;
 	bool attached;                  /* this connection's worker has it (conn_lock) */
 	bool unavailable;               /* off (TERN_SHM_STAGING=0) or it failed: not tried again */
-	bool busy[SHIM_STAGING_SLOTS];  /* a piece queued in the slot, not waited for */
+	uint32_t ticket_last;           /* the last ticket given to a piece (never 0) */
+	unsigned ticket_misses;         /* waits in a row whose ticket did not come */
+	/* The ticket of the slot's last piece not waited for; 0: none. */
+	uint32_t pending[SHIM_STAGING_SLOTS_MAX];
+	struct staging_copier copier;
 };
 
 /* Host functions by token and, for host nodes, by function and data; the
@@ -426,6 +451,11 @@ CUresult staging_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t str
 CUresult staging_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, bool async, bool *staged);
 /* A forked child's staging is its parent's pages: dropped. */
 void staging_reset(struct shim_process *p);
+/* staging_copy.c: the copier's settings (TERN_SHM_STAGING_THREADS), no
+ * thread started; a copy of @n bytes, split among the threads when it is
+ * large enough. The caller holds the staging's lock. */
+void staging_copier_init(struct staging_copier *cp);
+void staging_copier_copy(struct staging_copier *cp, void *dst, const void *src, size_t n);
 
 /* rpc.c */
 /* rpc_call() that first hands @fd to the worker (shm transport only). */

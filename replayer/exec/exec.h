@@ -239,17 +239,22 @@ struct exec_host {
 };
 
 /* The guest's staging for pageable copies over shm (exec_staging.c): its
- * memfd mapped here and registered with the driver, cut in slots; each
- * slot's last piece is behind an event recorded on the piece's stream. */
-#define EXEC_STAGING_SLOTS_MAX 64u
+ * memfd mapped here, the slots registered with the driver; each slot's last
+ * piece is behind an event recorded on the piece's stream, and before the
+ * event a host function that writes the piece's ticket into the header. */
+#define EXEC_STAGING_SLOTS_MAX WIRE_STAGING_SLOTS_MAX
 #define EXEC_STAGING_BYTES_MAX (1ull << 30)
 struct exec_staging_slot {
 	CUevent done;               /* behind the slot's last piece; NULL: none, or a waiter holds it */
 };
+struct exec_staging_tickets;        /* exec_staging.c: what the host functions write */
 struct exec_staging {
-	uint8_t *base;              /* NULL: no staging */
+	uint8_t *map;               /* NULL: no staging */
+	uint64_t map_bytes;
+	uint8_t *base;              /* the first slot, past the header */
 	uint64_t bytes, slot_bytes;
 	uint32_t slots;
+	struct exec_staging_tickets *tickets;
 	struct exec_staging_slot slot[EXEC_STAGING_SLOTS_MAX];
 };
 

@@ -428,9 +428,10 @@ static void test_shm_hostile(void **state)
 }
 
 /* A staging attach: the memfd (or none) first, as the shim sends it. */
-static uint32_t staging_attach(struct shm_chan *c, uint64_t seq, int memfd, uint64_t bytes, uint32_t slots)
+static uint32_t staging_attach(struct shm_chan *c, uint64_t seq, int memfd, uint64_t header_bytes, uint64_t bytes,
+			       uint32_t slots)
 {
-	struct wire_staging_attach_req req = { .bytes = bytes, .slots = slots };
+	struct wire_staging_attach_tickets_req req = { .header_bytes = header_bytes, .bytes = bytes, .slots = slots };
 	struct wire_msg m;
 	struct reply r;
 	uint32_t status;
@@ -438,14 +439,14 @@ static uint32_t staging_attach(struct shm_chan *c, uint64_t seq, int memfd, uint
 	if (memfd >= 0)
 		assert_int_equal(shm_fds_send(c->sock, &memfd, 1), 0);
 	wire_msg_init(&m);
-	wire_staging_attach_req_encode(&m, &req);
-	status = shm_call(c, WIRE_CALL_STAGING_ATTACH, seq, &m, &r);
+	wire_staging_attach_tickets_req_encode(&m, &req);
+	status = shm_call(c, WIRE_CALL_STAGING_ATTACH_TICKETS, seq, &m, &r);
 	wire_msg_release(&m);
 	return status;
 }
 
 static uint32_t staged_piece(struct shm_chan *c, uint64_t seq, bool to_device, uint64_t dev, uint32_t slot,
-			     uint64_t bytes, uint64_t copy_bytes)
+			     uint64_t bytes, uint64_t copy_bytes, uint32_t ticket)
 {
 	struct wire_msg m;
 	struct reply r;
@@ -453,19 +454,19 @@ static uint32_t staged_piece(struct shm_chan *c, uint64_t seq, bool to_device, u
 
 	wire_msg_init(&m);
 	if (to_device) {
-		struct wire_memcpy_htod_staged_req req = {
-			.dst = dev, .slot = slot, .bytes = bytes, .copy_bytes = copy_bytes,
+		struct wire_memcpy_htod_slot_req req = {
+			.dst = dev, .slot = slot, .bytes = bytes, .copy_bytes = copy_bytes, .ticket = ticket,
 		};
 
-		wire_memcpy_htod_staged_req_encode(&m, &req);
-		status = shm_call(c, WIRE_CALL_MEMCPY_HTOD_STAGED, seq, &m, &r);
+		wire_memcpy_htod_slot_req_encode(&m, &req);
+		status = shm_call(c, WIRE_CALL_MEMCPY_HTOD_SLOT, seq, &m, &r);
 	} else {
-		struct wire_memcpy_dtoh_staged_req req = {
-			.src = dev, .slot = slot, .bytes = bytes, .copy_bytes = copy_bytes,
+		struct wire_memcpy_dtoh_slot_req req = {
+			.src = dev, .slot = slot, .bytes = bytes, .copy_bytes = copy_bytes, .ticket = ticket,
 		};
 
-		wire_memcpy_dtoh_staged_req_encode(&m, &req);
-		status = shm_call(c, WIRE_CALL_MEMCPY_DTOH_STAGED, seq, &m, &r);
+		wire_memcpy_dtoh_slot_req_encode(&m, &req);
+		status = shm_call(c, WIRE_CALL_MEMCPY_DTOH_SLOT, seq, &m, &r);
 	}
 	wire_msg_release(&m);
 	return status;
@@ -486,52 +487,70 @@ static uint32_t staging_wait(struct shm_chan *c, uint64_t seq, uint32_t slot)
 }
 
 /* A guest lies about its staging and its pieces: each request fails alone,
- * the worker goes on, and honest pieces move the bytes both ways. */
+ * the worker goes on, and honest pieces move the bytes both ways and have
+ * their tickets written into the header; what the guest writes there does
+ * not matter to the worker. */
 static void test_staging_hostile(void **state)
 {
 	const uint64_t slot_bytes = 65536, bytes = 4 * slot_bytes;
+	const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), map_bytes = page + bytes;
 	struct wire_mem_alloc_req alloc = { .bytes = bytes };
+	const struct wire_staging_header *header;
 	struct shm_chan c;
 	struct wire_msg m;
 	struct reply r;
 	uint64_t seq = 1, dptr;
 	uint32_t status;
 	int fd, memfd;
-	uint8_t *buf;
+	uint8_t *map, *buf;
 
 	(void)state;
 	fd = shm_session_open(&c, &seq);
 	/* Pieces before any staging. */
-	assert_int_equal(staged_piece(&c, seq++, true, 0, 0, 4096, 4096), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(staged_piece(&c, seq++, true, 0, 0, 4096, 4096, 1), CUDA_ERROR_INVALID_VALUE);
 	assert_int_equal(staging_wait(&c, seq++, 0), CUDA_ERROR_INVALID_VALUE);
+	/* The retired calls of the staging without a header are gone. */
+	wire_msg_init(&m);
+	wire_put_u64(&m, bytes);
+	wire_put_u32(&m, 4);
+	assert_int_not_equal(shm_call(&c, 117, seq++, &m, &r), CUDA_SUCCESS);
+	wire_msg_release(&m);
 	/* No memfd at all (the worker waits 2 s for it), an unsealed one, one
-	 * smaller than claimed. */
-	assert_int_equal(staging_attach(&c, seq++, -1, bytes, 4), CUDA_ERROR_INVALID_VALUE);
+	 * smaller than claimed (its header included). */
+	assert_int_equal(staging_attach(&c, seq++, -1, page, bytes, 4), CUDA_ERROR_INVALID_VALUE);
 	memfd = memfd_create("unsealed", MFD_CLOEXEC);
-	assert_int_equal(ftruncate(memfd, (off_t)bytes), 0);
-	assert_int_equal(staging_attach(&c, seq++, memfd, bytes, 4), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(ftruncate(memfd, (off_t)map_bytes), 0);
+	assert_int_equal(staging_attach(&c, seq++, memfd, page, bytes, 4), CUDA_ERROR_INVALID_VALUE);
 	close(memfd);
 	memfd = shm_memfd_create("small", 4096);
-	assert_int_equal(staging_attach(&c, seq++, memfd, bytes, 4), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(staging_attach(&c, seq++, memfd, page, bytes, 4), CUDA_ERROR_INVALID_VALUE);
+	close(memfd);
+	memfd = shm_memfd_create("no room for the header", bytes);
+	assert_int_equal(staging_attach(&c, seq++, memfd, page, bytes, 4), CUDA_ERROR_INVALID_VALUE);
 	close(memfd);
 	/* Layouts the worker refuses: one slot, too many, slots not whole
-	 * pages or smaller than 64 KiB, more than 1 GiB. */
-	memfd = shm_memfd_create("staging", bytes);
+	 * pages or smaller than 64 KiB, more than 1 GiB; a header of no bytes,
+	 * of part of a page, of more than 64 KiB, wrapping. */
+	memfd = shm_memfd_create("staging", map_bytes);
 	{
-		struct { uint64_t bytes; uint32_t slots; } bad[] = {
-			{ bytes, 1 }, { bytes, 65 }, { bytes, 0 }, { bytes - 4096, 4 }, { bytes, 3 },
-			{ 8 * 4096, 2 }, { 0, 4 }, { (1ull << 30) + 4 * 65536, 4 },
+		struct { uint64_t header_bytes, bytes; uint32_t slots; } bad[] = {
+			{ page, bytes, 1 }, { page, bytes, 65 }, { page, bytes, 0 }, { page, bytes - 4096, 4 },
+			{ page, bytes, 3 }, { page, 8 * 4096, 2 }, { page, 0, 4 }, { page, (1ull << 30) + 4 * 65536, 4 },
+			{ 0, bytes, 4 }, { 256, bytes, 4 }, { page + 1, bytes, 4 }, { (64u << 10) + page, bytes, 4 },
+			{ UINT64_MAX - page + 1, bytes, 4 },
 		};
 
 		for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-			assert_int_equal(staging_attach(&c, seq++, memfd, bad[i].bytes, bad[i].slots),
-					 CUDA_ERROR_INVALID_VALUE);
+			assert_int_equal(staging_attach(&c, seq++, memfd, bad[i].header_bytes, bad[i].bytes,
+							bad[i].slots), CUDA_ERROR_INVALID_VALUE);
 	}
-	assert_int_equal(staging_attach(&c, seq++, memfd, bytes, 4), CUDA_SUCCESS);
+	assert_int_equal(staging_attach(&c, seq++, memfd, page, bytes, 4), CUDA_SUCCESS);
 	/* A second one is refused. */
-	assert_int_equal(staging_attach(&c, seq++, memfd, bytes, 4), CUDA_ERROR_ALREADY_MAPPED);
-	buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-	assert_true(buf != MAP_FAILED);
+	assert_int_equal(staging_attach(&c, seq++, memfd, page, bytes, 4), CUDA_ERROR_ALREADY_MAPPED);
+	map = mmap(NULL, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	assert_true(map != MAP_FAILED);
+	header = (const struct wire_staging_header *)map;
+	buf = map + page;
 	close(memfd);
 	wire_msg_init(&m);
 	wire_mem_alloc_req_encode(&m, &alloc);
@@ -553,26 +572,36 @@ static void test_staging_hostile(void **state)
 
 		for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 			assert_int_equal(staged_piece(&c, seq++, to_device, cases[i].dev, cases[i].slot,
-						      cases[i].bytes, cases[i].copy_bytes), CUDA_ERROR_INVALID_VALUE);
+						      cases[i].bytes, cases[i].copy_bytes, 77), CUDA_ERROR_INVALID_VALUE);
 	}
+	/* A refused piece has no ticket written. */
+	for (uint32_t s = 0; s < 4; s++)
+		assert_int_equal(__atomic_load_n(&header->done[s], __ATOMIC_ACQUIRE), 0);
 	assert_int_equal(staging_wait(&c, seq++, 4), CUDA_ERROR_INVALID_VALUE);
 	assert_int_equal(staging_wait(&c, seq++, UINT32_MAX), CUDA_ERROR_INVALID_VALUE);
-	/* Honest pieces: four slots to the device, then back through slot 2. */
+	/* The guest scribbles over its header: the worker reads none of it. */
+	memset(map, 0xa5, page);
+	/* Honest pieces: four slots to the device, then back through slot 2;
+	 * each slot's event done, its ticket is in the header. */
 	for (uint64_t i = 0; i < bytes; i++)
 		buf[i] = (uint8_t)(i * 7 + 3);
 	for (uint32_t s = 0; s < 4; s++)
 		assert_int_equal(staged_piece(&c, seq++, true, dptr + s * slot_bytes, s, slot_bytes,
-					      s ? 0 : bytes), CUDA_SUCCESS);
-	for (uint32_t s = 0; s < 4; s++)
+					      s ? 0 : bytes, 100 + s), CUDA_SUCCESS);
+	for (uint32_t s = 0; s < 4; s++) {
 		assert_int_equal(staging_wait(&c, seq++, s), CUDA_SUCCESS);
+		assert_int_equal(__atomic_load_n(&header->done[s], __ATOMIC_ACQUIRE), 100 + s);
+	}
 	/* Waiting again for a slot waited for answers at once. */
 	assert_int_equal(staging_wait(&c, seq++, 0), CUDA_SUCCESS);
 	memset(buf, 0, bytes);
-	assert_int_equal(staged_piece(&c, seq++, false, dptr + 1000, 2, slot_bytes, slot_bytes), CUDA_SUCCESS);
+	assert_int_equal(staged_piece(&c, seq++, false, dptr + 1000, 2, slot_bytes, slot_bytes, 0xffffffffu),
+			 CUDA_SUCCESS);
 	assert_int_equal(staging_wait(&c, seq++, 2), CUDA_SUCCESS);
+	assert_int_equal(__atomic_load_n(&header->done[2], __ATOMIC_ACQUIRE), 0xffffffffu);
 	for (uint64_t i = 0; i < slot_bytes; i++)
 		assert_int_equal(buf[2 * slot_bytes + i], (uint8_t)((i + 1000) * 7 + 3));
-	munmap(buf, bytes);
+	munmap(map, map_bytes);
 	shm_chan_close(&c);
 	close(fd);
 	/* ternd still serves new sessions. */
