@@ -125,11 +125,20 @@ int graph_edge_data_ok(const struct graph_edge_data *e, uint32_t from_type, uint
 	return 1;
 }
 
-/* The edge data of @n's dependencies fit the nodes of @d they name. */
+/* Edge data a graph may hold out of a node of @from_type. Its side of the
+ * node it leads to is judged as a kernel's: a capture leaves a programmatic
+ * edge into a memset, say, where the driver's graph edits refuse one
+ * (580.159, H100). */
+static bool edge_data_held_ok(const struct graph_edge_data *e, uint32_t from_type)
+{
+	return graph_edge_data_ok(e, from_type, CU_GRAPH_NODE_TYPE_KERNEL);
+}
+
+/* The edge data of @n's dependencies fit the nodes of @d they come from. */
 static bool node_edges_ok(const struct graph_desc *d, const struct graph_node *n)
 {
 	for (uint32_t j = 0; n->edge && j < n->ndeps; j++)
-		if (!graph_edge_data_ok(&n->edge[j], d->nodes[n->deps[j]].type, n->type))
+		if (!edge_data_held_ok(&n->edge[j], d->nodes[n->deps[j]].type))
 			return false;
 	return true;
 }
@@ -546,7 +555,7 @@ int graph_desc_deps_reset(struct graph_desc *d, const uint32_t *from, const uint
 	for (size_t k = 0; k < n; k++) {
 		if (!graph_desc_node_live(d, from[k]) || !graph_desc_node_live(d, to[k]) || from[k] == to[k])
 			return -EINVAL;
-		if (edge && !graph_edge_data_ok(&edge[k], d->nodes[from[k]].type, d->nodes[to[k]].type))
+		if (edge && !edge_data_held_ok(&edge[k], d->nodes[from[k]].type))
 			return -EINVAL;
 	}
 	count = calloc(d->count + 1, sizeof(*count));

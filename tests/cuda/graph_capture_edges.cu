@@ -17,8 +17,8 @@
  *  4. refused data: a reserved byte set (begin and update), a port into
  *     the next node, a programmatic edge out of a node that is not a kernel
  *     (CUDA_ERROR_INVALID_VALUE, no capture begun, dependencies unchanged);
- *     a programmatic edge into a memset is taken (the H200's driver,
- *     580.159): the capture ends with the memset after b. Where cuda.h says
+ *     a programmatic edge into a memset is taken (the driver, 580.159):
+ *     the capture ends with the memset after b over that edge. Where cuda.h says
  *     nothing of when the driver checks these, the expected answers are
  *     what native runs on an H100 and an H200 gave (docs/limits.md).
  *
@@ -288,9 +288,9 @@ int main(int argc, char **argv)
 		CHECK_DRV(p_cuGraphExecDestroy(x));
 	}
 
-	/* 4: a programmatic edge into a memset. The driver (580.159, H200)
-	 * takes the memset and ends the capture: the memset follows b. The
-	 * edge's data it records is printed, not required. */
+	/* 4: a programmatic edge into a memset. The driver (580.159, H100 and
+	 * H200) takes the memset and ends the capture: the memset follows b
+	 * over the edge as given (the H100 printed type 1, from port 1). */
 	{
 		CUgraph out = NULL;
 		CUgraphNode from[8], to[8], nodes[8], memset_node = NULL;
@@ -321,6 +321,9 @@ int main(int argc, char **argv)
 				into_memset++;
 				printf("edge b -> memset: type %u, from port %u, to port %u\n", data[i].type,
 				       data[i].from_port, data[i].to_port);
+				REQUIRE(edge_is(data[i], CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC,
+						CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC),
+					"the edge into the memset is not the programmatic one given");
 			}
 		REQUIRE(into_memset == 1, "%d edges from b to the memset, expected 1", into_memset);
 	}

@@ -145,19 +145,16 @@ CUresult sim_capture_sync_check(struct sim *sim, struct sim_ctx *ctx, struct sim
 }
 
 /* A new node of @s's capture after its current dependencies, with their
- * edge data, which it replaces. Data that does not fit the node it leads
- * to by cuGraphAddNode_v2's rules (a programmatic edge into a node that is
- * not a kernel) is taken by the H200's driver (580.159): the sim makes it
- * a full dependency, which orders at least as much. */
+ * edge data, which it replaces. The data was checked when it was given,
+ * with a kernel standing in for this node: the driver (580.159, H100 and
+ * H200) keeps a programmatic edge into a memset as given, where its graph
+ * edits would refuse one, and so does the sim. */
 static CUresult capture_node(struct sim *sim, struct sim_stream *s, CUgraphNodeType type, struct sim_gnode **out)
 {
 	struct sim_graph *g = s->capture->graph;
 	struct sim_gnode *n;
 
 	*out = NULL;
-	for (unsigned i = 0; s->cdeps.data && i < s->cdeps.count; i++)
-		if (!sim_edge_data_ok(&s->cdeps.data[i], s->cdeps.nodes[i]->type, type))
-			memset(&s->cdeps.data[i], 0, sizeof(s->cdeps.data[i]));
 	n = sim_gnode_add(g, type, s->cdeps.nodes, s->cdeps.count);
 	if (!n)
 		return CUDA_ERROR_OUT_OF_MEMORY;
