@@ -40,7 +40,7 @@ static const char *src =
 	"  if (l == 0) { float s = 0; for (size_t k = 0; k < n; k++) s += tmp[k]; out[g] = s; } }\n"
 	"__kernel void invert(__read_only image2d_t in, __write_only image2d_t out)\n"
 	"{ int2 p = (int2)(get_global_id(0), get_global_id(1));\n"
-	"  uint4 v = read_imageui(in, CLK_NORMALIZED_COORDS_FALSE | CLK_FILTER_NEAREST, p);\n"
+	"  uint4 v = read_imageui(in, p);\n"   /* no sampler: NVIDIA's platform read wrong pixels with a literal one */
 	"  write_imageui(out, p, (uint4)(255) - v); }\n";
 
 static atomic_int callback_status = 1;
