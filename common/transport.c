@@ -181,29 +181,69 @@ static int tcp_resolve(const struct transport_url *url, bool passive, struct add
 	return 0;
 }
 
+/* Deep enough that a flood of connections that never send a hello
+ * (closed by ternd at accept or at their deadline) leaves room for the
+ * guests behind them. */
+#define LISTEN_BACKLOG SOMAXCONN
+
+/* A unix socket's file appears at bind, before listen: a client that
+ * connects in between is refused. So bind under "PATH~", listen, and
+ * rename onto PATH; where PATH~ does not fit sun_path, bind PATH itself. */
+static int unix_listen(const struct transport_url *url)
+{
+	struct sockaddr_un sa;
+	struct stat st;
+	size_t len = strlen(url->path);
+	bool staged;
+	int fd, ret;
+
+	ret = unix_addr(url, &sa);
+	if (ret)
+		return ret;
+	staged = len + 1 < sizeof(sa.sun_path);
+	if (staged)
+		sa.sun_path[len] = '~';
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* A socket file left by a ternd that died is in the way; anything else is not ours. */
+	if (!lstat(url->path, &st)) {
+		if (!S_ISSOCK(st.st_mode)) {
+			close(fd);
+			return -EADDRINUSE;
+		}
+		if (!staged)
+			unlink(url->path);
+	}
+	if (staged && !lstat(sa.sun_path, &st) && S_ISSOCK(st.st_mode))
+		unlink(sa.sun_path);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		goto fail;
+	if (listen(fd, LISTEN_BACKLOG) < 0)
+		goto fail_bound;
+	/* rename() replaces a stale socket at PATH, and refuses a directory. */
+	if (staged && rename(sa.sun_path, url->path) < 0)
+		goto fail_bound;
+	return fd;
+fail_bound:
+	ret = -errno;
+	unlink(sa.sun_path);
+	close(fd);
+	return ret;
+fail:
+	ret = -errno;
+	close(fd);
+	return ret;
+}
+
 int transport_listen(const struct transport_url *url)
 {
 	int fd, one = 1, ret;
 
 	switch (url->kind) {
 	case TRANSPORT_UNIX:
-	case TRANSPORT_SHM: {
-		struct sockaddr_un sa;
-		struct stat st;
-
-		ret = unix_addr(url, &sa);
-		if (ret)
-			return ret;
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			return -errno;
-		/* A socket file left by a ternd that died is in the way; anything else is not ours. */
-		if (!lstat(url->path, &st) && S_ISSOCK(st.st_mode))
-			unlink(url->path);
-		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-			goto fail;
-		break;
-	}
+	case TRANSPORT_SHM:
+		return unix_listen(url);
 	case TRANSPORT_TCP:
 	case TRANSPORT_TLS: {
 		struct addrinfo *res;
@@ -240,10 +280,7 @@ int transport_listen(const struct transport_url *url)
 	default:
 		return -EINVAL;
 	}
-	/* Deep enough that a flood of connections that never send a hello
-	 * (closed by ternd at accept or at their deadline) leaves room for
-	 * the guests behind them. */
-	if (listen(fd, SOMAXCONN) < 0)
+	if (listen(fd, LISTEN_BACKLOG) < 0)
 		goto fail;
 	return fd;
 fail:

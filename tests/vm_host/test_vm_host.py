@@ -186,29 +186,38 @@ def wait_files(paths, timeout=60):
         time.sleep(0.02)
 
 
+HOLD_SYNC_S = 6.0
+
+
 def hold_together(args, t, path, want):
-    """vm-snapshot while one session waits in a 2.5 s cudaDeviceSynchronize:
+    """vm-snapshot while one session waits in a long cudaDeviceSynchronize:
     that worker holds only once its wait is over, and the other session,
     held at once, makes no call meanwhile. Nothing is copied before every
-    worker holds."""
+    worker holds. The wait is long and timed from its mark file, so that a
+    loaded machine that starts one app late does not void the check."""
     marks = [os.path.join(t.tmp, 'hold.' + s) for s in ('w', 'r')]
-    waiter = App(args, t.tmp, path, 'w', [ITER, MARK, marks[0], 10, MARK + 5, 2500])
-    runner = App(args, t.tmp, path, 'r', [ITER, MARK, marks[1], 10])
+    waiter = App(args, t.tmp, path, 'w', [ITER, MARK, marks[0], 10, MARK + 5, int(HOLD_SYNC_S * 1000)])
+    runner = App(args, t.tmp, path, 'r', [ITER, MARK, marks[1], 20])
     wait_files([marks[0] + '.sync', marks[1]])
     result = {}
     op = threading.Thread(target=lambda: result.update(
         ok(t.control, {'op': 'vm-snapshot', 'domain': UUID_A, 'snapshot': 'held'})))
     t0 = time.time()
+    waited = HOLD_SYNC_S - (t0 - os.stat(marks[0] + '.sync').st_mtime)
+    if waited < 1.5 or runner.proc.poll() is not None:
+        fail('the apps started too far apart to test the hold: %.1f s of the wait left, runner %s'
+             % (waited, 'done' if runner.proc.poll() is not None else 'running'))
     op.start()
     time.sleep(0.3)
     calls = []
-    while op.is_alive() and time.time() - t0 < 2.0:
+    while op.is_alive() and time.time() - t0 < waited - 0.2:
         calls.append(sessions(t.control, UUID_A)[UUID_A + '/r']['calls'])
         time.sleep(0.1)
     op.join(60)
     took = time.time() - t0
-    if len(set(calls)) != 1 or len(calls) < 5 or took < 1.5:
-        fail('while one worker waited, the other made calls %s (op took %.1f s)' % (calls, took))
+    if len(set(calls)) != 1 or len(calls) < 5 or took < waited - 0.3:
+        fail('while one worker waited %.1f s, the other made calls %s (op took %.1f s)'
+             % (waited, calls, took))
     if sorted(e['snapshot'] for e in result['snapshots']) != ['held-0', 'held-1']:
         fail('vm-snapshot: %s' % result)
     for app in (waiter, runner):

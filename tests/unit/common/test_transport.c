@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -162,6 +163,47 @@ static void test_unix_roundtrip(void **state)
 	unlink(path + 5);
 }
 
+/* The socket file appears only once it accepts connections (it is bound
+ * under PATH~ and renamed), a stale socket is replaced, and a file that is
+ * not a socket is left alone. */
+static void test_unix_listen_file(void **state)
+{
+	struct transport_url u;
+	char path[64], staged[80], text[80];
+	int lfd, fd, stale;
+
+	snprintf(path, sizeof(path), "/tmp/tern-test-listen-%d.sock", (int)getpid());
+	snprintf(staged, sizeof(staged), "%s~", path);
+	snprintf(text, sizeof(text), "unix:%s", path);
+	assert_int_equal(transport_url_parse(text, &u), 0);
+
+	lfd = transport_listen(&u);
+	assert_true(lfd >= 0);
+	assert_int_equal(access(staged, F_OK), -1);
+	fd = transport_connect(&u);	/* queued in the backlog, no accept needed */
+	assert_true(fd >= 0);
+	close(fd);
+	close(lfd);
+
+	/* The file of the socket just closed is stale: the next listen takes its place. */
+	stale = transport_listen(&u);
+	assert_true(stale >= 0);
+	close(stale);
+	unlink(path);
+
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "data", 4), 4);
+	close(fd);
+	assert_int_equal(transport_listen(&u), -EADDRINUSE);
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(read(fd, text, sizeof(text)), 4);
+	close(fd);
+	assert_int_equal(access(staged, F_OK), -1);
+	unlink(path);
+}
+
 static void test_tcp_roundtrip(void **state)
 {
 	char url[64];
@@ -184,6 +226,7 @@ int main(void)
 		cmocka_unit_test(test_url_parse),
 		cmocka_unit_test(test_virtio_url),
 		cmocka_unit_test(test_unix_roundtrip),
+		cmocka_unit_test(test_unix_listen_file),
 		cmocka_unit_test(test_tcp_roundtrip),
 		cmocka_unit_test(test_connect_refused),
 	};
