@@ -80,28 +80,38 @@ def platforms_of(vendors):
     return p.stdout.splitlines()
 
 
+_host_vendors = {}
+
+
 def host_env(tmp):
     """The environment of a direct run: only the named host platform's
     vendor file when a platform is named (the GPU machine also lists PoCL),
-    the system's otherwise. Exits 77 when no vendor file offers it."""
+    the system's otherwise. Exits 77 when no vendor file offers it. The
+    folder found is kept per @tmp: each probe starts a process."""
     env = with_loader(dict(os.environ))
+    if tmp in _host_vendors:
+        env['OCL_ICD_VENDORS'] = _host_vendors[tmp]
+        return env
     want = platform_name()
     if not want:
         return env
+    env['OCL_ICD_VENDORS'] = _host_vendors[tmp] = _host_vendor_folder(tmp, want)
+    return env
+
+
+def _host_vendor_folder(tmp, want):
     for icd in sorted(glob.glob(os.path.join(SYSTEM_VENDORS, '*.icd'))):
         folder = os.path.join(tmp, 'host-' + os.path.basename(icd)[:-4])
         os.makedirs(folder, exist_ok=True)
         shutil.copy(icd, folder)
         if any(want in n for n in platforms_of(folder)):
-            env['OCL_ICD_VENDORS'] = folder
-            return env
+            return folder
     # A vendor library installed without its vendor file (the GPU machine's
     # NVIDIA driver: /etc/OpenCL/vendors holds PoCL's only).
     for lib in KNOWN_VENDOR_LIBRARIES:
         folder = vendor_folder(tmp, 'host-' + lib.split('.')[0], lib + '\n')
         if any(want in n for n in platforms_of(folder)):
-            env['OCL_ICD_VENDORS'] = folder
-            return env
+            return folder
     print('no host OpenCL platform named "%s" in %s or %s' % (want, SYSTEM_VENDORS,
                                                           ', '.join(KNOWN_VENDOR_LIBRARIES)))
     sys.exit(77)
