@@ -207,70 +207,83 @@ void func_table_reset(struct shim_process *p)
 	}
 }
 
-/* The cached answer of @attr for this way of asking, if any. */
-static bool func_attr_cached_locked(const struct shim_func *f, unsigned attr, bool kernel_get,
-				    uint64_t ctx, int *value)
+/* One attribute question (func_table_attribute), as shim_cache_answer
+ * keeps it. */
+struct func_attr_call {
+	uint64_t handle, ctx;
+	unsigned attr;
+	bool kernel_get;
+	int *value;
+	CUresult (*ask)(uint64_t handle, unsigned attr, int *value);
+};
+
+/* Fixed attributes are the same for every way of asking; settable ones are
+ * kept for one way (kernel or function, context) at a time. */
+static bool func_attr_find_locked(struct shim_process *p, void *call)
 {
-	if (attr < SHIM_FUNC_FIXED_ATTRS && f->attr_known & (1u << attr)) {
-		*value = f->attr_value[attr];
+	const struct func_attr_call *c = call;
+	const struct shim_func *f = func_find_locked(p, c->handle);
+
+	if (!f)
+		return false;
+	if (c->attr < SHIM_FUNC_FIXED_ATTRS && f->attr_known & (1u << c->attr)) {
+		*c->value = f->attr_value[c->attr];
 		return true;
 	}
-	if (attr >= SHIM_FUNC_FIXED_ATTRS && f->settable_known & (1u << attr) &&
-	    f->settable_kernel == kernel_get && f->settable_ctx == ctx) {
-		*value = f->settable_value[attr];
+	if (c->attr >= SHIM_FUNC_FIXED_ATTRS && f->settable_known & (1u << c->attr) &&
+	    f->settable_kernel == c->kernel_get && f->settable_ctx == c->ctx) {
+		*c->value = f->settable_value[c->attr];
 		return true;
 	}
 	return false;
 }
 
-static void func_attr_remember_locked(struct shim_func *f, unsigned attr, bool kernel_get,
-				      uint64_t ctx, int value)
+static CUresult func_attr_ask(void *call)
 {
-	if (attr < SHIM_FUNC_FIXED_ATTRS) {
-		f->attr_value[attr] = value;
-		f->attr_known |= 1u << attr;
-		return;
-	}
-	if (f->settable_kernel != kernel_get || f->settable_ctx != ctx) {
-		f->settable_known = 0;
-		f->settable_kernel = kernel_get;
-		f->settable_ctx = ctx;
-	}
-	f->settable_value[attr] = value;
-	f->settable_known |= 1u << attr;
+	const struct func_attr_call *c = call;
+
+	return c->ask(c->handle, c->attr, c->value);
 }
 
-/* Cached answers are read and written under the cache lock; one that was
- * asked for is kept only if nothing was forgotten meanwhile (answers_gen). */
+static void func_attr_remember_locked(struct shim_process *p, void *call)
+{
+	const struct func_attr_call *c = call;
+	struct shim_func *f = func_get_locked(p, c->handle);
+
+	if (!f)
+		return;
+	if (c->attr < SHIM_FUNC_FIXED_ATTRS) {
+		f->attr_value[c->attr] = *c->value;
+		f->attr_known |= 1u << c->attr;
+		return;
+	}
+	if (f->settable_kernel != c->kernel_get || f->settable_ctx != c->ctx) {
+		f->settable_known = 0;
+		f->settable_kernel = c->kernel_get;
+		f->settable_ctx = c->ctx;
+	}
+	f->settable_value[c->attr] = *c->value;
+	f->settable_known |= 1u << c->attr;
+}
+
+static const struct shim_cache_answer_ops func_attr_answer = {
+	.find_locked = func_attr_find_locked,
+	.ask = func_attr_ask,
+	.remember_locked = func_attr_remember_locked,
+};
+
 CUresult func_table_attribute(uint64_t handle, unsigned attr, bool kernel_get, int *value,
 			      CUresult (*ask)(uint64_t handle, unsigned attr, int *value))
 {
-	struct shim_process *p = shim_process();
-	uint64_t ctx = ctx_current(), gen;
-	struct shim_func *f;
-	CUresult res;
+	struct func_attr_call call = {
+		.handle = handle, .ctx = ctx_current(), .attr = attr, .kernel_get = kernel_get,
+		.value = value, .ask = ask,
+	};
 
 	/* Without a current context the driver's answer is its error. */
-	if (attr >= SHIM_FUNC_ATTRS || (attr >= SHIM_FUNC_FIXED_ATTRS && !ctx))
+	if (attr >= SHIM_FUNC_ATTRS || (attr >= SHIM_FUNC_FIXED_ATTRS && !call.ctx))
 		return ask(handle, attr, value);
-	pthread_mutex_lock(&p->cache.lock);
-	f = func_find_locked(p, handle);
-	if (f && !rpc_session_lost() && func_attr_cached_locked(f, attr, kernel_get, ctx, value)) {
-		pthread_mutex_unlock(&p->cache.lock);
-		return CUDA_SUCCESS;
-	}
-	gen = p->cache.answers_gen;
-	pthread_mutex_unlock(&p->cache.lock);
-	res = ask(handle, attr, value);
-	if (res != CUDA_SUCCESS)
-		return res;
-	pthread_mutex_lock(&p->cache.lock);
-	/* An unload or a set while it was asked may have changed the answer. */
-	f = p->cache.answers_gen == gen ? func_get_locked(p, handle) : NULL;
-	if (f)
-		func_attr_remember_locked(f, attr, kernel_get, ctx, *value);
-	pthread_mutex_unlock(&p->cache.lock);
-	return CUDA_SUCCESS;
+	return shim_cache_answer(&func_attr_answer, &shim_process()->cache.answers_gen, &call);
 }
 
 /* What a set may change: the last sets, settable attributes, occupancies. */
@@ -298,44 +311,78 @@ void func_table_forget_answers(void)
 	pthread_mutex_unlock(&p->cache.lock);
 }
 
+/* One cuKernelGetFunction (func_table_kernel_function), as
+ * shim_cache_answer keeps it. */
+struct func_kernel_fn_call {
+	uint64_t kernel, ctx;
+	uint64_t *function;
+	CUresult (*ask)(uint64_t kernel, uint64_t *function);
+};
+
+static bool func_kernel_fn_find_locked(struct shim_process *p, void *call)
+{
+	const struct func_kernel_fn_call *c = call;
+	const struct shim_func *f = func_find_locked(p, c->kernel);
+
+	for (unsigned i = 0; f && c->ctx && i < SHIM_KERNEL_CTXS; i++) {
+		if (f->kernel_fn[i].ctx == c->ctx) {
+			*c->function = f->kernel_fn[i].function;
+			return true;
+		}
+	}
+	return false;
+}
+
+static CUresult func_kernel_fn_ask(void *call)
+{
+	const struct func_kernel_fn_call *c = call;
+
+	return c->ask(c->kernel, c->function);
+}
+
+/* cuGraphKernelNodeGetParams names the kernel too, as the driver does:
+ * true of the function whether the answer is kept or not. */
+static void func_kernel_fn_learned_locked(struct shim_process *p, void *call)
+{
+	const struct func_kernel_fn_call *c = call;
+	struct shim_func *f = func_get_locked(p, *c->function);
+
+	if (f) {
+		f->kernel = c->kernel;
+		f->family = c->kernel;
+	}
+}
+
+static void func_kernel_fn_remember_locked(struct shim_process *p, void *call)
+{
+	const struct func_kernel_fn_call *c = call;
+	struct shim_func *f = c->ctx ? func_get_locked(p, c->kernel) : NULL;
+
+	if (f) {
+		f->family = c->kernel;
+		f->kernel_fn[f->kernel_fn_next].ctx = c->ctx;
+		f->kernel_fn[f->kernel_fn_next].function = *c->function;
+		f->kernel_fn_next = (f->kernel_fn_next + 1) % SHIM_KERNEL_CTXS;
+	}
+}
+
+static const struct shim_cache_answer_ops func_kernel_fn_answer = {
+	.find_locked = func_kernel_fn_find_locked,
+	.ask = func_kernel_fn_ask,
+	.remember_locked = func_kernel_fn_remember_locked,
+	.learned_locked = func_kernel_fn_learned_locked,
+};
+
+/* Through shim_cache_answer even without a current context (nothing kept
+ * then): the function still learns its kernel. */
 CUresult func_table_kernel_function(uint64_t kernel, uint64_t *function,
 				    CUresult (*ask)(uint64_t kernel, uint64_t *function))
 {
-	struct shim_process *p = shim_process();
-	uint64_t ctx = ctx_current(), gen;
-	struct shim_func *f;
-	CUresult res;
+	struct func_kernel_fn_call call = {
+		.kernel = kernel, .ctx = ctx_current(), .function = function, .ask = ask,
+	};
 
-	pthread_mutex_lock(&p->cache.lock);
-	f = func_find_locked(p, kernel);
-	for (unsigned i = 0; f && ctx && i < SHIM_KERNEL_CTXS && !rpc_session_lost(); i++) {
-		if (f->kernel_fn[i].ctx == ctx) {
-			*function = f->kernel_fn[i].function;
-			pthread_mutex_unlock(&p->cache.lock);
-			return CUDA_SUCCESS;
-		}
-	}
-	gen = p->cache.answers_gen;
-	pthread_mutex_unlock(&p->cache.lock);
-	res = ask(kernel, function);
-	if (res != CUDA_SUCCESS)
-		return res;
-	pthread_mutex_lock(&p->cache.lock);
-	f = func_get_locked(p, *function);
-	if (f) {
-		/* cuGraphKernelNodeGetParams names the kernel too, as the driver does. */
-		f->kernel = kernel;
-		f->family = kernel;
-	}
-	f = p->cache.answers_gen == gen && ctx ? func_get_locked(p, kernel) : NULL;
-	if (f) {
-		f->family = kernel;
-		f->kernel_fn[f->kernel_fn_next].ctx = ctx;
-		f->kernel_fn[f->kernel_fn_next].function = *function;
-		f->kernel_fn_next = (f->kernel_fn_next + 1) % SHIM_KERNEL_CTXS;
-	}
-	pthread_mutex_unlock(&p->cache.lock);
-	return CUDA_SUCCESS;
+	return shim_cache_answer(&func_kernel_fn_answer, &shim_process()->cache.answers_gen, &call);
 }
 
 void func_table_kernel_seen(uint64_t kernel)
@@ -421,44 +468,74 @@ void func_table_settings_changed(uint64_t handle)
 	pthread_mutex_unlock(&p->cache.lock);
 }
 
+/* One occupancy query (func_table_occupancy), as shim_cache_answer keeps
+ * it. */
+struct func_occupancy_call {
+	uint64_t handle, ctx, smem;
+	int block_size;
+	unsigned flags;
+	int *blocks;
+	CUresult (*ask)(uint64_t handle, int block_size, uint64_t smem, unsigned flags, int *blocks);
+};
+
+static bool func_occupancy_find_locked(struct shim_process *p, void *call)
+{
+	const struct func_occupancy_call *c = call;
+	const struct shim_func *f = func_find_locked(p, c->handle);
+
+	for (unsigned i = 0; f && i < SHIM_OCC_ANSWERS; i++) {
+		const struct shim_occupancy *o = &f->occupancy[i];
+
+		if (o->known && o->ctx == c->ctx && o->block_size == c->block_size &&
+		    o->smem == c->smem && o->flags == c->flags) {
+			*c->blocks = o->blocks;
+			return true;
+		}
+	}
+	return false;
+}
+
+static CUresult func_occupancy_ask(void *call)
+{
+	const struct func_occupancy_call *c = call;
+
+	return c->ask(c->handle, c->block_size, c->smem, c->flags, c->blocks);
+}
+
+static void func_occupancy_remember_locked(struct shim_process *p, void *call)
+{
+	const struct func_occupancy_call *c = call;
+	struct shim_func *f = func_get_locked(p, c->handle);
+
+	if (f) {
+		f->occupancy[f->occupancy_next] = (struct shim_occupancy){
+			.known = true, .ctx = c->ctx, .block_size = c->block_size, .flags = c->flags,
+			.smem = c->smem, .blocks = *c->blocks,
+		};
+		f->occupancy_next = (f->occupancy_next + 1) % SHIM_OCC_ANSWERS;
+	}
+}
+
+static const struct shim_cache_answer_ops func_occupancy_answer = {
+	.find_locked = func_occupancy_find_locked,
+	.ask = func_occupancy_ask,
+	.remember_locked = func_occupancy_remember_locked,
+};
+
 CUresult func_table_occupancy(uint64_t handle, int block_size, uint64_t smem, unsigned flags,
 			      int *blocks,
 			      CUresult (*ask)(uint64_t handle, int block_size, uint64_t smem,
 					      unsigned flags, int *blocks))
 {
-	struct shim_process *p = shim_process();
-	uint64_t ctx = ctx_current(), gen;
-	struct shim_func *f;
-	CUresult res;
+	struct func_occupancy_call call = {
+		.handle = handle, .ctx = ctx_current(), .smem = smem, .block_size = block_size,
+		.flags = flags, .blocks = blocks, .ask = ask,
+	};
 
-	pthread_mutex_lock(&p->cache.lock);
-	f = func_find_locked(p, handle);
-	for (unsigned i = 0; f && ctx && i < SHIM_OCC_ANSWERS && !rpc_session_lost(); i++) {
-		const struct shim_occupancy *o = &f->occupancy[i];
-
-		if (o->known && o->ctx == ctx && o->block_size == block_size && o->smem == smem &&
-		    o->flags == flags) {
-			*blocks = o->blocks;
-			pthread_mutex_unlock(&p->cache.lock);
-			return CUDA_SUCCESS;
-		}
-	}
-	gen = p->cache.answers_gen;
-	pthread_mutex_unlock(&p->cache.lock);
-	res = ask(handle, block_size, smem, flags, blocks);
-	if (res != CUDA_SUCCESS)
-		return res;
-	pthread_mutex_lock(&p->cache.lock);
-	f = p->cache.answers_gen == gen && ctx ? func_get_locked(p, handle) : NULL;
-	if (f) {
-		f->occupancy[f->occupancy_next] = (struct shim_occupancy){
-			.known = true, .ctx = ctx, .block_size = block_size, .flags = flags,
-			.smem = smem, .blocks = *blocks,
-		};
-		f->occupancy_next = (f->occupancy_next + 1) % SHIM_OCC_ANSWERS;
-	}
-	pthread_mutex_unlock(&p->cache.lock);
-	return CUDA_SUCCESS;
+	/* Occupancies are kept per context: none to keep them under. */
+	if (!call.ctx)
+		return ask(handle, block_size, smem, flags, blocks);
+	return shim_cache_answer(&func_occupancy_answer, &shim_process()->cache.answers_gen, &call);
 }
 
 /* @req as func_table_cluster compares it; false when it is too long to be
@@ -480,50 +557,82 @@ static bool cluster_key(const struct wire_occupancy_cluster_req *req, uint8_t *k
 	return true;
 }
 
+/* One cluster query (func_table_cluster), as shim_cache_answer keeps it. */
+struct func_cluster_call {
+	const struct wire_occupancy_cluster_req *req;
+	uint64_t ctx;
+	int *value;
+	CUresult (*ask)(const struct wire_occupancy_cluster_req *req, int *value);
+	uint32_t key_len;
+	uint8_t key[CLUSTER_KEY_MAX];
+	struct shim_cluster_answer *answer; /* made by the ask, owned until kept */
+};
+
+static bool func_cluster_find_locked(struct shim_process *p, void *call)
+{
+	const struct func_cluster_call *c = call;
+	const struct shim_func *f = func_find_locked(p, c->req->function);
+
+	for (unsigned i = 0; f && i < SHIM_CLUSTER_ANSWERS; i++) {
+		const struct shim_cluster_answer *a = f->cluster[i];
+
+		if (a && a->ctx == c->ctx && a->key_len == c->key_len &&
+		    !memcmp(a->key, c->key, c->key_len)) {
+			*c->value = a->value;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The record to keep is allocated here, outside the cache lock. Not kept
+ * when it cannot be allocated: the next one asks. */
+static CUresult func_cluster_ask(void *call)
+{
+	struct func_cluster_call *c = call;
+	CUresult res = c->ask(c->req, c->value);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	c->answer = malloc(sizeof(*c->answer) + c->key_len);
+	if (c->answer) {
+		*c->answer = (struct shim_cluster_answer){
+			.ctx = c->ctx, .value = *c->value, .key_len = c->key_len,
+		};
+		memcpy(c->answer->key, c->key, c->key_len);
+	}
+	return CUDA_SUCCESS;
+}
+
+static void func_cluster_remember_locked(struct shim_process *p, void *call)
+{
+	struct func_cluster_call *c = call;
+	struct shim_func *f = c->answer ? func_get_locked(p, c->req->function) : NULL;
+
+	if (f) {
+		free(f->cluster[f->cluster_next]);
+		f->cluster[f->cluster_next] = c->answer;
+		f->cluster_next = (f->cluster_next + 1) % SHIM_CLUSTER_ANSWERS;
+		c->answer = NULL;
+	}
+}
+
+static const struct shim_cache_answer_ops func_cluster_answer = {
+	.find_locked = func_cluster_find_locked,
+	.ask = func_cluster_ask,
+	.remember_locked = func_cluster_remember_locked,
+};
+
 CUresult func_table_cluster(const struct wire_occupancy_cluster_req *req, int *value,
 			    CUresult (*ask)(const struct wire_occupancy_cluster_req *req, int *value))
 {
-	struct shim_process *p = shim_process();
-	uint64_t ctx = ctx_current(), gen;
-	struct shim_cluster_answer *a;
-	uint8_t key[CLUSTER_KEY_MAX];
-	uint32_t key_len;
-	struct shim_func *f;
+	struct func_cluster_call call = { .req = req, .ctx = ctx_current(), .value = value, .ask = ask };
 	CUresult res;
 
 	/* Without a current context the driver's answer is its error. */
-	if (!ctx || !cluster_key(req, key, &key_len))
+	if (!call.ctx || !cluster_key(req, call.key, &call.key_len))
 		return ask(req, value);
-	pthread_mutex_lock(&p->cache.lock);
-	f = func_find_locked(p, req->function);
-	for (unsigned i = 0; f && i < SHIM_CLUSTER_ANSWERS && !rpc_session_lost(); i++) {
-		a = f->cluster[i];
-		if (a && a->ctx == ctx && a->key_len == key_len && !memcmp(a->key, key, key_len)) {
-			*value = a->value;
-			pthread_mutex_unlock(&p->cache.lock);
-			return CUDA_SUCCESS;
-		}
-	}
-	gen = p->cache.answers_gen;
-	pthread_mutex_unlock(&p->cache.lock);
-	res = ask(req, value);
-	if (res != CUDA_SUCCESS)
-		return res;
-	/* Not kept when it cannot be allocated: the next one asks. */
-	a = malloc(sizeof(*a) + key_len);
-	if (!a)
-		return CUDA_SUCCESS;
-	*a = (struct shim_cluster_answer){ .ctx = ctx, .value = *value, .key_len = key_len };
-	memcpy(a->key, key, key_len);
-	pthread_mutex_lock(&p->cache.lock);
-	f = p->cache.answers_gen == gen ? func_get_locked(p, req->function) : NULL;
-	if (f) {
-		free(f->cluster[f->cluster_next]);
-		f->cluster[f->cluster_next] = a;
-		f->cluster_next = (f->cluster_next + 1) % SHIM_CLUSTER_ANSWERS;
-		a = NULL;
-	}
-	pthread_mutex_unlock(&p->cache.lock);
-	free(a);
-	return CUDA_SUCCESS;
+	res = shim_cache_answer(&func_cluster_answer, &shim_process()->cache.answers_gen, &call);
+	free(call.answer);
+	return res;
 }

@@ -38,16 +38,17 @@ static struct shim_lookup *lookup_find_locked(struct shim_process *p, enum looku
 	return NULL;
 }
 
-/* Kept only when nothing was forgotten since @gen; an allocation that
- * fails keeps nothing (the next lookup asks). */
-static void lookup_remember_locked(struct shim_process *p, enum lookup_kind kind, uint64_t owner,
-				   uint64_t ctx, const char *name, uint64_t answer, uint64_t gen)
+/* Kept unless already there; an allocation that fails keeps nothing (the
+ * next lookup asks). The caller checks that nothing was forgotten since the
+ * answer was asked (lookups_gen). */
+static void lookup_add_locked(struct shim_process *p, enum lookup_kind kind, uint64_t owner,
+			      uint64_t ctx, const char *name, uint64_t answer)
 {
 	size_t len = strlen(name);
 	unsigned b = lookup_bucket(kind, owner, ctx, name);
 	struct shim_lookup *l;
 
-	if (p->cache.lookups_gen != gen || lookup_find_locked(p, kind, owner, ctx, name))
+	if (lookup_find_locked(p, kind, owner, ctx, name))
 		return;
 	l = malloc(sizeof(*l) + len + 1);
 	if (!l)
@@ -58,39 +59,64 @@ static void lookup_remember_locked(struct shim_process *p, enum lookup_kind kind
 	p->cache.lookups[b] = l;
 }
 
+/* One lookup (lookup_table_answer), as shim_cache_answer keeps it. */
+struct lookup_call {
+	enum lookup_kind kind;
+	uint64_t owner, ctx;
+	const char *name;               /* as asked: NULL for the kinds without one */
+	const char *key;                /* as kept: "" for those */
+	uint64_t *answer;
+	CUresult (*ask)(uint64_t owner, const char *name, uint64_t *answer);
+};
+
+static bool lookup_call_find_locked(struct shim_process *p, void *call)
+{
+	const struct lookup_call *c = call;
+	const struct shim_lookup *l = lookup_find_locked(p, c->kind, c->owner, c->ctx, c->key);
+
+	if (l)
+		*c->answer = l->answer;
+	return l != NULL;
+}
+
+static CUresult lookup_call_ask(void *call)
+{
+	const struct lookup_call *c = call;
+
+	return c->ask(c->owner, c->name, c->answer);
+}
+
+static void lookup_call_remember_locked(struct shim_process *p, void *call)
+{
+	const struct lookup_call *c = call;
+
+	lookup_add_locked(p, c->kind, c->owner, c->ctx, c->key, *c->answer);
+	/* A kernel found in a library came from it. */
+	if (c->kind == LOOKUP_KERNEL)
+		lookup_add_locked(p, LOOKUP_KERNEL_LIBRARY, *c->answer, 0, "", c->owner);
+}
+
+static const struct shim_cache_answer_ops lookup_answer = {
+	.find_locked = lookup_call_find_locked,
+	.ask = lookup_call_ask,
+	.remember_locked = lookup_call_remember_locked,
+};
+
 CUresult lookup_table_answer(enum lookup_kind kind, uint64_t owner, const char *name,
 			     uint64_t *answer,
 			     CUresult (*ask)(uint64_t owner, const char *name, uint64_t *answer))
 {
-	struct shim_process *p = shim_process();
-	uint64_t current = ctx_current(), ctx = kind == LOOKUP_MODULE ? current : 0, gen;
-	const char *key = name ? name : "";
-	struct shim_lookup *l;
-	CUresult res;
+	uint64_t current = ctx_current();
+	struct lookup_call call = {
+		.kind = kind, .owner = owner, .ctx = kind == LOOKUP_MODULE ? current : 0,
+		.name = name, .key = name ? name : "", .answer = answer, .ask = ask,
+	};
 
 	/* Modules live in contexts: without a current one the driver's answer
 	 * is its own (an error, or another context's module). */
 	if ((kind == LOOKUP_MODULE || kind == LOOKUP_FUNCTION) && !current)
 		return ask(owner, name, answer);
-	pthread_mutex_lock(&p->cache.lock);
-	l = rpc_session_lost() ? NULL : lookup_find_locked(p, kind, owner, ctx, key);
-	if (l) {
-		*answer = l->answer;
-		pthread_mutex_unlock(&p->cache.lock);
-		return CUDA_SUCCESS;
-	}
-	gen = p->cache.lookups_gen;
-	pthread_mutex_unlock(&p->cache.lock);
-	res = ask(owner, name, answer);
-	if (res != CUDA_SUCCESS)
-		return res;
-	pthread_mutex_lock(&p->cache.lock);
-	lookup_remember_locked(p, kind, owner, ctx, key, *answer, gen);
-	/* A kernel found in a library came from it. */
-	if (kind == LOOKUP_KERNEL)
-		lookup_remember_locked(p, LOOKUP_KERNEL_LIBRARY, *answer, 0, "", owner, gen);
-	pthread_mutex_unlock(&p->cache.lock);
-	return CUDA_SUCCESS;
+	return shim_cache_answer(&lookup_answer, &shim_process()->cache.lookups_gen, &call);
 }
 
 uint64_t lookup_table_gen(void)
@@ -110,9 +136,11 @@ void lookup_table_kernels_listed(uint64_t library, const CUkernel *kernels, unsi
 	struct shim_process *p = shim_process();
 
 	pthread_mutex_lock(&p->cache.lock);
-	for (unsigned i = 0; i < count; i++)
-		lookup_remember_locked(p, LOOKUP_KERNEL_LIBRARY, (uint64_t)(uintptr_t)kernels[i], 0, "",
-				       library, gen);
+	/* Kept only if nothing was forgotten since @gen: the library may have
+	 * been unloaded while it was listed. */
+	for (unsigned i = 0; p->cache.lookups_gen == gen && i < count; i++)
+		lookup_add_locked(p, LOOKUP_KERNEL_LIBRARY, (uint64_t)(uintptr_t)kernels[i], 0, "",
+				  library);
 	pthread_mutex_unlock(&p->cache.lock);
 }
 

@@ -562,6 +562,27 @@ uint64_t ctx_primary_any(void);
 /* Forget everything about contexts (the child after fork). */
 void ctx_table_reset(struct shim_process *p);
 
+/* cache_answer.c: a driver answer kept in the guest. How one kind of
+ * answer is found, asked and kept; @call is that kind's question and where
+ * its answer goes. */
+struct shim_cache_answer_ops {
+	/* Copies the kept answer of @call out; false when there is none. */
+	bool (*find_locked)(struct shim_process *p, void *call);
+	/* Asks the worker (or the driver), without the cache lock. */
+	CUresult (*ask)(void *call);
+	/* Keeps the answer just asked; only called when nothing was forgotten
+	 * since it was asked. */
+	void (*remember_locked)(struct shim_process *p, void *call);
+	/* What every successful answer tells, kept or not; may be NULL. */
+	void (*learned_locked)(struct shim_process *p, void *call);
+};
+/* The answer of @call: the kept one (unless the session was lost), else
+ * asked; a successful one is remembered when *@gen, a counter under the
+ * cache lock that every forget of this kind of answer increments, did not
+ * change while it was asked. CUDA_SUCCESS or @ask's error. Takes the cache
+ * lock; the _locked callbacks run with it held, @ask without. */
+CUresult shim_cache_answer(const struct shim_cache_answer_ops *ops, const uint64_t *gen, void *call);
+
 /* func_table.c: parameter layouts and names by function/kernel handle. */
 /* Record the layout blob (u32 offset, u32 size pairs) for @handle. 0 or
  * -EINVAL for a malformed blob, -ENOMEM. */
