@@ -74,7 +74,11 @@ def vendor_folder(tmp, name, icd_lines):
 
 def platforms_of(vendors):
     """The names of the platforms the loader finds in the folder @vendors."""
-    env = with_loader(dict(os.environ, OCL_ICD_VENDORS=vendors))
+    return platform_names(with_loader(dict(os.environ, OCL_ICD_VENDORS=vendors)))
+
+
+def platform_names(env):
+    """The names of the platforms a program run with @env finds."""
     p = subprocess.run([sys.executable, '-c', _PLATFORM_NAMES], capture_output=True, text=True,
                        env=env, timeout=120)
     return p.stdout.splitlines()
